@@ -1,0 +1,202 @@
+// Package receipt defines the receipt document every decided call leaves behind (SPEC §8), the
+// hash chain that links receipts together, and Verify, which walks a chain and names every break.
+//
+// A receipt's hash covers its whole canonical document, seq and prev_hash included, so an edit
+// shows up as content_altered at that seq, a deleted row as missing, and a rewritten row whose
+// hash was recomputed as link_broken at its successor. The chain detects alteration, not
+// authorship: someone who can rewrite every row and the head can forge a consistent chain.
+package receipt
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+)
+
+// Schema is the schema tag of every receipt document.
+const Schema = "latch.receipt/v1"
+
+// GenesisHash is the prev_hash of receipt 1.
+const GenesisHash = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// TimeFormat is the format of every timestamp in a receipt: RFC 3339, UTC, milliseconds, Z.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Result values (SPEC §8.1).
+const (
+	Committed = "committed"
+	Failed    = "failed"
+	Ambiguous = "ambiguous"
+	Denied    = "denied"
+	Blocked   = "blocked"
+	Observed  = "observed"
+)
+
+// Principal is who proposed the call, as recorded.
+type Principal struct {
+	Agent  string
+	User   string
+	Issuer string
+}
+
+// Authority names the grant (and delegation) that allowed the call.
+type Authority struct {
+	GrantID      string
+	DelegationID string
+}
+
+// WouldHave is what enforcement would have done, recorded in observe mode.
+type WouldHave struct {
+	Decision string // allow | approve | deny
+	Reason   string // the decision reason
+	Effect   string // "" (no effect key), "reserved", or the refusal: committed, in_progress, ambiguous, attempts_exhausted
+}
+
+// Receipt is one receipt document (SPEC §8.2). Empty strings are written as null; Seq and
+// PrevHash are set by Seal when the receipt is appended to a chain.
+type Receipt struct {
+	ReceiptID        string
+	Seq              int64
+	PrevHash         string
+	ActionID         string
+	Action           string
+	ActionHash       string
+	Arguments        json.RawMessage // canonical JSON object
+	Resource         string
+	Principal        Principal
+	Environment      string
+	Decision         string
+	DecisionReason   string
+	Authority        *Authority
+	ApprovalID       string
+	Approver         string
+	EffectKey        string
+	Attempt          int
+	IdempotencyToken string
+	Result           string
+	Error            string
+	StartedAt        time.Time
+	FinishedAt       time.Time
+	PolicyHash       string
+	PolicyVersion    string
+	Mode             string
+	WouldHave        *WouldHave
+}
+
+// Sealed is a receipt as a chain stores it: its seq, its hash and its canonical document.
+type Sealed struct {
+	Seq  int64
+	Hash string
+	Doc  []byte
+}
+
+// Head is the chain head a store keeps beside the receipts.
+type Head struct {
+	Seq  int64
+	Hash string
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func stamp(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
+// document is the receipt as the value model canon hashes.
+func (r *Receipt) document() (map[string]any, error) {
+	var args any = map[string]any{}
+	if len(r.Arguments) > 0 {
+		v, err := canon.Parse(r.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("receipt arguments: %w", err)
+		}
+		args = v
+	}
+	var authority any
+	if r.Authority != nil {
+		authority = map[string]any{
+			"grant_id":      nullable(r.Authority.GrantID),
+			"delegation_id": nullable(r.Authority.DelegationID),
+		}
+	}
+	var wouldHave any
+	if r.WouldHave != nil {
+		wouldHave = map[string]any{
+			"decision": nullable(r.WouldHave.Decision),
+			"reason":   nullable(r.WouldHave.Reason),
+			"effect":   nullable(r.WouldHave.Effect),
+		}
+	}
+	var attempt any
+	if r.Attempt > 0 {
+		attempt = int64(r.Attempt)
+	}
+	doc := map[string]any{
+		"schema":            Schema,
+		"receipt_id":        r.ReceiptID,
+		"seq":               r.Seq,
+		"prev_hash":         r.PrevHash,
+		"action_id":         r.ActionID,
+		"action":            r.Action,
+		"action_hash":       r.ActionHash,
+		"arguments":         args,
+		"resource":          nullable(r.Resource),
+		"principal":         map[string]any{"agent": nullable(r.Principal.Agent), "user": nullable(r.Principal.User), "issuer": nullable(r.Principal.Issuer)},
+		"environment":       r.Environment,
+		"decision":          r.Decision,
+		"decision_reason":   nullable(r.DecisionReason),
+		"authority":         authority,
+		"approval_id":       nullable(r.ApprovalID),
+		"approver":          nullable(r.Approver),
+		"effect_key":        nullable(r.EffectKey),
+		"attempt":           attempt,
+		"idempotency_token": nullable(r.IdempotencyToken),
+		"result":            r.Result,
+		"error":             nullable(r.Error),
+		"started_at":        stamp(r.StartedAt),
+		"finished_at":       stamp(r.FinishedAt),
+		"policy_hash":       nullable(r.PolicyHash),
+		"policy_version":    nullable(r.PolicyVersion),
+		"mode":              r.Mode,
+	}
+	if wouldHave != nil {
+		doc["would_have"] = wouldHave
+	}
+	return doc, nil
+}
+
+// Seal sets r's seq and prev_hash and returns the sealed receipt: its canonical document and
+// the hash over that document.
+func Seal(r *Receipt, seq int64, prevHash string) (Sealed, error) {
+	if seq < 1 {
+		return Sealed{}, fmt.Errorf("seal receipt: seq %d < 1", seq)
+	}
+	r.Seq, r.PrevHash = seq, prevHash
+	doc, err := r.document()
+	if err != nil {
+		return Sealed{}, fmt.Errorf("seal receipt %d: %w", seq, err)
+	}
+	b, err := canon.Marshal(doc)
+	if err != nil {
+		return Sealed{}, fmt.Errorf("seal receipt %d: %w", seq, err)
+	}
+	return Sealed{Seq: seq, Hash: canon.Sum(b), Doc: b}, nil
+}
+
+// Next returns the seq and prev_hash of the receipt that follows head.
+func Next(head Head) (int64, string) {
+	if head.Seq == 0 {
+		return 1, GenesisHash
+	}
+	return head.Seq + 1, head.Hash
+}

@@ -1,0 +1,351 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/latchkit/latch/receipt"
+)
+
+// EffectWrite is an effect record a plan writes: an insert (Prev nil) or a compare-and-set
+// against Prev on (key, state, attempt, action id).
+type EffectWrite struct {
+	Prev *Effect
+	Next Effect
+}
+
+// ApprovalWrite is an approval a plan writes, compare-and-set against PrevStatus.
+type ApprovalWrite struct {
+	PrevStatus ApprovalStatus
+	Next       Approval
+}
+
+// ReservePlan is everything one reservation writes. Result.Receipt is filled by the backend
+// once it has sealed Receipt.
+type ReservePlan struct {
+	Result   ReserveResult
+	Effect   *EffectWrite
+	Approval *ApprovalWrite
+	Events   []Event
+	Receipt  *receipt.Receipt // nil when no receipt is written
+}
+
+// CheckApproval decides whether approval a may be spent on the action with hash actionHash at
+// now. It returns "" when it may, else the refusal reason (unknown, mismatch, consumed, denied,
+// pending, expired). expire is set when the request must be written expired (SPEC §5.2).
+func CheckApproval(a *Approval, actionHash string, now time.Time) (reason string, expire bool) {
+	switch {
+	case a == nil:
+		return "unknown", false
+	case a.ActionHash != actionHash:
+		return "mismatch", false
+	case a.Status == Consumed:
+		return "consumed", false
+	case a.Status == Denied:
+		return "denied", false
+	case a.Status == Expired:
+		return "expired", false
+	case !now.Before(a.ExpiresAt):
+		return "expired", true
+	case a.Status == Pending:
+		return "pending", false
+	case a.Status == Granted:
+		return "", false
+	}
+	return "unknown", false
+}
+
+// LeaseExpiredError is the error text of an effect whose holder's lease lapsed.
+const LeaseExpiredError = "lease expired: the holder never finished"
+
+// PlanReserve decides a reservation from the rows the backend read: the effect record under
+// req.EffectKey (nil when none) and the approval req.ApprovalID names (nil when none or unknown).
+// It is the retry table of SPEC §6.2 and the approval checks of §5, in one place for every backend.
+func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
+	p := &ReservePlan{Events: append([]Event(nil), req.Events...)}
+	p.Result.Effect = eff
+	p.Result.Approval = apr
+	ev := func(kind string, payload map[string]any) {
+		p.Events = append(p.Events, newEvent(kind, req.Now, req.ActionID, req.EffectKey, req.ApprovalID, payload))
+	}
+	refuse := func(r *Refusal, withReceipt bool) *ReservePlan {
+		p.Result.Refusal = r
+		if withReceipt && req.Receipt != nil {
+			rc := *req.Receipt
+			rc.Result = receipt.Blocked
+			rc.Error = r.Detail
+			if apr != nil && rc.Approver == "" {
+				rc.Approver = apr.Approver
+			}
+			rc.FinishedAt = req.Now
+			p.Receipt = &rc
+		}
+		return p
+	}
+
+	if req.ApprovalID != "" {
+		reason, expire := CheckApproval(apr, req.ActionHash, req.Now)
+		if expire {
+			next := *apr
+			next.Status = Expired
+			p.Approval = &ApprovalWrite{PrevStatus: apr.Status, Next: next}
+			p.Result.Approval = &next
+			ev(EventApprovalInvalidated, map[string]any{"reason": "expired", "status": string(apr.Status)})
+		}
+		if reason != "" {
+			return refuse(&Refusal{Approval: true, Reason: reason,
+				Detail: fmt.Sprintf("approval %s refused: %s", req.ApprovalID, approvalDetail(reason, apr, req))}, true)
+		}
+	}
+
+	if req.EffectKey != "" {
+		if r, write := planEffect(req, eff); r != nil {
+			if write != nil {
+				p.Effect = write
+				p.Result.Effect = &write.Next
+				ev(EventExecutionAmbiguous, map[string]any{"cause": "lease_expired", "holder": eff.ActionID, "attempt": eff.Attempt})
+			}
+			ev(EventEffectRefused, map[string]any{"reason": r.Reason, "state": string(p.Result.Effect.State), "attempt": p.Result.Effect.Attempt})
+			return refuse(r, !(req.DeferAmbiguous && r.Reason == "ambiguous"))
+		}
+		next := Effect{
+			Key: req.EffectKey, State: Executing, Attempt: 1, ActionID: req.ActionID, Action: req.Action,
+			ActionHash: req.ActionHash, LeaseExpiresAt: req.Now.Add(req.Lease), CreatedAt: req.Now, UpdatedAt: req.Now,
+		}
+		if eff != nil {
+			next.Attempt = eff.Attempt + 1
+			next.CreatedAt = eff.CreatedAt
+		}
+		p.Effect = &EffectWrite{Prev: eff, Next: next}
+		p.Result.Effect = &p.Effect.Next
+		ev(EventEffectReserved, map[string]any{"attempt": next.Attempt, "lease_expires_at": next.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)})
+	}
+
+	if req.ApprovalID != "" {
+		next := *apr
+		next.Status = Consumed
+		next.ConsumedBy = req.ActionID
+		next.ConsumedAt = req.Now
+		p.Approval = &ApprovalWrite{PrevStatus: apr.Status, Next: next}
+		p.Result.Approval = &next
+		ev(EventApprovalConsumed, nil)
+	}
+	p.Result.Reserved = true
+	return p
+}
+
+// planEffect applies the retry table to the existing record. It returns nil when the key may be
+// reserved; else the refusal and, for a lapsed lease, the write that makes the record ambiguous.
+func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
+	if eff == nil {
+		return nil, nil
+	}
+	detail := func(what string) string { return fmt.Sprintf("effect %s %s", req.EffectKey, what) }
+	switch eff.State {
+	case Committed:
+		return &Refusal{Reason: "committed", Detail: detail(fmt.Sprintf("is already committed (attempt %d)", eff.Attempt))}, nil
+	case Ambiguous:
+		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: resolve it before any retry")}, nil
+	case Failed:
+		if req.MaxAttempts > 0 && eff.Attempt >= req.MaxAttempts {
+			return &Refusal{Reason: "attempts_exhausted", Detail: detail(fmt.Sprintf("failed %d of %d allowed attempts", eff.Attempt, req.MaxAttempts))}, nil
+		}
+		return nil, nil
+	case Executing:
+		if req.Now.Before(eff.LeaseExpiresAt) {
+			return &Refusal{Reason: "in_progress", Detail: detail(fmt.Sprintf("is in progress (attempt %d, lease until %s)", eff.Attempt, eff.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)))}, nil
+		}
+		next := *eff
+		next.State = Ambiguous
+		next.Error = LeaseExpiredError
+		next.LeaseExpiresAt = time.Time{}
+		next.UpdatedAt = req.Now
+		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: " + LeaseExpiredError)}, &EffectWrite{Prev: eff, Next: next}
+	}
+	return &Refusal{Reason: "ambiguous", Detail: detail(fmt.Sprintf("has unknown state %q", eff.State))}, nil
+}
+
+func approvalDetail(reason string, a *Approval, req *ReserveRequest) string {
+	switch reason {
+	case "unknown":
+		return "no such approval"
+	case "mismatch":
+		return fmt.Sprintf("it was granted for %s, this action is %s", a.ActionHash, req.ActionHash)
+	case "consumed":
+		return "already used by " + a.ConsumedBy
+	case "denied":
+		return "denied by " + a.Approver
+	case "pending":
+		return "not yet answered"
+	case "expired":
+		return "expired at " + a.ExpiresAt.UTC().Format(receipt.TimeFormat)
+	}
+	return reason
+}
+
+// RecordPlan is everything one Record writes. Result.Receipt is filled by the backend.
+type RecordPlan struct {
+	Result  RecordResult
+	Effect  *EffectWrite
+	Events  []Event
+	Receipt *receipt.Receipt
+}
+
+// PlanRecord decides the end of a call from the effect record the backend read (nil when the
+// request has no key or no record exists). A holder that no longer holds the key writes no
+// outcome: its receipt becomes ambiguous (SPEC §6.4).
+func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
+	rc := *req.Receipt
+	if rc.FinishedAt.IsZero() {
+		rc.FinishedAt = req.Now
+	}
+	p := &RecordPlan{Events: append([]Event(nil), req.Events...), Receipt: &rc}
+	if req.EffectKey == "" {
+		return p
+	}
+	ev := func(kind string, payload map[string]any) {
+		p.Events = append(p.Events, newEvent(kind, req.Now, req.ActionID, req.EffectKey, rc.ApprovalID, payload))
+	}
+	p.Result.Effect = eff
+	if eff == nil || eff.State != Executing || eff.ActionID != req.ActionID || eff.Attempt != req.Attempt {
+		p.Result.Lost = true
+		rc.Result = receipt.Ambiguous
+		rc.Error = lostDetail(req, eff, rc.Error)
+		ev(EventExecutionAmbiguous, map[string]any{"cause": "key_lost", "outcome": string(req.Outcome)})
+		return p
+	}
+	next := *eff
+	next.State = req.Outcome
+	next.Result = nil
+	next.Error = req.Error
+	next.LeaseExpiresAt = time.Time{}
+	next.UpdatedAt = req.Now
+	kind := EventExecutionAmbiguous
+	switch req.Outcome {
+	case Committed:
+		next.Result = req.Result
+		next.Error = ""
+		kind = EventExecutionCommitted
+	case Failed:
+		kind = EventExecutionFailed
+	}
+	p.Effect = &EffectWrite{Prev: eff, Next: next}
+	p.Result.Effect = &p.Effect.Next
+	payload := map[string]any{"attempt": eff.Attempt}
+	if req.Error != "" {
+		payload["error"] = req.Error
+	}
+	ev(kind, payload)
+	return p
+}
+
+func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outcome %s not recorded: ", req.Outcome)
+	if eff == nil {
+		b.WriteString("the effect record is gone")
+	} else {
+		fmt.Fprintf(&b, "effect %s is %s (attempt %d, holder %s)", eff.Key, eff.State, eff.Attempt, eff.ActionID)
+	}
+	if execErr != "" {
+		b.WriteString("; executor: " + execErr)
+	}
+	return b.String()
+}
+
+// CheckApprover validates an approver name: non-empty, one line, no control characters.
+func CheckApprover(name string) error {
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("approver is empty")
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return fmt.Errorf("approver %q contains a control character", name)
+		}
+	}
+	return nil
+}
+
+// PlanAnswer decides an answer to an approval request. The returned write is nil when nothing
+// changes; an expired request is written expired even though the answer is refused.
+func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error) {
+	if a == nil {
+		return nil, nil, fmt.Errorf("approval %s: %w", req.ID, ErrNotFound)
+	}
+	refuse := func(reason string) error { return &AnswerError{ID: a.ID, Reason: reason, Approval: a} }
+	if err := CheckApprover(req.Approver); err != nil {
+		return nil, nil, refuse("invalid_approver")
+	}
+	if a.Status != Pending {
+		return nil, nil, refuse("already_" + string(a.Status))
+	}
+	if !req.Now.Before(a.ExpiresAt) {
+		next := *a
+		next.Status = Expired
+		ev := newEvent(EventApprovalInvalidated, req.Now, "", "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})
+		return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &next}
+	}
+	if req.Approver == a.Agent || (a.User != "" && req.Approver == a.User) {
+		return nil, nil, refuse("self_approval")
+	}
+	next := *a
+	next.Approver = req.Approver
+	next.AnsweredAt = req.Now
+	kind := EventApprovalGranted
+	if req.Grant {
+		next.Status = Granted
+	} else {
+		next.Status = Denied
+		kind = EventApprovalDenied
+	}
+	ev := newEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": req.Approver})
+	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
+}
+
+// PlanResolve decides the resolution of an effect (SPEC §6.5): only ambiguous moves.
+func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error) {
+	if req.To != Committed && req.To != Failed {
+		return nil, nil, fmt.Errorf("resolve %s: target state %q is not committed or failed", req.Key, req.To)
+	}
+	if eff == nil {
+		return nil, nil, fmt.Errorf("resolve %s: %w", req.Key, ErrNotFound)
+	}
+	if eff.State != Ambiguous {
+		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", req.Key, eff.State, ErrNotAmbiguous)
+	}
+	if err := CheckApprover(req.By); err != nil {
+		return nil, nil, fmt.Errorf("resolve %s: resolver: %w", req.Key, err)
+	}
+	next := *eff
+	next.State = req.To
+	next.ResolvedBy = req.By
+	next.UpdatedAt = req.Now
+	events := append([]Event(nil), req.Events...)
+	events = append(events, newEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "",
+		map[string]any{"to": string(req.To), "by": req.By, "attempt": eff.Attempt}))
+	return &EffectWrite{Prev: eff, Next: next}, events, nil
+}
+
+// PlanExtend decides a lease extension: only the holder of a live lease may extend it.
+func PlanExtend(req *ExtendRequest, eff *Effect) (*EffectWrite, error) {
+	if eff == nil || eff.State != Executing || eff.ActionID != req.ActionID || eff.Attempt != req.Attempt || !req.Now.Before(eff.LeaseExpiresAt) {
+		return nil, fmt.Errorf("extend lease on %s: %w", req.Key, ErrLeaseLost)
+	}
+	next := *eff
+	if req.Until.After(next.LeaseExpiresAt) {
+		next.LeaseExpiresAt = req.Until
+	}
+	next.UpdatedAt = req.Now
+	return &EffectWrite{Prev: eff, Next: next}, nil
+}
+
+func newEvent(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) Event {
+	e := Event{Kind: kind, Time: now, ActionID: actionID, EffectKey: key, ApprovalID: approvalID}
+	if payload != nil {
+		e.Payload, _ = json.Marshal(payload) // maps of strings and ints always encode
+	}
+	return e
+}

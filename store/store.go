@@ -1,0 +1,297 @@
+// Package store is the seam between latch's pipeline and the databases that hold its state, in
+// the way database/sql/driver is the seam between database/sql and a driver.
+//
+// It holds three things: the records a backend keeps (effects, approvals, receipts, events), the
+// Store interface whose every method is one atomic transaction, and the pure deciders every
+// backend calls inside that transaction (PlanReserve, PlanRecord, PlanAnswer, PlanResolve,
+// PlanExtend). A backend only reads the rows a decider needs, under its lock or with
+// compare-and-set, and writes what the decider returned: the rules exist once, whatever the
+// database. The conformance suite in store/storetest grades every backend against them.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+)
+
+// State is the state of an effect record (SPEC §6.1).
+type State string
+
+// Effect states.
+const (
+	Executing State = "executing"
+	Committed State = "committed"
+	Failed    State = "failed"
+	Ambiguous State = "ambiguous"
+)
+
+// Effect is the record of one real-world consequence, keyed by its effect key.
+type Effect struct {
+	Key            string
+	State          State
+	Attempt        int
+	ActionID       string // the action id of the holder (the attempt that wrote the state)
+	Action         string
+	ActionHash     string
+	LeaseExpiresAt time.Time
+	Result         json.RawMessage // for committed
+	Error          string
+	ResolvedBy     string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// ApprovalStatus is the status of an approval request (SPEC §5.2).
+type ApprovalStatus string
+
+// Approval statuses.
+const (
+	Pending  ApprovalStatus = "pending"
+	Granted  ApprovalStatus = "granted"
+	Denied   ApprovalStatus = "denied"
+	Expired  ApprovalStatus = "expired"
+	Consumed ApprovalStatus = "consumed"
+)
+
+// Approval is a request for a human decision, bound to the hash of one exact action.
+type Approval struct {
+	ID         string
+	Status     ApprovalStatus
+	ActionHash string
+	Action     json.RawMessage // the canonical action document (SPEC §2.4) the human sees
+	ActionName string
+	Agent      string // the requesting principal, for the self-approval check
+	User       string
+	PolicyHash string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	Approver   string
+	AnsweredAt time.Time
+	ConsumedBy string // the action id that spent it
+	ConsumedAt time.Time
+}
+
+// Event is one entry of the append-only event log (SPEC §8.4). ID is assigned by the store.
+type Event struct {
+	ID         int64
+	Kind       string
+	Time       time.Time
+	ActionID   string
+	EffectKey  string
+	ApprovalID string
+	Payload    json.RawMessage // a JSON object, or nil
+}
+
+// Event kinds.
+const (
+	EventActionProposed      = "action_proposed"
+	EventPolicyEvaluated     = "policy_evaluated"
+	EventApprovalRequested   = "approval_requested"
+	EventApprovalGranted     = "approval_granted"
+	EventApprovalDenied      = "approval_denied"
+	EventApprovalConsumed    = "approval_consumed"
+	EventApprovalInvalidated = "approval_invalidated"
+	EventEffectReserved      = "effect_reserved"
+	EventEffectRefused       = "effect_refused"
+	EventExecutionCommitted  = "execution_committed"
+	EventExecutionFailed     = "execution_failed"
+	EventExecutionAmbiguous  = "execution_ambiguous"
+	EventEffectResolved      = "effect_resolved"
+	EventReconcileStarted    = "reconcile_started"
+	EventReconcileResolved   = "reconcile_resolved"
+	EventAuthorityResolved   = "authority_resolved"
+	EventAuthorityDenied     = "authority_denied"
+	EventDelegationCreated   = "delegation_created"
+	EventDelegationRevoked   = "delegation_revoked"
+	EventDelegationRejected  = "delegation_rejected"
+)
+
+// Sentinel errors shared by every backend.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrNoStore       = errors.New("store does not exist")
+	ErrNotLatch      = errors.New("not a latch database")
+	ErrSchemaTooNew  = errors.New("store schema is newer than this binary")
+	ErrLeaseLost     = errors.New("lease no longer held")
+	ErrNotAmbiguous  = errors.New("effect is not ambiguous")
+	ErrAnswerRefused = errors.New("approval answer refused")
+)
+
+// AnswerError is returned when an approval cannot be answered. Reason is one of self_approval,
+// expired, already_granted, already_denied, already_consumed, already_expired, invalid_approver.
+type AnswerError struct {
+	ID       string
+	Reason   string
+	Approval *Approval // the request as it now stands
+}
+
+func (e *AnswerError) Error() string { return "answer approval " + e.ID + ": " + e.Reason }
+
+// Is matches ErrAnswerRefused.
+func (e *AnswerError) Is(target error) bool { return target == ErrAnswerRefused }
+
+// ReserveRequest asks a store to reserve an effect key for one attempt, consuming the presented
+// approval in the same transaction (SPEC §4 step 5, §6.3).
+type ReserveRequest struct {
+	Now         time.Time
+	ActionID    string
+	Action      string
+	ActionHash  string
+	EffectKey   string // "" when the call has no effect key and only an approval is consumed
+	Lease       time.Duration
+	MaxAttempts int    // 0 = no ceiling
+	ApprovalID  string // "" when none was presented
+	// Receipt is the draft written (result blocked) if the approval or the reservation is refused.
+	Receipt *receipt.Receipt
+	// DeferAmbiguous asks for an ambiguous record to be reported without writing a receipt:
+	// the caller will ask its reconcile hook and reserve again.
+	DeferAmbiguous bool
+	// Events are written with whatever the transaction writes (action_proposed, policy_evaluated…).
+	Events []Event
+}
+
+// Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
+// errors: for approvals unknown, mismatch, consumed, denied, pending, expired; for effects
+// committed, in_progress, ambiguous, attempts_exhausted.
+type Refusal struct {
+	Approval bool // the approval was refused (else the effect)
+	Reason   string
+	Detail   string
+}
+
+// ReserveResult is what a reservation did.
+type ReserveResult struct {
+	Reserved bool
+	Refusal  *Refusal
+	Effect   *Effect   // the effect record after the transaction (nil when no key or none exists)
+	Approval *Approval // the presented approval after the transaction (nil when none or unknown)
+	Receipt  *receipt.Sealed
+}
+
+// RecordRequest writes the end of a call: for a holder, the effect's outcome; always, a receipt
+// and the events — in one transaction (SPEC §4 step 7).
+type RecordRequest struct {
+	Now      time.Time
+	Receipt  *receipt.Receipt // result committed, failed, ambiguous, denied, blocked or observed
+	Events   []Event
+	Approval *ApprovalUse // consume this approval in the same transaction (calls with no effect key)
+	// Holder transition, when EffectKey is set: executing → Outcome, compare-and-set on
+	// (key, action id, attempt, executing).
+	EffectKey string
+	ActionID  string
+	Attempt   int
+	Outcome   State // Committed, Failed or Ambiguous
+	Result    json.RawMessage
+	Error     string
+}
+
+// ApprovalUse presents an approval for consumption.
+type ApprovalUse struct {
+	ID         string
+	ActionHash string
+	ActionID   string
+}
+
+// RecordResult is what recording did. Lost is set when the holder no longer held the key (its
+// lease lapsed and a contender made the record ambiguous): the receipt was written ambiguous and
+// the outcome was not.
+type RecordResult struct {
+	Lost    bool
+	Effect  *Effect
+	Receipt receipt.Sealed
+}
+
+// AnswerRequest grants or denies an approval request.
+type AnswerRequest struct {
+	Now      time.Time
+	ID       string
+	Grant    bool
+	Approver string
+}
+
+// ResolveRequest settles an ambiguous effect (SPEC §6.5).
+type ResolveRequest struct {
+	Now    time.Time
+	Key    string
+	To     State // Committed or Failed
+	By     string
+	Events []Event
+}
+
+// ExtendRequest extends the live lease of a holder.
+type ExtendRequest struct {
+	Now      time.Time
+	Key      string
+	ActionID string
+	Attempt  int
+	Until    time.Time
+}
+
+// EffectFilter selects effect records. Zero value selects all.
+type EffectFilter struct {
+	State State
+}
+
+// ApprovalFilter selects approval requests. Zero value selects all.
+type ApprovalFilter struct {
+	Status ApprovalStatus
+}
+
+// ReceiptFilter selects receipts. Zero value selects all, in seq order.
+type ReceiptFilter struct {
+	ActionID   string
+	EffectKey  string
+	ApprovalID string
+	Since      time.Time // finished at or after
+	AfterSeq   int64     // seq greater than
+	Last       int       // only the last N (still returned in seq order)
+}
+
+// EventFilter selects events: those matching any of the non-empty ids. Zero value selects all.
+type EventFilter struct {
+	ActionID   string
+	EffectKey  string
+	ApprovalID string
+}
+
+// Store is what a backend implements. Every method is one transaction; every write method is
+// atomic under concurrent callers in any number of goroutines and processes.
+type Store interface {
+	// Reserve checks and consumes the presented approval and reserves the effect key, in one
+	// transaction. A refusal is a value (Refusal), not an error; a refused call's receipt is
+	// written in that same transaction.
+	Reserve(ctx context.Context, req *ReserveRequest) (*ReserveResult, error)
+	// Record writes an outcome, a receipt and events in one transaction.
+	Record(ctx context.Context, req *RecordRequest) (*RecordResult, error)
+	// ExtendLease moves a live lease's expiry forward; ErrLeaseLost if not held and live.
+	ExtendLease(ctx context.Context, req *ExtendRequest) (*Effect, error)
+	// Resolve moves an ambiguous effect to committed or failed; ErrNotAmbiguous otherwise.
+	Resolve(ctx context.Context, req *ResolveRequest) (*Effect, error)
+
+	// CreateApproval stores a pending approval request and its events.
+	CreateApproval(ctx context.Context, a *Approval, events []Event) error
+	// AnswerApproval grants or denies a pending request; *AnswerError when it cannot.
+	AnswerApproval(ctx context.Context, req *AnswerRequest) (*Approval, error)
+
+	Effect(ctx context.Context, key string) (*Effect, error)
+	Effects(ctx context.Context, f EffectFilter) ([]*Effect, error)
+	Approval(ctx context.Context, id string) (*Approval, error)
+	Approvals(ctx context.Context, f ApprovalFilter) ([]*Approval, error)
+	// Receipts yields receipts in ascending seq order, streaming.
+	Receipts(ctx context.Context, f ReceiptFilter) iter.Seq2[receipt.Sealed, error]
+	Head(ctx context.Context) (receipt.Head, error)
+	Events(ctx context.Context, f EventFilter) ([]*Event, error)
+
+	Close() error
+}
+
+// WriteCounter is implemented by stores that count their committed write transactions; the
+// two-transaction hot path (SPEC §4) is tested with it.
+type WriteCounter interface {
+	WriteTransactions() int64
+}
