@@ -1,0 +1,231 @@
+package canon
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// marshal appends the canonical form of v to p.out. On refusal it returns false with p.reason
+// and p.path set.
+func (p *state) marshal(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		p.out = append(p.out, "null"...)
+	case bool:
+		if x {
+			p.out = append(p.out, "true"...)
+		} else {
+			p.out = append(p.out, "false"...)
+		}
+	case string:
+		return p.marshalString(x)
+	case int64:
+		return p.marshalInt(x)
+	case int:
+		return p.marshalInt(int64(x))
+	case int32:
+		return p.marshalInt(int64(x))
+	case uint32:
+		return p.marshalInt(int64(x))
+	case []any:
+		if x == nil {
+			p.out = append(p.out, "null"...)
+			return true
+		}
+		if !p.enter() {
+			return false
+		}
+		p.out = append(p.out, '[')
+		for i, e := range x {
+			if i > 0 {
+				p.out = append(p.out, ',')
+			}
+			if !p.marshal(e) {
+				return p.at(strconv.Itoa(i))
+			}
+		}
+		p.out = append(p.out, ']')
+		p.depth--
+	case []string:
+		if x == nil {
+			p.out = append(p.out, "null"...)
+			return true
+		}
+		p.out = append(p.out, '[')
+		for i, e := range x {
+			if i > 0 {
+				p.out = append(p.out, ',')
+			}
+			if !p.marshalString(e) {
+				return p.at(strconv.Itoa(i))
+			}
+		}
+		p.out = append(p.out, ']')
+	case map[string]any:
+		if x == nil {
+			p.out = append(p.out, "null"...)
+			return true
+		}
+		if !p.enter() {
+			return false
+		}
+		base := len(p.names)
+		for k := range x {
+			p.names = append(p.names, k)
+		}
+		if !p.sortNames(base) {
+			return false
+		}
+		p.out = append(p.out, '{')
+		for i := base; i < len(p.names); i++ {
+			k := p.names[i]
+			if i > base {
+				p.out = append(p.out, ',')
+			}
+			p.appendString(k)
+			p.out = append(p.out, ':')
+			if !p.marshal(x[k]) {
+				return p.at(k)
+			}
+		}
+		p.out = append(p.out, '}')
+		clear(p.names[base:])
+		p.names = p.names[:base]
+		p.depth--
+	case map[string]string:
+		if x == nil {
+			p.out = append(p.out, "null"...)
+			return true
+		}
+		base := len(p.names)
+		for k := range x {
+			p.names = append(p.names, k)
+		}
+		if !p.sortNames(base) {
+			return false
+		}
+		p.out = append(p.out, '{')
+		for i := base; i < len(p.names); i++ {
+			k := p.names[i]
+			if i > base {
+				p.out = append(p.out, ',')
+			}
+			p.appendString(k)
+			p.out = append(p.out, ':')
+			if !p.marshalString(x[k]) {
+				return p.at(k)
+			}
+		}
+		p.out = append(p.out, '}')
+		clear(p.names[base:])
+		p.names = p.names[:base]
+	case json.RawMessage:
+		if x == nil {
+			p.out = append(p.out, "null"...)
+			return true
+		}
+		// The embedded text is held to the same rules as any other input; a refusal inside
+		// it is reported with the pointer continuing from where the RawMessage sits.
+		data, pos := p.data, p.pos
+		ok := p.parse(x)
+		p.data, p.pos = data, pos
+		return ok
+	case *any:
+		if x == nil {
+			return p.marshal(nil)
+		}
+		return p.marshal(*x)
+	case *bool:
+		return marshalPtr(p, x)
+	case *string:
+		return marshalPtr(p, x)
+	case *int64:
+		return marshalPtr(p, x)
+	case *int:
+		return marshalPtr(p, x)
+	case *int32:
+		return marshalPtr(p, x)
+	case *uint32:
+		return marshalPtr(p, x)
+	case *[]any:
+		return marshalPtr(p, x)
+	case *[]string:
+		return marshalPtr(p, x)
+	case *map[string]any:
+		return marshalPtr(p, x)
+	case *map[string]string:
+		return marshalPtr(p, x)
+	case *json.RawMessage:
+		return marshalPtr(p, x)
+	case float32, float64:
+		return p.fail(fmt.Sprintf("unsupported type %T (numbers must be integers)", v))
+	default:
+		return p.fail(fmt.Sprintf("unsupported type %T", v))
+	}
+	return true
+}
+
+func marshalPtr[T any](p *state, x *T) bool {
+	if x == nil {
+		p.out = append(p.out, "null"...)
+		return true
+	}
+	return p.marshal(*x)
+}
+
+// enter counts one level of nesting; it is what stops a map or slice that contains itself.
+func (p *state) enter() bool {
+	if p.depth++; p.depth > maxDepth {
+		return p.fail("nesting deeper than " + strconv.Itoa(maxDepth))
+	}
+	return true
+}
+
+// sortNames sorts p.names[base:] in key order after checking each is valid UTF-8.
+func (p *state) sortNames(base int) bool {
+	names := p.names[base:]
+	for _, k := range names {
+		if !utf8.ValidString(k) {
+			// The key cannot name itself in a pointer; the refusal points at the map.
+			return p.fail("invalid UTF-8 in key " + strconv.Quote(k))
+		}
+	}
+	slices.SortFunc(names, compareKeys[string])
+	return true
+}
+
+func (p *state) marshalInt(n int64) bool {
+	if n > MaxSafeInt || n < -MaxSafeInt {
+		return p.fail("integer out of safe range " + strconv.FormatInt(n, 10))
+	}
+	p.out = strconv.AppendInt(p.out, n, 10)
+	return true
+}
+
+func (p *state) marshalString(s string) bool {
+	if !utf8.ValidString(s) {
+		return p.fail("invalid UTF-8")
+	}
+	p.appendString(s)
+	return true
+}
+
+// appendString appends s, which is valid UTF-8, as a canonical JSON string.
+func (p *state) appendString(s string) {
+	p.out = append(p.out, '"')
+	last := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		p.out = append(p.out, s[last:i]...)
+		p.out = appendEscapedRune(p.out, rune(c))
+		last = i + 1
+	}
+	p.out = append(p.out, s[last:]...)
+	p.out = append(p.out, '"')
+}
