@@ -231,6 +231,11 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 		kind = EventExecutionCommitted
 	case Failed:
 		kind = EventExecutionFailed
+	case Ambiguous:
+	default:
+		// An outcome that is not one of the three is not knowledge of what happened: unknown is
+		// not failed, and it must never leave the record executing or in a state nothing reads.
+		next.State = Ambiguous
 	}
 	p.Effect = &EffectWrite{Prev: eff, Next: next}
 	p.Result.Effect = &p.Effect.Next
@@ -240,6 +245,33 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	}
 	ev(kind, payload)
 	return p
+}
+
+// PlanRecordApproval decides what a Record does with the approval it presents
+// (RecordRequest.Approval, for calls with no effect key), given the approval the backend read
+// (nil when unknown). A usable approval is consumed by use.ActionID; one found past its expiry is
+// written expired; any other is left exactly as it is. Record never refuses on its account: the
+// call has run, and the check that could refuse it belongs to Reserve, before execution.
+func PlanRecordApproval(req *RecordRequest, a *Approval) (*ApprovalWrite, []Event) {
+	use := req.Approval
+	if use == nil || a == nil {
+		return nil, nil
+	}
+	reason, expire := CheckApproval(a, use.ActionHash, req.Now)
+	switch {
+	case expire:
+		next := *a
+		next.Status = Expired
+		return &ApprovalWrite{PrevStatus: a.Status, Next: next},
+			[]Event{newEvent(EventApprovalInvalidated, req.Now, use.ActionID, "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})}
+	case reason != "":
+		return nil, nil
+	}
+	next := *a
+	next.Status = Consumed
+	next.ConsumedBy = use.ActionID
+	next.ConsumedAt = req.Now
+	return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{newEvent(EventApprovalConsumed, req.Now, use.ActionID, "", a.ID, nil)}
 }
 
 func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {

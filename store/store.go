@@ -171,6 +171,7 @@ type ReserveResult struct {
 	Effect   *Effect   // the effect record after the transaction (nil when no key or none exists)
 	Approval *Approval // the presented approval after the transaction (nil when none or unknown)
 	Receipt  *receipt.Sealed
+	Events   []Event // the events written, with their store-assigned ids (for sinks)
 }
 
 // RecordRequest writes the end of a call: for a holder, the effect's outcome; always, a receipt
@@ -204,6 +205,7 @@ type RecordResult struct {
 	Lost    bool
 	Effect  *Effect
 	Receipt receipt.Sealed
+	Events  []Event // the events written, with their store-assigned ids (for sinks)
 }
 
 // AnswerRequest grants or denies an approval request.

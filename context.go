@@ -1,0 +1,101 @@
+package latch
+
+import (
+	"context"
+	"time"
+)
+
+// Principal is who proposes a call: the agent (the worker, service or AI agent; required) and
+// optionally the user it acts for. Issuer, Claims and ExpiresAt come from an identity provider;
+// none of them enters the action hash, so an approval survives a token refresh.
+type Principal struct {
+	Agent     string
+	User      string
+	Issuer    string
+	Claims    map[string]any
+	ExpiresAt time.Time // zero: no expiry
+}
+
+// IdentityProvider establishes the principal of a call from its context (for example from a
+// credential placed there by WithCredential). When a guard has one, its answer wins over
+// WithPrincipal; its error refuses the call with ErrIdentity.
+type IdentityProvider interface {
+	Principal(ctx context.Context) (Principal, error)
+}
+
+type ctxKey int
+
+const (
+	principalKey ctxKey = iota
+	approvalKey
+	credentialKey
+	execKey
+)
+
+// WithPrincipal returns a context carrying the principal for the calls made with it.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey, p)
+}
+
+// WithApproval returns a context presenting an approval id: the next call made with it spends
+// that approval if, and only if, it was granted for exactly that action.
+func WithApproval(ctx context.Context, approvalID string) context.Context {
+	return context.WithValue(ctx, approvalKey, approvalID)
+}
+
+// WithCredential returns a context carrying a raw credential (such as a bearer JWT) for an
+// IdentityProvider to verify.
+func WithCredential(ctx context.Context, credential string) context.Context {
+	return context.WithValue(ctx, credentialKey, credential)
+}
+
+// CredentialFrom returns the credential placed by WithCredential, or "".
+func CredentialFrom(ctx context.Context) string {
+	s, _ := ctx.Value(credentialKey).(string)
+	return s
+}
+
+func principalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey).(Principal)
+	return p, ok
+}
+
+func approvalFrom(ctx context.Context) string {
+	s, _ := ctx.Value(approvalKey).(string)
+	return s
+}
+
+// execution is what an executor's context knows about the attempt it runs.
+type execution struct {
+	g        *Guard
+	key      string
+	actionID string
+	attempt  int
+	token    string
+}
+
+func executionFrom(ctx context.Context) *execution {
+	e, _ := ctx.Value(execKey).(*execution)
+	return e
+}
+
+// IdempotencyToken returns, inside an executor, a UUID-shaped token derived from the effect key
+// and the attempt number: stable for one attempt, different for the next. Pass it to the remote
+// as its idempotency key so that even a renewal after failed cannot double-act at a provider that
+// honours such keys. Outside an executor, or for a call with no effect key, it returns "".
+func IdempotencyToken(ctx context.Context) string {
+	if e := executionFrom(ctx); e != nil {
+		return e.token
+	}
+	return ""
+}
+
+// ExtendLease extends, inside an executor, the lease on the call's effect key to now+d. It fails
+// with an error when the lease already lapsed or was lost: the executor should then stop acting.
+func ExtendLease(ctx context.Context, d time.Duration) error {
+	e := executionFrom(ctx)
+	if e == nil || e.key == "" {
+		return errNoLease
+	}
+	return e.g.extendLease(ctx, e, d)
+}

@@ -1,0 +1,53 @@
+// Package latch makes consequential actions safe to execute: it sits between the decision to act
+// and the call that acts, and refuses to knowingly act twice.
+//
+// A billing worker charges an invoice, the processor commits the charge, the reply is lost, the
+// task raises, and the queue retries exactly as configured: the customer is charged twice by a
+// system working as designed. latch wraps the function that charges, so that the retry meets a
+// record saying the first attempt's outcome is unknown, and is refused until someone finds out.
+//
+//	g, err := latch.Open(ctx, nil) // ./latch.yaml, SQLite store in ./.latch/
+//	charge := latch.Protect(g, "billing.charge", chargeInvoice, nil)
+//	ctx = latch.WithPrincipal(ctx, latch.Principal{Agent: "billing-worker"})
+//	receiptID, err := charge(ctx, Charge{InvoiceID: "inv_88", Amount: 24900})
+//
+// # Policies
+//
+// A policy file (latch.policy/v1) lists the actions that may run and how much autonomy each gets:
+// allow, approve (a human decides) or deny. Anything not listed is denied; a missing or invalid
+// policy means no guard can be built; a call with no principal is refused and leaves nothing.
+// Loading is strict — an unknown key, a float, a bad template each name their line and column —
+// so a typo can never widen what runs. See package policy.
+//
+// # Effects
+//
+// Each action may name its effect with a template ("charge:{invoice_id}"). One effect key is
+// executed at most once across goroutines, processes and hosts: the key is reserved in one
+// atomic write before the function runs, and the outcome is written after. An executor that
+// returns nil commits; one that returns NotExecuted(err) says nothing happened, and the key may
+// be retried; any other error, a panic or a cancelled context leaves the effect ambiguous, and
+// every later attempt is refused with ErrAmbiguousEffect until a human (Guard.Resolve, or
+// `latch resolve`) or an Options.Reconcile hook says what happened. Inside the executor,
+// IdempotencyToken gives a per-attempt token to pass to the remote as its idempotency key.
+//
+// # Approvals
+//
+// A call the policy sends to a human stores an approval request bound to the SHA-256 of the exact
+// action (name, canonical arguments, resource, principal, environment) and returns
+// *ApprovalRequiredError. Once granted (Guard.Approve, `latch approve`), the call is made again
+// with WithApproval: the approval is spent in the same write that reserves the effect, it is
+// single-use, it expires, and it matches no other action — an approval for €2,000 cannot pay
+// €5,000. Options.Wait blocks until the request is answered instead.
+//
+// # Receipts
+//
+// Every decided call writes a JSON receipt hash-chained to the one before it; receipt.Verify (and
+// `latch receipts --verify`) walks the chain and names an edit, a deletion or a reordering by its
+// seq. An allowed call with an effect key costs exactly two write transactions: reserve and
+// record; the events of the pipeline are written inside them.
+//
+// # Authority
+//
+// A policy may add an authority section: which principal may propose which action, with
+// delegation that can only narrow. Without one there is no authority axis.
+package latch

@@ -1,0 +1,58 @@
+// Package examples_test builds each example program and runs it as a user would, checking its
+// exit status and the counts it prints.
+package examples_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func build(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./without-an-agent/"+name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+func TestExamples(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		want []string
+	}{
+		{"retried-task", []string{"effect record: charge:inv_88 ambiguous", "processor charges: 1", "latch resolve charge:inv_88"}},
+		{"redelivered-webhook", []string{"bank transfers: 1", "refused: latch: effect payout:po_412 already committed"}},
+		{"lost-merge", []string{"remote merges: 1", "remote force pushes: 0", "denied: unknown_action"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bin := build(t, tc.name)
+			dir := t.TempDir()
+			for run := 1; run <= 2; run++ { // repeatable: each run resets its own store
+				cmd := exec.Command(bin)
+				cmd.Dir = dir
+				cmd.Env = os.Environ()
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("run %d of %s: %v\n%s", run, tc.name, err, out)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(string(out), w) {
+						t.Errorf("run %d of %s: output lacks %q:\n%s", run, tc.name, w, out)
+					}
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".latch", "examples", tc.name, "state.db")); err != nil {
+				t.Errorf("store not under .latch/examples/%s: %v", tc.name, err)
+			}
+		})
+	}
+}

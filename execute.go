@@ -1,0 +1,304 @@
+package latch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+var errNoLease = errors.New("latch: no lease: ExtendLease is only valid inside an executor of a call with an effect key")
+
+// recordTimeout bounds the writes that record an outcome after the caller's context ended:
+// an outcome must be written even when the call was cancelled.
+const recordTimeout = 30 * time.Second
+
+// Execute runs fn as the call described by call, through the whole pipeline: principal,
+// normalize, decide, approve, reserve, execute, record (SPEC §4). fn receives the arguments
+// decoded from the canonical bytes that were hashed, never the caller's own. The returned
+// receipt is the one written for the call (nil when none was: no principal, approval pending);
+// its Value is what fn returned.
+func (g *Guard) Execute(ctx context.Context, call *Call, fn func(ctx context.Context, args json.RawMessage) (any, error)) (*Receipt, error) {
+	started := g.cfg.Now()
+	p, err := g.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.Agent == "" {
+		return nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
+	}
+	actionID := newID("act_")
+	pr, nerr := g.normalize(call, p)
+	if nerr != nil {
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: nerr.(*InvalidArgumentError).Reason}
+		return g.refuse(ctx, pr, actionID, started, nerr)
+	}
+	if !p.ExpiresAt.IsZero() && !started.Before(p.ExpiresAt) {
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired"}
+		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
+	}
+	g.decide(pr)
+	approvalID := approvalFrom(ctx)
+	switch pr.eval.Decision {
+	case policy.Allow:
+	case policy.Approve:
+		if approvalID == "" {
+			a, err := g.requestApproval(ctx, pr, actionID)
+			if err != nil {
+				return nil, err
+			}
+			if !pr.opts.Wait {
+				return nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
+			}
+			if err := g.waitApproval(ctx, a); err != nil {
+				return nil, err
+			}
+			approvalID = a.ID
+		}
+	default:
+		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: pr.eval.Reason})
+	}
+	return g.run(ctx, pr, actionID, approvalID, started, fn)
+}
+
+// refuse records a denied receipt and returns err.
+func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, started time.Time, err error) (*Receipt, error) {
+	now := g.cfg.Now()
+	rc := g.draft(pr, actionID, started)
+	rc.Decision = string(policy.Deny)
+	rc.Result = receipt.Denied
+	rc.Error = err.Error()
+	rc.EffectKey = pr.key
+	res, serr := g.store.Record(ctx, &store.RecordRequest{Now: now, Receipt: rc, Events: g.proposal(pr, actionID, now)})
+	if serr != nil {
+		return nil, errors.Join(err, fmt.Errorf("latch: record refusal: %w", serr))
+	}
+	g.emit(ctx, res.Receipt, res.Events)
+	return newReceipt(rc, res.Receipt, nil), err
+}
+
+// run reserves, executes and records a decided call.
+func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time, fn func(ctx context.Context, args json.RawMessage) (any, error)) (*Receipt, error) {
+	rc := g.draft(pr, actionID, started)
+	rc.ApprovalID = approvalID
+	attempt := 0
+	var holder *store.Effect
+	if pr.key != "" || approvalID != "" {
+		now := g.cfg.Now()
+		req := &store.ReserveRequest{
+			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
+			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID, Receipt: rc,
+			DeferAmbiguous: pr.opts.Reconcile != nil, Events: g.proposal(pr, actionID, now),
+		}
+		res, err := g.store.Reserve(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
+		}
+		g.emit(ctx, derefSealed(res.Receipt), res.Events)
+		if res.Refusal != nil && res.Refusal.Reason == "ambiguous" && req.DeferAmbiguous {
+			res, err = g.reconcile(ctx, pr, req)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if res.Refusal != nil {
+			return newReceipt(rc, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
+		}
+		if res.Approval != nil {
+			rc.Approver = res.Approval.Approver
+		}
+		if pr.key != "" {
+			holder = res.Effect
+			attempt = holder.Attempt
+		}
+	}
+
+	exec := &execution{g: g, key: pr.key, actionID: actionID, attempt: attempt}
+	if pr.key != "" {
+		exec.token = idempotencyToken(pr.key, attempt)
+		rc.Attempt = attempt
+		rc.IdempotencyToken = exec.token
+	}
+	value, execErr, panicked := g.invoke(ctx, exec, pr.canonArgs, fn)
+
+	outcome := store.Committed
+	var result json.RawMessage
+	var retErr error
+	switch {
+	case panicked != nil:
+		outcome = store.Ambiguous
+		execErr = fmt.Errorf("executor panicked: %v", panicked)
+	case execErr == nil:
+		if b, err := json.Marshal(value); err == nil {
+			result = b
+		} else {
+			g.log.Warn("latch: result not stored: it does not encode as JSON", "action", pr.call.Action, "effect_key", pr.key, "err", err)
+		}
+	case errors.Is(execErr, ErrNotExecuted):
+		outcome = store.Failed
+		retErr = execErr
+	default:
+		outcome = store.Ambiguous
+		retErr = &AmbiguousError{Key: pr.key, Err: execErr}
+	}
+	rc.Result = string(outcome)
+	if execErr != nil {
+		rc.Error = execErr.Error()
+	}
+
+	// The outcome is written even if the caller's context is cancelled: an unrecorded outcome
+	// would leave a lease to lapse into ambiguous, which is safe but costs a human.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	now := g.cfg.Now()
+	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: pr.key, ActionID: actionID, Attempt: attempt,
+		Outcome: outcome, Result: result, Error: rc.Error}
+	if pr.key == "" && approvalID == "" {
+		req.Events = g.proposal(pr, actionID, now) // nothing was written for this call yet
+	}
+	res, err := g.store.Record(wctx, req)
+	if err != nil {
+		err = fmt.Errorf("latch: record outcome %s of %s: %w", outcome, pr.call.Action, err)
+		if panicked != nil {
+			g.log.Error(err.Error())
+			panic(panicked)
+		}
+		if retErr != nil {
+			return nil, errors.Join(retErr, err)
+		}
+		// The effect happened but could not be recorded: the lease will lapse into ambiguous.
+		return nil, &AmbiguousError{Key: pr.key, Err: err}
+	}
+	if res.Lost {
+		rc.Result = receipt.Ambiguous
+	}
+	g.emit(wctx, res.Receipt, res.Events)
+	if panicked != nil {
+		panic(panicked)
+	}
+	out := newReceipt(rc, res.Receipt, value)
+	if res.Lost {
+		return out, &EffectError{Key: pr.key, State: string(res.Effect.State), Attempt: res.Effect.Attempt}
+	}
+	return out, retErr
+}
+
+// invoke runs the executor, turning a panic into a value so the outcome can be recorded first.
+func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn func(ctx context.Context, args json.RawMessage) (any, error)) (value any, err error, panicked any) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = r
+		}
+	}()
+	ectx := context.WithValue(ctx, execKey, exec)
+	value, err = fn(ectx, json.RawMessage(args))
+	return value, err, nil
+}
+
+func (g *Guard) lease(pr *prepared) time.Duration {
+	if pr.opts.Lease > 0 {
+		return pr.opts.Lease
+	}
+	if pr.action != nil && pr.action.Lease > 0 {
+		return pr.action.Lease
+	}
+	return g.cfg.Lease
+}
+
+func (g *Guard) maxAttempts(pr *prepared) int {
+	if pr.action != nil {
+		return pr.action.MaxAttempts
+	}
+	return 0
+}
+
+func derefSealed(s *receipt.Sealed) receipt.Sealed {
+	if s == nil {
+		return receipt.Sealed{}
+	}
+	return *s
+}
+
+// refusalError turns a store refusal into the caller's error.
+func refusalError(key, approvalID string, res *store.ReserveResult) error {
+	r := res.Refusal
+	if r.Approval {
+		return &ApprovalMismatchError{ApprovalID: approvalID, Reason: r.Reason}
+	}
+	e := &EffectError{Key: key, State: r.Reason}
+	if res.Effect != nil {
+		e.Attempt = res.Effect.Attempt
+		if res.Effect.State == store.Committed {
+			e.Result = res.Effect.Result
+		}
+	}
+	return e
+}
+
+// reconcile asks the call's reconcile hook about an ambiguous effect, resolves the record when
+// the hook knows, and reserves once more (SPEC §6.5).
+func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	outcome, hookErr := g.askReconcile(ctx, pr)
+	now := g.cfg.Now()
+	started := event(store.EventReconcileStarted, now, req.ActionID, pr.key, "", map[string]any{"answer": outcome.String()})
+	if hookErr != nil {
+		started.Payload, _ = json.Marshal(map[string]any{"answer": outcome.String(), "error": hookErr.Error()})
+	}
+	next := *req
+	next.Now, next.DeferAmbiguous, next.Events = now, false, []store.Event{started}
+	if outcome != OutcomeUnknown {
+		to := store.Committed
+		if outcome == OutcomeNotExecuted {
+			to = store.Failed
+		}
+		resolved := event(store.EventReconcileResolved, now, req.ActionID, pr.key, "", map[string]any{"to": string(to)})
+		_, err := g.store.Resolve(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to,
+			By: "reconcile:" + pr.call.Action, Events: []store.Event{started, resolved}})
+		switch {
+		case err == nil:
+			next.Events = nil
+		case errors.Is(err, store.ErrNotAmbiguous):
+			// Someone else resolved it first; the second reservation reads what they decided.
+		default:
+			return nil, fmt.Errorf("latch: reconcile %s: %w", pr.key, err)
+		}
+	}
+	res, err := g.store.Reserve(ctx, &next)
+	if err != nil {
+		return nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
+	}
+	g.emit(ctx, derefSealed(res.Receipt), res.Events)
+	return res, nil
+}
+
+// askReconcile runs the hook; an error or a panic counts as Unknown.
+func (g *Guard) askReconcile(ctx context.Context, pr *prepared) (o Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, err = OutcomeUnknown, fmt.Errorf("reconcile hook panicked: %v", r)
+		}
+	}()
+	o, err = pr.opts.Reconcile(ctx, pr.key)
+	if err != nil || (o != OutcomeCommitted && o != OutcomeNotExecuted) {
+		return OutcomeUnknown, err
+	}
+	return o, nil
+}
+
+// extendLease serves ExtendLease.
+func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("latch: extend lease on %s: duration %v is not positive", e.key, d)
+	}
+	now := g.cfg.Now()
+	_, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: e.key, ActionID: e.actionID, Attempt: e.attempt, Until: now.Add(d)})
+	if err != nil {
+		return fmt.Errorf("latch: %w", err)
+	}
+	return nil
+}

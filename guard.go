@@ -1,0 +1,174 @@
+package latch
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/sqlite"
+)
+
+// Default durations.
+const (
+	DefaultLease       = 5 * time.Minute
+	DefaultApprovalTTL = 15 * time.Minute
+)
+
+// Config configures a Guard. The zero value (or a nil *Config) means: the policy at
+// $LATCH_POLICY or ./latch.yaml, the store at $LATCH_STORE or beside the policy.
+type Config struct {
+	PolicyPath  string         // default $LATCH_POLICY, else ./latch.yaml
+	Policy      *policy.Policy // alternatively, an already parsed policy
+	StoreURL    string         // default $LATCH_STORE, else sqlite beside the policy
+	Environment string         // default $LATCH_ENVIRONMENT, else the policy's, else "production"
+	Lease       time.Duration  // default 5m
+	ApprovalTTL time.Duration  // default 15m
+	Identity    IdentityProvider
+	Sinks       []Sink
+	Logger      *slog.Logger
+	Now         func() time.Time // injectable clock
+}
+
+// Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
+// for concurrent use.
+type Guard struct {
+	cfg    Config
+	policy *policy.Policy
+	store  store.Store
+	env    string
+	log    *slog.Logger
+}
+
+// Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a
+// permissive guard) and opens, creating and migrating if needed, the store.
+func Open(ctx context.Context, cfg *Config) (*Guard, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.ApprovalTTL == 0 {
+		c.ApprovalTTL = DefaultApprovalTTL
+	}
+	if c.Lease < 0 || c.ApprovalTTL < 0 {
+		return nil, errors.New("latch: open: negative lease or approval ttl")
+	}
+	p := c.Policy
+	if p == nil {
+		if c.PolicyPath == "" {
+			path, err := policy.Locate(os.Getenv)
+			if err != nil {
+				return nil, err
+			}
+			c.PolicyPath = path
+		}
+		var err error
+		if p, err = policy.Load(c.PolicyPath); err != nil {
+			return nil, err
+		}
+	}
+	if c.StoreURL == "" {
+		c.StoreURL = DefaultStoreURL(c.PolicyPath, os.Getenv)
+	}
+	env := c.Environment
+	if env == "" {
+		env = os.Getenv("LATCH_ENVIRONMENT")
+	}
+	if env == "" {
+		env = p.Environment
+	}
+	if env == "" {
+		env = "production"
+	}
+	st, err := OpenStore(ctx, c.StoreURL, &StoreOptions{Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger}, nil
+}
+
+// Close closes the guard's store.
+func (g *Guard) Close() error { return g.store.Close() }
+
+// Policy returns the guard's policy.
+func (g *Guard) Policy() *policy.Policy { return g.policy }
+
+// Store returns the guard's store, for operator tooling.
+func (g *Guard) Store() store.Store { return g.store }
+
+// Environment returns the environment calls default to.
+func (g *Guard) Environment() string { return g.env }
+
+// DefaultStoreURL is the store used when none is configured: $LATCH_STORE, else a SQLite file in
+// .latch/ beside the policy, so workers started from different directories share one store.
+func DefaultStoreURL(policyPath string, getenv func(string) string) string {
+	if u := getenv("LATCH_STORE"); u != "" {
+		return u
+	}
+	dir := "."
+	if policyPath != "" {
+		dir = filepath.Dir(policyPath)
+	}
+	return "sqlite:" + filepath.Join(dir, ".latch", "state.db")
+}
+
+// StoreOptions configures OpenStore.
+type StoreOptions struct {
+	// ReadOnly opens an existing store without creating or migrating it.
+	ReadOnly bool
+	Logger   *slog.Logger
+}
+
+// OpenStore opens the store at url: sqlite:PATH or postgres://… / postgresql://….
+func OpenStore(ctx context.Context, url string, opts *StoreOptions) (store.Store, error) {
+	var o StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		return sqlite.Open(ctx, url, &sqlite.Config{ReadOnly: o.ReadOnly, Logger: o.Logger})
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return openPostgres(ctx, url, o)
+	}
+	return nil, fmt.Errorf("latch: open store: unsupported store URL %q (want sqlite:PATH or postgres://…)", url)
+}
+
+// newID returns prefix + 32 lowercase hex characters from the system CSPRNG.
+func newID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// idempotencyToken derives the token of SPEC §6.6 from the effect key and attempt.
+func idempotencyToken(key string, attempt int) string {
+	b, err := canon.Marshal(map[string]any{"schema": "latch.idempotency/v1", "effect_key": key, "attempt": int64(attempt)})
+	if err != nil {
+		return "" // unreachable: a string and an int always encode
+	}
+	sum := sha256.Sum256(b)
+	sum[6] = sum[6]&0x0f | 0x80 // version 8: a custom, name-derived UUID
+	sum[8] = sum[8]&0x3f | 0x80 // RFC 9562 variant
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

@@ -1,0 +1,268 @@
+package latch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Call is one proposed call for the dynamic API (Guard.Execute, Guard.Evaluate).
+type Call struct {
+	Action      string
+	Arguments   json.RawMessage // a JSON object; nil means {}
+	Resource    string          // an explicit resource; else rendered from the template
+	Environment string          // "" means the guard's environment
+	Options     *Options
+}
+
+// Options adjusts one protected function or call.
+type Options struct {
+	Effect    string        // effect key template; overrides the policy's
+	Resource  string        // resource template; overrides the policy's
+	Lease     time.Duration // overrides the policy's and the guard's lease
+	Reconcile func(ctx context.Context, effectKey string) (Outcome, error)
+	Wait      bool // block until an approval request is answered or expires
+}
+
+// Outcome is a reconcile hook's answer to "did this effect happen?". The names carry an Outcome
+// prefix because NotExecuted is already the executor's error constructor.
+type Outcome int
+
+// Reconcile outcomes.
+const (
+	OutcomeUnknown     Outcome = iota // cannot tell: the effect stays ambiguous
+	OutcomeCommitted                  // it happened: resolved committed, the call is a duplicate
+	OutcomeNotExecuted                // it did not happen: resolved failed, the call renews the key
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeCommitted:
+		return "committed"
+	case OutcomeNotExecuted:
+		return "not_executed"
+	}
+	return "unknown"
+}
+
+// Decision is a policy decision.
+type Decision = policy.Decision
+
+// Evaluation is what Evaluate decides about a call, without writing anything.
+type Evaluation struct {
+	Action     string
+	ActionHash string
+	Arguments  json.RawMessage // canonical
+	Resource   string
+	EffectKey  string
+	Decision   Decision
+	Reason     string
+	Trace      []policy.RuleTrace
+	PolicyHash string
+}
+
+// prepared is a call after normalization.
+type prepared struct {
+	call      *Call
+	opts      Options
+	principal Principal
+	action    *policy.Action // nil when the policy does not list the action
+	args      map[string]any
+	canonArgs []byte
+	resource  string
+	env       string
+	hash      string
+	doc       []byte // canonical action document
+	key       string
+	eval      policy.Evaluation
+}
+
+func (g *Guard) principal(ctx context.Context) (Principal, error) {
+	if g.cfg.Identity != nil {
+		p, err := g.cfg.Identity.Principal(ctx)
+		if err != nil {
+			return Principal{}, fmt.Errorf("%w: %w", ErrIdentity, err)
+		}
+		return p, nil
+	}
+	p, _ := principalFrom(ctx)
+	return p, nil
+}
+
+// normalize builds the action of SPEC §2: canonical arguments, resource, hash, effect key.
+// The returned error is an *InvalidArgumentError; pr is usable for a receipt even then.
+func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
+	pr := &prepared{call: call, principal: p, env: call.Environment}
+	if call.Options != nil {
+		pr.opts = *call.Options
+	}
+	if pr.env == "" {
+		pr.env = g.env
+	}
+	pr.action = g.policy.Actions[call.Action]
+	raw := call.Arguments
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	v, canonArgs, err := canon.ParseCanonical(raw)
+	if err != nil {
+		pr.canonArgs = []byte("{}")
+		var ce *canon.Error
+		ptr := ""
+		if errors.As(err, &ce) {
+			ptr = ce.Pointer
+		}
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Pointer: ptr, Err: err}
+	}
+	args, ok := v.(map[string]any)
+	if !ok {
+		pr.canonArgs = []byte("{}")
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: errors.New("arguments must be a JSON object")}
+	}
+	pr.args, pr.canonArgs = args, canonArgs
+	if call.Action == "" {
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: errors.New("action name is empty")}
+	}
+	if p.Agent == "" {
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: errors.New("principal has no agent")}
+	}
+
+	pr.resource = call.Resource
+	if pr.resource == "" {
+		tmpl, err := g.template(pr.opts.Resource, pr.action, false)
+		if err != nil {
+			return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource template: %w", err)}
+		}
+		if tmpl != nil {
+			if pr.resource, err = tmpl.Render(args, ""); err != nil {
+				return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource: %w", err)}
+			}
+		}
+	}
+	pr.doc, pr.hash, err = actionDocument(call.Action, canonArgs, pr.resource, p, pr.env)
+	if err != nil {
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: err}
+	}
+	tmpl, err := g.template(pr.opts.Effect, pr.action, true)
+	if err != nil {
+		return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect template: %w", err)}
+	}
+	if tmpl != nil {
+		if pr.key, err = tmpl.Render(args, pr.resource); err != nil {
+			return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect key: %w", err)}
+		}
+	}
+	return pr, nil
+}
+
+// template picks the call's override or the policy's template.
+func (g *Guard) template(override string, a *policy.Action, effect bool) (*policy.Template, error) {
+	if override != "" {
+		return policy.ParseTemplate(override)
+	}
+	if a == nil {
+		return nil, nil
+	}
+	if effect {
+		return a.Effect, nil
+	}
+	return a.Resource, nil
+}
+
+// actionDocument returns the canonical form of an action (SPEC §2.4) and its hash.
+func actionDocument(name string, canonArgs []byte, resource string, p Principal, env string) ([]byte, string, error) {
+	var res, user any
+	if resource != "" {
+		res = resource
+	}
+	if p.User != "" {
+		user = p.User
+	}
+	doc, err := canon.Marshal(map[string]any{
+		"schema":      "latch.action/v1",
+		"name":        name,
+		"arguments":   json.RawMessage(canonArgs),
+		"resource":    res,
+		"principal":   map[string]any{"agent": p.Agent, "user": user},
+		"environment": env,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("action document: %w", err)
+	}
+	return doc, canon.Sum(doc), nil
+}
+
+// decide evaluates the policy (and, later, authority) for a normalized call.
+func (g *Guard) decide(pr *prepared) {
+	pr.eval = g.policy.Evaluate(pr.call.Action, pr.args)
+	if g.policy.Authority != nil {
+		// The authority axis is opt-in and fails closed: until it is evaluated here, a policy
+		// that declares one denies everything.
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "authority_unreadable", Trace: pr.eval.Trace}
+	}
+}
+
+// Evaluate decides a call without writing anything: the decision, its reason and trace, the
+// action hash and the effect key a call would use. The principal comes from ctx as for Execute.
+func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
+	p, err := g.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.Agent == "" {
+		return nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
+	}
+	pr, err := g.normalize(call, p)
+	if err != nil {
+		return nil, err
+	}
+	g.decide(pr)
+	return &Evaluation{
+		Action: call.Action, ActionHash: pr.hash, Arguments: pr.canonArgs, Resource: pr.resource,
+		EffectKey: pr.key, Decision: pr.eval.Decision, Reason: pr.eval.Reason, Trace: pr.eval.Trace,
+		PolicyHash: g.policy.Hash,
+	}, nil
+}
+
+// draft is the receipt of a call before its result is known.
+func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt.Receipt {
+	mode := string(g.policy.Mode)
+	if mode == "" {
+		mode = string(policy.ModeEnforce)
+	}
+	return &receipt.Receipt{
+		ReceiptID: newID("rcp_"), ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash,
+		Arguments: pr.canonArgs, Resource: pr.resource,
+		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
+		Environment: pr.env, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
+		EffectKey: pr.key, StartedAt: started, PolicyHash: g.policy.Hash, PolicyVersion: g.policy.Version, Mode: mode,
+	}
+}
+
+func event(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) store.Event {
+	e := store.Event{Kind: kind, Time: now, ActionID: actionID, EffectKey: key, ApprovalID: approvalID}
+	if payload != nil {
+		e.Payload, _ = json.Marshal(payload) // strings and ints always encode
+	}
+	return e
+}
+
+// proposal returns the events that open every decided call.
+func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.Event {
+	return []store.Event{
+		event(store.EventActionProposed, now, actionID, pr.key, "", map[string]any{
+			"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,
+			"environment": pr.env, "resource": pr.resource,
+		}),
+		event(store.EventPolicyEvaluated, now, actionID, pr.key, "", map[string]any{
+			"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash,
+		}),
+	}
+}

@@ -1,0 +1,592 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Op is a condition operator (SPEC §3.4).
+type Op string
+
+// Operators.
+const (
+	OpEq     Op = "eq"     // type-strict, recursive equality
+	OpNeq    Op = "neq"    // type-strict inequality; the argument must have the operand's type
+	OpIn     Op = "in"     // type-strict membership in a list
+	OpNotIn  Op = "not_in" // type-strict non-membership; the argument must have a member's type
+	OpLt     Op = "lt"     // integers only
+	OpLte    Op = "lte"    // integers only
+	OpGt     Op = "gt"     // integers only
+	OpGte    Op = "gte"    // integers only
+	OpPrefix Op = "prefix" // strings only
+	OpSuffix Op = "suffix" // strings only
+)
+
+// Ops lists the operators in the order the specification gives them.
+var Ops = []Op{OpEq, OpNeq, OpIn, OpNotIn, OpLt, OpLte, OpGt, OpGte, OpPrefix, OpSuffix}
+
+// ReservedSubjects are names a condition may not test: the policy must not see the principal or
+// the action's own fields, which arguments could otherwise impersonate (who may ask is the
+// authority axis, SPEC §9).
+var ReservedSubjects = []string{"agent", "user", "principal", "claims", "issuer", "resource", "environment", "action_id"}
+
+// Conditions are the conditions of one `when:` (or a grant's `constraints:`); all must hold.
+type Conditions []Condition
+
+// Condition is one `<argument>_<op>: operand` entry.
+type Condition struct {
+	Key     string // as written: "amount_gte"
+	Arg     string // "amount"
+	Op      Op     // "gte"
+	Operand any    // canon's value model: nil, bool, string, int64, []any, map[string]any
+	Pos     Position
+}
+
+// CondResult is the outcome of one condition.
+type CondResult struct {
+	Key  string
+	Held bool
+	Why  string // e.g. `600000 > 50000`, `argument "amount" is absent`
+}
+
+// Eval reports whether every condition holds for args, with one result per condition in order.
+// Every condition is evaluated (no short circuit) so the trace is complete. No conditions hold
+// trivially. Eval is pure; a malformed condition (one that ParseCondition would refuse) is false.
+func (c Conditions) Eval(args map[string]any) (bool, []CondResult) {
+	if len(c) == 0 {
+		return true, nil
+	}
+	pcs := make([]precond, len(c))
+	for i := range c {
+		pcs[i] = compileCondition(&c[i])
+	}
+	res := make([]CondResult, len(c))
+	return evalInto(res, c, pcs, args), res
+}
+
+// ParseCondition builds a condition from a `when:` key and its operand (canon's value model),
+// refusing what Parse refuses: an unknown operator, an empty or reserved argument name, an
+// operand of the wrong type for the operator. Pos is left zero.
+func ParseCondition(key string, operand any) (Condition, error) {
+	arg, op, ce := splitConditionKey(key)
+	if ce != nil {
+		return Condition{}, fmt.Errorf("%s %s", ce.head, ce.tail)
+	}
+	if ce := checkOperand(key, op, operand); ce != nil {
+		return Condition{}, fmt.Errorf("%s %s", ce.head, ce.tail)
+	}
+	return Condition{Key: key, Arg: arg, Op: op, Operand: operand}, nil
+}
+
+// condErr is a refusal of a condition, split so the caller can insert where it happened.
+type condErr struct{ head, tail string }
+
+func splitConditionKey(key string) (string, Op, *condErr) {
+	var best Op
+	for _, op := range Ops {
+		if len(op) > len(best) && strings.HasSuffix(key, "_"+string(op)) {
+			best = op
+		}
+	}
+	if best == "" {
+		names := make([]string, len(Ops))
+		for i, op := range Ops {
+			names[i] = string(op)
+		}
+		return "", "", &condErr{
+			head: "unknown operator in condition " + quote(key),
+			tail: "(expected <argument>_<op> with op one of " + strings.Join(names, ", ") + ")",
+		}
+	}
+	arg := key[:len(key)-len(best)-1]
+	if arg == "" {
+		return "", "", &condErr{head: "empty argument name in condition " + quote(key), tail: "(expected <argument>_<op>)"}
+	}
+	for _, r := range ReservedSubjects {
+		if arg == r || strings.HasPrefix(arg, r+".") || strings.HasPrefix(arg, r+"/") || strings.HasPrefix(arg, r+"[") {
+			return "", "", &condErr{
+				head: "condition " + quote(key) + " tests reserved subject " + quote(r),
+				tail: "(a policy cannot see the principal or the action's own fields; who may ask belongs in the authority section)",
+			}
+		}
+	}
+	return arg, best, nil
+}
+
+func checkOperand(key string, op Op, v any) *condErr {
+	if msg := checkValue(v); msg != "" {
+		return &condErr{head: "operand of " + quote(key) + " is not a latch value", tail: "(" + msg + ")"}
+	}
+	bad := func(want string) *condErr {
+		return &condErr{head: "operand of " + quote(key) + " is " + describeValue(v), tail: "(expected " + want + ")"}
+	}
+	switch op {
+	case OpEq:
+	case OpNeq:
+		if v == nil {
+			return bad("a non-null value: neq null can never hold, because the argument must have the operand's type")
+		}
+	case OpIn, OpNotIn:
+		if l, ok := v.([]any); !ok || len(l) == 0 {
+			return bad("a non-empty list")
+		}
+	case OpLt, OpLte, OpGt, OpGte:
+		if _, ok := v.(int64); !ok {
+			return bad("an integer")
+		}
+	case OpPrefix, OpSuffix:
+		if _, ok := v.(string); !ok {
+			return bad("a string")
+		}
+	default:
+		return &condErr{head: "unknown operator " + quote(string(op)) + " in condition " + quote(key), tail: ""}
+	}
+	return nil
+}
+
+// checkValue returns why v is outside canon's value model, or "".
+func checkValue(v any) string {
+	switch v := v.(type) {
+	case nil, bool:
+	case string:
+		if !utf8.ValidString(v) {
+			return "invalid UTF-8"
+		}
+	case int64:
+		if v > maxSafeInt || v < -maxSafeInt {
+			return "integer " + strconv.FormatInt(v, 10) + " outside ±(2^53-1)"
+		}
+	case []any:
+		for _, e := range v {
+			if m := checkValue(e); m != "" {
+				return m
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if !utf8.ValidString(k) {
+				return "invalid UTF-8 in a key"
+			}
+			if m := checkValue(e); m != "" {
+				return m
+			}
+		}
+	default:
+		return fmt.Sprintf("unsupported type %T", v)
+	}
+	return ""
+}
+
+const maxSafeInt = 1<<53 - 1
+
+// kind is a bit set of value types.
+type kind uint8
+
+const (
+	kindNull kind = 1 << iota
+	kindBool
+	kindString
+	kindInt
+	kindList
+	kindObject
+	kindOther
+)
+
+func kindOf(v any) kind {
+	switch v.(type) {
+	case nil:
+		return kindNull
+	case bool:
+		return kindBool
+	case string:
+		return kindString
+	case int64:
+		return kindInt
+	case []any:
+		return kindList
+	case map[string]any:
+		return kindObject
+	default:
+		return kindOther
+	}
+}
+
+var kindNames = [...]string{"null", "a boolean", "a string", "an integer", "a list", "an object", "an unsupported value"}
+
+// kindsPhrase renders a kind set: "a string or an integer".
+func kindsPhrase(k kind) string {
+	var names []string
+	for i, n := range kindNames {
+		if k&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "nothing"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// kindPhrase names the type of v for a message: "a boolean", "a Go float64 (not a latch value)".
+func kindPhrase(v any) string {
+	k := kindOf(v)
+	if k == kindOther {
+		return fmt.Sprintf("a Go %T (not a latch value)", v)
+	}
+	if k == kindNull {
+		return "null"
+	}
+	return kindsPhrase(k)
+}
+
+// describeValue is kindPhrase plus the value when it is short: `a string "5"`.
+func describeValue(v any) string {
+	switch kindOf(v) {
+	case kindNull, kindList, kindObject, kindOther:
+		return kindPhrase(v)
+	}
+	return kindPhrase(v) + " " + valueText(v)
+}
+
+// precond is what evaluation needs of one condition, prepared once at parse time.
+type precond struct {
+	arg     string
+	key     string
+	op      Op
+	operand any
+	bad     string // non-empty: the condition is malformed and never holds, for this reason
+	kinds   kind   // the argument types the operator applies to
+	num     int64
+	str     string
+	list    []any
+	strs    map[string]struct{} // membership sets for long lists
+	ints    map[int64]struct{}
+	opText  string // the operand as traces show it
+	absent  string // `argument "amount" is absent`
+	wrong   string // `argument "amount" is `
+	want    string // `, want an integer`
+}
+
+// setThreshold is the list length from which in/not_in use a hash set for scalars.
+const setThreshold = 8
+
+func compileCondition(c *Condition) precond {
+	pc := precond{arg: c.Arg, op: c.Op, key: c.Key, operand: c.Operand}
+	if pc.op == "" && c.Key != "" {
+		arg, op, ce := splitConditionKey(c.Key)
+		if ce != nil {
+			pc.bad = "invalid condition: " + ce.head
+			return pc
+		}
+		pc.arg, pc.op = arg, op
+	}
+	if pc.key == "" {
+		pc.key = pc.arg + "_" + string(pc.op)
+	}
+	if pc.arg == "" {
+		pc.bad = "invalid condition: empty argument name"
+		return pc
+	}
+	if ce := checkOperand(pc.key, pc.op, c.Operand); ce != nil {
+		pc.bad = "invalid condition: " + ce.head
+		return pc
+	}
+	switch pc.op {
+	case OpEq, OpNeq:
+		pc.kinds = kindOf(c.Operand)
+	case OpIn, OpNotIn:
+		pc.list = c.Operand.([]any)
+		var ns, ni int
+		for _, e := range pc.list {
+			k := kindOf(e)
+			pc.kinds |= k
+			switch k {
+			case kindString:
+				ns++
+			case kindInt:
+				ni++
+			}
+		}
+		if ns >= setThreshold {
+			pc.strs = make(map[string]struct{}, ns)
+		}
+		if ni >= setThreshold {
+			pc.ints = make(map[int64]struct{}, ni)
+		}
+		for _, e := range pc.list {
+			switch e := e.(type) {
+			case string:
+				if pc.strs != nil {
+					pc.strs[e] = struct{}{}
+				}
+			case int64:
+				if pc.ints != nil {
+					pc.ints[e] = struct{}{}
+				}
+			}
+		}
+	case OpLt, OpLte, OpGt, OpGte:
+		pc.kinds = kindInt
+		pc.num = c.Operand.(int64)
+	case OpPrefix, OpSuffix:
+		pc.kinds = kindString
+		pc.str = c.Operand.(string)
+	}
+	pc.opText = valueText(c.Operand)
+	pc.absent = "argument " + quote(pc.arg) + " is absent"
+	pc.wrong = "argument " + quote(pc.arg) + " is "
+	pc.want = ", want " + kindsPhrase(pc.kinds)
+	return pc
+}
+
+func evalInto(res []CondResult, conds Conditions, pcs []precond, args map[string]any) bool {
+	all := true
+	for j := range conds {
+		res[j] = evalOne(&pcs[j], args)
+		all = all && res[j].Held
+	}
+	return all
+}
+
+func evalOne(pc *precond, args map[string]any) CondResult {
+	r := CondResult{Key: pc.key}
+	if pc.bad != "" {
+		r.Why = pc.bad
+		return r
+	}
+	v, ok := args[pc.arg]
+	if !ok {
+		r.Why = pc.absent
+		return r
+	}
+	if kindOf(v)&pc.kinds == 0 {
+		r.Why = pc.wrong + kindPhrase(v) + pc.want
+		return r
+	}
+	// Each explanation is built in a stack buffer: one allocation per condition, for the string.
+	var buf [160]byte
+	b := buf[:0]
+	switch pc.op {
+	case OpEq, OpNeq:
+		eq := equal(v, pc.operand)
+		r.Held = eq == (pc.op == OpEq)
+		b = appendText(b, v)
+		b = append(b, pick(eq, " == ", " != ")...)
+	case OpIn, OpNotIn:
+		in := pc.member(v)
+		r.Held = in == (pc.op == OpIn)
+		b = appendText(b, v)
+		b = append(b, pick(in, " in ", " not in ")...)
+	case OpLt, OpLte, OpGt, OpGte:
+		n := v.(int64)
+		var sym string
+		switch pc.op {
+		case OpLt:
+			r.Held = n < pc.num
+			sym = pick(r.Held, " < ", " >= ")
+		case OpLte:
+			r.Held = n <= pc.num
+			sym = pick(r.Held, " <= ", " > ")
+		case OpGt:
+			r.Held = n > pc.num
+			sym = pick(r.Held, " > ", " <= ")
+		case OpGte:
+			r.Held = n >= pc.num
+			sym = pick(r.Held, " >= ", " < ")
+		}
+		b = strconv.AppendInt(b, n, 10)
+		b = append(b, sym...)
+	case OpPrefix:
+		s := v.(string)
+		r.Held = strings.HasPrefix(s, pc.str)
+		b = appendText(b, s)
+		b = append(b, pick(r.Held, " has prefix ", " does not have prefix ")...)
+	case OpSuffix:
+		s := v.(string)
+		r.Held = strings.HasSuffix(s, pc.str)
+		b = appendText(b, s)
+		b = append(b, pick(r.Held, " has suffix ", " does not have suffix ")...)
+	}
+	r.Why = string(append(b, pc.opText...))
+	return r
+}
+
+func pick(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
+
+func (pc *precond) member(v any) bool {
+	switch v := v.(type) {
+	case string:
+		if pc.strs != nil {
+			_, ok := pc.strs[v]
+			return ok
+		}
+		for _, e := range pc.list {
+			if s, ok := e.(string); ok && s == v {
+				return true
+			}
+		}
+		return false
+	case int64:
+		if pc.ints != nil {
+			_, ok := pc.ints[v]
+			return ok
+		}
+		for _, e := range pc.list {
+			if n, ok := e.(int64); ok && n == v {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range pc.list {
+		if equal(v, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// equal is type-strict recursive equality over canon's value model: int64(5) is not "5", true
+// is not 1, and values of any other Go type equal nothing.
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !equal(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// textLimit caps how much of a value a trace or message shows.
+const textLimit = 64
+
+// valueText renders a value compactly for traces and messages, JSON-like with non-ASCII
+// escaped, cut at about textLimit bytes with "…".
+func valueText(v any) string { return string(appendText(nil, v)) }
+
+// appendText appends valueText(v) to b.
+func appendText(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case string:
+		return appendQuoted(b, v)
+	case []any, map[string]any:
+		start := len(b)
+		b = appendValue(b, v)
+		if len(b)-start > textLimit {
+			b = append(b[:start+textLimit], "…"...)
+		}
+		return b
+	}
+	return appendValue(b, v)
+}
+
+// quote quotes s for traces and messages, shortened to about textLimit bytes. Non-ASCII is
+// escaped so that text that only looks the same (NFC and NFD, homoglyphs) reads differently.
+func quote(s string) string { return string(appendQuoted(nil, s)) }
+
+func appendQuoted(b []byte, s string) []byte {
+	if len(s) <= textLimit {
+		return strconv.AppendQuoteToASCII(b, s)
+	}
+	return append(strconv.AppendQuoteToASCII(b, cut(s, textLimit)), "…"...)
+}
+
+// cut returns s shortened to at most n bytes without splitting a UTF-8 sequence.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// appendValue appends v as JSON-like text, escaping non-ASCII and giving up on containers
+// once b is longer than textLimit (the caller cuts).
+func appendValue(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case int64:
+		return strconv.AppendInt(b, v, 10)
+	case string:
+		return strconv.AppendQuoteToASCII(b, cut(v, textLimit))
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if len(b) > 2*textLimit {
+				break
+			}
+			b = appendValue(b, e)
+		}
+		return append(b, ']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if len(b) > 2*textLimit {
+				break
+			}
+			b = strconv.AppendQuoteToASCII(b, cut(k, textLimit))
+			b = append(b, ':')
+			b = appendValue(b, v[k])
+		}
+		return append(b, '}')
+	}
+	return fmt.Appendf(b, "%T", v)
+}

@@ -1,0 +1,57 @@
+// Package policy reads, evaluates and hashes latch policy documents (schema latch.policy/v1,
+// usually latch.yaml): the list of actions that may run and how much autonomy each one gets.
+//
+// It is a leaf: pure functions over bytes and values, no I/O beyond [Load] reading one file, no
+// clock, no context. Everything that decides — [Policy.Evaluate], [Conditions.Eval],
+// [Template.Render] — is deterministic and safe for concurrent use.
+//
+// # Why it is strict
+//
+// A policy is an allow-list, and every way a loader can be lenient is a way a typo can widen what
+// runs. An unknown key that is silently ignored turns `desicion: deny` into "no decision"; a
+// duplicate key where the last one silently wins lets a reviewer read one value while the parser
+// uses another; an anchor, an alias or a merge key makes the text a reviewer approves differ from
+// the structure that is evaluated; a float compares unexpectedly with the integer money amounts it
+// guards (0.1 and 0.10 are the same money and different values), and `0x10` or `010` are numbers
+// nobody reads correctly at review time. So [Parse] refuses all of them, and every refusal is an
+// [*Error] naming the file, the 1-based line and column of the offending node, and what was
+// expected. Nothing is coerced: a bare `5` is not a duration, `yes` is not a boolean, an integer
+// is not a string.
+//
+// Some choices where the specification is silent:
+//
+//   - An empty or missing `actions` map is allowed. It lists nothing, so every action is denied
+//     (`unknown_action`); a policy that denies everything cannot widen anything.
+//   - An empty `authority.grants` list is allowed for the same reason: with an authority section
+//     every action needs a grant, so no grants means nothing is authorized.
+//   - Action names are non-empty, `.`-separated segments of ASCII letters, digits, `_` and `-`
+//     (`billing.charge`, `mcp.github.create_issue`). Names are matched exactly; patterns in grants
+//     use the same alphabet.
+//   - Integers must be written in plain decimal (`-12`, `0`, `500`) within ±(2^53-1), the range every
+//     JSON implementation represents exactly. Strings in value positions may be quoted or plain;
+//     an unquoted date such as `2026-11-29` is read as its text.
+//   - `in` and `not_in` need a non-empty list, and `neq: null` is refused: each is a condition that
+//     could never hold (or always would), which is never what the author meant.
+//   - A condition cannot name a reserved subject (agent, user, principal, claims, issuer, resource,
+//     environment, action_id), nor an argument that starts with one followed by `.`, `/` or `[`:
+//     `principal.agent_eq` would otherwise read like a check on the principal while testing an
+//     argument the caller controls.
+//   - Syntax errors reported by the YAML parser carry a line but no column; their [Error.Column]
+//     is 0.
+//
+// # Evaluation
+//
+// [Policy.Evaluate] implements SPEC §3.5: an unlisted action is denied (`unknown_action`), a bare
+// decision is returned as is (`decision`), otherwise the first rule whose conditions all hold
+// wins (`rule[i]`, zero-based) and no match is a deny (`no_matching_rule`). Conditions are
+// type-strict: an absent argument, or an argument of a type the operator does not apply to, makes
+// the condition false for every operator, `neq` and `not_in` included, and the trace says why.
+//
+// # Hash
+//
+// [Policy.Hash] is `sha256:` over the canonical JSON (package canon) of the parsed document, not
+// of its bytes: comments, formatting, quoting, key order and equivalent spellings (`300s` and
+// `5m`, an omitted `mode` and `mode: enforce`) do not change it, and every change to what the
+// policy decides does. `version` is deliberately not hashed: it is a free label copied onto
+// receipts next to the hash, so relabelling a policy does not make it a different policy.
+package policy

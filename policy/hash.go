@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/latchkit/latch/canon"
+)
+
+// hashPolicy returns "sha256:…" of the canonical JSON of the normalized document.
+func hashPolicy(p *Policy) (string, error) {
+	b, err := canon.Marshal(Normalize(p))
+	if err != nil {
+		return "", err
+	}
+	return canon.Sum(b), nil
+}
+
+// Normalize returns the value the policy hash is computed over (SPEC §3.6), in canon's value
+// model: every key present with defaults filled in and null for what is absent; templates as
+// their source text; durations as Go's Duration.String ("5m0s"); expires_at as RFC 3339 in UTC.
+// version and positions are not part of it. Two documents that parse to the same Normalize
+// value are the same policy.
+func Normalize(p *Policy) map[string]any {
+	actions := make(map[string]any, len(p.Actions))
+	for name, a := range p.Actions {
+		actions[name] = normalizeAction(a)
+	}
+	var env any
+	if p.Environment != "" {
+		env = p.Environment
+	}
+	mode := p.Mode
+	if mode == "" {
+		mode = ModeEnforce
+	}
+	var auth any
+	if p.Authority != nil {
+		auth = normalizeAuthority(p.Authority)
+	}
+	return map[string]any{
+		"schema":      p.Schema,
+		"mode":        string(mode),
+		"environment": env,
+		"actions":     actions,
+		"authority":   auth,
+	}
+}
+
+func normalizeAction(a *Action) map[string]any {
+	var rules any
+	if len(a.Rules) > 0 {
+		l := make([]any, len(a.Rules))
+		for i, r := range a.Rules {
+			l[i] = map[string]any{"when": normalizeConditions(r.When), "decision": string(r.Decision)}
+		}
+		rules = l
+	}
+	var decision any
+	if a.Decision != "" {
+		decision = string(a.Decision)
+	}
+	var maxAttempts any
+	if a.MaxAttempts != 0 {
+		maxAttempts = int64(a.MaxAttempts)
+	}
+	return map[string]any{
+		"effect":       templateSource(a.Effect),
+		"resource":     templateSource(a.Resource),
+		"lease":        durationString(a.Lease),
+		"approval_ttl": durationString(a.ApprovalTTL),
+		"max_attempts": maxAttempts,
+		"decision":     decision,
+		"rules":        rules,
+	}
+}
+
+func templateSource(t *Template) any {
+	if t == nil {
+		return nil
+	}
+	return t.src
+}
+
+func durationString(d time.Duration) any {
+	if d == 0 {
+		return nil
+	}
+	return d.String()
+}
+
+func normalizeConditions(c Conditions) any {
+	if len(c) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(c))
+	for _, cond := range c {
+		key := cond.Key
+		if key == "" {
+			key = cond.Arg + "_" + string(cond.Op)
+		}
+		m[key] = cond.Operand
+	}
+	return m
+}
+
+func normalizeAuthority(au *Authority) map[string]any {
+	grants := make([]any, len(au.Grants))
+	for i, g := range au.Grants {
+		var expires any
+		if !g.ExpiresAt.IsZero() {
+			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
+		}
+		grants[i] = map[string]any{
+			"id":           g.ID,
+			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
+			"actions":      stringList(g.Actions),
+			"resources":    stringList(g.Resources),
+			"constraints":  normalizeConditions(g.Constraints),
+			"environments": stringList(g.Environments),
+			"expires_at":   expires,
+			"delegable":    g.Delegable,
+		}
+	}
+	return map[string]any{
+		"max_delegation_depth": int64(au.MaxDelegationDepth),
+		"grants":               grants,
+	}
+}
+
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func stringList(l []string) any {
+	if l == nil {
+		return nil
+	}
+	out := make([]any, len(l))
+	for i, s := range l {
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Template is a parsed effect-key or resource template (SPEC §2.6): literal text with {name}
+// placeholders, where {{ and }} stand for literal braces. A placeholder names a top-level
+// argument, or is {resource}, the call's rendered resource.
+type Template struct {
+	src   string
+	parts []tpart
+	names []string
+}
+
+type tpart struct {
+	text        string // literal text, or the placeholder's name
+	placeholder bool
+}
+
+// ResourcePlaceholder is the placeholder that renders the call's resource.
+const ResourcePlaceholder = "resource"
+
+// ParseTemplate parses a template. An empty template, an unbalanced brace and an empty or
+// malformed placeholder name are errors; the message gives the byte offset.
+func ParseTemplate(s string) (*Template, error) {
+	if s == "" {
+		return nil, errors.New("empty template")
+	}
+	t := &Template{src: s}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.parts = append(t.parts, tpart{text: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); {
+		switch c := s[i]; c {
+		case '{':
+			if i+1 < len(s) && s[i+1] == '{' {
+				lit.WriteByte('{')
+				i += 2
+				continue
+			}
+			j := strings.IndexByte(s[i+1:], '}')
+			if j < 0 {
+				return nil, fmt.Errorf("unclosed { at offset %d (write {{ for a literal brace)", i)
+			}
+			name := s[i+1 : i+1+j]
+			if name == "" {
+				return nil, fmt.Errorf("empty placeholder {} at offset %d", i)
+			}
+			if !isIdent(name) {
+				return nil, fmt.Errorf("bad placeholder {%s} at offset %d (expected an argument name of letters, digits and _, or resource)", name, i)
+			}
+			flush()
+			t.parts = append(t.parts, tpart{text: name, placeholder: true})
+			if !contains(t.names, name) {
+				t.names = append(t.names, name)
+			}
+			i += j + 2
+		case '}':
+			if i+1 < len(s) && s[i+1] == '}' {
+				lit.WriteByte('}')
+				i += 2
+				continue
+			}
+			return nil, fmt.Errorf("unmatched } at offset %d (write }} for a literal brace)", i)
+		default:
+			lit.WriteByte(c)
+			i++
+		}
+	}
+	flush()
+	return t, nil
+}
+
+// isIdent reports whether s is [A-Za-z_][A-Za-z0-9_]*.
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// String returns the template's source text.
+func (t *Template) String() string {
+	if t == nil {
+		return ""
+	}
+	return t.src
+}
+
+// Equal reports whether two templates have the same source text (go-cmp uses it).
+func (t *Template) Equal(u *Template) bool {
+	if t == nil || u == nil {
+		return t == u
+	}
+	return t.src == u.src
+}
+
+// Placeholders returns the distinct placeholder names in order of first appearance.
+func (t *Template) Placeholders() []string {
+	if t == nil {
+		return nil
+	}
+	return append([]string(nil), t.names...)
+}
+
+// Render fills the template. Each placeholder must name a top-level argument holding a
+// non-empty string or an int64 (written in decimal); {resource} renders resource, which must be
+// non-empty. Anything else is an error naming the placeholder and why.
+func (t *Template) Render(args map[string]any, resource string) (string, error) {
+	if t == nil {
+		return "", errors.New("render: no template")
+	}
+	var b strings.Builder
+	b.Grow(len(t.src) + 16)
+	for _, p := range t.parts {
+		if !p.placeholder {
+			b.WriteString(p.text)
+			continue
+		}
+		if p.text == ResourcePlaceholder {
+			if resource == "" {
+				return "", errors.New("placeholder {resource}: the call has no resource")
+			}
+			b.WriteString(resource)
+			continue
+		}
+		v, ok := args[p.text]
+		if !ok {
+			return "", fmt.Errorf("placeholder {%s}: argument %s is missing", p.text, p.text)
+		}
+		switch v := v.(type) {
+		case string:
+			if v == "" {
+				return "", fmt.Errorf("placeholder {%s}: argument %s is an empty string", p.text, p.text)
+			}
+			b.WriteString(v)
+		case int64:
+			var buf [24]byte
+			b.Write(strconv.AppendInt(buf[:0], v, 10))
+		default:
+			return "", fmt.Errorf("placeholder {%s}: argument %s is %s, want a non-empty string or an integer", p.text, p.text, kindPhrase(v))
+		}
+	}
+	return b.String(), nil
+}

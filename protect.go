@@ -1,0 +1,32 @@
+package latch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Protect wraps fn so that every call goes through the guard's pipeline as the action named
+// action. Args must encode to a JSON object (SPEC §2.2); its JSON field names are the argument
+// names that policy conditions and templates use. fn receives a fresh value decoded from the
+// canonical bytes that were hashed: what runs is what was decided, and fields that do not survive
+// JSON (unexported, `json:"-"`) are not part of the action and are not seen by fn.
+func Protect[A, R any](g *Guard, action string, fn func(context.Context, A) (R, error), opts *Options) func(context.Context, A) (R, error) {
+	return func(ctx context.Context, args A) (R, error) {
+		var out R
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return out, &InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}
+		}
+		_, err = g.Execute(ctx, &Call{Action: action, Arguments: raw, Options: opts}, func(ctx context.Context, canonical json.RawMessage) (any, error) {
+			var fresh A
+			if err := json.Unmarshal(canonical, &fresh); err != nil {
+				return nil, NotExecuted(fmt.Errorf("decode arguments of %s: %w", action, err))
+			}
+			r, err := fn(ctx, fresh)
+			out = r
+			return r, err
+		})
+		return out, err
+	}
+}

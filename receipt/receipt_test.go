@@ -1,0 +1,191 @@
+package receipt_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/latchkit/latch/receipt"
+)
+
+func sample(i int) *receipt.Receipt {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+	return &receipt.Receipt{
+		ReceiptID: fmt.Sprintf("rcp_%032x", i), ActionID: fmt.Sprintf("act_%032x", i), Action: "billing.charge",
+		ActionHash: "sha256:" + strings.Repeat("ab", 32), Arguments: json.RawMessage(fmt.Sprintf(`{"amount":%d,"invoice_id":"inv_%d"}`, 100+i, i)),
+		Resource: "invoice:inv_1", Principal: receipt.Principal{Agent: "billing-worker"}, Environment: "production",
+		Decision: "allow", DecisionReason: "rule[0]", EffectKey: fmt.Sprintf("charge:inv_%d", i), Attempt: 1,
+		Result: receipt.Committed, StartedAt: t0, FinishedAt: t0.Add(3 * time.Millisecond), PolicyHash: "sha256:" + strings.Repeat("cd", 32), Mode: "enforce",
+	}
+}
+
+func chain(t testing.TB, n int) ([]receipt.Sealed, receipt.Head) {
+	t.Helper()
+	var rows []receipt.Sealed
+	head := receipt.Head{}
+	for i := 1; i <= n; i++ {
+		seq, prev := receipt.Next(head)
+		s, err := receipt.Seal(sample(i), seq, prev)
+		if err != nil {
+			t.Fatalf("Seal(%d): %v", i, err)
+		}
+		rows = append(rows, s)
+		head = receipt.Head{Seq: s.Seq, Hash: s.Hash}
+	}
+	return rows, head
+}
+
+func seq(rows []receipt.Sealed) iter.Seq2[receipt.Sealed, error] {
+	return func(yield func(receipt.Sealed, error) bool) {
+		for _, r := range rows {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+func breaks(t *testing.T, rows []receipt.Sealed, head receipt.Head) []string {
+	t.Helper()
+	rep, err := receipt.Verify(seq(rows), head)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	var got []string
+	for _, b := range rep.Breaks {
+		got = append(got, fmt.Sprintf("%s@%d", b.Kind, b.Seq))
+	}
+	if rep.OK != (len(got) == 0) {
+		t.Errorf("OK = %v with breaks %v", rep.OK, got)
+	}
+	return got
+}
+
+func TestSealDocument(t *testing.T) {
+	t.Parallel()
+	rows, _ := chain(t, 2)
+	var doc map[string]any
+	if err := json.Unmarshal(rows[1].Doc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["schema"] != receipt.Schema || doc["seq"] != float64(2) || doc["prev_hash"] != rows[0].Hash ||
+		doc["started_at"] != "2026-11-29T10:00:02.000Z" || doc["approval_id"] != nil || doc["attempt"] != float64(1) {
+		t.Errorf("document = %s", rows[1].Doc)
+	}
+	if first := rows[0]; !bytes.Contains(first.Doc, []byte(`"prev_hash":"`+receipt.GenesisHash+`"`)) {
+		t.Errorf("receipt 1 does not link to the genesis hash: %s", first.Doc)
+	}
+	again, err := receipt.Seal(sample(2), 2, rows[0].Hash)
+	if err != nil || again.Hash != rows[1].Hash {
+		t.Errorf("Seal is not deterministic: %s vs %s (%v)", again.Hash, rows[1].Hash, err)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		tamper func(rows []receipt.Sealed, head receipt.Head) ([]receipt.Sealed, receipt.Head)
+		want   []string
+	}{
+		{"intact", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) { return r, h }, nil},
+		{"edit 2", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) {
+			r[1].Doc = bytes.Replace(r[1].Doc, []byte(`"amount":102`), []byte(`"amount":999`), 1)
+			return r, h
+		}, []string{"content_altered@2"}},
+		{"edit 2 and its hash", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) {
+			forged, _ := receipt.Seal(func() *receipt.Receipt { x := sample(2); x.Result = receipt.Failed; return x }(), 2, r[0].Hash)
+			r[1] = forged
+			return r, h
+		}, []string{"link_broken@3"}},
+		{"delete 2", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) {
+			return append(r[:1:1], r[2:]...), h
+		}, []string{"missing@2"}},
+		{"delete last", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) { return r[:4], h }, []string{"head_mismatch@5"}},
+		{"swap 2 and 3", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) {
+			r[1], r[2] = r[2], r[1]
+			r[1].Seq, r[2].Seq = 2, 3
+			return r, h
+		}, []string{"content_altered@2", "content_altered@3", "link_broken@4"}},
+		{"head moved", func(r []receipt.Sealed, h receipt.Head) ([]receipt.Sealed, receipt.Head) {
+			return r, receipt.Head{Seq: h.Seq, Hash: r[3].Hash}
+		}, []string{"head_mismatch@5"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rows, head := chain(t, 5)
+			rows, head = tc.tamper(rows, head)
+			if diff := cmp.Diff(tc.want, breaks(t, rows, head)); diff != "" {
+				t.Errorf("breaks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestVerifyEmpty(t *testing.T) {
+	t.Parallel()
+	rep, err := receipt.Verify(seq(nil), receipt.Head{})
+	if err != nil || !rep.OK || rep.Verified != 0 {
+		t.Errorf("Verify(empty) = %+v, %v", rep, err)
+	}
+	rows, _ := chain(t, 1)
+	if got := breaks(t, nil, receipt.Head{Seq: 1, Hash: rows[0].Hash}); len(got) != 1 || got[0] != "head_mismatch@1" {
+		t.Errorf("all rows deleted: breaks %v, want head_mismatch@1", got)
+	}
+}
+
+// FuzzTamper flips one byte of one receipt: the chain must never still verify.
+func FuzzTamper(f *testing.F) {
+	f.Add(uint8(1), uint16(10), uint8(1))
+	f.Add(uint8(3), uint16(200), uint8(0x20))
+	rows, head := chain(f, 4)
+	f.Fuzz(func(t *testing.T, which uint8, at uint16, flip uint8) {
+		if flip == 0 {
+			return
+		}
+		tampered := append([]receipt.Sealed(nil), rows...)
+		i := int(which) % len(tampered)
+		doc := append([]byte(nil), tampered[i].Doc...)
+		doc[int(at)%len(doc)] ^= flip
+		tampered[i].Doc = doc
+		rep, err := receipt.Verify(seq(tampered), head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK {
+			t.Fatalf("a flipped byte in receipt %d verified", i+1)
+		}
+		if b := rep.Breaks[0]; b.Kind != receipt.BreakContentAltered || b.Seq != int64(i+1) {
+			t.Fatalf("breaks = %+v, want content_altered at %d first", rep.Breaks, i+1)
+		}
+	})
+}
+
+func BenchmarkSeal(b *testing.B) {
+	r := sample(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := receipt.Seal(r, 1, receipt.GenesisHash); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	rows, head := chain(b, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := receipt.Verify(seq(rows), head)
+		if err != nil || !rep.OK {
+			b.Fatal(rep, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/receipt")
+}

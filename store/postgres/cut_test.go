@@ -1,0 +1,466 @@
+package postgres
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// cutMode says what the proxy does with the next COMMIT it sees.
+type cutMode int32
+
+const (
+	cutNone   cutMode = iota
+	cutBefore         // drop both connections instead of forwarding COMMIT: the commit never happens
+	cutAfter          // forward COMMIT, wait for the server's reply, drop it and both connections: the commit happened
+	cutSent           // forward COMMIT and drop both connections at once: the server commits, maybe after the client has re-read
+)
+
+func (m cutMode) String() string {
+	return [...]string{"none", "before COMMIT", "after COMMIT's reply", "right after sending COMMIT"}[m]
+}
+
+// cutProxy is a TCP proxy in front of PostgreSQL that understands just enough of the frontend
+// protocol to find a COMMIT (a simple Query, or a Parse in the extended protocol) and cut the
+// connection there, once per arming.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	armed  atomic.Int32 // a cutMode, taken by the first COMMIT
+	cuts   atomic.Int64
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.serve)
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) arm(m cutMode) { p.armed.Store(int32(m)) }
+
+// take returns the armed mode and disarms.
+func (p *cutProxy) take() cutMode { return cutMode(p.armed.Swap(int32(cutNone))) }
+
+func (p *cutProxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.track(c)
+		p.wg.Go(func() { p.handle(c) })
+	}
+}
+
+func (p *cutProxy) handle(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.track(server)
+	var once sync.Once
+	cut := func() {
+		once.Do(func() {
+			client.Close()
+			server.Close()
+		})
+	}
+	defer cut()
+	var replyCuts atomic.Bool // the next bytes from the server answer a COMMIT: drop them and cut
+	p.wg.Go(func() {
+		defer cut()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := server.Read(buf)
+			if n > 0 {
+				if replyCuts.Load() {
+					return
+				}
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+
+	r := bufio.NewReader(client)
+	// Startup: untyped messages. SSL and GSS encryption requests are answered with one byte and
+	// followed by another untyped message; anything else (startup, cancel) ends the phase.
+	for {
+		msg, err := readMessage(r, false)
+		if err != nil {
+			return
+		}
+		if _, err := server.Write(msg); err != nil {
+			return
+		}
+		if code := binary.BigEndian.Uint32(msg[4:8]); code != 80877103 && code != 80877104 {
+			break
+		}
+	}
+	for {
+		msg, err := readMessage(r, true)
+		if err != nil {
+			return
+		}
+		if isCommit(msg) {
+			switch p.take() {
+			case cutBefore:
+				p.cuts.Add(1)
+				return
+			case cutAfter:
+				p.cuts.Add(1)
+				replyCuts.Store(true)
+			case cutSent:
+				p.cuts.Add(1)
+				server.Write(msg)
+				return
+			}
+		}
+		if _, err := server.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// readMessage reads one frontend message: [type byte] int32 length, body.
+func readMessage(r *bufio.Reader, typed bool) ([]byte, error) {
+	head := 4
+	if typed {
+		head = 5
+	}
+	msg := make([]byte, head)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(msg[head-4:]))
+	if n < 4 || n > 1<<30 {
+		return nil, fmt.Errorf("bad message length %d", n)
+	}
+	body := make([]byte, n-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return append(msg, body...), nil
+}
+
+// isCommit reports a simple Query ('Q') whose text is COMMIT, or an extended-protocol Parse ('P')
+// of COMMIT (what pgx would send with a non-simple exec mode).
+func isCommit(msg []byte) bool {
+	body := msg[5:]
+	var text []byte
+	switch msg[0] {
+	case 'Q':
+		text, _, _ = bytes.Cut(body, []byte{0})
+	case 'P':
+		_, rest, _ := bytes.Cut(body, []byte{0}) // statement name
+		text, _, _ = bytes.Cut(rest, []byte{0})
+	default:
+		return false
+	}
+	s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(string(text)), ";"))
+	return strings.EqualFold(s, "commit") || strings.EqualFold(s, "end")
+}
+
+// cutCall is one proposal in the cut tests.
+type cutCall struct {
+	key, actionID, hash string
+	approvalID          string
+}
+
+func newCutCall(key string) cutCall {
+	return cutCall{key: key, actionID: "act_" + randomHex(16), hash: "sha256:" + randomHex(32)}
+}
+
+func (c cutCall) draft(now time.Time) *receipt.Receipt {
+	return &receipt.Receipt{
+		ReceiptID: "rcp_" + randomHex(16), ActionID: c.actionID, Action: "billing.charge", ActionHash: c.hash,
+		Arguments: json.RawMessage(`{"invoice_id":"inv_1"}`), Principal: receipt.Principal{Agent: "agent:test"},
+		Environment: "production", Decision: "allow", ApprovalID: c.approvalID, EffectKey: c.key, StartedAt: now,
+		Mode: "enforce",
+	}
+}
+
+func (c cutCall) reserveReq(now time.Time) *store.ReserveRequest {
+	return &store.ReserveRequest{
+		Now: now, ActionID: c.actionID, Action: "billing.charge", ActionHash: c.hash, EffectKey: c.key,
+		Lease: time.Hour, ApprovalID: c.approvalID, Receipt: c.draft(now),
+		Events: []store.Event{{Kind: store.EventActionProposed, Time: now, ActionID: c.actionID, EffectKey: c.key}},
+	}
+}
+
+func (c cutCall) recordReq(now time.Time, attempt int) *store.RecordRequest {
+	rc := c.draft(now)
+	rc.Result, rc.Attempt, rc.FinishedAt = receipt.Committed, attempt, now
+	return &store.RecordRequest{
+		Now: now, Receipt: rc, EffectKey: c.key, ActionID: c.actionID, Attempt: attempt,
+		Outcome: store.Committed, Result: json.RawMessage(`{"ok":true}`),
+	}
+}
+
+// TestCutCommit runs reservations and records through a proxy that cuts the connection at
+// COMMIT — before forwarding it (the transaction never commits), after the server answered it (it
+// committed; only the reply is lost), or right after forwarding it (the server commits, perhaps
+// only after the store has re-read) — and checks every claim the store makes against the rows,
+// read directly.
+//
+// The two properties:
+//
+//   - The store never reports a reservation it does not hold: Reserve reporting Reserved means
+//     the row is executing under this action id (and the approval, when one was presented, is
+//     consumed by it).
+//   - The store never loses a reservation it holds. Losing one means: the row is executing under
+//     this action id, yet Reserve returned an error or a refusal. The caller would not execute,
+//     and nobody else could — the key would sit in progress until the lease lapsed into
+//     ambiguous, a false "we do not know" for an effect that never ran. (A naive retry after a
+//     lost COMMIT does exactly this: it re-reads its own row, and the retry table refuses it as
+//     in_progress — the same answer a genuine second Reserve by the same action id gets, which
+//     is checked here too.) Here nothing else contends, so every Reserve must report Reserved.
+//
+// Record is held to the same rules: the outcome is written once, its receipt exists exactly once
+// (a re-issue after a commit that did land would append a duplicate), and the chain verifies.
+func TestCutCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	base := serverURL(t)
+	u := newSchemaURL(t)
+	direct, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := pu.Host
+	if target == "" {
+		t.Skip("LATCH_TEST_POSTGRES_URL names no TCP host to proxy: " + base)
+	}
+	if pu.Port() == "" {
+		target = net.JoinHostPort(pu.Hostname(), "5432")
+	}
+	proxy := newCutProxy(t, target)
+	pu.Host = proxy.addr()
+	settled := &countHandler{n: map[string]int{}}
+	proxied, err := Open(ctx, pu.String(), &Config{MaxConns: 4, Logger: slog.New(settled)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxied.Close()
+
+	const iterations = 200
+	start := time.Now()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := range iterations {
+		now = now.Add(time.Second)
+		c := newCutCall(fmt.Sprintf("cut:%d", i))
+		withApproval := i%4 == 3
+		if withApproval {
+			c.approvalID = grantApproval(t, direct, c.hash, now)
+		}
+		rotation := []cutMode{cutBefore, cutAfter, cutSent}
+		modes := [2]cutMode{rotation[i%3], rotation[(i+1)%3]}
+		what := fmt.Sprintf("iteration %d (reserve cut %s, record cut %s, approval %t)", i, modes[0], modes[1], withApproval)
+
+		// Reserve, its COMMIT cut.
+		cuts := proxy.cuts.Load()
+		proxy.arm(modes[0])
+		res, err := proxied.Reserve(ctx, c.reserveReq(now))
+		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+			t.Fatalf("%s: the proxy cut no COMMIT of Reserve", what)
+		}
+		row, rerr := direct.Effect(ctx, c.key)
+		if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+			t.Fatal(rerr)
+		}
+		ours := rerr == nil && row.State == store.Executing && row.ActionID == c.actionID
+		reported := err == nil && res.Reserved
+		switch {
+		case reported && !ours:
+			t.Fatalf("%s: Reserve reported a reservation it does not hold: row %+v", what, row)
+		case ours && !reported:
+			t.Fatalf("%s: the row is ours but Reserve returned %+v, %v: a lost reservation", what, res, err)
+		case !ours:
+			t.Fatalf("%s: uncontended Reserve did not reserve: %+v, %v; row %+v", what, res, err, row)
+		}
+		if got, want := res.Effect, row; got.ActionID != want.ActionID || got.Attempt != want.Attempt || !got.LeaseExpiresAt.Equal(want.LeaseExpiresAt) {
+			t.Fatalf("%s: Reserve reported effect %+v, the row is %+v", what, got, want)
+		}
+		if withApproval {
+			a, err := direct.Approval(ctx, c.approvalID)
+			if err != nil || a.Status != store.Consumed || a.ConsumedBy != c.actionID {
+				t.Fatalf("%s: approval after the reservation = %+v, %v, want consumed by %s", what, a, err, c.actionID)
+			}
+		}
+		evs, err := direct.Events(ctx, store.EventFilter{ActionID: c.actionID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(evs, store.EventEffectReserved); n != 1 {
+			t.Fatalf("%s: %d effect_reserved events, want exactly 1", what, n)
+		}
+		// The same action id reserving again meets its own live lease: refused in_progress (or
+		// consumed, for its spent approval), the row untouched: the store never mistakes a
+		// second call for the first one.
+		// (No receipt, so that the action's only receipt is the one Record writes.)
+		againReq := c.reserveReq(now)
+		againReq.Receipt = nil
+		again, err := direct.Reserve(ctx, againReq)
+		want := "in_progress"
+		if withApproval {
+			want = "consumed" // approval checks come first (SPEC §5.5)
+		}
+		if err != nil || again.Reserved || again.Refusal == nil || again.Refusal.Reason != want {
+			t.Fatalf("%s: re-Reserve by the same action id = %+v, %v, want refused %s", what, again, err, want)
+		}
+		if row2, err := direct.Effect(ctx, c.key); err != nil || !reflect.DeepEqual(row2, row) {
+			t.Fatalf("%s: re-Reserve changed the row: %+v, %v, was %+v", what, row2, err, row)
+		}
+
+		// Record, its COMMIT cut.
+		cuts = proxy.cuts.Load()
+		proxy.arm(modes[1])
+		rec, err := proxied.Record(ctx, c.recordReq(now.Add(time.Millisecond), res.Effect.Attempt))
+		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+			t.Fatalf("%s: the proxy cut no COMMIT of Record", what)
+		}
+		if err != nil || rec.Lost {
+			t.Fatalf("%s: Record = %+v, %v, want the outcome recorded", what, rec, err)
+		}
+		row, err = direct.Effect(ctx, c.key)
+		if err != nil || row.State != store.Committed || row.ActionID != c.actionID {
+			t.Fatalf("%s: after Record the row is %+v, %v, want committed by %s", what, row, err, c.actionID)
+		}
+		var got []receipt.Sealed
+		for r, err := range direct.Receipts(ctx, store.ReceiptFilter{ActionID: c.actionID}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		if len(got) != 1 || got[0].Seq != rec.Receipt.Seq || got[0].Hash != rec.Receipt.Hash {
+			t.Fatalf("%s: the action has %d receipts (seqs %v), want exactly the one Record returned (seq %d)", what, len(got), seqsOf(got), rec.Receipt.Seq)
+		}
+	}
+	elapsed := time.Since(start)
+
+	head, err := direct.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := receipt.Verify(direct.Receipts(ctx, store.ReceiptFilter{}), head)
+	if err != nil || !rep.OK || rep.Verified != iterations {
+		t.Fatalf("Verify() = %+v, %v, want %d receipts, no breaks", rep, err, iterations)
+	}
+	landed, notLanded, late := settled.count("lost commit settled: it landed"),
+		settled.count("lost commit settled: it did not land; re-issuing"), settled.count("lost commit found landed")
+	t.Logf("%d iterations, %d COMMITs cut, in %v: %d settled as landed, %d as not landed and re-issued (%d of those found landed late)",
+		iterations, proxy.cuts.Load(), elapsed.Round(time.Millisecond), landed, notLanded, late)
+	if landed+notLanded != 2*iterations || landed == 0 || notLanded == 0 {
+		t.Errorf("every cut COMMIT must be settled one way or the other, and both ways must occur")
+	}
+}
+
+// countHandler is a slog.Handler counting messages.
+type countHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.n[r.Message]++
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *countHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[msg]
+}
+
+func seqsOf(rs []receipt.Sealed) []int64 {
+	var out []int64
+	for _, r := range rs {
+		out = append(out, r.Seq)
+	}
+	return out
+}
+
+func count(evs []*store.Event, kind string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// grantApproval creates an approval for hash and grants it.
+func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
+	t.Helper()
+	a := &store.Approval{
+		ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: hash, ActionName: "billing.charge",
+		Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+	}
+	if err := st.CreateApproval(t.Context(), a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AnswerApproval(t.Context(), &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"}); err != nil {
+		t.Fatal(err)
+	}
+	return a.ID
+}

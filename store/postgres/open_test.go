@@ -1,0 +1,267 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/store"
+)
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, schema, pgURL string
+		wantErr           string
+	}{
+		{in: "postgres://u@h:5432/db", schema: "public", pgURL: "postgres://u@h:5432/db"},
+		{in: "postgresql://u:p@h/db?sslmode=disable&schema=latch", schema: "latch", pgURL: "postgresql://u:p@h/db?sslmode=disable"},
+		{in: "postgres://h/db?schema=My%20Schema", schema: "My Schema", pgURL: "postgres://h/db"},
+		{in: "mysql://h/db", wantErr: "want postgres://"},
+		{in: "postgres://h/db?schema=", wantErr: "empty"},
+		{in: "postgres://h/db?schema=a&schema=b", wantErr: "more than once"},
+		{in: "postgres://h/db?schema=" + strings.Repeat("x", 64), wantErr: "longer than 63"},
+	}
+	for _, tt := range tests {
+		loc, err := parseURL(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseURL(%q) = %+v, %v, want error containing %q", tt.in, loc, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || loc.schema != tt.schema || loc.pgURL != tt.pgURL {
+			t.Errorf("parseURL(%q) = %+v, %v, want schema %q, pgx URL %q", tt.in, loc, err, tt.schema, tt.pgURL)
+		}
+	}
+}
+
+func TestOpenErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	_, err := Open(t.Context(), "postgres://u:s3cret@127.0.0.1:1/db?schema=", nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open(bad URL) = %v, want an error without the password", err)
+	}
+}
+
+func TestOpenMigratesOnceAndReopens(t *testing.T) {
+	t.Parallel()
+	u := newSchemaURL(t)
+	for i := range 2 {
+		st, err := Open(t.Context(), u, nil)
+		if err != nil {
+			t.Fatalf("Open #%d = %v", i+1, err)
+		}
+		if v := schemaVersionOf(t, st); v != latestVersion() {
+			t.Errorf("Open #%d: schema version %d, want %d", i+1, v, latestVersion())
+		}
+		st.Close()
+	}
+}
+
+// A schema name that needs quoting works: every statement quotes it.
+func TestOpenQuotedSchema(t *testing.T) {
+	t.Parallel()
+	u := newNamedSchemaURL(t, `Latch "Test" `+randomHex(4))
+	st, err := Open(t.Context(), u, nil)
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	defer st.Close()
+	c := newCutCall("k")
+	res, err := st.Reserve(t.Context(), c.reserveReq(time.Now()))
+	if err != nil || !res.Reserved {
+		t.Fatalf("Reserve = %+v, %v, want reserved", res, err)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+
+	t.Run("NotLatch", func(t *testing.T) {
+		t.Parallel()
+		u := newSchemaURL(t)
+		loc, _ := parseURL(u)
+		q := pgxQuote(loc.schema)
+		if err := execDirect(ctx, u, `CREATE SCHEMA `+q+`; CREATE TABLE `+q+`.orders (id int)`); err != nil {
+			t.Fatal(err)
+		}
+		for _, ro := range []bool{false, true} {
+			if _, err := Open(ctx, u, &Config{ReadOnly: ro}); !errors.Is(err, store.ErrNotLatch) {
+				t.Errorf("Open(ReadOnly=%t) of a schema with other tables = %v, want ErrNotLatch", ro, err)
+			}
+		}
+	})
+
+	t.Run("TooNew", func(t *testing.T) {
+		t.Parallel()
+		u := newSchemaURL(t)
+		st, err := Open(ctx, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		loc, _ := parseURL(u)
+		if err := execDirect(ctx, u, `UPDATE `+pgxQuote(loc.schema)+`.latch_schema SET version = 99`); err != nil {
+			t.Fatal(err)
+		}
+		for _, ro := range []bool{false, true} {
+			if _, err := Open(ctx, u, &Config{ReadOnly: ro}); !errors.Is(err, store.ErrSchemaTooNew) {
+				t.Errorf("Open(ReadOnly=%t) of schema version 99 = %v, want ErrSchemaTooNew", ro, err)
+			}
+		}
+	})
+
+	t.Run("ReadOnlyMissing", func(t *testing.T) {
+		t.Parallel()
+		u := newSchemaURL(t)
+		_, err := Open(ctx, u, &Config{ReadOnly: true})
+		if !errors.Is(err, store.ErrNoStore) || !strings.Contains(err.Error(), "created by the first writer") {
+			t.Errorf("Open(ReadOnly) of a missing schema = %v, want ErrNoStore saying who creates it", err)
+		}
+		loc, _ := parseURL(u)
+		if err := execDirect(ctx, u, `CREATE SCHEMA `+pgxQuote(loc.schema)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(ctx, u, &Config{ReadOnly: true}); !errors.Is(err, store.ErrNoStore) {
+			t.Errorf("Open(ReadOnly) of an empty schema = %v, want ErrNoStore", err)
+		}
+		// Still empty: a read-only open created nothing.
+		var n int
+		if err := queryDirect(ctx, u, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`, []any{loc.schema}, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("after read-only opens the schema holds %d relations, want 0", n)
+		}
+	})
+}
+
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	w, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := newCutCall("ro")
+	if _, err := w.Reserve(ctx, c.reserveReq(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, u, &Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("Open(ReadOnly) = %v", err)
+	}
+	defer r.Close()
+	if e, err := r.Effect(ctx, c.key); err != nil || e.ActionID != c.actionID {
+		t.Errorf("read-only Effect(%s) = %+v, %v, want the reservation", c.key, e, err)
+	}
+	if _, err := r.Reserve(ctx, newCutCall("ro2").reserveReq(time.Now())); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Reserve = %v, want ErrReadOnly", err)
+	}
+	if err := r.CreateApproval(ctx, &store.Approval{ID: "apr_x"}, nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only CreateApproval = %v, want ErrReadOnly", err)
+	}
+}
+
+// Six processes open one fresh schema at the same instant: all succeed, and the schema is
+// migrated exactly once.
+func TestOpenConcurrentProcesses(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	u := newSchemaURL(t)
+	at := time.Now().Add(700 * time.Millisecond).UnixNano()
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=open", "LATCH_PG_TEST_URL="+u, fmt.Sprintf("LATCH_PG_TEST_AT=%d", at))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				errs[i] = fmt.Errorf("process %d: %v: %s", i, err, stderr.String())
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	st, err := Open(t.Context(), u, &Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("Open(ReadOnly) after the racers = %v", err)
+	}
+	defer st.Close()
+	if v := schemaVersionOf(t, st); v != latestVersion() {
+		t.Errorf("schema version %d, want %d", v, latestVersion())
+	}
+	if h, err := st.Head(t.Context()); err != nil || h.Seq != 0 {
+		t.Errorf("Head() = %+v, %v, want an empty chain (one chain_head row)", h, err)
+	}
+}
+
+// The same race between goroutines, each with its own pool.
+func TestOpenConcurrentPools(t *testing.T) {
+	t.Parallel()
+	u := newSchemaURL(t)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			st, err := Open(t.Context(), u, &Config{MaxConns: 2})
+			if err != nil {
+				t.Errorf("Open #%d = %v", i, err)
+				return
+			}
+			st.Close()
+		})
+	}
+	wg.Wait()
+}
+
+func schemaVersionOf(t *testing.T, st *Store) int {
+	t.Helper()
+	var v int
+	if err := st.pool.QueryRow(t.Context(), `SELECT version FROM `+st.quoted()+`.latch_schema WHERE id = 1`).Scan(&v); err != nil {
+		t.Fatalf("read schema version: %v", err)
+	}
+	return v
+}
+
+func pgxQuote(name string) string { return (&Store{schema: name}).quoted() }
+
+// queryDirect runs one query returning one row on a connection of its own.
+func queryDirect(ctx context.Context, raw, sql string, args []any, dest ...any) error {
+	loc, err := parseURL(raw)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, loc.pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
+}

@@ -1,0 +1,201 @@
+// Package postgres is latch's store for many hosts: one PostgreSQL schema, shared by every worker
+// that can reach the database (SPEC §11.3).
+//
+// A store is named by a URL:
+//
+//	postgres://user:pass@host:5432/db?sslmode=verify-full&schema=latch
+//	postgresql://…                      the same
+//
+// Every pgx connection parameter is accepted. schema= names the schema latch keeps its tables in
+// (default public; a dedicated schema is recommended) and is removed before the URL reaches pgx.
+// Every statement names its tables schema-qualified, so search_path plays no part.
+//
+// # Concurrency
+//
+// Atomicity comes only from unique indexes and compare-and-set with checked row counts (SPEC §6.3),
+// at READ COMMITTED: a write method is one short transaction that reads the rows the pure
+// decider in package store needs, asks it what to write, and writes with INSERT … ON CONFLICT DO
+// NOTHING or UPDATE … WHERE <the row is still what was read>. A write that matches no row means
+// another transaction got there first: the transaction is rolled back, the rows are read again and
+// the decider asked again. No session advisory lock, no row lock held across an execution, no
+// reliance on SERIALIZABLE: nothing here depends on the session, so transaction-mode poolers work.
+//
+// # Lost commits
+//
+// An error during or after COMMIT leaves the outcome unknown: the commit may have landed and only
+// its reply been lost. The store never guesses. It re-reads, on a fresh connection, the rows the
+// transaction wrote and compares each whole row: all as written → the write landed and its result
+// is returned; otherwise it did not land, and the write is planned and issued once more, watching
+// for the first attempt landing late. A second lost commit, or a re-read that fails, is returned
+// as an error, never as a reservation the store does not hold.
+//
+// # Schema
+//
+// Migrations are embedded, numbered and forward-only. A writer applies pending ones at open, each
+// in its own transaction under a transaction-scoped advisory lock, so any number of processes may
+// open a fresh database at once. A database newer than the binary is refused (store.ErrSchemaTooNew),
+// as is a schema holding tables but no latch marker (store.ErrNotLatch). A read-only open creates
+// and migrates nothing, and accepts a schema older than the binary so readers can be upgraded
+// before writers.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkit/latch/store"
+)
+
+// ErrReadOnly is returned by every write method of a store opened with Config.ReadOnly.
+var ErrReadOnly = errors.New("store opened read-only")
+
+// Config configures Open. The zero value (and nil) opens a writer with pgx's default pool size.
+type Config struct {
+	// ReadOnly never creates or migrates anything: a missing schema or missing tables is an error
+	// wrapping store.ErrNoStore, and every write method returns ErrReadOnly.
+	ReadOnly bool
+	// Logger receives migrations and lost commits. Nil discards.
+	Logger *slog.Logger
+	// MaxConns caps the connection pool; 0 keeps pgx's default (or the URL's pool_max_conns).
+	MaxConns int32
+}
+
+// Store is a latch store in one PostgreSQL schema. It implements store.Store and
+// store.WriteCounter.
+type Store struct {
+	url      string // as given, for messages (the password is redacted)
+	schema   string
+	readOnly bool
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	conn     *pgx.ConnConfig // for the fresh connection that settles a lost commit
+	q        queries
+	writes   atomic.Int64
+}
+
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.WriteCounter = (*Store)(nil)
+)
+
+// location is a parsed store URL.
+type location struct {
+	pgURL  string // the URL pgx sees: schema= removed
+	schema string
+	mode   bool // the URL chose its own default_query_exec_mode
+}
+
+// maxIdentifier is PostgreSQL's identifier length (NAMEDATALEN-1). A longer schema name would be
+// truncated silently and name a different schema from the one configured.
+const maxIdentifier = 63
+
+// parseURL splits "postgres://…[?schema=NAME]" into what pgx reads and the schema.
+func parseURL(raw string) (location, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return location{}, errors.New("unparsable URL") // url's own error repeats the password
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return location{}, fmt.Errorf("scheme %q: want postgres:// or postgresql://", u.Scheme)
+	}
+	q := u.Query()
+	loc := location{schema: "public"}
+	if vs, ok := q["schema"]; ok {
+		switch {
+		case len(vs) != 1:
+			return location{}, errors.New("schema given more than once")
+		case vs[0] == "":
+			return location{}, errors.New("schema= is empty")
+		case len(vs[0]) > maxIdentifier:
+			return location{}, fmt.Errorf("schema %q is longer than %d bytes", vs[0], maxIdentifier)
+		case strings.ContainsRune(vs[0], 0):
+			return location{}, errors.New("schema contains a NUL byte")
+		}
+		loc.schema = vs[0]
+		q.Del("schema")
+	}
+	_, loc.mode = q["default_query_exec_mode"]
+	u.RawQuery = q.Encode()
+	loc.pgURL = u.String()
+	return loc, nil
+}
+
+// redact returns raw with any password replaced, for error messages and logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "postgres URL"
+	}
+	return u.Redacted()
+}
+
+// Open opens the store at url (postgres://… or postgresql://…, optional schema=NAME). A writer
+// creates the schema if needed and applies any pending migration; cfg may be nil.
+func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	op := "open " + redact(url)
+	if c.MaxConns < 0 {
+		return nil, fmt.Errorf("%s: MaxConns %d is negative", op, c.MaxConns)
+	}
+	loc, err := parseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	pc, err := pgxpool.ParseConfig(loc.pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if !loc.mode {
+		// Unnamed statements only: no prepared statement outlives its transaction, so a
+		// transaction-mode pooler may hand the next transaction to another server session.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if c.MaxConns > 0 {
+		pc.MaxConns = c.MaxConns
+		if pc.MinConns > pc.MaxConns {
+			pc.MinConns = pc.MaxConns
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	s := &Store{
+		url: redact(url), schema: loc.schema, readOnly: c.ReadOnly, log: c.Logger,
+		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize()),
+	}
+	if c.ReadOnly {
+		err = s.checkReadOnly(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return s, nil
+}
+
+// Close closes the store's connection pool. It waits for connections in use to be released.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// WriteTransactions returns how many write transactions this Store has committed since it was
+// opened, migrations excluded. A lost commit that a re-read shows landed counts once.
+func (s *Store) WriteTransactions() int64 { return s.writes.Load() }

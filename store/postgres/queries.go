@@ -1,0 +1,69 @@
+package postgres
+
+import "strings"
+
+// Column lists, in the order the scanners read them.
+const (
+	effectColumns   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
+	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
+	receiptColumns  = `seq, hash, doc`
+	eventColumns    = `id, kind, at, action_id, effect_key, approval_id, payload`
+)
+
+// queries holds every statement the store runs, its tables qualified with the quoted schema.
+// They are built once at Open; {s} in the templates below is the schema.
+type queries struct {
+	readEffect, insertEffect, casEffect                     string
+	readApproval, insertApproval, casApproval               string
+	insertEvent, insertEventWithID, bumpHead, insertReceipt string
+	witness, head, listEffects, listApprovals               string
+	listEvents                                              string
+	receipts                                                string // the qualified table, for filtered queries
+}
+
+func newQueries(schema string) queries {
+	r := strings.NewReplacer("{s}", schema)
+	return queries{
+		readEffect: r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = $1`),
+		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectColumns + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (effect_key) DO NOTHING`),
+		// The compare-and-set of SPEC §6.3: the row must still be exactly the holder, state,
+		// attempt and lease that the decider saw. The lease is compared too, so a lapse decided
+		// from an old lease cannot overwrite a lease the holder has just extended.
+		casEffect: r.Replace(`UPDATE {s}.effects SET state = $6, attempt = $7, action_id = $8, action = $9,
+			action_hash = $10, lease_expires_at = $11, result = $12, error = $13, resolved_by = $14, created_at = $15,
+			updated_at = $16
+			WHERE effect_key = $1 AND state = $2 AND attempt = $3 AND action_id = $4
+				AND lease_expires_at IS NOT DISTINCT FROM $5`),
+		readApproval: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = $1`),
+		insertApproval: r.Replace(`INSERT INTO {s}.approvals (` + approvalColumns + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (approval_id) DO NOTHING`),
+		casApproval: r.Replace(`UPDATE {s}.approvals SET status = $3, action_hash = $4, action = $5, action_name = $6,
+			agent = $7, principal_user = $8, policy_hash = $9, created_at = $10, expires_at = $11, approver = $12,
+			answered_at = $13, consumed_by = $14, consumed_at = $15
+			WHERE approval_id = $1 AND status = $2`),
+		insertEvent: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`),
+		// Re-issuing a transaction whose commit was lost reuses its event ids: the primary key
+		// then waits for that transaction if it is still finishing, and finds its rows if it landed.
+		insertEventWithID: r.Replace(`INSERT INTO {s}.events (id, kind, at, action_id, effect_key, approval_id, payload)
+			VALUES ($7, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id`),
+		// The head row serializes appenders for the rest of their (short) transaction: seq is
+		// taken here, and only a commit makes it visible, so a rolled-back append leaves no gap.
+		bumpHead: r.Replace(`UPDATE {s}.chain_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`),
+		insertReceipt: r.Replace(`WITH r AS (
+				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq)
+			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
+		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
+			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
+		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
+		listEffects:   r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE ($1 = '' OR state = $1) ORDER BY created_at, effect_key`),
+		listApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
+		listEvents: r.Replace(`SELECT ` + eventColumns + ` FROM {s}.events
+			WHERE ($1 = '' AND $2 = '' AND $3 = '')
+				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3)
+			ORDER BY id`),
+		receipts: r.Replace(`{s}.receipts`),
+	}
+}

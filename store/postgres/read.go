@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Reads are single statements outside any explicit transaction: each sees one consistent
+// snapshot, and none of them ever changes a row.
+
+// Effect returns the effect record under key; store.ErrNotFound when there is none.
+func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
+	var r effectRow
+	err := r.scan(s.pool.QueryRow(ctx, s.q.readEffect, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("effect %s: %w", key, store.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("effect %s: %w", key, err)
+	}
+	return r.effect(), nil
+}
+
+// Effects lists effect records, oldest first.
+func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
+	rows, err := s.pool.Query(ctx, s.q.listEffects, string(f.State))
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Effect
+	for rows.Next() {
+		var r effectRow
+		if err := r.scan(rows); err != nil {
+			return nil, fmt.Errorf("list effects: %w", err)
+		}
+		out = append(out, r.effect())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	return out, nil
+}
+
+// Approval returns the approval request id; store.ErrNotFound when there is none.
+func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error) {
+	var r approvalRow
+	err := r.scan(s.pool.QueryRow(ctx, s.q.readApproval, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	}
+	return r.approval(), nil
+}
+
+// Approvals lists approval requests, oldest first.
+func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	rows, err := s.pool.Query(ctx, s.q.listApprovals, string(f.Status))
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Approval
+	for rows.Next() {
+		var r approvalRow
+		if err := r.scan(rows); err != nil {
+			return nil, fmt.Errorf("list approvals: %w", err)
+		}
+		out = append(out, r.approval())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Receipts yields the receipts f selects in ascending seq order, streaming them from one query.
+// Its filters combine with AND.
+func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[receipt.Sealed, error] {
+	return func(yield func(receipt.Sealed, error) bool) {
+		fail := func(err error) { yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err)) }
+		var where []string
+		var args []any
+		add := func(cond string, v any) {
+			args = append(args, v)
+			where = append(where, strings.Replace(cond, "$?", "$"+strconv.Itoa(len(args)), 1))
+		}
+		if f.ActionID != "" {
+			add("action_id = $?", f.ActionID)
+		}
+		if f.EffectKey != "" {
+			add("effect_key = $?", f.EffectKey)
+		}
+		if f.ApprovalID != "" {
+			add("approval_id = $?", f.ApprovalID)
+		}
+		if !f.Since.IsZero() {
+			since, err := nanos(f.Since)
+			if err != nil {
+				fail(err)
+				return
+			}
+			add("finished_at >= $?", since.Int64)
+		}
+		if f.AfterSeq > 0 {
+			add("seq > $?", f.AfterSeq)
+		}
+		q := `SELECT ` + receiptColumns + ` FROM ` + s.q.receipts
+		if len(where) > 0 {
+			q += ` WHERE ` + strings.Join(where, " AND ")
+		}
+		if f.Last > 0 {
+			q = `SELECT ` + receiptColumns + ` FROM (` + q + ` ORDER BY seq DESC LIMIT ` + strconv.Itoa(f.Last) + `) last ORDER BY seq`
+		} else {
+			q += ` ORDER BY seq`
+		}
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r receipt.Sealed
+			if err := rows.Scan(&r.Seq, &r.Hash, &r.Doc); err != nil {
+				fail(err)
+				return
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// Head returns the chain head: seq 0 and no hash before the first receipt.
+func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
+	var h receipt.Head
+	if err := s.pool.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); err != nil {
+		return receipt.Head{}, fmt.Errorf("chain head: %w", err)
+	}
+	return h, nil
+}
+
+// Events lists the events matching any of f's non-empty ids (all events for the zero filter),
+// in id order.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
+	rows, err := s.pool.Query(ctx, s.q.listEvents, f.ActionID, f.EffectKey, f.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}

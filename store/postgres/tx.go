@@ -1,0 +1,446 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// maxTries bounds the read-decide-write loop of one write method. Each retry follows a
+// transaction that lost a compare-and-set to one that committed, so the loop makes progress;
+// a handful of tries covers the 8-way races of the conformance suite many times over.
+const maxTries = 16
+
+// settleTimeout bounds settling a lost commit. Settling ignores the caller's cancellation (the
+// cancellation may be what cut the commit) but not for long.
+const settleTimeout = 10 * time.Second
+
+var (
+	// errConflict is a compare-and-set that matched no row: another transaction wrote first.
+	errConflict = errors.New("row changed since it was read")
+	// errLanded says that an earlier attempt of this call, whose commit was lost, has landed.
+	errLanded = errors.New("the earlier commit landed")
+)
+
+// refused is a decision a write method returns without writing: the transaction is rolled back
+// and err is returned as it is.
+type refused struct{ err error }
+
+func (r refused) Error() string { return r.err.Error() }
+
+// witness is what one transaction wrote, kept so that a lost commit can be settled by reading it
+// back, and the result its method returns if it landed.
+type witness struct {
+	effect   *effectRow   // the effect row as written
+	approval *approvalRow // the approval row as written
+	seq      int64        // the receipt appended, and its hash
+	hash     string
+	events   []int64 // the ids of the events inserted
+
+	result  any   // what the method returns
+	refusal error // an error the method returns although it committed (an expired approval answered)
+}
+
+// eventsOnly reports whether events are all the transaction wrote.
+func (w *witness) eventsOnly() bool {
+	return w.effect == nil && w.approval == nil && w.seq == 0 && len(w.events) > 0
+}
+
+// txn is one attempt at a write transaction.
+type txn struct {
+	pgx.Tx
+	s *Store
+	// pending is an earlier attempt of the same call whose commit was lost and that a re-read
+	// did not find. It may still land: its COMMIT can be in flight on the server, holding the
+	// locks of what it wrote. A re-issue writing the same rows waits on those locks and then
+	// loses its compare-and-set, and the next try finds the attempt; the chain head and reused
+	// event ids give the same wait to writes that have no row to compare.
+	pending *witness
+	w       witness
+}
+
+// write runs fn in one READ COMMITTED transaction and commits it, again from the start when a
+// compare-and-set loses. A lost commit is settled from the rows, never guessed.
+func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Context, t *txn) error) (*witness, error) {
+	if s.readOnly {
+		return nil, fmt.Errorf("%s: %w", op, ErrReadOnly)
+	}
+	var pending *witness
+	var last error
+	for try := 0; try < maxTries; try++ {
+		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return nil, fmt.Errorf("%s: begin: %w", op, err)
+		}
+		t := &txn{Tx: tx, s: s, pending: pending}
+		// A re-issue first looks for the lost attempt: it may have landed after the re-read.
+		err = t.checkPending(ctx)
+		if err == nil {
+			err = fn(ctx, t)
+		}
+		if err != nil {
+			_ = tx.Rollback(ctx) // a failed rollback closes the connection, which rolls back too
+			var r refused
+			switch {
+			case errors.As(err, &r):
+				return nil, r.err
+			case errors.Is(err, errLanded):
+				s.writes.Add(1)
+				s.log.Warn("lost commit found landed", "store", s.url, "op", op)
+				return pending, nil
+			case errors.Is(err, errConflict), retryable(err):
+				last = err
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		cerr := tx.Commit(ctx)
+		if cerr == nil {
+			s.writes.Add(1)
+			return &t.w, nil
+		}
+		if notCommitted(cerr) {
+			last = cerr
+			continue
+		}
+		// The outcome is unknown: COMMIT may have landed and only its reply been lost.
+		landed, err := s.settle(ctx, &t.w)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: commit outcome unknown (%v) and the re-read failed: %w", op, cerr, err)
+		case landed:
+			s.writes.Add(1)
+			s.log.Warn("lost commit settled: it landed", "store", s.url, "op", op, "error", cerr)
+			return &t.w, nil
+		case pending != nil:
+			// Re-issued once already: stop rather than loop on a connection that keeps failing.
+			return nil, fmt.Errorf("%s: commit lost twice, the write is not in the store: %w", op, cerr)
+		}
+		// Not in the store. The loop reads again: rows unchanged re-issue the same write, rows
+		// changed by someone else are decided afresh.
+		s.log.Warn("lost commit settled: it did not land; re-issuing", "store", s.url, "op", op, "error", cerr)
+		pending, last = &t.w, cerr
+	}
+	return nil, fmt.Errorf("%s: still contended after %d tries: %w", op, maxTries, last)
+}
+
+// retryable reports a transaction PostgreSQL aborted and that may simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") // serialization_failure, deadlock_detected
+}
+
+// notCommitted reports a COMMIT error that proves the transaction did not commit: the server
+// answered it with an error or with ROLLBACK. Nothing else proves it. In particular
+// pgconn.SafeToRetry is not proof: when the connection drops while pgx waits for the reply to a
+// COMMIT it has sent, pgx v5.12 reports "conn closed" as safe to retry (TestCutCommit found it).
+func notCommitted(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback)
+}
+
+// settle decides whether a transaction whose commit was lost landed, by reading what it wrote on
+// a fresh connection.
+func (s *Store) settle(ctx context.Context, w *witness) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var last error
+	for i := range 3 {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return false, errors.Join(last, ctx.Err())
+			case <-time.After(time.Duration(i) * 100 * time.Millisecond):
+			}
+		}
+		conn, err := pgx.ConnectConfig(ctx, s.conn.Copy())
+		if err != nil {
+			last = err
+			continue
+		}
+		landed, err := s.landed(ctx, conn, w)
+		conn.Close(ctx)
+		if err == nil {
+			return landed, nil
+		}
+		last = err
+	}
+	return false, last
+}
+
+// landed reports whether the transaction that wrote w is in the store. Its receipt (by seq and
+// hash) and its events (by id: a sequence never hands an id out twice) are immutable and only
+// ours, so when it wrote any, they decide. Otherwise the rows it wrote decide, compared whole:
+// exactly as written is ours; anything else, it did not land.
+func (s *Store) landed(ctx context.Context, q queryRower, w *witness) (bool, error) {
+	if w.seq > 0 || len(w.events) > 0 {
+		// One statement, so one snapshot: a commit becomes visible all at once or not at all.
+		var hash *string
+		var n int
+		events := w.events
+		if events == nil {
+			events = []int64{}
+		}
+		if err := q.QueryRow(ctx, s.q.witness, w.seq, events).Scan(&hash, &n); err != nil {
+			return false, err
+		}
+		receiptThere := hash != nil && *hash == w.hash
+		eventsThere := n == len(w.events) && n > 0
+		switch {
+		case n != 0 && n != len(w.events):
+			return false, fmt.Errorf("%d of the %d events written are in the store", n, len(w.events))
+		case w.seq > 0 && len(w.events) > 0 && receiptThere != eventsThere:
+			return false, fmt.Errorf("the receipt written is in the store: %t, its events: %t", receiptThere, eventsThere)
+		}
+		return receiptThere || eventsThere, nil
+	}
+	if w.effect != nil {
+		var r effectRow
+		err := r.scan(q.QueryRow(ctx, s.q.readEffect, w.effect.key))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, err
+		case !r.equal(w.effect):
+			return false, nil
+		}
+	}
+	if w.approval != nil {
+		var r approvalRow
+		err := r.scan(q.QueryRow(ctx, s.q.readApproval, w.approval.id))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, err
+		case !r.equal(w.approval):
+			return false, nil
+		}
+	}
+	return true, nil // everything it wrote is there as written (or it wrote nothing)
+}
+
+// checkPending reports errLanded when the pending attempt turns out to have landed.
+func (t *txn) checkPending(ctx context.Context) error {
+	if t.pending == nil {
+		return nil
+	}
+	ok, err := t.s.landed(ctx, t, t.pending)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return errLanded
+	}
+	return nil
+}
+
+// readEffect reads the effect under key, nil when there is none.
+func (t *txn) readEffect(ctx context.Context, key string) (*store.Effect, error) {
+	var r effectRow
+	err := r.scan(t.QueryRow(ctx, t.s.q.readEffect, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read effect %s: %w", key, err)
+	}
+	return r.effect(), nil
+}
+
+// readApproval reads the approval id, nil when there is none.
+func (t *txn) readApproval(ctx context.Context, id string) (*store.Approval, error) {
+	var r approvalRow
+	err := r.scan(t.QueryRow(ctx, t.s.q.readApproval, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read approval %s: %w", id, err)
+	}
+	return r.approval(), nil
+}
+
+// writeEffect applies an effect write: INSERT … ON CONFLICT DO NOTHING, or a compare-and-set on
+// the row that was read. No row written is errConflict.
+func (t *txn) writeEffect(ctx context.Context, w *store.EffectWrite) error {
+	if w == nil {
+		return nil
+	}
+	next, err := toEffectRow(&w.Next)
+	if err != nil {
+		return err
+	}
+	var tag pgconn.CommandTag
+	if w.Prev == nil {
+		tag, err = t.Exec(ctx, t.s.q.insertEffect, next.args()...)
+	} else {
+		prev, perr := toEffectRow(w.Prev)
+		if perr != nil {
+			return perr
+		}
+		tag, err = t.Exec(ctx, t.s.q.casEffect, prev.key, prev.state, prev.attempt, prev.actionID, prev.lease,
+			next.state, next.attempt, next.actionID, next.action, next.actionHash, next.lease, next.result,
+			next.errText, next.resolvedBy, next.created, next.updated)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("write effect %s: %w", next.key, err)
+	case tag.RowsAffected() != 1:
+		return errConflict
+	}
+	t.w.effect = &next
+	return nil
+}
+
+// writeApproval applies an approval write, compare-and-set on its previous status.
+func (t *txn) writeApproval(ctx context.Context, w *store.ApprovalWrite) error {
+	if w == nil {
+		return nil
+	}
+	n, err := toApprovalRow(&w.Next)
+	if err != nil {
+		return err
+	}
+	tag, err := t.Exec(ctx, t.s.q.casApproval, n.id, string(w.PrevStatus), n.status, n.actionHash, n.action,
+		n.actionName, n.agent, n.user, n.policyHash, n.created, n.expires, n.approver, n.answered, n.consumedBy, n.consumed)
+	switch {
+	case err != nil:
+		return fmt.Errorf("write approval %s: %w", n.id, err)
+	case tag.RowsAffected() != 1:
+		return errConflict
+	}
+	t.w.approval = &n
+	return nil
+}
+
+// insertApproval inserts a new approval request.
+func (t *txn) insertApproval(ctx context.Context, a *store.Approval) error {
+	r, err := toApprovalRow(a)
+	if err != nil {
+		return err
+	}
+	tag, err := t.Exec(ctx, t.s.q.insertApproval, r.args()...)
+	switch {
+	case err != nil:
+		return fmt.Errorf("insert approval %s: %w", a.ID, err)
+	case tag.RowsAffected() == 1:
+		t.w.approval = &r
+		return nil
+	}
+	if err := t.checkPending(ctx); err != nil {
+		return err
+	}
+	return fmt.Errorf("insert approval %s: an approval with this id exists", a.ID)
+}
+
+// insertEvents appends events in one round trip and returns them with their ids; an event
+// without a time gets now.
+func (t *txn) insertEvents(ctx context.Context, events []store.Event, now time.Time) ([]store.Event, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	var reuse []int64
+	if t.pending != nil && t.pending.eventsOnly() {
+		reuse = t.pending.events
+	}
+	out := make([]store.Event, len(events))
+	b := &pgx.Batch{}
+	for i, e := range events {
+		if e.Kind == "" {
+			return nil, errors.New("insert event: event without a kind")
+		}
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		at, err := nanos(e.Time)
+		if err != nil {
+			return nil, fmt.Errorf("insert event %s: %w", e.Kind, err)
+		}
+		args := []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}
+		if i < len(reuse) {
+			b.Queue(t.s.q.insertEventWithID, append(args, reuse[i])...)
+		} else {
+			b.Queue(t.s.q.insertEvent, args...)
+		}
+		out[i] = e
+	}
+	br := t.SendBatch(ctx, b)
+	var taken bool
+	var err error
+	for i := range out {
+		err = br.QueryRow().Scan(&out[i].ID)
+		if errors.Is(err, pgx.ErrNoRows) && i < len(reuse) {
+			taken, err = true, nil
+			break
+		}
+		if err != nil {
+			err = fmt.Errorf("insert event %s: %w", out[i].Kind, err)
+			break
+		}
+		t.w.events = append(t.w.events, out[i].ID)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("insert events: %w", cerr)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case taken:
+		if err := t.checkPending(ctx); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("insert events: event id %d is taken", reuse[0])
+	}
+	return out, nil
+}
+
+// appendReceipt seals rc as the successor of the chain head, stores it and moves the head. The
+// head row stays locked by this transaction until it ends, so appenders queue on it briefly and
+// seq stays gap-free.
+func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.Sealed, error) {
+	if rc == nil {
+		return nil, nil
+	}
+	if rc.ReceiptID == "" {
+		return nil, errors.New("append receipt: receipt has no receipt_id")
+	}
+	finished, err := nanos(rc.FinishedAt)
+	if err != nil {
+		return nil, fmt.Errorf("append receipt %s: %w", rc.ReceiptID, err)
+	}
+	var seq int64
+	var head string
+	if err := t.QueryRow(ctx, t.s.q.bumpHead).Scan(&seq, &head); err != nil {
+		return nil, fmt.Errorf("append receipt %s: chain head: %w", rc.ReceiptID, err)
+	}
+	if t.pending != nil && t.pending.seq > 0 {
+		// The head lock waited for the pending attempt if it was still committing.
+		if err := t.checkPending(ctx); err != nil {
+			return nil, err
+		}
+	}
+	seq, prev := receipt.Next(receipt.Head{Seq: seq - 1, Hash: head})
+	sealed, err := receipt.Seal(rc, seq, prev)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := t.Exec(ctx, t.s.q.insertReceipt, seq, sealed.Hash, sealed.Doc, rc.ReceiptID, rc.ActionID, rc.Action,
+		rc.EffectKey, rc.ApprovalID, rc.Result, finished.Int64)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("append receipt %d: %w", seq, err)
+	case tag.RowsAffected() != 1:
+		return nil, fmt.Errorf("append receipt %d: the chain head moved under its lock", seq)
+	}
+	t.w.seq, t.w.hash = seq, sealed.Hash
+	return &sealed, nil
+}

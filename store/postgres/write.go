@@ -1,0 +1,200 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/latchkit/latch/store"
+)
+
+// Every write method below is one transaction: read the rows the decider needs, ask the decider
+// in package store, write what it returned with compare-and-set. Writes go effect, approval,
+// events, receipt, in that order in every method, so two transactions never wait on each other
+// in opposite orders, and the hot chain head is locked last and for the shortest time.
+
+// Reserve checks and consumes the presented approval and reserves the effect key, in one
+// transaction (SPEC §4 step 5, §6.3).
+func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	op := "reserve " + req.EffectKey
+	if req.EffectKey == "" {
+		op = "reserve (approval " + req.ApprovalID + ")"
+	}
+	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
+		var eff *store.Effect
+		var apr *store.Approval
+		var err error
+		if req.EffectKey != "" {
+			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
+				return err
+			}
+		}
+		if req.ApprovalID != "" {
+			if apr, err = t.readApproval(ctx, req.ApprovalID); err != nil {
+				return err
+			}
+		}
+		plan := store.PlanReserve(req, eff, apr)
+		if err := t.writeEffect(ctx, plan.Effect); err != nil {
+			return err
+		}
+		if err := t.writeApproval(ctx, plan.Approval); err != nil {
+			return err
+		}
+		res := plan.Result
+		if res.Events, err = t.insertEvents(ctx, plan.Events, req.Now); err != nil {
+			return err
+		}
+		if res.Receipt, err = t.appendReceipt(ctx, plan.Receipt); err != nil {
+			return err
+		}
+		t.w.result = &res
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.ReserveResult), nil
+}
+
+// Record writes the end of a call — the holder's outcome, the approval it presents, its receipt
+// and events — in one transaction (SPEC §4 step 7).
+func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if req.Receipt == nil {
+		return nil, errors.New("record: request has no receipt")
+	}
+	op := "record " + req.Receipt.ActionID
+	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
+		var eff *store.Effect
+		var apr *store.Approval
+		var err error
+		if req.EffectKey != "" {
+			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
+				return err
+			}
+		}
+		if req.Approval != nil {
+			if apr, err = t.readApproval(ctx, req.Approval.ID); err != nil {
+				return err
+			}
+		}
+		plan := store.PlanRecord(req, eff)
+		aw, aevents := store.PlanRecordApproval(req, apr)
+		if err := t.writeEffect(ctx, plan.Effect); err != nil {
+			return err
+		}
+		if err := t.writeApproval(ctx, aw); err != nil {
+			return err
+		}
+		res := plan.Result
+		if res.Events, err = t.insertEvents(ctx, append(plan.Events, aevents...), req.Now); err != nil {
+			return err
+		}
+		sealed, err := t.appendReceipt(ctx, plan.Receipt)
+		if err != nil {
+			return err
+		}
+		res.Receipt = *sealed
+		t.w.result = &res
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.RecordResult), nil
+}
+
+// ExtendLease moves the live lease of the holder forward; store.ErrLeaseLost when the caller no
+// longer holds a live lease.
+func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*store.Effect, error) {
+	w, err := s.write(ctx, "extend lease on "+req.Key, func(ctx context.Context, t *txn) error {
+		eff, err := t.readEffect(ctx, req.Key)
+		if err != nil {
+			return err
+		}
+		ew, err := store.PlanExtend(req, eff)
+		if err != nil {
+			return refused{err}
+		}
+		if err := t.writeEffect(ctx, ew); err != nil {
+			return err
+		}
+		t.w.result = &ew.Next
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.Effect), nil
+}
+
+// Resolve moves an ambiguous effect to committed or failed (SPEC §6.5); store.ErrNotAmbiguous
+// for any other state.
+func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
+	w, err := s.write(ctx, "resolve "+req.Key, func(ctx context.Context, t *txn) error {
+		eff, err := t.readEffect(ctx, req.Key)
+		if err != nil {
+			return err
+		}
+		ew, events, err := store.PlanResolve(req, eff)
+		if err != nil {
+			return refused{err}
+		}
+		if err := t.writeEffect(ctx, ew); err != nil {
+			return err
+		}
+		if _, err := t.insertEvents(ctx, events, req.Now); err != nil {
+			return err
+		}
+		t.w.result = &ew.Next
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.Effect), nil
+}
+
+// CreateApproval stores a pending approval request and its events.
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
+	_, err := s.write(ctx, "create approval "+a.ID, func(ctx context.Context, t *txn) error {
+		if err := t.insertApproval(ctx, a); err != nil {
+			return err
+		}
+		_, err := t.insertEvents(ctx, events, a.CreatedAt)
+		return err
+	})
+	return err
+}
+
+// AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. A
+// request found expired is written expired, and the answer is still refused.
+func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	w, err := s.write(ctx, "answer approval "+req.ID, func(ctx context.Context, t *txn) error {
+		a, err := t.readApproval(ctx, req.ID)
+		if err != nil {
+			return err
+		}
+		aw, events, refusal := store.PlanAnswer(req, a)
+		if aw == nil {
+			if refusal == nil {
+				refusal = errors.New("answer approval " + req.ID + ": nothing to write")
+			}
+			return refused{refusal}
+		}
+		if err := t.writeApproval(ctx, aw); err != nil {
+			return err
+		}
+		if _, err := t.insertEvents(ctx, events, req.Now); err != nil {
+			return err
+		}
+		t.w.result, t.w.refusal = &aw.Next, refusal
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.refusal != nil {
+		return nil, w.refusal
+	}
+	return w.result.(*store.Approval), nil
+}

@@ -1,0 +1,174 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/latchkit/latch/store"
+)
+
+// migrationFiles holds the schema, one file per version: NNNN_name.sql. Migrations are forward
+// only; version 2 (delegations, for authority) will be the next file.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// schemaMarker is written in latch_schema so a latch database is told from any other.
+const schemaMarker = "latch"
+
+// migration is one schema version.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are the embedded migrations in version order, numbered 1, 2, … without gaps.
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []migration {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	var ms []migration
+	for i, name := range names {
+		base := path.Base(name)
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || v != i+1 {
+			panic(fmt.Sprintf("sqlite: migration %s is not version %d", base, i+1))
+		}
+		b, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			panic(err)
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	return ms
+}
+
+// latestVersion is the schema version this binary writes.
+func latestVersion() int { return len(migrations) }
+
+// querier is what reading the schema version needs: a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion reads the schema version: 0 for an empty database, store.ErrNotLatch for a
+// database that has tables but no latch marker.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'latch_schema'`).Scan(&n)
+	if err != nil {
+		return 0, notLatch(err)
+	}
+	if n == 0 {
+		var others int
+		err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`).Scan(&others)
+		if err != nil {
+			return 0, notLatch(err)
+		}
+		if others > 0 {
+			return 0, fmt.Errorf("%w: it has tables but no latch_schema", store.ErrNotLatch)
+		}
+		return 0, nil
+	}
+	var marker string
+	var v int
+	err = q.QueryRowContext(ctx, `SELECT marker, version FROM latch_schema WHERE id = 1`).Scan(&marker, &v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("%w: latch_schema is empty", store.ErrNotLatch)
+	case err != nil:
+		return 0, err
+	case marker != schemaMarker:
+		return 0, fmt.Errorf("%w: latch_schema marker is %q", store.ErrNotLatch, marker)
+	}
+	return v, nil
+}
+
+// migrate applies every pending migration, each in its own BEGIN IMMEDIATE transaction that
+// re-reads the version first, so processes opening one file at once apply each version once.
+func (s *Store) migrate(ctx context.Context) error {
+	for {
+		done, err := s.migrateOne(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("migrate: %w", notLatch(err))
+	}
+	defer tx.Rollback()
+	v, err := schemaVersion(ctx, tx)
+	switch {
+	case err != nil:
+		return false, err
+	case v > latestVersion():
+		return false, fmt.Errorf("%w: schema version %d, this binary knows %d: upgrade latch", store.ErrSchemaTooNew, v, latestVersion())
+	case v == latestVersion():
+		return true, nil
+	}
+	m := migrations[v]
+	if v == 0 {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE latch_schema (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	marker  TEXT    NOT NULL,
+	version INTEGER NOT NULL
+) STRICT;
+INSERT INTO latch_schema (id, marker, version) VALUES (1, '`+schemaMarker+`', 0)`)
+		if err != nil {
+			return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return false, fmt.Errorf("migrate to %d (%s): %w", m.version, m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE latch_schema SET version = ? WHERE id = 1`, m.version); err != nil {
+		return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+	}
+	s.log.Info("store migrated", "store", s.url, "version", m.version, "migration", m.name)
+	return false, nil
+}
+
+// checkReadOnly refuses a read-only open of anything but a latch database at this binary's
+// schema version: a read-only open cannot migrate.
+func (s *Store) checkReadOnly(ctx context.Context) error {
+	v, err := schemaVersion(ctx, s.r)
+	if err != nil {
+		return err
+	}
+	return checkReadOnlyVersion(v, latestVersion())
+}
+
+// checkReadOnlyVersion decides whether a read-only open may use a store at version v when this
+// binary's schema is latest.
+func checkReadOnlyVersion(v, latest int) error {
+	switch {
+	case v == 0:
+		return fmt.Errorf("%w: the file is empty: it is created by the first worker that opens it, or by a latch command that writes", store.ErrNoStore)
+	case v > latest:
+		return fmt.Errorf("%w: schema version %d, this binary knows %d: upgrade latch", store.ErrSchemaTooNew, v, latest)
+	case v < latest:
+		return fmt.Errorf("schema version %d is older than this binary's %d: upgrade it by opening the store with a writer (a worker, or a latch command that writes)", v, latest)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Reads go through the reader pool and never change a row: an executing record whose lease has
+// lapsed is reported executing until a reservation meets it (SPEC §6.2).
+
+// Effect returns the effect record under key; store.ErrNotFound when there is none.
+func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
+	e, err := readEffect(ctx, s.r, key)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("effect %s: %w", key, err)
+	case e == nil:
+		return nil, fmt.Errorf("effect %s: %w", key, store.ErrNotFound)
+	}
+	return e, nil
+}
+
+// Effects returns the effect records f selects, ordered by key.
+func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
+	q := `SELECT ` + effectColumns + ` FROM effects`
+	var args []any
+	if f.State != "" {
+		q += ` WHERE state = ?`
+		args = append(args, string(f.State))
+	}
+	out, err := collect(ctx, s.r, q+` ORDER BY effect_key`, args, scanEffect)
+	if err != nil {
+		return nil, fmt.Errorf("effects: %w", err)
+	}
+	return out, nil
+}
+
+// Approval returns the approval request id; store.ErrNotFound when there is none.
+func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error) {
+	a, err := readApproval(ctx, s.r, id)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	case a == nil:
+		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+	}
+	return a, nil
+}
+
+// Approvals returns the approval requests f selects, oldest first.
+func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	q := `SELECT ` + approvalColumns + ` FROM approvals`
+	var args []any
+	if f.Status != "" {
+		q += ` WHERE status = ?`
+		args = append(args, string(f.Status))
+	}
+	out, err := collect(ctx, s.r, q+` ORDER BY created_at, approval_id`, args, scanApproval)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Receipts yields the receipts f selects in ascending seq order. Rows are read as they are
+// yielded, so a chain of any length is walked in constant memory; breaking out of the loop
+// releases the connection.
+func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[receipt.Sealed, error] {
+	return func(yield func(receipt.Sealed, error) bool) {
+		if f.Last < 0 {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
+			return
+		}
+		var where []string
+		var args []any
+		if f.ActionID != "" {
+			where = append(where, "action_id = ?")
+			args = append(args, f.ActionID)
+		}
+		if f.EffectKey != "" {
+			where = append(where, "effect_key = ?")
+			args = append(args, f.EffectKey)
+		}
+		if f.ApprovalID != "" {
+			where = append(where, "approval_id = ?")
+			args = append(args, f.ApprovalID)
+		}
+		if !f.Since.IsZero() {
+			var b binder
+			since := b.time(f.Since)
+			if b.err != nil {
+				yield(receipt.Sealed{}, fmt.Errorf("receipts: since: %w", b.err))
+				return
+			}
+			where = append(where, "finished_at >= ?")
+			args = append(args, since)
+		}
+		if f.AfterSeq > 0 {
+			where = append(where, "seq > ?")
+			args = append(args, f.AfterSeq)
+		}
+		q := `SELECT seq, hash, doc FROM receipts`
+		if len(where) > 0 {
+			q += ` WHERE ` + strings.Join(where, " AND ")
+		}
+		if f.Last > 0 {
+			q = `SELECT seq, hash, doc FROM (` + q + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+			args = append(args, f.Last)
+		} else {
+			q += ` ORDER BY seq`
+		}
+		rows, err := s.r.QueryContext(ctx, q, args...)
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r receipt.Sealed
+			var doc string
+			if err := rows.Scan(&r.Seq, &r.Hash, &doc); err != nil {
+				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+				return
+			}
+			r.Doc = []byte(doc)
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+		}
+	}
+}
+
+// Head returns the chain head: seq 0 and an empty hash before the first receipt.
+func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
+	var h receipt.Head
+	if err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
+		return receipt.Head{}, fmt.Errorf("chain head: %w", err)
+	}
+	return h, nil
+}
+
+// Events returns the events matching any of f's non-empty ids (all of them for the zero filter),
+// in id order.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
+	var or []string
+	var args []any
+	for _, c := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}, {"approval_id", f.ApprovalID}} {
+		if c.val != "" {
+			or = append(or, c.col+" = ?")
+			args = append(args, c.val)
+		}
+	}
+	q := `SELECT id, kind, at, action_id, effect_key, approval_id, payload FROM events`
+	if len(or) > 0 {
+		q += ` WHERE ` + strings.Join(or, " OR ")
+	}
+	out, err := collect(ctx, s.r, q+` ORDER BY id`, args, func(sc scanner) (*store.Event, error) {
+		var e store.Event
+		var at sql.NullInt64
+		var payload sql.NullString
+		if err := sc.Scan(&e.ID, &e.Kind, &at, &e.ActionID, &e.EffectKey, &e.ApprovalID, &payload); err != nil {
+			return nil, err
+		}
+		e.Time = fromNanos(at)
+		e.Payload = fromText(payload)
+		return &e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	return out, nil
+}
+
+// collect runs a query and scans every row.
+func collect[T any](ctx context.Context, db *sql.DB, q string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,230 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Rows as SQLite holds them: times are INTEGER unix nanoseconds (NULL for the zero time), JSON is
+// TEXT (NULL for none). Every write goes through the helpers here; every read through the scanners.
+
+// binder converts values for binding and keeps the first conversion error.
+type binder struct{ err error }
+
+// time returns t as unix nanoseconds, or nil for the zero time.
+func (b *binder) time(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	if !time.Unix(0, n).Equal(t) && b.err == nil {
+		b.err = fmt.Errorf("time %s is outside the range the store keeps (years 1678 to 2262)", t.UTC().Format(time.RFC3339))
+	}
+	return n
+}
+
+// json returns raw as text, or nil when empty.
+func (b *binder) json(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func fromText(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+const effectColumns = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
+
+func scanEffect(sc scanner) (*store.Effect, error) {
+	var e store.Effect
+	var state string
+	var lease, created, updated sql.NullInt64
+	var result sql.NullString
+	if err := sc.Scan(&e.Key, &state, &e.Attempt, &e.ActionID, &e.Action, &e.ActionHash, &lease, &result,
+		&e.Error, &e.ResolvedBy, &created, &updated); err != nil {
+		return nil, err
+	}
+	e.State = store.State(state)
+	e.LeaseExpiresAt = fromNanos(lease)
+	e.Result = fromText(result)
+	e.CreatedAt = fromNanos(created)
+	e.UpdatedAt = fromNanos(updated)
+	return &e, nil
+}
+
+// readEffect reads the effect under key, or nil when there is none.
+func readEffect(ctx context.Context, q querier, key string) (*store.Effect, error) {
+	e, err := scanEffect(q.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE effect_key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return e, err
+}
+
+const approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
+
+func scanApproval(sc scanner) (*store.Approval, error) {
+	var a store.Approval
+	var status string
+	var action sql.NullString
+	var created, expires, answered, consumed sql.NullInt64
+	if err := sc.Scan(&a.ID, &status, &a.ActionHash, &action, &a.ActionName, &a.Agent, &a.User, &a.PolicyHash,
+		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed); err != nil {
+		return nil, err
+	}
+	a.Status = store.ApprovalStatus(status)
+	a.Action = fromText(action)
+	a.CreatedAt = fromNanos(created)
+	a.ExpiresAt = fromNanos(expires)
+	a.AnsweredAt = fromNanos(answered)
+	a.ConsumedAt = fromNanos(consumed)
+	return &a, nil
+}
+
+// readApproval reads the approval id, or nil when there is none.
+func readApproval(ctx context.Context, q querier, id string) (*store.Approval, error) {
+	a, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE approval_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return a, err
+}
+
+// errConcurrent reports a compare-and-set that matched no row. Under BEGIN IMMEDIATE nothing
+// else can write between the read and the write, so this is a backstop that should never fire.
+var errConcurrent = errors.New("the row changed under the transaction's lock")
+
+// applyEffect writes an effect: an insert, or a compare-and-set on (key, state, attempt, action id).
+func applyEffect(ctx context.Context, tx *sql.Tx, w *store.EffectWrite) error {
+	var b binder
+	n := w.Next
+	vals := []any{string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, b.time(n.LeaseExpiresAt),
+		b.json(n.Result), n.Error, n.ResolvedBy, b.time(n.CreatedAt), b.time(n.UpdatedAt)}
+	if b.err != nil {
+		return fmt.Errorf("effect %s: %w", n.Key, b.err)
+	}
+	if w.Prev == nil {
+		// The primary key backs the lock up: a second insert of one key fails instead of
+		// overwriting.
+		_, err := tx.ExecContext(ctx, `INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append([]any{n.Key}, vals...)...)
+		return err
+	}
+	p := w.Prev
+	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
+		lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?
+		WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
+		append(vals, p.Key, string(p.State), p.Attempt, p.ActionID)...)
+	return checkOne(res, err, "effect "+p.Key)
+}
+
+// applyApproval writes an approval, compare-and-set on its previous status.
+func applyApproval(ctx context.Context, tx *sql.Tx, w *store.ApprovalWrite) error {
+	var b binder
+	n := w.Next
+	args := []any{string(n.Status), n.ActionHash, b.json(n.Action), n.ActionName, n.Agent, n.User, n.PolicyHash,
+		b.time(n.CreatedAt), b.time(n.ExpiresAt), n.Approver, b.time(n.AnsweredAt), n.ConsumedBy, b.time(n.ConsumedAt),
+		n.ID, string(w.PrevStatus)}
+	if b.err != nil {
+		return fmt.Errorf("approval %s: %w", n.ID, b.err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
+		principal_user = ?, policy_hash = ?, created_at = ?, expires_at = ?, approver = ?, answered_at = ?, consumed_by = ?,
+		consumed_at = ? WHERE approval_id = ? AND status = ?`, args...)
+	return checkOne(res, err, "approval "+n.ID)
+}
+
+func checkOne(res sql.Result, err error, what string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%s: %w", what, errConcurrent)
+	}
+	return nil
+}
+
+// insertEvents appends events; an event without a time gets now.
+func insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, now time.Time) error {
+	for _, e := range events {
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		var b binder
+		at := b.time(e.Time)
+		if b.err != nil {
+			return fmt.Errorf("event %s: %w", e.Kind, b.err)
+		}
+		if e.Kind == "" {
+			return errors.New("event without a kind")
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO events (kind, at, action_id, effect_key, approval_id, payload) VALUES (?, ?, ?, ?, ?, ?)`,
+			e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, b.json(e.Payload))
+		if err != nil {
+			return fmt.Errorf("event %s: %w", e.Kind, err)
+		}
+	}
+	return nil
+}
+
+// appendReceipt seals rc as the successor of the chain head, stores it and moves the head.
+func appendReceipt(ctx context.Context, tx *sql.Tx, rc *receipt.Receipt) (receipt.Sealed, error) {
+	if rc.ReceiptID == "" {
+		return receipt.Sealed{}, errors.New("receipt has no receipt_id")
+	}
+	var head receipt.Head
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM chain_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
+		return receipt.Sealed{}, fmt.Errorf("chain head: %w", err)
+	}
+	seq, prev := receipt.Next(head)
+	sealed, err := receipt.Seal(rc, seq, prev)
+	if err != nil {
+		return receipt.Sealed{}, err
+	}
+	var b binder
+	finished := b.time(rc.FinishedAt)
+	if b.err != nil {
+		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, b.err)
+	}
+	if finished == nil {
+		finished = int64(0)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		seq, sealed.Hash, rc.ReceiptID, rc.ActionID, rc.Action, rc.EffectKey, rc.ApprovalID, rc.Result, finished, string(sealed.Doc))
+	if err != nil {
+		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1 AND seq = ?`, seq, sealed.Hash, head.Seq)
+	if err := checkOne(res, err, "chain head"); err != nil {
+		return receipt.Sealed{}, err
+	}
+	return sealed, nil
+}

@@ -1,0 +1,264 @@
+// Package sqlite is latch's embedded store: one SQLite file, shared safely by every goroutine and
+// every process on one host (SPEC §11.2).
+//
+// A store is named by a URL:
+//
+//	sqlite:PATH                      synchronous=FULL (the default)
+//	sqlite:PATH?synchronous=normal   synchronous=NORMAL
+//
+// PATH is a relative or absolute file path. In-memory databases (":memory:", "file::memory:",
+// "mode=memory") are refused: they cannot exclude a second process, and excluding it is the point.
+// A writer creates the file and its parent directory (mode 0700: approval ids in the store are
+// bearer capabilities) and migrates the schema; a read-only open does neither.
+//
+// # Durability
+//
+// The database runs in WAL mode with synchronous=FULL, so a reservation that returned has reached
+// the disk and survives a power loss. synchronous=normal is an explicit opt-in that trades that
+// away: a committed transaction survives a crash of the process but can be lost with the last
+// moments before a power failure or an operating-system crash, and a lost reservation is an
+// effect that can run twice. Use it only where the host's storage makes that impossible or the
+// effects are harmless.
+//
+// # Concurrency
+//
+// Every read-then-write is one BEGIN IMMEDIATE transaction: the write lock is taken before the
+// rows are read, so two processes never decide from the same state, and the primary key on
+// effect_key backs that up. Within one process all writes go through a single connection, so
+// goroutines queue in Go rather than spinning in SQLite's busy handler; other processes wait for
+// the lock under busy_timeout. Reads use a separate pool and never block on writers (WAL).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/latchkit/latch/store"
+)
+
+// busyTimeoutMillis is how long a transaction waits for another process's write lock. A write
+// transaction here lasts milliseconds; ten seconds covers a very busy host and a slow disk.
+const busyTimeoutMillis = 10000
+
+// ErrReadOnly is returned by every write method of a store opened with Config.ReadOnly.
+var ErrReadOnly = errors.New("store opened read-only")
+
+// Config configures Open. The zero value (and nil) opens a writer.
+type Config struct {
+	// ReadOnly never creates or migrates anything: a missing file is an error wrapping
+	// store.ErrNoStore, and every write method returns ErrReadOnly.
+	ReadOnly bool
+	// Logger receives schema migrations. Nil discards.
+	Logger *slog.Logger
+}
+
+// Store is a latch store in one SQLite file. It implements store.Store and store.WriteCounter.
+type Store struct {
+	url      string
+	path     string
+	readOnly bool
+	log      *slog.Logger
+	w        *sql.DB // the one writer connection; nil when read-only
+	r        *sql.DB // the reader pool
+	writes   atomic.Int64
+}
+
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.WriteCounter = (*Store)(nil)
+)
+
+// synchronous modes a URL may ask for, by their URL spelling.
+var synchronousModes = map[string]string{"full": "FULL", "normal": "NORMAL"}
+
+// location is a parsed store URL.
+type location struct {
+	path        string // absolute
+	synchronous string // FULL or NORMAL
+}
+
+// parseURL parses "sqlite:PATH[?synchronous=full|normal]".
+func parseURL(raw string) (location, error) {
+	rest, ok := strings.CutPrefix(raw, "sqlite:")
+	if !ok {
+		return location{}, errors.New("not a sqlite: URL")
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	loc := location{synchronous: "FULL"}
+	memory := errors.New("in-memory databases are refused: they cannot exclude other processes; give a file path")
+	switch {
+	case strings.TrimSpace(path) == "":
+		return location{}, errors.New("empty path: write sqlite:PATH")
+	case path == ":memory:" || strings.HasPrefix(path, "file::memory:") || strings.Contains(raw, "mode=memory"):
+		return location{}, memory
+	case strings.HasPrefix(path, "file:"):
+		return location{}, errors.New("a file: URI is not a path: write sqlite:PATH")
+	case strings.HasPrefix(path, "//"):
+		return location{}, errors.New("write sqlite:PATH, not sqlite://PATH")
+	case strings.ContainsRune(path, 0):
+		return location{}, errors.New("path contains a NUL byte")
+	}
+	if query != "" {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return location{}, fmt.Errorf("parameters: %w", err)
+		}
+		for k, vs := range q {
+			if k != "synchronous" {
+				return location{}, fmt.Errorf("unknown parameter %q (the only one is synchronous=normal)", k)
+			}
+			if len(vs) != 1 {
+				return location{}, errors.New("synchronous given more than once")
+			}
+			mode, ok := synchronousModes[strings.ToLower(vs[0])]
+			if !ok {
+				return location{}, fmt.Errorf("synchronous=%s: want full or normal", vs[0])
+			}
+			loc.synchronous = mode
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return location{}, err
+	}
+	loc.path = abs
+	return loc, nil
+}
+
+// dsn builds the driver's data source name: a SQLite file: URI (so that the path is escaped and
+// mode=ro reaches SQLite) followed by the driver's own parameters.
+func dsn(path string, params ...string) string {
+	p := filepath.ToSlash(path)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows volume: file:/C:/x
+	}
+	p = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(p)
+	return "file:" + p + "?" + strings.Join(params, "&")
+}
+
+// Open opens the store at url ("sqlite:PATH" or "sqlite:PATH?synchronous=normal"). A writer
+// creates the file and its directory if needed and applies any pending migration; cfg may be nil.
+func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	op := "open " + url
+	loc, err := parseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	s := &Store{url: url, path: loc.path, readOnly: c.ReadOnly, log: c.Logger}
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis)
+
+	if c.ReadOnly {
+		fi, err := os.Stat(loc.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%s: %w: it is created by the first worker that opens it, or by a latch command that writes", op, store.ErrNoStore)
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", op, err)
+		case !fi.Mode().IsRegular():
+			return nil, fmt.Errorf("%s: %s is not a regular file", op, loc.path)
+		}
+		s.r, err = sql.Open("sqlite", dsn(loc.path, "mode=ro", busy, "_pragma=query_only(1)"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if err := s.checkReadOnly(ctx); err != nil {
+			s.r.Close()
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return s, nil
+	}
+
+	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	s.w, err = sql.Open("sqlite", dsn(loc.path, busy, "_pragma=foreign_keys(1)", "_pragma=journal_mode(WAL)",
+		"_pragma=synchronous("+loc.synchronous+")", "_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	// One connection: this process's writers queue for it in Go. It is never closed while idle,
+	// so its per-connection settings (synchronous) hold for the life of the store.
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	s.r, err = sql.Open("sqlite", dsn(loc.path, busy, "_pragma=query_only(1)"))
+	if err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	s.r.SetMaxIdleConns(4)
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return s, nil
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() error {
+	var errs []error
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	errs = append(errs, s.r.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close %s: %w", s.url, err)
+	}
+	return nil
+}
+
+// WriteTransactions returns how many write transactions this Store has committed since it was
+// opened, migrations excluded.
+func (s *Store) WriteTransactions() int64 { return s.writes.Load() }
+
+// notLatch turns SQLite's "file is not a database" into store.ErrNotLatch.
+func notLatch(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+		return fmt.Errorf("%w: %v", store.ErrNotLatch, err)
+	}
+	return err
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection and commits it.
+// refusal is an error fn decided after writing (an expired approval answered): the transaction
+// still commits and the refusal is returned.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) (refusal error, err error)) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	refusal, err := fn(tx)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.writes.Add(1)
+	return refusal
+}

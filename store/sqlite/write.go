@@ -1,0 +1,265 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/latchkit/latch/store"
+)
+
+// Every write method is one BEGIN IMMEDIATE transaction: read the rows the decider needs, call
+// it, write what it returned, append its events and receipt, commit. The rules live in store's
+// deciders; this file only moves rows.
+
+// Reserve checks and consumes the presented approval and reserves the effect key, in one
+// transaction (SPEC §4 step 5, §6.2, §6.3).
+func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	op := "reserve"
+	switch {
+	case req == nil:
+		return nil, errors.New("reserve: nil request")
+	case req.EffectKey != "":
+		op += " " + req.EffectKey
+	case req.ApprovalID != "":
+		op += " approval " + req.ApprovalID
+	}
+	var res *store.ReserveResult
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var eff *store.Effect
+		var apr *store.Approval
+		var err error
+		if req.EffectKey != "" {
+			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
+				return nil, err
+			}
+		}
+		if req.ApprovalID != "" {
+			if apr, err = readApproval(ctx, tx, req.ApprovalID); err != nil {
+				return nil, err
+			}
+		}
+		plan := store.PlanReserve(req, eff, apr)
+		if plan.Effect != nil {
+			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
+				return nil, err
+			}
+		}
+		if plan.Approval != nil {
+			if err := applyApproval(ctx, tx, plan.Approval); err != nil {
+				return nil, err
+			}
+		}
+		if err := insertEvents(ctx, tx, plan.Events, req.Now); err != nil {
+			return nil, err
+		}
+		if plan.Receipt != nil {
+			sealed, err := appendReceipt(ctx, tx, plan.Receipt)
+			if err != nil {
+				return nil, err
+			}
+			plan.Result.Receipt = &sealed
+		}
+		res = &plan.Result
+		return nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return res, nil
+}
+
+// Record writes the holder's outcome (when the request names a key), the receipt and the events
+// in one transaction (SPEC §4 step 7, §6.4).
+func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if req == nil || req.Receipt == nil {
+		return nil, errors.New("record: no receipt")
+	}
+	op := "record " + req.Receipt.ActionID
+	if req.EffectKey != "" {
+		op = "record " + req.EffectKey
+	}
+	var res *store.RecordResult
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var eff *store.Effect
+		var err error
+		if req.EffectKey != "" {
+			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
+				return nil, err
+			}
+		}
+		plan := store.PlanRecord(req, eff)
+		if plan.Effect != nil {
+			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
+				return nil, err
+			}
+		}
+		events := plan.Events
+		if req.Approval != nil {
+			apr, err := readApproval(ctx, tx, req.Approval.ID)
+			if err != nil {
+				return nil, err
+			}
+			w, evs := store.PlanRecordApproval(req, apr)
+			if w != nil {
+				if err := applyApproval(ctx, tx, w); err != nil {
+					return nil, err
+				}
+			}
+			events = append(events, evs...)
+		}
+		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+			return nil, err
+		}
+		sealed, err := appendReceipt(ctx, tx, plan.Receipt)
+		if err != nil {
+			return nil, err
+		}
+		plan.Result.Receipt = sealed
+		res = &plan.Result
+		return nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return res, nil
+}
+
+// ExtendLease moves the holder's live lease forward; store.ErrLeaseLost when the caller does not
+// hold a live lease.
+func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*store.Effect, error) {
+	if req == nil {
+		return nil, errors.New("extend lease: nil request")
+	}
+	var out *store.Effect
+	var refusal error
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		eff, err := readEffect(ctx, tx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		w, err := store.PlanExtend(req, eff)
+		if err != nil {
+			refusal = err
+			return nil, errRefused
+		}
+		if err := applyEffect(ctx, tx, w); err != nil {
+			return nil, err
+		}
+		out = &w.Next
+		return nil, nil
+	})
+	if refusal != nil {
+		return nil, refusal
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extend lease on %s: %w", req.Key, err)
+	}
+	return out, nil
+}
+
+// errRefused aborts a transaction whose decider refused before anything was written: it is
+// rolled back and the decider's error returned as it is.
+var errRefused = errors.New("refused")
+
+// Resolve moves an ambiguous effect to committed or failed (SPEC §6.5); store.ErrNotAmbiguous or
+// store.ErrNotFound otherwise, with nothing changed.
+func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
+	if req == nil {
+		return nil, errors.New("resolve: nil request")
+	}
+	var out *store.Effect
+	var refusal error
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		eff, err := readEffect(ctx, tx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		w, events, err := store.PlanResolve(req, eff)
+		if err != nil {
+			refusal = err
+			return nil, errRefused
+		}
+		if err := applyEffect(ctx, tx, w); err != nil {
+			return nil, err
+		}
+		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+			return nil, err
+		}
+		out = &w.Next
+		return nil, nil
+	})
+	if refusal != nil {
+		return nil, refusal
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", req.Key, err)
+	}
+	return out, nil
+}
+
+// CreateApproval stores a pending approval request and its events in one transaction.
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
+	switch {
+	case a == nil || a.ID == "":
+		return errors.New("create approval: no id")
+	case a.Status != "" && a.Status != store.Pending:
+		return fmt.Errorf("create approval %s: status is %s, a new request is pending", a.ID, a.Status)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var b binder
+		args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
+			a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
+			b.time(a.ConsumedAt)}
+		if b.err != nil {
+			return nil, b.err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+			return nil, err
+		}
+		return nil, insertEvents(ctx, tx, events, a.CreatedAt)
+	})
+	if err != nil {
+		return fmt.Errorf("create approval %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. An
+// expired request is written expired, and the answer refused, in the same transaction.
+func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	if req == nil {
+		return nil, errors.New("answer approval: nil request")
+	}
+	var out *store.Approval
+	var refusal error
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		a, err := readApproval(ctx, tx, req.ID)
+		if err != nil {
+			return nil, err
+		}
+		w, events, planErr := store.PlanAnswer(req, a)
+		if w == nil {
+			refusal = planErr
+			return nil, errRefused
+		}
+		if err := applyApproval(ctx, tx, w); err != nil {
+			return nil, err
+		}
+		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+			return nil, err
+		}
+		out = &w.Next
+		return planErr, nil
+	})
+	switch {
+	case refusal != nil:
+		return nil, refusal
+	case errors.Is(err, store.ErrAnswerRefused):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("answer approval %s: %w", req.ID, err)
+	}
+	return out, nil
+}
