@@ -75,7 +75,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	p := c.Policy
 	if p == nil {
 		if c.PolicyPath == "" {
-			path, err := policy.Locate(os.Getenv)
+			path, err := policy.LocateLookup(os.LookupEnv)
 			if err != nil {
 				return nil, err
 			}

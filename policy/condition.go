@@ -25,13 +25,13 @@ const (
 	OpSuffix Op = "suffix" // strings only
 )
 
-// Ops lists the operators in the order the specification gives them.
-var Ops = []Op{OpEq, OpNeq, OpIn, OpNotIn, OpLt, OpLte, OpGt, OpGte, OpPrefix, OpSuffix}
+// ops lists the operators in the order the specification gives them.
+var ops = []Op{OpEq, OpNeq, OpIn, OpNotIn, OpLt, OpLte, OpGt, OpGte, OpPrefix, OpSuffix}
 
-// ReservedSubjects are names a condition may not test: the policy must not see the principal or
+// reservedSubjects are names a condition may not test: the policy must not see the principal or
 // the action's own fields, which arguments could otherwise impersonate (who may ask is the
 // authority axis, SPEC §9).
-var ReservedSubjects = []string{"agent", "user", "principal", "claims", "issuer", "resource", "environment", "action_id"}
+var reservedSubjects = []string{"agent", "user", "principal", "claims", "issuer", "resource", "environment", "action_id"}
 
 // Conditions are the conditions of one `when:` (or a grant's `constraints:`); all must hold.
 type Conditions []Condition
@@ -86,14 +86,14 @@ type condErr struct{ head, tail string }
 
 func splitConditionKey(key string) (string, Op, *condErr) {
 	var best Op
-	for _, op := range Ops {
+	for _, op := range ops {
 		if len(op) > len(best) && strings.HasSuffix(key, "_"+string(op)) {
 			best = op
 		}
 	}
 	if best == "" {
-		names := make([]string, len(Ops))
-		for i, op := range Ops {
+		names := make([]string, len(ops))
+		for i, op := range ops {
 			names[i] = string(op)
 		}
 		return "", "", &condErr{
@@ -105,19 +105,28 @@ func splitConditionKey(key string) (string, Op, *condErr) {
 	if arg == "" {
 		return "", "", &condErr{head: "empty argument name in condition " + quote(key), tail: "(expected <argument>_<op>)"}
 	}
-	for _, r := range ReservedSubjects {
-		if arg == r || strings.HasPrefix(arg, r+".") || strings.HasPrefix(arg, r+"/") || strings.HasPrefix(arg, r+"[") {
-			return "", "", &condErr{
-				head: "condition " + quote(key) + " tests reserved subject " + quote(r),
-				tail: "(a policy cannot see the principal or the action's own fields; who may ask belongs in the authority section)",
-			}
+	if r := reservedSubject(arg); r != "" {
+		return "", "", &condErr{
+			head: "condition " + quote(key) + " tests reserved subject " + quote(r),
+			tail: "(a policy cannot see the principal or the action's own fields; who may ask belongs in the authority section)",
 		}
 	}
 	return arg, best, nil
 }
 
+// reservedSubject returns the reserved subject arg names (itself, or followed by '.', '/' or
+// '['), or "".
+func reservedSubject(arg string) string {
+	for _, r := range reservedSubjects {
+		if arg == r || strings.HasPrefix(arg, r+".") || strings.HasPrefix(arg, r+"/") || strings.HasPrefix(arg, r+"[") {
+			return r
+		}
+	}
+	return ""
+}
+
 func checkOperand(key string, op Op, v any) *condErr {
-	if msg := checkValue(v); msg != "" {
+	if msg := checkValue(v, 0); msg != "" {
 		return &condErr{head: "operand of " + quote(key) + " is not a latch value", tail: "(" + msg + ")"}
 	}
 	bad := func(want string) *condErr {
@@ -142,13 +151,17 @@ func checkOperand(key string, op Op, v any) *condErr {
 			return bad("a string")
 		}
 	default:
-		return &condErr{head: "unknown operator " + quote(string(op)) + " in condition " + quote(key), tail: ""}
+		return &condErr{head: "unknown operator " + quote(string(op)) + " in condition " + quote(key), tail: "(expected one of eq, neq, in, not_in, lt, lte, gt, gte, prefix, suffix)"}
 	}
 	return nil
 }
 
-// checkValue returns why v is outside canon's value model, or "".
-func checkValue(v any) string {
+// checkValue returns why v is outside canon's value model (or nests deeper than maxNesting),
+// or "".
+func checkValue(v any, depth int) string {
+	if depth > maxNesting {
+		return fmt.Sprintf("nesting deeper than %d levels", maxNesting)
+	}
 	switch v := v.(type) {
 	case nil, bool:
 	case string:
@@ -161,7 +174,7 @@ func checkValue(v any) string {
 		}
 	case []any:
 		for _, e := range v {
-			if m := checkValue(e); m != "" {
+			if m := checkValue(e, depth+1); m != "" {
 				return m
 			}
 		}
@@ -170,7 +183,7 @@ func checkValue(v any) string {
 			if !utf8.ValidString(k) {
 				return "invalid UTF-8 in a key"
 			}
-			if m := checkValue(e); m != "" {
+			if m := checkValue(e, depth+1); m != "" {
 				return m
 			}
 		}
@@ -291,6 +304,10 @@ func compileCondition(c *Condition) precond {
 	}
 	if pc.arg == "" {
 		pc.bad = "invalid condition: empty argument name"
+		return pc
+	}
+	if r := reservedSubject(pc.arg); r != "" {
+		pc.bad = "invalid condition: reserved subject " + quote(r)
 		return pc
 	}
 	if ce := checkOperand(pc.key, pc.op, c.Operand); ce != nil {

@@ -64,12 +64,20 @@ func TestParseConditionRefusals(t *testing.T) {
 		{"ref_neq", nil, "neq null can never hold"},
 		{"ref_eq", 1.5, "not a latch value"},
 		{"ref_eq", "\xff", "invalid UTF-8"},
+		{"ref_eq", cyclic(), "nesting deeper than 64 levels"},
 	}
 	for _, tt := range tests {
 		if _, err := ParseCondition(tt.key, tt.operand); err == nil || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("ParseCondition(%q, %#v) = %v, want an error containing %q", tt.key, tt.operand, err, tt.msg)
 		}
 	}
+}
+
+// cyclic returns a list that contains itself.
+func cyclic() []any {
+	l := []any{nil}
+	l[0] = l
+	return l
 }
 
 func mustCondition(t *testing.T, key string, operand any) Condition {
@@ -202,10 +210,21 @@ func TestConditionsEvalAll(t *testing.T) {
 		t.Errorf("nil Conditions.Eval = %v, %v; want true, nil", held, res)
 	}
 	// Hand-built conditions: Key is derived, a malformed one never holds.
-	hand := Conditions{{Arg: "a", Op: OpGt, Operand: int64(1)}, {Key: "a_bogus", Operand: int64(1)}, {Arg: "a", Op: OpLt, Operand: "x"}}
-	held, res = hand.Eval(map[string]any{"a": int64(5)})
-	if held || !res[0].Held || res[0].Key != "a_gt" || res[1].Held || res[2].Held || !strings.HasPrefix(res[1].Why, "invalid condition") || !strings.HasPrefix(res[2].Why, "invalid condition") {
-		t.Errorf("hand-built Eval = %v, %+v", held, res)
+	hand := Conditions{
+		{Arg: "a", Op: OpGt, Operand: int64(1)},
+		{Key: "a_bogus", Operand: int64(1)},
+		{Arg: "a", Op: OpLt, Operand: "x"},
+		{Arg: "agent", Op: OpEq, Operand: "bot"},
+		{Arg: "a", Op: "like", Operand: "x"},
+	}
+	held, res = hand.Eval(map[string]any{"a": int64(5), "agent": "bot"})
+	if held || !res[0].Held || res[0].Key != "a_gt" {
+		t.Errorf("hand-built Eval = %v, %+v; want only the first to hold", held, res)
+	}
+	for _, r := range res[1:] {
+		if r.Held || !strings.HasPrefix(r.Why, "invalid condition") {
+			t.Errorf("hand-built Eval result %+v, want not held, invalid condition", r)
+		}
 	}
 }
 

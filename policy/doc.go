@@ -18,26 +18,37 @@
 // expected. Nothing is coerced: a bare `5` is not a duration, `yes` is not a boolean, an integer
 // is not a string.
 //
+// The same check refuses explicit tags (`!!binary`, `!!str`), non-string keys, a second YAML
+// document in the file, text that is not UTF-8 or holds control characters, and nesting deeper
+// than 64 levels.
+//
 // Some choices where the specification is silent:
 //
 //   - An empty or missing `actions` map is allowed. It lists nothing, so every action is denied
 //     (`unknown_action`); a policy that denies everything cannot widen anything.
 //   - An empty `authority.grants` list is allowed for the same reason: with an authority section
-//     every action needs a grant, so no grants means nothing is authorized.
+//     every action needs a grant, so no grants means nothing is authorized. The `grants` key itself
+//     is required.
 //   - Action names are non-empty, `.`-separated segments of ASCII letters, digits, `_` and `-`
-//     (`billing.charge`, `mcp.github.create_issue`). Names are matched exactly; patterns in grants
-//     use the same alphabet.
+//     (`billing.charge`, `mcp.github.create_issue`). Names are matched exactly; the literal parts
+//     of action patterns in grants use the same alphabet.
 //   - Integers must be written in plain decimal (`-12`, `0`, `500`) within ±(2^53-1), the range every
-//     JSON implementation represents exactly. Strings in value positions may be quoted or plain;
-//     an unquoted date such as `2026-11-29` is read as its text.
-//   - `in` and `not_in` need a non-empty list, and `neq: null` is refused: each is a condition that
-//     could never hold (or always would), which is never what the author meant.
+//     JSON implementation represents exactly. Strings may be quoted or plain; an unquoted date
+//     such as `2026-11-29` is read as its text.
+//   - `in: []`, `not_in: []` and `neq: null` are refused: each is a condition that can never hold,
+//     which is never what the author meant.
 //   - A condition cannot name a reserved subject (agent, user, principal, claims, issuer, resource,
 //     environment, action_id), nor an argument that starts with one followed by `.`, `/` or `[`:
 //     `principal.agent_eq` would otherwise read like a check on the principal while testing an
 //     argument the caller controls.
-//   - Syntax errors reported by the YAML parser carry a line but no column; their [Error.Column]
-//     is 0.
+//   - In a pattern, `**` may end the pattern only when every segment before it is a plain literal
+//     (`repo:latchkit:**`, not `repo:*:**`), which keeps containment between patterns decidable
+//     segment by segment.
+//   - `expires_at` is parsed from its text with time.RFC3339Nano (an offset or `Z` is required),
+//     even when YAML would read the unquoted value as a timestamp.
+//   - Syntax errors found by the YAML parser carry the parser's line (which can be where the
+//     enclosing block starts rather than the offending character) and no column: their
+//     [Error.Column] is 0.
 //
 // # Evaluation
 //
@@ -45,7 +56,9 @@
 // decision is returned as is (`decision`), otherwise the first rule whose conditions all hold
 // wins (`rule[i]`, zero-based) and no match is a deny (`no_matching_rule`). Conditions are
 // type-strict: an absent argument, or an argument of a type the operator does not apply to, makes
-// the condition false for every operator, `neq` and `not_in` included, and the trace says why.
+// the condition false for every operator, `neq` and `not_in` included, and the trace says why
+// (string values in traces are quoted with non-ASCII escaped, so look-alike text reads
+// differently). Everything that does not depend on the call is prepared at parse time.
 //
 // # Hash
 //

@@ -34,8 +34,8 @@ const (
 	tagMerge     = "!!merge"
 )
 
-// Parse parses and validates a policy document. file names it in errors (and in Policy.File).
-// Every error is an *Error with a line of at least 1.
+// Parse parses and validates a policy document. file names it in errors and in Policy.File ("" is
+// reported as "policy"). Every error is an *Error with a line of at least 1.
 func Parse(file string, data []byte) (*Policy, error) {
 	if file == "" {
 		file = "policy"
@@ -92,7 +92,7 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if e := p.check(root); e != nil {
+	if e := p.check(root, 1); e != nil {
 		return nil, e
 	}
 	if root.Kind != yaml.MappingNode {
@@ -252,10 +252,18 @@ func (p *parser) checkText(data []byte) *Error {
 	return nil
 }
 
+// maxNesting bounds how deep lists and mappings may nest. A policy needs a handful of levels;
+// the bound keeps every later walk (and the canonical JSON of the hash) far from any limit.
+const maxNesting = 64
+
 // check walks the whole document once and refuses, wherever they are, the constructs that make
 // what a reviewer reads differ from what is evaluated: anchors, aliases, merge keys, explicit
-// tags, duplicate or non-string keys, floats and integers not in plain decimal.
-func (p *parser) check(n *yaml.Node) *Error {
+// tags, duplicate or non-string keys, floats and integers not in plain decimal; and nesting
+// deeper than maxNesting.
+func (p *parser) check(n *yaml.Node, depth int) *Error {
+	if depth > maxNesting {
+		return p.errf(n, "nesting deeper than %d levels", maxNesting)
+	}
 	if n.Kind == yaml.AliasNode {
 		return p.errf(n, "alias *%s (aliases are not allowed: write the value out so that what is reviewed is what is evaluated)", n.Value)
 	}
@@ -270,7 +278,7 @@ func (p *parser) check(n *yaml.Node) *Error {
 		return p.checkScalar(n)
 	case yaml.SequenceNode:
 		for _, c := range n.Content {
-			if e := p.check(c); e != nil {
+			if e := p.check(c, depth+1); e != nil {
 				return e
 			}
 		}
@@ -278,7 +286,7 @@ func (p *parser) check(n *yaml.Node) *Error {
 		seen := make(map[string]*yaml.Node, len(n.Content)/2)
 		for _, en := range entries(n) {
 			k := en.k
-			if e := p.check(k); e != nil {
+			if e := p.check(k, depth+1); e != nil {
 				return e
 			}
 			if k.Kind != yaml.ScalarNode || k.Tag != tagStr {
@@ -288,7 +296,7 @@ func (p *parser) check(n *yaml.Node) *Error {
 				return p.errf(k, "duplicate key %s (first at line %d, column %d; a key may appear once)", quote(k.Value), first.Line, first.Column)
 			}
 			seen[k.Value] = k
-			if e := p.check(en.v); e != nil {
+			if e := p.check(en.v, depth+1); e != nil {
 				return e
 			}
 		}

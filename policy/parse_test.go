@@ -168,6 +168,7 @@ func TestParseRefusals(t *testing.T) {
 		{"binary tag", header + "version: !!binary aGVsbG8=\n", 2, 10, "explicit tag !!binary (tags are not allowed"},
 		{"str tag", header + "version: !!str 5\n", 2, 10, "explicit tag !!str"},
 		{"custom tag", header + "version: !x 5\n", 2, 10, "explicit tag !x"},
+		{"nesting too deep", withAction("    rules:\n      - when: {x_eq: " + strings.Repeat("[", 70) + strings.Repeat("]", 70) + "}\n        decision: allow\n"), 5, 80, "nesting deeper than 64 levels"},
 		{"duplicate action", header + "actions:\n  a:\n    decision: allow\n  a:\n    decision: deny\n", 5, 3, `duplicate key "a" (first at line 3, column 3`},
 		{"duplicate condition key", withAction("    rules:\n      - when: {x_eq: 1, x_eq: 2}\n        decision: allow\n"), 5, 25, `duplicate key "x_eq"`},
 		{"duplicate key in an operand object", withAction("    rules:\n      - when: {x_eq: {k: 1, k: 2}}\n        decision: allow\n"), 5, 29, `duplicate key "k"`},
