@@ -6,10 +6,17 @@
 //	sqlite:PATH                      synchronous=FULL (the default)
 //	sqlite:PATH?synchronous=normal   synchronous=NORMAL
 //
-// PATH is a relative or absolute file path. In-memory databases (":memory:", "file::memory:",
-// "mode=memory") are refused: they cannot exclude a second process, and excluding it is the point.
-// A writer creates the file and its parent directory (mode 0700: approval ids in the store are
-// bearer capabilities) and migrates the schema; a read-only open does neither.
+// PATH is a file path, absolute or relative to the working directory; a '?' in it starts the
+// parameters, so a path cannot contain one. Any other parameter is an error. In-memory databases
+// (":memory:", "file::memory:", "mode=memory") are refused: they cannot exclude a second process,
+// and excluding it is the point.
+//
+// A writer creates the file and its missing parent directories (mode 0700: approval ids in the
+// store are bearer capabilities; create the directory yourself to share it with a group) and
+// applies the embedded, forward-only schema migrations, each in its own transaction. A
+// read-only open (Config.ReadOnly) does neither: a missing file is store.ErrNoStore, an older
+// schema asks for a writer to upgrade it. Either way a file that is not a latch database is
+// store.ErrNotLatch and a schema newer than this binary is store.ErrSchemaTooNew.
 //
 // # Durability
 //
@@ -42,8 +49,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	sqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	sqlitedriver "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
 
 	"github.com/latchkit/latch/store"
 )
@@ -150,6 +157,8 @@ func dsn(path string, params ...string) string {
 
 // Open opens the store at url ("sqlite:PATH" or "sqlite:PATH?synchronous=normal"). A writer
 // creates the file and its directory if needed and applies any pending migration; cfg may be nil.
+// The errors to branch on are store.ErrNoStore (read-only, no file), store.ErrNotLatch and
+// store.ErrSchemaTooNew.
 func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	var c Config
 	if cfg != nil {
@@ -233,17 +242,16 @@ func (s *Store) WriteTransactions() int64 { return s.writes.Load() }
 
 // notLatch turns SQLite's "file is not a database" into store.ErrNotLatch.
 func notLatch(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+	var se *sqlitedriver.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_NOTADB {
 		return fmt.Errorf("%w: %v", store.ErrNotLatch, err)
 	}
 	return err
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection and commits it.
-// refusal is an error fn decided after writing (an expired approval answered): the transaction
-// still commits and the refusal is returned.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) (refusal error, err error)) error {
+// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection and commits it when
+// fn returns nil; any error rolls it back.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -252,13 +260,12 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) (refusal error, e
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	refusal, err := fn(tx)
-	if err != nil {
+	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
 	s.writes.Add(1)
-	return refusal
+	return nil
 }

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	sqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	sqlitedriver "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -314,8 +314,8 @@ func TestBeginImmediate(t *testing.T) {
 	defer tx.Rollback()
 	other := rawDB(t, strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(0)")
 	_, err = other.ExecContext(t.Context(), `BEGIN IMMEDIATE`)
-	var se *sqlite.Error
-	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY {
+	var se *sqlitedriver.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlitelib.SQLITE_BUSY {
 		t.Errorf("BEGIN IMMEDIATE beside an open write transaction = %v, want SQLITE_BUSY", err)
 	}
 }

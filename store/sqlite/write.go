@@ -26,43 +26,43 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 		op += " approval " + req.ApprovalID
 	}
 	var res *store.ReserveResult
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var eff *store.Effect
 		var apr *store.Approval
 		var err error
 		if req.EffectKey != "" {
 			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if req.ApprovalID != "" {
 			if apr, err = readApproval(ctx, tx, req.ApprovalID); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		plan := store.PlanReserve(req, eff, apr)
 		if plan.Effect != nil {
 			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if plan.Approval != nil {
 			if err := applyApproval(ctx, tx, plan.Approval); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := insertEvents(ctx, tx, plan.Events, req.Now); err != nil {
-			return nil, err
+			return err
 		}
 		if plan.Receipt != nil {
 			sealed, err := appendReceipt(ctx, tx, plan.Receipt)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			plan.Result.Receipt = &sealed
 		}
 		res = &plan.Result
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -81,44 +81,44 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 		op = "record " + req.EffectKey
 	}
 	var res *store.RecordResult
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var eff *store.Effect
 		var err error
 		if req.EffectKey != "" {
 			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		plan := store.PlanRecord(req, eff)
 		if plan.Effect != nil {
 			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		events := plan.Events
 		if req.Approval != nil {
 			apr, err := readApproval(ctx, tx, req.Approval.ID)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			w, evs := store.PlanRecordApproval(req, apr)
 			if w != nil {
 				if err := applyApproval(ctx, tx, w); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			events = append(events, evs...)
 		}
 		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
-			return nil, err
+			return err
 		}
 		sealed, err := appendReceipt(ctx, tx, plan.Receipt)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		plan.Result.Receipt = sealed
 		res = &plan.Result
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -134,23 +134,23 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 	}
 	var out *store.Effect
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		eff, err := readEffect(ctx, tx, req.Key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		w, err := store.PlanExtend(req, eff)
 		if err != nil {
 			refusal = err
-			return nil, errRefused
+			return errRefused
 		}
 		if err := applyEffect(ctx, tx, w); err != nil {
-			return nil, err
+			return err
 		}
 		out = &w.Next
-		return nil, nil
+		return nil
 	})
-	if refusal != nil {
+	if errors.Is(err, errRefused) {
 		return nil, refusal
 	}
 	if err != nil {
@@ -171,26 +171,26 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 	}
 	var out *store.Effect
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		eff, err := readEffect(ctx, tx, req.Key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		w, events, err := store.PlanResolve(req, eff)
 		if err != nil {
 			refusal = err
-			return nil, errRefused
+			return errRefused
 		}
 		if err := applyEffect(ctx, tx, w); err != nil {
-			return nil, err
+			return err
 		}
 		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
-			return nil, err
+			return err
 		}
 		out = &w.Next
-		return nil, nil
+		return nil
 	})
-	if refusal != nil {
+	if errors.Is(err, errRefused) {
 		return nil, refusal
 	}
 	if err != nil {
@@ -207,18 +207,18 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 	case a.Status != "" && a.Status != store.Pending:
 		return fmt.Errorf("create approval %s: status is %s, a new request is pending", a.ID, a.Status)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var b binder
 		args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
 			a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
 			b.time(a.ConsumedAt)}
 		if b.err != nil {
-			return nil, b.err
+			return b.err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, insertEvents(ctx, tx, events, a.CreatedAt)
+		return insertEvents(ctx, tx, events, a.CreatedAt)
 	})
 	if err != nil {
 		return fmt.Errorf("create approval %s: %w", a.ID, err)
@@ -234,32 +234,33 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 	}
 	var out *store.Approval
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		a, err := readApproval(ctx, tx, req.ID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		w, events, planErr := store.PlanAnswer(req, a)
 		if w == nil {
 			refusal = planErr
-			return nil, errRefused
+			return errRefused
 		}
 		if err := applyApproval(ctx, tx, w); err != nil {
-			return nil, err
+			return err
 		}
 		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
-			return nil, err
+			return err
 		}
 		out = &w.Next
-		return planErr, nil
+		refusal = planErr // an expired request: written expired, and the answer refused
+		return nil
 	})
 	switch {
-	case refusal != nil:
+	case errors.Is(err, errRefused):
 		return nil, refusal
-	case errors.Is(err, store.ErrAnswerRefused):
-		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("answer approval %s: %w", req.ID, err)
+	case refusal != nil:
+		return nil, refusal
 	}
 	return out, nil
 }

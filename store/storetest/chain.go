@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,15 +23,20 @@ type snapshot struct {
 	Events    []*store.Event
 }
 
+// snapshot reads everything; effects and approvals, whose order the interface leaves open, are
+// sorted by key and id.
 func (f *fixture) snapshot() snapshot {
 	f.t.Helper()
-	return snapshot{
+	s := snapshot{
 		Effects:   f.effects(store.EffectFilter{}),
 		Approvals: f.approvals(store.ApprovalFilter{}),
 		Receipts:  f.receipts(store.ReceiptFilter{}),
 		Head:      f.head(),
 		Events:    f.events(store.EventFilter{}),
 	}
+	slices.SortFunc(s.Effects, func(a, b *store.Effect) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(s.Approvals, func(a, b *store.Approval) int { return strings.Compare(a.ID, b.ID) })
+	return s
 }
 
 // testDurability writes one of everything, closes the store and opens it again.

@@ -179,7 +179,7 @@ func testRetryTable(t *testing.T, b Backend) {
 // testRecord covers holder transitions (SPEC §6.4).
 func testRecord(t *testing.T, b Backend) {
 	for _, outcome := range []store.State{store.Committed, store.Failed, store.Ambiguous} {
-		t.Run("Holder"+string(outcome), func(t *testing.T) {
+		t.Run("Holder/"+string(outcome), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, b)
 			c := newCall("charge:inv_1")
