@@ -23,7 +23,7 @@ const recordTimeout = 30 * time.Second
 // decoded from the canonical bytes that were hashed, never the caller's own. The returned
 // receipt is the one written for the call (nil when none was: no principal, approval pending);
 // its Value is what fn returned.
-func (g *Guard) Execute(ctx context.Context, call *Call, fn func(ctx context.Context, args json.RawMessage) (any, error)) (*Receipt, error) {
+func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt, error) {
 	started := g.cfg.Now()
 	p, err := g.principal(ctx)
 	if err != nil {
@@ -43,6 +43,9 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn func(ctx context.Con
 		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
 	}
 	g.decide(pr)
+	if g.policy.Mode == policy.ModeObserve {
+		return g.observe(ctx, pr, actionID, started, fn)
+	}
 	approvalID := approvalFrom(ctx)
 	switch pr.eval.Decision {
 	case policy.Allow:
@@ -83,11 +86,10 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 }
 
 // run reserves, executes and records a decided call.
-func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time, fn func(ctx context.Context, args json.RawMessage) (any, error)) (*Receipt, error) {
+func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time, fn Executor) (*Receipt, error) {
 	rc := g.draft(pr, actionID, started)
 	rc.ApprovalID = approvalID
-	attempt := 0
-	var holder *store.Effect
+	h := hold{}
 	if pr.key != "" || approvalID != "" {
 		now := g.cfg.Now()
 		req := &store.ReserveRequest{
@@ -112,16 +114,58 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 		if res.Approval != nil {
 			rc.Approver = res.Approval.Approver
 		}
+		h.written = true
 		if pr.key != "" {
-			holder = res.Effect
-			attempt = holder.Attempt
+			h.key, h.attempt = pr.key, res.Effect.Attempt
 		}
 	}
+	return g.finish(ctx, pr, rc, h, fn)
+}
 
-	exec := &execution{g: g, key: pr.key, actionID: actionID, attempt: attempt}
+// Executor is the function a dynamic call runs: it receives the canonical arguments.
+type Executor = func(ctx context.Context, args json.RawMessage) (any, error)
+
+// hold is what a call holds when its executor runs: the effect key and attempt (key "" when it
+// holds none), and whether the call's opening events were already written.
+type hold struct {
+	key     string
+	attempt int
+	written bool
+}
+
+// observe runs a call in observe mode (SPEC §10): the decision and the reservation are made and
+// recorded as enforcement would make them, and the executor runs whatever they say.
+func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, started time.Time, fn Executor) (*Receipt, error) {
+	rc := g.draft(pr, actionID, started)
+	rc.WouldHave = &receipt.WouldHave{Decision: string(pr.eval.Decision), Reason: pr.eval.Reason}
+	h := hold{}
 	if pr.key != "" {
-		exec.token = idempotencyToken(pr.key, attempt)
-		rc.Attempt = attempt
+		now := g.cfg.Now()
+		res, err := g.store.Reserve(ctx, &store.ReserveRequest{
+			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
+			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("latch: observe %s: reserve %s: %w", pr.call.Action, pr.key, err)
+		}
+		g.emit(ctx, noReceipt, res.Events)
+		h.written = true
+		if res.Refusal != nil {
+			rc.WouldHave.Effect = res.Refusal.Reason
+		} else {
+			rc.WouldHave.Effect = "reserved"
+			h.key, h.attempt = pr.key, res.Effect.Attempt
+		}
+	}
+	return g.finish(ctx, pr, rc, h, fn)
+}
+
+// finish executes a call and records its outcome, its receipt and its events in one write.
+func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, fn Executor) (*Receipt, error) {
+	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt}
+	if h.key != "" {
+		exec.token = idempotencyToken(h.key, h.attempt)
+		rc.Attempt = h.attempt
 		rc.IdempotencyToken = exec.token
 	}
 	value, execErr, panicked := g.invoke(ctx, exec, pr.canonArgs, fn)
@@ -147,6 +191,9 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 		retErr = &AmbiguousError{Key: pr.key, Err: execErr}
 	}
 	rc.Result = string(outcome)
+	if rc.WouldHave != nil {
+		rc.Result = receipt.Observed
+	}
 	if execErr != nil {
 		rc.Error = execErr.Error()
 	}
@@ -156,10 +203,10 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	now := g.cfg.Now()
-	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: pr.key, ActionID: actionID, Attempt: attempt,
+	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: h.key, ActionID: rc.ActionID, Attempt: h.attempt,
 		Outcome: outcome, Result: result, Error: rc.Error}
-	if pr.key == "" && approvalID == "" {
-		req.Events = g.proposal(pr, actionID, now) // nothing was written for this call yet
+	if !h.written {
+		req.Events = g.proposal(pr, rc.ActionID, now) // nothing was written for this call yet
 	}
 	res, err := g.store.Record(wctx, req)
 	if err != nil {
@@ -189,7 +236,7 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 }
 
 // invoke runs the executor, turning a panic into a value so the outcome can be recorded first.
-func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn func(ctx context.Context, args json.RawMessage) (any, error)) (value any, err error, panicked any) {
+func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn Executor) (value any, err error, panicked any) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = r

@@ -727,3 +727,39 @@ func TestOpenFailsClosed(t *testing.T) {
 		t.Fatalf("Open with a missing policy err = %v, want a PolicyError", err)
 	}
 }
+
+func TestObserveMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "mode: observe\n"+testPolicy)
+	calls := 0
+	exec := func(context.Context, json.RawMessage) (any, error) { calls++; return "done", nil }
+	ctx := agent(t.Context())
+	cases := []struct {
+		call     latch.Call
+		decision string
+		reason   string
+		effect   any
+	}{
+		{latch.Call{Action: "git.force_push"}, "deny", "unknown_action", nil},
+		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"o1","amount":5}`)}, "allow", "rule[0]", "reserved"},
+		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"o1","amount":5}`)}, "allow", "rule[0]", "committed"},
+		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"o2","amount":60000}`)}, "approve", "rule[1]", "reserved"},
+	}
+	for i, tc := range cases {
+		if _, err := e.g.Execute(ctx, &tc.call, exec); err != nil {
+			t.Fatalf("observe call %d: %v", i, err)
+		}
+		doc := lastReceipt(t, e.g)
+		wh, _ := doc["would_have"].(map[string]any)
+		if doc["result"] != "observed" || doc["mode"] != "observe" || wh["decision"] != tc.decision || wh["reason"] != tc.reason || wh["effect"] != tc.effect {
+			t.Errorf("observe call %d receipt = %v, would_have %v; want observed %s %s %v", i, doc["result"], wh, tc.decision, tc.reason, tc.effect)
+		}
+	}
+	if calls != len(cases) {
+		t.Errorf("observe mode executed %d of %d calls", calls, len(cases))
+	}
+	if as, _ := e.g.Store().Approvals(t.Context(), store.ApprovalFilter{}); len(as) != 0 {
+		t.Errorf("observe mode stored %d approval requests", len(as))
+	}
+	verifyChain(t, e.g)
+}
