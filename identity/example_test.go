@@ -1,0 +1,81 @@
+package identity_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/identity"
+)
+
+// A guard whose principals come from the issuer's JWTs: pin the issuer's public key, hand the
+// verifier to latch.Config, and put each request's bearer token in the call's context.
+func ExampleNewJWT() {
+	// The issuer's key pair. In production only the public half is here, in a file you ship.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "identity-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "issuer.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		log.Fatal(err)
+	}
+
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	j, err := identity.NewJWT(&identity.Config{
+		Issuer:    "https://auth.example.com",
+		Audience:  "payments",
+		KeyFiles:  []string{keyFile},
+		UserClaim: "act.sub", // the user this agent acts for, from a nested claim
+		Now:       func() time.Time { return now },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := &latch.Config{Identity: j} // plus PolicyPath, StoreURL…; then latch.Open(ctx, cfg)
+
+	// A token the issuer minted for the agent.
+	token, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"iss": "https://auth.example.com",
+		"aud": "payments",
+		"sub": "refund-agent",
+		"act": map[string]any{"sub": "alice@example.com"},
+		"exp": now.Add(time.Hour).Unix(),
+	}).SignedString(priv)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// What the guard does for each protected call.
+	ctx := latch.WithCredential(context.Background(), "Bearer "+token)
+	p, err := cfg.Identity.Principal(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.Agent, "for", p.User, "until", p.ExpiresAt.Format(time.RFC3339))
+
+	_, err = cfg.Identity.Principal(context.Background())
+	fmt.Println(err)
+	// Output:
+	// refund-agent for alice@example.com until 2026-11-29T10:00:00Z
+	// no credential
+}
