@@ -99,3 +99,14 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	}
 	return e.g.extendLease(ctx, e, d)
 }
+
+// ExpiredCredentialError is what an IdentityProvider wraps in its error for a credential it
+// verified but found expired. The pipeline refuses the call and records it as
+// principal_expired, attributed to Principal.
+type ExpiredCredentialError struct {
+	Principal Principal
+}
+
+func (e *ExpiredCredentialError) Error() string {
+	return "credential of " + e.Principal.Agent + " expired at " + e.Principal.ExpiresAt.UTC().Format(time.RFC3339)
+}

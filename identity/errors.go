@@ -1,5 +1,7 @@
 package identity
 
+import "github.com/latchkit/latch"
+
 // Error is a credential that does not establish a principal. Reason is a stable snake_case code
 // for logs and process boundaries:
 //
@@ -28,7 +30,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Err != nil {
+	if _, ok := e.Err.(*latch.ExpiredCredentialError); e.Err != nil && !ok {
 		return e.Msg + ": " + e.Err.Error()
 	}
 	return e.Msg

@@ -371,7 +371,13 @@ func (j *JWT) explain(t *jwt.Token, claims jwt.MapClaims, err error) error {
 		return refuse("no_expiry", "token has no expiry (exp)")
 	}
 	if errors.Is(err, jwt.ErrTokenExpired) {
-		return refuse("expired", "token expired at "+stamp(exp.Time))
+		e := refuse("expired", "token expired at "+stamp(exp.Time))
+		// The signature, issuer and audience held (jwt checks claims after the signature), so
+		// the principal is known: the pipeline refuses the call and records it, attributed.
+		if p, perr := j.principal(claims); perr == nil {
+			e.Err = &latch.ExpiredCredentialError{Principal: p}
+		}
+		return e
 	}
 	if errors.Is(err, jwt.ErrTokenNotValidYet) {
 		nbf, _ := claims.GetNotBefore()
