@@ -351,7 +351,10 @@ func TestDenials(t *testing.T) {
 	}
 	for _, tc := range cases {
 		before := writes(t, e.g)
-		_, err := e.g.Execute(ctx, &tc.call, exec)
+		rc, err := e.g.Execute(ctx, &tc.call, exec)
+		if rc == nil || rc.Seq == 0 || rc.Result != "denied" || rc.DecisionReason != tc.reason || rc.Hash == "" {
+			t.Errorf("Execute(%s %s) returned receipt %+v, want the stored denied receipt", tc.call.Action, tc.call.Arguments, rc)
+		}
 		if !errors.Is(err, tc.is) {
 			t.Errorf("Execute(%s %s) err = %v, want %v", tc.call.Action, tc.call.Arguments, err, tc.is)
 			continue

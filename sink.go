@@ -20,11 +20,17 @@ type Receipt struct {
 	Value any
 }
 
-func newReceipt(rc *receipt.Receipt, sealed receipt.Sealed, value any) *Receipt {
+// newReceipt returns the receipt as it was stored (read back from its document, which the store
+// completed: seq, prev_hash, a refusal's result and error), or nil when none was written.
+func newReceipt(sealed receipt.Sealed, value any) *Receipt {
 	if sealed.Seq == 0 {
 		return nil
 	}
-	return &Receipt{Receipt: *rc, Hash: sealed.Hash, Doc: sealed.Doc, Value: value}
+	r, err := receipt.Parse(sealed.Doc)
+	if err != nil {
+		return nil // unreachable: the document was written by receipt.Seal
+	}
+	return &Receipt{Receipt: *r, Hash: sealed.Hash, Doc: sealed.Doc, Value: value}
 }
 
 // Sink receives receipts and events after they are committed. The store is authoritative: a

@@ -200,3 +200,92 @@ func Next(head Head) (int64, string) {
 	}
 	return head.Seq + 1, head.Hash
 }
+
+// wire is the JSON shape of a receipt document, for reading one back.
+type wire struct {
+	ReceiptID  string          `json:"receipt_id"`
+	Seq        int64           `json:"seq"`
+	PrevHash   string          `json:"prev_hash"`
+	ActionID   string          `json:"action_id"`
+	Action     string          `json:"action"`
+	ActionHash string          `json:"action_hash"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Resource   *string         `json:"resource"`
+	Principal  struct {
+		Agent  *string `json:"agent"`
+		User   *string `json:"user"`
+		Issuer *string `json:"issuer"`
+	} `json:"principal"`
+	Environment    string  `json:"environment"`
+	Decision       string  `json:"decision"`
+	DecisionReason *string `json:"decision_reason"`
+	Authority      *struct {
+		GrantID      *string `json:"grant_id"`
+		DelegationID *string `json:"delegation_id"`
+	} `json:"authority"`
+	ApprovalID       *string `json:"approval_id"`
+	Approver         *string `json:"approver"`
+	EffectKey        *string `json:"effect_key"`
+	Attempt          *int    `json:"attempt"`
+	IdempotencyToken *string `json:"idempotency_token"`
+	Result           string  `json:"result"`
+	Error            *string `json:"error"`
+	StartedAt        *string `json:"started_at"`
+	FinishedAt       *string `json:"finished_at"`
+	PolicyHash       *string `json:"policy_hash"`
+	PolicyVersion    *string `json:"policy_version"`
+	Mode             string  `json:"mode"`
+	WouldHave        *struct {
+		Decision *string `json:"decision"`
+		Reason   *string `json:"reason"`
+		Effect   *string `json:"effect"`
+	} `json:"would_have"`
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func parseStamp(p *string) (time.Time, error) {
+	if p == nil {
+		return time.Time{}, nil
+	}
+	return time.Parse(TimeFormat, *p)
+}
+
+// Parse reads a receipt document back into a Receipt.
+func Parse(doc []byte) (*Receipt, error) {
+	var w wire
+	if err := json.Unmarshal(doc, &w); err != nil {
+		return nil, fmt.Errorf("parse receipt: %w", err)
+	}
+	r := &Receipt{
+		ReceiptID: w.ReceiptID, Seq: w.Seq, PrevHash: w.PrevHash, ActionID: w.ActionID, Action: w.Action,
+		ActionHash: w.ActionHash, Arguments: w.Arguments, Resource: str(w.Resource),
+		Principal:   Principal{Agent: str(w.Principal.Agent), User: str(w.Principal.User), Issuer: str(w.Principal.Issuer)},
+		Environment: w.Environment, Decision: w.Decision, DecisionReason: str(w.DecisionReason),
+		ApprovalID: str(w.ApprovalID), Approver: str(w.Approver), EffectKey: str(w.EffectKey),
+		IdempotencyToken: str(w.IdempotencyToken), Result: w.Result, Error: str(w.Error),
+		PolicyHash: str(w.PolicyHash), PolicyVersion: str(w.PolicyVersion), Mode: w.Mode,
+	}
+	if w.Attempt != nil {
+		r.Attempt = *w.Attempt
+	}
+	if w.Authority != nil {
+		r.Authority = &Authority{GrantID: str(w.Authority.GrantID), DelegationID: str(w.Authority.DelegationID)}
+	}
+	if w.WouldHave != nil {
+		r.WouldHave = &WouldHave{Decision: str(w.WouldHave.Decision), Reason: str(w.WouldHave.Reason), Effect: str(w.WouldHave.Effect)}
+	}
+	var err error
+	if r.StartedAt, err = parseStamp(w.StartedAt); err != nil {
+		return nil, fmt.Errorf("parse receipt %d: started_at: %w", w.Seq, err)
+	}
+	if r.FinishedAt, err = parseStamp(w.FinishedAt); err != nil {
+		return nil, fmt.Errorf("parse receipt %d: finished_at: %w", w.Seq, err)
+	}
+	return r, nil
+}

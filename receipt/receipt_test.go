@@ -189,3 +189,26 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/receipt")
 }
+
+func TestParseRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := sample(7)
+	in.Authority = &receipt.Authority{GrantID: "finance"}
+	in.WouldHave = &receipt.WouldHave{Decision: "deny", Reason: "unknown_action"}
+	in.ApprovalID, in.Approver, in.Error = "apr_1", "alice", "boom"
+	s, err := receipt.Seal(in, 3, receipt.GenesisHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := receipt.Parse(s.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, got); diff != "" {
+		t.Errorf("Parse(Seal(r)) differs (-want +got):\n%s", diff)
+	}
+	again, err := receipt.Seal(got, 3, receipt.GenesisHash)
+	if err != nil || again.Hash != s.Hash {
+		t.Errorf("re-sealing the parsed receipt gives %s, want %s (%v)", again.Hash, s.Hash, err)
+	}
+}

@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+)
+
+var approvalStatuses = []string{string(store.Pending), string(store.Granted), string(store.Denied), string(store.Expired), string(store.Consumed)}
+
+func oneOf(v string, allowed []string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) approvalsCommand() *cobra.Command {
+	var status string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "approvals [flags]",
+		Short: "List approval requests with the exact arguments",
+		Long: `List approval requests, oldest first, with the exact arguments each is bound to.
+
+A request is bound to the SHA-256 of the exact action (name, canonical arguments,
+resource, principal, environment): approving it allows that action and nothing else.
+A pending or granted request past its expiry is shown "(expired)"; reading never
+changes it. latch inspect ID shows the hash and the timeline.
+
+--json prints JSON Lines, one object per request:
+  approval_id, status, action, action_hash, arguments, principal, resource,
+  created_at, expires_at, approver`,
+		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !oneOf(status, approvalStatuses) {
+				return usagef("--status %q: want one of %s", status, strings.Join(approvalStatuses, ", "))
+			}
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := st.Approvals(a.ctx, store.ApprovalFilter{Status: store.ApprovalStatus(status)})
+			if err != nil {
+				return fmt.Errorf("list approvals: %w", err)
+			}
+			if asJSON {
+				for _, ap := range list {
+					if err := jsonLine(a.stdout, newApprovalJSON(ap)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.stdout, "no approval requests"+filterNote("status", status))
+				return nil
+			}
+			now := a.now()
+			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
+			for _, ap := range list {
+				j := newApprovalJSON(ap)
+				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
+					dash(deref(j.Resource)), stamp(ap.ExpiresAt), dash(ap.Approver), cell(string(j.Arguments)))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only requests with this `STATUS`: "+strings.Join(approvalStatuses, "|"))
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines, one request per line")
+	return cmd
+}
+
+func filterNote(name, v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" with %s %s", name, v)
+}
+
+// approvalStatus is the status an operator reads: a request still pending or granted past its
+// expiry can no longer be used, and says so.
+func approvalStatus(ap *store.Approval, now time.Time) string {
+	if (ap.Status == store.Pending || ap.Status == store.Granted) && !ap.ExpiresAt.IsZero() && !now.Before(ap.ExpiresAt) {
+		return string(ap.Status) + " (expired)"
+	}
+	return string(ap.Status)
+}
+
+// answerCommand builds approve (grant) or deny.
+func (a *app) answerCommand(grant bool) *cobra.Command {
+	verb, done := "deny", "denied"
+	short, long := "Deny an approval request", "Deny"
+	if grant {
+		verb, done = "approve", "approved"
+		short, long = "Grant an approval request", "Grant"
+	}
+	var as string
+	cmd := &cobra.Command{
+		Use:   verb + " ID [flags]",
+		Short: short,
+		Long: fmt.Sprintf(`%s the approval request ID, as NAME: --as, else $LATCH_APPROVER, else $USER.
+
+NAME is recorded exactly as given, as the approver. A principal may not answer its own
+request (NAME equal to the requesting agent or user is refused: self_approval); an
+expired request is written expired and refused; a request is answered once.`, long),
+		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb),
+		Args:    exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			name, err := a.operator(as, cmd.Flags().Changed("as"))
+			if err != nil {
+				return err
+			}
+			st, err := a.openWrite()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ap, err := latch.AnswerApproval(a.ctx, st, &store.AnswerRequest{Now: a.now(), ID: pos[0], Grant: grant, Approver: name})
+			if err != nil {
+				return answerError(verb, pos[0], name, err)
+			}
+			d := approvalAction(ap)
+			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, name, ap.ActionName, cell(string(d.Arguments)))
+			fmt.Fprintf(a.stdout, "bound to %s", ap.ActionHash)
+			if grant {
+				fmt.Fprintf(a.stdout, "; single use, until %s", stamp(ap.ExpiresAt))
+			}
+			fmt.Fprintln(a.stdout)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "who answers: `NAME` is recorded as the approver (default $LATCH_APPROVER, else $USER)")
+	return cmd
+}
+
+// answerError explains a refused answer in one line.
+func answerError(verb, id, name string, err error) error {
+	var ae *store.AnswerError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("no approval request %s in this store", id)
+	case errors.As(err, &ae):
+		ap := ae.Approval
+		switch r := ae.Reason; {
+		case r == "self_approval":
+			return fmt.Errorf("%s refused: %s requested this action and may not answer it (self_approval)", id, name)
+		case r == "expired":
+			return fmt.Errorf("%s refused: the request expired at %s (expired)", id, stamp(ap.ExpiresAt))
+		case r == "invalid_approver":
+			return fmt.Errorf("%s refused: %q is not a valid approver name (invalid_approver)", id, name)
+		case strings.HasPrefix(r, "already_") && ap != nil:
+			by := ""
+			if ap.Approver != "" {
+				by = " by " + ap.Approver
+			}
+			return fmt.Errorf("%s refused: it is already %s%s; a request is answered once (%s)", id, ap.Status, by, r)
+		default:
+			return fmt.Errorf("%s refused: %s", id, r)
+		}
+	}
+	return fmt.Errorf("%s %s: %s", verb, id, reason(err))
+}

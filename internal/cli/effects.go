@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+)
+
+var effectStates = []string{string(store.Executing), string(store.Committed), string(store.Failed), string(store.Ambiguous)}
+
+func (a *app) effectsCommand() *cobra.Command {
+	var state string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "effects [flags]",
+		Short: "List effect records (what ran, what is ambiguous)",
+		Long: `List effect records by key.
+
+States: executing (held by one attempt under a lease), committed, failed (the
+executor said it did not act; the key may be retried) and ambiguous (the outcome is
+unknown; every attempt is refused until latch resolve). An executing record whose
+lease has passed is shown "executing (lease expired)": reading never changes it, the
+next attempt on the key writes it ambiguous.
+
+--json prints JSON Lines, one object per record (state is the stored state):
+  effect_key, state, attempt, action, action_id, action_hash, lease_expires_at,
+  error, resolved_by, created_at, updated_at`,
+		Example: "  latch effects --state ambiguous\n  latch effects --json",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !oneOf(state, effectStates) {
+				return usagef("--state %q: want one of %s", state, strings.Join(effectStates, ", "))
+			}
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := st.Effects(a.ctx, store.EffectFilter{State: store.State(state)})
+			if err != nil {
+				return fmt.Errorf("list effects: %w", err)
+			}
+			if asJSON {
+				for _, e := range list {
+					if err := jsonLine(a.stdout, newEffectJSON(e)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.stdout, "no effect records"+filterNote("state", state))
+				return nil
+			}
+			now := a.now()
+			t := newTable(a.stdout, "KEY", "STATE", "ATTEMPT", "ACTION", "ACTION ID", "UPDATED", "LEASE UNTIL", "RESOLVED BY", "ERROR")
+			for _, e := range list {
+				t.row(cell(e.Key), effectState(e, now), strconv.Itoa(e.Attempt), cell(e.Action), e.ActionID,
+					stamp(e.UpdatedAt), stamp(e.LeaseExpiresAt), dash(e.ResolvedBy), dash(e.Error))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only records in this `STATE`: "+strings.Join(effectStates, "|"))
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines, one record per line")
+	return cmd
+}
+
+func (a *app) resolveCommand() *cobra.Command {
+	var committed, failed bool
+	var as string
+	cmd := &cobra.Command{
+		Use:   "resolve KEY --committed|--failed [flags]",
+		Short: "Resolve an ambiguous effect: it happened, or it did not",
+		Long: `Say what happened to an ambiguous effect, after checking the remote system.
+
+  --committed  it happened: later attempts on KEY are refused as duplicates
+  --failed     it did not happen: the next attempt on KEY runs (a renewal)
+
+Only an ambiguous effect can be resolved; anything else is refused and unchanged.
+The record keeps resolved_by = "cli:NAME", NAME from --as, else $LATCH_APPROVER,
+else $USER.`,
+		Example: "  latch resolve charge:inv_88 --committed --as alice",
+		Args:    exactArgs("KEY"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			if committed == failed {
+				return usagef("say what happened: exactly one of --committed or --failed")
+			}
+			name, err := a.operator(as, cmd.Flags().Changed("as"))
+			if err != nil {
+				return err
+			}
+			to := store.Committed
+			if failed {
+				to = store.Failed
+			}
+			st, err := a.openWrite()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			key := pos[0]
+			e, err := latch.ResolveEffect(a.ctx, st, &store.ResolveRequest{Now: a.now(), Key: key, To: to, By: "cli:" + name})
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return fmt.Errorf("no effect record %q in this store", key)
+			case errors.Is(err, store.ErrNotAmbiguous):
+				cur, rerr := st.Effect(a.ctx, key)
+				if rerr != nil {
+					return fmt.Errorf("%s is not ambiguous; only an ambiguous effect can be resolved", key)
+				}
+				return fmt.Errorf("%s is %s, not ambiguous; only an ambiguous effect can be resolved, and nothing was changed", key, effectState(cur, a.now()))
+			case err != nil:
+				return fmt.Errorf("resolve %s: %s", key, reason(err))
+			}
+			next := "later attempts on it are refused as duplicates"
+			if to == store.Failed {
+				next = fmt.Sprintf("the next attempt on it may run, as attempt %d (within max_attempts)", e.Attempt+1)
+			}
+			fmt.Fprintf(a.stdout, "resolved %s: %s (attempt %d), by %s; %s\n", cell(e.Key), e.State, e.Attempt, e.ResolvedBy, next)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&committed, "committed", false, "the effect happened")
+	f.BoolVar(&failed, "failed", false, "the effect did not happen")
+	f.StringVar(&as, "as", "", "who resolves: recorded as cli:`NAME` (default $LATCH_APPROVER, else $USER)")
+	return cmd
+}

@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// stamp formats a time as every latch timestamp is written: RFC 3339, UTC, milliseconds, Z.
+// The zero time is "-" in human output.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(receipt.TimeFormat)
+}
+
+// jstamp is stamp for JSON: null for the zero time.
+func jstamp(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(receipt.TimeFormat)
+	return &s
+}
+
+// jstr is a JSON string, null when empty.
+func jstr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// dash is s, or "-" when empty, for a table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return cell(s)
+}
+
+// cell makes s safe for one table cell without losing anything: tabs and line breaks are
+// written as escapes rather than cutting the row.
+func cell(s string) string {
+	return strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
+}
+
+// table is an aligned-column writer; call flush when done.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// jsonLine writes v as one line of JSON, without HTML escaping (an argument "<a&b>" is printed
+// as it was hashed).
+func jsonLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// principal formats a principal as agent or agent/user.
+func principal(agent, user string) string {
+	if user == "" {
+		return dash(agent)
+	}
+	return cell(agent + "/" + user)
+}
+
+// actionDoc is the part of a canonical action document (SPEC §2.4) an operator reads.
+type actionDoc struct {
+	Name        string          `json:"name"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Resource    *string         `json:"resource"`
+	Principal   principalJSON   `json:"principal"`
+	Environment string          `json:"environment"`
+}
+
+type principalJSON struct {
+	Agent *string `json:"agent"`
+	User  *string `json:"user"`
+}
+
+// approvalAction reads the action an approval is bound to, falling back to the request's own
+// columns when the document is absent or unreadable.
+func approvalAction(a *store.Approval) actionDoc {
+	var d actionDoc
+	if len(a.Action) > 0 && json.Unmarshal(a.Action, &d) == nil {
+		return d
+	}
+	return actionDoc{Name: a.ActionName, Principal: principalJSON{Agent: jstr(a.Agent), User: jstr(a.User)}}
+}
+
+// approvalJSON is one line of `latch approvals --json` (SPEC §13).
+type approvalJSON struct {
+	ApprovalID string          `json:"approval_id"`
+	Status     string          `json:"status"`
+	Action     string          `json:"action"`
+	ActionHash string          `json:"action_hash"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Principal  principalJSON   `json:"principal"`
+	Resource   *string         `json:"resource"`
+	CreatedAt  *string         `json:"created_at"`
+	ExpiresAt  *string         `json:"expires_at"`
+	Approver   *string         `json:"approver"`
+}
+
+func newApprovalJSON(a *store.Approval) approvalJSON {
+	d := approvalAction(a)
+	args := d.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	}
+	name := d.Name
+	if name == "" {
+		name = a.ActionName
+	}
+	return approvalJSON{
+		ApprovalID: a.ID, Status: string(a.Status), Action: name, ActionHash: a.ActionHash,
+		Arguments: args, Principal: d.Principal, Resource: d.Resource,
+		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
+	}
+}
+
+// effectJSON is one line of `latch effects --json` (SPEC §13).
+type effectJSON struct {
+	EffectKey      string  `json:"effect_key"`
+	State          string  `json:"state"`
+	Attempt        int     `json:"attempt"`
+	Action         string  `json:"action"`
+	ActionID       string  `json:"action_id"`
+	ActionHash     string  `json:"action_hash"`
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	Error          *string `json:"error"`
+	ResolvedBy     *string `json:"resolved_by"`
+	CreatedAt      *string `json:"created_at"`
+	UpdatedAt      *string `json:"updated_at"`
+}
+
+func newEffectJSON(e *store.Effect) effectJSON {
+	return effectJSON{
+		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
+		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
+		Error: jstr(e.Error), ResolvedBy: jstr(e.ResolvedBy),
+		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
+	}
+}
+
+// effectState is the state an operator reads: an executing record whose lease has passed says
+// so. Reading never changes it (SPEC §6.2): only the next reservation writes it ambiguous.
+func effectState(e *store.Effect, now time.Time) string {
+	if e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !now.Before(e.LeaseExpiresAt) {
+		return "executing (lease expired)"
+	}
+	return string(e.State)
+}
+
+// receiptLine is one line of `latch receipts --json`: the receipt document exactly as stored,
+// plus "hash". A row whose document is no longer a JSON object (someone edited the table) is
+// still one valid line, saying so, so that a script reading JSON Lines does not choke.
+func receiptLine(r receipt.Sealed) []byte {
+	hash, _ := json.Marshal(r.Hash)
+	doc := bytes.TrimSpace(r.Doc)
+	if len(doc) >= 2 && doc[0] == '{' && doc[len(doc)-1] == '}' && json.Valid(doc) {
+		var b bytes.Buffer
+		b.Write(doc[:len(doc)-1])
+		if len(bytes.TrimSpace(doc[1:len(doc)-1])) > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"hash":`)
+		b.Write(hash)
+		b.WriteString("}\n")
+		return b.Bytes()
+	}
+	b, _ := json.Marshal(map[string]any{"seq": r.Seq, "hash": r.Hash, "unreadable": "the stored document is not a JSON object"})
+	return append(b, '\n')
+}
+
+// receiptFields are the fields of a receipt document the human views read.
+type receiptFields struct {
+	Seq            int64           `json:"seq"`
+	ActionID       string          `json:"action_id"`
+	Action         string          `json:"action"`
+	ActionHash     string          `json:"action_hash"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Principal      principalJSON   `json:"principal"`
+	Decision       string          `json:"decision"`
+	DecisionReason *string         `json:"decision_reason"`
+	ApprovalID     *string         `json:"approval_id"`
+	Approver       *string         `json:"approver"`
+	EffectKey      *string         `json:"effect_key"`
+	Attempt        *int64          `json:"attempt"`
+	Result         string          `json:"result"`
+	Error          *string         `json:"error"`
+	FinishedAt     *string         `json:"finished_at"`
+	Mode           string          `json:"mode"`
+	WouldHave      *struct {
+		Decision *string `json:"decision"`
+		Reason   *string `json:"reason"`
+		Effect   *string `json:"effect"`
+	} `json:"would_have"`
+}
+
+func readReceipt(r receipt.Sealed) (receiptFields, bool) {
+	var f receiptFields
+	if err := json.Unmarshal(r.Doc, &f); err != nil {
+		return receiptFields{Seq: r.Seq}, false
+	}
+	return f, true
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

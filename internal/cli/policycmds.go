@@ -1,0 +1,251 @@
+package cli
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+)
+
+//go:embed starter.yaml
+var starterPolicy []byte
+
+func (a *app) initCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented starter latch.yaml (never overwrites)",
+		Long: `Write a commented starter policy to --policy, $LATCH_POLICY or ./latch.yaml.
+
+An existing file is never overwritten: init refuses and changes nothing.`,
+		Example: "  latch init && latch check",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := a.policyPath()
+			if err != nil {
+				return err
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s already exists; init never overwrites a policy (remove it first, or pass --policy NEW_FILE)", path)
+			}
+			if err != nil {
+				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
+			}
+			if _, err := f.Write(starterPolicy); err != nil {
+				f.Close()
+				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
+			}
+			fmt.Fprintf(a.stdout, "wrote %s: a starter policy. Edit the actions, then run: latch check\n", path)
+			return nil
+		},
+	}
+}
+
+// unwrapPath drops the *fs.PathError wrapper whose path the message already names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func (a *app) checkCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "Validate the policy, print its hash, warn on effect-less writes",
+		Long: `Load the policy strictly, as a guard would, and print its hash.
+
+An invalid policy exits 1 with file:line:column and what was expected. Every action
+that may run (allow or approve) but has no effect template is warned about on
+stderr: without an effect key, nothing stops it running twice.`,
+		Example: "  latch check\n  latch check --policy deploy/latch.yaml",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := a.loadPolicy()
+			if err != nil {
+				return err
+			}
+			mode := p.Mode
+			if mode == "" {
+				mode = policy.ModeEnforce
+			}
+			fmt.Fprintf(a.stdout, "%s %s: valid policy, %d %s, mode %s\n", a.mark(true), p.File, len(p.Actions), plural(len(p.Actions), "action", "actions"), mode)
+			t := newTable(a.stdout)
+			t.row("hash", p.Hash)
+			if p.Version != "" {
+				t.row("version", cell(p.Version))
+			}
+			if p.Environment != "" {
+				t.row("environment", cell(p.Environment))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			for _, w := range p.Warnings() {
+				fmt.Fprintf(a.stderr, "warning: %s:%d:%d: %s\n", p.File, w.Pos.Line, w.Pos.Column, w.Msg)
+			}
+			return nil
+		},
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// evalJSON is the output of `latch eval --json`.
+type evalJSON struct {
+	Decision    string          `json:"decision"`
+	Reason      string          `json:"reason"`
+	Action      string          `json:"action"`
+	ActionHash  string          `json:"action_hash"`
+	EffectKey   *string         `json:"effect_key"`
+	Resource    *string         `json:"resource"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Principal   principalJSON   `json:"principal"`
+	Environment string          `json:"environment"`
+	PolicyHash  string          `json:"policy_hash"`
+	Trace       []ruleJSON      `json:"trace"`
+}
+
+type ruleJSON struct {
+	Rule       int        `json:"rule"`
+	Matched    bool       `json:"matched"`
+	Decision   string     `json:"decision"`
+	Conditions []condJSON `json:"conditions"`
+}
+
+type condJSON struct {
+	Key  string `json:"key"`
+	Held bool   `json:"held"`
+	Why  string `json:"why"`
+}
+
+func (a *app) evalCommand() *cobra.Command {
+	var args, agent, user, resource string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "eval ACTION [flags]",
+		Short: "Decide one call against the policy; writes nothing",
+		Long: `Decide one call as a guard would and show why: the decision, its reason, the
+rule trace, the action hash a human's approval would be bound to, and the effect key.
+
+eval never opens the store. The action hash covers the principal and environment, so
+pass --agent (and --user) as the worker would for a hash that matches its approvals;
+the environment is $LATCH_ENVIRONMENT, else the policy's, else production.
+Exits 0 for any decision; 1 when the arguments cannot form an action (a float, a
+missing template argument).`,
+		Example: `  latch eval billing.charge --args '{"invoice_id":"inv_1","amount":200000}' --agent billing-worker`,
+		Args:    exactArgs("ACTION"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var raw json.RawMessage
+			if err := json.Unmarshal([]byte(args), &raw); err != nil {
+				return usagef("--args is not JSON: %v", err)
+			}
+			if len(raw) == 0 || raw[0] != '{' {
+				return usagef("--args must be a JSON object")
+			}
+			p, err := a.loadPolicy()
+			if err != nil {
+				return err
+			}
+			env := a.getenv("LATCH_ENVIRONMENT")
+			if env == "" {
+				env = p.Environment
+			}
+			if env == "" {
+				env = "production"
+			}
+			ev, err := latch.EvaluatePolicy(p, &latch.Call{Action: pos[0], Arguments: []byte(args), Resource: resource},
+				latch.Principal{Agent: agent, User: user}, env)
+			if err != nil {
+				return err
+			}
+			out := evalJSON{
+				Decision: string(ev.Decision), Reason: ev.Reason, Action: ev.Action, ActionHash: ev.ActionHash,
+				EffectKey: jstr(ev.EffectKey), Resource: jstr(ev.Resource), Arguments: ev.Arguments,
+				Principal: principalJSON{Agent: jstr(agent), User: jstr(user)}, Environment: env,
+				PolicyHash: ev.PolicyHash, Trace: []ruleJSON{},
+			}
+			act := p.Actions[ev.Action]
+			for _, rt := range ev.Trace {
+				r := ruleJSON{Rule: rt.Index, Matched: rt.Matched, Conditions: []condJSON{}}
+				if act != nil && rt.Index < len(act.Rules) {
+					r.Decision = string(act.Rules[rt.Index].Decision)
+				}
+				for _, c := range rt.Conditions {
+					r.Conditions = append(r.Conditions, condJSON{Key: c.Key, Held: c.Held, Why: c.Why})
+				}
+				out.Trace = append(out.Trace, r)
+			}
+			if asJSON {
+				return jsonLine(a.stdout, out)
+			}
+			return a.printEval(out, act)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&args, "args", "{}", "the call's arguments, a JSON `OBJECT`")
+	f.StringVar(&agent, "agent", "eval", "the proposing agent, as the worker names itself")
+	f.StringVar(&user, "user", "", "the user the agent acts for")
+	f.StringVar(&resource, "resource", "", "an explicit resource (else rendered from the policy's template)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func (a *app) printEval(e evalJSON, act *policy.Action) error {
+	t := newTable(a.stdout)
+	t.row("decision", e.Decision)
+	t.row("reason", e.Reason)
+	t.row("action", cell(e.Action))
+	t.row("arguments", cell(string(e.Arguments)))
+	t.row("resource", dash(deref(e.Resource)))
+	t.row("principal", principal(deref(e.Principal.Agent), deref(e.Principal.User)))
+	t.row("environment", cell(e.Environment))
+	t.row("action hash", e.ActionHash)
+	t.row("effect key", dash(deref(e.EffectKey)))
+	t.row("policy hash", e.PolicyHash)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	switch {
+	case act == nil:
+		fmt.Fprintln(a.stdout, "trace        none: the action is not listed, so it is denied")
+		return nil
+	case len(act.Rules) == 0:
+		fmt.Fprintf(a.stdout, "trace        none: the action has a bare decision (%s)\n", act.Decision)
+		return nil
+	}
+	fmt.Fprintln(a.stdout, "trace")
+	for _, r := range e.Trace {
+		verdict := "no match"
+		if r.Matched {
+			verdict = "match → " + r.Decision
+		}
+		fmt.Fprintf(a.stdout, "  rule[%d]  %s\n", r.Rule, verdict)
+		if len(r.Conditions) == 0 {
+			fmt.Fprintln(a.stdout, "    (no conditions: always holds)")
+		}
+		for _, c := range r.Conditions {
+			fmt.Fprintf(a.stdout, "    %s %s: %s\n", a.mark(c.Held), c.Key, cell(c.Why))
+		}
+	}
+	if e.Reason == policy.ReasonNoMatchingRule {
+		fmt.Fprintln(a.stdout, "  no rule matched → deny")
+	}
+	return nil
+}

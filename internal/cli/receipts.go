@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+func (a *app) receiptsCommand() *cobra.Command {
+	var last int
+	var asJSON, verify bool
+	cmd := &cobra.Command{
+		Use:   "receipts [flags]",
+		Short: "List receipts; --verify checks the hash chain",
+		Long: `List receipts in seq order: every decided call leaves one, hash-chained to the one
+before it.
+
+--json prints JSON Lines: each receipt document exactly as stored, plus "hash".
+
+--verify walks the whole chain and names every break with its seq: missing (a
+deleted receipt), link_broken (prev_hash differs from the predecessor's hash),
+content_altered (the document no longer hashes to its hash), head_mismatch (the
+chain head differs from the last receipt). Any break exits 1. With --json it prints
+{"ok":bool,"verified":n,"breaks":[{"kind","seq","detail"}]}.
+The chain detects alteration, not authorship: someone who rewrites every row and the
+head can forge a consistent chain.`,
+		Example: "  latch receipts --last 20\n  latch receipts --verify\n  latch receipts --json | jq 'select(.result==\"ambiguous\")'",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lastGiven := cmd.Flags().Changed("last")
+			switch {
+			case lastGiven && last < 1:
+				return usagef("--last %d: want a positive number", last)
+			case lastGiven && verify:
+				return usagef("--verify walks the whole chain; --last does not apply to it")
+			}
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if verify {
+				return a.verifyChain(st, asJSON)
+			}
+			rows := st.Receipts(a.ctx, store.ReceiptFilter{Last: last})
+			if asJSON {
+				for r, err := range rows {
+					if err != nil {
+						return fmt.Errorf("read receipts: %w", err)
+					}
+					if _, err := a.stdout.Write(receiptLine(r)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return a.printReceipts(rows)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&last, "last", 0, "only the last `N` receipts")
+	f.BoolVar(&asJSON, "json", false, "print JSON Lines (with --verify: one report object)")
+	f.BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 on any break")
+	return cmd
+}
+
+func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
+	var t *table
+	n := 0
+	for r, err := range rows {
+		if err != nil {
+			return fmt.Errorf("read receipts: %w", err)
+		}
+		if t == nil {
+			t = newTable(a.stdout, "SEQ", "FINISHED", "ACTION", "DECISION", "RESULT", "PRINCIPAL", "EFFECT KEY", "ACTION ID", "ERROR")
+		}
+		n++
+		f, ok := readReceipt(r)
+		if !ok {
+			t.row(strconv.FormatInt(r.Seq, 10), "-", "(document unreadable: run latch receipts --verify)", "-", "-", "-", "-", "-", "-")
+			continue
+		}
+		decision := f.Decision
+		if f.DecisionReason != nil {
+			decision += " (" + cell(*f.DecisionReason) + ")"
+		}
+		t.row(strconv.FormatInt(f.Seq, 10), dash(deref(f.FinishedAt)), cell(f.Action), decision, cell(f.Result),
+			principal(deref(f.Principal.Agent), deref(f.Principal.User)), dash(deref(f.EffectKey)), dash(f.ActionID), dash(deref(f.Error)))
+	}
+	if n == 0 {
+		fmt.Fprintln(a.stdout, "no receipts")
+		return nil
+	}
+	return t.flush()
+}
+
+// verifyChain walks the chain against the head. The head is read before and after the walk:
+// a worker appending meanwhile would make an intact chain look like a head mismatch, so the walk
+// is repeated (a few times) until the head held still.
+func (a *app) verifyChain(st store.Store, asJSON bool) error {
+	var rep receipt.Report
+	for try := 1; ; try++ {
+		before, err := st.Head(a.ctx)
+		if err != nil {
+			return fmt.Errorf("read chain head: %w", err)
+		}
+		rep, err = receipt.Verify(st.Receipts(a.ctx, store.ReceiptFilter{}), before)
+		if err != nil {
+			return err
+		}
+		after, err := st.Head(a.ctx)
+		if err != nil {
+			return fmt.Errorf("read chain head: %w", err)
+		}
+		if before == after || try == 3 {
+			break
+		}
+	}
+	if asJSON {
+		if err := jsonLine(a.stdout, rep); err != nil {
+			return err
+		}
+	} else if rep.OK {
+		fmt.Fprintf(a.stdout, "%s chain intact: %d %s verified\n", a.mark(true), rep.Verified, plural(int(rep.Verified), "receipt", "receipts"))
+	} else {
+		t := newTable(a.stdout)
+		for _, b := range rep.Breaks {
+			t.row(a.mark(false)+" "+b.Kind, "seq "+strconv.FormatInt(b.Seq, 10), cell(b.Detail))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "chain broken: %d %s in %d %s read\n", len(rep.Breaks), plural(len(rep.Breaks), "break", "breaks"), rep.Verified, plural(int(rep.Verified), "receipt", "receipts"))
+	}
+	if rep.OK {
+		return nil
+	}
+	named := make([]string, len(rep.Breaks))
+	for i, b := range rep.Breaks {
+		named[i] = fmt.Sprintf("%s at seq %d", b.Kind, b.Seq)
+	}
+	return errors.New("receipt chain broken: " + strings.Join(named, ", "))
+}

@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// resultColumns are the receipt results of SPEC §8.1, in the order stats prints them. A result
+// outside this list (a newer writer) gets a column of its own rather than being dropped.
+var resultColumns = []string{receipt.Committed, receipt.Failed, receipt.Ambiguous, receipt.Denied, receipt.Blocked, receipt.Observed}
+
+// statsJSON is the output of `latch stats --json`: one object.
+type statsJSON struct {
+	Since            *string     `json:"since"` // null: every receipt
+	Until            string      `json:"until"`
+	Receipts         int         `json:"receipts"`
+	Counts           []countJSON `json:"counts"`
+	Observed         int         `json:"observed"`
+	WouldHaveBlocked []blockJSON `json:"would_have_blocked"`
+}
+
+type countJSON struct {
+	Action string `json:"action"`
+	Result string `json:"result"`
+	Count  int    `json:"count"`
+}
+
+// blockJSON counts observed calls enforcement would have stopped: WouldHave is denied (the
+// decision was deny), approval_required (a human would have had to approve) or refused (the
+// effect's state would have refused the reservation); Reason is the decision reason or the
+// effect refusal.
+type blockJSON struct {
+	Action    string `json:"action"`
+	WouldHave string `json:"would_have"`
+	Reason    string `json:"reason"`
+	Count     int    `json:"count"`
+}
+
+// parseSince reads a window: a Go duration (90m, 36h) or a number of days (7d).
+func parseSince(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days <= 0 {
+			return 0, fmt.Errorf("--since %q: want a positive duration such as 90m, 24h or 7d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--since %q: want a positive duration such as 90m, 24h or 7d", s)
+	}
+	return d, nil
+}
+
+func (a *app) statsCommand() *cobra.Command {
+	var since string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats [flags]",
+		Short: "Count receipts by action and result; in observe mode, what would have been blocked",
+		Long: `Count the receipts finished in a window (default: all of them) by action and result.
+
+When the window holds observe-mode receipts (result "observed", carrying would_have),
+stats leads with what enforcement would have blocked: calls that would have been
+denied, would have needed a human's approval, or whose effect would have been refused
+(a duplicate, one in progress, an ambiguous one).
+
+--json prints one object: since, until, receipts, counts [{action, result, count}],
+observed, would_have_blocked [{action, would_have, reason, count}].`,
+		Example: "  latch stats --since 24h\n  latch stats --since 7d --json",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := a.now()
+			var from time.Time
+			if cmd.Flags().Changed("since") {
+				d, err := parseSince(since)
+				if err != nil {
+					return &usageError{msg: err.Error()}
+				}
+				from = now.Add(-d)
+			}
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out, err := a.collectStats(st, from, now)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return jsonLine(a.stdout, out)
+			}
+			return a.printStats(out, since)
+		},
+	}
+	cmd.Flags().StringVar(&since, "since", "", "only receipts finished in the last `DURATION` (90m, 24h, 7d)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func (a *app) collectStats(st store.Store, from, now time.Time) (statsJSON, error) {
+	out := statsJSON{Since: jstamp(from), Until: stamp(now), Counts: []countJSON{}, WouldHaveBlocked: []blockJSON{}}
+	counts := map[[2]string]int{}
+	blocked := map[[3]string]int{}
+	for r, err := range st.Receipts(a.ctx, store.ReceiptFilter{Since: from}) {
+		if err != nil {
+			return out, fmt.Errorf("read receipts: %w", err)
+		}
+		f, ok := readReceipt(r)
+		if !ok {
+			f.Action, f.Result = "(unreadable receipt)", "unreadable"
+		}
+		out.Receipts++
+		counts[[2]string{f.Action, f.Result}]++
+		if f.Result != receipt.Observed {
+			continue
+		}
+		out.Observed++
+		if f.WouldHave == nil {
+			continue
+		}
+		w := f.WouldHave
+		switch {
+		case deref(w.Decision) == "deny":
+			blocked[[3]string{f.Action, "denied", deref(w.Reason)}]++
+		case deref(w.Decision) == "approve":
+			blocked[[3]string{f.Action, "approval_required", deref(w.Reason)}]++
+		case deref(w.Decision) != "allow":
+			// Not a decision this binary knows: enforcement fails closed, so it would have denied.
+			blocked[[3]string{f.Action, "denied", deref(w.Decision)}]++
+		case w.Effect != nil && *w.Effect != "" && *w.Effect != "reserved":
+			blocked[[3]string{f.Action, "refused", *w.Effect}]++
+		}
+	}
+	for k, n := range counts {
+		out.Counts = append(out.Counts, countJSON{Action: k[0], Result: k[1], Count: n})
+	}
+	sort.Slice(out.Counts, func(i, j int) bool {
+		x, y := out.Counts[i], out.Counts[j]
+		if x.Action != y.Action {
+			return x.Action < y.Action
+		}
+		return x.Result < y.Result
+	})
+	for k, n := range blocked {
+		out.WouldHaveBlocked = append(out.WouldHaveBlocked, blockJSON{Action: k[0], WouldHave: k[1], Reason: k[2], Count: n})
+	}
+	sort.Slice(out.WouldHaveBlocked, func(i, j int) bool {
+		x, y := out.WouldHaveBlocked[i], out.WouldHaveBlocked[j]
+		if x.Action != y.Action {
+			return x.Action < y.Action
+		}
+		if x.WouldHave != y.WouldHave {
+			return x.WouldHave < y.WouldHave
+		}
+		return x.Reason < y.Reason
+	})
+	return out, nil
+}
+
+func (a *app) printStats(s statsJSON, since string) error {
+	window := "all receipts"
+	if s.Since != nil {
+		window = fmt.Sprintf("receipts finished since %s (last %s)", *s.Since, since)
+	}
+	if s.Observed > 0 {
+		n := 0
+		for _, b := range s.WouldHaveBlocked {
+			n += b.Count
+		}
+		fmt.Fprintf(a.stdout, "OBSERVE MODE: enforcement would have blocked %d of %d observed %s\n", n, s.Observed, plural(s.Observed, "call", "calls"))
+		if n > 0 {
+			t := newTable(a.stdout, "ACTION", "WOULD HAVE", "REASON", "CALLS")
+			for _, b := range s.WouldHaveBlocked {
+				t.row(cell(b.Action), b.WouldHave, dash(b.Reason), strconv.Itoa(b.Count))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	if s.Receipts == 0 {
+		fmt.Fprintf(a.stdout, "%s: none\n", window)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%s: %d\n", window, s.Receipts)
+	cols := append([]string(nil), resultColumns...)
+	rows := map[string]map[string]int{}
+	var actions []string
+	for _, c := range s.Counts {
+		if rows[c.Action] == nil {
+			rows[c.Action] = map[string]int{}
+			actions = append(actions, c.Action)
+		}
+		rows[c.Action][c.Result] += c.Count
+		if !oneOf(c.Result, cols) {
+			cols = append(cols, c.Result)
+		}
+	}
+	header := []string{"ACTION"}
+	for _, c := range cols {
+		header = append(header, strings.ToUpper(c))
+	}
+	t := newTable(a.stdout, append(header, "TOTAL")...)
+	totals := map[string]int{}
+	for _, act := range actions {
+		cells, sum := []string{cell(act)}, 0
+		for _, c := range cols {
+			n := rows[act][c]
+			cells = append(cells, strconv.Itoa(n))
+			sum += n
+			totals[c] += n
+		}
+		t.row(append(cells, strconv.Itoa(sum))...)
+	}
+	if len(actions) > 1 {
+		cells := []string{"TOTAL"}
+		for _, c := range cols {
+			cells = append(cells, strconv.Itoa(totals[c]))
+		}
+		t.row(append(cells, strconv.Itoa(s.Receipts))...)
+	}
+	return t.flush()
+}
