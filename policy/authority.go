@@ -168,15 +168,47 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
+// ParseGrant parses one grant written on its own, as `latch delegate --file GRANT.yaml` reads
+// it: a YAML mapping with the keys of an authority.grants entry (subject, actions, resources,
+// constraints, environments, expires_at, delegable), under the same strict rules as [Parse]. file
+// names it in errors ("" is reported as "grant"); every error is an *Error with a line of at
+// least 1.
+//
+// The grant has no `id`, and one is refused rather than ignored: the store assigns a delegation
+// its id (dlg_…) when it is created, and an id in the file would name something that never
+// exists (`latch revoke` with it would find nothing). Whether the grant is a valid delegation
+// — contained in its parent on every dimension — is not decided here but by package authority,
+// which knows the parent.
+func ParseGrant(file string, data []byte) (*Grant, error) {
+	if file == "" {
+		file = "grant"
+	}
+	p := &parser{file: file, grantDoc: true}
+	root, e := p.decode(data)
+	if e != nil {
+		return nil, e
+	}
+	if e := p.check(root, 1); e != nil {
+		return nil, e
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, p.errf(root, "the grant is %s (expected a mapping with subject and actions)", describeNode(root))
+	}
+	g := &Grant{Pos: posOf(root)}
+	if e := p.grantFields(root, g, "in the grant"); e != nil {
+		return nil, e
+	}
+	return g, nil
+}
+
 func (p *parser) grant(i int, gn *yaml.Node) (*Grant, *yaml.Node, *Error) {
 	if gn.Kind != yaml.MappingNode {
 		return nil, nil, p.errf(gn, "grant %d is %s (expected a mapping with id, subject and actions)", i, describeNode(gn))
 	}
 	g := &Grant{Pos: posOf(gn)}
-	es := entries(gn)
 	var idNode *yaml.Node
 	where := fmt.Sprintf("in grant %d", i)
-	for _, en := range es {
+	for _, en := range entries(gn) {
 		if en.k.Value != "id" {
 			continue
 		}
@@ -193,12 +225,24 @@ func (p *parser) grant(i int, gn *yaml.Node) (*Grant, *yaml.Node, *Error) {
 	if idNode == nil {
 		return nil, nil, p.errf(gn, "missing id %s (expected a unique id such as billing-agents)", where)
 	}
+	if err := p.grantFields(gn, g, where); err != nil {
+		return nil, nil, err
+	}
+	return g, idNode, nil
+}
+
+// grantFields parses every key of a grant mapping except a policy grant's id into g. where
+// names the grant in messages.
+func (p *parser) grantFields(gn *yaml.Node, g *Grant, where string) *Error {
 	var hasSubject, delegable bool
 	var delegableNode *yaml.Node
-	for _, en := range es {
+	for _, en := range entries(gn) {
 		var err *Error
 		switch en.k.Value {
 		case "id":
+			if p.grantDoc {
+				err = p.errf(en.k, "id %s (a delegation's id is assigned when it is created, dlg_…; leave id out)", where)
+			}
 		case "subject":
 			hasSubject = true
 			g.Subject, err = p.subject(en, where)
@@ -230,21 +274,29 @@ func (p *parser) grant(i int, gn *yaml.Node) (*Grant, *yaml.Node, *Error) {
 			delegable, err = p.bool(en, "delegable "+where)
 			g.Delegable = delegable
 		default:
-			err = p.unknownKey(en.k, where, grantKeys)
+			keys := grantKeys
+			if p.grantDoc {
+				keys = grantKeys[1:] // no id
+			}
+			err = p.unknownKey(en.k, where, keys)
 		}
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	switch {
 	case !hasSubject:
-		return nil, nil, p.errf(gn, "missing subject %s (expected subject: {agent: …, user: …})", where)
+		return p.errf(gn, "missing subject %s (expected subject: {agent: …, user: …})", where)
 	case g.Actions == nil:
-		return nil, nil, p.errf(gn, "missing actions %s (expected a list of action patterns)", where)
+		return p.errf(gn, "missing actions %s (expected a list of action patterns)", where)
 	case delegable && g.ExpiresAt.IsZero():
-		return nil, nil, p.errf(delegableNode, "delegable grant %s has no expires_at (a grant that can be delegated must expire)", quote(g.ID))
+		name := "delegable grant " + quote(g.ID)
+		if p.grantDoc {
+			name = "delegable grant"
+		}
+		return p.errf(delegableNode, "%s has no expires_at (a grant that can be delegated must expire)", name)
 	}
-	return g, idNode, nil
+	return nil
 }
 
 func (p *parser) subject(e entry, where string) (Subject, *Error) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -118,7 +119,7 @@ func splitConditionKey(key string) (string, Op, *condErr) {
 // '['), or "".
 func reservedSubject(arg string) string {
 	for _, r := range reservedSubjects {
-		if arg == r || strings.HasPrefix(arg, r+".") || strings.HasPrefix(arg, r+"/") || strings.HasPrefix(arg, r+"[") {
+		if rest, ok := strings.CutPrefix(arg, r); ok && (rest == "" || rest[0] == '.' || rest[0] == '/' || rest[0] == '[') {
 			return r
 		}
 	}
@@ -289,29 +290,66 @@ type precond struct {
 // setThreshold is the list length from which in/not_in use a hash set for scalars.
 const setThreshold = 8
 
-func compileCondition(c *Condition) precond {
-	pc := precond{arg: c.Arg, op: c.Op, key: c.Key, operand: c.Operand}
-	if pc.op == "" && c.Key != "" {
-		arg, op, ce := splitConditionKey(c.Key)
+// Resolve returns c as [Conditions.Eval] applies it: Arg and Op from the fields when Op is set,
+// else split from Key, and Key filled in when it is empty. The error says why Eval would treat c
+// as malformed (a malformed condition never holds). Code that reasons about conditions rather
+// than evaluating them (containment of delegated grants, package authority) works on resolved
+// conditions so that it agrees with Eval on what a condition means.
+func (c Condition) Resolve() (Condition, error) {
+	arg, op, key, bad := resolve(&c)
+	if bad != "" {
+		return Condition{}, errors.New(bad)
+	}
+	return Condition{Key: key, Arg: arg, Op: op, Operand: c.Operand, Pos: c.Pos}, nil
+}
+
+// resolve is the one place that decides what a condition means: its argument, operator and
+// key, or (bad non-empty) why it is malformed.
+func resolve(c *Condition) (arg string, op Op, key, bad string) {
+	arg, op, key = c.Arg, c.Op, c.Key
+	if op == "" && key != "" {
+		a, o, ce := splitConditionKey(key)
 		if ce != nil {
-			pc.bad = "invalid condition: " + ce.head
-			return pc
+			return arg, op, key, "invalid condition: " + ce.head
 		}
-		pc.arg, pc.op = arg, op
+		arg, op = a, o
 	}
-	if pc.key == "" {
-		pc.key = pc.arg + "_" + string(pc.op)
+	if key == "" {
+		key = arg + "_" + string(op)
 	}
-	if pc.arg == "" {
-		pc.bad = "invalid condition: empty argument name"
-		return pc
+	if arg == "" {
+		return arg, op, key, "invalid condition: empty argument name"
 	}
-	if r := reservedSubject(pc.arg); r != "" {
-		pc.bad = "invalid condition: reserved subject " + quote(r)
-		return pc
+	if r := reservedSubject(arg); r != "" {
+		return arg, op, key, "invalid condition: reserved subject " + quote(r)
 	}
-	if ce := checkOperand(pc.key, pc.op, c.Operand); ce != nil {
-		pc.bad = "invalid condition: " + ce.head
+	if ce := checkOperand(key, op, c.Operand); ce != nil {
+		return arg, op, key, "invalid condition: " + ce.head
+	}
+	return arg, op, key, ""
+}
+
+// Holds reports whether every condition holds for args: the verdict of [Conditions.Eval]
+// without the explanations. It stops at the first condition that does not hold and does not
+// allocate, so a caller that needs a verdict on every call (the authority axis) can ask Eval
+// for the explanations only when the verdict is no. Both decide through the same code.
+func (c Conditions) Holds(args map[string]any) bool {
+	for i := range c {
+		pc := prepareCondition(&c[i])
+		if !pc.holds(args) {
+			return false
+		}
+	}
+	return true
+}
+
+// prepareCondition is the part of compileCondition that deciding needs: the resolved
+// condition, the argument types the operator applies to, and the operand in typed form. It does
+// not allocate (for a condition with a key).
+func prepareCondition(c *Condition) precond {
+	pc := precond{operand: c.Operand}
+	pc.arg, pc.op, pc.key, pc.bad = resolve(c)
+	if pc.bad != "" {
 		return pc
 	}
 	switch pc.op {
@@ -319,11 +357,66 @@ func compileCondition(c *Condition) precond {
 		pc.kinds = kindOf(c.Operand)
 	case OpIn, OpNotIn:
 		pc.list = c.Operand.([]any)
+		for _, e := range pc.list {
+			pc.kinds |= kindOf(e)
+		}
+	case OpLt, OpLte, OpGt, OpGte:
+		pc.kinds = kindInt
+		pc.num = c.Operand.(int64)
+	case OpPrefix, OpSuffix:
+		pc.kinds = kindString
+		pc.str = c.Operand.(string)
+	}
+	return pc
+}
+
+// holds is the verdict of evalOne.
+func (pc *precond) holds(args map[string]any) bool {
+	if pc.bad != "" {
+		return false
+	}
+	v, ok := args[pc.arg]
+	return ok && kindOf(v)&pc.kinds != 0 && pc.decide(v)
+}
+
+// decide reports whether the condition holds for v, an argument of one of the types the
+// operator applies to (pc.kinds).
+func (pc *precond) decide(v any) bool {
+	switch pc.op {
+	case OpEq:
+		return equal(v, pc.operand)
+	case OpNeq:
+		return !equal(v, pc.operand)
+	case OpIn:
+		return pc.member(v)
+	case OpNotIn:
+		return !pc.member(v)
+	case OpLt:
+		return v.(int64) < pc.num
+	case OpLte:
+		return v.(int64) <= pc.num
+	case OpGt:
+		return v.(int64) > pc.num
+	case OpGte:
+		return v.(int64) >= pc.num
+	case OpPrefix:
+		return strings.HasPrefix(v.(string), pc.str)
+	case OpSuffix:
+		return strings.HasSuffix(v.(string), pc.str)
+	}
+	return false
+}
+
+func compileCondition(c *Condition) precond {
+	pc := prepareCondition(c)
+	if pc.bad != "" {
+		return pc
+	}
+	switch pc.op {
+	case OpIn, OpNotIn:
 		var ns, ni int
 		for _, e := range pc.list {
-			k := kindOf(e)
-			pc.kinds |= k
-			switch k {
+			switch kindOf(e) {
 			case kindString:
 				ns++
 			case kindInt:
@@ -348,12 +441,6 @@ func compileCondition(c *Condition) precond {
 				}
 			}
 		}
-	case OpLt, OpLte, OpGt, OpGte:
-		pc.kinds = kindInt
-		pc.num = c.Operand.(int64)
-	case OpPrefix, OpSuffix:
-		pc.kinds = kindString
-		pc.str = c.Operand.(string)
 	}
 	pc.opText = valueText(c.Operand)
 	pc.absent = "argument " + quote(pc.arg) + " is absent"
@@ -386,48 +473,39 @@ func evalOne(pc *precond, args map[string]any) CondResult {
 		r.Why = pc.wrong + kindPhrase(v) + pc.want
 		return r
 	}
-	// Each explanation is built in a stack buffer: one allocation per condition, for the string.
+	// The verdict comes from decide, shared with Holds; the rest is the explanation, built in
+	// a stack buffer: one allocation per condition, for the string.
+	r.Held = pc.decide(v)
 	var buf [160]byte
 	b := buf[:0]
 	switch pc.op {
 	case OpEq, OpNeq:
-		eq := equal(v, pc.operand)
-		r.Held = eq == (pc.op == OpEq)
+		eq := r.Held == (pc.op == OpEq)
 		b = appendText(b, v)
 		b = append(b, pick(eq, " == ", " != ")...)
 	case OpIn, OpNotIn:
-		in := pc.member(v)
-		r.Held = in == (pc.op == OpIn)
+		in := r.Held == (pc.op == OpIn)
 		b = appendText(b, v)
 		b = append(b, pick(in, " in ", " not in ")...)
 	case OpLt, OpLte, OpGt, OpGte:
-		n := v.(int64)
 		var sym string
 		switch pc.op {
 		case OpLt:
-			r.Held = n < pc.num
 			sym = pick(r.Held, " < ", " >= ")
 		case OpLte:
-			r.Held = n <= pc.num
 			sym = pick(r.Held, " <= ", " > ")
 		case OpGt:
-			r.Held = n > pc.num
 			sym = pick(r.Held, " > ", " <= ")
 		case OpGte:
-			r.Held = n >= pc.num
 			sym = pick(r.Held, " >= ", " < ")
 		}
-		b = strconv.AppendInt(b, n, 10)
+		b = strconv.AppendInt(b, v.(int64), 10)
 		b = append(b, sym...)
 	case OpPrefix:
-		s := v.(string)
-		r.Held = strings.HasPrefix(s, pc.str)
-		b = appendText(b, s)
+		b = appendText(b, v)
 		b = append(b, pick(r.Held, " has prefix ", " does not have prefix ")...)
 	case OpSuffix:
-		s := v.(string)
-		r.Held = strings.HasSuffix(s, pc.str)
-		b = appendText(b, s)
+		b = appendText(b, v)
 		b = append(b, pick(r.Held, " has suffix ", " does not have suffix ")...)
 	}
 	r.Why = string(append(b, pc.opText...))

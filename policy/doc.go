@@ -46,6 +46,8 @@
 //     segment by segment.
 //   - `expires_at` is parsed from its text with time.RFC3339Nano (an offset or `Z` is required),
 //     even when YAML would read the unquoted value as a timestamp.
+//   - [ParseGrant] reads one grant on its own (a delegation's, for `latch delegate --file`) under
+//     the same rules, and refuses an `id`: the store assigns a delegation its id.
 //   - Syntax errors found by the YAML parser carry the parser's line (which can be where the
 //     enclosing block starts rather than the offending character) and no column: their
 //     [Error.Column] is 0.
@@ -59,6 +61,8 @@
 // the condition false for every operator, `neq` and `not_in` included, and the trace says why
 // (string values in traces are quoted with non-ASCII escaped, so look-alike text reads
 // differently). Everything that does not depend on the call is prepared at parse time.
+// [Conditions.Holds] gives the verdict of [Conditions.Eval] without the explanations and without
+// allocating, deciding through the same code.
 //
 // # Hash
 //

@@ -49,7 +49,8 @@ func Parse(file string, data []byte) (*Policy, error) {
 }
 
 type parser struct {
-	file string
+	file     string
+	grantDoc bool // the document is one delegated grant (ParseGrant), not a policy
 }
 
 type entry struct{ k, v *yaml.Node }
@@ -174,11 +175,15 @@ func (p *parser) decode(data []byte) (root *yaml.Node, e *Error) {
 			root, e = nil, &Error{File: p.file, Line: 1, Msg: fmt.Sprintf("invalid YAML: parser failure: %v", r)}
 		}
 	}()
+	empty, kind := "empty policy (expected a mapping starting with schema: "+Schema+")", "policy"
+	if p.grantDoc {
+		empty, kind = "empty grant (expected a mapping with subject and actions)", "grant"
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: p.file, Line: 1, Column: 1, Msg: "empty policy (expected a mapping starting with schema: " + Schema + ")"}
+			return nil, &Error{File: p.file, Line: 1, Column: 1, Msg: empty}
 		}
 		return nil, p.yamlError(err)
 	}
@@ -188,10 +193,10 @@ func (p *parser) decode(data []byte) (root *yaml.Node, e *Error) {
 	case err != nil:
 		return nil, p.yamlError(err)
 	default:
-		return nil, p.errf(&extra, "a second YAML document (expected exactly one document in a policy file)")
+		return nil, p.errf(&extra, "a second YAML document (expected exactly one document in a %s file)", kind)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, &Error{File: p.file, Line: 1, Column: 1, Msg: "empty policy (expected a mapping starting with schema: " + Schema + ")"}
+		return nil, &Error{File: p.file, Line: 1, Column: 1, Msg: empty}
 	}
 	return doc.Content[0], nil
 }
