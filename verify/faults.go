@@ -1,0 +1,216 @@
+package verify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"unsafe"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Fault names for Config.Faults. Each breaks latch in one way so that a test can show the
+// matching guarantee able to fail; production runs inject none. Store faults wrap the scratch
+// store (the backends are untouched); flow faults change what the harness does.
+const (
+	// FaultApprovalReusable accepts a mismatched or consumed approval: the reservation goes ahead
+	// as if none had been presented. G1 and G2 fail.
+	FaultApprovalReusable = "approval_reusable"
+	// FaultReserveLies reports a reservation refused as committed or in_progress as reserved, as
+	// a non-atomic reservation would. G3 and G4 fail.
+	FaultReserveLies = "reserve_lies"
+	// FaultAmbiguousAsFailed records an ambiguous outcome as failed (record and receipt): unknown
+	// collapsed into failed. G5 and G10 fail.
+	FaultAmbiguousAsFailed = "ambiguous_as_failed"
+	// FaultAllowUnknown lets an unlisted action through, as a default-allow policy would. G6
+	// fails.
+	FaultAllowUnknown = "allow_unknown"
+	// FaultAnonymousPrincipal gives a call without a principal a default one ("anonymous"), as an
+	// identity layer that fails open would. G7 fails.
+	FaultAnonymousPrincipal = "anonymous_principal"
+	// FaultChainBlind ignores what receipt verification found. G11 fails.
+	FaultChainBlind = "chain_blind"
+	// FaultLeaseRetry treats an executing record whose lease expired as reservable, without
+	// making it ambiguous. G12 fails.
+	FaultLeaseRetry = "lease_retry"
+	// FaultRefuseAll refuses every effect reservation: each refusal check would hold, and the
+	// positive controls catch it (G3, G4, G5, G12 fail with "control failed").
+	FaultRefuseAll = "refuse_all"
+)
+
+// faultTargets lists, for each fault, the guarantees it makes fail.
+var faultTargets = map[string][]string{
+	FaultApprovalReusable:   {"G1", "G2"},
+	FaultReserveLies:        {"G3", "G4"},
+	FaultAmbiguousAsFailed:  {"G5", "G10"},
+	FaultAllowUnknown:       {"G6"},
+	FaultAnonymousPrincipal: {"G7"},
+	FaultChainBlind:         {"G11"},
+	FaultLeaseRetry:         {"G12"},
+	FaultRefuseAll:          {"G3", "G4", "G5", "G12"},
+}
+
+// Faults returns every fault name with the guarantees it makes fail.
+func Faults() map[string][]string {
+	out := make(map[string][]string, len(faultTargets))
+	for k, v := range faultTargets {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// faultSet is the parsed Config.Faults.
+type faultSet map[string]bool
+
+func parseFaults(names []string) (faultSet, error) {
+	fs := faultSet{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if _, ok := faultTargets[n]; !ok {
+			known := make([]string, 0, len(faultTargets))
+			for k := range faultTargets {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return nil, &UsageError{Msg: fmt.Sprintf("unknown fault %q (expected one of %s)", n, strings.Join(known, ", "))}
+		}
+		fs[n] = true
+	}
+	return fs, nil
+}
+
+func (fs faultSet) list() []string {
+	out := make([]string, 0, len(fs))
+	for k := range fs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// storeFaults reports whether any fault needs the store wrapper.
+func (fs faultSet) storeFaults() bool {
+	return fs[FaultApprovalReusable] || fs[FaultReserveLies] || fs[FaultAmbiguousAsFailed] ||
+		fs[FaultLeaseRetry] || fs[FaultRefuseAll]
+}
+
+// faultStore is a store.Store that misbehaves as its faults say, in front of a real backend.
+type faultStore struct {
+	store.Store
+	faults faultSet
+}
+
+// Reserve implements the reservation faults.
+func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	if f.faults[FaultRefuseAll] && req.EffectKey != "" {
+		return &store.ReserveResult{Refusal: &store.Refusal{Reason: "in_progress", Detail: "fault refuse_all"}}, nil
+	}
+	if f.faults[FaultApprovalReusable] && req.ApprovalID != "" {
+		a, err := f.Store.Approval(ctx, req.ApprovalID)
+		if err == nil {
+			if reason, _ := store.CheckApproval(a, req.ActionHash, req.Now); reason == "mismatch" || reason == "consumed" {
+				r := *req
+				r.ApprovalID = ""
+				req = &r
+			}
+		}
+	}
+	if f.faults[FaultLeaseRetry] && req.EffectKey != "" {
+		e, err := f.Store.Effect(ctx, req.EffectKey)
+		if err == nil && e.State == store.Executing && !req.Now.Before(e.LeaseExpiresAt) {
+			return f.lie(req, e.Attempt+1), nil
+		}
+	}
+	if f.faults[FaultReserveLies] && req.Receipt != nil {
+		// A refusal writes its blocked receipt with the draft's id; the lie below lets the call
+		// go on to record a receipt of its own under that id. The refusal gets another.
+		r := *req
+		rc := *req.Receipt
+		rc.ReceiptID = newReceiptID()
+		r.Receipt = &rc
+		req = &r
+	}
+	res, err := f.Store.Reserve(ctx, req)
+	if err != nil || !f.faults[FaultReserveLies] {
+		return res, err
+	}
+	if r := res.Refusal; r != nil && !r.Approval && (r.Reason == "committed" || r.Reason == "in_progress") {
+		attempt := 1
+		if res.Effect != nil {
+			attempt = res.Effect.Attempt
+		}
+		return f.lie(req, attempt), nil
+	}
+	return res, nil
+}
+
+// lie is a reservation the store never made.
+func (f *faultStore) lie(req *store.ReserveRequest, attempt int) *store.ReserveResult {
+	return &store.ReserveResult{Reserved: true, Effect: &store.Effect{
+		Key: req.EffectKey, State: store.Executing, Attempt: attempt, ActionID: req.ActionID,
+		Action: req.Action, ActionHash: req.ActionHash, LeaseExpiresAt: req.Now.Add(req.Lease),
+		CreatedAt: req.Now, UpdatedAt: req.Now,
+	}}
+}
+
+// Record implements FaultAmbiguousAsFailed.
+func (f *faultStore) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if f.faults[FaultAmbiguousAsFailed] && req.Receipt != nil && req.Receipt.Result == receipt.Ambiguous {
+		r := *req
+		rc := *req.Receipt
+		rc.Result = receipt.Failed
+		r.Receipt = &rc
+		if r.Outcome == store.Ambiguous {
+			r.Outcome = store.Failed
+		}
+		req = &r
+	}
+	return f.Store.Record(ctx, req)
+}
+
+func newReceiptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "rcp_" + hex.EncodeToString(b[:])
+}
+
+// installStore puts a fault wrapper in front of a guard's store.
+//
+// The root package has no seam for handing a guard a store (latch.Config takes a URL), so the
+// wrapper is installed by reflection into the guard's unexported store field. This runs only
+// when a test asks for a store fault; production runs never reach it. It fails loudly, rather
+// than running unfaulted, if the field is not where it is expected.
+func installStore(g *latch.Guard, wrap func(store.Store) store.Store) error {
+	v := reflect.ValueOf(g).Elem().FieldByName("store")
+	if !v.IsValid() || v.Type() != reflect.TypeFor[store.Store]() {
+		return errors.New("fault injection: latch.Guard has no store field of type store.Store")
+	}
+	field := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+	field.Set(reflect.ValueOf(wrap(g.Store())))
+	return nil
+}
+
+// principalKey marks a context whose call has a principal, for anonymousIdentity.
+type principalKey struct{}
+
+// anonymousIdentity is the identity provider of FaultAnonymousPrincipal: the verify principal
+// when the call has one, else a default — the fail-open bug G7 exists to catch.
+type anonymousIdentity struct{}
+
+func (anonymousIdentity) Principal(ctx context.Context) (latch.Principal, error) {
+	if p, ok := ctx.Value(principalKey{}).(latch.Principal); ok {
+		return p, nil
+	}
+	return latch.Principal{Agent: "anonymous"}, nil
+}

@@ -1,0 +1,291 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// The principal every scenario proposes as, and the human who approves.
+const (
+	verifyAgent    = "latch-verify"
+	verifyApprover = "latch-verify-approver"
+)
+
+// clock is the injected clock of one scenario: time moves only when the scenario moves it.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// setAfter moves the clock to just after t (never backwards).
+func (c *clock) setAfter(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if next := t.Add(time.Millisecond); next.After(c.t) {
+		c.t = next
+	}
+}
+
+// runner holds what every scenario of one Run shares.
+type runner struct {
+	cfg    *Config
+	sp     *scenarioPolicy
+	faults faultSet
+	sc     scratch
+	start  time.Time // every scenario's clock starts here
+	tmp    string    // G4's shared directories and the racers' policy file
+}
+
+func newRunner(cfg *Config, faults faultSet, sc scratch) (*runner, error) {
+	sp, err := newScenarioPolicy(cfg.Policy, nil)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "latch-verify-race-")
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	return &runner{cfg: cfg, sp: sp, faults: faults, sc: sc, start: time.Now().UTC().Truncate(time.Millisecond), tmp: tmp}, nil
+}
+
+func (r *runner) close() { os.RemoveAll(r.tmp) }
+
+// pol is the policy the scenarios run.
+func (r *runner) pol() *policy.Policy { return r.sp.pol }
+
+// principal is who every scenario call proposes as. When authority is evaluated by the pipeline,
+// this is where a principal covered by a grant for the chosen action must be picked.
+func (r *runner) principal() latch.Principal { return latch.Principal{Agent: verifyAgent} }
+
+// withPrincipal returns ctx carrying the scenario principal.
+func (r *runner) withPrincipal(ctx context.Context) context.Context {
+	p := r.principal()
+	return context.WithValue(latch.WithPrincipal(ctx, p), principalKey{}, p)
+}
+
+// env is one scenario's scratch store and the guard over it.
+type env struct {
+	r     *runner
+	g     *latch.Guard
+	st    store.Store // the backend itself, without any fault wrapper
+	url   string
+	clock *clock
+}
+
+// newEnv opens a guard with the scenario policy sp over a fresh scratch store.
+func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*env, error) {
+	u, err := r.sc.location(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c := &clock{t: r.start}
+	g, st, err := openGuard(ctx, sp.pol, u, c.Now, r.faults)
+	if err != nil {
+		return nil, err
+	}
+	return &env{r: r, g: g, st: st, url: u, clock: c}, nil
+}
+
+func (e *env) close() { e.g.Close() }
+
+// openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
+func openGuard(ctx context.Context, pol *policy.Policy, url string, now func() time.Time, faults faultSet) (*latch.Guard, store.Store, error) {
+	cfg := &latch.Config{Policy: pol, StoreURL: url, Now: now}
+	if faults[FaultAnonymousPrincipal] {
+		cfg.Identity = anonymousIdentity{}
+	}
+	g, err := latch.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open scratch store: %w", err)
+	}
+	st := g.Store()
+	if faults.storeFaults() {
+		err := installStore(g, func(s store.Store) store.Store { return &faultStore{Store: s, faults: faults} })
+		if err != nil {
+			g.Close()
+			return nil, nil, err
+		}
+	}
+	return g, st, nil
+}
+
+// executor is the function a protected call runs.
+type executor = func(ctx context.Context, args json.RawMessage) (any, error)
+
+// counter counts the executions of fake executors.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) count() int64 { return c.n.Load() }
+
+// commit acts and succeeds.
+func (c *counter) commit(ctx context.Context, args json.RawMessage) (any, error) {
+	c.n.Add(1)
+	return map[string]any{"verified": true}, nil
+}
+
+// actThenFail acts and then returns err, as an executor whose reply was lost does.
+func (c *counter) actThenFail(err error) executor {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		c.n.Add(1)
+		return nil, err
+	}
+}
+
+// notExecuted says nothing happened, without acting.
+func notExecuted(ctx context.Context, args json.RawMessage) (any, error) {
+	return nil, latch.NotExecuted(errors.New("verify: the remote refused before acting"))
+}
+
+// exec runs variant v of pk through the pipeline as the scenario principal.
+func (e *env) exec(ctx context.Context, pk *pick, v variant, fn executor) (*latch.Receipt, error) {
+	return e.g.Execute(e.r.withPrincipal(ctx), v.call(pk.Action), fn)
+}
+
+// execApproved is exec presenting an approval.
+func (e *env) execApproved(ctx context.Context, approvalID string, pk *pick, v variant, fn executor) (*latch.Receipt, error) {
+	return e.g.Execute(latch.WithApproval(e.r.withPrincipal(ctx), approvalID), v.call(pk.Action), fn)
+}
+
+// execRecover is exec for an executor that panics: latch records the outcome and re-panics.
+func (e *env) execRecover(ctx context.Context, pk *pick, v variant, fn executor) (panicked any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	_, err = e.exec(ctx, pk, v, fn)
+	return nil, err
+}
+
+// requestApproval makes the call that stores an approval request and has a human grant it.
+func (e *env) requestApproval(ctx context.Context, pk *pick, v variant) (string, error) {
+	var c counter
+	_, err := e.exec(ctx, pk, v, c.commit)
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		return "", fmt.Errorf("call without an approval: got %v, want an approval request", err)
+	}
+	if c.count() != 0 {
+		return "", errors.New("call without an approval executed")
+	}
+	if _, err := e.g.Approve(ctx, ar.ApprovalID, verifyApprover); err != nil {
+		return "", err
+	}
+	return ar.ApprovalID, nil
+}
+
+// run makes one call of v done right: with an approval when pk needs one.
+func (e *env) run(ctx context.Context, pk *pick, v variant, fn executor) error {
+	if pk.Decision != policy.Approve {
+		_, err := e.exec(ctx, pk, v, fn)
+		return err
+	}
+	id, err := e.requestApproval(ctx, pk, v)
+	if err != nil {
+		return err
+	}
+	_, err = e.execApproved(ctx, id, pk, v, fn)
+	return err
+}
+
+// noRecord is the state effectState reports when there is no effect record.
+const noRecord store.State = "absent"
+
+// effectState returns the state of the effect record under key (noRecord when there is none).
+func (e *env) effectState(ctx context.Context, key string) (store.State, error) {
+	rec, err := e.st.Effect(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return noRecord, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read effect %s: %w", key, err)
+	}
+	return rec.State, nil
+}
+
+// lastReceipt returns the seq and result of the newest receipt (0, "" when there is none).
+func (e *env) lastReceipt(ctx context.Context) (int64, string, error) {
+	for r, err := range e.st.Receipts(ctx, store.ReceiptFilter{Last: 1}) {
+		if err != nil {
+			return 0, "", fmt.Errorf("read receipts: %w", err)
+		}
+		var doc struct {
+			Result string `json:"result"`
+		}
+		if err := json.Unmarshal(r.Doc, &doc); err != nil {
+			return 0, "", fmt.Errorf("read receipt %d: %w", r.Seq, err)
+		}
+		return r.Seq, doc.Result, nil
+	}
+	return 0, "", nil
+}
+
+// verifyChain runs receipt verification over the store.
+func (e *env) verifyChain(ctx context.Context) (receipt.Report, error) {
+	head, err := e.st.Head(ctx)
+	if err != nil {
+		return receipt.Report{}, fmt.Errorf("read chain head: %w", err)
+	}
+	return receipt.Verify(e.st.Receipts(ctx, store.ReceiptFilter{}), head)
+}
+
+// snapshot is everything a call could have written.
+type snapshot struct {
+	head                       receipt.Head
+	receipts                   int
+	effects, approvals, events int
+	writes                     int64 // committed write transactions, when the store counts them
+}
+
+func (e *env) snapshot(ctx context.Context) (snapshot, error) {
+	var s snapshot
+	var err error
+	if s.head, err = e.st.Head(ctx); err != nil {
+		return s, fmt.Errorf("read chain head: %w", err)
+	}
+	for _, err := range e.st.Receipts(ctx, store.ReceiptFilter{}) {
+		if err != nil {
+			return s, fmt.Errorf("read receipts: %w", err)
+		}
+		s.receipts++
+	}
+	effs, err := e.st.Effects(ctx, store.EffectFilter{})
+	if err != nil {
+		return s, fmt.Errorf("read effects: %w", err)
+	}
+	aprs, err := e.st.Approvals(ctx, store.ApprovalFilter{})
+	if err != nil {
+		return s, fmt.Errorf("read approvals: %w", err)
+	}
+	evs, err := e.st.Events(ctx, store.EventFilter{})
+	if err != nil {
+		return s, fmt.Errorf("read events: %w", err)
+	}
+	s.effects, s.approvals, s.events = len(effs), len(aprs), len(evs)
+	if wc, ok := e.st.(store.WriteCounter); ok {
+		s.writes = wc.WriteTransactions()
+	}
+	return s, nil
+}
+
+func (s snapshot) String() string {
+	return fmt.Sprintf("head %d, %d receipts, %d effects, %d approvals, %d events, %d write transactions",
+		s.head.Seq, s.receipts, s.effects, s.approvals, s.events, s.writes)
+}

@@ -1,0 +1,279 @@
+// Package verify is the guarantee catalogue behind `latch verify` (SPEC §14): it runs latch's own
+// failure scenarios against the operator's policy, in a scratch store of the operator's backend,
+// and says which guarantees hold, which cannot be exercised by that policy and why.
+//
+// Each guarantee (G1–G12) is a scenario driven through the real pipeline — latch.Open with the
+// operator's policy, a scratch store and an injected clock — with fake executors that count their
+// calls. Nothing sleeps (time moves by advancing the clock), nothing reaches the network, and the
+// operator's store is never opened: only its backend kind is read from its URL. G4 races real OS
+// processes: the running binary is re-executed, and the re-executed copy must call Child first
+// thing in main (or TestMain) to play its part.
+//
+// Every guarantee has a positive control, the same scenario done right, which must succeed: a
+// pipeline that refuses everything would otherwise pass every refusal check. A failed control is
+// a FAIL with reason "control failed", never a pass. A guarantee the policy cannot exercise (no
+// action needs approval, no allowed action names an effect…) is N/A with the reason, and N/A is
+// never counted as a pass.
+//
+// Actions are chosen deterministically: action names are sorted, and the first action (and rule)
+// that can produce the decision a scenario needs is used, with arguments synthesized to satisfy
+// that rule's conditions and checked with policy.Evaluate so that the intended rule is the one
+// that fires.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch/policy"
+)
+
+// Config configures Run. Only Policy is required.
+type Config struct {
+	// Policy is the operator's policy. An observe-mode policy is refused: verify grades
+	// enforcement.
+	Policy *policy.Policy
+	// StoreURL is the operator's configured store. Only its backend kind is used: sqlite (or "")
+	// runs every scenario in a scratch SQLite file in a temporary directory; postgres:// runs them
+	// in private schemas named latch_verify_<random> on that server, created and dropped by Run.
+	// The operator's store itself is never opened.
+	StoreURL string
+	// Only selects guarantees by id (G1, g3…; comma-separated entries are split). Empty runs all.
+	Only []string
+	// Faults injects named faults, to show that each guarantee is able to fail. Test-only: empty
+	// in production. See Faults for the names.
+	Faults []string
+	// Executable is the binary re-executed as a G4 racer; default os.Executable(). It must call
+	// Child first thing in main.
+	Executable string
+}
+
+// Status is the verdict on one guarantee.
+type Status string
+
+// Statuses.
+const (
+	Pass          Status = "PASS"
+	Fail          Status = "FAIL"
+	NotApplicable Status = "N/A" // the policy cannot exercise the guarantee; never counted as a pass
+)
+
+// Result is the verdict on one guarantee.
+type Result struct {
+	ID       string        // G1 … G12
+	Title    string        // "duplicate effect refused"
+	Status   Status        // PASS, FAIL or N/A
+	Action   string        // the action the scenario used ("" when none)
+	Reason   string        // why it failed ("control failed" when the control did) or is N/A; "" for PASS
+	Detail   string        // what was observed
+	Duration time.Duration // wall time the scenario took
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Results       []Result // in catalogue order, only the selected guarantees
+	Passed        int
+	Failed        int
+	NotApplicable int
+	Applicable    int    // Passed + Failed
+	PolicyHash    string // the operator's policy
+	Backend       string // sqlite or postgres: the kind of the scratch store
+}
+
+// OK reports whether at least one guarantee was applicable and every applicable one passed.
+func (r *Report) OK() bool { return r.Applicable > 0 && r.Failed == 0 }
+
+// UsageError is a refusal of the configuration itself (no policy, an observe-mode policy, an
+// unknown guarantee id or fault, an unsupported store URL): `latch verify` exits 2 on it.
+type UsageError struct {
+	Msg string
+}
+
+func (e *UsageError) Error() string { return "verify: " + e.Msg }
+
+// Exit codes of `latch verify` (SPEC §14).
+const (
+	ExitPass     = 0 // every applicable guarantee passed
+	ExitFail     = 1 // at least one failed
+	ExitUsage    = 2 // nothing applicable, or bad usage (*UsageError)
+	ExitInternal = 3 // verify itself could not run (scratch store, racer processes…)
+)
+
+// ExitCode maps what Run returned to the exit status of `latch verify`.
+func ExitCode(r *Report, err error) int {
+	var ue *UsageError
+	switch {
+	case errors.As(err, &ue):
+		return ExitUsage
+	case err != nil:
+		return ExitInternal
+	case r == nil || r.Applicable == 0:
+		return ExitUsage
+	case r.Failed > 0:
+		return ExitFail
+	}
+	return ExitPass
+}
+
+// guarantee is one entry of the catalogue.
+type guarantee struct {
+	id    string
+	title string
+	run   func(r *runner, ctx context.Context) (outcome, error)
+}
+
+// catalogue is SPEC §14's table, in order. Each run function is a hook of its own so that a
+// guarantee can be deepened without touching the others (G8 and G9 wait for the authority layer).
+var catalogue = []guarantee{
+	{"G1", "mutated approval refused", (*runner).g1},
+	{"G2", "replayed approval refused", (*runner).g2},
+	{"G3", "duplicate effect refused", (*runner).g3},
+	{"G4", "one winner under concurrency", (*runner).g4},
+	{"G5", "ambiguous blocks a blind retry", (*runner).g5},
+	{"G6", "unknown action refused", (*runner).g6},
+	{"G7", "no principal refused", (*runner).g7},
+	{"G8", "expired authority refused", (*runner).g8},
+	{"G9", "delegation cannot escalate", (*runner).g9},
+	{"G10", "unknown errors are ambiguous", (*runner).g10},
+	{"G11", "altered receipt detected", (*runner).g11},
+	{"G12", "lapsed lease never retried", (*runner).g12},
+}
+
+// IDs returns the ids of the catalogue in order (G1 … G12).
+func IDs() []string {
+	ids := make([]string, len(catalogue))
+	for i, g := range catalogue {
+		ids[i] = g.id
+	}
+	return ids
+}
+
+// outcome is what a scenario observed; Run adds the id, title and duration.
+type outcome struct {
+	status Status
+	action string
+	reason string
+	detail string
+}
+
+func pass(action, detail string) outcome {
+	return outcome{status: Pass, action: action, detail: detail}
+}
+
+func fail(action, reason, detail string) outcome {
+	return outcome{status: Fail, action: action, reason: reason, detail: detail}
+}
+
+// controlFailedReason is the reason of every FAIL whose positive control did not succeed.
+const controlFailedReason = "control failed"
+
+func controlFailed(action, detail string) outcome {
+	return outcome{status: Fail, action: action, reason: controlFailedReason, detail: detail}
+}
+
+func notApplicable(reason string) outcome {
+	return outcome{status: NotApplicable, reason: reason}
+}
+
+// Run runs the selected guarantees against cfg.Policy in scratch stores and reports on each. A
+// returned error means verify itself could not run (exit 3), or, as a *UsageError, that the
+// configuration is unusable (exit 2); a guarantee that does not hold is a FAIL in the report, not
+// an error. When only removing the scratch stores failed, the report is returned with the error.
+func Run(ctx context.Context, cfg *Config) (rep *Report, err error) {
+	if _, ok := os.LookupEnv(childEnv); ok {
+		// A re-executed racer whose main did not call Child would otherwise run verify again,
+		// and re-execute itself again.
+		return nil, errors.New("verify: run inside a G4 racer process: call verify.Child() first in main")
+	}
+	if cfg == nil || cfg.Policy == nil {
+		return nil, &UsageError{Msg: "no policy"}
+	}
+	c := *cfg
+	if c.Policy.Mode == policy.ModeObserve {
+		return nil, &UsageError{Msg: "the policy is in observe mode: verify grades enforcement; run it against the policy with mode: enforce"}
+	}
+	selected, err := selectIDs(c.Only)
+	if err != nil {
+		return nil, err
+	}
+	faults, err := parseFaults(c.Faults)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := newScratch(ctx, c.StoreURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := sc.close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("verify: remove scratch stores: %w", cerr)
+		}
+	}()
+
+	r, err := newRunner(&c, faults, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	rep = &Report{PolicyHash: c.Policy.Hash, Backend: sc.kind()}
+	for _, g := range catalogue {
+		if !selected[g.id] {
+			continue
+		}
+		start := time.Now()
+		o, err := g.run(r, ctx)
+		if err == nil {
+			// A cancelled run is not a verdict: whatever the scenario saw, it did not finish.
+			err = ctx.Err()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", g.id, err)
+		}
+		rep.Results = append(rep.Results, Result{
+			ID: g.id, Title: g.title, Status: o.status, Action: o.action, Reason: o.reason,
+			Detail: o.detail, Duration: time.Since(start),
+		})
+		switch o.status {
+		case Pass:
+			rep.Passed++
+		case Fail:
+			rep.Failed++
+		default:
+			rep.NotApplicable++
+		}
+	}
+	rep.Applicable = rep.Passed + rep.Failed
+	return rep, nil
+}
+
+// selectIDs turns Only into a set of catalogue ids; empty selects all.
+func selectIDs(only []string) (map[string]bool, error) {
+	sel := make(map[string]bool, len(catalogue))
+	var want []string
+	for _, o := range only {
+		for _, id := range strings.Split(o, ",") {
+			if id = strings.ToUpper(strings.TrimSpace(id)); id != "" {
+				want = append(want, id)
+			}
+		}
+	}
+	ids := IDs()
+	if len(want) == 0 {
+		for _, id := range ids {
+			sel[id] = true
+		}
+		return sel, nil
+	}
+	for _, id := range want {
+		if !slices.Contains(ids, id) {
+			return nil, &UsageError{Msg: fmt.Sprintf("unknown guarantee %q (expected one of %s)", id, strings.Join(ids, ", "))}
+		}
+		sel[id] = true
+	}
+	return sel, nil
+}

@@ -1,0 +1,538 @@
+package verify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/verify"
+)
+
+func TestMain(m *testing.M) {
+	verify.Child()           // G4 re-executes this binary as its racers
+	goleak.VerifyTestMain(m) // guards, stores and racer processes all end with their run
+}
+
+// fullPolicy has approvals, effects, rules whose earlier entries the argument search must steer
+// around, and an authority section with a delegable grant.
+const fullPolicy = `
+schema: latch.policy/v1
+version: "verify-test"
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    resource: "invoice:{invoice_id}"
+    max_attempts: 3
+    rules:
+      - when: { amount_gte: 0, amount_lte: 50000, currency_in: ["EUR", "USD"] }
+        decision: allow
+      - when: { amount_gte: 0, amount_lte: 500000 }
+        decision: approve
+      - decision: deny
+  billing.refund:
+    effect: "refund:{refund_id}"
+    lease: 2m
+    rules:
+      - when: { reason_prefix: "fraud:" }
+        decision: deny
+      - when: { amount_gt: 100 }
+        decision: approve
+      - decision: allow
+  report.read:
+    decision: allow
+authority:
+  grants:
+    - id: billing-worker
+      subject: { agent: "latch-verify" }
+      actions: ["billing.*"]
+      expires_at: "2030-01-01T00:00:00Z"
+      delegable: true
+`
+
+// readOnlyPolicy has no effect templates and no authority.
+const readOnlyPolicy = `
+schema: latch.policy/v1
+actions:
+  report.read:
+    decision: allow
+  report.export:
+    rules:
+      - when: { rows_lte: 1000 }
+        decision: allow
+      - decision: approve
+  admin.wipe:
+    decision: deny
+`
+
+// effectsPolicy is a small policy with approvals and effects and no authority, for the fault
+// runs.
+const effectsPolicy = `
+schema: latch.policy/v1
+actions:
+  git.merge:
+    effect: "merge:{repo}:{number}"
+    rules:
+      - when: { repo_prefix: "acme/" }
+        decision: allow
+      - decision: approve
+`
+
+func parse(t *testing.T, doc string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return p
+}
+
+func run(t *testing.T, cfg *verify.Config) *verify.Report {
+	t.Helper()
+	rep, err := verify.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
+func byID(rep *verify.Report) map[string]verify.Result {
+	m := map[string]verify.Result{}
+	for _, r := range rep.Results {
+		m[r.ID] = r
+	}
+	return m
+}
+
+func text(t *testing.T, rep *verify.Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatalf("WriteText: %v", err)
+	}
+	return b.String()
+}
+
+// operatorStore creates a store with a few receipts, as an operator's would be, and returns its
+// URL and its directory.
+func operatorStore(t *testing.T) (string, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), ".latch")
+	u := "sqlite:" + filepath.Join(dir, "state.db")
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: parse(t, readOnlyPolicy), StoreURL: u})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "operator"})
+	for range 3 {
+		_, err := g.Execute(ctx, &latch.Call{Action: "report.read"}, func(context.Context, json.RawMessage) (any, error) { return "ok", nil })
+		if err != nil {
+			t.Fatalf("Execute: %v", err)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	return u, dir
+}
+
+// fileState is every file under dir with its bytes, mode and modification time.
+func fileState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s := info.Mode().String() + " " + info.ModTime().Format(time.RFC3339Nano)
+		if !d.IsDir() {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			s += " " + string(b)
+		}
+		m[path] = s
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return m
+}
+
+// TestFullPolicy runs the whole catalogue on a policy with approvals, effects and a delegable
+// grant, with the operator's store configured: everything passes except G8 and G9 (no authority
+// layer yet), the operator's store is byte-identical afterwards, and the JUnit report says so.
+func TestFullPolicy(t *testing.T) {
+	t.Parallel()
+	u, dir := operatorStore(t)
+	before := fileState(t, dir)
+
+	rep := run(t, &verify.Config{Policy: parse(t, fullPolicy), StoreURL: u})
+	t.Logf("\n%s", text(t, rep))
+
+	for _, r := range rep.Results {
+		want, reason := verify.Pass, ""
+		if r.ID == "G8" || r.ID == "G9" {
+			want, reason = verify.NotApplicable, "authority layer not built"
+		}
+		if r.Status != want || r.Reason != reason {
+			t.Errorf("%s = %s %q (%s), want %s %q", r.ID, r.Status, r.Reason, r.Detail, want, reason)
+		}
+	}
+	if len(rep.Results) != 12 || rep.Passed != 10 || rep.Applicable != 10 || rep.NotApplicable != 2 || rep.Failed != 0 {
+		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want 12, 10, 10, 2, 0",
+			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	}
+	if got := verify.ExitCode(rep, nil); got != verify.ExitPass {
+		t.Errorf("ExitCode = %d, want %d", got, verify.ExitPass)
+	}
+	if diff := cmp.Diff(before, fileState(t, dir)); diff != "" {
+		t.Errorf("operator's store changed (-before +after):\n%s", diff)
+	}
+
+	var junit bytes.Buffer
+	if err := rep.WriteJUnit(&junit); err != nil {
+		t.Fatalf("WriteJUnit: %v", err)
+	}
+	checkJUnit(t, junit.Bytes(), 12, 0, 2)
+}
+
+// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9 and G12 are N/A with reasons, and the summary
+// counts only the rest (G1, G2, G6, G7, G10, G11), which pass.
+func TestNoEffectsNoAuthority(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy)})
+	out := text(t, rep)
+	t.Logf("\n%s", out)
+	na := map[string]string{
+		"G3": "no action with an effect template can decide allow", "G4": "no action with an effect template can decide allow",
+		"G5": "no action with an effect template can decide allow", "G12": "no action with an effect template can decide allow",
+		"G8": "policy has no authority section", "G9": "policy has no authority section",
+	}
+	for _, r := range rep.Results {
+		if reason, ok := na[r.ID]; ok {
+			if r.Status != verify.NotApplicable || r.Reason != reason {
+				t.Errorf("%s = %s %q, want N/A %q", r.ID, r.Status, r.Reason, reason)
+			}
+			continue
+		}
+		if r.Status != verify.Pass {
+			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
+		}
+	}
+	if rep.Passed != 6 || rep.Applicable != 6 || rep.NotApplicable != 6 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 6, 6, 6, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	}
+	if !strings.Contains(out, "6/6 declared guarantees pass. 6 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+		t.Errorf("summary missing or wrong:\n%s", out)
+	}
+	if !strings.Contains(out, "G3   duplicate effect refused        N/A   no action with an effect template can decide allow\n") {
+		t.Errorf("G3 line missing or misaligned:\n%s", out)
+	}
+}
+
+// TestFaults shows every guarantee able to fail: each fault makes the guarantees it targets FAIL.
+func TestFaults(t *testing.T) {
+	t.Parallel()
+	faults := verify.Faults()
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range faults {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	covered := map[string]bool{}
+	for _, name := range names {
+		for _, id := range faults[name] {
+			covered[id] = true
+		}
+	}
+	for _, id := range verify.IDs() {
+		if !covered[id] && id != "G8" && id != "G9" {
+			t.Errorf("no fault makes %s fail", id)
+		}
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			targets := faults[name]
+			rep := run(t, &verify.Config{Policy: parse(t, effectsPolicy), Only: targets, Faults: []string{name}})
+			got := byID(rep)
+			for _, id := range targets {
+				r, ok := got[id]
+				if !ok {
+					t.Fatalf("%s missing from the report", id)
+				}
+				if r.Status != verify.Fail {
+					t.Errorf("%s with %s = %s %q (%s), want FAIL", id, name, r.Status, r.Reason, r.Detail)
+					continue
+				}
+				if control := r.Reason == "control failed"; control != (name == verify.FaultRefuseAll) {
+					t.Errorf("%s with %s failed with reason %q (%s)", id, name, r.Reason, r.Detail)
+				}
+			}
+			if verify.ExitCode(rep, nil) != verify.ExitFail {
+				t.Errorf("ExitCode = %d, want %d", verify.ExitCode(rep, nil), verify.ExitFail)
+			}
+			if out := text(t, rep); !strings.Contains(out, "failed: "+targets[0]+" (") {
+				t.Errorf("text report does not name the failure:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestUsage: configurations verify refuses, as *UsageError (exit 2).
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	observe := parse(t, "schema: latch.policy/v1\nmode: observe\nactions:\n  a.b:\n    decision: allow\n")
+	tests := []struct {
+		name string
+		cfg  *verify.Config
+		want string
+	}{
+		{"nil config", nil, "no policy"},
+		{"observe mode", &verify.Config{Policy: observe}, "observe mode"},
+		{"unknown guarantee", &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G1", "G13"}}, `unknown guarantee "G13"`},
+		{"unknown fault", &verify.Config{Policy: parse(t, readOnlyPolicy), Faults: []string{"nope"}}, `unknown fault "nope"`},
+		{"bad store", &verify.Config{Policy: parse(t, readOnlyPolicy), StoreURL: "mysql://x"}, "unsupported store URL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := verify.Run(t.Context(), tc.cfg)
+			var ue *verify.UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, %v; want a *UsageError containing %q", rep, err, tc.want)
+			}
+			if got := verify.ExitCode(rep, err); got != verify.ExitUsage {
+				t.Errorf("ExitCode = %d, want %d", got, verify.ExitUsage)
+			}
+		})
+	}
+}
+
+// TestOnly runs a selection, in catalogue order, whatever the order and case given.
+func TestOnly(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"g11, G3", "G6"}})
+	var ids []string
+	for _, r := range rep.Results {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"G3", "G6", "G11"}; !slices.Equal(ids, want) {
+		t.Errorf("ran %v, want %v", ids, want)
+	}
+	if rep.Passed != 3 {
+		t.Errorf("passed %d, want 3:\n%s", rep.Passed, text(t, rep))
+	}
+}
+
+// TestNothingApplicable: when every selected guarantee is N/A the exit status is 2, not 0.
+func TestNothingApplicable(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G8", "G9", "G12"}})
+	if rep.Applicable != 0 || rep.NotApplicable != 3 {
+		t.Fatalf("applicable %d, N/A %d; want 0, 3", rep.Applicable, rep.NotApplicable)
+	}
+	if got := verify.ExitCode(rep, nil); got != verify.ExitUsage {
+		t.Errorf("ExitCode = %d, want %d", got, verify.ExitUsage)
+	}
+	if out := text(t, rep); !strings.Contains(out, "0/0 declared guarantees pass. 3 not applicable: G8 (policy has no authority section)") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rep  *verify.Report
+		err  error
+		want int
+	}{
+		{"all pass", &verify.Report{Passed: 2, Applicable: 2, NotApplicable: 1}, nil, 0},
+		{"one fails", &verify.Report{Passed: 1, Failed: 1, Applicable: 2}, nil, 1},
+		{"nothing applicable", &verify.Report{NotApplicable: 3}, nil, 2},
+		{"usage", nil, &verify.UsageError{Msg: "x"}, 2},
+		{"internal", nil, errors.New("scratch store"), 3},
+	}
+	for _, tc := range tests {
+		if got := verify.ExitCode(tc.rep, tc.err); got != tc.want {
+			t.Errorf("%s: ExitCode = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// sampleReport has one result of each status.
+func sampleReport() *verify.Report {
+	return &verify.Report{
+		Results: []verify.Result{
+			{ID: "G3", Title: "duplicate effect refused", Status: verify.Pass, Action: "billing.charge", Detail: "ok", Duration: 12 * time.Millisecond},
+			{ID: "G5", Title: "ambiguous blocks a blind retry", Status: verify.Fail, Action: "billing.charge", Reason: "the blind retry executed", Detail: "a <b> & c", Duration: time.Millisecond},
+			{ID: "G8", Title: "expired authority refused", Status: verify.NotApplicable, Reason: "policy has no authority section"},
+		},
+		Passed: 1, Failed: 1, NotApplicable: 1, Applicable: 2, PolicyHash: "sha256:00", Backend: "sqlite",
+	}
+}
+
+type junitDoc struct {
+	XMLName  xml.Name `xml:"testsuites"`
+	Tests    int      `xml:"tests,attr"`
+	Failures int      `xml:"failures,attr"`
+	Skipped  int      `xml:"skipped,attr"`
+	Suites   []struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Skipped  int `xml:"skipped,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// checkJUnit parses a JUnit report and checks its counts, attributes and elements agree.
+func checkJUnit(t *testing.T, b []byte, tests, failures, skipped int) junitDoc {
+	t.Helper()
+	var doc junitDoc
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b)
+	}
+	if len(doc.Suites) != 1 {
+		t.Fatalf("%d testsuites, want 1", len(doc.Suites))
+	}
+	s := doc.Suites[0]
+	var f, sk int
+	for _, c := range s.Cases {
+		if c.Failure != nil {
+			f++
+		}
+		if c.Skipped != nil {
+			sk++
+			if c.Skipped.Message == "" {
+				t.Errorf("testcase %s skipped without a reason", c.Name)
+			}
+		}
+	}
+	got := []int{doc.Tests, doc.Failures, doc.Skipped, s.Tests, s.Failures, s.Skipped, len(s.Cases), f, sk}
+	want := []int{tests, failures, skipped, tests, failures, skipped, tests, failures, skipped}
+	if !slices.Equal(got, want) {
+		t.Errorf("JUnit counts (suites tests/failures/skipped, suite tests/failures/skipped, cases, <failure>, <skipped>) = %v, want %v\n%s", got, want, b)
+	}
+	return doc
+}
+
+func TestJUnit(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	if err := sampleReport().WriteJUnit(&b); err != nil {
+		t.Fatalf("WriteJUnit: %v", err)
+	}
+	doc := checkJUnit(t, b.Bytes(), 3, 1, 1)
+	cases := doc.Suites[0].Cases
+	if cases[1].Name != "G5 ambiguous blocks a blind retry" || cases[1].Failure.Message != "the blind retry executed" || cases[1].Failure.Text != "a <b> & c" {
+		t.Errorf("failure case = %+v", cases[1])
+	}
+	if cases[2].Skipped.Message != "policy has no authority section" {
+		t.Errorf("skipped case = %+v", cases[2])
+	}
+}
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	if err := sampleReport().WriteJSON(&b); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	if n := bytes.Count(b.Bytes(), []byte("\n")); n != 1 {
+		t.Errorf("JSON report is %d lines, want 1", n)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("JSON does not parse: %v", err)
+	}
+	want := map[string]any{
+		"schema": "latch.verify/v1", "ok": false, "policy_hash": "sha256:00", "backend": "sqlite",
+		"passed": 1.0, "failed": 1.0, "not_applicable": 1.0, "applicable": 2.0,
+		"results": []any{
+			map[string]any{"id": "G3", "title": "duplicate effect refused", "status": "PASS", "action": "billing.charge", "reason": "", "detail": "ok", "duration_ms": 12.0},
+			map[string]any{"id": "G5", "title": "ambiguous blocks a blind retry", "status": "FAIL", "action": "billing.charge", "reason": "the blind retry executed", "detail": "a <b> & c", "duration_ms": 1.0},
+			map[string]any{"id": "G8", "title": "expired authority refused", "status": "N/A", "action": "", "reason": "policy has no authority section", "detail": "", "duration_ms": 0.0},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("JSON report (-want +got):\n%s", diff)
+	}
+}
+
+func TestText(t *testing.T) {
+	t.Parallel()
+	want := `G3  duplicate effect refused        PASS  billing.charge
+G5  ambiguous blocks a blind retry  FAIL  billing.charge: the blind retry executed
+      a <b> & c
+G8  expired authority refused       N/A   policy has no authority section
+1/2 declared guarantees pass. 1 failed: G5 (the blind retry executed). 1 not applicable: G8 (policy has no authority section).
+`
+	if got := text(t, sampleReport()); got != want {
+		t.Errorf("WriteText:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestKeysThePolicyCannotVary: a constant effect key, and a key rendered from an explicit
+// resource, still get the distinct keys the scenarios need (G4's control needs eight).
+func TestKeysThePolicyCannotVary(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, actions string }{
+		{"constant", "  deploy.prod:\n    effect: \"deploy:prod\"\n    decision: allow\n"},
+		{"resource", "  doc.delete:\n    effect: \"delete:{resource}\"\n    decision: allow\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			only := []string{"G3", "G5", "G10", "G12"}
+			if tc.name == "constant" {
+				only = append(only, "G4")
+			}
+			rep := run(t, &verify.Config{Policy: parse(t, "schema: latch.policy/v1\nactions:\n"+tc.actions), Only: only})
+			if rep.Passed != len(only) {
+				t.Errorf("passed %d of %d:\n%s", rep.Passed, len(only), text(t, rep))
+			}
+		})
+	}
+}
+
+// TestCancelled: a cancelled run is an internal error (exit 3), never a verdict.
+func TestCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rep, err := verify.Run(ctx, &verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"G3"}})
+	if !errors.Is(err, context.Canceled) || verify.ExitCode(rep, err) != verify.ExitInternal {
+		t.Errorf("Run on a cancelled context = %v, %v; want context.Canceled, exit 3", rep, err)
+	}
+}
