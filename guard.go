@@ -31,6 +31,7 @@ type Config struct {
 	PolicyPath  string         // default $LATCH_POLICY, else ./latch.yaml
 	Policy      *policy.Policy // alternatively, an already parsed policy
 	StoreURL    string         // default $LATCH_STORE, else sqlite beside the policy
+	Store       store.Store    // alternatively, an open store; the guard takes it over and closes it
 	Environment string         // default $LATCH_ENVIRONMENT, else the policy's, else "production"
 	Lease       time.Duration  // default 5m
 	ApprovalTTL time.Duration  // default 15m
@@ -86,7 +87,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 			return nil, err
 		}
 	}
-	if c.StoreURL == "" {
+	if c.StoreURL == "" && c.Store == nil {
 		c.StoreURL = DefaultStoreURL(c.PolicyPath, os.Getenv)
 	}
 	env := c.Environment
@@ -99,9 +100,12 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	if env == "" {
 		env = "production"
 	}
-	st, err := OpenStore(ctx, c.StoreURL, &StoreOptions{Logger: c.Logger})
-	if err != nil {
-		return nil, err
+	st := c.Store
+	if st == nil {
+		var err error
+		if st, err = OpenStore(ctx, c.StoreURL, &StoreOptions{Logger: c.Logger}); err != nil {
+			return nil, err
+		}
 	}
 	return &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger}, nil
 }

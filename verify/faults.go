@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/receipt"
@@ -183,22 +180,6 @@ func newReceiptID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "rcp_" + hex.EncodeToString(b[:])
-}
-
-// installStore puts a fault wrapper in front of a guard's store.
-//
-// The root package has no seam for handing a guard a store (latch.Config takes a URL), so the
-// wrapper is installed by reflection into the guard's unexported store field. This runs only
-// when a test asks for a store fault; production runs never reach it. It fails loudly, rather
-// than running unfaulted, if the field is not where it is expected.
-func installStore(g *latch.Guard, wrap func(store.Store) store.Store) error {
-	v := reflect.ValueOf(g).Elem().FieldByName("store")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[store.Store]() {
-		return errors.New("fault injection: latch.Guard has no store field of type store.Store")
-	}
-	field := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
-	field.Set(reflect.ValueOf(wrap(g.Store())))
-	return nil
 }
 
 // principalKey marks a context whose call has a principal, for anonymousIdentity.

@@ -111,17 +111,18 @@ func openGuard(ctx context.Context, pol *policy.Policy, url string, now func() t
 	if faults[FaultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
 	}
-	g, err := latch.Open(ctx, cfg)
+	st, err := latch.OpenStore(ctx, url, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open scratch store: %w", err)
 	}
-	st := g.Store()
+	cfg.Store = st
 	if faults.storeFaults() {
-		err := installStore(g, func(s store.Store) store.Store { return &faultStore{Store: s, faults: faults} })
-		if err != nil {
-			g.Close()
-			return nil, nil, err
-		}
+		cfg.Store = &faultStore{Store: st, faults: faults}
+	}
+	g, err := latch.Open(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("open scratch guard: %w", err)
 	}
 	return g, st, nil
 }

@@ -62,6 +62,11 @@ func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
+	var ec *exitCoder
+	if errors.As(err, &ec) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(reason(err)))
+		return ec.code
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(ue.msg))
@@ -173,6 +178,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.receiptsCommand(),
 		a.inspectCommand(),
 		a.statsCommand(),
+		a.verifyCommand(),
 		a.versionCommand(),
 	)
 	for _, c := range root.Commands() {

@@ -27,6 +27,7 @@ import (
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/verify"
 )
 
 var update = flag.Bool("update", false, "rewrite the files that scripts compare output with (cmp stdout FILE)")
@@ -35,6 +36,7 @@ var update = flag.Bool("update", false, "rewrite the files that scripts compare 
 // $PATH under that name, and each script's `exec latch …` runs cli.MainLookup in a fresh process
 // with the script's environment and working directory.
 func TestMain(m *testing.M) {
+	verify.Child() // `latch verify` re-executes this binary for its G4 racers
 	testscript.Main(m, map[string]func(){
 		"latch": func() {
 			os.Exit(cli.MainLookup(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))

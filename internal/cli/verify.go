@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch/verify"
+)
+
+// exitCoder carries an exit code other than the usual 0/1/2 (latch verify's 3).
+type exitCoder struct {
+	code int
+	err  error
+}
+
+func (e *exitCoder) Error() string { return e.err.Error() }
+func (e *exitCoder) Unwrap() error { return e.err }
+
+func (a *app) verifyCommand() *cobra.Command {
+	var asJSON bool
+	var junit, only string
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Run the guarantee catalogue (G1–G12) against this policy in a scratch store",
+		Long: `Run latch's own failure scenarios against this policy, in a scratch store of the same
+backend as the configured one (the configured store is never opened), with fake executors,
+an injected clock and no network. Each guarantee has a positive control; a guarantee the
+policy cannot exercise is N/A with the reason, and N/A is never counted as a pass.
+
+Exit codes: 0 every applicable guarantee passes; 1 one fails; 2 nothing applicable or bad
+usage (an observe-mode policy is refused: verify grades enforcement); 3 internal error.
+See docs/verify.md.`,
+		Example: "  latch verify\n  latch verify --only G1,G3 --json\n  latch verify --junit verify.xml",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := a.loadPolicy()
+			if err != nil {
+				return err
+			}
+			url, err := a.storeURL()
+			if err != nil {
+				return err
+			}
+			cfg := &verify.Config{Policy: p, StoreURL: url}
+			if only != "" {
+				cfg.Only = strings.Split(only, ",")
+			}
+			rep, err := verify.Run(a.ctx, cfg)
+			code := verify.ExitCode(rep, err)
+			if err != nil {
+				var ue *verify.UsageError
+				if errors.As(err, &ue) {
+					return usagef("%s", err)
+				}
+				return &exitCoder{code: code, err: err}
+			}
+			if asJSON {
+				err = rep.WriteJSON(a.stdout)
+			} else {
+				err = rep.WriteText(a.stdout)
+			}
+			if err != nil {
+				return &exitCoder{code: verify.ExitInternal, err: err}
+			}
+			if junit != "" {
+				f, err := os.Create(junit)
+				if err != nil {
+					return &exitCoder{code: verify.ExitInternal, err: fmt.Errorf("write %s: %w", junit, unwrapPath(err))}
+				}
+				werr := rep.WriteJUnit(f)
+				if cerr := f.Close(); werr == nil {
+					werr = cerr
+				}
+				if werr != nil {
+					return &exitCoder{code: verify.ExitInternal, err: fmt.Errorf("write %s: %w", junit, werr)}
+				}
+			}
+			switch code {
+			case verify.ExitPass:
+				return nil
+			case verify.ExitUsage:
+				return &exitCoder{code: code, err: errors.New("no guarantee is applicable to this policy")}
+			}
+			return &exitCoder{code: code, err: fmt.Errorf("%d of %d applicable guarantees failed", rep.Failed, rep.Applicable)}
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON report")
+	cmd.Flags().StringVar(&junit, "junit", "", "also write a JUnit XML report to `FILE`")
+	cmd.Flags().StringVar(&only, "only", "", "run only these guarantees, e.g. `G1,G3`")
+	return cmd
+}
