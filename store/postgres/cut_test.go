@@ -159,6 +159,7 @@ func (p *cutProxy) handle(client net.Conn) {
 				replyCuts.Store(true)
 			case cutSent:
 				p.cuts.Add(1)
+				replyCuts.Store(true) // a fast reply must not slip through before the cut
 				server.Write(msg)
 				return
 			}
@@ -315,7 +316,7 @@ func TestCutCommit(t *testing.T) {
 		proxy.arm(modes[0])
 		res, err := proxied.Reserve(ctx, c.reserveReq(now))
 		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
-			t.Fatalf("%s: the proxy cut no COMMIT of Reserve", what)
+			t.Fatalf("%s: the proxy cut no COMMIT of Reserve (it returned %+v, %v)", what, res, err)
 		}
 		row, rerr := direct.Effect(ctx, c.key)
 		if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
@@ -370,7 +371,7 @@ func TestCutCommit(t *testing.T) {
 		proxy.arm(modes[1])
 		rec, err := proxied.Record(ctx, c.recordReq(now.Add(time.Millisecond), res.Effect.Attempt))
 		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
-			t.Fatalf("%s: the proxy cut no COMMIT of Record", what)
+			t.Fatalf("%s: the proxy cut no COMMIT of Record (it returned %+v, %v)", what, rec, err)
 		}
 		if err != nil || rec.Lost {
 			t.Fatalf("%s: Record = %+v, %v, want the outcome recorded", what, rec, err)

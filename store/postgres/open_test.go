@@ -86,6 +86,7 @@ func TestOpenQuotedSchema(t *testing.T) {
 
 func TestOpenRefuses(t *testing.T) {
 	t.Parallel()
+	serverURL(t)
 	ctx := t.Context()
 
 	t.Run("NotLatch", func(t *testing.T) {

@@ -22,12 +22,15 @@
 //
 // # Lost commits
 //
-// An error during or after COMMIT leaves the outcome unknown: the commit may have landed and only
-// its reply been lost. The store never guesses. It re-reads, on a fresh connection, the rows the
-// transaction wrote and compares each whole row: all as written → the write landed and its result
-// is returned; otherwise it did not land, and the write is planned and issued once more, watching
-// for the first attempt landing late. A second lost commit, or a re-read that fails, is returned
-// as an error, never as a reservation the store does not hold.
+// An error during or after COMMIT, other than the server's own error reply, leaves the outcome
+// unknown: the commit may have landed and only its reply been lost. The store never guesses. It
+// reads back, on a fresh connection, what the transaction wrote: its receipt (by seq and hash)
+// and its events (by id), which no other transaction can have written, or else the rows it wrote,
+// compared whole. There as written: the write landed, and its result is returned. Not there: the
+// transaction is read, decided and issued once more, and if the first attempt was still
+// committing and lands after all, the re-issue waits on its locks, finds it, and returns its
+// result instead of writing twice. A second lost commit, or a re-read that fails, is an error,
+// never a reservation the store does not hold.
 //
 // # Schema
 //

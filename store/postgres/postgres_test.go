@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/storetest"
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(child(role))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // pools, proxies and settle connections all end with their test
 }
 
 func TestConformance(t *testing.T) {

@@ -18,6 +18,12 @@ import (
 // a handful of tries covers the 8-way races of the conformance suite many times over.
 const maxTries = 16
 
+// begin starts every write transaction: READ COMMITTED whatever the server's default, and a
+// transaction-local idle timeout, so that a client that vanishes mid-transaction (a partition, a
+// frozen host) holds its row locks for seconds, not until TCP notices. Both are one round trip and
+// transaction-scoped: nothing is left on the session for a pooler to carry to another client.
+var begin = pgx.TxOptions{BeginQuery: `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL idle_in_transaction_session_timeout = '30s'`}
+
 // settleTimeout bounds settling a lost commit. Settling ignores the caller's cancellation (the
 // cancellation may be what cut the commit) but not for long.
 const settleTimeout = 10 * time.Second
@@ -59,9 +65,10 @@ type txn struct {
 	s *Store
 	// pending is an earlier attempt of the same call whose commit was lost and that a re-read
 	// did not find. It may still land: its COMMIT can be in flight on the server, holding the
-	// locks of what it wrote. A re-issue writing the same rows waits on those locks and then
-	// loses its compare-and-set, and the next try finds the attempt; the chain head and reused
-	// event ids give the same wait to writes that have no row to compare.
+	// locks of what it wrote. So a re-issue checks for it after every read (the decision is then
+	// never taken from its rows), and if it lands later still, the re-issue's writes wait on its
+	// locks: the same row loses its compare-and-set and the next try finds it; the chain head
+	// and the reused event ids give that wait to writes with no row to compare.
 	pending *witness
 	w       witness
 }
@@ -75,8 +82,16 @@ func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Contex
 	var pending *witness
 	var last error
 	for try := 0; try < maxTries; try++ {
-		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		tx, err := s.pool.BeginTx(ctx, begin)
 		if err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) && ctx.Err() == nil {
+				// A pooled connection that died while idle (a server restart, a proxy or
+				// firewall dropping it): a failed BEGIN wrote nothing, and the pool has
+				// discarded the connection, so try another.
+				last = err
+				continue
+			}
 			return nil, fmt.Errorf("%s: begin: %w", op, err)
 		}
 		t := &txn{Tx: tx, s: s, pending: pending}
@@ -243,15 +258,20 @@ func (t *txn) checkPending(ctx context.Context) error {
 	return nil
 }
 
-// readEffect reads the effect under key, nil when there is none.
+// readEffect reads the effect under key, nil when there is none. In a re-issue it then looks for
+// the lost attempt: whatever the read saw of it, the check (a later snapshot) sees too, so a
+// decision is never taken from rows that the lost attempt itself wrote.
 func (t *txn) readEffect(ctx context.Context, key string) (*store.Effect, error) {
 	var r effectRow
 	err := r.scan(t.QueryRow(ctx, t.s.q.readEffect, key))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
+		return nil, t.checkPending(ctx)
 	case err != nil:
 		return nil, fmt.Errorf("read effect %s: %w", key, err)
+	}
+	if err := t.checkPending(ctx); err != nil {
+		return nil, err
 	}
 	return r.effect(), nil
 }
@@ -262,9 +282,12 @@ func (t *txn) readApproval(ctx context.Context, id string) (*store.Approval, err
 	err := r.scan(t.QueryRow(ctx, t.s.q.readApproval, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
+		return nil, t.checkPending(ctx)
 	case err != nil:
 		return nil, fmt.Errorf("read approval %s: %w", id, err)
+	}
+	if err := t.checkPending(ctx); err != nil {
+		return nil, err
 	}
 	return r.approval(), nil
 }

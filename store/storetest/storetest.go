@@ -65,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 		{"Events", testEvents},
 		{"Errors", testErrors},
 		{"WriteTransactions", testWriteTransactions},
+		{"Delegations", testDelegations},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}

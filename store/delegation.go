@@ -1,0 +1,43 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Delegation is a stored delegation (SPEC §9.5): a narrower grant created beneath a parent (a
+// policy grant id, or another delegation's id). Delegations are insert-only; revoking one
+// inserts a revocation, which cuts it and everything beneath it.
+type Delegation struct {
+	ID        string // dlg_ + 32 hex
+	Parent    string
+	Grant     []byte // the grant document as its author wrote it (YAML), re-read at every evaluation
+	CreatedBy string // agent, or agent/user
+	CreatedAt time.Time
+	RevokedAt time.Time // zero when not revoked
+	RevokedBy string
+}
+
+// RevokeRequest revokes a delegation.
+type RevokeRequest struct {
+	Now    time.Time
+	ID     string
+	By     string
+	Events []Event
+}
+
+// ErrRevoked is returned when revoking a delegation that is already revoked.
+var ErrRevoked = errors.New("delegation already revoked")
+
+// DelegationStore is implemented by backends that keep delegations. A guard whose policy has an
+// authority section needs it: without it, every call is denied authority_unreadable.
+type DelegationStore interface {
+	// CreateDelegation inserts a delegation and its events in one transaction.
+	CreateDelegation(ctx context.Context, d *Delegation, events []Event) error
+	// RevokeDelegation records the revocation of one delegation in one write: ErrNotFound when
+	// there is no such delegation, ErrRevoked when it is already revoked.
+	RevokeDelegation(ctx context.Context, req *RevokeRequest) (*Delegation, error)
+	// Delegations returns every delegation, revoked ones included, in creation order.
+	Delegations(ctx context.Context) ([]*Delegation, error)
+}

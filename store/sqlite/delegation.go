@@ -1,0 +1,107 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/latchkit/latch/store"
+)
+
+var _ store.DelegationStore = (*Store)(nil)
+
+// CreateDelegation inserts a delegation and its events in one transaction.
+func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, events []store.Event) error {
+	if d == nil || d.ID == "" || d.Parent == "" {
+		return errors.New("create delegation: no id or parent")
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var b binder
+		at := b.time(d.CreatedAt)
+		if b.err != nil {
+			return b.err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO delegations (delegation_id, parent, grant_doc, created_by, created_at, seq)
+			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM delegations))`,
+			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at); err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, events, d.CreatedAt)
+	})
+	if err != nil {
+		return fmt.Errorf("create delegation %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// RevokeDelegation inserts the revocation of one delegation.
+func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
+	var out *store.Delegation
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		d, err := scanDelegation(tx.QueryRowContext(ctx, delegationQuery+` WHERE d.delegation_id = ?`, req.ID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNotFound
+		case err != nil:
+			return err
+		case !d.RevokedAt.IsZero():
+			return fmt.Errorf("%w (by %s)", store.ErrRevoked, d.RevokedBy)
+		}
+		if err := store.CheckApprover(req.By); err != nil {
+			return fmt.Errorf("revoker: %w", err)
+		}
+		var b binder
+		at := b.time(req.Now)
+		if b.err != nil {
+			return b.err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO revocations (delegation_id, revoked_by, revoked_at) VALUES (?, ?, ?)`, req.ID, req.By, at); err != nil {
+			return err
+		}
+		d.RevokedAt, d.RevokedBy = req.Now, req.By
+		out = d
+		return insertEvents(ctx, tx, req.Events, req.Now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revoke %s: %w", req.ID, err)
+	}
+	return out, nil
+}
+
+// Delegations returns every delegation, revoked ones included, in creation order.
+func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
+	rows, err := s.r.QueryContext(ctx, delegationQuery+` ORDER BY d.seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Delegation
+	for rows.Next() {
+		d, err := scanDelegation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delegations: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	return out, nil
+}
+
+const delegationQuery = `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at, COALESCE(r.revoked_by, '')
+	FROM delegations d LEFT JOIN revocations r ON r.delegation_id = d.delegation_id`
+
+func scanDelegation(sc scanner) (*store.Delegation, error) {
+	var d store.Delegation
+	var grant string
+	var created, revoked sql.NullInt64
+	if err := sc.Scan(&d.ID, &d.Parent, &grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy); err != nil {
+		return nil, err
+	}
+	d.Grant = []byte(grant)
+	d.CreatedAt = fromNanos(created)
+	d.RevokedAt = fromNanos(revoked)
+	return &d, nil
+}
