@@ -121,13 +121,18 @@ func (e *EffectError) Is(target error) bool {
 type AuthorityError struct {
 	Reason    string
 	Dimension string
+	Detail    string // what the authority layer said, for people
 }
 
 func (e *AuthorityError) Error() string {
+	s := "latch: authority refused: " + e.Reason
 	if e.Dimension != "" {
-		return fmt.Sprintf("latch: authority refused: %s (%s)", e.Reason, e.Dimension)
+		s += " (" + e.Dimension + ")"
 	}
-	return "latch: authority refused: " + e.Reason
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
 }
 
 // Is matches ErrAuthority.

@@ -47,7 +47,7 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt,
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired"}
 		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
 	}
-	g.decide(pr)
+	g.decide(ctx, pr)
 	if g.policy.Mode == policy.ModeObserve {
 		return g.observe(ctx, pr, actionID, started, fn)
 	}
@@ -69,7 +69,7 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt,
 			approvalID = a.ID
 		}
 	default:
-		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: pr.eval.Reason})
+		return g.refuse(ctx, pr, actionID, started, pr.refusal())
 	}
 	return g.run(ctx, pr, actionID, approvalID, started, fn)
 }

@@ -49,6 +49,7 @@ type Guard struct {
 	store  store.Store
 	env    string
 	log    *slog.Logger
+	grants grantCache
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a

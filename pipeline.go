@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
@@ -66,6 +67,7 @@ type Evaluation struct {
 	Reason     string
 	Trace      []policy.RuleTrace
 	PolicyHash string
+	Authority  *authority.Decision // nil when the policy has no authority section
 }
 
 // prepared is a call after normalization.
@@ -82,6 +84,7 @@ type prepared struct {
 	doc       []byte // canonical action document
 	key       string
 	eval      policy.Evaluation
+	auth      *authority.Decision // nil when the policy has no authority section
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -199,14 +202,27 @@ func actionDocument(name string, canonArgs []byte, resource string, p Principal,
 	return doc, canon.Sum(doc), nil
 }
 
-// decide evaluates the policy (and, later, authority) for a normalized call.
-func (g *Guard) decide(pr *prepared) {
+// decide evaluates the authority axis, when the policy has one, and the policy; they combine as
+// the stricter (SPEC §4 step 3). Authority either allows or denies, so a denial replaces the
+// policy's decision and an allow leaves it.
+func (g *Guard) decide(ctx context.Context, pr *prepared) {
 	pr.eval = g.policy.Evaluate(pr.call.Action, pr.args)
-	if g.policy.Authority != nil {
-		// The authority axis is opt-in and fails closed: until it is evaluated here, a policy
-		// that declares one denies everything.
-		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "authority_unreadable", Trace: pr.eval.Trace}
+	if g.policy.Authority == nil {
+		return
 	}
+	ad := g.authorize(ctx, pr)
+	pr.auth = &ad
+	if !ad.Allowed {
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: ad.Reason, Trace: pr.eval.Trace}
+	}
+}
+
+// refusal is the error of a call decided deny.
+func (pr *prepared) refusal() error {
+	if pr.auth != nil && !pr.auth.Allowed {
+		return &AuthorityError{Reason: pr.auth.Reason, Dimension: pr.auth.Dimension}
+	}
+	return &DeniedError{Action: pr.call.Action, Reason: pr.eval.Reason}
 }
 
 // Evaluate decides a call without writing anything: the decision, its reason and trace, the
@@ -223,11 +239,11 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.decide(pr)
+	g.decide(ctx, pr)
 	return &Evaluation{
 		Action: call.Action, ActionHash: pr.hash, Arguments: pr.canonArgs, Resource: pr.resource,
 		EffectKey: pr.key, Decision: pr.eval.Decision, Reason: pr.eval.Reason, Trace: pr.eval.Trace,
-		PolicyHash: g.policy.Hash,
+		PolicyHash: g.policy.Hash, Authority: pr.auth,
 	}, nil
 }
 
@@ -243,7 +259,17 @@ func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt
 		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
 		Environment: pr.env, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
 		EffectKey: pr.key, StartedAt: started, PolicyHash: g.policy.Hash, PolicyVersion: g.policy.Version, Mode: mode,
+		Authority: pr.authorityRecord(),
 	}
+}
+
+// authorityRecord is the receipt's authority field: the grant (and delegation) that allowed the
+// call, or that came nearest when it was denied.
+func (pr *prepared) authorityRecord() *receipt.Authority {
+	if pr.auth == nil || pr.auth.GrantID == "" {
+		return nil
+	}
+	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID}
 }
 
 func event(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) store.Event {
@@ -256,6 +282,20 @@ func event(kind string, now time.Time, actionID, key, approvalID string, payload
 
 // proposal returns the events that open every decided call.
 func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.Event {
+	evs := g.proposalEvents(pr, actionID, now)
+	if a := pr.auth; a != nil {
+		if a.Allowed {
+			evs = append(evs, event(store.EventAuthorityResolved, now, actionID, pr.key, "", map[string]any{
+				"grant_id": a.GrantID, "delegation_id": a.DelegationID}))
+		} else {
+			evs = append(evs, event(store.EventAuthorityDenied, now, actionID, pr.key, "", map[string]any{
+				"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}))
+		}
+	}
+	return evs
+}
+
+func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
 	return []store.Event{
 		event(store.EventActionProposed, now, actionID, pr.key, "", map[string]any{
 			"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,

@@ -40,4 +40,6 @@ type DelegationStore interface {
 	RevokeDelegation(ctx context.Context, req *RevokeRequest) (*Delegation, error)
 	// Delegations returns every delegation, revoked ones included, in creation order.
 	Delegations(ctx context.Context) ([]*Delegation, error)
+	// LogEvents writes events that change no state (a refused delegation) in one transaction.
+	LogEvents(ctx context.Context, events []Event) error
 }

@@ -105,3 +105,14 @@ func scanDelegation(sc scanner) (*store.Delegation, error) {
 	d.RevokedAt = fromNanos(revoked)
 	return &d, nil
 }
+
+// LogEvents writes events that change no state in one transaction.
+func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if err := s.write(ctx, func(tx *sql.Tx) error { return insertEvents(ctx, tx, events, events[0].Time) }); err != nil {
+		return fmt.Errorf("log events: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package latch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/latchkit/latch/authority"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+)
+
+// grantCache holds parsed delegation grants by delegation id: delegations are insert-only, so a
+// parsed grant never goes stale (revocations are read fresh on every call).
+type grantCache struct {
+	mu     sync.Mutex
+	grants map[string]*policy.Grant
+}
+
+func (c *grantCache) parse(d *store.Delegation) (*policy.Grant, error) {
+	c.mu.Lock()
+	g, ok := c.grants[d.ID]
+	c.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := policy.ParseGrant(d.ID, d.Grant)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.grants == nil {
+		c.grants = map[string]*policy.Grant{}
+	}
+	c.grants[d.ID] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// delegations reads every stored delegation for the authority axis. A row whose grant cannot be
+// read is kept with its error: one unreadable row denies everything.
+func (g *Guard) delegations(ctx context.Context) ([]authority.Delegation, error) {
+	if g.store == nil {
+		return nil, nil // a store-less guard (latch eval) sees the policy's grants only
+	}
+	ds, ok := g.store.(store.DelegationStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no delegations", g.store)
+	}
+	rows, err := ds.Delegations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]authority.Delegation, len(rows))
+	for i, r := range rows {
+		out[i] = authority.Delegation{ID: r.ID, Parent: r.Parent, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Revoked: !r.RevokedAt.IsZero()}
+		gr, err := g.grants.parse(r)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Grant = *gr
+		out[i].Grant.ID = ""
+	}
+	return out, nil
+}
+
+// authorize decides the authority axis of a normalized call (SPEC §9.4). It fails closed: a
+// store that cannot be read denies with authority_unreadable.
+func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision {
+	ds, err := g.delegations(ctx)
+	if err != nil {
+		return authority.Decision{Reason: authority.ReasonUnreadable, Dimension: authority.DimRecord,
+			Trace: []string{"delegations unreadable: " + err.Error()}}
+	}
+	return authority.Evaluate(g.policy.Authority, ds, authority.Request{
+		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,
+		Environment: pr.env, Args: pr.args, Now: g.cfg.Now(),
+	})
+}
+
+// delegationStore returns the guard's store as a delegation store.
+func (g *Guard) delegationStore() (store.DelegationStore, error) {
+	if g.policy.Authority == nil {
+		return nil, errors.New("latch: the policy has no authority section: there is nothing to delegate")
+	}
+	ds, ok := g.store.(store.DelegationStore)
+	if !ok {
+		return nil, fmt.Errorf("latch: store %T keeps no delegations", g.store)
+	}
+	return ds, nil
+}
+
+// Delegate creates a delegation beneath parent (a policy grant id or a delegation id) on behalf
+// of creator: grantDoc is the child grant as YAML (the same keys as a policy grant, no id). The
+// child must be a provable subset of the parent on every dimension (SPEC §9.5); a refusal is an
+// *AuthorityError naming the dimension, recorded as a delegation_rejected event.
+func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, creator Principal) (*store.Delegation, error) {
+	ds, err := g.delegationStore()
+	if err != nil {
+		return nil, err
+	}
+	if creator.Agent == "" {
+		return nil, &DeniedError{Action: "delegate", Reason: "no_principal"}
+	}
+	child, err := policy.ParseGrant("grant", grantDoc)
+	if err != nil {
+		return nil, err
+	}
+	list, err := g.delegations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("latch: delegate: %w", err)
+	}
+	now := g.cfg.Now()
+	by := creator.Agent
+	if creator.User != "" {
+		by += "/" + creator.User
+	}
+	id := newID("dlg_")
+	if err := authority.CheckDelegation(g.policy.Authority, list, parent, child, authority.Request{Agent: creator.Agent, User: creator.User, Now: now}); err != nil {
+		var ae *authority.Error
+		if !errors.As(err, &ae) {
+			return nil, fmt.Errorf("latch: delegate: %w", err)
+		}
+		ev := event(store.EventDelegationRejected, now, "", "", "", map[string]any{
+			"parent": parent, "by": by, "reason": ae.Reason, "dimension": ae.Dimension, "detail": ae.Error()})
+		if lerr := ds.LogEvents(ctx, []store.Event{ev}); lerr != nil {
+			g.log.Warn("latch: delegation_rejected event not written", "err", lerr)
+		}
+		return nil, &AuthorityError{Reason: ae.Reason, Dimension: ae.Dimension, Detail: ae.Error()}
+	}
+	d := &store.Delegation{ID: id, Parent: parent, Grant: grantDoc, CreatedBy: by, CreatedAt: now}
+	ev := event(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})
+	if err := ds.CreateDelegation(ctx, d, []store.Event{ev}); err != nil {
+		return nil, fmt.Errorf("latch: %w", err)
+	}
+	return d, nil
+}
+
+// Revoke revokes a delegation, cutting it and every delegation beneath it, with one write.
+func (g *Guard) Revoke(ctx context.Context, id, by string) (*store.Delegation, error) {
+	ds, err := g.delegationStore()
+	if err != nil {
+		return nil, err
+	}
+	now := g.cfg.Now()
+	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: id, By: by,
+		Events: []store.Event{event(store.EventDelegationRevoked, now, "", "", "", map[string]any{"delegation_id": id, "by": by})}})
+	if err != nil {
+		return nil, fmt.Errorf("latch: %w", err)
+	}
+	return d, nil
+}
