@@ -3,6 +3,7 @@
 package examples_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,17 @@ func TestExamples(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(dir, ".latch", "examples", tc.name, "state.db")); err != nil {
 				t.Errorf("store not under .latch/examples/%s: %v", tc.name, err)
+			}
+
+			// Without latch in the way, the refusals do not happen: the example must say so
+			// and exit 1, so a passing run above means something.
+			cmd := exec.Command(bin)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "LATCH_EXAMPLE_UNGUARDED=1")
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("unguarded %s: err = %v, want exit status 1\n%s", tc.name, err, out)
 			}
 		})
 	}

@@ -23,6 +23,10 @@ import (
 //go:embed latch.yaml
 var policyYAML []byte
 
+// unguardedEnv makes the example call the remote directly, without latch, so a test can show
+// that its checks fail (exit 1) when nothing refuses the retry and the force-push.
+const unguardedEnv = "LATCH_EXAMPLE_UNGUARDED"
+
 // PR names a pull request.
 type PR struct {
 	Repo   string `json:"repo"`
@@ -67,6 +71,9 @@ func run(ctx context.Context) error {
 	rem := &remote{}
 	merge := latch.Protect(g, "git.merge", rem.merge, nil)
 	forcePush := latch.Protect(g, "git.force_push", rem.forcePush, nil)
+	if os.Getenv(unguardedEnv) == "1" {
+		merge, forcePush = rem.merge, rem.forcePush // without latch: the checks below must fail
+	}
 	ctx = latch.WithPrincipal(ctx, latch.Principal{Agent: "merge-bot"})
 	pr := PR{Repo: "acme/checkout", Number: 4471}
 

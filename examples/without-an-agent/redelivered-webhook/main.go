@@ -38,6 +38,10 @@ const body = `{"id":"evt_9f2","payout_id":"po_412","amount":180000,"currency":"E
 
 var dir = filepath.Join(".latch", "examples", "redelivered-webhook")
 
+// unguardedEnv makes the handler call the bank directly, without latch, so a test can show that
+// the example's checks fail (exit 1) when nothing refuses the second delivery.
+const unguardedEnv = "LATCH_EXAMPLE_UNGUARDED"
+
 // roleEnv tells a re-executed copy of this program that it is the second delivery.
 const roleEnv = "LATCH_EXAMPLE_SECOND_DELIVERY"
 
@@ -111,6 +115,9 @@ func deliver(ctx context.Context, who string) error {
 		return err
 	}
 	transfer := latch.Protect(g, "payouts.transfer", bankTransfer, nil)
+	if os.Getenv(unguardedEnv) == "1" {
+		transfer = bankTransfer // without latch: the second delivery transfers again
+	}
 	ctx = latch.WithPrincipal(ctx, latch.Principal{Agent: "payout-webhook"})
 	ref, err := transfer(ctx, ev)
 	if err != nil {

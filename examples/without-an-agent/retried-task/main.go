@@ -23,6 +23,10 @@ import (
 //go:embed latch.yaml
 var policyYAML []byte
 
+// unguardedEnv makes the example call the processor directly, without latch, so a test can
+// show that its checks fail (exit 1) when nothing refuses the retries.
+const unguardedEnv = "LATCH_EXAMPLE_UNGUARDED"
+
 // Charge is the task's payload. Amounts are integer minor units: floats are refused.
 type Charge struct {
 	InvoiceID string `json:"invoice_id"`
@@ -62,6 +66,9 @@ func run(ctx context.Context) error {
 
 	proc := &processor{}
 	charge := latch.Protect(g, "billing.charge", proc.charge, nil)
+	if os.Getenv(unguardedEnv) == "1" {
+		charge = proc.charge // what the queue does without latch: the checks below must fail
+	}
 	ctx = latch.WithPrincipal(ctx, latch.Principal{Agent: "billing-worker"})
 	task := Charge{InvoiceID: "inv_88", Amount: 24900, Currency: "EUR"}
 
