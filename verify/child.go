@@ -45,7 +45,9 @@ type childSpec struct {
 	Dir        string          `json:"dir"`  // shared: the execution markers
 	Name       string          `json:"name"` // unique among the racers
 	Now        int64           `json:"now"`  // the injected clock, unix nanoseconds
+	Env        string          `json:"env"`  // the environment of the call
 	Agent      string          `json:"agent"`
+	User       string          `json:"user,omitempty"`
 	Faults     []string        `json:"faults,omitempty"`
 }
 
@@ -95,7 +97,7 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 		return err
 	}
 	now := time.Unix(0, c.Now).UTC()
-	g, _, err := openGuard(ctx, pol, c.URL, func() time.Time { return now }, faults)
+	g, _, err := openGuard(ctx, pol, c.URL, c.Env, func() time.Time { return now }, faults)
 	if err != nil {
 		return err
 	}
@@ -112,8 +114,7 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 	if c.Effect != "" {
 		call.Options = &latch.Options{Effect: c.Effect}
 	}
-	p := latch.Principal{Agent: c.Agent}
-	pctx := context.WithValue(latch.WithPrincipal(ctx, p), principalKey{}, p)
+	pctx := withPrincipal(ctx, latch.Principal{Agent: c.Agent, User: c.User})
 	_, err = g.Execute(pctx, call, func(ctx context.Context, args json.RawMessage) (any, error) {
 		f, err := os.OpenFile(filepath.Join(c.Dir, execMarker+c.Name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
@@ -226,7 +227,7 @@ func (r *runner) race(ctx context.Context, e *env, pk *pick, vs []variant, dir s
 		spec := childSpec{
 			Role: roleRacer, URL: e.url, PolicyFile: policyFile, Action: pk.Action, Args: args,
 			Resource: v.Resource, Effect: v.Effect, Key: v.Key, Dir: dir, Name: fmt.Sprintf("racer-%d", i),
-			Now: e.clock.Now().UnixNano(), Agent: r.principal().Agent, Faults: r.faults.list(),
+			Now: e.clock.Now().UnixNano(), Env: r.env, Agent: pk.principal().Agent, User: pk.principal().User, Faults: r.faults.list(),
 		}
 		raw, err := json.Marshal(spec)
 		if err != nil {

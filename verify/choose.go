@@ -33,6 +33,18 @@ type pick struct {
 	variants []variant
 	args     []string         // the synthesized argument names, in search order
 	cands    map[string][]any // the candidate values of each
+	// fit is the grant the pick was chosen under, when the policy has an authority section:
+	// every variant is allowed on the authority axis too. nil without one.
+	fit *grantFit
+}
+
+// principal is who proposes the pick's calls: the principal chosen for its grant, else the
+// verify agent.
+func (pk *pick) principal() latch.Principal {
+	if pk.fit != nil {
+		return pk.fit.principal
+	}
+	return latch.Principal{Agent: verifyAgent}
 }
 
 // variant is one call of a pick. Variants of an action with an effect template have distinct
@@ -69,6 +81,10 @@ type chooseOpts struct {
 	needEffect bool                      // an effect template
 	n          int                       // distinct variants wanted (distinct keys with an effect template)
 	accept     func(*policy.Action) bool // further conditions on the action (nil: any)
+	// fits, when set, lists the grants a pick may be chosen under, in order (see grantFits):
+	// the first action and rule for which one of them allows every variant wins. nil: the
+	// authority axis is not considered.
+	fits func(action string) []*grantFit
 }
 
 // choose returns the first action, in name order, and its first rule, in rule order, that
@@ -84,9 +100,20 @@ func choose(p *policy.Policy, want policy.Decision, o chooseOpts) (*pick, string
 		if o.needEffect && a.Effect == nil || o.accept != nil && !o.accept(a) {
 			continue
 		}
+		try := func(rule int) *pick {
+			if o.fits == nil {
+				return synthesize(p, name, rule, o.n)
+			}
+			for _, f := range o.fits(name) {
+				if pk := synthesizeFor(p, name, rule, o.n, f); pk != nil {
+					return pk
+				}
+			}
+			return nil
+		}
 		if len(a.Rules) == 0 {
 			if a.Decision == want {
-				if pk := synthesize(p, name, -1, o.n); pk != nil {
+				if pk := try(-1); pk != nil {
 					return pk, ""
 				}
 				missed = append(missed, name)
@@ -97,7 +124,7 @@ func choose(p *policy.Policy, want policy.Decision, o chooseOpts) (*pick, string
 			if r.Decision != want {
 				continue
 			}
-			if pk := synthesize(p, name, i, o.n); pk != nil {
+			if pk := try(i); pk != nil {
 				return pk, ""
 			}
 			missed = append(missed, fmt.Sprintf("%s rule[%d]", name, i))
@@ -113,8 +140,15 @@ func choose(p *policy.Policy, want policy.Decision, o chooseOpts) (*pick, string
 // that decides, and that render the action's templates; up to n variants, with distinct effect
 // keys when the action has an effect template. It returns nil when the bounded search finds none.
 func synthesize(p *policy.Policy, name string, rule, n int) *pick {
+	return synthesizeFor(p, name, rule, n, nil)
+}
+
+// synthesizeFor is synthesize under a grant (nil: none): the grant's constraints are searched
+// for too, its resource (when it must be given explicitly) is used, and every variant must be
+// allowed by the fit's check.
+func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *pick {
 	a := p.Actions[name]
-	pk := &pick{Action: name, act: a, Decision: a.Decision, Reason: policy.ReasonDecision, cands: map[string][]any{}}
+	pk := &pick{Action: name, act: a, Decision: a.Decision, Reason: policy.ReasonDecision, cands: map[string][]any{}, fit: fit}
 	var own policy.Conditions
 	if rule >= 0 {
 		own = a.Rules[rule].When
@@ -134,9 +168,18 @@ func synthesize(p *policy.Policy, name string, rule, n int) *pick {
 			placeholders[ph] = true
 		}
 	}
+	if fit != nil && fit.resource != "" {
+		needResource = false // the grant's resource is given explicitly
+	}
 	byArg := map[string]policy.Conditions{}
 	for _, c := range own {
 		byArg[c.Arg] = append(byArg[c.Arg], c)
+	}
+	if fit != nil {
+		// The grant's constraints must hold as well as the rule's conditions.
+		for _, c := range fit.grant.Constraints {
+			byArg[c.Arg] = append(byArg[c.Arg], c)
+		}
 	}
 	pk.args = slices.Sorted(maps.Keys(byArg))
 	for _, ph := range slices.Sorted(maps.Keys(placeholders)) {
@@ -148,6 +191,9 @@ func synthesize(p *policy.Policy, name string, rule, n int) *pick {
 		pk.args = append(pk.args, resourceArg)
 	}
 	hints := actionHints(a)
+	if fit != nil {
+		addHints(hints, fit.grant.Constraints)
+	}
 	for _, arg := range pk.args {
 		var c []any
 		if arg == resourceArg {
@@ -267,8 +313,11 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 	if ev.Decision != want || reason != "" && ev.Reason != reason {
 		return variant{}, false
 	}
+	if pk.fit != nil && pk.fit.resource != "" {
+		res = pk.fit.resource
+	}
 	resource := res
-	if pk.act.Resource != nil {
+	if pk.act.Resource != nil && res == "" {
 		r, err := pk.act.Resource.Render(args, "")
 		if err != nil {
 			return variant{}, false
@@ -282,6 +331,9 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 			return variant{}, false
 		}
 		key = k
+	}
+	if pk.fit != nil && !pk.fit.allows(pk.Action, args, resource) {
+		return variant{}, false
 	}
 	return variant{Args: args, Resource: res, Key: key}, true
 }
@@ -331,15 +383,20 @@ func (pk *pick) mutate(p *policy.Policy, base variant) (variant, string, bool) {
 func actionHints(a *policy.Action) map[string][]any {
 	h := map[string][]any{}
 	for _, r := range a.Rules {
-		for _, c := range r.When {
-			if l, ok := c.Operand.([]any); ok && (c.Op == policy.OpIn || c.Op == policy.OpNotIn) {
-				h[c.Arg] = append(h[c.Arg], l...)
-				continue
-			}
-			h[c.Arg] = append(h[c.Arg], c.Operand)
-		}
+		addHints(h, r.When)
 	}
 	return h
+}
+
+// addHints adds the operands of conds to h.
+func addHints(h map[string][]any, conds policy.Conditions) {
+	for _, c := range conds {
+		if l, ok := c.Operand.([]any); ok && (c.Op == policy.OpIn || c.Op == policy.OpNotIn) {
+			h[c.Arg] = append(h[c.Arg], l...)
+			continue
+		}
+		h[c.Arg] = append(h[c.Arg], c.Operand)
+	}
 }
 
 // candidates returns values of arg that satisfy every condition in own (conditions on arg) and,

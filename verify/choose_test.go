@@ -243,7 +243,7 @@ actions:
 }
 
 // TestScenarioPolicy: the re-serialized policy the scenarios and the racers load is the
-// operator's, authority aside, and an observe policy is not what it produces.
+// operator's, authority section included (or left out on request), in enforce mode.
 func TestScenarioPolicy(t *testing.T) {
 	t.Parallel()
 	p := parsePolicy(t, `
@@ -266,23 +266,42 @@ actions:
   c.d:
     decision: deny
 authority:
+  max_delegation_depth: 2
   grants:
     - id: g1
       subject: { agent: "w" }
       actions: ["a.*"]
+    - id: g2
+      subject: { agent: "x-*", user: "u:*" }
+      actions: ["a.b", "c.**"]
+      resources: ["thing:*"]
+      constraints: { n_lte: 5, s_in: ["q", 1, true], t_prefix: "p" }
+      environments: [prod, staging]
+      expires_at: "2030-01-01T01:00:00.5+01:00"
+      delegable: true
 `)
-	sp, err := newScenarioPolicy(p, nil)
+	sp, err := newScenarioPolicy(p, nil, true)
 	if err != nil {
 		t.Fatalf("newScenarioPolicy: %v", err)
 	}
-	if sp.pol.Authority != nil || sp.pol.Mode != policy.ModeEnforce || sp.pol.Version != "7" {
+	if sp.pol.Authority == nil || len(sp.pol.Authority.Grants) != 2 || sp.pol.Mode != policy.ModeEnforce || sp.pol.Version != "7" {
 		t.Errorf("scenario policy: authority %v, mode %s, version %q", sp.pol.Authority, sp.pol.Mode, sp.pol.Version)
+	}
+	if sp.pol.Hash != p.Hash {
+		t.Errorf("scenario policy hash %s, want the operator's %s (enforce mode, same document)", sp.pol.Hash, p.Hash)
+	}
+	bare, err := newScenarioPolicy(p, nil, false)
+	if err != nil {
+		t.Fatalf("newScenarioPolicy without authority: %v", err)
+	}
+	if bare.pol.Authority != nil {
+		t.Errorf("scenario policy without authority has %v", bare.pol.Authority)
 	}
 	again, err := policy.Parse("again.yaml", sp.doc)
 	if err != nil || again.Hash != sp.pol.Hash {
 		t.Errorf("re-parse: %v, hash %s, want %s", err, again.Hash, sp.pol.Hash)
 	}
-	extra, err := newScenarioPolicy(p, map[string]policy.Decision{"verify.unlisted.0": policy.Allow})
+	extra, err := newScenarioPolicy(p, map[string]policy.Decision{"verify.unlisted.0": policy.Allow}, true)
 	if err != nil {
 		t.Fatalf("newScenarioPolicy with extra: %v", err)
 	}

@@ -38,6 +38,13 @@ const (
 	// FaultLeaseRetry treats an executing record whose lease expired as reservable, without
 	// making it ambiguous. G12 fails.
 	FaultLeaseRetry = "lease_retry"
+	// FaultExpiryOffByOne evaluates every call with the clock 1µs behind, as an expiry check
+	// that treats expires_at as exclusive of the next instant would. G8 fails.
+	FaultExpiryOffByOne = "authority_expiry_off_by_one"
+	// FaultDelegationUnchecked creates delegations straight in the store, without checking that
+	// they are contained in their parent, as a Delegate that skipped CheckDelegation would. G9
+	// fails.
+	FaultDelegationUnchecked = "delegation_unchecked"
 	// FaultRefuseAll refuses every effect reservation: each refusal check would hold, and the
 	// positive controls catch it (G3, G4, G5, G12 fail with "control failed").
 	FaultRefuseAll = "refuse_all"
@@ -45,14 +52,16 @@ const (
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
 var faultTargets = map[string][]string{
-	FaultApprovalReusable:   {"G1", "G2"},
-	FaultReserveLies:        {"G3", "G4"},
-	FaultAmbiguousAsFailed:  {"G5", "G10"},
-	FaultAllowUnknown:       {"G6"},
-	FaultAnonymousPrincipal: {"G7"},
-	FaultChainBlind:         {"G11"},
-	FaultLeaseRetry:         {"G12"},
-	FaultRefuseAll:          {"G3", "G4", "G5", "G12"},
+	FaultApprovalReusable:    {"G1", "G2"},
+	FaultReserveLies:         {"G3", "G4"},
+	FaultAmbiguousAsFailed:   {"G5", "G10"},
+	FaultAllowUnknown:        {"G6"},
+	FaultAnonymousPrincipal:  {"G7"},
+	FaultChainBlind:          {"G11"},
+	FaultLeaseRetry:          {"G12"},
+	FaultExpiryOffByOne:      {"G8"},
+	FaultDelegationUnchecked: {"G9"},
+	FaultRefuseAll:           {"G3", "G4", "G5", "G12"},
 }
 
 // Faults returns every fault name with the guarantees it makes fail.

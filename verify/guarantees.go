@@ -24,7 +24,8 @@ const (
 	naNoActions     = "the policy lists no actions"
 	naMaxAttempts   = "every action with an effect template that can decide allow has max_attempts: 1, so a failed effect is never retried and the control (NotExecuted → failed → the retry runs) cannot run"
 	naNoAuthority   = "policy has no authority section"
-	naNoAuthLayer   = "authority layer not built"
+	naNoExpiry      = "no grant has an expires_at"
+	naNoDelegable   = "no grant is delegable"
 )
 
 // errRemote is the executors' "something went wrong after the remote acted".
@@ -38,10 +39,16 @@ func outcomeOf(err error) string {
 		de *latch.DeniedError
 		ar *latch.ApprovalRequiredError
 		ae *latch.AmbiguousError
+		au *latch.AuthorityError
 	)
 	switch {
 	case err == nil:
 		return "ran"
+	case errors.As(err, &au):
+		if au.Dimension != "" {
+			return "denied " + au.Reason + " on " + au.Dimension
+		}
+		return "denied " + au.Reason
 	case errors.As(err, &am):
 		return "refused " + am.Reason
 	case errors.As(err, &ee):
@@ -68,13 +75,22 @@ func effectRefusal(err error) string {
 }
 
 // runnable picks an action that can run, with up to n distinct variants: one the policy allows,
-// else one it sends to approval.
-func (r *runner) runnable(n int) *pick {
-	if pk, _ := choose(r.pol(), policy.Allow, chooseOpts{n: n}); pk != nil {
-		return pk
+// else one it sends to approval. When there is none it says why.
+func (r *runner) runnable(n int) (*pick, string) {
+	o := chooseOpts{n: n}
+	if pk, _ := r.pickFor(policy.Allow, o, ""); pk != nil {
+		return pk, ""
 	}
-	pk, _ := choose(r.pol(), policy.Approve, chooseOpts{n: n})
-	return pk
+	if pk, _ := r.pickFor(policy.Approve, o, ""); pk != nil {
+		return pk, ""
+	}
+	if _, why := r.pickFor(policy.Allow, o, ""); strings.HasPrefix(why, noGrant) {
+		return nil, why
+	}
+	if _, why := r.pickFor(policy.Approve, o, ""); strings.HasPrefix(why, noGrant) {
+		return nil, why
+	}
+	return nil, naNoRunnable
 }
 
 // variant returns variant i of pk, or its last one when it has fewer (an action without an
@@ -86,19 +102,15 @@ func (pk *pick) variant(i int) variant {
 // effectPick picks an allowed action with an effect template and n distinct keys, or says why
 // there is none.
 func (r *runner) effectPick(n int) (*pick, string) {
-	pk, why := choose(r.pol(), policy.Allow, chooseOpts{needEffect: true, n: n})
-	if pk == nil {
-		return nil, naNoAllowEffect + why
-	}
-	return pk, ""
+	return r.pickFor(policy.Allow, chooseOpts{needEffect: true, n: n}, naNoAllowEffect)
 }
 
 // g1: an approval for one action presented for a mutated one is refused as mismatch, nothing
 // executes and the approval stays granted; control: the original action with it commits.
 func (r *runner) g1(ctx context.Context) (outcome, error) {
-	pk, why := choose(r.pol(), policy.Approve, chooseOpts{})
+	pk, why := r.pickFor(policy.Approve, chooseOpts{}, naNoApprove)
 	if pk == nil {
-		return notApplicable(naNoApprove + why), nil
+		return notApplicable(why), nil
 	}
 	base := pk.variants[0]
 	mut, change, ok := pk.mutate(r.pol(), base)
@@ -149,9 +161,9 @@ func (r *runner) g1(ctx context.Context) (outcome, error) {
 // g2: a consumed approval presented again is refused as consumed, with one execution in all;
 // control: its first use commits.
 func (r *runner) g2(ctx context.Context) (outcome, error) {
-	pk, why := choose(r.pol(), policy.Approve, chooseOpts{})
+	pk, why := r.pickFor(policy.Approve, chooseOpts{}, naNoApprove)
 	if pk == nil {
-		return notApplicable(naNoApprove + why), nil
+		return notApplicable(why), nil
 	}
 	v := pk.variants[0]
 	e, err := r.newEnv(ctx, "g2", r.sp)
@@ -291,13 +303,13 @@ func (r *runner) g4(ctx context.Context) (outcome, error) {
 // g5: an executor that acts and then errors leaves the effect ambiguous, and a retry is refused
 // without executing; control: NotExecuted leaves it failed, and the retry runs.
 func (r *runner) g5(ctx context.Context) (outcome, error) {
-	pk, why := choose(r.pol(), policy.Allow, chooseOpts{needEffect: true, n: 2,
-		accept: func(a *policy.Action) bool { return a.MaxAttempts != 1 }})
+	pk, why := r.pickFor(policy.Allow, chooseOpts{needEffect: true, n: 2,
+		accept: func(a *policy.Action) bool { return a.MaxAttempts != 1 }}, naNoAllowEffect)
 	if pk == nil {
-		if other, _ := r.effectPick(1); other != nil {
+		if other, _ := r.effectPick(1); other != nil && !strings.HasPrefix(why, noGrant) {
 			return notApplicable(naMaxAttempts), nil
 		}
-		return notApplicable(naNoAllowEffect + why), nil
+		return notApplicable(why), nil
 	}
 	v, cv := pk.variants[0], pk.variants[1]
 	e, err := r.newEnv(ctx, "g5", r.sp)
@@ -348,11 +360,19 @@ func (r *runner) g6(ctx context.Context) (outcome, error) {
 	if len(names) == 0 {
 		return notApplicable(naNoActions), nil
 	}
-	name := unlistedName(r.pol())
+	// With an authority section the unlisted call is made under a grant that covers its name, so
+	// that the authority axis allows it and the refusal is the policy's own; when no grant can
+	// cover an unlisted name, the section is left out of this scenario for the same reason.
+	u := r.unlistedCall()
+	name := u.name
 	sp := r.sp
+	var extra map[string]policy.Decision
 	if r.faults[FaultAllowUnknown] {
+		extra = map[string]policy.Decision{name: policy.Allow}
+	}
+	if extra != nil || !u.covered {
 		var err error
-		if sp, err = newScenarioPolicy(r.cfg.Policy, map[string]policy.Decision{name: policy.Allow}); err != nil {
+		if sp, err = newScenarioPolicy(r.cfg.Policy, extra, u.covered); err != nil {
 			return outcome{}, err
 		}
 	}
@@ -363,26 +383,34 @@ func (r *runner) g6(ctx context.Context) (outcome, error) {
 	defer e.close()
 
 	var c counter
-	_, uerr := e.g.Execute(r.withPrincipal(ctx), &latch.Call{Action: name, Arguments: json.RawMessage(`{"verify":"unlisted"}`)}, c.commit)
+	_, uerr := e.g.Execute(withPrincipal(ctx, u.principal), u.call(), c.commit)
 
 	var cerr error
 	var cc counter
 	ctlOK := false
 	ctlAction := ""
-	if pk := r.runnable(1); pk != nil {
+	if pk, _ := r.runnable(1); pk != nil {
 		ctlAction = pk.Action
 		cerr = e.run(ctx, pk, pk.variants[0], cc.commit)
 		ctlOK = cerr == nil && cc.count() == 1
 	} else {
 		// Nothing can run: the control is that a listed action is refused for its own reason.
 		ctlAction = names[0]
-		_, cerr = e.g.Execute(r.withPrincipal(ctx), &latch.Call{Action: names[0]}, cc.commit)
+		_, cerr = e.g.Execute(withPrincipal(ctx, u.principal), &latch.Call{Action: names[0]}, cc.commit)
 		var de *latch.DeniedError
 		ctlOK = cc.count() == 0 && (!errors.As(cerr, &de) || de.Reason != policy.ReasonUnknownAction)
 	}
 
-	detail := fmt.Sprintf("unlisted %s: %s, executions: %d; control, listed %s: %s, executions: %d",
-		name, outcomeOf(uerr), c.count(), ctlAction, outcomeOf(cerr), cc.count())
+	note := ""
+	switch {
+	case r.cfg.Policy.Authority == nil:
+	case u.covered:
+		note = fmt.Sprintf(" (as %s, whom the authority section allows it)", principalText(u.principal))
+	default:
+		note = " (no grant can cover a name the policy does not list, so the authority section is left out of this scenario: the refusal observed is the policy's)"
+	}
+	detail := fmt.Sprintf("unlisted %s%s: %s, executions: %d; control, listed %s: %s, executions: %d",
+		name, note, outcomeOf(uerr), c.count(), ctlAction, outcomeOf(cerr), cc.count())
 	var de *latch.DeniedError
 	switch {
 	case !ctlOK:
@@ -398,9 +426,9 @@ func (r *runner) g6(ctx context.Context) (outcome, error) {
 // g7: a call with no principal is refused no_principal, executes nothing and writes nothing at
 // all; control: the same call with a principal runs.
 func (r *runner) g7(ctx context.Context) (outcome, error) {
-	pk := r.runnable(2)
+	pk, why := r.runnable(2)
 	if pk == nil {
-		return notApplicable(naNoRunnable), nil
+		return notApplicable(why), nil
 	}
 	v := pk.variants[0]
 	e, err := r.newEnv(ctx, "g7", r.sp)
@@ -428,7 +456,7 @@ func (r *runner) g7(ctx context.Context) (outcome, error) {
 	}
 
 	detail := fmt.Sprintf("%s without a principal: %s, executions: %d, store before: %s, after: %s; control with principal %s: %s, executions: %d, store after: %s",
-		v.describe(), outcomeOf(nerr), c.count(), before, after, verifyAgent, outcomeOf(cerr), cc.count(), final)
+		v.describe(), outcomeOf(nerr), c.count(), before, after, principalText(pk.principal()), outcomeOf(cerr), cc.count(), final)
 	var de *latch.DeniedError
 	switch {
 	case cerr != nil || cc.count() != 1 || final == after:
@@ -443,34 +471,6 @@ func (r *runner) g7(ctx context.Context) (outcome, error) {
 	return pass(pk.Action, detail), nil
 }
 
-// g8: a grant passes at its expires_at and is denied authority_expired 1µs later.
-//
-// Hook for the authority layer: pick a grant with expires_at (N/A "no grant expires" otherwise)
-// and an action and principal it covers; with the clock at expires_at the call must run, at
-// expires_at+1µs it must be denied authority_expired with no execution. Until the pipeline
-// evaluates authority it cannot be exercised.
-func (r *runner) g8(ctx context.Context) (outcome, error) {
-	if r.cfg.Policy.Authority == nil {
-		return notApplicable(naNoAuthority), nil
-	}
-	return notApplicable(naNoAuthLayer), nil
-}
-
-// g9: a delegation that widens or omits a constrained dimension of its parent is refused naming
-// the dimension.
-//
-// Hook for the authority layer and store delegations: for a delegable grant (N/A "no delegable
-// grant" otherwise), for every dimension it constrains (agent, actions, resources, constraints,
-// environments, expires_at), create a widened child and an omitting child (both refused, naming
-// the dimension, nothing written but a delegation_rejected event); control: a narrowed child is
-// created and a call under it runs.
-func (r *runner) g9(ctx context.Context) (outcome, error) {
-	if r.cfg.Policy.Authority == nil {
-		return notApplicable(naNoAuthority), nil
-	}
-	return notApplicable(naNoAuthLayer), nil
-}
-
 // g10: an executor that returns a timeout, returns any other error, or panics leaves the call
 // ambiguous (receipt, and record when there is an effect key); control: NotExecuted → failed.
 //
@@ -481,8 +481,8 @@ func (r *runner) g10(ctx context.Context) (outcome, error) {
 	pk, _ := r.effectPick(4)
 	if pk == nil {
 		var why string
-		if pk, why = choose(r.pol(), policy.Allow, chooseOpts{}); pk == nil {
-			return notApplicable(naNoAllow + why), nil
+		if pk, why = r.pickFor(policy.Allow, chooseOpts{}, naNoAllow); pk == nil {
+			return notApplicable(why), nil
 		}
 	}
 	e, err := r.newEnv(ctx, "g10", r.sp)
@@ -573,7 +573,7 @@ func (r *runner) g11(ctx context.Context) (outcome, error) {
 	defer e.close()
 
 	// A short chain: whatever the policy lets run, and a denied unlisted call.
-	pk := r.runnable(1)
+	pk, _ := r.runnable(1)
 	unlisted := &latch.Call{Action: unlistedName(r.pol()), Arguments: json.RawMessage(`{"verify":"chain"}`)}
 	action := unlisted.Action
 	for i := range 3 {
@@ -584,7 +584,7 @@ func (r *runner) g11(ctx context.Context) (outcome, error) {
 			_ = e.run(ctx, pk, v, c.commit) // a refusal leaves a receipt too
 			continue
 		}
-		_, _ = e.g.Execute(r.withPrincipal(ctx), unlisted, c.commit)
+		_, _ = e.g.Execute(withPrincipal(ctx, latch.Principal{Agent: verifyAgent}), unlisted, c.commit)
 	}
 	head, err := e.st.Head(ctx)
 	if err != nil {

@@ -34,6 +34,13 @@ func (c *clock) Now() time.Time {
 	return c.t
 }
 
+// set moves the clock to t exactly (G8 needs it to the microsecond, backwards too).
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
 // setAfter moves the clock to just after t (never backwards).
 func (c *clock) setAfter(t time.Time) {
 	c.mu.Lock()
@@ -50,11 +57,12 @@ type runner struct {
 	faults faultSet
 	sc     scratch
 	start  time.Time // every scenario's clock starts here
+	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
 }
 
 func newRunner(cfg *Config, faults faultSet, sc scratch) (*runner, error) {
-	sp, err := newScenarioPolicy(cfg.Policy, nil)
+	sp, err := newScenarioPolicy(cfg.Policy, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +70,25 @@ func newRunner(cfg *Config, faults faultSet, sc scratch) (*runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	return &runner{cfg: cfg, sp: sp, faults: faults, sc: sc, start: time.Now().UTC().Truncate(time.Millisecond), tmp: tmp}, nil
+	start := cfg.Now
+	if start.IsZero() {
+		start = time.Now()
+	}
+	return &runner{cfg: cfg, sp: sp, faults: faults, sc: sc, start: start.UTC().Truncate(time.Millisecond),
+		env: environment(cfg.Policy), tmp: tmp}, nil
+}
+
+// environment is the environment a guard over p defaults to (latch.Open's rule):
+// $LATCH_ENVIRONMENT, else the policy's, else production. Grants may name environments, so the
+// scenarios choose principals for it, and every guard, the racers' included, is given it.
+func environment(p *policy.Policy) string {
+	if env := os.Getenv("LATCH_ENVIRONMENT"); env != "" {
+		return env
+	}
+	if p.Environment != "" {
+		return p.Environment
+	}
+	return "production"
 }
 
 func (r *runner) close() { os.RemoveAll(r.tmp) }
@@ -70,13 +96,8 @@ func (r *runner) close() { os.RemoveAll(r.tmp) }
 // pol is the policy the scenarios run.
 func (r *runner) pol() *policy.Policy { return r.sp.pol }
 
-// principal is who every scenario call proposes as. When authority is evaluated by the pipeline,
-// this is where a principal covered by a grant for the chosen action must be picked.
-func (r *runner) principal() latch.Principal { return latch.Principal{Agent: verifyAgent} }
-
-// withPrincipal returns ctx carrying the scenario principal.
-func (r *runner) withPrincipal(ctx context.Context) context.Context {
-	p := r.principal()
+// withPrincipal returns ctx carrying principal p.
+func withPrincipal(ctx context.Context, p latch.Principal) context.Context {
 	return context.WithValue(latch.WithPrincipal(ctx, p), principalKey{}, p)
 }
 
@@ -96,7 +117,7 @@ func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*
 		return nil, err
 	}
 	c := &clock{t: r.start}
-	g, st, err := openGuard(ctx, sp.pol, u, c.Now, r.faults)
+	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +127,12 @@ func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*
 func (e *env) close() { e.g.Close() }
 
 // openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
-func openGuard(ctx context.Context, pol *policy.Policy, url string, now func() time.Time, faults faultSet) (*latch.Guard, store.Store, error) {
-	cfg := &latch.Config{Policy: pol, StoreURL: url, Now: now}
+func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet) (*latch.Guard, store.Store, error) {
+	if faults[FaultExpiryOffByOne] {
+		exact := now
+		now = func() time.Time { return exact().Add(-time.Microsecond) }
+	}
+	cfg := &latch.Config{Policy: pol, StoreURL: url, Environment: env, Now: now}
 	if faults[FaultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
 	}
@@ -154,14 +179,14 @@ func notExecuted(ctx context.Context, args json.RawMessage) (any, error) {
 	return nil, latch.NotExecuted(errors.New("verify: the remote refused before acting"))
 }
 
-// exec runs variant v of pk through the pipeline as the scenario principal.
+// exec runs variant v of pk through the pipeline as the pick's principal.
 func (e *env) exec(ctx context.Context, pk *pick, v variant, fn executor) (*latch.Receipt, error) {
-	return e.g.Execute(e.r.withPrincipal(ctx), v.call(pk.Action), fn)
+	return e.g.Execute(withPrincipal(ctx, pk.principal()), v.call(pk.Action), fn)
 }
 
 // execApproved is exec presenting an approval.
 func (e *env) execApproved(ctx context.Context, approvalID string, pk *pick, v variant, fn executor) (*latch.Receipt, error) {
-	return e.g.Execute(latch.WithApproval(e.r.withPrincipal(ctx), approvalID), v.call(pk.Action), fn)
+	return e.g.Execute(latch.WithApproval(withPrincipal(ctx, pk.principal()), approvalID), v.call(pk.Action), fn)
 }
 
 // execRecover is exec for an executor that panics: latch records the outcome and re-panics.
@@ -194,16 +219,20 @@ func (e *env) requestApproval(ctx context.Context, pk *pick, v variant) (string,
 
 // run makes one call of v done right: with an approval when pk needs one.
 func (e *env) run(ctx context.Context, pk *pick, v variant, fn executor) error {
+	_, err := e.runReceipt(ctx, pk, v, fn)
+	return err
+}
+
+// runReceipt is run, returning the call's receipt.
+func (e *env) runReceipt(ctx context.Context, pk *pick, v variant, fn executor) (*latch.Receipt, error) {
 	if pk.Decision != policy.Approve {
-		_, err := e.exec(ctx, pk, v, fn)
-		return err
+		return e.exec(ctx, pk, v, fn)
 	}
 	id, err := e.requestApproval(ctx, pk, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = e.execApproved(ctx, id, pk, v, fn)
-	return err
+	return e.execApproved(ctx, id, pk, v, fn)
 }
 
 // noRecord is the state effectState reports when there is no effect record.

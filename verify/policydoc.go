@@ -4,29 +4,26 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
 )
 
 // scenarioPolicy is the policy the scenarios run: the operator's, re-serialized so that G4's
-// racer processes can load exactly the same document, without its authority section.
-//
-// The authority section is left out because authority is graded by G8 and G9, and the root
-// pipeline does not evaluate authority yet: it fails closed (authority_unreadable) for every call
-// of a policy that has one, which would make every other guarantee's control fail. When the
-// authority layer lands, the scenarios should keep the section and propose as a principal that a
-// grant covers (see runner.principal).
+// racer processes can load exactly the same document, authority section included (the
+// scenarios propose as a principal a grant names; see grantPrincipal).
 type scenarioPolicy struct {
 	pol *policy.Policy
 	doc []byte // the document pol was parsed from (JSON, which YAML reads)
 }
 
-// newScenarioPolicy builds the scenario policy from the operator's and checks that nothing but
-// the authority section was lost on the way: the re-parsed document must normalize to exactly
-// what the operator's does.
-func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision) (*scenarioPolicy, error) {
-	doc, err := encodePolicy(op, extra)
+// newScenarioPolicy builds the scenario policy from the operator's and checks that nothing was
+// lost on the way: the re-parsed document must normalize to exactly what the operator's does
+// (without its authority section when withAuthority is false: G6 leaves it out when no grant can
+// cover an unlisted name, so that the refusal it observes is the policy's).
+func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, withAuthority bool) (*scenarioPolicy, error) {
+	doc, err := encodePolicy(op, extra, withAuthority)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +33,9 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision) (*sc
 	}
 	if len(extra) == 0 {
 		want := *op
-		want.Authority = nil
+		if !withAuthority {
+			want.Authority = nil
+		}
 		a, err := canon.Marshal(policy.Normalize(&want))
 		if err != nil {
 			return nil, fmt.Errorf("verify: normalize the policy: %w", err)
@@ -53,8 +52,8 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision) (*sc
 }
 
 // encodePolicy writes a latch.policy/v1 document for p's actions (plus extra actions with a bare
-// decision), in enforce mode, without authority.
-func encodePolicy(p *policy.Policy, extra map[string]policy.Decision) ([]byte, error) {
+// decision) and, when withAuthority is set, its authority section, in enforce mode.
+func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthority bool) ([]byte, error) {
 	actions := make(map[string]any, len(p.Actions)+len(extra))
 	for name, a := range p.Actions {
 		e := map[string]any{}
@@ -102,11 +101,59 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision) ([]byte, e
 	if p.Version != "" {
 		doc["version"] = p.Version
 	}
+	if p.Authority != nil && withAuthority {
+		doc["authority"] = encodeAuthority(p.Authority)
+	}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode the scenario policy: %w", err)
 	}
 	return b, nil
+}
+
+// encodeAuthority writes an authority section.
+func encodeAuthority(a *policy.Authority) map[string]any {
+	grants := make([]any, 0, len(a.Grants))
+	for _, g := range a.Grants {
+		if g != nil {
+			e := encodeGrant(g)
+			e["id"] = g.ID
+			grants = append(grants, e)
+		}
+	}
+	return map[string]any{"max_delegation_depth": a.MaxDelegationDepth, "grants": grants}
+}
+
+// encodeGrant writes a grant without its id: the form of a delegation's grant document too.
+func encodeGrant(g *policy.Grant) map[string]any {
+	subject := map[string]any{}
+	if g.Subject.Agent != "" {
+		subject["agent"] = g.Subject.Agent
+	}
+	if g.Subject.User != "" {
+		subject["user"] = g.Subject.User
+	}
+	e := map[string]any{"subject": subject, "actions": g.Actions}
+	if g.Resources != nil {
+		e["resources"] = g.Resources
+	}
+	if len(g.Constraints) > 0 {
+		c := make(map[string]any, len(g.Constraints))
+		for _, cond := range g.Constraints {
+			c[conditionKey(cond)] = cond.Operand
+		}
+		e["constraints"] = c
+	}
+	if g.Environments != nil {
+		e["environments"] = g.Environments
+	}
+	if !g.ExpiresAt.IsZero() {
+		e["expires_at"] = g.ExpiresAt.Format(time.RFC3339Nano)
+	}
+	if g.Delegable {
+		e["delegable"] = true
+	}
+	return e
 }
 
 func conditionKey(c policy.Condition) string {

@@ -19,6 +19,13 @@
 // that can produce the decision a scenario needs is used, with arguments synthesized to satisfy
 // that rule's conditions and checked with policy.Evaluate so that the intended rule is the one
 // that fires.
+//
+// A policy's authority section stays in every scenario. Each call is then proposed as a
+// principal one of its grants names (the first grant, in policy order, under which the action can
+// decide what the scenario needs), with arguments that satisfy the grant's constraints too,
+// checked with authority.Evaluate. G8 (expired authority refused) and G9 (delegation cannot
+// escalate) exercise the section itself: a grant's expires_at to the microsecond, and children
+// created beneath a delegable grant in the scratch store.
 package verify
 
 import (
@@ -51,6 +58,9 @@ type Config struct {
 	// Executable is the binary re-executed as a G4 racer; default os.Executable(). It must call
 	// Child first thing in main.
 	Executable string
+	// Now is the instant every scenario's clock starts at; default the wall clock when Run
+	// starts. Grants expire: a test that verifies a policy with expiring grants pins it.
+	Now time.Time
 }
 
 // Status is the verdict on one guarantee.
@@ -128,7 +138,7 @@ type guarantee struct {
 }
 
 // catalogue is SPEC §14's table, in order. Each run function is a hook of its own so that a
-// guarantee can be deepened without touching the others (G8 and G9 wait for the authority layer).
+// guarantee can be deepened without touching the others.
 var catalogue = []guarantee{
 	{"G1", "mutated approval refused", (*runner).g1},
 	{"G2", "replayed approval refused", (*runner).g2},

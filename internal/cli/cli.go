@@ -6,7 +6,7 @@
 // The command is a function, Main, so that tests run the real thing against a temporary store;
 // cmd/latch only wires it to the process. Exit codes are 0 (done), 1 (refused or failed, with a
 // one-line reason on stderr) and 2 (usage error). Read commands (approvals, effects, receipts,
-// inspect, stats) open the store read-only and never create or migrate it.
+// inspect, stats, delegations) open the store read-only and never create or migrate it.
 package cli
 
 import (
@@ -123,7 +123,7 @@ func oneLine(s string) string {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "latch",
-		Short: "The operator's side of latch: approvals, effects, receipts",
+		Short: "The operator's side of latch: approvals, effects, receipts, delegations",
 		Long: `latch is the last check between a decision to act and the call that acts.
 
 This command is the operator's side: check and evaluate the policy, answer approval
@@ -135,6 +135,11 @@ The operator loop:
   latch effects              what is ambiguous or stuck
   latch resolve KEY --committed|--failed --as ME
   latch receipts --verify    is the evidence intact?
+
+Authority (a policy with an authority: section):
+  latch delegate --parent ID --file GRANT.yaml --as AGENT[/USER]
+  latch delegations          who holds what, beneath which grant
+  latch revoke ID --as ME    cuts it and everything beneath it
 
 Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage error.`,
 		SilenceErrors:              true,
@@ -178,8 +183,12 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.receiptsCommand(),
 		a.inspectCommand(),
 		a.statsCommand(),
+		a.delegateCommand(),
+		a.revokeCommand(),
+		a.delegationsCommand(),
 		a.verifyCommand(),
 		a.versionCommand(),
+		a.benchCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

@@ -1,0 +1,422 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+)
+
+// parseCreator reads --as AGENT[/USER]: who creates a delegation. The agent is required (a
+// human acts through one: --as cli/alice); the user, when given, says on whose behalf.
+func parseCreator(as string) (latch.Principal, error) {
+	if strings.TrimSpace(as) == "" {
+		return latch.Principal{}, usagef("who delegates? pass --as AGENT[/USER] (a human acting through the CLI: --as cli/alice)")
+	}
+	agent, user, hasUser := strings.Cut(as, "/")
+	switch {
+	case agent == "":
+		return latch.Principal{}, usagef("--as %q: the agent is missing (want AGENT[/USER], e.g. cli/alice)", as)
+	case hasUser && user == "":
+		return latch.Principal{}, usagef("--as %q: the user after / is empty (want AGENT[/USER])", as)
+	case strings.Contains(user, "/"):
+		return latch.Principal{}, usagef("--as %q: at most one / (want AGENT[/USER])", as)
+	}
+	return latch.Principal{Agent: agent, User: user}, nil
+}
+
+func (a *app) delegateCommand() *cobra.Command {
+	var parent, file, as string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "delegate --parent ID --file GRANT.yaml --as AGENT[/USER] [flags]",
+		Short: "Delegate part of a grant: a narrower grant beneath it, for one agent",
+		Long: `Create a delegation: a narrower grant beneath a policy grant or another delegation
+(--parent, a grant id or dlg_…), for the one agent the file names, on behalf of the
+creator (--as AGENT[/USER]; a human acting through the CLI is --as cli/alice).
+
+GRANT.yaml has the keys of an authority.grants entry, without id:
+
+  subject: { agent: finance-bot }
+  actions: [payments.refund]
+  constraints: { amount_lte: 100000, currency_in: [EUR, USD] }
+  environments: [production]
+  expires_at: "2026-12-15T00:00:00Z"
+  delegable: true            # optional: may be delegated again, narrower still
+
+The creator must be matched by the parent's subject, the parent must be delegable,
+and the child must be a provable subset of the parent on every dimension: actions
+and resources contained pattern by pattern, every constraint present with an operand
+at least as strict, environments a subset, expires_at no later. Leaving out a
+dimension the parent constrains is widening. A refusal exits 1 naming the reason and
+the dimension (authority_escalation on constraints.amount_lte) and is recorded as a
+delegation_rejected event.
+
+The store is created if it does not exist yet, as a worker's guard would create it.
+--json prints the delegation as one object (the shape of latch delegations --json).`,
+		Example: "  latch delegate --parent alice-payments --file finance-bot.yaml --as cli/alice\n" +
+			"  latch delegate --parent dlg_5e0c… --file support-bot.yaml --as finance-bot --json",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case strings.TrimSpace(parent) == "":
+				return usagef("missing --parent ID (a grant id of the policy, or a dlg_… delegation id)")
+			case strings.TrimSpace(file) == "":
+				return usagef("missing --file GRANT.yaml (the delegated grant)")
+			}
+			creator, err := parseCreator(as)
+			if err != nil {
+				return err
+			}
+			doc, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", file, unwrapPath(err))
+			}
+			if _, err := policy.ParseGrant(file, doc); err != nil {
+				return err // file:line:column: what is wrong
+			}
+			g, err := a.openGuard(true)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			d, err := g.Delegate(a.ctx, parent, doc, creator)
+			if err != nil {
+				return delegateError(parent, err)
+			}
+			j := newDelegationJSON(d, nil)
+			if asJSON {
+				return jsonLine(a.stdout, j)
+			}
+			fmt.Fprintf(a.stdout, "delegated %s to %s beneath %s, by %s\n", d.ID, principal(deref(j.Subject.Agent), deref(j.Subject.User)), d.Parent, d.CreatedBy)
+			t := newTable(a.stdout)
+			t.row("  actions", strings.Join(j.Actions, ", "))
+			if j.Resources != nil {
+				t.row("  resources", strings.Join(j.Resources, ", "))
+			}
+			if len(j.Constraints) > 0 {
+				t.row("  constraints", constraintsText(j.Constraints))
+			}
+			if j.Environments != nil {
+				t.row("  environments", strings.Join(j.Environments, ", "))
+			}
+			t.row("  expires_at", dash(deref(j.ExpiresAt)))
+			t.row("  delegable", yesNo(j.Delegable))
+			if err := t.flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "revoke it (and everything beneath it) with: latch revoke %s\n", d.ID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&parent, "parent", "", "the `ID` delegated from: a policy grant id or a dlg_… delegation id")
+	f.StringVar(&file, "file", "", "the delegated grant, a YAML `FILE` with the keys of a grant (no id)")
+	f.StringVar(&as, "as", "", "who delegates: `AGENT[/USER]`, matched by the parent's subject")
+	f.BoolVar(&asJSON, "json", false, "print the delegation as one JSON object")
+	return cmd
+}
+
+// delegateError explains a refused delegation in one line: the reason and the dimension first.
+func delegateError(parent string, err error) error {
+	var ae *latch.AuthorityError
+	if errors.As(err, &ae) {
+		if ae.Detail != "" {
+			return fmt.Errorf("refused: %s", ae.Detail)
+		}
+		if ae.Dimension != "" {
+			return fmt.Errorf("refused: %s on %s", ae.Reason, ae.Dimension)
+		}
+		return fmt.Errorf("refused: %s", ae.Reason)
+	}
+	return fmt.Errorf("delegate beneath %s: %s", parent, reason(err))
+}
+
+func (a *app) revokeCommand() *cobra.Command {
+	var as string
+	cmd := &cobra.Command{
+		Use:   "revoke ID [flags]",
+		Short: "Revoke a delegation, and with it everything beneath it",
+		Long: `Revoke the delegation ID (dlg_…), with one write: it and every delegation created
+beneath it, at any depth, stop granting anything at once (authority_revoked). The
+record keeps revoked_by = "cli:NAME", NAME from --as, else $LATCH_APPROVER, else
+$USER. A revocation is final: a revoked delegation is never restored (delegate
+again instead). Policy grants are revoked by editing the policy.`,
+		Example: "  latch revoke dlg_5e0c… --as alice",
+		Args:    exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			name, err := a.operator(as, cmd.Flags().Changed("as"))
+			if err != nil {
+				return err
+			}
+			id := pos[0]
+			g, err := a.openGuard(false)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			d, err := g.Revoke(a.ctx, id, "cli:"+name)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				if !strings.HasPrefix(id, "dlg_") {
+					return fmt.Errorf("no delegation %s in this store (a policy grant is revoked by editing the policy)", id)
+				}
+				return fmt.Errorf("no delegation %s in this store", id)
+			case errors.Is(err, store.ErrRevoked):
+				return fmt.Errorf("%s is already revoked; nothing was changed", id)
+			case err != nil:
+				return fmt.Errorf("revoke %s: %s", id, reason(err))
+			}
+			beneath := 0
+			if ds, ok := g.Store().(store.DelegationStore); ok {
+				if all, err := ds.Delegations(a.ctx); err == nil {
+					beneath = len(descendants(all, d.ID))
+				}
+			}
+			fmt.Fprintf(a.stdout, "revoked %s (%s beneath %s), by %s at %s; it and the %d %s beneath it grant nothing from now on\n",
+				d.ID, delegationSubject(d), d.Parent, d.RevokedBy, stamp(d.RevokedAt), beneath, plural(beneath, "delegation", "delegations"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "who revokes: recorded as cli:`NAME` (default $LATCH_APPROVER, else $USER)")
+	return cmd
+}
+
+func (a *app) delegationsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "delegations [flags]",
+		Short: "List delegations: who holds what, beneath which grant, until when",
+		Long: `List every delegation in the store, in creation order, revoked ones included.
+
+REVOKED says whether the delegation still grants anything as far as revocation goes:
+"-" (not revoked), "by NAME at TIME" (revoked itself), or "beneath dlg_…" (cut: a
+delegation above it was revoked). An expired delegation is shown "(expired)". Whether
+a delegation is still contained in its parent under the current policy is decided at
+every call (authority_escalation), not here.
+
+--json prints JSON Lines, one object per delegation:
+  delegation_id, parent, subject {agent, user}, actions, resources, constraints,
+  environments, expires_at, delegable, created_by, created_at, revoked, revoked_at,
+  revoked_by, cut_by, grant`,
+		Example: "  latch delegations\n  latch delegations --json | jq -r 'select(.revoked|not) | .delegation_id'",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ds, ok := st.(store.DelegationStore)
+			if !ok {
+				return fmt.Errorf("store %T keeps no delegations", st)
+			}
+			all, err := ds.Delegations(a.ctx)
+			if err != nil {
+				return fmt.Errorf("list delegations: %w", err)
+			}
+			byID := make(map[string]*store.Delegation, len(all))
+			for _, d := range all {
+				byID[d.ID] = d
+			}
+			if asJSON {
+				for _, d := range all {
+					if err := jsonLine(a.stdout, newDelegationJSON(d, byID)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(all) == 0 {
+				fmt.Fprintln(a.stdout, "no delegations")
+				return nil
+			}
+			now := a.now()
+			t := newTable(a.stdout, "ID", "PARENT", "SUBJECT", "ACTIONS", "EXPIRES", "CREATED BY", "CREATED", "REVOKED")
+			for _, d := range all {
+				j := newDelegationJSON(d, byID)
+				expires := dash(deref(j.ExpiresAt))
+				if !j.expiresAt.IsZero() && now.After(j.expiresAt) {
+					expires += " (expired)"
+				}
+				revoked := "-"
+				switch {
+				case !d.RevokedAt.IsZero():
+					revoked = fmt.Sprintf("by %s at %s", dash(d.RevokedBy), stamp(d.RevokedAt))
+				case j.CutBy != nil:
+					revoked = "beneath " + *j.CutBy
+				}
+				actions := strings.Join(j.Actions, ",")
+				if j.unreadable {
+					actions = "(unreadable grant: every call is denied authority_unreadable)"
+				}
+				t.row(d.ID, cell(d.Parent), principal(deref(j.Subject.Agent), deref(j.Subject.User)), cell(actions),
+					expires, dash(d.CreatedBy), stamp(d.CreatedAt), revoked)
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines, one delegation per line")
+	return cmd
+}
+
+// openGuard opens a guard over the configured policy and store for the delegation commands.
+// create says whether a missing store may be created (delegate: the first delegation may come
+// before any worker); revoke needs an existing one, as there is nothing to revoke otherwise.
+func (a *app) openGuard(create bool) (*latch.Guard, error) {
+	p, err := a.loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	if p.Authority == nil {
+		return nil, errors.New("the policy has no authority section: without one there are no grants to delegate, and no delegation is evaluated")
+	}
+	var st store.Store
+	if create {
+		u, err := a.storeURL()
+		if err != nil {
+			return nil, err
+		}
+		if st, err = latch.OpenStore(a.ctx, u, nil); err != nil {
+			return nil, errors.New(reason(err))
+		}
+	} else if st, err = a.openWrite(); err != nil {
+		return nil, err
+	}
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now})
+	if err != nil {
+		st.Close()
+		return nil, errors.New(reason(err))
+	}
+	return g, nil
+}
+
+// delegationJSON is one line of `latch delegations --json`, and the object `latch delegate
+// --json` prints.
+type delegationJSON struct {
+	DelegationID string         `json:"delegation_id"`
+	Parent       string         `json:"parent"`
+	Subject      principalJSON  `json:"subject"`
+	Actions      []string       `json:"actions"`
+	Resources    []string       `json:"resources"`
+	Constraints  map[string]any `json:"constraints"`
+	Environments []string       `json:"environments"`
+	ExpiresAt    *string        `json:"expires_at"`
+	Delegable    bool           `json:"delegable"`
+	CreatedBy    string         `json:"created_by"`
+	CreatedAt    *string        `json:"created_at"`
+	Revoked      bool           `json:"revoked"`    // it, or one above it, was revoked: it grants nothing
+	RevokedAt    *string        `json:"revoked_at"` // its own revocation
+	RevokedBy    *string        `json:"revoked_by"`
+	CutBy        *string        `json:"cut_by"` // the revoked delegation above it, when not revoked itself
+	Grant        string         `json:"grant"`  // the grant document as its author wrote it
+
+	expiresAt  time.Time
+	unreadable bool
+}
+
+// newDelegationJSON renders a stored delegation. byID (nil allowed) is every delegation by id,
+// to find a revoked ancestor. A grant that no longer parses is shown with empty fields: the
+// authority axis denies every call while it is in the store.
+func newDelegationJSON(d *store.Delegation, byID map[string]*store.Delegation) delegationJSON {
+	j := delegationJSON{
+		DelegationID: d.ID, Parent: d.Parent, Actions: []string{}, CreatedBy: d.CreatedBy,
+		CreatedAt: jstamp(d.CreatedAt), RevokedAt: jstamp(d.RevokedAt), RevokedBy: jstr(d.RevokedBy),
+		Revoked: !d.RevokedAt.IsZero(), Grant: string(d.Grant),
+	}
+	if g, err := policy.ParseGrant(d.ID, d.Grant); err == nil {
+		j.Subject = principalJSON{Agent: jstr(g.Subject.Agent), User: jstr(g.Subject.User)}
+		j.Actions = g.Actions
+		j.Resources = g.Resources
+		if len(g.Constraints) > 0 {
+			j.Constraints = make(map[string]any, len(g.Constraints))
+			for _, c := range g.Constraints {
+				j.Constraints[c.Key] = c.Operand
+			}
+		}
+		j.Environments = g.Environments
+		j.ExpiresAt = jstamp(g.ExpiresAt)
+		j.expiresAt = g.ExpiresAt
+		j.Delegable = g.Delegable
+	} else {
+		j.unreadable = true
+	}
+	if !j.Revoked && byID != nil {
+		if cut := revokedAncestor(d, byID); cut != "" {
+			j.Revoked, j.CutBy = true, &cut
+		}
+	}
+	return j
+}
+
+// revokedAncestor returns the id of the nearest revoked delegation above d, or "". A chain
+// that loops stops the walk.
+func revokedAncestor(d *store.Delegation, byID map[string]*store.Delegation) string {
+	seen := map[string]bool{d.ID: true}
+	for p := byID[d.Parent]; p != nil && !seen[p.ID]; p = byID[p.Parent] {
+		if !p.RevokedAt.IsZero() {
+			return p.ID
+		}
+		seen[p.ID] = true
+	}
+	return ""
+}
+
+// descendants returns the ids of every delegation beneath id, at any depth.
+func descendants(all []*store.Delegation, id string) []string {
+	under := map[string]bool{id: true}
+	var out []string
+	for changed := true; changed; {
+		changed = false
+		for _, d := range all {
+			if under[d.Parent] && !under[d.ID] {
+				under[d.ID] = true
+				out = append(out, d.ID)
+				changed = true
+			}
+		}
+	}
+	return out
+}
+
+// delegationSubject names whom a delegation is for, as agent or agent/user.
+func delegationSubject(d *store.Delegation) string {
+	g, err := policy.ParseGrant(d.ID, d.Grant)
+	if err != nil {
+		return "an unreadable grant"
+	}
+	return principal(g.Subject.Agent, g.Subject.User)
+}
+
+// constraintsText renders constraints as key: operand, in key order.
+func constraintsText(c map[string]any) string {
+	parts := make([]string, 0, len(c))
+	for _, k := range sortedKeys(boolKeys(c)) {
+		b, _ := json.Marshal(c[k])
+		parts = append(parts, k+": "+string(b))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func boolKeys(m map[string]any) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
