@@ -2,11 +2,15 @@ package latch
 
 import (
 	"context"
-	"errors"
 
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/postgres"
 )
 
 func openPostgres(ctx context.Context, url string, o StoreOptions) (store.Store, error) {
-	return nil, errors.New("latch: open store: postgres backend not built yet")
+	st, err := postgres.Open(ctx, url, &postgres.Config{ReadOnly: o.ReadOnly, Logger: o.Logger})
+	if err != nil {
+		return nil, err // an untyped nil: a typed nil *Store in an interface is not nil
+	}
+	return st, nil
 }

@@ -56,21 +56,24 @@ trap cleanup EXIT
 chmod 755 "$tmp"
 [[ ${#run_as[@]} -gt 0 ]] && chown latchtest "$tmp"
 
-# A free loopback port: one nothing answers on.
-for _ in {1..50}; do
-	port=$((20000 + RANDOM % 30000))
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-done
-
 "${run_as[@]}" "$bin/initdb" -D "$tmp/data" -U postgres --auth=trust -E UTF8 --locale=C >"$tmp/initdb.log" 2>&1 ||
 	{ cat "$tmp/initdb.log" >&2; exit 1; }
-"${run_as[@]}" "$bin/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 \
-	-o "-c listen_addresses=127.0.0.1 -p $port -k $tmp -c max_connections=200" start >/dev/null ||
-	{ cat "$tmp/server.log" >&2; exit 1; }
+# A loopback port below the ephemeral range (so no client socket holds it); retried if taken.
+started=""
+for _ in {1..10}; do
+	port=$((15000 + RANDOM % 17000))
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue # something listens there
+	if "${run_as[@]}" "$bin/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $tmp -c max_connections=200" start >/dev/null; then
+		started=1
+		break
+	fi
+done
+[[ -n $started ]] || { cat "$tmp/server.log" >&2; exit 1; }
 
 export LATCH_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 export LATCH_REQUIRE_POSTGRES=1
-echo "test.sh: postgres $("$bin/pg_ctl" --version | awk '{print $NF}') on 127.0.0.1:$port" >&2
+echo "test.sh: $("$bin/postgres" --version) on 127.0.0.1:$port" >&2
 
 go vet ./...
 unformatted=$(gofmt -l .)

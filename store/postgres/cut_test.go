@@ -72,6 +72,15 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 
 func (p *cutProxy) addr() string { return p.ln.Addr().String() }
 
+// dropAll closes every connection through the proxy, as a server restart or a firewall would.
+func (p *cutProxy) dropAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 func (p *cutProxy) arm(m cutMode) { p.armed.Store(int32(m)) }
 
 // take returns the armed mode and disarms.
@@ -269,7 +278,6 @@ func (c cutCall) recordReq(now time.Time, attempt int) *store.RecordRequest {
 func TestCutCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	base := serverURL(t)
 	u := newSchemaURL(t)
 	direct, err := Open(ctx, u, nil)
 	if err != nil {
@@ -277,25 +285,8 @@ func TestCutCommit(t *testing.T) {
 	}
 	defer direct.Close()
 
-	pu, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := pu.Host
-	if target == "" {
-		t.Skip("LATCH_TEST_POSTGRES_URL names no TCP host to proxy: " + base)
-	}
-	if pu.Port() == "" {
-		target = net.JoinHostPort(pu.Hostname(), "5432")
-	}
-	proxy := newCutProxy(t, target)
-	pu.Host = proxy.addr()
 	settled := &countHandler{n: map[string]int{}}
-	proxied, err := Open(ctx, pu.String(), &Config{MaxConns: 4, Logger: slog.New(settled)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxied.Close()
+	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
 
 	const iterations = 200
 	start := time.Now()
@@ -430,6 +421,52 @@ func (h *countHandler) count(msg string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n[msg]
+}
+
+// openProxied opens the store at u through a new cutProxy (u's schema must exist already).
+func openProxied(t *testing.T, u string, cfg *Config) (*cutProxy, *Store) {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := pu.Host
+	if target == "" {
+		t.Skip("LATCH_TEST_POSTGRES_URL names no TCP host to proxy")
+	}
+	if pu.Port() == "" {
+		target = net.JoinHostPort(pu.Hostname(), "5432")
+	}
+	proxy := newCutProxy(t, target)
+	pu.Host = proxy.addr()
+	st, err := Open(t.Context(), pu.String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return proxy, st
+}
+
+// Connections that died while idle in the pool (a server restart, a firewall) are replaced: the
+// next write succeeds.
+func TestStalePooledConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	direct, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	proxy, st := openProxied(t, u, &Config{MaxConns: 2})
+	now := time.Now()
+	for i := range 3 {
+		c := newCutCall(fmt.Sprintf("stale:%d", i))
+		if res, err := st.Reserve(ctx, c.reserveReq(now)); err != nil || !res.Reserved {
+			t.Fatalf("Reserve #%d = %+v, %v, want reserved", i, res, err)
+		}
+		proxy.dropAll()
+	}
 }
 
 func seqsOf(rs []receipt.Sealed) []int64 {

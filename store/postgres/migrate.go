@@ -130,15 +130,17 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if st.version == latestVersion() {
-		return nil
-	}
-	for {
+	for st.version < latestVersion() {
 		done, err := s.migrateOne(ctx)
-		if err != nil || done {
+		if err != nil {
 			return err
 		}
+		if done {
+			break
+		}
 	}
+	s.version = latestVersion()
+	return nil
 }
 
 func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
@@ -205,7 +207,9 @@ func (s *Store) checkReadOnly(ctx context.Context) error {
 		return fmt.Errorf("%w: schema %s has no latch tables: %s", store.ErrNoStore, s.schema, creator)
 	case st.version < minReadVersion:
 		return fmt.Errorf("schema %s is at version %d, older than this binary can read (%d): open it once with a writer to migrate it", s.schema, st.version, minReadVersion)
-	case st.version < latestVersion():
+	}
+	s.version = st.version
+	if st.version < latestVersion() {
 		s.log.Info("store schema is older than this binary; reading it without migrating", "store", s.url, "schema", s.schema, "version", st.version, "latest", latestVersion())
 	}
 	return nil

@@ -266,3 +266,81 @@ func queryDirect(ctx context.Context, raw, sql string, args []any, dest ...any) 
 	defer conn.Close(ctx)
 	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
 }
+
+// A reader upgraded before the writers reads a schema older than its binary (docs/postgres.md:
+// readers first); a writer then migrates it.
+func TestReaderOnOlderSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	old, err := newStore(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := old.migrateOne(ctx); err != nil || done {
+		t.Fatalf("migrateOne = %t, %v", done, err)
+	}
+	old.version = 1
+	c := newCutCall("old")
+	if res, err := old.Reserve(ctx, c.reserveReq(time.Now())); err != nil || !res.Reserved {
+		t.Fatalf("Reserve on schema 1 = %+v, %v", res, err)
+	}
+	old.Close()
+
+	r, err := Open(ctx, u, &Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("Open(ReadOnly) of schema 1 = %v", err)
+	}
+	defer r.Close()
+	if v := schemaVersionOf(t, r); v != 1 {
+		t.Fatalf("a read-only open migrated the schema to %d", v)
+	}
+	if e, err := r.Effect(ctx, c.key); err != nil || e.ActionID != c.actionID {
+		t.Errorf("Effect on schema 1 = %+v, %v", e, err)
+	}
+	if ds, err := r.Delegations(ctx); err != nil || len(ds) != 0 {
+		t.Errorf("Delegations on schema 1 = %v, %v, want none", ds, err)
+	}
+
+	w, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatalf("Open (writer) of schema 1 = %v", err)
+	}
+	defer w.Close()
+	if v := schemaVersionOf(t, w); v != latestVersion() {
+		t.Errorf("after a writer opened it the schema is at %d, want %d", v, latestVersion())
+	}
+	if e, err := w.Effect(ctx, c.key); err != nil || e.ActionID != c.actionID {
+		t.Errorf("Effect after migrating = %+v, %v", e, err)
+	}
+}
+
+// Delegations and revocations are insert-only in the database itself.
+func TestDelegationsInsertOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	st, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d := &store.Delegation{ID: "dlg_" + randomHex(16), Parent: "g", Grant: []byte("actions: [x]\n"), CreatedBy: "a", CreatedAt: time.Now()}
+	if err := st.CreateDelegation(ctx, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RevokeDelegation(ctx, &store.RevokeRequest{Now: time.Now(), ID: d.ID, By: "cli:bob"}); err != nil {
+		t.Fatal(err)
+	}
+	q := st.quoted()
+	for _, sql := range []string{
+		`UPDATE ` + q + `.delegations SET parent = 'other'`,
+		`DELETE FROM ` + q + `.delegations`,
+		`DELETE FROM ` + q + `.revocations`,
+		`TRUNCATE ` + q + `.revocations`,
+	} {
+		if err := execDirect(ctx, u, sql); err == nil || !strings.Contains(err.Error(), "insert-only") {
+			t.Errorf("%s = %v, want refused as insert-only", sql, err)
+		}
+	}
+}

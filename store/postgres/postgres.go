@@ -24,13 +24,13 @@
 //
 // An error during or after COMMIT, other than the server's own error reply, leaves the outcome
 // unknown: the commit may have landed and only its reply been lost. The store never guesses. It
-// reads back, on a fresh connection, what the transaction wrote: its receipt (by seq and hash)
-// and its events (by id), which no other transaction can have written, or else the rows it wrote,
-// compared whole. There as written: the write landed, and its result is returned. Not there: the
-// transaction is read, decided and issued once more, and if the first attempt was still
-// committing and lands after all, the re-issue waits on its locks, finds it, and returns its
-// result instead of writing twice. A second lost commit, or a re-read that fails, is an error,
-// never a reservation the store does not hold.
+// reads back, on a fresh connection, what the transaction wrote: first what no other transaction
+// can have written or can change (its receipt by seq and hash, its events by id, rows inserted
+// under a fresh id), else the rows it updated, compared whole. There as written: the write
+// landed, and its result is returned. Not there: the transaction is read, decided and issued
+// once more, and if the first attempt was still committing and lands after all, the re-issue
+// waits on its locks, finds it, and returns its result instead of writing twice. A second lost
+// commit, or a re-read that fails, is an error, never a reservation the store does not hold.
 //
 // # Schema
 //
@@ -71,8 +71,8 @@ type Config struct {
 	MaxConns int32
 }
 
-// Store is a latch store in one PostgreSQL schema. It implements store.Store and
-// store.WriteCounter.
+// Store is a latch store in one PostgreSQL schema. It implements store.Store,
+// store.DelegationStore and store.WriteCounter.
 type Store struct {
 	url      string // as given, for messages (the password is redacted)
 	schema   string
@@ -81,12 +81,14 @@ type Store struct {
 	pool     *pgxpool.Pool
 	conn     *pgx.ConnConfig // for the fresh connection that settles a lost commit
 	q        queries
+	version  int // the schema version at open: latestVersion for a writer, maybe older for a reader
 	writes   atomic.Int64
 }
 
 var (
-	_ store.Store        = (*Store)(nil)
-	_ store.WriteCounter = (*Store)(nil)
+	_ store.Store           = (*Store)(nil)
+	_ store.WriteCounter    = (*Store)(nil)
+	_ store.DelegationStore = (*Store)(nil)
 )
 
 // location is a parsed store URL.
@@ -143,6 +145,24 @@ func redact(raw string) string {
 // Open opens the store at url (postgres://… or postgresql://…, optional schema=NAME). A writer
 // creates the schema if needed and applies any pending migration; cfg may be nil.
 func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	s, err := newStore(ctx, url, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.readOnly {
+		err = s.checkReadOnly(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("open %s: %w", s.url, err)
+	}
+	return s, nil
+}
+
+// newStore parses url and cfg and sets up the pool, without touching the database.
+func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -177,20 +197,10 @@ func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	s := &Store{
+	return &Store{
 		url: redact(url), schema: loc.schema, readOnly: c.ReadOnly, log: c.Logger,
 		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize()),
-	}
-	if c.ReadOnly {
-		err = s.checkReadOnly(ctx)
-	} else {
-		err = s.migrate(ctx)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return s, nil
+	}, nil
 }
 
 // Close closes the store's connection pool. It waits for connections in use to be released.

@@ -8,6 +8,9 @@ const (
 	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
 	receiptColumns  = `seq, hash, doc`
 	eventColumns    = `id, kind, at, action_id, effect_key, approval_id, payload`
+	// delegationSelect reads delegations with their revocation, if any.
+	delegationSelect = `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at,
+		COALESCE(r.revoked_by, '') FROM {s}.delegations d LEFT JOIN {s}.revocations r ON r.delegation_id = d.delegation_id`
 )
 
 // queries holds every statement the store runs, its tables qualified with the quoted schema.
@@ -17,7 +20,9 @@ type queries struct {
 	readApproval, insertApproval, casApproval               string
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
 	witness, head, listEffects, listApprovals               string
-	listEvents                                              string
+	listEvents, approvalPresent                             string
+	readDelegation, listDelegations, insertDelegation       string
+	delegationPresent, insertRevocation, revocationPresent  string
 	receipts                                                string // the qualified table, for filtered queries
 }
 
@@ -65,5 +70,18 @@ func newQueries(schema string) queries {
 				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3)
 			ORDER BY id`),
 		receipts: r.Replace(`{s}.receipts`),
+		// The columns of an approval request that never change after it is created.
+		approvalPresent: r.Replace(`SELECT count(*) FROM {s}.approvals
+			WHERE approval_id = $1 AND action_hash = $2 AND created_at IS NOT DISTINCT FROM $3`),
+		readDelegation:  r.Replace(delegationSelect + ` WHERE d.delegation_id = $1`),
+		listDelegations: r.Replace(delegationSelect + ` ORDER BY d.seq`),
+		insertDelegation: r.Replace(`INSERT INTO {s}.delegations (delegation_id, parent, grant_doc, created_by, created_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (delegation_id) DO NOTHING`),
+		delegationPresent: r.Replace(`SELECT count(*) FROM {s}.delegations
+			WHERE delegation_id = $1 AND parent = $2 AND grant_doc = $3 AND created_by = $4 AND created_at = $5`),
+		insertRevocation: r.Replace(`INSERT INTO {s}.revocations (delegation_id, revoked_by, revoked_at)
+			VALUES ($1, $2, $3) ON CONFLICT (delegation_id) DO NOTHING`),
+		revocationPresent: r.Replace(`SELECT count(*) FROM {s}.revocations
+			WHERE delegation_id = $1 AND revoked_by = $2 AND revoked_at = $3`),
 	}
 }

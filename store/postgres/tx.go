@@ -48,15 +48,22 @@ type witness struct {
 	approval *approvalRow // the approval row as written
 	seq      int64        // the receipt appended, and its hash
 	hash     string
-	events   []int64 // the ids of the events inserted
+	events   []int64    // the ids of the events inserted
+	inserted []presence // rows inserted under a unique id, never changed by anyone after
 
 	result  any   // what the method returns
 	refusal error // an error the method returns although it committed (an expired approval answered)
 }
 
+// presence is a query counting the rows equal to one that a transaction inserted.
+type presence struct {
+	sql  string
+	args []any
+}
+
 // eventsOnly reports whether events are all the transaction wrote.
 func (w *witness) eventsOnly() bool {
-	return w.effect == nil && w.approval == nil && w.seq == 0 && len(w.events) > 0
+	return w.effect == nil && w.approval == nil && w.seq == 0 && len(w.inserted) == 0 && len(w.events) > 0
 }
 
 // txn is one attempt at a write transaction.
@@ -85,7 +92,8 @@ func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Contex
 		tx, err := s.pool.BeginTx(ctx, begin)
 		if err != nil {
 			var pe *pgconn.PgError
-			if !errors.As(err, &pe) && ctx.Err() == nil {
+			var ce *pgconn.ConnectError
+			if !errors.As(err, &pe) && !errors.As(err, &ce) && ctx.Err() == nil {
 				// A pooled connection that died while idle (a server restart, a proxy or
 				// firewall dropping it): a failed BEGIN wrote nothing, and the pool has
 				// discarded the connection, so try another.
@@ -143,7 +151,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Contex
 		s.log.Warn("lost commit settled: it did not land; re-issuing", "store", s.url, "op", op, "error", cerr)
 		pending, last = &t.w, cerr
 	}
-	return nil, fmt.Errorf("%s: still contended after %d tries: %w", op, maxTries, last)
+	return nil, fmt.Errorf("%s: gave up after %d tries: %w", op, maxTries, last)
 }
 
 // retryable reports a transaction PostgreSQL aborted and that may simply run again.
@@ -190,13 +198,16 @@ func (s *Store) settle(ctx context.Context, w *witness) (bool, error) {
 	return false, last
 }
 
-// landed reports whether the transaction that wrote w is in the store. Its receipt (by seq and
-// hash) and its events (by id: a sequence never hands an id out twice) are immutable and only
-// ours, so when it wrote any, they decide. Otherwise the rows it wrote decide, compared whole:
-// exactly as written is ours; anything else, it did not land.
+// landed reports whether the transaction that wrote w is in the store. What it inserted that
+// nobody else can have written or can change — its receipt (by seq and hash), its events (by id:
+// a sequence never hands an id out twice), rows under a fresh unique id — proves it landed as soon
+// as any of it is seen: only a committed transaction's rows are visible. When it wrote none of
+// that, the rows it updated decide, compared whole: exactly as written is ours; anything else, it
+// did not land. "Not landed" can be premature (the COMMIT may still be in flight); the re-issue
+// that follows is built to find a late landing (see txn.pending).
 func (s *Store) landed(ctx context.Context, q queryRower, w *witness) (bool, error) {
+	immutable := w.seq > 0 || len(w.events) > 0 || len(w.inserted) > 0
 	if w.seq > 0 || len(w.events) > 0 {
-		// One statement, so one snapshot: a commit becomes visible all at once or not at all.
 		var hash *string
 		var n int
 		events := w.events
@@ -206,15 +217,24 @@ func (s *Store) landed(ctx context.Context, q queryRower, w *witness) (bool, err
 		if err := q.QueryRow(ctx, s.q.witness, w.seq, events).Scan(&hash, &n); err != nil {
 			return false, err
 		}
-		receiptThere := hash != nil && *hash == w.hash
-		eventsThere := n == len(w.events) && n > 0
-		switch {
-		case n != 0 && n != len(w.events):
+		if n != 0 && n != len(w.events) { // one statement, one snapshot: all or none
 			return false, fmt.Errorf("%d of the %d events written are in the store", n, len(w.events))
-		case w.seq > 0 && len(w.events) > 0 && receiptThere != eventsThere:
-			return false, fmt.Errorf("the receipt written is in the store: %t, its events: %t", receiptThere, eventsThere)
 		}
-		return receiptThere || eventsThere, nil
+		if (hash != nil && *hash == w.hash) || n > 0 {
+			return true, nil
+		}
+	}
+	for _, p := range w.inserted {
+		var n int
+		if err := q.QueryRow(ctx, p.sql, p.args...).Scan(&n); err != nil {
+			return false, err
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	if immutable {
+		return false, nil
 	}
 	if w.effect != nil {
 		var r effectRow
@@ -345,24 +365,32 @@ func (t *txn) writeApproval(ctx context.Context, w *store.ApprovalWrite) error {
 	return nil
 }
 
+// insert runs an INSERT … ON CONFLICT DO NOTHING of a row under a fresh unique id, and records
+// how to find it again (present counts rows equal to it). A conflict is either the lost attempt
+// of this call, landed late, or a genuine duplicate, refused.
+func (t *txn) insert(ctx context.Context, what, sql string, args []any, present presence) error {
+	tag, err := t.Exec(ctx, sql, args...)
+	switch {
+	case err != nil:
+		return fmt.Errorf("insert %s: %w", what, err)
+	case tag.RowsAffected() == 1:
+		t.w.inserted = append(t.w.inserted, present)
+		return nil
+	}
+	if err := t.checkPending(ctx); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s exists", what)
+}
+
 // insertApproval inserts a new approval request.
 func (t *txn) insertApproval(ctx context.Context, a *store.Approval) error {
 	r, err := toApprovalRow(a)
 	if err != nil {
 		return err
 	}
-	tag, err := t.Exec(ctx, t.s.q.insertApproval, r.args()...)
-	switch {
-	case err != nil:
-		return fmt.Errorf("insert approval %s: %w", a.ID, err)
-	case tag.RowsAffected() == 1:
-		t.w.approval = &r
-		return nil
-	}
-	if err := t.checkPending(ctx); err != nil {
-		return err
-	}
-	return fmt.Errorf("insert approval %s: an approval with this id exists", a.ID)
+	return t.insert(ctx, "approval "+a.ID, t.s.q.insertApproval, r.args(),
+		presence{t.s.q.approvalPresent, []any{r.id, r.actionHash, r.created}})
 }
 
 // insertEvents appends events in one round trip and returns them with their ids; an event

@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/store"
+)
+
+var _ store.DelegationStore = (*Store)(nil)
+
+// delegationsVersion is the schema version that added delegations.
+const delegationsVersion = 2
+
+// CreateDelegation inserts a delegation and its events in one transaction. Delegations are
+// insert-only: an existing id is an error.
+func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, events []store.Event) error {
+	if d == nil || d.ID == "" || d.Parent == "" {
+		return errors.New("create delegation: no id or parent")
+	}
+	created, err := nanos(d.CreatedAt)
+	if err != nil || !created.Valid {
+		return fmt.Errorf("create delegation %s: created_at: %v", d.ID, errors.Join(err, errors.New("time required")))
+	}
+	grant := d.Grant
+	if grant == nil {
+		grant = []byte{}
+	}
+	args := []any{d.ID, d.Parent, grant, d.CreatedBy, created.Int64}
+	_, err = s.write(ctx, "create delegation "+d.ID, func(ctx context.Context, t *txn) error {
+		if err := t.insert(ctx, "delegation "+d.ID, s.q.insertDelegation, args, presence{s.q.delegationPresent, args}); err != nil {
+			return err
+		}
+		_, err := t.insertEvents(ctx, events, d.CreatedAt)
+		return err
+	})
+	return err
+}
+
+// RevokeDelegation records the revocation of one delegation: store.ErrNotFound when there is no
+// such delegation, store.ErrRevoked when it is already revoked.
+func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
+	op := "revoke " + req.ID
+	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
+		d, err := scanDelegation(t.QueryRow(ctx, s.q.readDelegation, req.ID))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if err := t.checkPending(ctx); err != nil {
+				return err
+			}
+			return refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
+		case err != nil:
+			return fmt.Errorf("read delegation: %w", err)
+		}
+		if err := t.checkPending(ctx); err != nil {
+			return err
+		}
+		if !d.RevokedAt.IsZero() {
+			return refused{fmt.Errorf("%s: %w (by %s)", op, store.ErrRevoked, d.RevokedBy)}
+		}
+		if err := store.CheckApprover(req.By); err != nil {
+			return refused{fmt.Errorf("%s: revoker: %w", op, err)}
+		}
+		at, err := nanos(req.Now)
+		if err != nil || !at.Valid {
+			return refused{fmt.Errorf("%s: time: %v", op, errors.Join(err, errors.New("time required")))}
+		}
+		args := []any{req.ID, req.By, at.Int64}
+		tag, err := t.Exec(ctx, s.q.insertRevocation, args...)
+		switch {
+		case err != nil:
+			return fmt.Errorf("insert revocation: %w", err)
+		case tag.RowsAffected() != 1:
+			return errConflict // revoked meanwhile: read again
+		}
+		t.w.inserted = append(t.w.inserted, presence{s.q.revocationPresent, args})
+		if _, err := t.insertEvents(ctx, req.Events, req.Now); err != nil {
+			return err
+		}
+		d.RevokedAt, d.RevokedBy = req.Now, req.By
+		t.w.result = d
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.Delegation), nil
+}
+
+// Delegations returns every delegation, revoked ones included, in creation order. A schema
+// older than delegations (a reader upgraded before the writers) holds none.
+func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
+	if s.version < delegationsVersion {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.listDelegations)
+	if err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Delegation
+	for rows.Next() {
+		d, err := scanDelegation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delegations: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	return out, nil
+}
+
+// LogEvents writes events that change no state (a refused delegation) in one transaction.
+func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	_, err := s.write(ctx, "log events", func(ctx context.Context, t *txn) error {
+		_, err := t.insertEvents(ctx, events, events[0].Time)
+		return err
+	})
+	return err
+}
+
+func scanDelegation(row pgx.Row) (*store.Delegation, error) {
+	var d store.Delegation
+	var created int64
+	var revoked stamp
+	if err := row.Scan(&d.ID, &d.Parent, &d.Grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy); err != nil {
+		return nil, err
+	}
+	d.CreatedAt = fromNanos(stamp{Int64: created, Valid: true})
+	d.RevokedAt = fromNanos(revoked)
+	return &d, nil
+}
