@@ -32,7 +32,32 @@ func TestExamples(t *testing.T) {
 		{"redelivered-webhook", []string{"bank transfers: 1", "refused: latch: effect payout:po_412 already committed"}},
 		{"lost-merge", []string{"remote merges: 1", "remote force pushes: 0", "denied: unknown_action"}},
 	}
+	pg := os.Getenv("LATCH_TEST_POSTGRES_URL")
+	if pg == "" && os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
+		t.Fatal("LATCH_REQUIRE_POSTGRES=1 but LATCH_TEST_POSTGRES_URL is unset")
+	}
 	for _, tc := range cases {
+		t.Run(tc.name+"/postgres", func(t *testing.T) {
+			if pg == "" {
+				t.Skip("LATCH_TEST_POSTGRES_URL is unset (scripts/test.sh sets it)")
+			}
+			t.Parallel()
+			bin := build(t, tc.name)
+			for run := 1; run <= 2; run++ {
+				cmd := exec.Command(bin)
+				cmd.Dir = t.TempDir()
+				cmd.Env = append(os.Environ(), "LATCH_STORE="+pg)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("run %d of %s on postgres: %v\n%s", run, tc.name, err, out)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(string(out), w) {
+						t.Errorf("run %d of %s on postgres: output lacks %q:\n%s", run, tc.name, w, out)
+					}
+				}
+			}
+		})
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			bin := build(t, tc.name)
@@ -40,7 +65,7 @@ func TestExamples(t *testing.T) {
 			for run := 1; run <= 2; run++ { // repeatable: each run resets its own store
 				cmd := exec.Command(bin)
 				cmd.Dir = dir
-				cmd.Env = os.Environ()
+				cmd.Env = append(os.Environ(), "LATCH_STORE=")
 				out, err := cmd.CombinedOutput()
 				if err != nil {
 					t.Fatalf("run %d of %s: %v\n%s", run, tc.name, err, out)

@@ -13,10 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/examples/internal/examplestore"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -54,15 +54,15 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	dir := filepath.Join(".latch", "examples", "lost-merge")
-	if err := os.RemoveAll(dir); err != nil {
+	storeURL, err := examplestore.Reset(ctx, "lost-merge")
+	if err != nil {
 		return err
 	}
 	pol, err := policy.Parse("latch.yaml", policyYAML)
 	if err != nil {
 		return err
 	}
-	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(dir, "state.db")})
+	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: storeURL})
 	if err != nil {
 		return err
 	}

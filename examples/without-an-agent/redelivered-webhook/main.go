@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/examples/internal/examplestore"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -36,7 +37,7 @@ type Event struct {
 
 const body = `{"id":"evt_9f2","payout_id":"po_412","amount":180000,"currency":"EUR"}`
 
-var dir = filepath.Join(".latch", "examples", "redelivered-webhook")
+var dir = examplestore.Dir("redelivered-webhook")
 
 // unguardedEnv makes the handler call the bank directly, without latch, so a test can show that
 // the example's checks fail (exit 1) when nothing refuses the second delivery.
@@ -64,10 +65,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if _, err := examplestore.Reset(ctx, "redelivered-webhook"); err != nil {
 		return err
 	}
 	if err := deliver(ctx, "first delivery (pid "+fmt.Sprint(os.Getpid())+")"); err != nil {
@@ -104,7 +102,7 @@ func deliver(ctx context.Context, who string) error {
 	if err != nil {
 		return err
 	}
-	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(dir, "state.db")})
+	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: examplestore.URL("redelivered-webhook")})
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/examples/internal/examplestore"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -50,15 +50,15 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	dir := filepath.Join(".latch", "examples", "retried-task")
-	if err := os.RemoveAll(dir); err != nil {
+	storeURL, err := examplestore.Reset(ctx, "retried-task")
+	if err != nil {
 		return err
 	}
 	pol, err := policy.Parse("latch.yaml", policyYAML)
 	if err != nil {
 		return err
 	}
-	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(dir, "state.db")})
+	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: storeURL})
 	if err != nil {
 		return err
 	}
@@ -87,8 +87,8 @@ func run(ctx context.Context) error {
 	fmt.Printf("\neffect record: %s %s (attempt %d): %s\n", eff.Key, eff.State, eff.Attempt, eff.Error)
 	fmt.Printf("processor charges: %d\n", proc.charges)
 	fmt.Printf("\nA human checks the processor's dashboard, then runs one of:\n")
-	fmt.Printf("  latch resolve charge:inv_88 --committed --as alice   # it was charged: retries stay refused\n")
-	fmt.Printf("  latch resolve charge:inv_88 --failed --as alice      # it was not: the next retry runs\n")
+	fmt.Printf("  latch resolve charge:inv_88 --committed --as alice --store '%s'   # it was charged: retries stay refused\n", storeURL)
+	fmt.Printf("  latch resolve charge:inv_88 --failed --as alice --store '%s'      # it was not: the next retry runs\n", storeURL)
 
 	switch {
 	case !errors.Is(errs[0], latch.ErrAmbiguous) || !errors.Is(errs[0], context.DeadlineExceeded):
