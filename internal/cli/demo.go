@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +70,8 @@ type demo struct {
 	remote *remote
 	out    io.Writer
 	mark   func(bool) string
-	dir    string
+	// authorityStore is the scratch store of the authority scenario, which runs its own guard.
+	authorityStore string
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -100,17 +99,16 @@ Exits 0 only if every refusal happened and every remote saw exactly what it shou
 
 func (a *app) runDemo(list []scenario) error {
 	start := time.Now()
-	dir, err := os.MkdirTemp(a.getenv("TMPDIR"), "latch-demo-")
+	urls, cleanup, err := a.scratchStores(a.ctx, "demo", "authority")
 	if err != nil {
-		return fmt.Errorf("demo: scratch directory: %w", err)
+		return fmt.Errorf("demo: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	p, err := policy.Parse("demo.yaml", demoPolicy)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	// synchronous=normal: a scratch store that is deleted in a second need not survive a power cut.
-	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, StoreURL: "sqlite:" + filepath.Join(dir, "demo.db") + "?synchronous=normal", Environment: "demo"})
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, StoreURL: urls[0], Environment: "demo"})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -120,7 +118,7 @@ func (a *app) runDemo(list []scenario) error {
 	var failed []string
 	for i, sc := range list {
 		fmt.Fprintf(a.stdout, "\n%d. %s\n", i+1, sc.title)
-		d := &demo{g: g, remote: &remote{calls: map[string]int{}}, out: a.stdout, mark: a.mark, dir: dir}
+		d := &demo{g: g, remote: &remote{calls: map[string]int{}}, out: a.stdout, mark: a.mark, authorityStore: urls[1]}
 		if err := sc.run(a.ctx, d); err != nil {
 			failed = append(failed, fmt.Sprintf("scenario %d (%s): %v", i+1, sc.title, err))
 			d.say("%s did not happen as it should: %v", a.mark(false), err)
@@ -379,7 +377,7 @@ func authorityEscalation(ctx context.Context, d *demo) error {
 	}
 	start := time.Now()
 	g, err := latch.Open(ctx, &latch.Config{
-		Policy: p, StoreURL: "sqlite:" + filepath.Join(d.dir, "authority.db") + "?synchronous=normal",
+		Policy: p, StoreURL: d.authorityStore,
 		Environment: "production", Now: func() time.Time { return demoEpoch.Add(time.Since(start)) },
 	})
 	if err != nil {
