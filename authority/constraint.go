@@ -68,9 +68,9 @@ func implies(c, p *policy.Condition) bool {
 func holds(p *policy.Condition, v any) bool {
 	switch p.Op {
 	case policy.OpEq:
-		return equal(v, p.Operand)
+		return policy.Equal(v, p.Operand)
 	case policy.OpNeq:
-		return kindOf(v) == kindOf(p.Operand) && !equal(v, p.Operand)
+		return kindOf(v) == kindOf(p.Operand) && !policy.Equal(v, p.Operand)
 	case policy.OpIn:
 		return member(v, p.Operand.([]any))
 	case policy.OpNotIn:
@@ -179,7 +179,7 @@ func affixImplies(c, p *policy.Condition) bool {
 func excludedImplies(kinds kind, n int, one any, list []any, p *policy.Condition) bool {
 	excluded := func(v any) bool {
 		if n == 1 {
-			return equal(v, one)
+			return policy.Equal(v, one)
 		}
 		return member(v, list)
 	}
@@ -246,51 +246,10 @@ func kindsOf(l []any) kind {
 
 func member(v any, l []any) bool {
 	for _, e := range l {
-		if equal(v, e) {
+		if policy.Equal(v, e) {
 			return true
 		}
 	}
 	return false
 }
 
-// equal is type-strict recursive equality over canon's value model, as policy evaluates eq:
-// int64(5) is not "5", and a value of any other Go type equals nothing.
-func equal(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}

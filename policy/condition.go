@@ -384,9 +384,9 @@ func (pc *precond) holds(args map[string]any) bool {
 func (pc *precond) decide(v any) bool {
 	switch pc.op {
 	case OpEq:
-		return equal(v, pc.operand)
+		return Equal(v, pc.operand)
 	case OpNeq:
-		return !equal(v, pc.operand)
+		return !Equal(v, pc.operand)
 	case OpIn:
 		return pc.member(v)
 	case OpNotIn:
@@ -545,16 +545,16 @@ func (pc *precond) member(v any) bool {
 		return false
 	}
 	for _, e := range pc.list {
-		if equal(v, e) {
+		if Equal(v, e) {
 			return true
 		}
 	}
 	return false
 }
 
-// equal is type-strict recursive equality over canon's value model: int64(5) is not "5", true
-// is not 1, and values of any other Go type equal nothing.
-func equal(a, b any) bool {
+// Equal is type-strict recursive equality over canon's value model, as eq and in evaluate it:
+// int64(5) is not "5", true is not 1, and values of any other Go type equal nothing.
+func Equal(a, b any) bool {
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -573,7 +573,7 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i]) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}
@@ -585,7 +585,7 @@ func equal(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
+			if !ok || !Equal(xv, yv) {
 				return false
 			}
 		}
