@@ -252,4 +252,3 @@ func member(v any, l []any) bool {
 	}
 	return false
 }
-
