@@ -188,6 +188,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.delegationsCommand(),
 		a.verifyCommand(),
 		a.versionCommand(),
+		a.benchCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

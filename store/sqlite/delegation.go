@@ -16,18 +16,18 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 	if d == nil || d.ID == "" || d.Parent == "" {
 		return errors.New("create delegation: no id or parent")
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(t *txn) error {
 		var b binder
 		at := b.time(d.CreatedAt)
 		if b.err != nil {
 			return b.err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO delegations (delegation_id, parent, grant_doc, created_by, created_at, seq)
+		if _, err := t.c.exec(`INSERT INTO delegations (delegation_id, parent, grant_doc, created_by, created_at, seq)
 			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM delegations))`,
 			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, events, d.CreatedAt)
+		return t.insertEvents(events, d.CreatedAt)
 	})
 	if err != nil {
 		return fmt.Errorf("create delegation %s: %w", d.ID, err)
@@ -38,13 +38,17 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 // RevokeDelegation inserts the revocation of one delegation.
 func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
 	var out *store.Delegation
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		d, err := scanDelegation(tx.QueryRowContext(ctx, delegationQuery+` WHERE d.delegation_id = ?`, req.ID))
+	err := s.write(ctx, func(t *txn) error {
+		var d *store.Delegation
+		found, err := t.c.queryRow(delegationQuery+` WHERE d.delegation_id = ?`, []any{req.ID}, func(sc scanner) (err error) {
+			d, err = scanDelegation(sc)
+			return err
+		})
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return store.ErrNotFound
 		case err != nil:
 			return err
+		case !found:
+			return store.ErrNotFound
 		case !d.RevokedAt.IsZero():
 			return fmt.Errorf("%w (by %s)", store.ErrRevoked, d.RevokedBy)
 		}
@@ -56,12 +60,12 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		if b.err != nil {
 			return b.err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO revocations (delegation_id, revoked_by, revoked_at) VALUES (?, ?, ?)`, req.ID, req.By, at); err != nil {
+		if _, err := t.c.exec(`INSERT INTO revocations (delegation_id, revoked_by, revoked_at) VALUES (?, ?, ?)`, req.ID, req.By, at); err != nil {
 			return err
 		}
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
 		out = d
-		return insertEvents(ctx, tx, req.Events, req.Now)
+		return t.insertEvents(req.Events, req.Now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("revoke %s: %w", req.ID, err)
@@ -111,7 +115,7 @@ func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := s.write(ctx, func(tx *sql.Tx) error { return insertEvents(ctx, tx, events, events[0].Time) }); err != nil {
+	if err := s.write(ctx, func(t *txn) error { return t.insertEvents(events, events[0].Time) }); err != nil {
 		return fmt.Errorf("log events: %w", err)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 )
 
 // migrationFiles holds the schema, one file per version: NNNN_name.sql. Migrations are forward
-// only; version 2 (delegations, for authority) will be the next file.
+// only: a new version is a new file.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS

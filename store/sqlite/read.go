@@ -30,8 +30,15 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
 	q := `SELECT ` + effectColumns + ` FROM effects`
 	var args []any
-	if f.State != "" {
+	switch f.State {
+	case "":
+	case store.Committed:
 		q += ` WHERE state = ?`
+		args = append(args, string(f.State))
+	default:
+		// The index holds every state but committed (migration 3); the repeated condition lets
+		// SQLite use it.
+		q += ` WHERE state = ? AND state <> 'committed'`
 		args = append(args, string(f.State))
 	}
 	out, err := collect(ctx, s.r, q+` ORDER BY effect_key`, args, scanEffect)
@@ -88,7 +95,9 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			args = append(args, f.EffectKey)
 		}
 		if f.ApprovalID != "" {
-			where = append(where, "approval_id = ?")
+			// The index holds only non-empty approval ids (migration 3); the repeated condition
+			// lets SQLite use it.
+			where = append(where, "approval_id = ? AND approval_id <> ''")
 			args = append(args, f.ApprovalID)
 		}
 		if !f.Since.IsZero() {
@@ -153,9 +162,14 @@ func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
 	var or []string
 	var args []any
-	for _, c := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}, {"approval_id", f.ApprovalID}} {
+	for _, c := range []struct{ cond, val string }{
+		{"action_id = ?", f.ActionID},
+		{"effect_key = ?", f.EffectKey},
+		// The index holds only non-empty approval ids (migration 3).
+		{"(approval_id = ? AND approval_id <> '')", f.ApprovalID},
+	} {
 		if c.val != "" {
-			or = append(or, c.col+" = ?")
+			or = append(or, c.cond)
 			args = append(args, c.val)
 		}
 	}

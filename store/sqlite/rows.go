@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/receipt"
@@ -76,10 +77,22 @@ func scanEffect(sc scanner) (*store.Effect, error) {
 
 // readEffect reads the effect under key, or nil when there is none.
 func readEffect(ctx context.Context, q querier, key string) (*store.Effect, error) {
-	e, err := scanEffect(q.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE effect_key = ?`, key))
+	e, err := scanEffect(q.QueryRowContext(ctx, selectEffect, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
+	return e, err
+}
+
+const selectEffect = `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`
+
+// effect reads the effect under key in the transaction, or nil when there is none.
+func (t *txn) effect(key string) (*store.Effect, error) {
+	var e *store.Effect
+	_, err := t.c.queryRow(selectEffect, []any{key}, func(sc scanner) (err error) {
+		e, err = scanEffect(sc)
+		return err
+	})
 	return e, err
 }
 
@@ -106,10 +119,22 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 
 // readApproval reads the approval id, or nil when there is none.
 func readApproval(ctx context.Context, q querier, id string) (*store.Approval, error) {
-	a, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE approval_id = ?`, id))
+	a, err := scanApproval(q.QueryRowContext(ctx, selectApproval, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
+	return a, err
+}
+
+const selectApproval = `SELECT ` + approvalColumns + ` FROM approvals WHERE approval_id = ?`
+
+// approval reads the approval id in the transaction, or nil when there is none.
+func (t *txn) approval(id string) (*store.Approval, error) {
+	var a *store.Approval
+	_, err := t.c.queryRow(selectApproval, []any{id}, func(sc scanner) (err error) {
+		a, err = scanApproval(sc)
+		return err
+	})
 	return a, err
 }
 
@@ -118,31 +143,34 @@ func readApproval(ctx context.Context, q querier, id string) (*store.Approval, e
 var errConcurrent = errors.New("the row changed under the transaction's lock")
 
 // applyEffect writes an effect: an insert, or a compare-and-set on (key, state, attempt, action id).
-func applyEffect(ctx context.Context, tx *sql.Tx, w *store.EffectWrite) error {
+func (t *txn) applyEffect(w *store.EffectWrite) error {
 	var b binder
 	n := w.Next
-	vals := []any{string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, b.time(n.LeaseExpiresAt),
-		b.json(n.Result), n.Error, n.ResolvedBy, b.time(n.CreatedAt), b.time(n.UpdatedAt)}
+	lease, result, created, updated := b.time(n.LeaseExpiresAt), b.json(n.Result), b.time(n.CreatedAt), b.time(n.UpdatedAt)
 	if b.err != nil {
 		return fmt.Errorf("effect %s: %w", n.Key, b.err)
 	}
 	if w.Prev == nil {
 		// The primary key backs the lock up: a second insert of one key fails instead of
 		// overwriting.
-		_, err := tx.ExecContext(ctx, `INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			append([]any{n.Key}, vals...)...)
-		return err
+		_, err := t.c.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated)
+		if err != nil {
+			return fmt.Errorf("effect %s: %w", n.Key, err)
+		}
+		return nil
 	}
 	p := w.Prev
-	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
+	rows, err := t.c.exec(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
 		lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?
 		WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
-		append(vals, p.Key, string(p.State), p.Attempt, p.ActionID)...)
-	return checkOne(res, err, "effect "+p.Key)
+		string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
+		p.Key, string(p.State), p.Attempt, p.ActionID)
+	return checkRows(rows, err, "effect "+p.Key)
 }
 
 // applyApproval writes an approval, compare-and-set on its previous status.
-func applyApproval(ctx context.Context, tx *sql.Tx, w *store.ApprovalWrite) error {
+func (t *txn) applyApproval(w *store.ApprovalWrite) error {
 	var b binder
 	n := w.Next
 	args := []any{string(n.Status), n.ActionHash, b.json(n.Action), n.ActionName, n.Agent, n.User, n.PolicyHash,
@@ -151,17 +179,14 @@ func applyApproval(ctx context.Context, tx *sql.Tx, w *store.ApprovalWrite) erro
 	if b.err != nil {
 		return fmt.Errorf("approval %s: %w", n.ID, b.err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
+	rows, err := t.c.exec(`UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
 		principal_user = ?, policy_hash = ?, created_at = ?, expires_at = ?, approver = ?, answered_at = ?, consumed_by = ?,
 		consumed_at = ? WHERE approval_id = ? AND status = ?`, args...)
-	return checkOne(res, err, "approval "+n.ID)
+	return checkRows(rows, err, "approval "+n.ID)
 }
 
-func checkOne(res sql.Result, err error, what string) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	n, err := res.RowsAffected()
+// checkRows requires a compare-and-set to have changed exactly one row.
+func checkRows(n int64, err error, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -171,39 +196,56 @@ func checkOne(res sql.Result, err error, what string) error {
 	return nil
 }
 
+// eventsPerInsert is how many events one INSERT statement writes: a call writes up to four in
+// one transaction, and one statement for all of them costs a quarter of four.
+const eventsPerInsert = 8
+
 // insertEvents appends events; an event without a time gets now.
-func insertEvents(ctx context.Context, tx *sql.Tx, events []store.Event, now time.Time) error {
-	for _, e := range events {
-		if e.Time.IsZero() {
-			e.Time = now
+func (t *txn) insertEvents(events []store.Event, now time.Time) error {
+	var args [eventsPerInsert * 6]any
+	for len(events) > 0 {
+		chunk := events[:min(len(events), eventsPerInsert)]
+		events = events[len(chunk):]
+		for i, e := range chunk {
+			if e.Time.IsZero() {
+				e.Time = now
+			}
+			var b binder
+			at := b.time(e.Time)
+			if b.err != nil {
+				return fmt.Errorf("event %s: %w", e.Kind, b.err)
+			}
+			if e.Kind == "" {
+				return errors.New("event without a kind")
+			}
+			copy(args[i*6:], []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, b.json(e.Payload)})
 		}
-		var b binder
-		at := b.time(e.Time)
-		if b.err != nil {
-			return fmt.Errorf("event %s: %w", e.Kind, b.err)
-		}
-		if e.Kind == "" {
-			return errors.New("event without a kind")
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO events (kind, at, action_id, effect_key, approval_id, payload) VALUES (?, ?, ?, ?, ?, ?)`,
-			e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, b.json(e.Payload))
-		if err != nil {
-			return fmt.Errorf("event %s: %w", e.Kind, err)
+		if _, err := t.c.exec(insertEventsSQL[len(chunk)], args[:len(chunk)*6]...); err != nil {
+			return fmt.Errorf("events: %w", err)
 		}
 	}
 	return nil
 }
 
-// appendReceipt seals rc as the successor of the chain head, stores it and moves the head.
-func appendReceipt(ctx context.Context, tx *sql.Tx, rc *receipt.Receipt) (receipt.Sealed, error) {
+// insertEventsSQL[n] inserts n events.
+var insertEventsSQL = func() (q [eventsPerInsert + 1]string) {
+	for n := 1; n <= eventsPerInsert; n++ {
+		q[n] = `INSERT INTO events (kind, at, action_id, effect_key, approval_id, payload) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?), `, n), ", ")
+	}
+	return q
+}()
+
+// appendReceipt seals rc as the successor of the chain head, stores it and moves the head (in
+// the transaction's memory: the head row is written once, at commit).
+func (t *txn) appendReceipt(rc *receipt.Receipt) (receipt.Sealed, error) {
 	if rc.ReceiptID == "" {
 		return receipt.Sealed{}, errors.New("receipt has no receipt_id")
 	}
-	var head receipt.Head
-	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM chain_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
-		return receipt.Sealed{}, fmt.Errorf("chain head: %w", err)
+	if err := t.readHead(); err != nil {
+		return receipt.Sealed{}, err
 	}
-	seq, prev := receipt.Next(head)
+	seq, prev := receipt.Next(t.head)
 	sealed, err := receipt.Seal(rc, seq, prev)
 	if err != nil {
 		return receipt.Sealed{}, err
@@ -216,15 +258,12 @@ func appendReceipt(ctx context.Context, tx *sql.Tx, rc *receipt.Receipt) (receip
 	if finished == nil {
 		finished = int64(0)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
+	_, err = t.c.exec(`INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		seq, sealed.Hash, rc.ReceiptID, rc.ActionID, rc.Action, rc.EffectKey, rc.ApprovalID, rc.Result, finished, string(sealed.Doc))
 	if err != nil {
 		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1 AND seq = ?`, seq, sealed.Hash, head.Seq)
-	if err := checkOne(res, err, "chain head"); err != nil {
-		return receipt.Sealed{}, err
-	}
+	t.head = receipt.Head{Seq: seq, Hash: sealed.Hash}
 	return sealed, nil
 }

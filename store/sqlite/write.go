@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -26,36 +25,36 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 		op += " approval " + req.ApprovalID
 	}
 	var res *store.ReserveResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(t *txn) error {
 		var eff *store.Effect
 		var apr *store.Approval
 		var err error
 		if req.EffectKey != "" {
-			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
+			if eff, err = t.effect(req.EffectKey); err != nil {
 				return err
 			}
 		}
 		if req.ApprovalID != "" {
-			if apr, err = readApproval(ctx, tx, req.ApprovalID); err != nil {
+			if apr, err = t.approval(req.ApprovalID); err != nil {
 				return err
 			}
 		}
 		plan := store.PlanReserve(req, eff, apr)
 		if plan.Effect != nil {
-			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
+			if err := t.applyEffect(plan.Effect); err != nil {
 				return err
 			}
 		}
 		if plan.Approval != nil {
-			if err := applyApproval(ctx, tx, plan.Approval); err != nil {
+			if err := t.applyApproval(plan.Approval); err != nil {
 				return err
 			}
 		}
-		if err := insertEvents(ctx, tx, plan.Events, req.Now); err != nil {
+		if err := t.insertEvents(plan.Events, req.Now); err != nil {
 			return err
 		}
 		if plan.Receipt != nil {
-			sealed, err := appendReceipt(ctx, tx, plan.Receipt)
+			sealed, err := t.appendReceipt(plan.Receipt)
 			if err != nil {
 				return err
 			}
@@ -81,38 +80,38 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 		op = "record " + req.EffectKey
 	}
 	var res *store.RecordResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(t *txn) error {
 		var eff *store.Effect
 		var err error
 		if req.EffectKey != "" {
-			if eff, err = readEffect(ctx, tx, req.EffectKey); err != nil {
+			if eff, err = t.effect(req.EffectKey); err != nil {
 				return err
 			}
 		}
 		plan := store.PlanRecord(req, eff)
 		if plan.Effect != nil {
-			if err := applyEffect(ctx, tx, plan.Effect); err != nil {
+			if err := t.applyEffect(plan.Effect); err != nil {
 				return err
 			}
 		}
 		events := plan.Events
 		if req.Approval != nil {
-			apr, err := readApproval(ctx, tx, req.Approval.ID)
+			apr, err := t.approval(req.Approval.ID)
 			if err != nil {
 				return err
 			}
 			w, evs := store.PlanRecordApproval(req, apr)
 			if w != nil {
-				if err := applyApproval(ctx, tx, w); err != nil {
+				if err := t.applyApproval(w); err != nil {
 					return err
 				}
 			}
 			events = append(events, evs...)
 		}
-		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+		if err := t.insertEvents(events, req.Now); err != nil {
 			return err
 		}
-		sealed, err := appendReceipt(ctx, tx, plan.Receipt)
+		sealed, err := t.appendReceipt(plan.Receipt)
 		if err != nil {
 			return err
 		}
@@ -134,8 +133,8 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 	}
 	var out *store.Effect
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		eff, err := readEffect(ctx, tx, req.Key)
+	err := s.write(ctx, func(t *txn) error {
+		eff, err := t.effect(req.Key)
 		if err != nil {
 			return err
 		}
@@ -144,7 +143,7 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 			refusal = err
 			return errRefused
 		}
-		if err := applyEffect(ctx, tx, w); err != nil {
+		if err := t.applyEffect(w); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -171,8 +170,8 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 	}
 	var out *store.Effect
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		eff, err := readEffect(ctx, tx, req.Key)
+	err := s.write(ctx, func(t *txn) error {
+		eff, err := t.effect(req.Key)
 		if err != nil {
 			return err
 		}
@@ -181,10 +180,10 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 			refusal = err
 			return errRefused
 		}
-		if err := applyEffect(ctx, tx, w); err != nil {
+		if err := t.applyEffect(w); err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+		if err := t.insertEvents(events, req.Now); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -207,7 +206,7 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 	case a.Status != "" && a.Status != store.Pending:
 		return fmt.Errorf("create approval %s: status is %s, a new request is pending", a.ID, a.Status)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(t *txn) error {
 		var b binder
 		args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
 			a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
@@ -215,10 +214,10 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 		if b.err != nil {
 			return b.err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		if _, err := t.c.exec(`INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, events, a.CreatedAt)
+		return t.insertEvents(events, a.CreatedAt)
 	})
 	if err != nil {
 		return fmt.Errorf("create approval %s: %w", a.ID, err)
@@ -234,8 +233,8 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 	}
 	var out *store.Approval
 	var refusal error
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		a, err := readApproval(ctx, tx, req.ID)
+	err := s.write(ctx, func(t *txn) error {
+		a, err := t.approval(req.ID)
 		if err != nil {
 			return err
 		}
@@ -244,10 +243,10 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 			refusal = planErr
 			return errRefused
 		}
-		if err := applyApproval(ctx, tx, w); err != nil {
+		if err := t.applyApproval(w); err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, tx, events, req.Now); err != nil {
+		if err := t.insertEvents(events, req.Now); err != nil {
 			return err
 		}
 		out = &w.Next

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — reproduces every figure of docs/performance.md in one go.
+#
+# Run it on a quiet machine: the figures are medians of RUNS runs (default 3), but a neighbour
+# that takes a core for a whole run still moves them. It prints the load average before and
+# after, so a noisy run shows itself.
+#
+#   scripts/bench.sh                 # all of it (about 10 minutes on 2 cores)
+#   DURATION=10s RUNS=5 scripts/bench.sh
+#   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain
+#
+# Needs go and jq; /usr/bin/time (GNU time) for the maximum RSS of `latch receipts --verify`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-5s}
+RUNS=${RUNS:-3}
+SECTIONS=${SECTIONS:-go targets scaling race chain}
+command -v jq >/dev/null || { echo "bench.sh: jq is required" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/latch-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/latch" ./cmd/latch
+latch=$tmp/latch
+
+# median reads numbers, one a line, and prints their median.
+median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+# bench STORE WORKERS: RUNS runs of `latch bench`, one JSON object per line in $tmp/runs.
+bench() {
+	: >"$tmp/runs"
+	for _ in $(seq "$RUNS"); do
+		"$latch" bench --store "$1" --workers "$2" --duration "$DURATION" --json >>"$tmp/runs"
+	done
+}
+# field JQ: the median of JQ over the last bench's runs.
+field() { jq -r "$1" "$tmp/runs" | median; }
+
+echo "# latch bench — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# $(go version), $(uname -sr), $(nproc) CPUs, RUNS=$RUNS, DURATION=$DURATION each side"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime)"
+echo
+
+if has go; then
+	echo "## Go benchmarks (median of $RUNS, ns/op and allocs/op)"
+	echo
+	{
+		go test -run '^$' -bench '^Benchmark(Evaluate|Seal|VerifyChain)$' -benchmem -count "$RUNS" .
+		go test -run '^$' -bench '^BenchmarkScanLinks$' -benchmem -count "$RUNS" ./receipt/
+	} | awk '/^Benchmark/ {
+		name = $1; sub(/-[0-9]+$/, "", name)
+		for (i = 3; i < NF; i++) {
+			if ($(i+1) == "ns/op") ns[name] = ns[name] " " $i
+			if ($(i+1) == "allocs/op") al[name] = al[name] " " $i
+			if ($(i+1) == "receipts/s") rs[name] = rs[name] " " $i
+		}
+		names[name] = 1
+	}
+	function med(s,   n, a, i, j, t) {
+		n = split(s, a, " ")
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((n + 1) / 2)]
+	}
+	END {
+		for (n in names) printf "| %s | %s | %s | %s |\n", n, med(ns[n]), med(al[n]), (n in rs) ? med(rs[n]) : ""
+	}' | sort >"$tmp/go"
+	echo "| benchmark | ns/op | allocs/op | receipts/s |"
+	echo "|---|---:|---:|---:|"
+	cat "$tmp/go"
+	echo
+fi
+
+if has targets || has scaling; then
+	echo "## latch bench: calls through the pipeline vs the bare transactions (median of $RUNS)"
+	echo
+	echo "| synchronous | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	workers="1 8"
+	has scaling && workers="1 2 4 8 16 32"
+	for sync in normal full; do
+		for w in $workers; do
+			bench "sqlite:?synchronous=$sync" "$w"
+			printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$sync" "$w" \
+				"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
+				"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
+				"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+		done
+	done
+	echo
+fi
+
+if has race; then
+	echo "## Race: 8 processes × 8 workers, 8,000 attempts over 1,000 shared keys (each run)"
+	echo
+	echo "| synchronous | run | executions | committed | wall s | attempts/s |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for sync in normal full; do
+		for r in $(seq "$RUNS"); do
+			"$latch" bench --store "sqlite:?synchronous=$sync" --race-keys 1000 --processes 8 --workers 8 --json >"$tmp/race"
+			jq -r --arg s "$sync" --arg r "$r" '"| \($s) | \($r) | \(.executions) | \(.committed) | \(.seconds * 1000 | round / 1000) | \(.attempts_per_s | round) |"' "$tmp/race"
+		done
+	done
+	echo
+fi
+
+if has chain; then
+	echo "## Chain verification: latch receipts --verify (median of $RUNS)"
+	echo
+	echo "| receipts | seconds | receipts/s | max RSS MiB |"
+	echo "|---:|---:|---:|---:|"
+	store="sqlite:$tmp/chain.db?synchronous=normal"
+	for n in 10000 100000 1000000; do
+		"$latch" bench --store "$store" --receipts "$n" --json >/dev/null # grows the chain to n
+		: >"$tmp/verify"
+		for _ in $(seq "$RUNS"); do
+			if [[ -x /usr/bin/time ]]; then
+				/usr/bin/time -f "%e %M" -o "$tmp/time" "$latch" receipts --verify --store "$store" >/dev/null
+				cat "$tmp/time" >>"$tmp/verify"
+			else
+				start=$(date +%s.%N)
+				"$latch" receipts --verify --store "$store" >/dev/null
+				echo "$(echo "$(date +%s.%N) - $start" | bc) 0" >>"$tmp/verify"
+			fi
+		done
+		secs=$(cut -d' ' -f1 "$tmp/verify" | median)
+		rss=$(cut -d' ' -f2 "$tmp/verify" | median)
+		printf "| %d | %.3f | %.0f | %.1f |\n" "$n" "$secs" "$(echo "$n / $secs" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
+	done
+	echo
+fi
+
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime)"
