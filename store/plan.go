@@ -247,33 +247,6 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	return p
 }
 
-// PlanRecordApproval decides what a Record does with the approval it presents
-// (RecordRequest.Approval, for calls with no effect key), given the approval the backend read
-// (nil when unknown). A usable approval is consumed by use.ActionID; one found past its expiry is
-// written expired; any other is left exactly as it is. Record never refuses on its account: the
-// call has run, and the check that could refuse it belongs to Reserve, before execution.
-func PlanRecordApproval(req *RecordRequest, a *Approval) (*ApprovalWrite, []Event) {
-	use := req.Approval
-	if use == nil || a == nil {
-		return nil, nil
-	}
-	reason, expire := CheckApproval(a, use.ActionHash, req.Now)
-	switch {
-	case expire:
-		next := *a
-		next.Status = Expired
-		return &ApprovalWrite{PrevStatus: a.Status, Next: next},
-			[]Event{newEvent(EventApprovalInvalidated, req.Now, use.ActionID, "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})}
-	case reason != "":
-		return nil, nil
-	}
-	next := *a
-	next.Status = Consumed
-	next.ConsumedBy = use.ActionID
-	next.ConsumedAt = req.Now
-	return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{newEvent(EventApprovalConsumed, req.Now, use.ActionID, "", a.ID, nil)}
-}
-
 func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "outcome %s not recorded: ", req.Outcome)

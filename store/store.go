@@ -177,10 +177,9 @@ type ReserveResult struct {
 // RecordRequest writes the end of a call: for a holder, the effect's outcome; always, a receipt
 // and the events — in one transaction (SPEC §4 step 7).
 type RecordRequest struct {
-	Now      time.Time
-	Receipt  *receipt.Receipt // result committed, failed, ambiguous, denied, blocked or observed
-	Events   []Event
-	Approval *ApprovalUse // consume this approval in the same transaction (calls with no effect key)
+	Now     time.Time
+	Receipt *receipt.Receipt // result committed, failed, ambiguous, denied, blocked or observed
+	Events  []Event
 	// Holder transition, when EffectKey is set: executing → Outcome, compare-and-set on
 	// (key, action id, attempt, executing).
 	EffectKey string
@@ -189,13 +188,6 @@ type RecordRequest struct {
 	Outcome   State // Committed, Failed or Ambiguous
 	Result    json.RawMessage
 	Error     string
-}
-
-// ApprovalUse presents an approval for consumption.
-type ApprovalUse struct {
-	ID         string
-	ActionHash string
-	ActionID   string
 }
 
 // RecordResult is what recording did. Lost is set when the holder no longer held the key (its

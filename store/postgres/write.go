@@ -65,28 +65,18 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 	op := "record " + req.Receipt.ActionID
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
 		var eff *store.Effect
-		var apr *store.Approval
 		var err error
 		if req.EffectKey != "" {
 			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
 				return err
 			}
 		}
-		if req.Approval != nil {
-			if apr, err = t.readApproval(ctx, req.Approval.ID); err != nil {
-				return err
-			}
-		}
 		plan := store.PlanRecord(req, eff)
-		aw, aevents := store.PlanRecordApproval(req, apr)
 		if err := t.writeEffect(ctx, plan.Effect); err != nil {
 			return err
 		}
-		if err := t.writeApproval(ctx, aw); err != nil {
-			return err
-		}
 		res := plan.Result
-		if res.Events, err = t.insertEvents(ctx, append(plan.Events, aevents...), req.Now); err != nil {
+		if res.Events, err = t.insertEvents(ctx, plan.Events, req.Now); err != nil {
 			return err
 		}
 		sealed, err := t.appendReceipt(ctx, plan.Receipt)

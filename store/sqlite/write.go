@@ -94,21 +94,7 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 				return err
 			}
 		}
-		events := plan.Events
-		if req.Approval != nil {
-			apr, err := t.approval(req.Approval.ID)
-			if err != nil {
-				return err
-			}
-			w, evs := store.PlanRecordApproval(req, apr)
-			if w != nil {
-				if err := t.applyApproval(w); err != nil {
-					return err
-				}
-			}
-			events = append(events, evs...)
-		}
-		if err := t.insertEvents(events, req.Now); err != nil {
+		if err := t.insertEvents(plan.Events, req.Now); err != nil {
 			return err
 		}
 		sealed, err := t.appendReceipt(plan.Receipt)

@@ -264,24 +264,4 @@ func testReserveWithApproval(t *testing.T, b Backend) {
 		res = f.reserve(withApproval("", a).reserve(now))
 		wantRefused(t, "approval-only replay", res, true, "consumed")
 	})
-
-	t.Run("RecordConsumes", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, b)
-		a := f.granted(hash)
-		other := f.granted(hashOf("something else"))
-		c := withApproval("", a)
-		req := receiptOnly(c, now, "committed")
-		req.Approval = &store.ApprovalUse{ID: a.ID, ActionHash: a.ActionHash, ActionID: c.ActionID}
-		f.record(req)
-		want := *a
-		want.Status, want.ConsumedBy, want.ConsumedAt = store.Consumed, c.ActionID, now
-		same(t, "Approval() after Record (consumed)", f.approval(a.ID), &want)
-
-		// An approval bound to another action is left as it was.
-		req = receiptOnly(c.retry(), now, "committed")
-		req.Approval = &store.ApprovalUse{ID: other.ID, ActionHash: a.ActionHash, ActionID: req.Receipt.ActionID}
-		f.record(req)
-		same(t, "Approval() after a mismatched Record", f.approval(other.ID), other)
-	})
 }
