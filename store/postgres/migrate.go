@@ -6,10 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -32,38 +28,14 @@ const schemaMarker = "latch"
 // version could not read must raise it.
 const minReadVersion = 1
 
-// migration is one schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the embedded migrations in version order, numbered 1, 2, … without gaps.
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []migration {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+var migrations = func() []store.Migration {
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
-	var ms []migration
-	for i, name := range names {
-		base := path.Base(name)
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil || v != i+1 {
-			panic(fmt.Sprintf("postgres: migration %s is not version %d", base, i+1))
-		}
-		b, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			panic(err)
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		panic("postgres: " + err.Error())
 	}
 	return ms
-}
+}()
 
 // latestVersion is the schema version this binary writes.
 func latestVersion() int { return len(migrations) }
@@ -161,7 +133,7 @@ func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
 	}
 	m := migrations[st.version]
 	fail := func(err error) (bool, error) {
-		return false, fmt.Errorf("migrate schema %s to %d (%s): %w", s.schema, m.version, m.name, err)
+		return false, fmt.Errorf("migrate schema %s to %d (%s): %w", s.schema, m.Version, m.Name, err)
 	}
 	if !st.exists {
 		// Only when missing: CREATE SCHEMA IF NOT EXISTS still needs CREATE on the database.
@@ -180,16 +152,16 @@ INSERT INTO `+s.quoted()+`.latch_schema (id, marker, version) VALUES (1, '`+sche
 			return fail(err)
 		}
 	}
-	if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{schema}", s.quoted())); err != nil {
+	if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{schema}", s.quoted())); err != nil {
 		return fail(err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+s.quoted()+`.latch_schema SET version = $1 WHERE id = 1`, m.version); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE `+s.quoted()+`.latch_schema SET version = $1 WHERE id = 1`, m.Version); err != nil {
 		return fail(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail(err)
 	}
-	s.log.Info("store migrated", "store", s.url, "schema", s.schema, "version", m.version, "migration", m.name)
+	s.log.Info("store migrated", "store", s.url, "schema", s.schema, "version", m.Version, "migration", m.Name)
 	return false, nil
 }
 

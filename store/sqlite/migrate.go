@@ -6,11 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/latchkit/latch/store"
 )
@@ -24,38 +19,14 @@ var migrationFiles embed.FS
 // schemaMarker is written in latch_schema so a latch database is told from any other.
 const schemaMarker = "latch"
 
-// migration is one schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the embedded migrations in version order, numbered 1, 2, … without gaps.
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []migration {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+var migrations = func() []store.Migration {
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
-	var ms []migration
-	for i, name := range names {
-		base := path.Base(name)
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil || v != i+1 {
-			panic(fmt.Sprintf("sqlite: migration %s is not version %d", base, i+1))
-		}
-		b, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			panic(err)
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		panic("sqlite: " + err.Error())
 	}
 	return ms
-}
+}()
 
 // latestVersion is the schema version this binary writes.
 func latestVersion() int { return len(migrations) }
@@ -133,19 +104,19 @@ func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
 ) STRICT;
 INSERT INTO latch_schema (id, marker, version) VALUES (1, '`+schemaMarker+`', 0)`)
 		if err != nil {
-			return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+			return false, fmt.Errorf("migrate to %d: %w", m.Version, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migrate to %d (%s): %w", m.version, m.name, err)
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return false, fmt.Errorf("migrate to %d (%s): %w", m.Version, m.Name, err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE latch_schema SET version = ? WHERE id = 1`, m.version); err != nil {
-		return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+	if _, err := tx.ExecContext(ctx, `UPDATE latch_schema SET version = ? WHERE id = 1`, m.Version); err != nil {
+		return false, fmt.Errorf("migrate to %d: %w", m.Version, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migrate to %d: %w", m.version, err)
+		return false, fmt.Errorf("migrate to %d: %w", m.Version, err)
 	}
-	s.log.Info("store migrated", "store", s.url, "version", m.version, "migration", m.name)
+	s.log.Info("store migrated", "store", s.url, "version", m.Version, "migration", m.Name)
 	return false, nil
 }
 
