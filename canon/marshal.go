@@ -214,18 +214,31 @@ func (p *state) marshalString(s string) bool {
 }
 
 // appendString appends s, which is valid UTF-8, as a canonical JSON string.
-func (p *state) appendString(s string) {
-	p.out = append(p.out, '"')
+func (p *state) appendString(s string) { p.out = appendQuoted(p.out, s) }
+
+// appendQuoted appends s, which is valid UTF-8, to dst as a canonical JSON string.
+func appendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '"')
 	last := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		p.out = append(p.out, s[last:i]...)
-		p.out = appendEscapedRune(p.out, rune(c))
+		dst = append(dst, s[last:i]...)
+		dst = appendEscapedRune(dst, rune(c))
 		last = i + 1
 	}
-	p.out = append(p.out, s[last:]...)
-	p.out = append(p.out, '"')
+	dst = append(dst, s[last:]...)
+	return append(dst, '"')
+}
+
+// AppendString appends s to dst as a canonical JSON string, for writers that emit a document's
+// fixed keys themselves, in sorted order, instead of building a map for Marshal. Invalid UTF-8
+// is refused.
+func AppendString(dst []byte, s string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		return dst, &Error{Reason: "invalid UTF-8"}
+	}
+	return appendQuoted(dst, s), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/receipt"
 )
 
@@ -210,5 +211,51 @@ func TestParseRoundTrip(t *testing.T) {
 	again, err := receipt.Seal(got, 3, receipt.GenesisHash)
 	if err != nil || again.Hash != s.Hash {
 		t.Errorf("re-sealing the parsed receipt gives %s, want %s (%v)", again.Hash, s.Hash, err)
+	}
+}
+
+// TestCanonicalMatchesMarshal holds Seal's direct writer to canon.Marshal of the map document:
+// the same bytes for every shape of receipt (optional fields empty and set, authority,
+// would_have, escapes, non-ASCII).
+func TestCanonicalMatchesMarshal(t *testing.T) {
+	t.Parallel()
+	shapes := []func(*receipt.Receipt){
+		func(r *receipt.Receipt) {},
+		func(r *receipt.Receipt) {
+			r.Authority = &receipt.Authority{GrantID: "g", DelegationID: "dlg_1"}
+			r.WouldHave = &receipt.WouldHave{Decision: "deny", Reason: "unknown_action", Effect: "committed"}
+		},
+		func(r *receipt.Receipt) {
+			r.Resource, r.EffectKey, r.Attempt, r.IdempotencyToken, r.PolicyHash = "", "", 0, "", ""
+			r.Principal = receipt.Principal{Agent: "a", User: "ünïcode \"q\" \\ \n\t\u2028", Issuer: "https://i"}
+			r.Error = "line1\nline2\x01"
+			r.Arguments = json.RawMessage(`{ "b": [1, {"z": null, "a": true}], "a": "€" }`)
+			r.StartedAt, r.FinishedAt = time.Time{}, time.Time{}
+		},
+		func(r *receipt.Receipt) { r.Arguments = nil; r.Authority = &receipt.Authority{} },
+	}
+	for i, shape := range shapes {
+		r := sample(i + 1)
+		shape(r)
+		s, err := receipt.Seal(r, int64(i+1), receipt.GenesisHash)
+		if err != nil {
+			t.Fatalf("shape %d: Seal: %v", i, err)
+		}
+		doc, err := r.Document()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canon.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(s.Doc) != string(want) {
+			t.Errorf("shape %d: Seal wrote\n%s\nwant (canon.Marshal of the document)\n%s", i, s.Doc, want)
+		}
+	}
+	bad := sample(1)
+	bad.Action = "\xff"
+	if _, err := receipt.Seal(bad, 1, receipt.GenesisHash); err == nil {
+		t.Errorf("Seal accepted invalid UTF-8")
 	}
 }
