@@ -127,19 +127,20 @@ func (s *Store) checkReadOnly(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.version = v
 	return checkReadOnlyVersion(v, latestVersion())
 }
 
 // checkReadOnlyVersion decides whether a read-only open may use a store at version v when this
-// binary's schema is latest.
+// binary's schema is latest. An older schema is read as it is (readers can be upgraded before
+// the writers that migrate, as on Postgres): every migration so far only adds tables and
+// indexes, and a reader of a schema without delegations sees none.
 func checkReadOnlyVersion(v, latest int) error {
 	switch {
 	case v == 0:
 		return fmt.Errorf("%w: the file is empty: it is created by the first worker that opens it, or by a latch command that writes", store.ErrNoStore)
 	case v > latest:
 		return fmt.Errorf("%w: schema version %d, this binary knows %d: upgrade latch", store.ErrSchemaTooNew, v, latest)
-	case v < latest:
-		return fmt.Errorf("schema version %d is older than this binary's %d: upgrade it by opening the store with a writer (a worker, or a latch command that writes)", v, latest)
 	}
 	return nil
 }

@@ -94,6 +94,7 @@ type Store struct {
 	wr       *writer      // runs the write requests on w, in batches
 	r        *sql.DB      // the reader pool
 	writes   atomic.Int64 // committed write transactions (batches)
+	version  int          // the schema version read at a read-only open (a writer migrates to the latest)
 }
 
 var (

@@ -216,7 +216,8 @@ func TestReadOnlyVersion(t *testing.T) {
 		{2, 2, nil, ""},
 		{0, 1, store.ErrNoStore, "created by the first worker"},
 		{3, 2, store.ErrSchemaTooNew, "upgrade latch"},
-		{1, 2, nil, "opening the store with a writer"},
+		{1, 2, nil, ""},
+		{1, 3, nil, ""},
 	}
 	for _, c := range cases {
 		err := checkReadOnlyVersion(c.v, c.latest)
@@ -467,4 +468,47 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestReaderOfOlderSchema: a reader opens a store a writer of an older binary left at schema 1
+// (before delegations) without migrating it, reads it, and sees no delegations; a writer then
+// migrates it to the latest.
+func TestReaderOfOlderSchema(t *testing.T) {
+	t.Parallel()
+	url := backend.New(t)
+	s := openClose(t, url, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, strings.TrimPrefix(url, "sqlite:"))
+	exec(t, db, `DROP TRIGGER revocations_insert_only_update`)
+	exec(t, db, `DROP TRIGGER revocations_insert_only_delete`)
+	exec(t, db, `DROP TRIGGER delegations_insert_only_update`)
+	exec(t, db, `DROP TRIGGER delegations_insert_only_delete`)
+	exec(t, db, `DROP TABLE revocations`)
+	exec(t, db, `DROP TABLE delegations`)
+	exec(t, db, `UPDATE latch_schema SET version = 1`)
+
+	r, err := Open(t.Context(), url, &Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open of schema 1: %v", err)
+	}
+	if ds, err := r.Delegations(t.Context()); err != nil || len(ds) != 0 {
+		t.Errorf("Delegations on schema 1 = %v, %v; want none", ds, err)
+	}
+	if _, err := r.Effects(t.Context(), store.EffectFilter{}); err != nil {
+		t.Errorf("Effects on schema 1: %v", err)
+	}
+	if v, _ := schemaVersion(t.Context(), db); v != 1 {
+		t.Errorf("a reader migrated the store to %d", v)
+	}
+	r.Close()
+
+	w := open(t, url, nil)
+	if v, _ := schemaVersion(t.Context(), db); v != latestVersion() {
+		t.Errorf("after a writer opened it, schema = %d, want %d", v, latestVersion())
+	}
+	if _, err := w.Delegations(t.Context()); err != nil {
+		t.Errorf("Delegations after migration: %v", err)
+	}
 }
