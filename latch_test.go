@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -765,4 +766,66 @@ func TestObserveMode(t *testing.T) {
 		t.Errorf("observe mode stored %d approval requests", len(as))
 	}
 	verifyChain(t, e.g)
+}
+
+// TestJSONLSink: a sink receives, after commit, every event and receipt of a call, with the
+// store's event ids and the receipt's chain hash.
+func TestJSONLSink(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/sink.jsonl"
+	sink, err := latch.NewJSONLSink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: "sqlite:" + t.TempDir() + "/s.db", Sinks: []latch.Sink{sink}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	rc, err := g.Execute(agent(t.Context()), &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"s1","amount":1}`)},
+		func(context.Context, json.RawMessage) (any, error) { return "ok", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var ids []float64
+	hash := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct {
+			Event   map[string]any `json:"event"`
+			Receipt map[string]any `json:"receipt"`
+			Hash    string         `json:"hash"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("sink line %q: %v", line, err)
+		}
+		if l.Event != nil {
+			kinds = append(kinds, l.Event["kind"].(string))
+			ids = append(ids, l.Event["id"].(float64))
+		}
+		if l.Receipt != nil {
+			hash = l.Hash
+		}
+	}
+	stored, _ := g.Store().Events(t.Context(), store.EventFilter{})
+	if len(kinds) != len(stored) || strings.Join(kinds, " ") != "action_proposed policy_evaluated effect_reserved execution_committed" {
+		t.Errorf("sink events = %v, store has %d", kinds, len(stored))
+	}
+	for i, id := range ids {
+		if i < len(stored) && int64(id) != stored[i].ID {
+			t.Errorf("sink event %d id = %v, stored id %d", i, id, stored[i].ID)
+		}
+	}
+	if hash == "" || hash != rc.Hash {
+		t.Errorf("sink receipt hash = %q, want the call's %q", hash, rc.Hash)
+	}
 }

@@ -27,7 +27,8 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at); err != nil {
 			return err
 		}
-		return t.insertEvents(events, d.CreatedAt)
+		_, err := t.insertEvents(events, d.CreatedAt)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("create delegation %s: %w", d.ID, err)
@@ -65,7 +66,8 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		}
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
 		out = d
-		return t.insertEvents(req.Events, req.Now)
+		_, err = t.insertEvents(req.Events, req.Now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("revoke %s: %w", req.ID, err)
@@ -118,7 +120,7 @@ func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := s.write(ctx, func(t *txn) error { return t.insertEvents(events, events[0].Time) }); err != nil {
+	if err := s.write(ctx, func(t *txn) error { _, err := t.insertEvents(events, events[0].Time); return err }); err != nil {
 		return fmt.Errorf("log events: %w", err)
 	}
 	return nil

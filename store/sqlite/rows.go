@@ -200,12 +200,17 @@ func checkRows(n int64, err error, what string) error {
 // one transaction, and one statement for all of them costs a quarter of four.
 const eventsPerInsert = 8
 
-// insertEvents appends events; an event without a time gets now.
-func (t *txn) insertEvents(events []store.Event, now time.Time) error {
+// insertEvents appends events and returns them as written: with their ids, and now as the
+// time of an event that had none. The ids of one multi-row INSERT are consecutive and end at
+// its last rowid: AUTOINCREMENT assigns them in VALUES order, and this transaction holds the
+// only write lock.
+func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, error) {
+	written := make([]store.Event, 0, len(events))
 	var args [eventsPerInsert * 6]any
 	for len(events) > 0 {
 		chunk := events[:min(len(events), eventsPerInsert)]
 		events = events[len(chunk):]
+		start := len(written)
 		for i, e := range chunk {
 			if e.Time.IsZero() {
 				e.Time = now
@@ -213,18 +218,23 @@ func (t *txn) insertEvents(events []store.Event, now time.Time) error {
 			var b binder
 			at := b.time(e.Time)
 			if b.err != nil {
-				return fmt.Errorf("event %s: %w", e.Kind, b.err)
+				return nil, fmt.Errorf("event %s: %w", e.Kind, b.err)
 			}
 			if e.Kind == "" {
-				return errors.New("event without a kind")
+				return nil, errors.New("event without a kind")
 			}
 			copy(args[i*6:], []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, b.json(e.Payload)})
+			written = append(written, e)
 		}
-		if _, err := t.c.exec(insertEventsSQL[len(chunk)], args[:len(chunk)*6]...); err != nil {
-			return fmt.Errorf("events: %w", err)
+		last, err := t.c.insert(insertEventsSQL[len(chunk)], args[:len(chunk)*6]...)
+		if err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		for i := range written[start:] {
+			written[start+i].ID = last - int64(len(chunk)-1-i)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 // insertEventsSQL[n] inserts n events.

@@ -50,7 +50,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 				return err
 			}
 		}
-		if err := t.insertEvents(plan.Events, req.Now); err != nil {
+		if plan.Result.Events, err = t.insertEvents(plan.Events, req.Now); err != nil {
 			return err
 		}
 		if plan.Receipt != nil {
@@ -94,7 +94,7 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 				return err
 			}
 		}
-		if err := t.insertEvents(plan.Events, req.Now); err != nil {
+		if plan.Result.Events, err = t.insertEvents(plan.Events, req.Now); err != nil {
 			return err
 		}
 		sealed, err := t.appendReceipt(plan.Receipt)
@@ -169,7 +169,7 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 		if err := t.applyEffect(w); err != nil {
 			return err
 		}
-		if err := t.insertEvents(events, req.Now); err != nil {
+		if _, err := t.insertEvents(events, req.Now); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -203,7 +203,8 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 		if _, err := t.c.exec(`INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 			return err
 		}
-		return t.insertEvents(events, a.CreatedAt)
+		_, err := t.insertEvents(events, a.CreatedAt)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("create approval %s: %w", a.ID, err)
@@ -232,7 +233,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		if err := t.applyApproval(w); err != nil {
 			return err
 		}
-		if err := t.insertEvents(events, req.Now); err != nil {
+		if _, err := t.insertEvents(events, req.Now); err != nil {
 			return err
 		}
 		out = &w.Next

@@ -381,6 +381,19 @@ func (c *wconn) exec(q string, args ...any) (int64, error) {
 	return res.RowsAffected()
 }
 
+// insert runs an INSERT and returns the rowid of the last row it inserted.
+func (c *wconn) insert(q string, args ...any) (int64, error) {
+	st, err := c.stmt(q)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.(driver.StmtExecContext).ExecContext(context.Background(), c.named(args))
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
 // queryRow runs a query for at most one row and passes it to scan; found is false when there
 // is none.
 func (c *wconn) queryRow(q string, args []any, scan func(scanner) error) (found bool, err error) {

@@ -225,10 +225,10 @@ func testEvents(t *testing.T, b Backend) {
 		Payload: json.RawMessage(`{"decision":"allow","rule":"charge"}`)}
 	req := c.reserve(t0)
 	req.Events = []store.Event{proposed, evaluated}
-	f.reserve(req)
+	reserved := f.reserve(req)
 	rec := c.record(t0.Add(time.Second), 1, store.Committed)
 	rec.Events = []store.Event{{Kind: store.EventReconcileStarted, Time: t0.Add(time.Second), ActionID: c.ActionID}}
-	f.record(rec)
+	recorded := f.record(rec)
 	c2 := c.retry()
 	f.reserve(c2.reserve(t0.Add(time.Minute))) // refused: committed
 	a := f.createApproval(hashOf("x"), t0.Add(2*time.Minute))
@@ -239,6 +239,15 @@ func testEvents(t *testing.T, b Backend) {
 		store.EventReconcileStarted, store.EventExecutionCommitted,
 	})
 	increasing(t, "events for the action", evs)
+	// The results carry the events the transaction wrote, as stored (ids included): sinks
+	// receive them from there.
+	var returned []*store.Event
+	for _, list := range [][]store.Event{reserved.Events, recorded.Events} {
+		for i := range list {
+			returned = append(returned, &list[i])
+		}
+	}
+	same(t, "events returned by Reserve and Record", returned, evs)
 	if len(evs) == 5 {
 		for i, want := range []store.Event{proposed, evaluated} {
 			got := *evs[i]
