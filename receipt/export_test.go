@@ -1,5 +1,89 @@
 package receipt
 
-// Document exposes the map form of a receipt to tests, as the reference its direct writer must
-// match byte for byte.
+import (
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+)
+
+// Document returns the receipt as the map canon.Marshal would hash: the plain reference that
+// Seal's direct writer is held to, byte for byte (TestCanonicalMatchesMarshal).
 func (r *Receipt) Document() (map[string]any, error) { return r.document() }
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func stamp(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
+// document is the receipt as the value model canon hashes.
+func (r *Receipt) document() (map[string]any, error) {
+	var args any = map[string]any{}
+	if len(r.Arguments) > 0 {
+		v, err := canon.Parse(r.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("receipt arguments: %w", err)
+		}
+		args = v
+	}
+	var authority any
+	if r.Authority != nil {
+		authority = map[string]any{
+			"grant_id":      nullable(r.Authority.GrantID),
+			"delegation_id": nullable(r.Authority.DelegationID),
+		}
+	}
+	var wouldHave any
+	if r.WouldHave != nil {
+		wouldHave = map[string]any{
+			"decision": nullable(r.WouldHave.Decision),
+			"reason":   nullable(r.WouldHave.Reason),
+			"effect":   nullable(r.WouldHave.Effect),
+		}
+	}
+	var attempt any
+	if r.Attempt > 0 {
+		attempt = int64(r.Attempt)
+	}
+	doc := map[string]any{
+		"schema":            Schema,
+		"receipt_id":        r.ReceiptID,
+		"seq":               r.Seq,
+		"prev_hash":         r.PrevHash,
+		"action_id":         r.ActionID,
+		"action":            r.Action,
+		"action_hash":       r.ActionHash,
+		"arguments":         args,
+		"resource":          nullable(r.Resource),
+		"principal":         map[string]any{"agent": nullable(r.Principal.Agent), "user": nullable(r.Principal.User), "issuer": nullable(r.Principal.Issuer)},
+		"environment":       r.Environment,
+		"decision":          r.Decision,
+		"decision_reason":   nullable(r.DecisionReason),
+		"authority":         authority,
+		"approval_id":       nullable(r.ApprovalID),
+		"approver":          nullable(r.Approver),
+		"effect_key":        nullable(r.EffectKey),
+		"attempt":           attempt,
+		"idempotency_token": nullable(r.IdempotencyToken),
+		"result":            r.Result,
+		"error":             nullable(r.Error),
+		"started_at":        stamp(r.StartedAt),
+		"finished_at":       stamp(r.FinishedAt),
+		"policy_hash":       nullable(r.PolicyHash),
+		"policy_version":    nullable(r.PolicyVersion),
+		"mode":              r.Mode,
+	}
+	if wouldHave != nil {
+		doc["would_have"] = wouldHave
+	}
+	return doc, nil
+}
