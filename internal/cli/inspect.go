@@ -111,14 +111,14 @@ func (a *app) inspectAction(st store.Store, id string) error {
 		if f, ok := readReceipt(ev.receipts[seq]); ok {
 			t.row("  action", cell(f.Action))
 			t.row("  arguments", cell(string(f.Arguments)))
-			t.row("  principal", principal(deref(f.Principal.Agent), deref(f.Principal.User)))
+			t.row("  principal", principal(f.Principal.Agent, f.Principal.User))
 			t.row("  action hash", f.ActionHash)
 			t.row("  result", cell(f.Result))
-			if f.EffectKey != nil {
-				keys[*f.EffectKey] = true
+			if f.EffectKey != "" {
+				keys[f.EffectKey] = true
 			}
-			if f.ApprovalID != nil {
-				approvals[*f.ApprovalID] = true
+			if f.ApprovalID != "" {
+				approvals[f.ApprovalID] = true
 			}
 			break
 		}
@@ -282,7 +282,7 @@ func (a *app) printEvidence(ev *evidence) error {
 	for _, s := range seqs {
 		r := ev.receipts[s]
 		f, _ := readReceipt(r)
-		fmt.Fprintf(a.stdout, "  seq %d  %s  %s  hash %s\n", r.Seq, cell(f.Result), dash(deref(f.FinishedAt)), r.Hash)
+		fmt.Fprintf(a.stdout, "  seq %d  %s  %s  hash %s\n", r.Seq, cell(f.Result), stamp(f.FinishedAt), r.Hash)
 		var b bytes.Buffer
 		if err := json.Indent(&b, r.Doc, "    ", "  "); err != nil {
 			fmt.Fprintf(a.stdout, "    %s\n", cell(string(r.Doc)))

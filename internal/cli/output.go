@@ -195,35 +195,12 @@ func receiptLine(r receipt.Sealed) []byte {
 	return append(b, '\n')
 }
 
-// receiptFields are the fields of a receipt document the human views read.
-type receiptFields struct {
-	Seq            int64           `json:"seq"`
-	ActionID       string          `json:"action_id"`
-	Action         string          `json:"action"`
-	ActionHash     string          `json:"action_hash"`
-	Arguments      json.RawMessage `json:"arguments"`
-	Principal      principalJSON   `json:"principal"`
-	Decision       string          `json:"decision"`
-	DecisionReason *string         `json:"decision_reason"`
-	ApprovalID     *string         `json:"approval_id"`
-	Approver       *string         `json:"approver"`
-	EffectKey      *string         `json:"effect_key"`
-	Attempt        *int64          `json:"attempt"`
-	Result         string          `json:"result"`
-	Error          *string         `json:"error"`
-	FinishedAt     *string         `json:"finished_at"`
-	Mode           string          `json:"mode"`
-	WouldHave      *struct {
-		Decision *string `json:"decision"`
-		Reason   *string `json:"reason"`
-		Effect   *string `json:"effect"`
-	} `json:"would_have"`
-}
-
-func readReceipt(r receipt.Sealed) (receiptFields, bool) {
-	var f receiptFields
-	if err := json.Unmarshal(r.Doc, &f); err != nil {
-		return receiptFields{Seq: r.Seq}, false
+// readReceipt reads a stored receipt document for the human views; false when the row no
+// longer holds a readable receipt (someone edited the table: receipts --verify says where).
+func readReceipt(r receipt.Sealed) (*receipt.Receipt, bool) {
+	f, err := receipt.Parse(r.Doc)
+	if err != nil {
+		return &receipt.Receipt{Seq: r.Seq}, false
 	}
 	return f, true
 }

@@ -87,11 +87,11 @@ func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
 			continue
 		}
 		decision := f.Decision
-		if f.DecisionReason != nil {
-			decision += " (" + cell(*f.DecisionReason) + ")"
+		if f.DecisionReason != "" {
+			decision += " (" + cell(f.DecisionReason) + ")"
 		}
-		t.row(strconv.FormatInt(f.Seq, 10), dash(deref(f.FinishedAt)), cell(f.Action), decision, cell(f.Result),
-			principal(deref(f.Principal.Agent), deref(f.Principal.User)), dash(deref(f.EffectKey)), dash(f.ActionID), dash(deref(f.Error)))
+		t.row(strconv.FormatInt(f.Seq, 10), stamp(f.FinishedAt), cell(f.Action), decision, cell(f.Result),
+			principal(f.Principal.Agent, f.Principal.User), dash(f.EffectKey), dash(f.ActionID), dash(f.Error))
 	}
 	if n == 0 {
 		fmt.Fprintln(a.stdout, "no receipts")

@@ -130,15 +130,15 @@ func (a *app) collectStats(st store.Store, from, now time.Time) (statsJSON, erro
 		}
 		w := f.WouldHave
 		switch {
-		case deref(w.Decision) == "deny":
-			blocked[[3]string{f.Action, "denied", deref(w.Reason)}]++
-		case deref(w.Decision) == "approve":
-			blocked[[3]string{f.Action, "approval_required", deref(w.Reason)}]++
-		case deref(w.Decision) != "allow":
+		case w.Decision == "deny":
+			blocked[[3]string{f.Action, "denied", w.Reason}]++
+		case w.Decision == "approve":
+			blocked[[3]string{f.Action, "approval_required", w.Reason}]++
+		case w.Decision != "allow":
 			// Not a decision this binary knows: enforcement fails closed, so it would have denied.
-			blocked[[3]string{f.Action, "denied", deref(w.Decision)}]++
-		case w.Effect != nil && *w.Effect != "" && *w.Effect != "reserved":
-			blocked[[3]string{f.Action, "refused", *w.Effect}]++
+			blocked[[3]string{f.Action, "denied", w.Decision}]++
+		case w.Effect != "" && w.Effect != "reserved":
+			blocked[[3]string{f.Action, "refused", w.Effect}]++
 		}
 	}
 	for k, n := range counts {
