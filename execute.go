@@ -87,7 +87,7 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 		return nil, errors.Join(err, fmt.Errorf("latch: record refusal: %w", serr))
 	}
 	g.emit(ctx, res.Receipt, res.Events)
-	return newReceipt(res.Receipt, nil), err
+	return newReceipt(res.Document, res.Receipt, nil), err
 }
 
 // run reserves, executes and records a decided call.
@@ -114,7 +114,7 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 			}
 		}
 		if res.Refusal != nil {
-			return newReceipt(derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
+			return newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
 		}
 		if res.Approval != nil {
 			rc.Approver = res.Approval.Approver
@@ -226,14 +226,11 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		// The effect happened but could not be recorded: the lease will lapse into ambiguous.
 		return nil, &AmbiguousError{Key: pr.key, Err: err}
 	}
-	if res.Lost {
-		rc.Result = receipt.Ambiguous
-	}
 	g.emit(wctx, res.Receipt, res.Events)
 	if panicked != nil {
 		panic(panicked)
 	}
-	out := newReceipt(res.Receipt, value)
+	out := newReceipt(res.Document, res.Receipt, value)
 	if res.Lost {
 		return out, &EffectError{Key: pr.key, State: string(res.Effect.State), Attempt: res.Effect.Attempt}
 	}

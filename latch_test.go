@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
+	"github.com/latchkit/latch/canon"
 	"io"
 	"os"
 	"strings"
@@ -112,6 +114,25 @@ func verifyChain(t *testing.T, g *latch.Guard) receipt.Report {
 		t.Fatalf("chain does not verify: %+v", rep.Breaks)
 	}
 	return rep
+}
+
+// sameAsStored checks that a receipt returned by a call is the one stored: the same fields as
+// its stored document read back, the same hash.
+func sameAsStored(t *testing.T, rc *latch.Receipt) {
+	t.Helper()
+	if rc == nil {
+		t.Fatal("no receipt returned")
+	}
+	stored, err := receipt.Parse(rc.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(stored, &rc.Receipt); diff != "" {
+		t.Errorf("returned receipt differs from the stored document (-stored +returned):\n%s", diff)
+	}
+	if rc.Hash != canon.Sum(rc.Doc) {
+		t.Errorf("returned hash %s does not cover the returned document", rc.Hash)
+	}
 }
 
 func lastReceipt(t *testing.T, g *latch.Guard) map[string]any {
@@ -355,6 +376,8 @@ func TestDenials(t *testing.T) {
 		rc, err := e.g.Execute(ctx, &tc.call, exec)
 		if rc == nil || rc.Seq == 0 || rc.Result != "denied" || rc.DecisionReason != tc.reason || rc.Hash == "" {
 			t.Errorf("Execute(%s %s) returned receipt %+v, want the stored denied receipt", tc.call.Action, tc.call.Arguments, rc)
+		} else {
+			sameAsStored(t, rc)
 		}
 		if !errors.Is(err, tc.is) {
 			t.Errorf("Execute(%s %s) err = %v, want %v", tc.call.Action, tc.call.Arguments, err, tc.is)
@@ -828,4 +851,41 @@ func TestJSONLSink(t *testing.T) {
 	if hash == "" || hash != rc.Hash {
 		t.Errorf("sink receipt hash = %q, want the call's %q", hash, rc.Hash)
 	}
+}
+
+// TestReturnedReceiptIsStored: whatever the path — committed, refused by the effect's state,
+// refused approval, a holder that lost its key — the receipt a call returns is the stored one.
+func TestReturnedReceiptIsStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	ctx := agent(t.Context())
+	call := &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"r1","amount":1}`)}
+	ok := func(context.Context, json.RawMessage) (any, error) { return "ok", nil }
+	rc, err := e.g.Execute(ctx, call, ok)
+	if err != nil || rc.Result != "committed" || rc.Seq != 1 {
+		t.Fatalf("commit: %+v, %v", rc, err)
+	}
+	sameAsStored(t, rc)
+	rc, err = e.g.Execute(ctx, call, ok)
+	if !errors.Is(err, latch.ErrDuplicateEffect) || rc.Result != "blocked" || rc.PrevHash == "" {
+		t.Fatalf("duplicate: %+v, %v", rc, err)
+	}
+	sameAsStored(t, rc)
+	rc, err = e.g.Execute(latch.WithApproval(ctx, "apr_unknown"), call, ok)
+	if !errors.Is(err, latch.ErrApprovalMismatch) || rc.Result != "blocked" {
+		t.Fatalf("unknown approval: %+v, %v", rc, err)
+	}
+	sameAsStored(t, rc)
+	lost := &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"r2","amount":1}`)}
+	rc, err = e.g.Execute(ctx, lost, func(context.Context, json.RawMessage) (any, error) {
+		e.clock.Add(latch.DefaultLease)
+		if _, err := e.g.Execute(agent(context.Background()), lost, ok); !errors.Is(err, latch.ErrAmbiguousEffect) {
+			t.Errorf("contender err = %v", err)
+		}
+		return "late", nil
+	})
+	if !errors.Is(err, latch.ErrAmbiguousEffect) || rc.Result != "ambiguous" {
+		t.Fatalf("lost key: %+v, %v", rc, err)
+	}
+	sameAsStored(t, rc)
 }

@@ -20,17 +20,20 @@ type Receipt struct {
 	Value any
 }
 
-// newReceipt returns the receipt as it was stored (read back from its document, which the store
-// completed: seq, prev_hash, a refusal's result and error), or nil when none was written.
-func newReceipt(sealed receipt.Sealed, value any) *Receipt {
+// newReceipt returns the receipt as the store sealed it (the planner completed a refusal's
+// result and error, the store its seq and prev_hash), or nil when none was written. A store
+// that does not hand back the sealed document has it read back from the stored bytes.
+func newReceipt(doc *receipt.Receipt, sealed receipt.Sealed, value any) *Receipt {
 	if sealed.Seq == 0 {
 		return nil
 	}
-	r, err := receipt.Parse(sealed.Doc)
-	if err != nil {
-		return nil // unreachable: the document was written by receipt.Seal
+	if doc == nil || doc.Seq != sealed.Seq {
+		var err error
+		if doc, err = receipt.Parse(sealed.Doc); err != nil {
+			return nil // unreachable: the document was written by receipt.Seal
+		}
 	}
-	return &Receipt{Receipt: *r, Hash: sealed.Hash, Doc: sealed.Doc, Value: value}
+	return &Receipt{Receipt: *doc, Hash: sealed.Hash, Doc: sealed.Doc, Value: value}
 }
 
 // Sink receives receipts and events after they are committed. The store is authoritative: a

@@ -82,6 +82,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 			}
 			rc.FinishedAt = req.Now
 			p.Receipt = &rc
+			p.Result.Document = &rc
 		}
 		return p
 	}
@@ -203,6 +204,7 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 		rc.FinishedAt = req.Now
 	}
 	p := &RecordPlan{Events: append([]Event(nil), req.Events...), Receipt: &rc}
+	p.Result.Document = &rc
 	if req.EffectKey == "" {
 		return p
 	}

@@ -171,7 +171,8 @@ type ReserveResult struct {
 	Effect   *Effect   // the effect record after the transaction (nil when no key or none exists)
 	Approval *Approval // the presented approval after the transaction (nil when none or unknown)
 	Receipt  *receipt.Sealed
-	Events   []Event // the events written, with their store-assigned ids (for sinks)
+	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set); nil when none
+	Events   []Event          // the events written, with their store-assigned ids (for sinks)
 }
 
 // RecordRequest writes the end of a call: for a holder, the effect's outcome; always, a receipt
@@ -196,8 +197,9 @@ type RecordRequest struct {
 type RecordResult struct {
 	Lost    bool
 	Effect  *Effect
-	Receipt receipt.Sealed
-	Events  []Event // the events written, with their store-assigned ids (for sinks)
+	Receipt  receipt.Sealed
+	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set)
+	Events   []Event          // the events written, with their store-assigned ids (for sinks)
 }
 
 // AnswerRequest grants or denies an approval request.
