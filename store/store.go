@@ -195,8 +195,8 @@ type RecordRequest struct {
 // lease lapsed and a contender made the record ambiguous): the receipt was written ambiguous and
 // the outcome was not.
 type RecordResult struct {
-	Lost    bool
-	Effect  *Effect
+	Lost     bool
+	Effect   *Effect
 	Receipt  receipt.Sealed
 	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set)
 	Events   []Event          // the events written, with their store-assigned ids (for sinks)
