@@ -19,7 +19,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		ID: newID("apr_"), Status: store.Pending, ActionHash: pr.hash, Action: pr.doc, ActionName: pr.call.Action,
 		Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: g.policy.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
-	events := append(g.proposal(pr, actionID, now), event(store.EventApprovalRequested, now, actionID, pr.key, a.ID,
+	events := append(g.proposal(pr, actionID, now), store.NewEvent(store.EventApprovalRequested, now, actionID, pr.key, a.ID,
 		map[string]any{"action_hash": pr.hash, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339Nano)}))
 	for i := range events {
 		events[i].ApprovalID = a.ID

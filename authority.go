@@ -123,7 +123,7 @@ func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, cr
 		if !errors.As(err, &ae) {
 			return nil, fmt.Errorf("latch: delegate: %w", err)
 		}
-		ev := event(store.EventDelegationRejected, now, "", "", "", map[string]any{
+		ev := store.NewEvent(store.EventDelegationRejected, now, "", "", "", map[string]any{
 			"parent": parent, "by": by, "reason": ae.Reason, "dimension": ae.Dimension, "detail": ae.Error()})
 		if lerr := ds.LogEvents(ctx, []store.Event{ev}); lerr != nil {
 			g.log.Warn("latch: delegation_rejected event not written", "err", lerr)
@@ -131,7 +131,7 @@ func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, cr
 		return nil, &AuthorityError{Reason: ae.Reason, Dimension: ae.Dimension, Detail: ae.Error()}
 	}
 	d := &store.Delegation{ID: id, Parent: parent, Grant: grantDoc, CreatedBy: by, CreatedAt: now}
-	ev := event(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})
+	ev := store.NewEvent(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})
 	if err := ds.CreateDelegation(ctx, d, []store.Event{ev}); err != nil {
 		return nil, fmt.Errorf("latch: %w", err)
 	}
@@ -146,7 +146,7 @@ func (g *Guard) Revoke(ctx context.Context, id, by string) (*store.Delegation, e
 	}
 	now := g.cfg.Now()
 	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: id, By: by,
-		Events: []store.Event{event(store.EventDelegationRevoked, now, "", "", "", map[string]any{"delegation_id": id, "by": by})}})
+		Events: []store.Event{store.NewEvent(store.EventDelegationRevoked, now, "", "", "", map[string]any{"delegation_id": id, "by": by})}})
 	if err != nil {
 		return nil, fmt.Errorf("latch: %w", err)
 	}

@@ -81,7 +81,6 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 	rc.Decision = string(policy.Deny)
 	rc.Result = receipt.Denied
 	rc.Error = err.Error()
-	rc.EffectKey = pr.key
 	res, serr := g.store.Record(ctx, &store.RecordRequest{Now: now, Receipt: rc, Events: g.proposal(pr, actionID, now)})
 	if serr != nil {
 		return nil, errors.Join(err, fmt.Errorf("latch: record refusal: %w", serr))
@@ -294,7 +293,7 @@ func refusalError(key, approvalID string, res *store.ReserveResult) error {
 func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	outcome, hookErr := g.askReconcile(ctx, pr)
 	now := g.cfg.Now()
-	started := event(store.EventReconcileStarted, now, req.ActionID, pr.key, "", map[string]any{"answer": outcome.String()})
+	started := store.NewEvent(store.EventReconcileStarted, now, req.ActionID, pr.key, "", map[string]any{"answer": outcome.String()})
 	if hookErr != nil {
 		started.Payload, _ = json.Marshal(map[string]any{"answer": outcome.String(), "error": hookErr.Error()})
 	}
@@ -305,7 +304,7 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveR
 		if outcome == OutcomeNotExecuted {
 			to = store.Failed
 		}
-		resolved := event(store.EventReconcileResolved, now, req.ActionID, pr.key, "", map[string]any{"to": string(to)})
+		resolved := store.NewEvent(store.EventReconcileResolved, now, req.ActionID, pr.key, "", map[string]any{"to": string(to)})
 		_, err := g.store.Resolve(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to,
 			By: "reconcile:" + pr.call.Action, Events: []store.Event{started, resolved}})
 		switch {

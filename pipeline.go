@@ -272,23 +272,15 @@ func (pr *prepared) authorityRecord() *receipt.Authority {
 	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID}
 }
 
-func event(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) store.Event {
-	e := store.Event{Kind: kind, Time: now, ActionID: actionID, EffectKey: key, ApprovalID: approvalID}
-	if payload != nil {
-		e.Payload, _ = json.Marshal(payload) // strings and ints always encode
-	}
-	return e
-}
-
 // proposal returns the events that open every decided call.
 func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.Event {
 	evs := g.proposalEvents(pr, actionID, now)
 	if a := pr.auth; a != nil {
 		if a.Allowed {
-			evs = append(evs, event(store.EventAuthorityResolved, now, actionID, pr.key, "", map[string]any{
+			evs = append(evs, store.NewEvent(store.EventAuthorityResolved, now, actionID, pr.key, "", map[string]any{
 				"grant_id": a.GrantID, "delegation_id": a.DelegationID}))
 		} else {
-			evs = append(evs, event(store.EventAuthorityDenied, now, actionID, pr.key, "", map[string]any{
+			evs = append(evs, store.NewEvent(store.EventAuthorityDenied, now, actionID, pr.key, "", map[string]any{
 				"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}))
 		}
 	}
@@ -297,11 +289,11 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 
 func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
 	return []store.Event{
-		event(store.EventActionProposed, now, actionID, pr.key, "", map[string]any{
+		store.NewEvent(store.EventActionProposed, now, actionID, pr.key, "", map[string]any{
 			"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,
 			"environment": pr.env, "resource": pr.resource,
 		}),
-		event(store.EventPolicyEvaluated, now, actionID, pr.key, "", map[string]any{
+		store.NewEvent(store.EventPolicyEvaluated, now, actionID, pr.key, "", map[string]any{
 			"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash,
 		}),
 	}

@@ -69,7 +69,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 	p.Result.Effect = eff
 	p.Result.Approval = apr
 	ev := func(kind string, payload map[string]any) {
-		p.Events = append(p.Events, newEvent(kind, req.Now, req.ActionID, req.EffectKey, req.ApprovalID, payload))
+		p.Events = append(p.Events, NewEvent(kind, req.Now, req.ActionID, req.EffectKey, req.ApprovalID, payload))
 	}
 	refuse := func(r *Refusal, withReceipt bool) *ReservePlan {
 		p.Result.Refusal = r
@@ -209,7 +209,7 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 		return p
 	}
 	ev := func(kind string, payload map[string]any) {
-		p.Events = append(p.Events, newEvent(kind, req.Now, req.ActionID, req.EffectKey, rc.ApprovalID, payload))
+		p.Events = append(p.Events, NewEvent(kind, req.Now, req.ActionID, req.EffectKey, rc.ApprovalID, payload))
 	}
 	p.Result.Effect = eff
 	if eff == nil || eff.State != Executing || eff.ActionID != req.ActionID || eff.Attempt != req.Attempt {
@@ -292,7 +292,7 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 	if !req.Now.Before(a.ExpiresAt) {
 		next := *a
 		next.Status = Expired
-		ev := newEvent(EventApprovalInvalidated, req.Now, "", "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})
+		ev := NewEvent(EventApprovalInvalidated, req.Now, "", "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})
 		return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &next}
 	}
 	if req.Approver == a.Agent || (a.User != "" && req.Approver == a.User) {
@@ -308,7 +308,7 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		next.Status = Denied
 		kind = EventApprovalDenied
 	}
-	ev := newEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": req.Approver})
+	ev := NewEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": req.Approver})
 	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
 }
 
@@ -331,7 +331,7 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 	next.ResolvedBy = req.By
 	next.UpdatedAt = req.Now
 	events := append([]Event(nil), req.Events...)
-	events = append(events, newEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "",
+	events = append(events, NewEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "",
 		map[string]any{"to": string(req.To), "by": req.By, "attempt": eff.Attempt}))
 	return &EffectWrite{Prev: eff, Next: next}, events, nil
 }
@@ -349,7 +349,8 @@ func PlanExtend(req *ExtendRequest, eff *Effect) (*EffectWrite, error) {
 	return &EffectWrite{Prev: eff, Next: next}, nil
 }
 
-func newEvent(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) Event {
+// NewEvent builds an event; payload, a map of strings and integers, is encoded as its JSON.
+func NewEvent(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) Event {
 	e := Event{Kind: kind, Time: now, ActionID: actionID, EffectKey: key, ApprovalID: approvalID}
 	if payload != nil {
 		e.Payload, _ = json.Marshal(payload) // maps of strings and ints always encode
