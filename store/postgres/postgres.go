@@ -83,6 +83,7 @@ type Store struct {
 	q        queries
 	version  int // the schema version at open: latestVersion for a writer, maybe older for a reader
 	writes   atomic.Int64
+	batch    *batcher // Reserve and Record in flight together share a transaction (batch.go)
 }
 
 var (
@@ -200,6 +201,7 @@ func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	return &Store{
 		url: redact(url), schema: loc.schema, readOnly: c.ReadOnly, log: c.Logger,
 		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize()),
+		batch: newBatcher(),
 	}, nil
 }
 

@@ -19,6 +19,7 @@ type queries struct {
 	readEffect, insertEffect, casEffect                     string
 	readApproval, insertApproval, casApproval               string
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
+	bumpHeadBy, insertReceiptOnly, setHeadHash              string
 	witness, head, listEffects, listApprovals               string
 	listEvents, approvalPresent                             string
 	readDelegation, listDelegations, insertDelegation       string
@@ -60,6 +61,12 @@ func newQueries(schema string) queries {
 				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq)
 			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
+		// A batch (batch.go) takes the seqs of all its receipts at once, stores them, and then
+		// the hash of the last; the head row stays locked by it until it ends.
+		bumpHeadBy: r.Replace(`UPDATE {s}.chain_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash`),
+		insertReceiptOnly: r.Replace(`INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key,
+			approval_id, result, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+		setHeadHash: r.Replace(`UPDATE {s}.chain_head SET hash = $1 WHERE id = 1 AND seq = $2`),
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),

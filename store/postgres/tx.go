@@ -83,10 +83,16 @@ type txn struct {
 // write runs fn in one READ COMMITTED transaction and commits it, again from the start when a
 // compare-and-set loses. A lost commit is settled from the rows, never guessed.
 func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Context, t *txn) error) (*witness, error) {
+	return s.writeAfter(ctx, op, nil, fn)
+}
+
+// writeAfter is write for a call whose earlier attempt (pending, when not nil) was committed in
+// a batch whose commit was lost and that a re-read did not find (see batch.go): the re-issue
+// looks for it exactly as write looks for its own lost attempts.
+func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn func(ctx context.Context, t *txn) error) (*witness, error) {
 	if s.readOnly {
 		return nil, fmt.Errorf("%s: %w", op, ErrReadOnly)
 	}
-	var pending *witness
 	var last error
 	for try := 0; try < maxTries; try++ {
 		tx, err := s.pool.BeginTx(ctx, begin)
@@ -312,28 +318,36 @@ func (t *txn) readApproval(ctx context.Context, id string) (*store.Approval, err
 	return r.approval(), nil
 }
 
-// writeEffect applies an effect write: INSERT … ON CONFLICT DO NOTHING, or a compare-and-set on
-// the row that was read. No row written is errConflict.
+// effectStmt returns the statement that applies an effect write — INSERT … ON CONFLICT DO
+// NOTHING, or a compare-and-set on the row that was read — and the row it writes. The statement
+// must affect exactly one row; none is errConflict.
+func (s *Store) effectStmt(w *store.EffectWrite) (string, []any, effectRow, error) {
+	next, err := toEffectRow(&w.Next)
+	if err != nil {
+		return "", nil, next, err
+	}
+	if w.Prev == nil {
+		return s.q.insertEffect, next.args(), next, nil
+	}
+	prev, err := toEffectRow(w.Prev)
+	if err != nil {
+		return "", nil, next, err
+	}
+	return s.q.casEffect, []any{prev.key, prev.state, prev.attempt, prev.actionID, prev.lease,
+		next.state, next.attempt, next.actionID, next.action, next.actionHash, next.lease, next.result,
+		next.errText, next.resolvedBy, next.created, next.updated}, next, nil
+}
+
+// writeEffect applies an effect write; no row written is errConflict.
 func (t *txn) writeEffect(ctx context.Context, w *store.EffectWrite) error {
 	if w == nil {
 		return nil
 	}
-	next, err := toEffectRow(&w.Next)
+	sql, args, next, err := t.s.effectStmt(w)
 	if err != nil {
 		return err
 	}
-	var tag pgconn.CommandTag
-	if w.Prev == nil {
-		tag, err = t.Exec(ctx, t.s.q.insertEffect, next.args()...)
-	} else {
-		prev, perr := toEffectRow(w.Prev)
-		if perr != nil {
-			return perr
-		}
-		tag, err = t.Exec(ctx, t.s.q.casEffect, prev.key, prev.state, prev.attempt, prev.actionID, prev.lease,
-			next.state, next.attempt, next.actionID, next.action, next.actionHash, next.lease, next.result,
-			next.errText, next.resolvedBy, next.created, next.updated)
-	}
+	tag, err := t.Exec(ctx, sql, args...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("write effect %s: %w", next.key, err)
@@ -344,17 +358,28 @@ func (t *txn) writeEffect(ctx context.Context, w *store.EffectWrite) error {
 	return nil
 }
 
-// writeApproval applies an approval write, compare-and-set on its previous status.
+// approvalStmt returns the compare-and-set (on the previous status) that applies an approval
+// write, and the row it writes.
+func (s *Store) approvalStmt(w *store.ApprovalWrite) (string, []any, approvalRow, error) {
+	n, err := toApprovalRow(&w.Next)
+	if err != nil {
+		return "", nil, n, err
+	}
+	return s.q.casApproval, []any{n.id, string(w.PrevStatus), n.status, n.actionHash, n.action,
+		n.actionName, n.agent, n.user, n.policyHash, n.created, n.expires, n.approver, n.answered, n.consumedBy,
+		n.consumed}, n, nil
+}
+
+// writeApproval applies an approval write; no row written is errConflict.
 func (t *txn) writeApproval(ctx context.Context, w *store.ApprovalWrite) error {
 	if w == nil {
 		return nil
 	}
-	n, err := toApprovalRow(&w.Next)
+	sql, args, n, err := t.s.approvalStmt(w)
 	if err != nil {
 		return err
 	}
-	tag, err := t.Exec(ctx, t.s.q.casApproval, n.id, string(w.PrevStatus), n.status, n.actionHash, n.action,
-		n.actionName, n.agent, n.user, n.policyHash, n.created, n.expires, n.approver, n.answered, n.consumedBy, n.consumed)
+	tag, err := t.Exec(ctx, sql, args...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("write approval %s: %w", n.id, err)
@@ -406,17 +431,10 @@ func (t *txn) insertEvents(ctx context.Context, events []store.Event, now time.T
 	out := make([]store.Event, len(events))
 	b := &pgx.Batch{}
 	for i, e := range events {
-		if e.Kind == "" {
-			return nil, errors.New("insert event: event without a kind")
-		}
-		if e.Time.IsZero() {
-			e.Time = now
-		}
-		at, err := nanos(e.Time)
+		e, args, err := eventArgs(e, now)
 		if err != nil {
-			return nil, fmt.Errorf("insert event %s: %w", e.Kind, err)
+			return nil, err
 		}
-		args := []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}
 		if i < len(reuse) {
 			b.Queue(t.s.q.insertEventWithID, append(args, reuse[i])...)
 		} else {
@@ -454,6 +472,21 @@ func (t *txn) insertEvents(ctx context.Context, events []store.Event, now time.T
 	return out, nil
 }
 
+// eventArgs returns e as written (a zero time becomes now) and the arguments of insertEvent.
+func eventArgs(e store.Event, now time.Time) (store.Event, []any, error) {
+	if e.Kind == "" {
+		return e, nil, errors.New("insert event: event without a kind")
+	}
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	at, err := nanos(e.Time)
+	if err != nil {
+		return e, nil, fmt.Errorf("insert event %s: %w", e.Kind, err)
+	}
+	return e, []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}, nil
+}
+
 // appendReceipt seals rc as the successor of the chain head, stores it and moves the head. The
 // head row stays locked by this transaction until it ends, so appenders queue on it briefly and
 // seq stays gap-free.
@@ -461,12 +494,8 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 	if rc == nil {
 		return nil, nil
 	}
-	if rc.ReceiptID == "" {
-		return nil, errors.New("append receipt: receipt has no receipt_id")
-	}
-	finished, err := nanos(rc.FinishedAt)
-	if err != nil {
-		return nil, fmt.Errorf("append receipt %s: %w", rc.ReceiptID, err)
+	if err := checkReceipt(rc); err != nil {
+		return nil, err
 	}
 	var seq int64
 	var head string
@@ -480,12 +509,11 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 		}
 	}
 	seq, prev := receipt.Next(receipt.Head{Seq: seq - 1, Hash: head})
-	sealed, err := receipt.Seal(rc, seq, prev)
+	sealed, args, err := receiptArgs(rc, seq, prev)
 	if err != nil {
 		return nil, err
 	}
-	tag, err := t.Exec(ctx, t.s.q.insertReceipt, seq, sealed.Hash, sealed.Doc, rc.ReceiptID, rc.ActionID, rc.Action,
-		rc.EffectKey, rc.ApprovalID, rc.Result, finished.Int64)
+	tag, err := t.Exec(ctx, t.s.q.insertReceipt, args...)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("append receipt %d: %w", seq, err)
@@ -494,4 +522,30 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 	}
 	t.w.seq, t.w.hash = seq, sealed.Hash
 	return &sealed, nil
+}
+
+// checkReceipt refuses a receipt the store cannot append, before the chain head is taken.
+func checkReceipt(rc *receipt.Receipt) error {
+	if rc.ReceiptID == "" {
+		return errors.New("append receipt: receipt has no receipt_id")
+	}
+	if _, err := nanos(rc.FinishedAt); err != nil {
+		return fmt.Errorf("append receipt %s: %w", rc.ReceiptID, err)
+	}
+	return nil
+}
+
+// receiptArgs seals rc as receipt seq after prev and returns it with the arguments of
+// insertReceipt and insertReceiptOnly (seq, hash, doc, then the columns copied for filtering).
+func receiptArgs(rc *receipt.Receipt, seq int64, prev string) (receipt.Sealed, []any, error) {
+	if err := checkReceipt(rc); err != nil {
+		return receipt.Sealed{}, nil, err
+	}
+	finished, _ := nanos(rc.FinishedAt) // checked
+	sealed, err := receipt.Seal(rc, seq, prev)
+	if err != nil {
+		return receipt.Sealed{}, nil, err
+	}
+	return sealed, []any{seq, sealed.Hash, sealed.Doc, rc.ReceiptID, rc.ActionID, rc.Action, rc.EffectKey,
+		rc.ApprovalID, rc.Result, finished.Int64}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
@@ -13,43 +14,22 @@ import (
 // in opposite orders, and the hot chain head is locked last and for the shortest time.
 
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
-// transaction (SPEC §4 step 5, §6.3).
+// transaction (SPEC §4 step 5, §6.3). Reserves in flight together may share it (batch.go).
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	op := "reserve " + req.EffectKey
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
 	}
-	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
-		var eff *store.Effect
-		var apr *store.Approval
-		var err error
-		if req.EffectKey != "" {
-			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
-				return err
-			}
-		}
-		if req.ApprovalID != "" {
-			if apr, err = t.readApproval(ctx, req.ApprovalID); err != nil {
-				return err
-			}
-		}
-		plan := store.PlanReserve(req, eff, apr)
-		if err := t.writeEffect(ctx, plan.Effect); err != nil {
-			return err
-		}
-		if err := t.writeApproval(ctx, plan.Approval); err != nil {
-			return err
-		}
-		res := plan.Result
-		if res.Events, err = t.insertEvents(ctx, plan.Events, req.Now); err != nil {
-			return err
-		}
-		if res.Receipt, err = t.appendReceipt(ctx, plan.Receipt); err != nil {
-			return err
-		}
-		t.w.result = &res
-		return nil
-	})
+	w, err := s.planned(ctx, &plannedWrite{op: op, effectKey: req.EffectKey, approvalID: req.ApprovalID,
+		plan: func(eff *store.Effect, apr *store.Approval) *plan {
+			rp := store.PlanReserve(req, eff, apr)
+			return &plan{effect: rp.Effect, approval: rp.Approval, events: rp.Events, now: req.Now, receipt: rp.Receipt,
+				result: func(events []store.Event, sealed *receipt.Sealed) any {
+					res := rp.Result
+					res.Events, res.Receipt = events, sealed
+					return &res
+				}}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -57,36 +37,21 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 }
 
 // Record writes the end of a call — the holder's outcome, the approval it presents, its receipt
-// and events — in one transaction (SPEC §4 step 7).
+// and events — in one transaction (SPEC §4 step 7). Records in flight together may share it.
 func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
 	if req.Receipt == nil {
 		return nil, errors.New("record: request has no receipt")
 	}
-	op := "record " + req.Receipt.ActionID
-	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
-		var eff *store.Effect
-		var err error
-		if req.EffectKey != "" {
-			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
-				return err
-			}
-		}
-		plan := store.PlanRecord(req, eff)
-		if err := t.writeEffect(ctx, plan.Effect); err != nil {
-			return err
-		}
-		res := plan.Result
-		if res.Events, err = t.insertEvents(ctx, plan.Events, req.Now); err != nil {
-			return err
-		}
-		sealed, err := t.appendReceipt(ctx, plan.Receipt)
-		if err != nil {
-			return err
-		}
-		res.Receipt = *sealed
-		t.w.result = &res
-		return nil
-	})
+	w, err := s.planned(ctx, &plannedWrite{op: "record " + req.Receipt.ActionID, effectKey: req.EffectKey,
+		plan: func(eff *store.Effect, _ *store.Approval) *plan {
+			rp := store.PlanRecord(req, eff)
+			return &plan{effect: rp.Effect, events: rp.Events, now: req.Now, receipt: rp.Receipt,
+				result: func(events []store.Event, sealed *receipt.Sealed) any {
+					res := rp.Result
+					res.Events, res.Receipt = events, *sealed
+					return &res
+				}}
+		}})
 	if err != nil {
 		return nil, err
 	}

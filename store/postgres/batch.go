@@ -1,0 +1,481 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Group commit.
+//
+// Reserve and Record are the two writes of every protected call, and both have the same shape:
+// read at most one effect row and one approval row, ask a pure decider what to write, write it.
+// A transaction of its own costs each of them five to seven round trips and a durable commit, and
+// every Record holds the one chain-head row from its append to its commit, so that appends from
+// all workers queue on that row, one commit at a time.
+//
+// So the planned writes of one Store queue, and whichever caller finds no batch running leads
+// the next: it takes the queued writes (up to maxBatch) and runs them in one transaction of
+// five round trips whatever their number — begin; read every row they need; write every effect
+// and approval (compare-and-set, as alone) and every event, and move the chain head by the
+// number of receipts; store the receipts, sealed in order, and the head's hash; commit (four for
+// reserves, which append no receipt unless refused). Meanwhile the next writes queue for the next
+// leader: nobody waits on a timer, and a lone write (one worker) is a batch of one, which takes
+// fewer round trips than the write's own transaction (seven for a Record: its statements are
+// sent one by one, each waiting for the one before).
+//
+// The batch is only a faster way to reach the outcome each write would reach alone, and anything
+// unusual sends every write of the batch back to its own transaction (write, in tx.go, with its
+// retries and its settling of lost commits): a compare-and-set that matches no row (another
+// transaction wrote first), any error before the commit, a commit the server refused. Two writes
+// of one batch never touch the same effect or approval row (a second one waits for the next
+// batch), so each decision is taken from rows no other write of the batch has changed. Rows are
+// locked in one order — effects by key, then approvals by id, then the chain head — as every
+// other write method locks them (effect, approval, head), so batches never wait on each other in
+// a cycle.
+//
+// A batch whose commit is lost is settled like any lost commit: by reading back what only it
+// can have written (its receipts by seq and hash, its events by id). Landed: every write of the
+// batch is answered from it. Not landed: every write goes back to its own transaction with its
+// part of the batch as the lost attempt to look for, so that if the batch was still committing
+// and lands after all, each write finds its part and returns it instead of writing twice.
+
+// maxBatch bounds the writes of one transaction.
+const maxBatch = 32
+
+// batchTimeout bounds one batch. The batch runs on behalf of several callers, so no caller's
+// cancellation ends it; a caller whose write was taken waits for the batch's answer.
+const batchTimeout = 30 * time.Second
+
+// beginStatements begin a batch's transaction as begin does a write method's.
+var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
+	"SET LOCAL idle_in_transaction_session_timeout = '30s'"}
+
+// plannedWrite is a write method that reads at most one effect and one approval and decides
+// with a pure planner: Reserve and Record.
+type plannedWrite struct {
+	op         string
+	effectKey  string
+	approvalID string
+	plan       func(eff *store.Effect, apr *store.Approval) *plan
+}
+
+// plan is what a planned write decided: the rows to write, the events and the receipt to append,
+// and how its result is built from the events and the receipt as written.
+type plan struct {
+	effect   *store.EffectWrite
+	approval *store.ApprovalWrite
+	events   []store.Event
+	now      time.Time // the time of events without one
+	receipt  *receipt.Receipt
+	result   func(events []store.Event, sealed *receipt.Sealed) any
+}
+
+// run is the planned write in a transaction of its own.
+func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
+	var eff *store.Effect
+	var apr *store.Approval
+	var err error
+	if pw.effectKey != "" {
+		if eff, err = t.readEffect(ctx, pw.effectKey); err != nil {
+			return err
+		}
+	}
+	if pw.approvalID != "" {
+		if apr, err = t.readApproval(ctx, pw.approvalID); err != nil {
+			return err
+		}
+	}
+	p := pw.plan(eff, apr)
+	if err := t.writeEffect(ctx, p.effect); err != nil {
+		return err
+	}
+	if err := t.writeApproval(ctx, p.approval); err != nil {
+		return err
+	}
+	events, err := t.insertEvents(ctx, p.events, p.now)
+	if err != nil {
+		return err
+	}
+	sealed, err := t.appendReceipt(ctx, p.receipt)
+	if err != nil {
+		return err
+	}
+	t.w.result = p.result(events, sealed)
+	return nil
+}
+
+// queued write states.
+const (
+	queued    int32 = iota // waiting for a leader
+	taken                  // in a leader's batch: the caller waits for the answer
+	abandoned              // the caller's context ended before a leader took it
+)
+
+// queuedWrite is a planned write waiting for, or in, a batch.
+type queuedWrite struct {
+	pw    *plannedWrite
+	state atomic.Int32
+	done  chan struct{}
+
+	// The answer, set before done is closed: the batch's witness of this write, or alone set
+	// when the write is to run in its own transaction (after lost, when not nil: the part of a
+	// batch whose commit was lost and did not land).
+	w     witness
+	err   error
+	alone bool
+	lost  *witness
+
+	// Set by the leader while it runs the batch.
+	p      *plan
+	events []store.Event
+	sealed *receipt.Sealed
+}
+
+// batcher is the queue of one Store's planned writes.
+type batcher struct {
+	lock  chan struct{} // held by the leader while it runs a batch; a channel so waits can select
+	mu    sync.Mutex
+	queue []*queuedWrite
+}
+
+func newBatcher() *batcher { return &batcher{lock: make(chan struct{}, 1)} }
+
+// planned runs pw, in a batch with the planned writes in flight beside it or alone.
+func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error) {
+	if s.readOnly {
+		return nil, fmt.Errorf("%s: %w", pw.op, ErrReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", pw.op, err)
+	}
+	q := &queuedWrite{pw: pw, done: make(chan struct{})}
+	b := s.batch
+	b.mu.Lock()
+	b.queue = append(b.queue, q)
+	b.mu.Unlock()
+wait:
+	for {
+		select {
+		case <-q.done:
+			break wait
+		case b.lock <- struct{}{}:
+			select {
+			case <-q.done: // a leader answered it while this caller took the lock
+			default:
+				s.lead()
+			}
+			<-b.lock
+		case <-ctx.Done():
+			if q.state.CompareAndSwap(queued, abandoned) {
+				return nil, fmt.Errorf("%s: %w", pw.op, ctx.Err())
+			}
+			<-q.done
+			break wait
+		}
+	}
+	if q.alone {
+		return s.writeAfter(ctx, pw.op, q.lost, pw.run)
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	return &q.w, nil
+}
+
+// lead takes the queued writes and runs them. The caller holds the batcher's lock.
+func (s *Store) lead() {
+	b := s.batch
+	b.mu.Lock()
+	var batch, later []*queuedWrite
+	effects, approvals := map[string]bool{}, map[string]bool{}
+	rest := b.queue[:0]
+	for _, q := range b.queue {
+		switch {
+		case q.state.Load() == abandoned:
+		case len(batch) == maxBatch, effects[q.pw.effectKey], approvals[q.pw.approvalID]:
+			// The next batch, or its own transaction: a batch decides each write from rows that
+			// no other write of the batch changes.
+			if len(batch) == maxBatch {
+				rest = append(rest, q)
+				continue
+			}
+			if q.state.CompareAndSwap(queued, taken) {
+				later = append(later, q)
+			}
+		case q.state.CompareAndSwap(queued, taken):
+			batch = append(batch, q)
+			if q.pw.effectKey != "" {
+				effects[q.pw.effectKey] = true
+			}
+			if q.pw.approvalID != "" {
+				approvals[q.pw.approvalID] = true
+			}
+		}
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	b.mu.Unlock()
+
+	for _, q := range later {
+		q.alone = true
+		close(q.done)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	committed, lost, err := s.runBatch(ctx, batch)
+	for _, q := range batch {
+		switch {
+		case committed:
+		case err != nil:
+			q.err = fmt.Errorf("%s: %w", q.pw.op, err)
+		default:
+			q.alone = true
+			if lost {
+				q.lost = &q.w
+			}
+		}
+		close(q.done)
+	}
+}
+
+// runBatch runs the writes of batch in one transaction. committed: it committed (or its lost
+// commit landed) and every write is answered from it. Otherwise each write runs alone; lost says
+// that the batch's commit was lost and did not land, so each must look for its part. err is a
+// lost commit that could not be settled: every write of the batch fails with it.
+func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, lost bool, err error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, false, nil
+	}
+	conn := pc.Conn()
+	broken := false
+	defer func() {
+		if broken {
+			_ = conn.Close(ctx) // the pool discards a closed connection
+		}
+		pc.Release()
+	}()
+	// The transaction is begun by hand, in the round trip of its first reads.
+	all, ok := s.batchWrites(ctx, conn, batch)
+	if !ok {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			broken = true
+		}
+		return false, false, nil
+	}
+	tag, cerr := conn.Exec(ctx, "COMMIT")
+	switch {
+	case cerr == nil && tag.String() == "COMMIT":
+		s.writes.Add(1)
+		return true, false, nil
+	case cerr == nil:
+		return false, false, nil // the server answered ROLLBACK: a statement had failed
+	case notCommitted(cerr):
+		return false, false, nil
+	}
+	broken = true
+	landed, err := s.settle(ctx, all)
+	switch {
+	case err != nil:
+		return false, false, fmt.Errorf("commit outcome unknown (%v) and the re-read failed: %w", cerr, err)
+	case landed:
+		s.writes.Add(1)
+		s.log.Warn("lost commit settled: it landed", "store", s.url, "op", "batch", "writes", len(batch), "error", cerr)
+		return true, false, nil
+	}
+	s.log.Warn("lost commit settled: it did not land; re-issuing", "store", s.url, "op", "batch", "writes", len(batch),
+		"error", cerr)
+	return false, true, nil
+}
+
+// batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote.
+// Not ok: something needs each write's own transaction; tx is then to be rolled back.
+func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (all *witness, ok bool) {
+	// Begin, and read every row the deciders need, in one round trip.
+	reads := &pgx.Batch{}
+	for _, q := range beginStatements {
+		reads.Queue(q)
+	}
+	for _, q := range batch {
+		if q.pw.effectKey != "" {
+			reads.Queue(s.q.readEffect, q.pw.effectKey)
+		}
+		if q.pw.approvalID != "" {
+			reads.Queue(s.q.readApproval, q.pw.approvalID)
+		}
+	}
+	br := tx.SendBatch(ctx, reads)
+	for range beginStatements {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, false
+		}
+	}
+	for _, q := range batch {
+		var eff *store.Effect
+		var apr *store.Approval
+		if q.pw.effectKey != "" {
+			var r effectRow
+			switch err := r.scan(br.QueryRow()); {
+			case err == nil:
+				eff = r.effect()
+			case !errors.Is(err, pgx.ErrNoRows):
+				_ = br.Close()
+				return nil, false
+			}
+		}
+		if q.pw.approvalID != "" {
+			var r approvalRow
+			switch err := r.scan(br.QueryRow()); {
+			case err == nil:
+				apr = r.approval()
+			case !errors.Is(err, pgx.ErrNoRows):
+				_ = br.Close()
+				return nil, false
+			}
+		}
+		q.p = q.pw.plan(eff, apr)
+	}
+	if br.Close() != nil {
+		return nil, false
+	}
+
+	// Write the rows, in lock order, the events, and move the chain head, in one round trip.
+	writes := &pgx.Batch{}
+	byKey := slices.Clone(batch)
+	slices.SortFunc(byKey, func(a, b *queuedWrite) int { return strings.Compare(a.pw.effectKey, b.pw.effectKey) })
+	type check struct {
+		q      *queuedWrite
+		effect bool
+	}
+	var checks []check
+	for _, q := range byKey {
+		if q.p.effect == nil {
+			continue
+		}
+		sql, args, row, err := s.effectStmt(q.p.effect)
+		if err != nil {
+			return nil, false
+		}
+		writes.Queue(sql, args...)
+		q.w.effect = &row
+		checks = append(checks, check{q, true})
+	}
+	byApproval := slices.Clone(batch)
+	slices.SortFunc(byApproval, func(a, b *queuedWrite) int { return strings.Compare(a.pw.approvalID, b.pw.approvalID) })
+	for _, q := range byApproval {
+		if q.p.approval == nil {
+			continue
+		}
+		sql, args, row, err := s.approvalStmt(q.p.approval)
+		if err != nil {
+			return nil, false
+		}
+		writes.Queue(sql, args...)
+		q.w.approval = &row
+		checks = append(checks, check{q, false})
+	}
+	receipts := 0
+	for _, q := range batch {
+		q.events = make([]store.Event, len(q.p.events))
+		for i, e := range q.p.events {
+			e, args, err := eventArgs(e, q.p.now)
+			if err != nil {
+				return nil, false
+			}
+			q.events[i] = e
+			writes.Queue(s.q.insertEvent, args...)
+		}
+		if q.p.receipt != nil {
+			receipts++
+		}
+	}
+	if receipts > 0 {
+		writes.Queue(s.q.bumpHeadBy, receipts)
+	}
+	br = tx.SendBatch(ctx, writes)
+	failed := false
+	for range checks {
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+			failed = true // another transaction wrote first, or the statement failed
+		}
+	}
+	all = &witness{}
+	for _, q := range batch {
+		for i := range q.events {
+			if err := br.QueryRow().Scan(&q.events[i].ID); err != nil {
+				failed = true
+				continue
+			}
+			q.w.events = append(q.w.events, q.events[i].ID)
+			all.events = append(all.events, q.events[i].ID)
+		}
+	}
+	var head receipt.Head
+	if receipts > 0 {
+		if err := br.QueryRow().Scan(&head.Seq, &head.Hash); err != nil {
+			failed = true
+		}
+		head.Seq -= int64(receipts) // the seq before this batch's receipts
+	}
+	if br.Close() != nil || failed {
+		return nil, false
+	}
+	if receipts == 0 {
+		for _, q := range batch {
+			q.w.result = q.p.result(q.events, nil)
+		}
+		return all, len(all.events) > 0 // without events nothing would settle a lost commit: each alone
+	}
+
+	// Seal the receipts in order and store them with the head's hash, in one round trip.
+	appends := &pgx.Batch{}
+	for _, q := range batch {
+		if q.p.receipt == nil {
+			continue
+		}
+		seq, prev := receipt.Next(head)
+		sealed, args, err := receiptArgs(q.p.receipt, seq, prev)
+		if err != nil {
+			return nil, false
+		}
+		appends.Queue(s.q.insertReceiptOnly, args...)
+		q.sealed = &sealed
+		q.w.seq, q.w.hash = seq, sealed.Hash
+		head = receipt.Head{Seq: seq, Hash: sealed.Hash}
+	}
+	appends.Queue(s.q.setHeadHash, head.Hash, head.Seq)
+	br = tx.SendBatch(ctx, appends)
+	for range receipts {
+		if _, err := br.Exec(); err != nil {
+			failed = true
+		}
+	}
+	if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+		failed = true
+	}
+	if br.Close() != nil || failed {
+		return nil, false
+	}
+	all.seq, all.hash = head.Seq, head.Hash
+	for _, q := range batch {
+		// Before the commit: a write re-issued after a lost commit returns this if it finds
+		// the batch landed late.
+		q.w.result = q.p.result(q.events, q.sealed)
+	}
+	return all, true
+}
