@@ -18,7 +18,9 @@ import (
 // all n are queued, then lets the first of them lead. The returned function waits for all n.
 func gate(t *testing.T, st *Store, n int, fn func(i int)) (wait func()) {
 	t.Helper()
-	st.batch.lock <- struct{}{}
+	for range cap(st.batch.lock) {
+		st.batch.lock <- struct{}{}
+	}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { fn(i) })
@@ -32,12 +34,13 @@ func gate(t *testing.T, st *Store, n int, fn func(i int)) (wait func()) {
 			break
 		}
 		if time.Now().After(deadline) {
-			<-st.batch.lock
 			t.Fatalf("%d of %d writes queued after 10 s", queued, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	<-st.batch.lock
+	for range cap(st.batch.lock) {
+		<-st.batch.lock
+	}
 	return wg.Wait
 }
 
