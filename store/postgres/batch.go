@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -315,13 +314,20 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	for _, q := range beginStatements {
 		reads.Queue(q)
 	}
+	var keys, ids []string
 	for _, q := range batch {
 		if q.pw.effectKey != "" {
-			reads.Queue(s.q.readEffect, q.pw.effectKey)
+			keys = append(keys, q.pw.effectKey)
 		}
 		if q.pw.approvalID != "" {
-			reads.Queue(s.q.readApproval, q.pw.approvalID)
+			ids = append(ids, q.pw.approvalID)
 		}
+	}
+	if len(keys) > 0 {
+		reads.Queue(s.q.readEffects, keys)
+	}
+	if len(ids) > 0 {
+		reads.Queue(s.q.readApprovals, ids)
 	}
 	br := tx.SendBatch(ctx, reads)
 	for range beginStatements {
@@ -330,33 +336,34 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil, false
 		}
 	}
-	for _, q := range batch {
-		var eff *store.Effect
-		var apr *store.Approval
-		if q.pw.effectKey != "" {
+	effects := make(map[string]*store.Effect, len(keys))
+	approvals := make(map[string]*store.Approval, len(ids))
+	var err error
+	if len(keys) > 0 {
+		err = readRows(br, func(rows pgx.Rows) error {
 			var r effectRow
-			switch err := r.scan(br.QueryRow()); {
-			case err == nil:
-				eff = r.effect()
-			case !errors.Is(err, pgx.ErrNoRows):
-				_ = br.Close()
-				return nil, false
+			if err := r.scan(rows); err != nil {
+				return err
 			}
-		}
-		if q.pw.approvalID != "" {
-			var r approvalRow
-			switch err := r.scan(br.QueryRow()); {
-			case err == nil:
-				apr = r.approval()
-			case !errors.Is(err, pgx.ErrNoRows):
-				_ = br.Close()
-				return nil, false
-			}
-		}
-		q.p = q.pw.plan(eff, apr)
+			effects[r.key] = r.effect()
+			return nil
+		})
 	}
-	if br.Close() != nil {
+	if err == nil && len(ids) > 0 {
+		err = readRows(br, func(rows pgx.Rows) error {
+			var r approvalRow
+			if err := r.scan(rows); err != nil {
+				return err
+			}
+			approvals[r.id] = r.approval()
+			return nil
+		})
+	}
+	if cerr := br.Close(); err != nil || cerr != nil {
 		return nil, false
+	}
+	for _, q := range batch {
+		q.p = q.pw.plan(effects[q.pw.effectKey], approvals[q.pw.approvalID])
 	}
 
 	// Write the rows, in lock order, the events, and move the chain head, in one round trip.
@@ -395,19 +402,24 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		checks = append(checks, check{q, false})
 	}
 	receipts := 0
+	var ev eventColumnsOf
 	for _, q := range batch {
 		q.events = make([]store.Event, len(q.p.events))
 		for i, e := range q.p.events {
-			e, args, err := eventArgs(e, q.p.now)
+			e, err := ev.add(e, q.p.now)
 			if err != nil {
 				return nil, false
 			}
 			q.events[i] = e
-			writes.Queue(s.q.insertEvent, args...)
 		}
 		if q.p.receipt != nil {
 			receipts++
 		}
+	}
+	if len(ev.kind) > 0 {
+		// One statement for all the batch's events: each statement costs the server a parse and
+		// a plan (statements are not prepared, for transaction-mode poolers).
+		writes.Queue(s.q.insertEvents, ev.kind, ev.at, ev.actionID, ev.effectKey, ev.approvalID, ev.payload)
 	}
 	if receipts > 0 {
 		writes.Queue(s.q.bumpHeadBy, receipts)
@@ -420,14 +432,25 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 	}
 	all = &witness{}
-	for _, q := range batch {
-		for i := range q.events {
-			if err := br.QueryRow().Scan(&q.events[i].ID); err != nil {
-				failed = true
-				continue
+	if len(ev.kind) > 0 {
+		rows, err := br.Query()
+		var ids []int64
+		if err == nil {
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		if err != nil || len(ids) != len(ev.kind) {
+			failed = true
+		} else {
+			// The rows were inserted in the order of the arrays (ORDER BY n), so the sequence
+			// handed out their ids in that order: ascending ids are the events in order.
+			slices.Sort(ids)
+			all.events = ids
+			for _, q := range batch {
+				for i := range q.events {
+					q.events[i].ID, ids = ids[0], ids[1:]
+					q.w.events = append(q.w.events, q.events[i].ID)
+				}
 			}
-			q.w.events = append(q.w.events, q.events[i].ID)
-			all.events = append(all.events, q.events[i].ID)
 		}
 	}
 	var head receipt.Head
@@ -448,7 +471,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	}
 
 	// Seal the receipts in order and store them with the head's hash, in one round trip.
-	appends := &pgx.Batch{}
+	var rc receiptColumnsOf
 	for _, q := range batch {
 		if q.p.receipt == nil {
 			continue
@@ -458,22 +481,14 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		if err != nil {
 			return nil, false
 		}
-		appends.Queue(s.q.insertReceiptOnly, args...)
+		rc.add(args)
 		q.sealed = &sealed
 		q.w.seq, q.w.hash = seq, sealed.Hash
 		head = receipt.Head{Seq: seq, Hash: sealed.Hash}
 	}
-	appends.Queue(s.q.setHeadHash, head.Hash, head.Seq)
-	br = tx.SendBatch(ctx, appends)
-	for range receipts {
-		if _, err := br.Exec(); err != nil {
-			failed = true
-		}
-	}
-	if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
-		failed = true
-	}
-	if br.Close() != nil || failed {
+	tag, err := tx.Exec(ctx, s.q.appendReceipts, rc.seq, rc.hash, rc.doc, rc.receiptID, rc.actionID, rc.action,
+		rc.effectKey, rc.approvalID, rc.result, rc.finished, head.Hash, head.Seq, len(rc.seq))
+	if err != nil || tag.RowsAffected() != 1 {
 		return nil, false
 	}
 	all.seq, all.hash = head.Seq, head.Hash
@@ -483,4 +498,62 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		q.w.result = q.p.result(q.events, q.sealed)
 	}
 	return all, true
+}
+
+// eventColumnsOf holds events column by column, for insertEvents.
+type eventColumnsOf struct {
+	kind, actionID, effectKey, approvalID []string
+	at                                    []int64
+	payload                               [][]byte
+}
+
+// add appends e (a zero time becomes now) and returns it as written.
+func (c *eventColumnsOf) add(e store.Event, now time.Time) (store.Event, error) {
+	e, args, err := eventArgs(e, now)
+	if err != nil {
+		return e, err
+	}
+	c.kind = append(c.kind, e.Kind)
+	c.at = append(c.at, args[1].(stamp).Int64)
+	c.actionID = append(c.actionID, e.ActionID)
+	c.effectKey = append(c.effectKey, e.EffectKey)
+	c.approvalID = append(c.approvalID, e.ApprovalID)
+	c.payload = append(c.payload, rawJSON(e.Payload))
+	return e, nil
+}
+
+// readRows reads the rows of the batch's next query with scan.
+func readRows(br pgx.BatchResults, scan func(pgx.Rows) error) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// receiptColumnsOf holds sealed receipts column by column, for appendReceipts.
+type receiptColumnsOf struct {
+	seq, finished                                                    []int64
+	hash, receiptID, actionID, action, effectKey, approvalID, result []string
+	doc                                                              [][]byte
+}
+
+// add appends one receipt, given as receiptArgs returns it.
+func (c *receiptColumnsOf) add(args []any) {
+	c.seq = append(c.seq, args[0].(int64))
+	c.hash = append(c.hash, args[1].(string))
+	c.doc = append(c.doc, args[2].([]byte))
+	c.receiptID = append(c.receiptID, args[3].(string))
+	c.actionID = append(c.actionID, args[4].(string))
+	c.action = append(c.action, args[5].(string))
+	c.effectKey = append(c.effectKey, args[6].(string))
+	c.approvalID = append(c.approvalID, args[7].(string))
+	c.result = append(c.result, args[8].(string))
+	c.finished = append(c.finished, args[9].(int64))
 }

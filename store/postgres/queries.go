@@ -19,7 +19,8 @@ type queries struct {
 	readEffect, insertEffect, casEffect                     string
 	readApproval, insertApproval, casApproval               string
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
-	bumpHeadBy, insertReceiptOnly, setHeadHash              string
+	bumpHeadBy, insertEvents                                string
+	readEffects, readApprovals, appendReceipts              string
 	witness, head, listEffects, listApprovals               string
 	listEvents, approvalPresent                             string
 	readDelegation, listDelegations, insertDelegation       string
@@ -63,10 +64,23 @@ func newQueries(schema string) queries {
 			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
 		// A batch (batch.go) takes the seqs of all its receipts at once, stores them, and then
 		// the hash of the last; the head row stays locked by it until it ends.
-		bumpHeadBy: r.Replace(`UPDATE {s}.chain_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash`),
-		insertReceiptOnly: r.Replace(`INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key,
-			approval_id, result, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		setHeadHash: r.Replace(`UPDATE {s}.chain_head SET hash = $1 WHERE id = 1 AND seq = $2`),
+		bumpHeadBy:    r.Replace(`UPDATE {s}.chain_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash`),
+		readEffects:   r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = ANY($1)`),
+		readApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
+		// A batch's events, column by column, inserted (and so numbered) in array order.
+		insertEvents: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
+			SELECT kind, at, action_id, effect_key, approval_id, payload
+			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[])
+				WITH ORDINALITY AS e (kind, at, action_id, effect_key, approval_id, payload, n)
+			ORDER BY n RETURNING id`),
+		// A batch's receipts, column by column, and the head's hash: one row updated proves
+		// that every receipt was stored and that the head is the one this batch moved.
+		appendReceipts: r.Replace(`WITH r AS (
+				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
+				SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
+					$8::text[], $9::text[], $10::bigint[])
+				RETURNING seq)
+			UPDATE {s}.chain_head SET hash = $11 WHERE id = 1 AND seq = $12 AND (SELECT count(*) FROM r) = $13`),
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),

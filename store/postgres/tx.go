@@ -536,7 +536,7 @@ func checkReceipt(rc *receipt.Receipt) error {
 }
 
 // receiptArgs seals rc as receipt seq after prev and returns it with the arguments of
-// insertReceipt and insertReceiptOnly (seq, hash, doc, then the columns copied for filtering).
+// insertReceipt (seq, hash, doc, then the columns copied for filtering).
 func receiptArgs(rc *receipt.Receipt, seq int64, prev string) (receipt.Sealed, []any, error) {
 	if err := checkReceipt(rc); err != nil {
 		return receipt.Sealed{}, nil, err
