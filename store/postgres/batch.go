@@ -25,23 +25,24 @@ import (
 //
 // So the planned writes of one Store queue, and whichever caller finds no batch running leads
 // the next: it takes the queued writes (up to maxBatch) and runs them in one transaction of
-// five round trips whatever their number — begin; read every row they need; write every effect
-// and approval (compare-and-set, as alone) and every event, and move the chain head by the
-// number of receipts; store the receipts, sealed in order, and the head's hash; commit (four for
-// reserves, which append no receipt unless refused). Meanwhile the next writes queue for the next
-// leader: nobody waits on a timer, and a lone write (one worker) is a batch of one, which takes
-// fewer round trips than the write's own transaction (seven for a Record: its statements are
-// sent one by one, each waiting for the one before).
-//
+// three pipelined round trips whatever their number — begin, lock the chain head (when the batch
+// holds a Record, which always appends a receipt) and read every row the deciders need; write
+// every effect and approval (compare-and-set, as alone), every event, and the receipts, sealed
+// in order, with the head; commit. Meanwhile the next writes queue for the next leader: nobody
+// waits on a timer, and a lone write (one worker) is a batch of one, which takes fewer round
+// trips than the write's own transaction (seven for a Record, whose statements are sent one by
+// one, each waiting for the one before).
 // The batch is only a faster way to reach the outcome each write would reach alone, and anything
 // unusual sends every write of the batch back to its own transaction (write, in tx.go, with its
 // retries and its settling of lost commits): a compare-and-set that matches no row (another
 // transaction wrote first), any error before the commit, a commit the server refused. Two writes
 // of one batch never touch the same effect or approval row (a second one waits for the next
 // batch), so each decision is taken from rows no other write of the batch has changed. Rows are
-// locked in one order — effects by key, then approvals by id, then the chain head — as every
-// other write method locks them (effect, approval, head), so batches never wait on each other in
-// a cycle.
+// locked in one order — effects by key, then approvals by id — and the chain head, which every
+// batch holding a Record locks first, is the one row all appenders share: two batches meet on it
+// before anything else. (A write method's own transaction takes the head last; should one ever
+// hold an effect row a batch needs while waiting for the head, PostgreSQL's deadlock detector
+// ends one of the two, and both are retried: only a delay, never a wrong answer.)
 //
 // A batch whose commit is lost is settled like any lost commit: by reading back what only it
 // can have written (its receipts by seq and hash, its events by id). Landed: every write of the
@@ -69,6 +70,7 @@ var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 // with a pure planner: Reserve and Record.
 type plannedWrite struct {
 	op         string
+	appends    bool // always appends a receipt
 	effectKey  string
 	approvalID string
 	plan       func(eff *store.Effect, apr *store.Approval) *plan
@@ -308,13 +310,19 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 
 // batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote.
 // Not ok: something needs each write's own transaction; tx is then to be rolled back.
+//
+// A batch holding a Record (which always appends a receipt) locks the chain head with its reads,
+// so that it can seal its receipts before it writes and send every write in one more round trip:
+// begin and read; write; commit. A batch of reserves only locks the head, if a refusal appends a
+// receipt after all, with its writes, and appends in a round trip of its own.
 func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (all *witness, ok bool) {
-	// Begin, and read every row the deciders need, in one round trip.
+	// Begin, lock the head if a receipt is certain, and read every row the deciders need.
 	reads := &pgx.Batch{}
 	for _, q := range beginStatements {
 		reads.Queue(q)
 	}
 	var keys, ids []string
+	lockHead := false
 	for _, q := range batch {
 		if q.pw.effectKey != "" {
 			keys = append(keys, q.pw.effectKey)
@@ -322,6 +330,10 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		if q.pw.approvalID != "" {
 			ids = append(ids, q.pw.approvalID)
 		}
+		lockHead = lockHead || q.pw.appends
+	}
+	if lockHead {
+		reads.Queue(s.q.lockHead)
 	}
 	if len(keys) > 0 {
 		reads.Queue(s.q.readEffects, keys)
@@ -330,16 +342,19 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		reads.Queue(s.q.readApprovals, ids)
 	}
 	br := tx.SendBatch(ctx, reads)
+	var err error
 	for range beginStatements {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return nil, false
+		if _, err = br.Exec(); err != nil {
+			break
 		}
+	}
+	var head receipt.Head // the chain head before this batch's receipts
+	if err == nil && lockHead {
+		err = br.QueryRow().Scan(&head.Seq, &head.Hash)
 	}
 	effects := make(map[string]*store.Effect, len(keys))
 	approvals := make(map[string]*store.Approval, len(ids))
-	var err error
-	if len(keys) > 0 {
+	if err == nil && len(keys) > 0 {
 		err = readRows(br, func(rows pgx.Rows) error {
 			var r effectRow
 			if err := r.scan(rows); err != nil {
@@ -362,19 +377,20 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	if cerr := br.Close(); err != nil || cerr != nil {
 		return nil, false
 	}
+	receipts := 0
 	for _, q := range batch {
 		q.p = q.pw.plan(effects[q.pw.effectKey], approvals[q.pw.approvalID])
+		if q.p.receipt != nil {
+			receipts++
+		}
 	}
 
-	// Write the rows, in lock order, the events, and move the chain head, in one round trip.
+	// Write the rows, in lock order, and the events; append the receipts (or, when the head is not
+	// locked yet, lock it and take their seqs).
 	writes := &pgx.Batch{}
+	checks := 0
 	byKey := slices.Clone(batch)
 	slices.SortFunc(byKey, func(a, b *queuedWrite) int { return strings.Compare(a.pw.effectKey, b.pw.effectKey) })
-	type check struct {
-		q      *queuedWrite
-		effect bool
-	}
-	var checks []check
 	for _, q := range byKey {
 		if q.p.effect == nil {
 			continue
@@ -385,7 +401,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 		writes.Queue(sql, args...)
 		q.w.effect = &row
-		checks = append(checks, check{q, true})
+		checks++
 	}
 	byApproval := slices.Clone(batch)
 	slices.SortFunc(byApproval, func(a, b *queuedWrite) int { return strings.Compare(a.pw.approvalID, b.pw.approvalID) })
@@ -399,9 +415,8 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 		writes.Queue(sql, args...)
 		q.w.approval = &row
-		checks = append(checks, check{q, false})
+		checks++
 	}
-	receipts := 0
 	var ev eventColumnsOf
 	for _, q := range batch {
 		q.events = make([]store.Event, len(q.p.events))
@@ -412,16 +427,20 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			}
 			q.events[i] = e
 		}
-		if q.p.receipt != nil {
-			receipts++
-		}
 	}
 	if len(ev.kind) > 0 {
 		// One statement for all the batch's events: each statement costs the server a parse and
 		// a plan (statements are not prepared, for transaction-mode poolers).
 		writes.Queue(s.q.insertEvents, ev.kind, ev.at, ev.actionID, ev.effectKey, ev.approvalID, ev.payload)
 	}
-	if receipts > 0 {
+	var appended receipt.Head
+	switch {
+	case receipts > 0 && lockHead:
+		var err error
+		if appended, err = s.queueReceipts(writes, batch, head); err != nil {
+			return nil, false
+		}
+	case receipts > 0:
 		writes.Queue(s.q.bumpHeadBy, receipts)
 	}
 	br = tx.SendBatch(ctx, writes)
@@ -453,24 +472,49 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			}
 		}
 	}
-	var head receipt.Head
-	if receipts > 0 {
+	switch {
+	case receipts > 0 && lockHead:
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+			failed = true
+		}
+	case receipts > 0:
 		if err := br.QueryRow().Scan(&head.Seq, &head.Hash); err != nil {
 			failed = true
 		}
-		head.Seq -= int64(receipts) // the seq before this batch's receipts
+		head.Seq -= int64(receipts)
 	}
 	if br.Close() != nil || failed {
 		return nil, false
 	}
-	if receipts == 0 {
-		for _, q := range batch {
-			q.w.result = q.p.result(q.events, nil)
+	if receipts > 0 && !lockHead {
+		// The head is locked now: seal the receipts and append them in a round trip of their own.
+		appends := &pgx.Batch{}
+		var err error
+		if appended, err = s.queueReceipts(appends, batch, head); err != nil {
+			return nil, false
 		}
-		return all, len(all.events) > 0 // without events nothing would settle a lost commit: each alone
+		br = tx.SendBatch(ctx, appends)
+		tag, err := br.Exec()
+		if cerr := br.Close(); err != nil || cerr != nil || tag.RowsAffected() != 1 {
+			return nil, false
+		}
 	}
+	if receipts == 0 && len(all.events) == 0 {
+		return nil, false // nothing would settle a lost commit: each write alone
+	}
+	all.seq, all.hash = appended.Seq, appended.Hash
+	for _, q := range batch {
+		// Before the commit: a write re-issued after a lost commit returns this if it finds
+		// the batch landed late.
+		q.w.result = q.p.result(q.events, q.sealed)
+	}
+	return all, true
+}
 
-	// Seal the receipts in order and store them with the head's hash, in one round trip.
+// queueReceipts seals the batch's receipts in order after head, queues the statement that
+// appends them and moves the head, and returns the head it moves to.
+func (s *Store) queueReceipts(b *pgx.Batch, batch []*queuedWrite, head receipt.Head) (receipt.Head, error) {
+	from := head.Seq
 	var rc receiptColumnsOf
 	for _, q := range batch {
 		if q.p.receipt == nil {
@@ -479,25 +523,16 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		seq, prev := receipt.Next(head)
 		sealed, args, err := receiptArgs(q.p.receipt, seq, prev)
 		if err != nil {
-			return nil, false
+			return head, err
 		}
 		rc.add(args)
 		q.sealed = &sealed
 		q.w.seq, q.w.hash = seq, sealed.Hash
 		head = receipt.Head{Seq: seq, Hash: sealed.Hash}
 	}
-	tag, err := tx.Exec(ctx, s.q.appendReceipts, rc.seq, rc.hash, rc.doc, rc.receiptID, rc.actionID, rc.action,
-		rc.effectKey, rc.approvalID, rc.result, rc.finished, head.Hash, head.Seq, len(rc.seq))
-	if err != nil || tag.RowsAffected() != 1 {
-		return nil, false
-	}
-	all.seq, all.hash = head.Seq, head.Hash
-	for _, q := range batch {
-		// Before the commit: a write re-issued after a lost commit returns this if it finds
-		// the batch landed late.
-		q.w.result = q.p.result(q.events, q.sealed)
-	}
-	return all, true
+	b.Queue(s.q.appendReceipts, rc.seq, rc.hash, rc.doc, rc.receiptID, rc.actionID, rc.action, rc.effectKey,
+		rc.approvalID, rc.result, rc.finished, head.Seq, head.Hash, from, len(rc.seq))
+	return head, nil
 }
 
 // eventColumnsOf holds events column by column, for insertEvents.

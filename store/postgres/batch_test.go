@@ -135,6 +135,26 @@ func TestGroupCommit(t *testing.T) {
 	if got := verifyChain(t, st); got != n {
 		t.Errorf("the chain holds %d receipts, want %d", got, n)
 	}
+
+	// Reserves only, two of them refused (their keys are committed): the refusals' receipts are
+	// appended by the batch too, after it takes the head with its writes.
+	mixed := []cutCall{newCutCall("group:new:0"), newCutCall(calls[0].key), newCutCall("group:new:1"), newCutCall(calls[1].key)}
+	gate(t, st, len(mixed), func(i int) { reserved[i], errs[i] = st.Reserve(ctx, mixed[i].reserveReq(now)) })()
+	if got := st.WriteTransactions(); got != 3 {
+		t.Errorf("WriteTransactions() after 4 concurrent reserves = %d, want 3", got)
+	}
+	for i := range mixed {
+		refused := i%2 == 1
+		switch r := reserved[i]; {
+		case errs[i] != nil:
+			t.Fatalf("Reserve of %s: %v", mixed[i].key, errs[i])
+		case r.Reserved == refused, refused && (r.Receipt == nil || r.Document == nil || r.Receipt.Seq != r.Document.Seq):
+			t.Errorf("Reserve of %s = %+v, want refused %t with its receipt", mixed[i].key, r, refused)
+		}
+	}
+	if got := verifyChain(t, st); got != n+2 {
+		t.Errorf("the chain holds %d receipts, want %d", got, n+2)
+	}
 }
 
 // Two writes of one key never share a batch: the second is decided from the first's row, as it

@@ -20,7 +20,7 @@ type queries struct {
 	readApproval, insertApproval, casApproval               string
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
 	bumpHeadBy, insertEvents                                string
-	readEffects, readApprovals, appendReceipts              string
+	readEffects, readApprovals, appendReceipts, lockHead    string
 	witness, head, listEffects, listApprovals               string
 	listEvents, approvalPresent                             string
 	readDelegation, listDelegations, insertDelegation       string
@@ -73,14 +73,18 @@ func newQueries(schema string) queries {
 			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[])
 				WITH ORDINALITY AS e (kind, at, action_id, effect_key, approval_id, payload, n)
 			ORDER BY n RETURNING id`),
-		// A batch's receipts, column by column, and the head's hash: one row updated proves
-		// that every receipt was stored and that the head is the one this batch moved.
+		// A batch's receipts, column by column, and the head moved to the last of them: one row
+		// updated proves that every receipt was stored and that the head was where the batch
+		// found it ($13; for a batch that took its seqs with bumpHeadBy, the last of them, $11).
 		appendReceipts: r.Replace(`WITH r AS (
 				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
 				SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
 					$8::text[], $9::text[], $10::bigint[])
 				RETURNING seq)
-			UPDATE {s}.chain_head SET hash = $11 WHERE id = 1 AND seq = $12 AND (SELECT count(*) FROM r) = $13`),
+			UPDATE {s}.chain_head SET seq = $11, hash = $12
+			WHERE id = 1 AND seq IN ($11, $13) AND (SELECT count(*) FROM r) = $14`),
+		// A batch that appends a receipt for certain locks the head with its reads.
+		lockHead: r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1 FOR UPDATE`),
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
