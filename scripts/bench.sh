@@ -7,7 +7,9 @@
 #
 #   scripts/bench.sh                 # all of it (about 10 minutes on 2 cores)
 #   DURATION=10s RUNS=5 scripts/bench.sh
-#   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain
+#   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain, postgres
+#   LATCH_BENCH_POSTGRES='postgres://user@host:5432/db?sslmode=disable' scripts/bench.sh
+#                                    # adds the postgres section (scratch schema latch_bench)
 #
 # Needs go and jq; /usr/bin/time (GNU time) for the maximum RSS of `latch receipts --verify`.
 set -euo pipefail
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
-SECTIONS=${SECTIONS:-go targets scaling race chain}
+SECTIONS=${SECTIONS:-go targets scaling race chain${LATCH_BENCH_POSTGRES:+ postgres}}
 command -v jq >/dev/null || { echo "bench.sh: jq is required" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/latch-bench.XXXXXX")
@@ -126,6 +128,26 @@ if has chain; then
 		secs=$(cut -d' ' -f1 "$tmp/verify" | median)
 		rss=$(cut -d' ' -f2 "$tmp/verify" | median)
 		printf "| %d | %.3f | %.0f | %.1f |\n" "$n" "$secs" "$(echo "$n / $secs" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
+	done
+	echo
+fi
+
+if has postgres; then
+	[[ -n ${LATCH_BENCH_POSTGRES:-} ]] || { echo "bench.sh: the postgres section needs LATCH_BENCH_POSTGRES" >&2; exit 1; }
+	sep='?'
+	[[ $LATCH_BENCH_POSTGRES == *\?* ]] && sep='&'
+	echo "## Postgres: latch bench (median of $RUNS; unprepared statements unless the URL says otherwise)"
+	echo
+	echo "| statements | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for mode in exec cache_statement; do
+		for w in 1 8 32; do
+			bench "$LATCH_BENCH_POSTGRES${sep}schema=latch_bench&default_query_exec_mode=$mode" "$w"
+			printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$mode" "$w" \
+				"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
+				"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
+				"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+		done
 	done
 	echo
 fi
