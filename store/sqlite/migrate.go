@@ -69,18 +69,20 @@ func schemaVersion(ctx context.Context, q querier) (int, error) {
 	return v, nil
 }
 
-// migrate applies every pending migration, each in its own BEGIN IMMEDIATE transaction that
-// re-reads the version first, so processes opening one file at once apply each version once.
-func (s *Store) migrate(ctx context.Context) error {
+// migrate applies every pending migration up to version target (latestVersion for a Store that
+// Open returns; tests stop earlier to build the stores older binaries left), each in its own
+// BEGIN IMMEDIATE transaction that re-reads the version first, so processes opening one file at
+// once apply each version once.
+func (s *Store) migrate(ctx context.Context, target int) error {
 	for {
-		done, err := s.migrateOne(ctx)
+		done, err := s.migrateOne(ctx, target)
 		if err != nil || done {
 			return err
 		}
 	}
 }
 
-func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
+func (s *Store) migrateOne(ctx context.Context, target int) (done bool, err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("migrate: %w", notLatch(err))
@@ -92,7 +94,7 @@ func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
 		return false, err
 	case v > latestVersion():
 		return false, fmt.Errorf("%w: schema version %d, this binary knows %d: upgrade latch", store.ErrSchemaTooNew, v, latestVersion())
-	case v == latestVersion():
+	case v >= target:
 		return true, nil
 	}
 	m := migrations[v]
@@ -133,8 +135,9 @@ func (s *Store) checkReadOnly(ctx context.Context) error {
 
 // checkReadOnlyVersion decides whether a read-only open may use a store at version v when this
 // binary's schema is latest. An older schema is read as it is (readers can be upgraded before
-// the writers that migrate, as on Postgres): every migration so far only adds tables and
-// indexes, and a reader of a schema without delegations sees none.
+// the writers that migrate, as on Postgres): every migration so far adds tables and indexes or
+// rebuilds a table under the same name with the same columns (4), so the queries here run on
+// every version, and a reader of a schema without delegations sees none.
 func checkReadOnlyVersion(v, latest int) error {
 	switch {
 	case v == 0:

@@ -202,8 +202,11 @@ const eventsPerInsert = 8
 
 // insertEvents appends events and returns them as written: with their ids, and now as the
 // time of an event that had none. The ids of one multi-row INSERT are consecutive and end at
-// its last rowid: AUTOINCREMENT assigns them in VALUES order, and this transaction holds the
-// only write lock.
+// its last rowid: id is the rowid (INTEGER PRIMARY KEY, without AUTOINCREMENT since schema 4),
+// and SQLite gives each row inserted without one the largest rowid in the table plus one, in
+// VALUES order. Nothing else can insert in between, because this transaction holds the only
+// write lock, and the largest id is that of the last event written, because events are never
+// deleted. (SQLite would pick a random unused rowid only once the largest reached 2^63-1.)
 func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, error) {
 	written := make([]store.Event, 0, len(events))
 	var args [eventsPerInsert * 6]any

@@ -175,6 +175,12 @@ func dsn(path string, params ...string) string {
 // The errors to branch on are store.ErrNoStore (read-only, no file), store.ErrNotLatch and
 // store.ErrSchemaTooNew.
 func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	return openAt(ctx, url, cfg, latestVersion())
+}
+
+// openAt is Open with the schema version a writer migrates to: tests give an older one to build
+// the stores that older binaries left behind.
+func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -232,7 +238,7 @@ func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	s.wr = newWriter(s.w, plock, ckpt, &s.writes)
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, version); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sqlitedriver "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
+
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -195,19 +198,25 @@ func TestBatchFailureIsolated(t *testing.T) {
 				return boom
 			})
 		},
-		// A constraint failure in SQLite itself: the same receipt id as a's.
+		// A constraint failure in SQLite itself, after a receipt: a second insert of a's effect
+		// key, which the primary key of effects refuses.
 		func() error {
-			req := b.record()
-			req.Receipt.ReceiptID = "rcp_" + a.act
-			_, err := s.Record(t.Context(), req)
-			return err
+			return s.write(t.Context(), func(t *txn) error {
+				if _, err := t.appendReceipt(&receipt.Receipt{ReceiptID: "rcp_twice", ActionID: "act_twice", Result: receipt.Denied}); err != nil {
+					return err
+				}
+				eff := store.Effect{Key: a.key, State: store.Executing, Attempt: 1, ActionID: "act_twice", Action: "billing.charge",
+					ActionHash: "sha256:ab", CreatedAt: batchNow, UpdatedAt: batchNow}
+				return t.applyEffect(&store.EffectWrite{Next: eff})
+			})
 		},
 		func() error { _, err := s.Record(t.Context(), b.record()); return err },
 	)
 	before := s.WriteTransactions()
 	release()
 	errs := wait()
-	if errs[0] != nil || !errors.Is(errs[1], boom) || errs[2] == nil || errs[3] != nil {
+	var se *sqlitedriver.Error
+	if errs[0] != nil || !errors.Is(errs[1], boom) || !errors.As(errs[2], &se) || se.Code()&0xff != sqlitelib.SQLITE_CONSTRAINT || errs[3] != nil {
 		t.Fatalf("errors = %v; want nil, boom, a constraint failure, nil", errs)
 	}
 	if got := s.WriteTransactions() - before; got != 1 {
