@@ -344,3 +344,45 @@ func TestDelegationsInsertOnly(t *testing.T) {
 		}
 	}
 }
+
+// Schema 3: the indexes every call writes hold only the rows their queries look for, and
+// receipt_id has no index.
+func TestSchemaIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := Open(ctx, newSchemaURL(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1`, st.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		defs[name] = def
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, where := range map[string]string{
+		"events_approval_id":   "WHERE (approval_id <> ''::text)",
+		"receipts_approval_id": "WHERE (approval_id <> ''::text)",
+		"effects_state":        "WHERE (state <> 'committed'::text)",
+	} {
+		if !strings.HasSuffix(defs[name], where) {
+			t.Errorf("index %s = %q, want it partial: %s", name, defs[name], where)
+		}
+	}
+	if def, ok := defs["receipts_receipt_id_key"]; ok {
+		t.Errorf("receipt_id is still indexed: %s", def)
+	}
+	if len(defs) < 10 {
+		t.Errorf("only %d indexes in the schema: %v", len(defs), defs)
+	}
+}

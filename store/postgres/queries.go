@@ -92,7 +92,7 @@ func newQueries(schema string) queries {
 		listApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
 		listEvents: r.Replace(`SELECT ` + eventColumns + ` FROM {s}.events
 			WHERE ($1 = '' AND $2 = '' AND $3 = '')
-				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3)
+				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3 AND approval_id <> '')
 			ORDER BY id`),
 		receipts: r.Replace(`{s}.receipts`),
 		// The columns of an approval request that never change after it is created.

@@ -103,7 +103,8 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			add("effect_key = $?", f.EffectKey)
 		}
 		if f.ApprovalID != "" {
-			add("approval_id = $?", f.ApprovalID)
+			// The index holds only non-empty approval ids (migration 3).
+			add("approval_id = $? AND approval_id <> ''", f.ApprovalID)
 		}
 		if !f.Since.IsZero() {
 			since, err := nanos(f.Since)
