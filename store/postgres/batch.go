@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/internal/groupcommit"
 )
 
 // Group commit.
@@ -57,12 +58,6 @@ const maxBatch = 32
 // waits for the first's chain head, and measured (8 workers) two cost 15-20 % of the calls per
 // second and three 40 %, with more commits per call.
 const leaders = 1
-
-// gatherWindow bounds how long a leader waits for the writes it expects (batcher.gather): about
-// twice what a worker of latch bench takes from one write's answer to its next write. Measured
-// with 8 workers, gathering took the calls per second from 1,500 to 1,870–1,920 and the commits
-// per call from 0.44 to 0.25; windows from 100 µs to 1 ms did equally well.
-const gatherWindow = 200 * time.Microsecond
 
 // batchTimeout bounds one batch. The batch runs on behalf of several callers, so no caller's
 // cancellation ends it; a caller whose write was taken waits for the batch's answer.
@@ -156,44 +151,21 @@ type queuedWrite struct {
 
 // batcher is the queue of one Store's planned writes.
 type batcher struct {
-	lock    chan struct{} // held by the leader while it runs a batch; a channel so waits can select
-	arrived chan struct{} // signalled when a write is queued, for a leader that gathers
-	mu      sync.Mutex
-	queue   []*queuedWrite
-	last    int // the size of the last batch, which the next leader gathers up to
+	lock   chan struct{} // held by the leader while it runs a batch; a channel so waits can select
+	gather *groupcommit.Gatherer
+	mu     sync.Mutex
+	queue  []*queuedWrite
 }
 
 func newBatcher() *batcher {
-	return &batcher{lock: make(chan struct{}, leaders), arrived: make(chan struct{}, 1)}
+	return &batcher{lock: make(chan struct{}, leaders), gather: groupcommit.New(groupcommit.Window)}
 }
 
-// gather waits, for at most gatherWindow, until as many writes are queued as the last batch
-// held. When writes are in flight together, the members of one batch queue their next writes
-// just after it commits, while the next batch is already running: without the wait they would
-// always miss it, and the workers would split into two groups whose batches alternate at half
-// the size. A lone writer (a last batch of one) never waits.
-func (b *batcher) gather() {
+// queued is the length of the queue.
+func (b *batcher) queued() int {
 	b.mu.Lock()
-	want, have := b.last, len(b.queue)
-	b.mu.Unlock()
-	if want <= 1 || have >= want {
-		return
-	}
-	t := time.NewTimer(gatherWindow)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return
-		case <-b.arrived:
-			b.mu.Lock()
-			have = len(b.queue)
-			b.mu.Unlock()
-			if have >= want {
-				return
-			}
-		}
-	}
+	defer b.mu.Unlock()
+	return len(b.queue)
 }
 
 // planned runs pw, in a batch with the planned writes in flight beside it or alone.
@@ -209,10 +181,7 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 	b.mu.Lock()
 	b.queue = append(b.queue, q)
 	b.mu.Unlock()
-	select {
-	case b.arrived <- struct{}{}:
-	default:
-	}
+	b.gather.Arrived()
 wait:
 	for {
 		select {
@@ -245,7 +214,7 @@ wait:
 // lead takes the queued writes and runs them. The caller holds the batcher's lock.
 func (s *Store) lead() {
 	b := s.batch
-	b.gather()
+	b.gather.Wait(b.queued)
 	b.mu.Lock()
 	var batch, later []*queuedWrite
 	effects, approvals := map[string]bool{}, map[string]bool{}
@@ -275,7 +244,7 @@ func (s *Store) lead() {
 	}
 	clear(b.queue[len(rest):])
 	b.queue = rest
-	b.last = len(batch) + len(later)
+	b.gather.Took(len(batch) + len(later))
 	b.mu.Unlock()
 
 	for _, q := range later {

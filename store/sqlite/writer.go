@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store/internal/groupcommit"
 )
 
 // Group commit.
@@ -22,7 +23,7 @@ import (
 // BEGIN IMMEDIATE transaction on the one writer connection and commits them with one COMMIT, so
 // that N calls in flight cost one durable commit instead of N. Meanwhile the next requests queue
 // for the next leader, which is how batches form. A leader waits only when the last batch held
-// several requests and fewer are queued yet, and then at most gatherWindow (see gather).
+// several requests and fewer are queued yet, and then at most groupcommit.Window (see groupcommit.Gatherer).
 //
 // Each request still reads, plans and writes under the write lock, and sees the writes of the
 // requests before it in its batch (they are in the same transaction): the outcome is exactly
@@ -62,19 +63,18 @@ type writer struct {
 	commits *atomic.Int64
 	lock    chan struct{} // held by the leader while it runs a batch; a channel so waits can select
 
-	arrived chan struct{} // signalled when a request is queued, for a leader that gathers
+	gather *groupcommit.Gatherer
 
 	mu     sync.Mutex
 	queue  []*request
 	closed bool
-	last   int // the size of the last batch, which the next leader gathers up to
 
 	conn *wconn // the statements prepared on the driver connection; used by the leader only
 }
 
 func newWriter(db *sql.DB, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
 	return &writer{db: db, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1),
-		arrived: make(chan struct{}, 1)}
+		gather: groupcommit.New(groupcommit.Window)}
 }
 
 // do queues fn and returns its reply once its batch committed (or failed). A context that ends
@@ -92,10 +92,7 @@ func (w *writer) do(ctx context.Context, fn func(*txn) error) error {
 	}
 	w.queue = append(w.queue, r)
 	w.mu.Unlock()
-	select {
-	case w.arrived <- struct{}{}:
-	default:
-	}
+	w.gather.Arrived()
 	for {
 		select {
 		case <-r.done:
@@ -127,7 +124,7 @@ func (w *writer) lead() {
 		return
 	}
 	w.mu.Unlock()
-	w.gather()
+	w.gather.Wait(w.queued)
 	// Other processes' writers queue on the process lock rather than in SQLite's busy handler.
 	// It is taken before the batch is: the requests that queue while it is awaited join it.
 	if w.plock.lock(busyTimeoutMillis * time.Millisecond) {
@@ -142,7 +139,7 @@ func (w *writer) lead() {
 		}
 	}
 	w.queue = append(w.queue[:0], w.queue[n:]...)
-	w.last = len(batch)
+	w.gather.Took(len(batch))
 	w.mu.Unlock()
 	if len(batch) == 0 {
 		return
@@ -508,38 +505,9 @@ func (t *txn) flushHead() error {
 	return checkRows(n, err, "chain head")
 }
 
-// gatherWindow bounds how long a leader waits for the requests it expects (gather). Measured
-// (latch bench, 8 workers): 100 µs to 300 µs all beat no wait — normal 5,300 → 6,100–6,500
-// calls/s, FULL 3,900 → 4,300–4,700, commits per call 0.75 → 0.26 — and 200 µs took the
-// 8-process race with FULL from 1.79 s to 1.35–1.40 s.
-const gatherWindow = 200 * time.Microsecond
-
-// gather waits, for at most gatherWindow, until as many requests are queued as the last batch
-// held. When requests are in flight together, the callers answered by one batch queue their next
-// requests just after it commits, while the next batch is already running: without the wait they
-// always miss it, and the callers split into two groups whose batches alternate at half the size.
-// A lone writer (a last batch of one) never waits, and neither does a leader that finds the
-// queue as long as the last batch.
-func (w *writer) gather() {
+// queued is the length of the queue.
+func (w *writer) queued() int {
 	w.mu.Lock()
-	want, have := w.last, len(w.queue)
-	w.mu.Unlock()
-	if want <= 1 || have >= want {
-		return
-	}
-	t := time.NewTimer(gatherWindow)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return
-		case <-w.arrived:
-			w.mu.Lock()
-			have = len(w.queue)
-			w.mu.Unlock()
-			if have >= want {
-				return
-			}
-		}
-	}
+	defer w.mu.Unlock()
+	return len(w.queue)
 }
