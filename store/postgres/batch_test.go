@@ -44,6 +44,17 @@ func gate(t *testing.T, st *Store, n int, fn func(i int)) (wait func()) {
 	return wg.Wait
 }
 
+// openFresh opens a store on a new schema, closed when the test ends.
+func openFresh(t *testing.T) *Store {
+	t.Helper()
+	st, err := Open(t.Context(), newSchemaURL(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // verifyChain checks the whole chain and returns how many receipts it holds.
 func verifyChain(t *testing.T, st *Store) int {
 	t.Helper()
@@ -64,11 +75,7 @@ func verifyChain(t *testing.T, st *Store) int {
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := Open(ctx, newSchemaURL(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openFresh(t)
 	const n = 8
 	now := time.Now()
 	calls := make([]cutCall, n)
@@ -163,11 +170,7 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupCommitSameKey(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := Open(ctx, newSchemaURL(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openFresh(t)
 	now := time.Now()
 	calls := make([]cutCall, 8)
 	for i := range calls {
@@ -208,18 +211,14 @@ func TestGroupCommitSameKey(t *testing.T) {
 func TestGroupCommitConflict(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := newSchemaURL(t)
-	st, err := Open(ctx, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openFresh(t)
 	now := time.Now()
 	const n = 3
 	calls := make([]cutCall, n)
 	reserved := make([]*store.ReserveResult, n)
 	for i := range calls {
 		calls[i] = newCutCall(fmt.Sprintf("conflict:%d", i))
+		var err error
 		if reserved[i], err = st.Reserve(ctx, calls[i].reserveReq(now)); err != nil || !reserved[i].Reserved {
 			t.Fatalf("Reserve #%d = %+v, %v", i, reserved[i], err)
 		}

@@ -350,11 +350,7 @@ func TestDelegationsInsertOnly(t *testing.T) {
 func TestSchemaIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := Open(ctx, newSchemaURL(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openFresh(t)
 	rows, err := st.pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1`, st.schema)
 	if err != nil {
 		t.Fatal(err)
