@@ -32,13 +32,13 @@ func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Eff
 	var args []any
 	switch f.State {
 	case "":
-	case store.Committed:
-		q += ` WHERE state = ?`
+	case store.Failed, store.Ambiguous:
+		// The index holds these two states only (migration 4); the repeated condition lets
+		// SQLite use it. Committed and executing effects are listed from the table.
+		q += ` WHERE state = ? AND state IN ('failed', 'ambiguous')`
 		args = append(args, string(f.State))
 	default:
-		// The index holds every state but committed (migration 3); the repeated condition lets
-		// SQLite use it.
-		q += ` WHERE state = ? AND state <> 'committed'`
+		q += ` WHERE state = ?`
 		args = append(args, string(f.State))
 	}
 	out, err := collect(ctx, s.r, q+` ORDER BY effect_key`, args, scanEffect)

@@ -11,9 +11,11 @@ CREATE INDEX events_approval_id ON {schema}.events (approval_id) WHERE approval_
 DROP INDEX {schema}.receipts_approval_id;
 CREATE INDEX receipts_approval_id ON {schema}.receipts (approval_id) WHERE approval_id <> '';
 
--- Most effects end committed and are looked up by key; an operator lists the others.
+-- Effects are looked up by key; by state, an operator lists the ones that wait for a person
+-- (failed, ambiguous). An executing entry was written by every reservation and removed by every
+-- record; listing the calls in flight reads the table instead.
 DROP INDEX {schema}.effects_state;
-CREATE INDEX effects_state ON {schema}.effects (state) WHERE state <> 'committed';
+CREATE INDEX effects_state ON {schema}.effects (state) WHERE state IN ('failed', 'ambiguous');
 
 -- Nothing looks a receipt up by receipt_id (seq, action, effect key, approval and time are the
 -- ways in), and receipt ids are 128 random bits: its unique index was written by every receipt

@@ -13,8 +13,8 @@
 --             read by nothing (receipts are looked up by seq, action, effect key, approval and
 --             time). Receipt ids are 128 random bits; the index was only a safety net.
 --
--- The columns, their types and constraints, and every other index are as they were, under the
--- same names, so that the queries of read.go run unchanged on schema 3 and 4 alike. chain_head,
+-- effects_state now holds only failed and ambiguous effects (below). The columns, their types and
+-- constraints, and every other index are as they were, under the same names, so that the queries of read.go run unchanged on schema 3 and 4 alike. chain_head,
 -- approvals and the delegation tables are not touched.
 --
 -- Each table is rebuilt the way SQLite documents for a change ALTER TABLE cannot make: create
@@ -49,7 +49,10 @@ FROM effects ORDER BY effect_key;
 
 DROP TABLE effects;
 ALTER TABLE effects_v4 RENAME TO effects;
-CREATE INDEX effects_state ON effects (state) WHERE state <> 'committed';
+-- Only the states that wait for a person (failed, ambiguous): an executing entry was written by
+-- every reservation and removed by every record, two pages a call, for an operator's listing of
+-- calls in flight, which reads the table instead.
+CREATE INDEX effects_state ON effects (state) WHERE state IN ('failed', 'ambiguous');
 
 CREATE TABLE events_v4 (
 	id          INTEGER PRIMARY KEY,
