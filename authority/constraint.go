@@ -3,6 +3,7 @@ package authority
 import (
 	"strings"
 
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -39,10 +40,10 @@ func implies(c, p *policy.Condition) bool {
 			return holds(p, !b) // the only other boolean
 		}
 	case policy.OpNotIn:
-		if l := c.Operand.([]any); kindsOf(l)&^(kindNull|kindBool) == 0 {
+		if l := c.Operand.([]any); kindsOf(l)&^(canon.KindNull|canon.KindBool) == 0 {
 			// Only null and booleans: the values left are finitely many.
 			for _, v := range [...]any{nil, false, true} {
-				if kindsOf(l)&kindOf(v) != 0 && !member(v, l) && !holds(p, v) {
+				if kindsOf(l)&canon.KindOf(v) != 0 && !member(v, l) && !holds(p, v) {
 					return false
 				}
 			}
@@ -55,7 +56,7 @@ func implies(c, p *policy.Condition) bool {
 	case policy.OpPrefix, policy.OpSuffix:
 		return affixImplies(c, p)
 	case policy.OpNeq:
-		return excludedImplies(kindOf(c.Operand), 1, c.Operand, nil, p)
+		return excludedImplies(canon.KindOf(c.Operand), 1, c.Operand, nil, p)
 	case policy.OpNotIn:
 		l := c.Operand.([]any)
 		return excludedImplies(kindsOf(l), 0, nil, l, p)
@@ -70,12 +71,12 @@ func holds(p *policy.Condition, v any) bool {
 	case policy.OpEq:
 		return policy.Equal(v, p.Operand)
 	case policy.OpNeq:
-		return kindOf(v) == kindOf(p.Operand) && !policy.Equal(v, p.Operand)
+		return canon.KindOf(v) == canon.KindOf(p.Operand) && !policy.Equal(v, p.Operand)
 	case policy.OpIn:
 		return member(v, p.Operand.([]any))
 	case policy.OpNotIn:
 		l := p.Operand.([]any)
-		return kindOf(v)&kindsOf(l) != 0 && !member(v, l)
+		return canon.KindOf(v)&kindsOf(l) != 0 && !member(v, l)
 	case policy.OpLt, policy.OpLte, policy.OpGt, policy.OpGte:
 		n, ok := v.(int64)
 		return ok && bounds(p).contains(n)
@@ -129,7 +130,7 @@ func intervalImplies(iv interval, p *policy.Condition) bool {
 		return ok && !iv.contains(n)
 	case policy.OpNotIn:
 		l := p.Operand.([]any)
-		if kindsOf(l)&kindInt == 0 {
+		if kindsOf(l)&canon.KindInt == 0 {
 			return false
 		}
 		for _, e := range l {
@@ -161,7 +162,7 @@ func affixImplies(c, p *policy.Condition) bool {
 		return ok && !has(v, s)
 	case policy.OpNotIn:
 		l := p.Operand.([]any)
-		if kindsOf(l)&kindString == 0 {
+		if kindsOf(l)&canon.KindString == 0 {
 			return false
 		}
 		for _, e := range l {
@@ -176,7 +177,7 @@ func affixImplies(c, p *policy.Condition) bool {
 
 // excludedImplies reports whether every value whose type is in kinds and which is not excluded
 // (the one value one, when n is 1, else the members of list) satisfies p.
-func excludedImplies(kinds kind, n int, one any, list []any, p *policy.Condition) bool {
+func excludedImplies(kinds canon.Kind, n int, one any, list []any, p *policy.Condition) bool {
 	excluded := func(v any) bool {
 		if n == 1 {
 			return policy.Equal(v, one)
@@ -187,59 +188,29 @@ func excludedImplies(kinds kind, n int, one any, list []any, p *policy.Condition
 	case policy.OpNeq:
 		// Every value of the child's types but the excluded ones: p must exclude one of them,
 		// and the child must admit no other type.
-		return kinds == kindOf(p.Operand) && excluded(p.Operand)
+		return kinds == canon.KindOf(p.Operand) && excluded(p.Operand)
 	case policy.OpNotIn:
 		pl := p.Operand.([]any)
 		if kinds&^kindsOf(pl) != 0 {
 			return false
 		}
 		for _, e := range pl {
-			if kindOf(e)&kinds != 0 && !excluded(e) {
+			if canon.KindOf(e)&kinds != 0 && !excluded(e) {
 				return false
 			}
 		}
 		return true
 	case policy.OpPrefix, policy.OpSuffix:
-		return kinds == kindString && p.Operand.(string) == ""
+		return kinds == canon.KindString && p.Operand.(string) == ""
 	}
 	return false
 }
 
-// kind is a bit set of value types of canon's value model.
-type kind uint8
-
-const (
-	kindNull kind = 1 << iota
-	kindBool
-	kindString
-	kindInt
-	kindList
-	kindObject
-	kindOther
-)
-
-func kindOf(v any) kind {
-	switch v.(type) {
-	case nil:
-		return kindNull
-	case bool:
-		return kindBool
-	case string:
-		return kindString
-	case int64:
-		return kindInt
-	case []any:
-		return kindList
-	case map[string]any:
-		return kindObject
-	}
-	return kindOther
-}
-
-func kindsOf(l []any) kind {
-	var k kind
+// kindsOf is the set of the kinds of the elements of l.
+func kindsOf(l []any) canon.Kind {
+	var k canon.Kind
 	for _, v := range l {
-		k |= kindOf(v)
+		k |= canon.KindOf(v)
 	}
 	return k
 }

@@ -259,3 +259,37 @@ func compareKeys[S ~string | ~[]byte](a, b S) int {
 	}
 	return 0
 }
+
+// Kind is a bit set of the value types of canon's value model (what Parse returns): one bit a
+// type, so that sets of kinds combine with |.
+type Kind uint8
+
+// The kinds of values.
+const (
+	KindNull Kind = 1 << iota
+	KindBool
+	KindString
+	KindInt
+	KindList
+	KindObject
+	KindOther // anything outside the value model
+)
+
+// KindOf returns the kind of v.
+func KindOf(v any) Kind {
+	switch v.(type) {
+	case nil:
+		return KindNull
+	case bool:
+		return KindBool
+	case string:
+		return KindString
+	case int64:
+		return KindInt
+	case []any:
+		return KindList
+	case map[string]any:
+		return KindObject
+	}
+	return KindOther
+}

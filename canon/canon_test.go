@@ -468,3 +468,22 @@ func TestSameContentSameBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want Kind
+	}{
+		{nil, KindNull}, {true, KindBool}, {"", KindString}, {int64(-3), KindInt}, {[]any{}, KindList},
+		{map[string]any{}, KindObject}, {3.5, KindOther}, {3, KindOther}, {[]string{}, KindOther},
+	} {
+		if got := KindOf(c.v); got != c.want {
+			t.Errorf("KindOf(%#v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+	// One bit each, so that sets combine.
+	all := KindNull | KindBool | KindString | KindInt | KindList | KindObject | KindOther
+	if all != 1<<7-1 {
+		t.Errorf("the kinds are not seven distinct bits: %08b", all)
+	}
+}

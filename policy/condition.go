@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/latchkit/latch/canon"
 )
 
 // Op is a condition operator (SPEC §3.4).
@@ -196,42 +198,10 @@ func checkValue(v any, depth int) string {
 
 const maxSafeInt = 1<<53 - 1
 
-// kind is a bit set of value types.
-type kind uint8
-
-const (
-	kindNull kind = 1 << iota
-	kindBool
-	kindString
-	kindInt
-	kindList
-	kindObject
-	kindOther
-)
-
-func kindOf(v any) kind {
-	switch v.(type) {
-	case nil:
-		return kindNull
-	case bool:
-		return kindBool
-	case string:
-		return kindString
-	case int64:
-		return kindInt
-	case []any:
-		return kindList
-	case map[string]any:
-		return kindObject
-	default:
-		return kindOther
-	}
-}
-
 var kindNames = [...]string{"null", "a boolean", "a string", "an integer", "a list", "an object", "an unsupported value"}
 
 // kindsPhrase renders a kind set: "a string or an integer".
-func kindsPhrase(k kind) string {
+func kindsPhrase(k canon.Kind) string {
 	var names []string
 	for i, n := range kindNames {
 		if k&(1<<i) != 0 {
@@ -249,11 +219,11 @@ func kindsPhrase(k kind) string {
 
 // kindPhrase names the type of v for a message: "a boolean", "a Go float64 (not a latch value)".
 func kindPhrase(v any) string {
-	k := kindOf(v)
-	if k == kindOther {
+	k := canon.KindOf(v)
+	if k == canon.KindOther {
 		return fmt.Sprintf("a Go %T (not a latch value)", v)
 	}
-	if k == kindNull {
+	if k == canon.KindNull {
 		return "null"
 	}
 	return kindsPhrase(k)
@@ -261,8 +231,8 @@ func kindPhrase(v any) string {
 
 // describeValue is kindPhrase plus the value when it is short: `a string "5"`.
 func describeValue(v any) string {
-	switch kindOf(v) {
-	case kindNull, kindList, kindObject, kindOther:
+	switch canon.KindOf(v) {
+	case canon.KindNull, canon.KindList, canon.KindObject, canon.KindOther:
 		return kindPhrase(v)
 	}
 	return kindPhrase(v) + " " + valueText(v)
@@ -274,8 +244,8 @@ type precond struct {
 	key     string
 	op      Op
 	operand any
-	bad     string // non-empty: the condition is malformed and never holds, for this reason
-	kinds   kind   // the argument types the operator applies to
+	bad     string     // non-empty: the condition is malformed and never holds, for this reason
+	kinds   canon.Kind // the argument types the operator applies to
 	num     int64
 	str     string
 	list    []any
@@ -354,17 +324,17 @@ func prepareCondition(c *Condition) precond {
 	}
 	switch pc.op {
 	case OpEq, OpNeq:
-		pc.kinds = kindOf(c.Operand)
+		pc.kinds = canon.KindOf(c.Operand)
 	case OpIn, OpNotIn:
 		pc.list = c.Operand.([]any)
 		for _, e := range pc.list {
-			pc.kinds |= kindOf(e)
+			pc.kinds |= canon.KindOf(e)
 		}
 	case OpLt, OpLte, OpGt, OpGte:
-		pc.kinds = kindInt
+		pc.kinds = canon.KindInt
 		pc.num = c.Operand.(int64)
 	case OpPrefix, OpSuffix:
-		pc.kinds = kindString
+		pc.kinds = canon.KindString
 		pc.str = c.Operand.(string)
 	}
 	return pc
@@ -376,7 +346,7 @@ func (pc *precond) holds(args map[string]any) bool {
 		return false
 	}
 	v, ok := args[pc.arg]
-	return ok && kindOf(v)&pc.kinds != 0 && pc.decide(v)
+	return ok && canon.KindOf(v)&pc.kinds != 0 && pc.decide(v)
 }
 
 // decide reports whether the condition holds for v, an argument of one of the types the
@@ -416,10 +386,10 @@ func compileCondition(c *Condition) precond {
 	case OpIn, OpNotIn:
 		var ns, ni int
 		for _, e := range pc.list {
-			switch kindOf(e) {
-			case kindString:
+			switch canon.KindOf(e) {
+			case canon.KindString:
 				ns++
-			case kindInt:
+			case canon.KindInt:
 				ni++
 			}
 		}
@@ -469,7 +439,7 @@ func evalOne(pc *precond, args map[string]any) CondResult {
 		r.Why = pc.absent
 		return r
 	}
-	if kindOf(v)&pc.kinds == 0 {
+	if canon.KindOf(v)&pc.kinds == 0 {
 		r.Why = pc.wrong + kindPhrase(v) + pc.want
 		return r
 	}
