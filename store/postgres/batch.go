@@ -122,17 +122,10 @@ func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
 	return nil
 }
 
-// queued write states.
-const (
-	queued    int32 = iota // waiting for a leader
-	taken                  // in a leader's batch: the caller waits for the answer
-	abandoned              // the caller's context ended before a leader took it
-)
-
 // queuedWrite is a planned write waiting for, or in, a batch.
 type queuedWrite struct {
 	pw    *plannedWrite
-	state atomic.Int32
+	state atomic.Int32 // groupcommit.Queued, Taken or Abandoned
 	done  chan struct{}
 
 	// The answer, set before done is closed: the batch's witness of this write, or alone set
@@ -182,25 +175,8 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 	b.queue = append(b.queue, q)
 	b.mu.Unlock()
 	b.gather.Arrived()
-wait:
-	for {
-		select {
-		case <-q.done:
-			break wait
-		case b.lock <- struct{}{}:
-			select {
-			case <-q.done: // a leader answered it while this caller took the lock
-			default:
-				s.lead()
-			}
-			<-b.lock
-		case <-ctx.Done():
-			if q.state.CompareAndSwap(queued, abandoned) {
-				return nil, fmt.Errorf("%s: %w", pw.op, ctx.Err())
-			}
-			<-q.done
-			break wait
-		}
+	if err := groupcommit.Await(ctx, b.lock, &q.state, q.done, s.lead); err != nil {
+		return nil, fmt.Errorf("%s: %w", pw.op, err)
 	}
 	if q.alone {
 		return s.writeAfter(ctx, pw.op, q.lost, pw.run)
@@ -221,7 +197,7 @@ func (s *Store) lead() {
 	rest := b.queue[:0]
 	for _, q := range b.queue {
 		switch {
-		case q.state.Load() == abandoned:
+		case q.state.Load() == groupcommit.Abandoned:
 		case len(batch) == maxBatch, effects[q.pw.effectKey], approvals[q.pw.approvalID]:
 			// The next batch, or its own transaction: a batch decides each write from rows that
 			// no other write of the batch changes.
@@ -229,10 +205,10 @@ func (s *Store) lead() {
 				rest = append(rest, q)
 				continue
 			}
-			if q.state.CompareAndSwap(queued, taken) {
+			if q.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken) {
 				later = append(later, q)
 			}
-		case q.state.CompareAndSwap(queued, taken):
+		case q.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken):
 			batch = append(batch, q)
 			if q.pw.effectKey != "" {
 				effects[q.pw.effectKey] = true

@@ -37,18 +37,11 @@ import (
 // write lock waits for one bounded batch at most.
 const maxBatch = 64
 
-// request states.
-const (
-	queued    int32 = iota // waiting for a leader
-	taken                  // in a leader's batch: the caller waits for the reply
-	abandoned              // the caller's context ended before a leader took it
-)
-
 // request is one write method's transaction, as queued for a leader.
 type request struct {
 	fn    func(*txn) error
-	err   error // set by the leader before done is closed
-	state atomic.Int32
+	err   error        // set by the leader before done is closed
+	state atomic.Int32 // groupcommit.Queued, Taken or Abandoned
 	done  chan struct{}
 }
 
@@ -93,25 +86,10 @@ func (w *writer) do(ctx context.Context, fn func(*txn) error) error {
 	w.queue = append(w.queue, r)
 	w.mu.Unlock()
 	w.gather.Arrived()
-	for {
-		select {
-		case <-r.done:
-			return r.err
-		case w.lock <- struct{}{}:
-			select {
-			case <-r.done: // a leader answered it while this caller took the lock
-			default:
-				w.lead()
-			}
-			<-w.lock
-		case <-ctx.Done():
-			if r.state.CompareAndSwap(queued, abandoned) {
-				return ctx.Err()
-			}
-			<-r.done
-			return r.err
-		}
+	if err := groupcommit.Await(ctx, w.lock, &r.state, r.done, w.lead); err != nil {
+		return err
 	}
+	return r.err
 }
 
 // lead runs one batch of queued requests. The caller holds w.lock.
@@ -134,7 +112,7 @@ func (w *writer) lead() {
 	batch := make([]*request, 0, min(len(w.queue), maxBatch))
 	n := 0
 	for ; n < len(w.queue) && len(batch) < maxBatch; n++ {
-		if r := w.queue[n]; r.state.CompareAndSwap(queued, taken) {
+		if r := w.queue[n]; r.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken) {
 			batch = append(batch, r)
 		}
 	}
@@ -187,7 +165,7 @@ func (w *writer) run(batch []*request) {
 // failQueued answers every queued request with errClosed. The caller holds w.mu.
 func (w *writer) failQueued() {
 	for _, r := range w.queue {
-		if r.state.CompareAndSwap(queued, taken) {
+		if r.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken) {
 			r.err = errClosed
 			close(r.done)
 		}
