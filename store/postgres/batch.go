@@ -104,17 +104,7 @@ func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
 		}
 	}
 	p := pw.plan(eff, apr)
-	if err := t.writeEffect(ctx, p.effect); err != nil {
-		return err
-	}
-	if err := t.writeApproval(ctx, p.approval); err != nil {
-		return err
-	}
-	events, err := t.insertEvents(ctx, p.events, p.now)
-	if err != nil {
-		return err
-	}
-	sealed, err := t.appendReceipt(ctx, p.receipt)
+	events, sealed, err := t.apply(ctx, p.effect, p.approval, p.events, p.now, p.receipt)
 	if err != nil {
 		return err
 	}

@@ -524,6 +524,28 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 	return &sealed, nil
 }
 
+// apply writes what a decider planned, in the order every write method writes: the effect, the
+// approval (either may be nil), the events (a zero time becomes now), the receipt (nil: none).
+// It returns the events as written and the receipt as sealed.
+func (t *txn) apply(ctx context.Context, effect *store.EffectWrite, approval *store.ApprovalWrite,
+	events []store.Event, now time.Time, rc *receipt.Receipt) ([]store.Event, *receipt.Sealed, error) {
+	if err := t.writeEffect(ctx, effect); err != nil {
+		return nil, nil, err
+	}
+	if err := t.writeApproval(ctx, approval); err != nil {
+		return nil, nil, err
+	}
+	written, err := t.insertEvents(ctx, events, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealed, err := t.appendReceipt(ctx, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, sealed, nil
+}
+
 // checkReceipt refuses a receipt the store cannot append, before the chain head is taken.
 func checkReceipt(rc *receipt.Receipt) error {
 	if rc.ReceiptID == "" {

@@ -94,10 +94,7 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 		if err != nil {
 			return refused{err}
 		}
-		if err := t.writeEffect(ctx, ew); err != nil {
-			return err
-		}
-		if _, err := t.insertEvents(ctx, events, req.Now); err != nil {
+		if _, _, err := t.apply(ctx, ew, nil, events, req.Now, nil); err != nil {
 			return err
 		}
 		t.w.result = &ew.Next
@@ -136,10 +133,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 			}
 			return refused{refusal}
 		}
-		if err := t.writeApproval(ctx, aw); err != nil {
-			return err
-		}
-		if _, err := t.insertEvents(ctx, events, req.Now); err != nil {
+		if _, _, err := t.apply(ctx, nil, aw, events, req.Now, nil); err != nil {
 			return err
 		}
 		t.w.result, t.w.refusal = &aw.Next, refusal

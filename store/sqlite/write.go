@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
@@ -40,26 +42,11 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 			}
 		}
 		plan := store.PlanReserve(req, eff, apr)
-		if plan.Effect != nil {
-			if err := t.applyEffect(plan.Effect); err != nil {
-				return err
-			}
-		}
-		if plan.Approval != nil {
-			if err := t.applyApproval(plan.Approval); err != nil {
-				return err
-			}
-		}
-		if plan.Result.Events, err = t.insertEvents(plan.Events, req.Now); err != nil {
+		events, sealed, err := t.apply(plan.Effect, plan.Approval, plan.Events, req.Now, plan.Receipt)
+		if err != nil {
 			return err
 		}
-		if plan.Receipt != nil {
-			sealed, err := t.appendReceipt(plan.Receipt)
-			if err != nil {
-				return err
-			}
-			plan.Result.Receipt = &sealed
-		}
+		plan.Result.Events, plan.Result.Receipt = events, sealed
 		res = &plan.Result
 		return nil
 	})
@@ -89,19 +76,11 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 			}
 		}
 		plan := store.PlanRecord(req, eff)
-		if plan.Effect != nil {
-			if err := t.applyEffect(plan.Effect); err != nil {
-				return err
-			}
-		}
-		if plan.Result.Events, err = t.insertEvents(plan.Events, req.Now); err != nil {
-			return err
-		}
-		sealed, err := t.appendReceipt(plan.Receipt)
+		events, sealed, err := t.apply(plan.Effect, nil, plan.Events, req.Now, plan.Receipt)
 		if err != nil {
 			return err
 		}
-		plan.Result.Receipt = sealed
+		plan.Result.Events, plan.Result.Receipt = events, *sealed
 		res = &plan.Result
 		return nil
 	})
@@ -166,10 +145,7 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 			refusal = err
 			return errRefused
 		}
-		if err := t.applyEffect(w); err != nil {
-			return err
-		}
-		if _, err := t.insertEvents(events, req.Now); err != nil {
+		if _, _, err := t.apply(w, nil, events, req.Now, nil); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -230,10 +206,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 			refusal = planErr
 			return errRefused
 		}
-		if err := t.applyApproval(w); err != nil {
-			return err
-		}
-		if _, err := t.insertEvents(events, req.Now); err != nil {
+		if _, _, err := t.apply(nil, w, events, req.Now, nil); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -249,4 +222,30 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		return nil, refusal
 	}
 	return out, nil
+}
+
+// apply writes what a decider planned, in the order every write method writes: the effect, the
+// approval (either may be nil), the events (a zero time becomes now), the receipt (nil: none).
+// It returns the events as written and the receipt as sealed.
+func (t *txn) apply(effect *store.EffectWrite, approval *store.ApprovalWrite, events []store.Event, now time.Time,
+	rc *receipt.Receipt) ([]store.Event, *receipt.Sealed, error) {
+	if effect != nil {
+		if err := t.applyEffect(effect); err != nil {
+			return nil, nil, err
+		}
+	}
+	if approval != nil {
+		if err := t.applyApproval(approval); err != nil {
+			return nil, nil, err
+		}
+	}
+	written, err := t.insertEvents(events, now)
+	if err != nil || rc == nil {
+		return written, nil, err
+	}
+	sealed, err := t.appendReceipt(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, &sealed, nil
 }
