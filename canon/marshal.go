@@ -31,97 +31,13 @@ func (p *state) marshal(v any) bool {
 	case uint32:
 		return p.marshalInt(int64(x))
 	case []any:
-		if x == nil {
-			p.out = append(p.out, "null"...)
-			return true
-		}
-		if !p.enter() {
-			return false
-		}
-		p.out = append(p.out, '[')
-		for i, e := range x {
-			if i > 0 {
-				p.out = append(p.out, ',')
-			}
-			if !p.marshal(e) {
-				return p.at(strconv.Itoa(i))
-			}
-		}
-		p.out = append(p.out, ']')
-		p.depth--
+		return marshalList(p, x, true, p.marshal)
 	case []string:
-		if x == nil {
-			p.out = append(p.out, "null"...)
-			return true
-		}
-		p.out = append(p.out, '[')
-		for i, e := range x {
-			if i > 0 {
-				p.out = append(p.out, ',')
-			}
-			if !p.marshalString(e) {
-				return p.at(strconv.Itoa(i))
-			}
-		}
-		p.out = append(p.out, ']')
+		return marshalList(p, x, false, p.marshalString)
 	case map[string]any:
-		if x == nil {
-			p.out = append(p.out, "null"...)
-			return true
-		}
-		if !p.enter() {
-			return false
-		}
-		base := len(p.names)
-		for k := range x {
-			p.names = append(p.names, k)
-		}
-		if !p.sortNames(base) {
-			return false
-		}
-		p.out = append(p.out, '{')
-		for i := base; i < len(p.names); i++ {
-			k := p.names[i]
-			if i > base {
-				p.out = append(p.out, ',')
-			}
-			p.appendString(k)
-			p.out = append(p.out, ':')
-			if !p.marshal(x[k]) {
-				return p.at(k)
-			}
-		}
-		p.out = append(p.out, '}')
-		clear(p.names[base:])
-		p.names = p.names[:base]
-		p.depth--
+		return marshalObject(p, x, true, p.marshal)
 	case map[string]string:
-		if x == nil {
-			p.out = append(p.out, "null"...)
-			return true
-		}
-		base := len(p.names)
-		for k := range x {
-			p.names = append(p.names, k)
-		}
-		if !p.sortNames(base) {
-			return false
-		}
-		p.out = append(p.out, '{')
-		for i := base; i < len(p.names); i++ {
-			k := p.names[i]
-			if i > base {
-				p.out = append(p.out, ',')
-			}
-			p.appendString(k)
-			p.out = append(p.out, ':')
-			if !p.marshalString(x[k]) {
-				return p.at(k)
-			}
-		}
-		p.out = append(p.out, '}')
-		clear(p.names[base:])
-		p.names = p.names[:base]
+		return marshalObject(p, x, false, p.marshalString)
 	case json.RawMessage:
 		if x == nil {
 			p.out = append(p.out, "null"...)
@@ -164,6 +80,70 @@ func (p *state) marshal(v any) bool {
 		return p.fail(fmt.Sprintf("unsupported type %T (numbers must be integers)", v))
 	default:
 		return p.fail(fmt.Sprintf("unsupported type %T", v))
+	}
+	return true
+}
+
+// marshalList appends x as an array, each element with elem. nested counts a level of nesting,
+// for element types that can hold x again.
+func marshalList[E any](p *state, x []E, nested bool, elem func(E) bool) bool {
+	if x == nil {
+		p.out = append(p.out, "null"...)
+		return true
+	}
+	if nested && !p.enter() {
+		return false
+	}
+	p.out = append(p.out, '[')
+	for i, e := range x {
+		if i > 0 {
+			p.out = append(p.out, ',')
+		}
+		if !elem(e) {
+			return p.at(strconv.Itoa(i))
+		}
+	}
+	p.out = append(p.out, ']')
+	if nested {
+		p.depth--
+	}
+	return true
+}
+
+// marshalObject appends m as an object, its members in key order, each value with value. nested
+// is as for marshalList.
+func marshalObject[V any](p *state, m map[string]V, nested bool, value func(V) bool) bool {
+	if m == nil {
+		p.out = append(p.out, "null"...)
+		return true
+	}
+	if nested && !p.enter() {
+		return false
+	}
+	base := len(p.names)
+	for k := range m {
+		p.names = append(p.names, k)
+	}
+	if !p.sortNames(base) {
+		return false
+	}
+	p.out = append(p.out, '{')
+	for i := base; i < len(p.names); i++ {
+		k := p.names[i]
+		if i > base {
+			p.out = append(p.out, ',')
+		}
+		p.appendString(k)
+		p.out = append(p.out, ':')
+		if !value(m[k]) {
+			return p.at(k)
+		}
+	}
+	p.out = append(p.out, '}')
+	clear(p.names[base:])
+	p.names = p.names[:base]
+	if nested {
+		p.depth--
 	}
 	return true
 }
