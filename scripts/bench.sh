@@ -38,6 +38,13 @@ bench() {
 }
 # field JQ: the median of JQ over the last bench's runs.
 field() { jq -r "$1" "$tmp/runs" | median; }
+# row LABEL WORKERS: the last bench's medians as a row of the calls table.
+row() {
+	printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$1" "$2" \
+		"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
+		"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
+		"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+}
 
 echo "# latch bench — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(go version), $(uname -sr), $(nproc) CPUs, RUNS=$RUNS, DURATION=$DURATION each side"
@@ -83,10 +90,7 @@ if has targets || has scaling; then
 	for sync in normal full; do
 		for w in $workers; do
 			bench "sqlite:?synchronous=$sync" "$w"
-			printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$sync" "$w" \
-				"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
-				"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
-				"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+			row "$sync" "$w"
 		done
 	done
 	echo
@@ -143,10 +147,7 @@ if has postgres; then
 	for mode in exec cache_statement; do
 		for w in 1 8 32; do
 			bench "$LATCH_BENCH_POSTGRES${sep}schema=latch_bench&default_query_exec_mode=$mode" "$w"
-			printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$mode" "$w" \
-				"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
-				"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
-				"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+			row "$mode" "$w"
 		done
 	done
 	echo

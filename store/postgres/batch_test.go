@@ -119,13 +119,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Errorf("Record #%d returned document seq %d of %s with receipt seq %d", i, res.Document.Seq, res.Document.ActionID, res.Receipt.Seq)
 		}
 		seqs[res.Receipt.Seq] = true
-		var got []receipt.Sealed
-		for r, err := range st.Receipts(ctx, store.ReceiptFilter{ActionID: calls[i].actionID}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, r)
-		}
+		got := receiptsOf(t, st, calls[i].actionID)
 		if len(got) != 1 || got[0].Seq != res.Receipt.Seq || got[0].Hash != res.Receipt.Hash || string(got[0].Doc) != string(res.Receipt.Doc) {
 			t.Errorf("call %d: stored receipts %v, want exactly the one Record returned (seq %d)", i, seqsOf(got), res.Receipt.Seq)
 		}
@@ -350,13 +344,7 @@ func TestGroupCommitCut(t *testing.T) {
 			if errs[i] != nil || rec[i].Lost {
 				t.Fatalf("%s: record %d = %+v, %v, want recorded", what, i, rec[i], errs[i])
 			}
-			var got []receipt.Sealed
-			for r, err := range direct.Receipts(ctx, store.ReceiptFilter{ActionID: c.actionID}) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, r)
-			}
+			got := receiptsOf(t, direct, c.actionID)
 			if len(got) != 1 || got[0].Seq != rec[i].Receipt.Seq || got[0].Hash != rec[i].Receipt.Hash {
 				t.Fatalf("%s: call %d has receipts %v, want exactly the one Record returned (seq %d)", what, i, seqsOf(got), rec[i].Receipt.Seq)
 			}

@@ -371,13 +371,7 @@ func TestCutCommit(t *testing.T) {
 		if err != nil || row.State != store.Committed || row.ActionID != c.actionID {
 			t.Fatalf("%s: after Record the row is %+v, %v, want committed by %s", what, row, err, c.actionID)
 		}
-		var got []receipt.Sealed
-		for r, err := range direct.Receipts(ctx, store.ReceiptFilter{ActionID: c.actionID}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, r)
-		}
+		got := receiptsOf(t, direct, c.actionID)
 		if len(got) != 1 || got[0].Seq != rec.Receipt.Seq || got[0].Hash != rec.Receipt.Hash {
 			t.Fatalf("%s: the action has %d receipts (seqs %v), want exactly the one Record returned (seq %d)", what, len(got), seqsOf(got), rec.Receipt.Seq)
 		}
@@ -467,6 +461,19 @@ func TestStalePooledConnections(t *testing.T) {
 		}
 		proxy.dropAll()
 	}
+}
+
+// receiptsOf returns the receipts of one action, in seq order.
+func receiptsOf(t *testing.T, st *Store, actionID string) []receipt.Sealed {
+	t.Helper()
+	var got []receipt.Sealed
+	for r, err := range st.Receipts(t.Context(), store.ReceiptFilter{ActionID: actionID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	return got
 }
 
 func seqsOf(rs []receipt.Sealed) []int64 {
