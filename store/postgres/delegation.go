@@ -96,23 +96,7 @@ func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
 	if s.version < delegationsVersion {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, s.q.listDelegations)
-	if err != nil {
-		return nil, fmt.Errorf("list delegations: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Delegation
-	for rows.Next() {
-		d, err := scanDelegation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list delegations: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list delegations: %w", err)
-	}
-	return out, nil
+	return list(ctx, s, "delegations", s.q.listDelegations, nil, scanDelegation)
 }
 
 // LogEvents writes events that change no state (a refused delegation) in one transaction.

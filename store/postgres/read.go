@@ -32,23 +32,13 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 
 // Effects lists effect records, oldest first.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
-	rows, err := s.pool.Query(ctx, s.q.listEffects, string(f.State))
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Effect
-	for rows.Next() {
+	return list(ctx, s, "effects", s.q.listEffects, []any{string(f.State)}, func(row pgx.Row) (*store.Effect, error) {
 		var r effectRow
-		if err := r.scan(rows); err != nil {
-			return nil, fmt.Errorf("list effects: %w", err)
+		if err := r.scan(row); err != nil {
+			return nil, err
 		}
-		out = append(out, r.effect())
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	return out, nil
+		return r.effect(), nil
+	})
 }
 
 // Approval returns the approval request id; store.ErrNotFound when there is none.
@@ -66,23 +56,13 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 
 // Approvals lists approval requests, oldest first.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	rows, err := s.pool.Query(ctx, s.q.listApprovals, string(f.Status))
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Approval
-	for rows.Next() {
+	return list(ctx, s, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
 		var r approvalRow
-		if err := r.scan(rows); err != nil {
-			return nil, fmt.Errorf("list approvals: %w", err)
+		if err := r.scan(row); err != nil {
+			return nil, err
 		}
-		out = append(out, r.approval())
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	return out, nil
+		return r.approval(), nil
+	})
 }
 
 // Receipts yields the receipts f selects in ascending seq order, streaming them from one query.
@@ -160,21 +140,26 @@ func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 // Events lists the events matching any of f's non-empty ids (all events for the zero filter),
 // in id order.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
-	rows, err := s.pool.Query(ctx, s.q.listEvents, f.ActionID, f.EffectKey, f.ApprovalID)
+	return list(ctx, s, "events", s.q.listEvents, []any{f.ActionID, f.EffectKey, f.ApprovalID}, scanEvent)
+}
+
+// list runs a query and scans every row; what names the rows in errors.
+func list[T any](ctx context.Context, s *Store, what, q string, args []any, scan func(pgx.Row) (*T, error)) ([]*T, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []*store.Event
+	var out []*T
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
+			return nil, fmt.Errorf("list %s: %w", what, err)
 		}
-		out = append(out, e)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	return out, nil
 }

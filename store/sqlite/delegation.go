@@ -80,20 +80,8 @@ func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
 	if s.readOnly && s.version < 2 {
 		return nil, nil // a reader of a schema from before delegations existed: there are none
 	}
-	rows, err := s.r.QueryContext(ctx, delegationQuery+` ORDER BY d.seq`)
+	out, err := collect(ctx, s.r, delegationQuery+` ORDER BY d.seq`, nil, scanDelegation)
 	if err != nil {
-		return nil, fmt.Errorf("list delegations: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Delegation
-	for rows.Next() {
-		d, err := scanDelegation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list delegations: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list delegations: %w", err)
 	}
 	return out, nil
