@@ -188,13 +188,11 @@ func (s *Store) lead() {
 	for _, q := range b.queue {
 		switch {
 		case q.state.Load() == groupcommit.Abandoned:
-		case len(batch) == maxBatch, effects[q.pw.effectKey], approvals[q.pw.approvalID]:
-			// The next batch, or its own transaction: a batch decides each write from rows that
-			// no other write of the batch changes.
-			if len(batch) == maxBatch {
-				rest = append(rest, q)
-				continue
-			}
+		case len(batch) == maxBatch:
+			rest = append(rest, q) // the next batch
+		case effects[q.pw.effectKey], approvals[q.pw.approvalID]:
+			// Its own transaction: a batch decides each write from rows that no other write of
+			// the batch changes.
 			if q.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken) {
 				later = append(later, q)
 			}

@@ -27,18 +27,28 @@ func (q *queue) len() int {
 }
 
 // A leader after a batch of one, or with as many writes queued as the last batch held, does not
-// wait at all: with an hour's window, any wait would hang the test.
+// wait at all: with an hour's window, any wait shows.
 func TestWaitReturnsAtOnce(t *testing.T) {
 	g := New(time.Hour)
 	q := &queue{}
-	g.Wait(q.len) // no batch yet
+	waits := func(what string) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { g.Wait(q.len); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Wait waited (its window is an hour)", what)
+		}
+	}
+	waits("no batch yet")
 	g.Took(1)
-	g.Wait(q.len) // a lone writer
+	waits("after a batch of one")
 	g.Took(3)
 	for range 3 {
 		q.push(g)
 	}
-	g.Wait(q.len) // the queue is as long as the last batch
+	waits("as many queued as the last batch held")
 }
 
 // A leader that expects more writes returns when they have arrived, not at the window's end.
