@@ -31,7 +31,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 	return a, nil
 }
 
-// waitApproval blocks until a is answered or expires, polling with backoff (SPEC §5.4). It
+// waitApproval blocks until a is answered or expires, polling with backoff (docs/guarantees.md#approvals). It
 // returns nil when a was granted; the spend itself is checked by the reservation.
 func (g *Guard) waitApproval(ctx context.Context, a *store.Approval) error {
 	delay := 20 * time.Millisecond
@@ -88,7 +88,7 @@ func AnswerApproval(ctx context.Context, st store.Store, req *store.AnswerReques
 	return a, nil
 }
 
-// Resolve settles an ambiguous effect as committed or failed, recording who said so (SPEC §6.5).
+// Resolve settles an ambiguous effect as committed or failed, recording who said so (docs/guarantees.md#resolving-an-ambiguous-effect).
 // Resolving anything but an ambiguous effect is refused and changes nothing.
 func (g *Guard) Resolve(ctx context.Context, key string, to store.State, by string) (*store.Effect, error) {
 	return ResolveEffect(ctx, g.store, &store.ResolveRequest{Now: g.cfg.Now(), Key: key, To: to, By: by})

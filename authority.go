@@ -66,7 +66,7 @@ func (g *Guard) delegations(ctx context.Context) ([]authority.Delegation, error)
 	return out, nil
 }
 
-// authorize decides the authority axis of a normalized call (SPEC §9.4). It fails closed: a
+// authorize decides the authority axis of a normalized call (docs/authority.md). It fails closed: a
 // store that cannot be read denies with authority_unreadable.
 func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision {
 	ds, err := g.delegations(ctx)
@@ -94,7 +94,7 @@ func (g *Guard) delegationStore() (store.DelegationStore, error) {
 
 // Delegate creates a delegation beneath parent (a policy grant id or a delegation id) on behalf
 // of creator: grantDoc is the child grant as YAML (the same keys as a policy grant, no id). The
-// child must be a provable subset of the parent on every dimension (SPEC §9.5); a refusal is an
+// child must be a provable subset of the parent on every dimension (docs/authority.md); a refusal is an
 // *AuthorityError naming the dimension, recorded as a delegation_rejected event.
 func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, creator Principal) (*store.Delegation, error) {
 	ds, err := g.delegationStore()

@@ -19,7 +19,7 @@ var errNoLease = errors.New("latch: no lease: ExtendLease is only valid inside a
 const recordTimeout = 30 * time.Second
 
 // Execute runs fn as the call described by call, through the whole pipeline: principal,
-// normalize, decide, approve, reserve, execute, record (SPEC §4). fn receives the arguments
+// normalize, decide, approve, reserve, execute, record (docs/guarantees.md#the-pipeline-of-one-call). fn receives the arguments
 // decoded from the canonical bytes that were hashed, never the caller's own. The returned
 // receipt is the one written for the call (nil when none was: no principal, approval pending);
 // its Value is what fn returned.
@@ -137,7 +137,7 @@ type hold struct {
 	written bool
 }
 
-// observe runs a call in observe mode (SPEC §10): the decision and the reservation are made and
+// observe runs a call in observe mode (docs/guarantees.md#observe-mode): the decision and the reservation are made and
 // recorded as enforcement would make them, and the executor runs whatever they say.
 func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, started time.Time, fn Executor) (*Receipt, error) {
 	rc := g.draft(pr, actionID, started)
@@ -289,7 +289,7 @@ func refusalError(key, approvalID string, res *store.ReserveResult) error {
 }
 
 // reconcile asks the call's reconcile hook about an ambiguous effect, resolves the record when
-// the hook knows, and reserves once more (SPEC §6.5).
+// the hook knows, and reserves once more (docs/guarantees.md#resolving-an-ambiguous-effect).
 func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	outcome, hookErr := g.askReconcile(ctx, pr)
 	now := g.cfg.Now()

@@ -99,7 +99,7 @@ func (g *Guard) principal(ctx context.Context) (Principal, error) {
 	return p, nil
 }
 
-// normalize builds the action of SPEC §2: canonical arguments, resource, hash, effect key.
+// normalize builds the action of docs/guarantees.md#actions-and-the-action-hash: canonical arguments, resource, hash, effect key.
 // The returned error is an *InvalidArgumentError; pr is usable for a receipt even then.
 func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 	pr := &prepared{call: call, principal: p, env: call.Environment}
@@ -179,7 +179,7 @@ func (g *Guard) template(override string, a *policy.Action, effect bool) (*polic
 	return a.Resource, nil
 }
 
-// actionDocument returns the canonical form of an action (SPEC §2.4) and its hash.
+// actionDocument returns the canonical form of an action (docs/guarantees.md#the-canonical-form) and its hash.
 func actionDocument(name string, canonArgs []byte, resource string, p Principal, env string) ([]byte, string, error) {
 	var res, user any
 	if resource != "" {
@@ -203,7 +203,7 @@ func actionDocument(name string, canonArgs []byte, resource string, p Principal,
 }
 
 // decide evaluates the authority axis, when the policy has one, and the policy; they combine as
-// the stricter (SPEC §4 step 3). Authority either allows or denies, so a denial replaces the
+// the stricter (docs/guarantees.md#the-pipeline-of-one-call). Authority either allows or denies, so a denial replaces the
 // policy's decision and an allow leaves it.
 func (g *Guard) decide(ctx context.Context, pr *prepared) {
 	pr.eval = g.policy.Evaluate(pr.call.Action, pr.args)

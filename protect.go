@@ -7,7 +7,7 @@ import (
 )
 
 // Protect wraps fn so that every call goes through the guard's pipeline as the action named
-// action. Args must encode to a JSON object (SPEC §2.2); its JSON field names are the argument
+// action. Args must encode to a JSON object (docs/guarantees.md#allowed-argument-values); its JSON field names are the argument
 // names that policy conditions and templates use. fn receives a fresh value decoded from the
 // canonical bytes that were hashed: what runs is what was decided, and fields that do not survive
 // JSON (unexported, `json:"-"`) are not part of the action and are not seen by fn.

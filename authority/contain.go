@@ -70,7 +70,7 @@ func conditionKey(c *policy.Condition) string {
 	return c.Arg + "_" + string(c.Op)
 }
 
-// contained checks that child is a provable subset of parent on every dimension (SPEC §9.5),
+// contained checks that child is a provable subset of parent on every dimension (docs/authority.md),
 // in the order subject, actions, resources, constraints, environments, expires_at, and returns
 // the first dimension on which it is not. Leaving out a dimension the parent constrains is
 // widening. child must be well-formed (validGrant). It does not allocate when child is

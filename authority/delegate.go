@@ -7,7 +7,7 @@ import (
 )
 
 // CheckDelegation decides whether creator may create child beneath parent (a policy grant id
-// or a delegation id), SPEC §9.5. It returns nil, or an [*Error] whose Reason and Dimension say
+// or a delegation id), as docs/authority.md describes. It returns nil, or an [*Error] whose Reason and Dimension say
 // why not:
 //
 //   - authority_unreadable: some delegation in ds is unreadable or malformed (as for

@@ -1,11 +1,11 @@
-// Package authority decides who may propose what (SPEC §9): the grants of a policy's
+// Package authority decides who may propose what (docs/authority.md): the grants of a policy's
 // `authority:` section, the delegations created beneath them, the pattern grammar both use, and
 // whether a delegation stays within what it was delegated from.
 //
 // It is a leaf: pure functions over a parsed [policy.Authority], the delegation records a store
 // read, and a request carrying its own clock. No context, no I/O, no time.Now. The store holds
 // delegations (insert-only, revocation a flag) and the root package combines this axis with the
-// policy's as the stricter of the two (SPEC §4 step 3).
+// policy's as the stricter of the two (docs/guarantees.md#the-pipeline-of-one-call).
 //
 // # Evaluation
 //
@@ -40,7 +40,7 @@
 // the policy file so that a parent grant no longer contains what was delegated beneath it cuts
 // those delegations (authority_escalation) without touching the store.
 //
-// # Choices where the specification is silent
+// # Choices worth knowing
 //
 //   - A wildcard segment matches a non-empty segment only, and a string with an empty segment
 //     ("a::b", "a:") is matched by no pattern. `inv*` matches "inv" itself.

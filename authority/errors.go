@@ -1,7 +1,7 @@
 package authority
 
 // Reasons, stable snake_case codes carried by a [Decision] and an [*Error] across process
-// boundaries (receipts, events, CLI JSON). The first six are the deny reasons of SPEC §9.4, in
+// boundaries (receipts, events, CLI JSON). The first six are the deny reasons (docs/authority.md), in
 // precedence order: when several grants nearly match, the decision reports the first of these
 // that any of them hit.
 const (

@@ -40,7 +40,7 @@ type Delegation struct {
 }
 
 // Decision is the result of [Evaluate]. On a deny, Reason is the highest-precedence reason
-// (SPEC §9.4) among the grants that matched the subject, action, resource and environment, or
+// (docs/authority.md) among the grants that matched the subject, action, resource and environment, or
 // no_authority when none did; Dimension names what failed; GrantID and DelegationID name the
 // grant that failed that way. On an allow, GrantID is the policy grant at the root of the
 // chain and DelegationID the delegation that matched ("" for a policy grant). Trace has one
@@ -57,7 +57,7 @@ type Decision struct {
 // ReasonGranted is the Reason of an allowing [Decision].
 const ReasonGranted = "granted"
 
-// Evaluate decides r on the authority axis (SPEC §9.4): it is allowed iff some grant — a policy
+// Evaluate decides r on the authority axis (docs/authority.md): it is allowed iff some grant — a policy
 // grant of a, or a delegation of ds — matches the subject, action, resource and environment, all
 // its constraints hold on r.Args, it has not expired (it is valid up to and including its
 // expires_at), and, for a delegation, its whole chain up to a policy grant is present,
@@ -66,7 +66,7 @@ const ReasonGranted = "granted"
 // cuts what was delegated beneath it: authority_escalation).
 //
 // A nil a has no grants and so denies everything; the caller skips the authority axis when the
-// policy has no authority section (SPEC §9.1). A Delegation with Err set, or one that is not a
+// policy has no authority section (docs/authority.md). A Delegation with Err set, or one that is not a
 // well-formed record, denies everything with authority_unreadable, whatever it would have
 // matched.
 //

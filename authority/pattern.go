@@ -6,7 +6,7 @@ import (
 )
 
 // Match reports whether s is matched by pattern, whose segments are separated by sep ('.' for
-// action names, ':' for resources and subjects), under SPEC §9.3:
+// action names, ':' for resources and subjects), as docs/authority.md describes:
 //
 //   - a literal segment matches exactly that segment (case-sensitive, no normalization);
 //   - a segment `x*` matches any non-empty segment that starts with x, so a lone `*` matches any
@@ -46,7 +46,7 @@ func matchSegment(ps, ss string) bool {
 	return ps == ss
 }
 
-// Contains reports whether every string matched by child is also matched by parent (SPEC §9.5),
+// Contains reports whether every string matched by child is also matched by parent (docs/authority.md),
 // as far as that can be proven segment by segment:
 //
 //   - a literal contains only itself;

@@ -1,5 +1,5 @@
 // Package canon is latch's one canonical JSON: RFC 8785 (JSON Canonicalization Scheme) over the
-// restricted value set of SPEC §2.2, and the SHA-256 hashing built on it. Every hash in latch
+// restricted value set of docs/guarantees.md#allowed-argument-values, and the SHA-256 hashing built on it. Every hash in latch
 // (action, receipt, policy, idempotency token) goes through this package.
 package canon
 
@@ -47,7 +47,7 @@ func (e *Error) Error() string {
 // *Error without callers needing errors.As.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
-// Parse decodes JSON text under the rules of SPEC §2.2 into the value model:
+// Parse decodes JSON text under the rules of docs/guarantees.md#allowed-argument-values into the value model:
 // nil, bool, string, int64, []any, map[string]any.
 //
 // It refuses, with an *Error naming the JSON pointer of the value: a number with a fraction or

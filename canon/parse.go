@@ -7,7 +7,7 @@ import (
 )
 
 // The parser is a recursive descent over the bytes of the text. It checks the JSON grammar
-// (RFC 8259) and the value rules of SPEC §2.2 and writes the canonical form as it goes: every
+// (RFC 8259) and the value rules of docs/guarantees.md#allowed-argument-values and writes the canonical form as it goes: every
 // token is copied or re-escaped into p.out in source order, and when an object closes its
 // members are put in key order in place. Values are built only when p.values is set.
 

@@ -25,7 +25,7 @@ const (
 )
 
 // supportedAlgorithms are the JWS algorithms this package verifies, each bound to its own key
-// type (SPEC §9.6).
+// type (docs/authority.md#identity-jwts).
 var supportedAlgorithms = []string{"RS256", "ES256", "EdDSA"}
 
 // Config configures a JWT verifier. Issuer, Audience and exactly one key source (KeyFiles or

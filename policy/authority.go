@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Authority is the optional `authority:` section (SPEC §9): which principal may propose which
+// Authority is the optional `authority:` section (docs/authority.md): which principal may propose which
 // action. With it, every action needs a matching grant.
 type Authority struct {
 	MaxDelegationDepth int // default [DefaultMaxDelegationDepth]
@@ -37,7 +37,7 @@ type Subject struct {
 	Agent, User string
 }
 
-// CheckPattern validates a pattern whose segments are separated by sep (SPEC §9.3): '.' for
+// CheckPattern validates a pattern whose segments are separated by sep (docs/authority.md): '.' for
 // action names, ':' for resources and subjects. A segment is a literal, or a literal followed by
 // one '*' (a prefix; a lone '*' is the empty prefix, so any one segment). The last segment may be
 // '**' (one or more further segments), only after at least one segment and only when every

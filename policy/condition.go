@@ -11,7 +11,7 @@ import (
 	"github.com/latchkit/latch/canon"
 )
 
-// Op is a condition operator (SPEC §3.4).
+// Op is a condition operator (docs/policy.md).
 type Op string
 
 // Operators.
@@ -28,12 +28,12 @@ const (
 	OpSuffix Op = "suffix" // strings only
 )
 
-// ops lists the operators in the order the specification gives them.
+// ops lists the operators in the order docs/policy.md gives them.
 var ops = []Op{OpEq, OpNeq, OpIn, OpNotIn, OpLt, OpLte, OpGt, OpGte, OpPrefix, OpSuffix}
 
 // reservedSubjects are names a condition may not test: the policy must not see the principal or
 // the action's own fields, which arguments could otherwise impersonate (who may ask is the
-// authority axis, SPEC §9).
+// authority axis, docs/authority.md).
 var reservedSubjects = []string{"agent", "user", "principal", "claims", "issuer", "resource", "environment", "action_id"}
 
 // Conditions are the conditions of one `when:` (or a grant's `constraints:`); all must hold.

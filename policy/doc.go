@@ -22,7 +22,7 @@
 // document in the file, text that is not UTF-8 or holds control characters, and nesting deeper
 // than 64 levels.
 //
-// Some choices where the specification is silent:
+// Some choices worth knowing:
 //
 //   - An empty or missing `actions` map is allowed. It lists nothing, so every action is denied
 //     (`unknown_action`); a policy that denies everything cannot widen anything.
@@ -54,7 +54,7 @@
 //
 // # Evaluation
 //
-// [Policy.Evaluate] implements SPEC §3.5: an unlisted action is denied (`unknown_action`), a bare
+// [Policy.Evaluate] decides as docs/policy.md describes: an unlisted action is denied (`unknown_action`), a bare
 // decision is returned as is (`decision`), otherwise the first rule whose conditions all hold
 // wins (`rule[i]`, zero-based) and no match is a deny (`no_matching_rule`). Conditions are
 // type-strict: an absent argument, or an argument of a type the operator does not apply to, makes

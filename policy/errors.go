@@ -8,7 +8,7 @@ type Position struct {
 }
 
 // Error is a policy that cannot be used: unreadable, not valid YAML, or refused by the strict
-// rules of SPEC §3.3. Every error returned by [Parse] and [Load] is an *Error.
+// rules of docs/policy.md. Every error returned by [Parse] and [Load] is an *Error.
 type Error struct {
 	File   string
 	Line   int // 1-based; 0 when the file could not be read at all

@@ -15,7 +15,7 @@ func hashPolicy(p *Policy) (string, error) {
 	return canon.Sum(b), nil
 }
 
-// Normalize returns the value the policy hash is computed over (SPEC §3.6), in canon's value
+// Normalize returns the value the policy hash is computed over (docs/policy.md), in canon's value
 // model: every key present with defaults filled in and null for what is absent; templates as
 // their source text; durations as Go's Duration.String ("5m0s"); expires_at as RFC 3339 in UTC.
 // version and positions are not part of it. Two documents that parse to the same Normalize

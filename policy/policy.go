@@ -21,7 +21,7 @@ const EnvPolicy = "LATCH_POLICY"
 // DefaultMaxDelegationDepth is authority.max_delegation_depth when the document omits it.
 const DefaultMaxDelegationDepth = 3
 
-// Mode says whether decisions are enforced or only recorded (SPEC §10).
+// Mode says whether decisions are enforced or only recorded (docs/guarantees.md#observe-mode).
 type Mode string
 
 // Modes.
@@ -77,7 +77,7 @@ type Policy struct {
 	Version     string // free label, "" when absent; not part of Hash
 	Actions     map[string]*Action
 	Authority   *Authority // nil when the document has no authority section
-	Hash        string     // "sha256:…" of the parsed document, SPEC §3.6
+	Hash        string     // "sha256:…" of the parsed document, docs/policy.md
 
 	compiled map[*Action]*compiledAction
 }
@@ -123,7 +123,7 @@ const (
 	ReasonNoMatchingRule = "no_matching_rule"
 )
 
-// Evaluate decides one call to action with the given arguments (SPEC §3.5). args holds values
+// Evaluate decides one call to action with the given arguments (docs/policy.md). args holds values
 // of canon's value model (nil, bool, string, int64, []any, map[string]any); any other Go type
 // is an argument of the wrong type for every operator. Evaluate is pure and never fails: a nil
 // policy lists no actions, and anything malformed decides deny.
@@ -168,7 +168,7 @@ func failClosed(d Decision) Decision {
 	return Deny
 }
 
-// Warning is something legal but probably wrong in a policy (SPEC §3.7).
+// Warning is something legal but probably wrong in a policy (docs/policy.md).
 type Warning struct {
 	Action string
 	Pos    Position
@@ -235,7 +235,7 @@ func contains(list []string, s string) bool {
 //
 // A getenv function cannot tell an unset variable from one set to "", so Locate treats "" as
 // unset; callers that can tell (os.LookupEnv) should use [LocateLookup], which refuses a
-// set-but-empty value as SPEC §3.1 requires. A value of only spaces is refused by both.
+// set-but-empty value as docs/policy.md requires. A value of only spaces is refused by both.
 func Locate(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		return DefaultPath, nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Template is a parsed effect-key or resource template (SPEC §2.6): literal text with {name}
+// Template is a parsed effect-key or resource template (docs/policy.md): literal text with {name}
 // placeholders, where {{ and }} stand for literal braces. A placeholder names a top-level
 // argument, or is {resource}, the call's rendered resource.
 type Template struct {

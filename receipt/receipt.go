@@ -1,4 +1,4 @@
-// Package receipt defines the receipt document every decided call leaves behind (SPEC §8), the
+// Package receipt defines the receipt document every decided call leaves behind (docs/guarantees.md#receipts), the
 // hash chain that links receipts together, and Verify, which walks a chain and names every break.
 //
 // A receipt's hash covers its whole canonical document, seq and prev_hash included, so an edit
@@ -25,7 +25,7 @@ const GenesisHash = "sha256:0000000000000000000000000000000000000000000000000000
 // TimeFormat is the format of every timestamp in a receipt: RFC 3339, UTC, milliseconds, Z.
 const TimeFormat = "2006-01-02T15:04:05.000Z"
 
-// Result values (SPEC §8.1).
+// Result values (docs/guarantees.md#results).
 const (
 	Committed = "committed"
 	Failed    = "failed"
@@ -55,7 +55,7 @@ type WouldHave struct {
 	Effect   string // "" (no effect key), "reserved", or the refusal: committed, in_progress, ambiguous, attempts_exhausted
 }
 
-// Receipt is one receipt document (SPEC §8.2). Empty strings are written as null; Seq and
+// Receipt is one receipt document (docs/guarantees.md#fields). Empty strings are written as null; Seq and
 // PrevHash are set by Seal when the receipt is appended to a chain.
 type Receipt struct {
 	ReceiptID        string

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Delegation is a stored delegation (SPEC §9.5): a narrower grant created beneath a parent (a
+// Delegation is a stored delegation (docs/authority.md): a narrower grant created beneath a parent (a
 // policy grant id, or another delegation's id). Delegations are insert-only; revoking one
 // inserts a revocation, which cuts it and everything beneath it.
 type Delegation struct {

@@ -35,7 +35,7 @@ type ReservePlan struct {
 
 // CheckApproval decides whether approval a may be spent on the action with hash actionHash at
 // now. It returns "" when it may, else the refusal reason (unknown, mismatch, consumed, denied,
-// pending, expired). expire is set when the request must be written expired (SPEC §5.2).
+// pending, expired). expire is set when the request must be written expired (docs/guarantees.md#approvals).
 func CheckApproval(a *Approval, actionHash string, now time.Time) (reason string, expire bool) {
 	switch {
 	case a == nil:
@@ -63,7 +63,7 @@ const LeaseExpiredError = "lease expired: the holder never finished"
 
 // PlanReserve decides a reservation from the rows the backend read: the effect record under
 // req.EffectKey (nil when none) and the approval req.ApprovalID names (nil when none or unknown).
-// It is the retry table of SPEC §6.2 and the approval checks of §5, in one place for every backend.
+// It is the retry table and the approval checks of docs/guarantees.md, in one place for every backend.
 func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 	p := &ReservePlan{Events: append([]Event(nil), req.Events...)}
 	p.Result.Effect = eff
@@ -197,7 +197,7 @@ type RecordPlan struct {
 
 // PlanRecord decides the end of a call from the effect record the backend read (nil when the
 // request has no key or no record exists). A holder that no longer holds the key writes no
-// outcome: its receipt becomes ambiguous (SPEC §6.4).
+// outcome: its receipt becomes ambiguous (docs/guarantees.md#atomicity).
 func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	rc := *req.Receipt
 	if rc.FinishedAt.IsZero() {
@@ -312,7 +312,7 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
 }
 
-// PlanResolve decides the resolution of an effect (SPEC §6.5): only ambiguous moves.
+// PlanResolve decides the resolution of an effect (docs/guarantees.md#resolving-an-ambiguous-effect): only ambiguous moves.
 func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error) {
 	if req.To != Committed && req.To != Failed {
 		return nil, nil, fmt.Errorf("resolve %s: target state %q is not committed or failed", req.Key, req.To)

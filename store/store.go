@@ -19,7 +19,7 @@ import (
 	"github.com/latchkit/latch/receipt"
 )
 
-// State is the state of an effect record (SPEC §6.1).
+// State is the state of an effect record (docs/guarantees.md#effect-states).
 type State string
 
 // Effect states.
@@ -46,7 +46,7 @@ type Effect struct {
 	UpdatedAt      time.Time
 }
 
-// ApprovalStatus is the status of an approval request (SPEC §5.2).
+// ApprovalStatus is the status of an approval request (docs/guarantees.md#approvals).
 type ApprovalStatus string
 
 // Approval statuses.
@@ -63,7 +63,7 @@ type Approval struct {
 	ID         string
 	Status     ApprovalStatus
 	ActionHash string
-	Action     json.RawMessage // the canonical action document (SPEC §2.4) the human sees
+	Action     json.RawMessage // the canonical action document (docs/guarantees.md#the-canonical-form) the human sees
 	ActionName string
 	Agent      string // the requesting principal, for the self-approval check
 	User       string
@@ -76,7 +76,7 @@ type Approval struct {
 	ConsumedAt time.Time
 }
 
-// Event is one entry of the append-only event log (SPEC §8.4). ID is assigned by the store.
+// Event is one entry of the append-only event log (docs/guarantees.md#events). ID is assigned by the store.
 type Event struct {
 	ID         int64
 	Kind       string
@@ -136,7 +136,7 @@ func (e *AnswerError) Error() string { return "answer approval " + e.ID + ": " +
 func (e *AnswerError) Is(target error) bool { return target == ErrAnswerRefused }
 
 // ReserveRequest asks a store to reserve an effect key for one attempt, consuming the presented
-// approval in the same transaction (SPEC §4 step 5, §6.3).
+// approval in the same transaction (docs/guarantees.md#atomicity).
 type ReserveRequest struct {
 	Now         time.Time
 	ActionID    string
@@ -176,7 +176,7 @@ type ReserveResult struct {
 }
 
 // RecordRequest writes the end of a call: for a holder, the effect's outcome; always, a receipt
-// and the events — in one transaction (SPEC §4 step 7).
+// and the events — in one transaction (docs/guarantees.md#the-pipeline-of-one-call).
 type RecordRequest struct {
 	Now     time.Time
 	Receipt *receipt.Receipt // result committed, failed, ambiguous, denied, blocked or observed
@@ -210,7 +210,7 @@ type AnswerRequest struct {
 	Approver string
 }
 
-// ResolveRequest settles an ambiguous effect (SPEC §6.5).
+// ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect).
 type ResolveRequest struct {
 	Now    time.Time
 	Key    string
@@ -287,7 +287,7 @@ type Store interface {
 }
 
 // WriteCounter is implemented by stores that count their committed write transactions; the
-// two-transaction hot path (SPEC §4) is tested with it.
+// two-transaction hot path (docs/guarantees.md#the-pipeline-of-one-call) is tested with it.
 type WriteCounter interface {
 	WriteTransactions() int64
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/latchkit/latch/policy"
 )
 
-// With an authority section every call needs a grant (SPEC §9.1), so the scenarios propose as a
+// With an authority section every call needs a grant (docs/authority.md), so the scenarios propose as a
 // principal a grant names, with arguments that satisfy the grant's constraints as well as the
 // rule's conditions. Grants are tried in the order the policy lists them; the first one under
 // which an action can decide what a scenario needs, for every variant, is used. The principal is

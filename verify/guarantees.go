@@ -474,7 +474,7 @@ func (r *runner) g7(ctx context.Context) (outcome, error) {
 // g10: an executor that returns a timeout, returns any other error, or panics leaves the call
 // ambiguous (receipt, and record when there is an effect key); control: NotExecuted → failed.
 //
-// G10 runs for an allowed action without an effect template too: SPEC §7's outcome table applies
+// G10 runs for an allowed action without an effect template too: the outcome table (docs/guarantees.md#outcomes) applies
 // to every call, and the receipt's result is observable without an effect record. An action with
 // an effect template is preferred, so that the record is observed as well.
 func (r *runner) g10(ctx context.Context) (outcome, error) {

@@ -1,4 +1,4 @@
-// Package verify is the guarantee catalogue behind `latch verify` (SPEC §14): it runs latch's own
+// Package verify is the guarantee catalogue behind `latch verify` (docs/verify.md): it runs latch's own
 // failure scenarios against the operator's policy, in a scratch store of the operator's backend,
 // and says which guarantees hold, which cannot be exercised by that policy and why.
 //
@@ -106,7 +106,7 @@ type UsageError struct {
 
 func (e *UsageError) Error() string { return "verify: " + e.Msg }
 
-// Exit codes of `latch verify` (SPEC §14).
+// Exit codes of `latch verify` (docs/verify.md).
 const (
 	ExitPass     = 0 // every applicable guarantee passed
 	ExitFail     = 1 // at least one failed
@@ -137,7 +137,7 @@ type guarantee struct {
 	run   func(r *runner, ctx context.Context) (outcome, error)
 }
 
-// catalogue is SPEC §14's table, in order. Each run function is a hook of its own so that a
+// catalogue is the table of docs/verify.md, in order. Each run function is a hook of its own so that a
 // guarantee can be deepened without touching the others.
 var catalogue = []guarantee{
 	{"G1", "mutated approval refused", (*runner).g1},

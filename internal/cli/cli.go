@@ -44,7 +44,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 }
 
 // MainLookup is Main with an environment lookup that reports whether a variable is set
-// (os.LookupEnv), so that a set-but-empty $LATCH_POLICY is refused as SPEC §3.1 requires.
+// (os.LookupEnv), so that a set-but-empty $LATCH_POLICY is refused as docs/policy.md requires.
 func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	a := &app{ctx: ctx, stdout: stdout, stderr: stderr, lookup: lookup, now: time.Now}
 	root := a.rootCommand()

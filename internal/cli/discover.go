@@ -12,7 +12,7 @@ import (
 )
 
 // policyPath is --policy, else $LATCH_POLICY, else ./latch.yaml. A given-but-empty --policy is
-// a usage error; a set-but-empty $LATCH_POLICY is refused (SPEC §3.1): it is almost always a
+// a usage error; a set-but-empty $LATCH_POLICY is refused (docs/policy.md): it is almost always a
 // broken deployment template, and guessing would read the wrong policy.
 func (a *app) policyPath() (string, error) {
 	if f := a.flags.Lookup("policy"); f != nil && f.Changed {

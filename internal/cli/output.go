@@ -86,7 +86,7 @@ func principal(agent, user string) string {
 	return cell(agent + "/" + user)
 }
 
-// actionDoc is the part of a canonical action document (SPEC §2.4) an operator reads.
+// actionDoc is the part of a canonical action document (docs/guarantees.md#the-canonical-form) an operator reads.
 type actionDoc struct {
 	Name        string          `json:"name"`
 	Arguments   json.RawMessage `json:"arguments"`
@@ -110,7 +110,7 @@ func approvalAction(a *store.Approval) actionDoc {
 	return actionDoc{Name: a.ActionName, Principal: principalJSON{Agent: jstr(a.Agent), User: jstr(a.User)}}
 }
 
-// approvalJSON is one line of `latch approvals --json` (SPEC §13).
+// approvalJSON is one line of `latch approvals --json` (docs/cli.md#json-shapes).
 type approvalJSON struct {
 	ApprovalID string          `json:"approval_id"`
 	Status     string          `json:"status"`
@@ -141,7 +141,7 @@ func newApprovalJSON(a *store.Approval) approvalJSON {
 	}
 }
 
-// effectJSON is one line of `latch effects --json` (SPEC §13).
+// effectJSON is one line of `latch effects --json` (docs/cli.md#json-shapes).
 type effectJSON struct {
 	EffectKey      string  `json:"effect_key"`
 	State          string  `json:"state"`
@@ -166,7 +166,7 @@ func newEffectJSON(e *store.Effect) effectJSON {
 }
 
 // effectState is the state an operator reads: an executing record whose lease has passed says
-// so. Reading never changes it (SPEC §6.2): only the next reservation writes it ambiguous.
+// so. Reading never changes it (docs/guarantees.md#the-retry-table): only the next reservation writes it ambiguous.
 func effectState(e *store.Effect, now time.Time) string {
 	if e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !now.Before(e.LeaseExpiresAt) {
 		return "executing (lease expired)"

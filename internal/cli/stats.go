@@ -13,7 +13,7 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// resultColumns are the receipt results of SPEC §8.1, in the order stats prints them. A result
+// resultColumns are the receipt results of docs/guarantees.md#results, in the order stats prints them. A result
 // outside this list (a newer writer) gets a column of its own rather than being dropped.
 var resultColumns = []string{receipt.Committed, receipt.Failed, receipt.Ambiguous, receipt.Denied, receipt.Blocked, receipt.Observed}
 

@@ -1,5 +1,5 @@
 // Package postgres is latch's store for many hosts: one PostgreSQL schema, shared by every worker
-// that can reach the database (SPEC §11.3).
+// that can reach the database (docs/postgres.md).
 //
 // A store is named by a URL:
 //
@@ -12,7 +12,7 @@
 //
 // # Concurrency
 //
-// Atomicity comes only from unique indexes and compare-and-set with checked row counts (SPEC §6.3),
+// Atomicity comes only from unique indexes and compare-and-set with checked row counts (docs/guarantees.md#atomicity),
 // at READ COMMITTED: a write method is one short transaction that reads the rows the pure
 // decider in package store needs, asks it what to write, and writes with INSERT … ON CONFLICT DO
 // NOTHING or UPDATE … WHERE <the row is still what was read>. A write that matches no row means

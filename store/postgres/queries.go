@@ -34,7 +34,7 @@ func newQueries(schema string) queries {
 		readEffect: r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = $1`),
 		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectColumns + `)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (effect_key) DO NOTHING`),
-		// The compare-and-set of SPEC §6.3: the row must still be exactly the holder, state,
+		// The compare-and-set of docs/guarantees.md#atomicity: the row must still be exactly the holder, state,
 		// attempt and lease that the decider saw. The lease is compared too, so a lapse decided
 		// from an old lease cannot overwrite a lease the holder has just extended.
 		casEffect: r.Replace(`UPDATE {s}.effects SET state = $6, attempt = $7, action_id = $8, action = $9,

@@ -14,7 +14,7 @@ import (
 // in opposite orders, and the hot chain head is locked last and for the shortest time.
 
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
-// transaction (SPEC §4 step 5, §6.3). Reserves in flight together may share it (batch.go).
+// transaction (docs/guarantees.md#atomicity). Reserves in flight together may share it (batch.go).
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	op := "reserve " + req.EffectKey
 	if req.EffectKey == "" {
@@ -37,7 +37,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 }
 
 // Record writes the end of a call — the holder's outcome, the approval it presents, its receipt
-// and events — in one transaction (SPEC §4 step 7). Records in flight together may share it.
+// and events — in one transaction (docs/guarantees.md#the-pipeline-of-one-call). Records in flight together may share it.
 func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
 	if req.Receipt == nil {
 		return nil, errors.New("record: request has no receipt")
@@ -82,7 +82,7 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 	return w.result.(*store.Effect), nil
 }
 
-// Resolve moves an ambiguous effect to committed or failed (SPEC §6.5); store.ErrNotAmbiguous
+// Resolve moves an ambiguous effect to committed or failed (docs/guarantees.md#resolving-an-ambiguous-effect); store.ErrNotAmbiguous
 // for any other state.
 func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
 	w, err := s.write(ctx, "resolve "+req.Key, func(ctx context.Context, t *txn) error {

@@ -12,7 +12,7 @@ import (
 )
 
 // Reads go through the reader pool and never change a row: an executing record whose lease has
-// lapsed is reported executing until a reservation meets it (SPEC §6.2).
+// lapsed is reported executing until a reservation meets it (docs/guarantees.md#the-retry-table).
 
 // Effect returns the effect record under key; store.ErrNotFound when there is none.
 func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {

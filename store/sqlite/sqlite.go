@@ -1,5 +1,5 @@
 // Package sqlite is latch's embedded store: one SQLite file, shared safely by every goroutine and
-// every process on one host (SPEC §11.2).
+// every process on one host (docs/guarantees.md#stores).
 //
 // A store is named by a URL:
 //

@@ -15,7 +15,7 @@ import (
 // deciders; this file only moves rows.
 
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
-// transaction (SPEC §4 step 5, §6.2, §6.3).
+// transaction (docs/guarantees.md#atomicity).
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	op := "reserve"
 	switch {
@@ -57,7 +57,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 }
 
 // Record writes the holder's outcome (when the request names a key), the receipt and the events
-// in one transaction (SPEC §4 step 7, §6.4).
+// in one transaction (docs/guarantees.md#atomicity).
 func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
 	if req == nil || req.Receipt == nil {
 		return nil, errors.New("record: no receipt")
@@ -127,7 +127,7 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 // rolled back and the decider's error returned as it is.
 var errRefused = errors.New("refused")
 
-// Resolve moves an ambiguous effect to committed or failed (SPEC §6.5); store.ErrNotAmbiguous or
+// Resolve moves an ambiguous effect to committed or failed (docs/guarantees.md#resolving-an-ambiguous-effect); store.ErrNotAmbiguous or
 // store.ErrNotFound otherwise, with nothing changed.
 func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
 	if req == nil {

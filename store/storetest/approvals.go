@@ -17,7 +17,7 @@ func wantAnswerError(t *testing.T, what string, err error, reason string) {
 	}
 }
 
-// testApprovals covers approval requests and their answers (SPEC §5).
+// testApprovals covers approval requests and their answers (docs/guarantees.md#approvals).
 func testApprovals(t *testing.T, b Backend) {
 	hash := hashOf("billing.charge inv_1")
 
@@ -115,7 +115,7 @@ func testApprovals(t *testing.T, b Backend) {
 	})
 }
 
-// testReserveWithApproval covers presenting an approval to Reserve (SPEC §4 steps 4–5, §5.5).
+// testReserveWithApproval covers presenting an approval to Reserve (docs/guarantees.md#approvals).
 func testReserveWithApproval(t *testing.T, b Backend) {
 	// withApproval is a call bound to the approval's hash.
 	withApproval := func(key string, a *store.Approval) call {

@@ -81,7 +81,7 @@ func testDurability(t *testing.T, b Backend) {
 	f.verify()
 }
 
-// testReceiptChain covers SPEC §8.3: one gap-free chain from every writer, verified.
+// testReceiptChain covers docs/guarantees.md#the-chain: one gap-free chain from every writer, verified.
 func testReceiptChain(t *testing.T, b Backend) {
 	t.Run("OneChain", func(t *testing.T) {
 		t.Parallel()
@@ -214,7 +214,7 @@ func testReceiptChain(t *testing.T, b Backend) {
 	})
 }
 
-// testEvents covers SPEC §8.4: the request's and the decider's events, in the same transaction,
+// testEvents covers docs/guarantees.md#events: the request's and the decider's events, in the same transaction,
 // in id order.
 func testEvents(t *testing.T, b Backend) {
 	f := newFixture(t, b)
@@ -290,7 +290,7 @@ func testErrors(t *testing.T, b Backend) {
 	}
 }
 
-// testWriteTransactions checks the cost of the hot path (SPEC §4): reserve + record is two write
+// testWriteTransactions checks the cost of the hot path (docs/guarantees.md#the-pipeline-of-one-call): reserve + record is two write
 // transactions, a refusal one, a read none.
 func testWriteTransactions(t *testing.T, b Backend) {
 	f := newFixture(t, b)

@@ -8,7 +8,7 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// testRetryTable walks every row of SPEC §6.2: what a new attempt meets.
+// testRetryTable walks every row of docs/guarantees.md#the-retry-table: what a new attempt meets.
 func testRetryTable(t *testing.T, b Backend) {
 	t.Run("None", func(t *testing.T) {
 		t.Parallel()
@@ -176,7 +176,7 @@ func testRetryTable(t *testing.T, b Backend) {
 	})
 }
 
-// testRecord covers holder transitions (SPEC §6.4).
+// testRecord covers holder transitions (docs/guarantees.md#atomicity).
 func testRecord(t *testing.T, b Backend) {
 	for _, outcome := range []store.State{store.Committed, store.Failed, store.Ambiguous} {
 		t.Run("Holder/"+string(outcome), func(t *testing.T) {
@@ -358,7 +358,7 @@ func testExtendLease(t *testing.T, b Backend) {
 	})
 }
 
-// testResolution covers SPEC §6.5: only ambiguous resolves, and what the next attempt meets.
+// testResolution covers docs/guarantees.md#resolving-an-ambiguous-effect: only ambiguous resolves, and what the next attempt meets.
 func testResolution(t *testing.T, b Backend) {
 	t.Run("ToCommitted", func(t *testing.T) {
 		t.Parallel()

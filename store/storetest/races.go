@@ -26,7 +26,7 @@ func race[T any](n int, fn func(i int) (T, error)) ([]T, []error) {
 	return out, errs
 }
 
-// testRaces covers atomicity under goroutines of one process (SPEC §5.2, §6.3).
+// testRaces covers atomicity under goroutines of one process (docs/guarantees.md#atomicity).
 func testRaces(t *testing.T, b Backend) {
 	t.Run("AnswerOnce", func(t *testing.T) {
 		t.Parallel()

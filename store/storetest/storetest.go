@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every latch store backend passes (SPEC §11.5): the
+// Package storetest is the conformance suite every latch store backend passes (docs/guarantees.md#stores): the
 // retry table, leases, approvals (binding, single use, expiry, answered once), resolution,
 // durability across reopen, the receipt chain, events, and races between goroutines and between
 // OS processes on one key. A backend is done when it passes; a behaviour change to a backend

@@ -1,4 +1,4 @@
--- latch schema 2: delegations (SPEC §9.5). Both tables are insert-only: a delegation is never
+-- latch schema 2: delegations (docs/authority.md). Both tables are insert-only: a delegation is never
 -- changed, and revoking one inserts a row that cuts it and everything beneath it. Triggers refuse
 -- any update, delete or truncate, whoever asks.
 
