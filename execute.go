@@ -24,6 +24,26 @@ const recordTimeout = 30 * time.Second
 // receipt is the one written for the call (nil when none was: no principal, approval pending);
 // its Value is what fn returned.
 func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt, error) {
+	b, rc, err := g.begin(ctx, call, false)
+	if b == nil {
+		return rc, err
+	}
+	return g.finish(ctx, b.pr, b.rc, b.h, fn)
+}
+
+// begun is a call that may execute: decided, approved and reserved (or, in observe mode, decided
+// and reserved as enforcement would have), with its draft receipt and what it holds.
+type begun struct {
+	pr *prepared
+	rc *receipt.Receipt
+	h  hold
+}
+
+// begin runs the pipeline up to the executor: principal, normalize, decide, approve, reserve.
+// It returns the begun call, or nil and the refusal (with its receipt when one was written).
+// remote marks a call whose executor runs elsewhere (Begin): its opening event carries what
+// recording its outcome later needs.
+func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Receipt, error) {
 	started := g.cfg.Now()
 	p, err := g.principal(ctx)
 	var expired *ExpiredCredentialError
@@ -31,25 +51,29 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt,
 	case errors.As(err, &expired) && expired.Principal.Agent != "":
 		p = expired.Principal
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case p.Agent == "":
-		return nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
+		return nil, nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
 	}
 	actionID := newID("act_")
 	pr, nerr := g.normalize(call, p)
+	pr.remote = remote
+	pr.started = started
 	if nerr != nil {
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: nerr.(*InvalidArgumentError).Reason}
-		return g.refuse(ctx, pr, actionID, started, nerr)
+		rc, err := g.refuse(ctx, pr, actionID, started, nerr)
+		return nil, rc, err
 	}
 	// A provider's principal was checked by the provider, with its leeway; one from the context
 	// is checked here.
 	if expired != nil || g.cfg.Identity == nil && !p.ExpiresAt.IsZero() && !started.Before(p.ExpiresAt) {
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired"}
-		return g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
+		rc, err := g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
+		return nil, rc, err
 	}
 	g.decide(ctx, pr)
 	if g.policy.Mode == policy.ModeObserve {
-		return g.observe(ctx, pr, actionID, started, fn)
+		return g.observe(ctx, pr, actionID, started)
 	}
 	approvalID := approvalFrom(ctx)
 	switch pr.eval.Decision {
@@ -58,20 +82,21 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt,
 		if approvalID == "" {
 			a, err := g.requestApproval(ctx, pr, actionID)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !pr.opts.Wait {
-				return nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
+				return nil, nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
 			}
 			if err := g.waitApproval(ctx, a); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			approvalID = a.ID
 		}
 	default:
-		return g.refuse(ctx, pr, actionID, started, pr.refusal())
+		rc, err := g.refuse(ctx, pr, actionID, started, pr.refusal())
+		return nil, rc, err
 	}
-	return g.run(ctx, pr, actionID, approvalID, started, fn)
+	return g.reserve(ctx, pr, actionID, approvalID, started)
 }
 
 // refuse records a denied receipt and returns err.
@@ -89,8 +114,8 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 	return newReceipt(res.Document, res.Receipt, nil), err
 }
 
-// run reserves, executes and records a decided call.
-func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time, fn Executor) (*Receipt, error) {
+// reserve reserves the effect key of a decided call and spends its approval.
+func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time) (*begun, *Receipt, error) {
 	rc := g.draft(pr, actionID, started)
 	rc.ApprovalID = approvalID
 	h := hold{}
@@ -103,27 +128,27 @@ func (g *Guard) run(ctx context.Context, pr *prepared, actionID, approvalID stri
 		}
 		res, err := g.store.Reserve(ctx, req)
 		if err != nil {
-			return nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
+			return nil, nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
 		}
 		g.emit(ctx, derefSealed(res.Receipt), res.Events)
 		if res.Refusal != nil && res.Refusal.Reason == "ambiguous" && req.DeferAmbiguous {
 			res, err = g.reconcile(ctx, pr, req)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if res.Refusal != nil {
-			return newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
+			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
 		}
 		if res.Approval != nil {
 			rc.Approver = res.Approval.Approver
 		}
 		h.written = true
 		if pr.key != "" {
-			h.key, h.attempt = pr.key, res.Effect.Attempt
+			h.key, h.attempt, h.lease = pr.key, res.Effect.Attempt, res.Effect.LeaseExpiresAt
 		}
 	}
-	return g.finish(ctx, pr, rc, h, fn)
+	return &begun{pr: pr, rc: rc, h: h}, nil, nil
 }
 
 // Executor is the function a dynamic call runs: it receives the canonical arguments.
@@ -134,12 +159,13 @@ type Executor = func(ctx context.Context, args json.RawMessage) (any, error)
 type hold struct {
 	key     string
 	attempt int
+	lease   time.Time // when the lease on key lapses
 	written bool
 }
 
 // observe runs a call in observe mode (docs/guarantees.md#observe-mode): the decision and the reservation are made and
 // recorded as enforcement would make them, and the executor runs whatever they say.
-func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, started time.Time, fn Executor) (*Receipt, error) {
+func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, started time.Time) (*begun, *Receipt, error) {
 	rc := g.draft(pr, actionID, started)
 	rc.WouldHave = &receipt.WouldHave{Decision: string(pr.eval.Decision), Reason: pr.eval.Reason}
 	h := hold{}
@@ -150,7 +176,7 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("latch: observe %s: reserve %s: %w", pr.call.Action, pr.key, err)
+			return nil, nil, fmt.Errorf("latch: observe %s: reserve %s: %w", pr.call.Action, pr.key, err)
 		}
 		g.emit(ctx, noReceipt, res.Events)
 		h.written = true
@@ -158,10 +184,10 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 			rc.WouldHave.Effect = res.Refusal.Reason
 		} else {
 			rc.WouldHave.Effect = "reserved"
-			h.key, h.attempt = pr.key, res.Effect.Attempt
+			h.key, h.attempt, h.lease = pr.key, res.Effect.Attempt, res.Effect.LeaseExpiresAt
 		}
 	}
-	return g.finish(ctx, pr, rc, h, fn)
+	return &begun{pr: pr, rc: rc, h: h}, nil, nil
 }
 
 // finish executes a call and records its outcome, its receipt and its events in one write.
@@ -169,11 +195,18 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt}
 	if h.key != "" {
 		exec.token = idempotencyToken(h.key, h.attempt)
-		rc.Attempt = h.attempt
-		rc.IdempotencyToken = exec.token
 	}
 	value, execErr, panicked := g.invoke(ctx, exec, pr.canonArgs, fn)
+	return g.record(ctx, pr, rc, h, value, execErr, panicked)
+}
 
+// record writes what an execution ended in — its value, its error, or a panic, which continues
+// once the outcome is written — with its receipt and events, in one write (SPEC §4 step 7).
+func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, value any, execErr error, panicked any) (*Receipt, error) {
+	if h.key != "" {
+		rc.Attempt = h.attempt
+		rc.IdempotencyToken = idempotencyToken(h.key, h.attempt)
+	}
 	outcome := store.Committed
 	var result json.RawMessage
 	var retErr error

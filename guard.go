@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -50,6 +51,9 @@ type Guard struct {
 	env    string
 	log    *slog.Logger
 	grants grantCache
+	// finishing holds the action ids whose outcome Finish is recording in this process, so
+	// that two concurrent posts of one outcome record it once.
+	finishing sync.Map
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a

@@ -85,6 +85,8 @@ type prepared struct {
 	key       string
 	eval      policy.Evaluation
 	auth      *authority.Decision // nil when the policy has no authority section
+	remote    bool                // begun by Begin: the executor runs elsewhere
+	started   time.Time
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -288,11 +290,15 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 }
 
 func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
+	proposed := map[string]any{
+		"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,
+		"environment": pr.env, "resource": pr.resource,
+	}
+	if pr.remote {
+		proposed["remote"] = g.remoteRecord(pr)
+	}
 	return []store.Event{
-		store.NewEvent(store.EventActionProposed, now, actionID, pr.key, "", map[string]any{
-			"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,
-			"environment": pr.env, "resource": pr.resource,
-		}),
+		store.NewEvent(store.EventActionProposed, now, actionID, pr.key, "", proposed),
 		store.NewEvent(store.EventPolicyEvaluated, now, actionID, pr.key, "", map[string]any{
 			"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash,
 		}),

@@ -1,0 +1,349 @@
+package latch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/authority"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// ErrOutcomeRefused: an outcome (or a lease extension) for a begun call was refused and nothing
+// was written: there is no such call, the caller is not its principal, or its outcome is already
+// recorded. *OutcomeError carries the reason.
+var ErrOutcomeRefused = errors.New("latch: outcome refused")
+
+// OutcomeError refuses Finish or Extend. Reason is one of no_such_action (no call begun with
+// Begin has that action id), not_holder (the caller is not the principal that began it),
+// already_recorded (its outcome was recorded before, or is being recorded now) and no_lease (a
+// lease extension for a call that holds no effect key).
+type OutcomeError struct {
+	ActionID string
+	Reason   string
+	Detail   string
+}
+
+func (e *OutcomeError) Error() string {
+	s := fmt.Sprintf("latch: outcome of %s refused: %s", e.ActionID, e.Reason)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Is matches ErrOutcomeRefused.
+func (e *OutcomeError) Is(target error) bool { return target == ErrOutcomeRefused }
+
+// Pending is a call begun with Begin whose executor runs elsewhere: decided, approved and, when
+// it has an effect key, reserved. Its executor reports what happened with Finish.
+type Pending struct {
+	ActionID   string
+	Action     string
+	ActionHash string
+	Arguments  json.RawMessage // canonical: what the executor must act on
+	Resource   string
+	Principal  Principal // Agent and User (and Issuer) of the call
+	EffectKey  string    // "" when the call has no effect key
+	Attempt    int       // 0 without an effect key
+	// IdempotencyToken is the per-attempt token of IdempotencyToken, "" without an effect key.
+	IdempotencyToken string
+	LeaseExpiresAt   time.Time // zero without an effect key
+	ApprovalID       string    // the approval it spent, if any
+	Decision         Decision
+	Reason           string
+	// WouldHave is set in observe mode: what enforcement would have done. The executor runs
+	// whatever it says.
+	WouldHave *receipt.WouldHave
+	StartedAt time.Time
+}
+
+// Begin runs the pipeline of a call up to its executor — principal, normalize, decide, approve,
+// reserve — for an executor that runs elsewhere (another process, another language, behind
+// `latch serve`). It refuses exactly as Execute refuses, with the same errors and receipts. On
+// success the call holds its effect key under a lease; the executor acts and reports the outcome
+// with Finish, from this process or any other serving the same store. An outcome that never
+// comes leaves the lease to lapse into ambiguous, as a crashed in-process executor does.
+//
+// Options.Reconcile is honoured as in Execute; Options.Wait blocks until the approval request is
+// answered or ctx ends. A call without an effect key costs one more write than under Execute:
+// its opening events are written now so that Finish can find it.
+func (g *Guard) Begin(ctx context.Context, call *Call) (*Pending, error) {
+	b, _, err := g.begin(ctx, call, true)
+	if b == nil {
+		return nil, err
+	}
+	if !b.h.written {
+		ls, ok := g.store.(interface {
+			LogEvents(context.Context, []store.Event) error
+		})
+		if !ok {
+			return nil, fmt.Errorf("latch: begin %s: store %T cannot log events", call.Action, g.store)
+		}
+		evs := g.proposal(b.pr, b.rc.ActionID, g.cfg.Now())
+		if err := ls.LogEvents(ctx, evs); err != nil {
+			return nil, fmt.Errorf("latch: begin %s: %w", call.Action, err)
+		}
+		g.emit(ctx, noReceipt, evs)
+	}
+	return b.pending(), nil
+}
+
+func (b *begun) pending() *Pending {
+	p := &Pending{
+		ActionID: b.rc.ActionID, Action: b.pr.call.Action, ActionHash: b.pr.hash, Arguments: b.pr.canonArgs,
+		Resource: b.pr.resource, Principal: Principal{Agent: b.pr.principal.Agent, User: b.pr.principal.User, Issuer: b.pr.principal.Issuer},
+		ApprovalID: b.rc.ApprovalID, Decision: b.pr.eval.Decision, Reason: b.pr.eval.Reason, WouldHave: b.rc.WouldHave,
+		StartedAt: b.pr.started,
+	}
+	if b.h.key != "" {
+		p.EffectKey, p.Attempt, p.LeaseExpiresAt = b.h.key, b.h.attempt, b.h.lease
+		p.IdempotencyToken = idempotencyToken(b.h.key, b.h.attempt)
+	}
+	return p
+}
+
+// Finish records the outcome of a call begun with Begin, as Execute records an executor's:
+// OutcomeCommitted with its result (JSON, stored and returned to later duplicates),
+// OutcomeNotExecuted (recorded failed: the key may be retried) or OutcomeUnknown (recorded
+// ambiguous: retries are refused until someone resolves it). errText is the executor's error,
+// for the receipt. The caller's principal (from ctx, as for Execute) must be the one that began
+// the call, and an outcome is recorded once: anything else is an *OutcomeError and writes
+// nothing. The returned error is Execute's for the same ending (matching ErrNotExecuted or
+// ErrAmbiguous), with the receipt written.
+func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, result json.RawMessage, errText string) (*Receipt, error) {
+	if outcome != OutcomeCommitted && outcome != OutcomeNotExecuted && outcome != OutcomeUnknown {
+		return nil, fmt.Errorf("latch: finish %s: unknown outcome %d", actionID, outcome)
+	}
+	if len(result) > 0 && !json.Valid(result) {
+		return nil, fmt.Errorf("latch: finish %s: result is not JSON", actionID)
+	}
+	if _, loaded := g.finishing.LoadOrStore(actionID, struct{}{}); loaded {
+		return nil, &OutcomeError{ActionID: actionID, Reason: "already_recorded", Detail: "another request is recording it"}
+	}
+	defer g.finishing.Delete(actionID)
+	b, err := g.held(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	var found bool
+	for _, err := range g.store.Receipts(ctx, store.ReceiptFilter{ActionID: actionID}) {
+		if err != nil {
+			return nil, fmt.Errorf("latch: finish %s: %w", actionID, err)
+		}
+		found = true
+		break
+	}
+	if found {
+		return nil, &OutcomeError{ActionID: actionID, Reason: "already_recorded"}
+	}
+	var value any
+	var execErr error
+	switch outcome {
+	case OutcomeCommitted:
+		if len(result) > 0 {
+			value = json.RawMessage(result)
+		}
+	case OutcomeNotExecuted:
+		if errText == "" {
+			errText = "the executor did not act"
+		}
+		execErr = NotExecuted(errors.New(errText))
+	default:
+		if errText == "" {
+			errText = "the executor does not know whether it acted"
+		}
+		execErr = errors.New(errText)
+	}
+	return g.record(ctx, b.pr, b.rc, b.h, value, execErr, nil)
+}
+
+// Extend extends the lease of a call begun with Begin to now+d, as ExtendLease does inside an
+// executor, and returns the new expiry. Only the principal that began the call may extend it.
+func (g *Guard) Extend(ctx context.Context, actionID string, d time.Duration) (time.Time, error) {
+	b, err := g.held(ctx, actionID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if b.h.key == "" {
+		return time.Time{}, &OutcomeError{ActionID: actionID, Reason: "no_lease", Detail: "the call holds no effect key"}
+	}
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("latch: extend lease on %s: duration %v is not positive", b.h.key, d)
+	}
+	now := g.cfg.Now()
+	e, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: b.h.key, ActionID: actionID, Attempt: b.h.attempt, Until: now.Add(d)})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("latch: %w", err)
+	}
+	return e.LeaseExpiresAt, nil
+}
+
+// Pending returns the call begun with Begin under actionID, as it now stands (its lease read
+// from the effect record). It is an *OutcomeError (no_such_action, not_holder) when there is
+// none or the caller's principal did not begin it.
+func (g *Guard) Pending(ctx context.Context, actionID string) (*Pending, error) {
+	b, err := g.held(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	p := b.pending()
+	if p.EffectKey != "" {
+		if e, err := g.store.Effect(ctx, p.EffectKey); err == nil && e.ActionID == actionID && e.Attempt == p.Attempt {
+			p.LeaseExpiresAt = e.LeaseExpiresAt
+		}
+	}
+	return p, nil
+}
+
+// held loads a call begun with Begin and checks that the caller's principal began it.
+func (g *Guard) held(ctx context.Context, actionID string) (*begun, error) {
+	p, err := g.principal(ctx)
+	var expired *ExpiredCredentialError
+	switch {
+	case errors.As(err, &expired):
+		return nil, &DeniedError{Action: "finish", Reason: "principal_expired"}
+	case err != nil:
+		return nil, err
+	case p.Agent == "":
+		return nil, &DeniedError{Action: "finish", Reason: "no_principal"}
+	}
+	b, err := g.loadBegun(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	if b.pr.principal.Agent != p.Agent || b.pr.principal.User != p.User {
+		return nil, &OutcomeError{ActionID: actionID, Reason: "not_holder", Detail: "the call was begun by another principal"}
+	}
+	return b, nil
+}
+
+// remoteCall is what the opening event (action_proposed) of a call begun with Begin carries
+// beyond every proposal's fields, so that any process serving the store can record its outcome:
+// the receipt's fields that no other event holds.
+type remoteCall struct {
+	Arguments     json.RawMessage `json:"arguments"`
+	Issuer        string          `json:"issuer,omitempty"`
+	StartedAt     time.Time       `json:"started_at"`
+	PolicyVersion string          `json:"policy_version,omitempty"`
+	Mode          string          `json:"mode"`
+}
+
+func (g *Guard) remoteRecord(pr *prepared) remoteCall {
+	mode := string(g.policy.Mode)
+	if mode == "" {
+		mode = string(policy.ModeEnforce)
+	}
+	return remoteCall{Arguments: pr.canonArgs, Issuer: pr.principal.Issuer, StartedAt: pr.started,
+		PolicyVersion: g.policy.Version, Mode: mode}
+}
+
+// proposedPayload is the payload of action_proposed.
+type proposedPayload struct {
+	Action      string      `json:"action"`
+	ActionHash  string      `json:"action_hash"`
+	Agent       string      `json:"agent"`
+	User        string      `json:"user"`
+	Environment string      `json:"environment"`
+	Resource    string      `json:"resource"`
+	Remote      *remoteCall `json:"remote"`
+}
+
+// loadBegun rebuilds a begun call from the events its Begin wrote: the same prepared call and
+// draft receipt that Execute holds in memory while its executor runs.
+func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) {
+	none := &OutcomeError{ActionID: actionID, Reason: "no_such_action"}
+	if actionID == "" {
+		return nil, none
+	}
+	evs, err := g.store.Events(ctx, store.EventFilter{ActionID: actionID})
+	if err != nil {
+		return nil, fmt.Errorf("latch: read action %s: %w", actionID, err)
+	}
+	var (
+		pp       *proposedPayload
+		pr       = &prepared{remote: true}
+		h        = hold{written: true}
+		apr      string
+		reserved bool
+		refused  string
+		policyH  string
+	)
+	for _, e := range evs {
+		if e.ActionID != actionID {
+			continue
+		}
+		switch e.Kind {
+		case store.EventActionProposed:
+			if pp != nil {
+				continue
+			}
+			var v proposedPayload
+			if json.Unmarshal(e.Payload, &v) != nil || v.Remote == nil {
+				continue
+			}
+			pp = &v
+			h.key = e.EffectKey
+		case store.EventPolicyEvaluated:
+			var raw map[string]string
+			if json.Unmarshal(e.Payload, &raw) == nil {
+				pr.eval = policy.Evaluation{Decision: policy.Decision(raw["decision"]), Reason: raw["reason"]}
+				policyH = raw["policy_hash"]
+			}
+		case store.EventAuthorityResolved:
+			var raw map[string]string
+			if json.Unmarshal(e.Payload, &raw) == nil {
+				pr.auth = &authority.Decision{Allowed: true, GrantID: raw["grant_id"], DelegationID: raw["delegation_id"]}
+			}
+		case store.EventEffectReserved:
+			var v struct {
+				Attempt        int       `json:"attempt"`
+				LeaseExpiresAt time.Time `json:"lease_expires_at"`
+			}
+			if json.Unmarshal(e.Payload, &v) == nil {
+				h.attempt, h.lease, reserved = v.Attempt, v.LeaseExpiresAt, true
+			}
+		case store.EventEffectRefused:
+			var v struct{ Reason string }
+			if json.Unmarshal(e.Payload, &v) == nil {
+				refused = v.Reason
+			}
+		case store.EventApprovalConsumed:
+			apr = e.ApprovalID
+		}
+	}
+	if pp == nil {
+		return nil, none
+	}
+	rm := pp.Remote
+	pr.call = &Call{Action: pp.Action, Arguments: rm.Arguments, Resource: pp.Resource, Environment: pp.Environment}
+	pr.principal = Principal{Agent: pp.Agent, User: pp.User, Issuer: rm.Issuer}
+	pr.action = g.policy.Actions[pp.Action]
+	pr.canonArgs, pr.resource, pr.env, pr.hash, pr.key = rm.Arguments, pp.Resource, pp.Environment, pp.ActionHash, h.key
+	pr.started = rm.StartedAt
+	rc := g.draft(pr, actionID, rm.StartedAt)
+	rc.PolicyHash, rc.PolicyVersion, rc.Mode = policyH, rm.PolicyVersion, rm.Mode
+	rc.ApprovalID = apr
+	if apr != "" {
+		if a, err := g.store.Approval(ctx, apr); err == nil {
+			rc.Approver = a.Approver
+		}
+	}
+	if rm.Mode == string(policy.ModeObserve) {
+		rc.WouldHave = &receipt.WouldHave{Decision: string(pr.eval.Decision), Reason: pr.eval.Reason}
+		if h.key != "" {
+			rc.WouldHave.Effect = "reserved"
+			if !reserved {
+				rc.WouldHave.Effect = refused
+			}
+		}
+	}
+	if !reserved {
+		h.key = "" // observe mode, reservation refused: the executor runs holding nothing
+	}
+	return &begun{pr: pr, rc: rc, h: h}, nil
+}
