@@ -201,7 +201,7 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 }
 
 // record writes what an execution ended in — its value, its error, or a panic, which continues
-// once the outcome is written — with its receipt and events, in one write (SPEC §4 step 7).
+// once the outcome is written — with its receipt and events, in one write (docs/guarantees.md#the-pipeline-of-one-call).
 func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, value any, execErr error, panicked any) (*Receipt, error) {
 	if h.key != "" {
 		rc.Attempt = h.attempt
