@@ -53,7 +53,9 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // It refuses, with an *Error naming the JSON pointer of the value: a number with a fraction or
 // an exponent (even 1.0 or 1e3), -0, an integer outside [-MaxSafeInt, MaxSafeInt], invalid
 // UTF-8 (including a \u escape of a lone surrogate), a duplicate key (compared after
-// unescaping), nesting deeper than 1000, and any text that is not exactly one JSON value.
+// unescaping), two keys of one object that differ only in letter case as encoding/json matches
+// names ("amount" and "Amount", "destination" and "deſtination"), nesting deeper than 1000,
+// and any text that is not exactly one JSON value.
 func Parse(data []byte) (any, error) {
 	p := getState()
 	defer putState(p)
@@ -102,7 +104,8 @@ func Canonicalize(data []byte) ([]byte, error) {
 //
 // A nil pointer, a nil slice, a nil map and a nil json.RawMessage encode as null, as they do
 // in encoding/json. Integers must lie in [-MaxSafeInt, MaxSafeInt] and strings (and keys) must
-// be valid UTF-8; floating-point numbers and every other type are refused.
+// be valid UTF-8; a map with two keys that differ only in letter case is refused as Parse
+// refuses it; floating-point numbers and every other type are refused.
 func Marshal(v any) ([]byte, error) {
 	p := getState()
 	defer putState(p)
@@ -130,13 +133,14 @@ type state struct {
 	src    string // string(data), made once when string values are wanted, sliced for strings
 	values bool   // build the value model (Parse), not only the canonical bytes
 
-	out   []byte   // canonical output
-	tmp   []byte   // scratch for reordering object members in out
-	keys  []byte   // unescaped bytes of keys that contained escapes
-	str   []byte   // unescaped bytes of a string value that contained escapes
-	items []item   // members of the objects being parsed, innermost last
-	vals  []any    // elements of the arrays being parsed, innermost last
-	names []string // map keys being sorted by Marshal, innermost last
+	out   []byte      // canonical output
+	tmp   []byte      // scratch for reordering object members in out
+	keys  []byte      // unescaped bytes of keys that contained escapes
+	str   []byte      // unescaped bytes of a string value that contained escapes
+	items []item      // members of the objects being parsed, innermost last
+	vals  []any       // elements of the arrays being parsed, innermost last
+	names []string    // map keys being sorted by Marshal, innermost last
+	folds []foldEntry // fold hashes of the keys of the object being checked
 	depth int
 
 	v any // the value just parsed
@@ -165,7 +169,12 @@ func putState(p *state) {
 	clear(p.items[:cap(p.items)])
 	clear(p.vals[:cap(p.vals)])
 	clear(p.names[:cap(p.names)])
+	folds := p.folds[:0]
+	if cap(folds) > 1024 {
+		folds = nil
+	}
 	*p = state{
+		folds: folds,
 		out:   trim(p.out, maxKeep),
 		tmp:   trim(p.tmp, maxKeep),
 		keys:  trim(p.keys, maxKeep),

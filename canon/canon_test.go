@@ -181,6 +181,7 @@ func checkAccepted(t *testing.T, in, out []byte) {
 	if err != nil || !bytes.Equal(m, out) {
 		t.Errorf("Marshal(Parse(%q)) = %q, %v, want %q (round trip)", out, m, err, out)
 	}
+	checkFieldDecoding(t, v, out)
 	for _, text := range [][]byte{in, out} {
 		std, err := decodeStd(text)
 		if err != nil {

@@ -494,6 +494,15 @@ func (p *state) object() bool {
 	if !p.sortMembers(members) {
 		return false
 	}
+	if x, y, clash := foldClash(p, len(members), func(i int) []byte { return p.keyBytes(&members[i]) }); clash {
+		// Name the two keys in the order they were written; the pointer is the later one's.
+		if members[x].start > members[y].start {
+			x, y = y, x
+		}
+		first, second := string(p.keyBytes(&members[x])), string(p.keyBytes(&members[y]))
+		p.fail(foldReason(first, second))
+		return p.at(second)
+	}
 	if p.values {
 		m := make(map[string]any, len(members))
 		for i := range members {
