@@ -11,8 +11,9 @@
 // (":memory:", "file::memory:", "mode=memory") are refused: they cannot exclude a second process,
 // and excluding it is the point.
 //
-// A writer creates the file and its missing parent directories (mode 0700: approval ids in the
-// store are bearer capabilities; create the directory yourself to share it with a group) and
+// A writer creates the file (mode 0600, and so its -wal and -shm files) and its missing parent
+// directories (mode 0700: approval ids in the store are bearer capabilities; create the
+// directory and the file yourself to share them with a group) and
 // applies the embedded, forward-only schema migrations, each in its own transaction. A
 // read-only open (Config.ReadOnly) does neither: a missing file is store.ErrNoStore, an older
 // schema asks for a writer to upgrade it. Either way a file that is not a latch database is
@@ -240,7 +241,7 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 	s.wr = newWriter(s.w, plock, ckpt, &s.writes)
 	if err := s.migrate(ctx, version); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, s.readOnlyError(err))
 	}
 	return s, nil
 }
@@ -248,6 +249,12 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 // openWriter opens the one writer connection to loc, creating the file's directory if needed.
 func openWriter(loc location) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := createPrivate(loc.path); err != nil {
+		return nil, err
+	}
+	if err := checkWritable(loc.path); err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn(loc.path, fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis), "_pragma=foreign_keys(1)",
@@ -317,5 +324,5 @@ func (s *Store) write(ctx context.Context, fn func(t *txn) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	return s.wr.do(ctx, fn)
+	return s.readOnlyError(s.wr.do(ctx, fn))
 }
