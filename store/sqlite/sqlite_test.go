@@ -487,6 +487,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TRIGGER delegations_insert_only_delete`)
 	exec(t, db, `DROP TABLE revocations`)
 	exec(t, db, `DROP TABLE delegations`)
+	exec(t, db, `DROP TABLE tokens`)
 	exec(t, db, `UPDATE latch_schema SET version = 1`)
 
 	r, err := Open(t.Context(), url, &Config{ReadOnly: true})
@@ -498,6 +499,12 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	}
 	if _, err := r.Effects(t.Context(), store.EffectFilter{}); err != nil {
 		t.Errorf("Effects on schema 1: %v", err)
+	}
+	if ts, err := r.Tokens(t.Context()); err != nil || len(ts) != 0 {
+		t.Errorf("Tokens on schema 1 = %v, %v; want none", ts, err)
+	}
+	if _, err := r.TokenByHash(t.Context(), "sha256:00"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("TokenByHash on schema 1: %v, want ErrNotFound", err)
 	}
 	if v, _ := schemaVersion(t.Context(), db); v != 1 {
 		t.Errorf("a reader migrated the store to %d", v)

@@ -66,6 +66,7 @@ func Run(t *testing.T, b Backend) {
 		{"Errors", testErrors},
 		{"WriteTransactions", testWriteTransactions},
 		{"Delegations", testDelegations},
+		{"Tokens", testTokens},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
