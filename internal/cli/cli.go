@@ -189,6 +189,8 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.verifyCommand(),
 		a.versionCommand(),
 		a.benchCommand(),
+		a.serveCommand(),
+		a.tokenCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

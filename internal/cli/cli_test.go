@@ -11,6 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"github.com/jackc/pgx/v5"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +67,9 @@ func TestMain(m *testing.M) {
 //	jsonkeys FILE LINE K1,K2,…   JSON line LINE has exactly these top-level keys
 //	sleep DURATION               wait (a lease to lapse)
 //	grab NAME RE                 set $NAME to the first submatch of RE in the last command's stdout
+//	freeport NAME                set $NAME to a free TCP port on 127.0.0.1
+//	http METHOD URL TOKEN [BODY]  one HTTP request (TOKEN "-" for none), retried while the server
+//	    is not listening yet (up to 20 s); stdout is "STATUS BODY"
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           filepath.Join("testdata", "script"),
@@ -78,6 +84,8 @@ func TestScripts(t *testing.T) {
 			"jsonkeys":       cmdJSONKeys,
 			"sleep":          cmdSleep,
 			"grab":           cmdGrab,
+			"freeport":       cmdFreePort,
+			"http":           cmdHTTP,
 		},
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
@@ -558,5 +566,50 @@ func TestMainNilArgs(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := cli.Main(t.Context(), nil, &stdout, &stderr, func(string) string { return "" }); code != cli.ExitUsage {
 		t.Errorf("Main(nil args) = %d, want %d (usage: no command)", code, cli.ExitUsage)
+	}
+}
+
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport NAME")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ts.Check(ln.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
+}
+
+func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 || len(args) > 4 {
+		ts.Fatalf("usage: http METHOD URL TOKEN [BODY]")
+	}
+	body := ""
+	if len(args) == 4 {
+		body = args[3]
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, err := http.NewRequest(args[0], args[1], strings.NewReader(body))
+		ts.Check(err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if args[2] != "-" {
+			req.Header.Set("Authorization", "Bearer "+args[2])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			if time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			ts.Fatalf("http %s %s: %v", args[0], args[1], err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ts.Check(err)
+		fmt.Fprintf(ts.Stdout(), "%d %s", resp.StatusCode, raw)
+		return
 	}
 }

@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	var cfg server.Config
+	var maxWait int
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Serve the guard over HTTP, for executors in any language",
+		Long: `Serve the guard's pipeline as an HTTP/JSON API (docs/http.md): a worker in any language
+begins an action (POST /v1/actions: decide, approve, reserve), acts, and reports the outcome
+(POST /v1/actions/{id}/outcome); approvers answer and resolve over the same API.
+
+Callers authenticate with tokens from 'latch token create'. The server listens on
+127.0.0.1:7420 by default and refuses a non-loopback address unless --tls-cert and
+--tls-key are given, or --behind-proxy says a proxy terminates TLS. SIGTERM or SIGINT
+stops it gracefully: requests in flight finish first.`,
+		Example: "  latch token create --agent billing-worker\n  latch serve --listen 127.0.0.1:7420",
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := server.CheckAddr(cfg.Addr, cfg.TLSCert != "", cfg.BehindProxy); err != nil {
+				return usagef("%s", err.Error())
+			}
+			if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
+			cfg.MaxWait = time.Duration(maxWait) * time.Second
+			path, err := a.policyPath()
+			if err != nil {
+				return err
+			}
+			u, err := a.storeURL()
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(a.stderr, nil))
+			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log})
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			if g.Policy().Mode == "observe" {
+				fmt.Fprintln(a.stderr, observeBanner)
+			}
+			cfg.Logger = log
+			s, err := server.New(g, &cfg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return s.ListenAndServe(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "listen", server.DefaultAddr, "the `ADDR` to listen on")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
+	f.BoolVar(&cfg.BehindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+	f.Int64Var(&cfg.MaxBody, "max-body", server.DefaultMaxBody, "the largest request body, in `BYTES`")
+	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
+	return cmd
+}
+
+func (a *app) tokenCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke the API tokens of latch serve",
+		Long: `API tokens authenticate callers of 'latch serve'. An agent token's calls are that
+principal's (--agent, optional --user); an approver token answers approvals and resolves
+effects as its name (--approver). The secret is printed once: the store keeps only its
+SHA-256.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("say what to do: create, list or revoke")
+		},
+	}
+	cmd.AddCommand(a.tokenCreateCommand(), a.tokenListCommand(), a.tokenRevokeCommand())
+	for _, c := range cmd.Commands() {
+		c.SilenceErrors, c.SilenceUsage = true, true
+	}
+	return cmd
+}
+
+// tokenJSON is a token as `latch token list --json` and `create --json` print it.
+type tokenJSON struct {
+	Token     string  `json:"token,omitempty"` // the secret: only when created
+	ID        string  `json:"id"`
+	Kind      string  `json:"kind"`
+	Agent     *string `json:"agent"`
+	User      *string `json:"user"`
+	Approver  *string `json:"approver"`
+	CreatedAt *string `json:"created_at"`
+	ExpiresAt *string `json:"expires_at"`
+	RevokedAt *string `json:"revoked_at"`
+}
+
+func newTokenJSON(t *store.Token) tokenJSON {
+	return tokenJSON{ID: t.ID, Kind: t.Kind, Agent: jstr(t.Agent), User: jstr(t.User), Approver: jstr(t.Approver),
+		CreatedAt: jstamp(t.CreatedAt), ExpiresAt: jstamp(t.ExpiresAt), RevokedAt: jstamp(t.RevokedAt)}
+}
+
+// parseTTL reads a duration with a day unit as well: 30d, 12h, 90m.
+func parseTTL(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n <= 0 || n > 36500 {
+			return 0, fmt.Errorf("--expires %q: want a positive number of days (30d) or a duration (12h)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--expires %q: want a positive number of days (30d) or a duration (12h)", s)
+	}
+	return d, nil
+}
+
+// openTokens opens the store for writing tokens, creating and migrating it if needed: the
+// first token is usually created before the first `latch serve`.
+func (a *app) openTokens(write bool) (store.Store, store.TokenStore, error) {
+	var st store.Store
+	var err error
+	if write {
+		var u string
+		if u, err = a.storeURL(); err != nil {
+			return nil, nil, err
+		}
+		if st, err = latch.OpenStore(a.ctx, u, nil); err != nil {
+			return nil, nil, errors.New(reason(err))
+		}
+	} else if st, err = a.openRead(); err != nil {
+		return nil, nil, err
+	}
+	ts, ok := st.(store.TokenStore)
+	if !ok {
+		st.Close()
+		return nil, nil, fmt.Errorf("store %T keeps no tokens", st)
+	}
+	return st, ts, nil
+}
+
+func (a *app) tokenCreateCommand() *cobra.Command {
+	var agent, user, approver, expires string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create --agent NAME [--user U] | --approver NAME [--expires 30d] [--json]",
+		Short: "Create a token and print its secret, once",
+		Example: `  latch token create --agent billing-worker --expires 30d
+  latch token create --approver alice`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &server.NewToken{Kind: store.TokenAgent, Agent: agent, User: user}
+			switch {
+			case agent != "" && approver != "":
+				return usagef("a token is for an agent or an approver, not both")
+			case approver != "":
+				if user != "" {
+					return usagef("--user goes with --agent")
+				}
+				req = &server.NewToken{Kind: store.TokenApprover, Approver: approver}
+			case agent == "":
+				return usagef("say whose token it is: --agent NAME or --approver NAME")
+			}
+			if expires != "" {
+				d, err := parseTTL(expires)
+				if err != nil {
+					return usagef("%s", err.Error())
+				}
+				req.TTL = d
+			}
+			st, ts, err := a.openTokens(true)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			secret, tk, err := server.CreateToken(a.ctx, ts, req, a.now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				j := newTokenJSON(tk)
+				j.Token = secret
+				return jsonLine(a.stdout, j)
+			}
+			fmt.Fprintln(a.stdout, secret)
+			who := "agent " + tk.Agent
+			if tk.User != "" {
+				who += "/" + tk.User
+			}
+			if tk.Kind == store.TokenApprover {
+				who = "approver " + tk.Approver
+			}
+			exp := "never expires"
+			if !tk.ExpiresAt.IsZero() {
+				exp = "expires " + stamp(tk.ExpiresAt)
+			}
+			fmt.Fprintf(a.stderr, "created %s for %s (%s); the secret above is shown once: only its SHA-256 is stored\n", tk.ID, who, exp)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&agent, "agent", "", "the agent whose calls the token makes")
+	f.StringVar(&user, "user", "", "the user the agent acts for (optional)")
+	f.StringVar(&approver, "approver", "", "an approver token: answers approvals and resolves effects as `NAME`")
+	f.StringVar(&expires, "expires", "", "expire after `DURATION` (30d, 12h); default never")
+	f.BoolVar(&asJSON, "json", false, `print {"token": …, "id": …, …} as one JSON object`)
+	return cmd
+}
+
+func (a *app) tokenListCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List tokens (never their secrets)",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, ts, err := a.openTokens(false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := ts.Tokens(a.ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				for _, tk := range list {
+					if err := jsonLine(a.stdout, newTokenJSON(tk)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tKIND\tFOR\tCREATED\tEXPIRES\tREVOKED")
+			for _, tk := range list {
+				who := principal(tk.Agent, tk.User)
+				if tk.Kind == store.TokenApprover {
+					who = cell(tk.Approver)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", tk.ID, tk.Kind, who, stamp(tk.CreatedAt), stamp(tk.ExpiresAt), stamp(tk.RevokedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines")
+	return cmd
+}
+
+func (a *app) tokenRevokeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token: the server refuses it from its next request",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			st, ts, err := a.openTokens(false)
+			if err != nil {
+				return err
+			}
+			st.Close()
+			if st, ts, err = a.openTokens(true); err != nil {
+				return err
+			}
+			defer st.Close()
+			tk, err := ts.RevokeToken(a.ctx, pos[0], a.now())
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return fmt.Errorf("no token %s in this store", pos[0])
+			case errors.Is(err, store.ErrRevoked):
+				return fmt.Errorf("token %s is already revoked", pos[0])
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(a.stdout, "revoked %s at %s\n", tk.ID, stamp(tk.RevokedAt))
+			return nil
+		},
+	}
+}
+

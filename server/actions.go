@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// actionRequest is the body of POST /v1/actions.
+type actionRequest struct {
+	Action      string          `json:"action"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Resource    string          `json:"resource"`
+	ApprovalID  string          `json:"approval_id"`
+	WaitSeconds int             `json:"wait_seconds"`
+}
+
+// actionJSON is a begun action: the answer of POST /v1/actions and GET /v1/actions/{id}.
+type actionJSON struct {
+	Status           string             `json:"status"` // reserved, allowed or recorded
+	ActionID         string             `json:"action_id"`
+	Action           string             `json:"action"`
+	ActionHash       string             `json:"action_hash"`
+	Arguments        json.RawMessage    `json:"arguments"`
+	Resource         *string            `json:"resource"`
+	Principal        principalJSON      `json:"principal"`
+	EffectKey        *string            `json:"effect_key"`
+	Attempt          *int               `json:"attempt"`
+	IdempotencyToken *string            `json:"idempotency_token"`
+	LeaseExpiresAt   *string            `json:"lease_expires_at"`
+	ApprovalID       *string            `json:"approval_id"`
+	Decision         string             `json:"decision"`
+	Reason           string             `json:"reason"`
+	WouldHave        *receipt.WouldHave `json:"would_have,omitempty"`
+	Receipt          json.RawMessage    `json:"receipt,omitempty"` // once recorded
+	ReceiptHash      string             `json:"receipt_hash,omitempty"`
+}
+
+type principalJSON struct {
+	Agent *string `json:"agent"`
+	User  *string `json:"user"`
+}
+
+func newActionJSON(p *latch.Pending) *actionJSON {
+	a := &actionJSON{
+		Status: "allowed", ActionID: p.ActionID, Action: p.Action, ActionHash: p.ActionHash, Arguments: p.Arguments,
+		Resource: jstr(p.Resource), Principal: principalJSON{Agent: jstr(p.Principal.Agent), User: jstr(p.Principal.User)},
+		ApprovalID: jstr(p.ApprovalID), Decision: string(p.Decision), Reason: p.Reason, WouldHave: p.WouldHave,
+	}
+	if p.EffectKey != "" {
+		a.Status = "reserved"
+		a.EffectKey, a.Attempt, a.IdempotencyToken = jstr(p.EffectKey), &p.Attempt, jstr(p.IdempotencyToken)
+		a.LeaseExpiresAt = jstamp(p.LeaseExpiresAt)
+	}
+	return a
+}
+
+// approvalRequired is the 202 answer: a human must answer first.
+type approvalRequired struct {
+	Status     string        `json:"status"` // approval_required
+	ApprovalID string        `json:"approval_id"`
+	ActionHash string        `json:"action_hash"`
+	ExpiresAt  *string       `json:"expires_at"`
+	Approval   *approvalJSON `json:"approval"` // what the human sees
+}
+
+// postAction is POST /v1/actions: normalize, decide, approve, reserve.
+func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.agentOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req actionRequest
+	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	switch {
+	case req.Action == "":
+		writeProblem(w, missing("action"))
+		return
+	case req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > s.cfg.MaxWait:
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("wait_seconds must be 0 to %d", int(s.cfg.MaxWait/time.Second)))
+		p.Field = "wait_seconds"
+		writeProblem(w, p)
+		return
+	}
+	ctx := latch.WithPrincipal(r.Context(), c.principal)
+	call := &latch.Call{Action: req.Action, Arguments: req.Arguments, Resource: req.Resource}
+	if req.ApprovalID != "" {
+		ctx = latch.WithApproval(ctx, req.ApprovalID)
+	}
+	p, err := s.g.Begin(ctx, call)
+	var ar *latch.ApprovalRequiredError
+	if errors.As(err, &ar) && req.WaitSeconds > 0 {
+		p, err = s.wait(ctx, call, ar, time.Duration(req.WaitSeconds)*time.Second)
+	}
+	switch {
+	case errors.As(err, &ar):
+		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, ExpiresAt: jstamp(ar.ExpiresAt)}
+		if a, err := s.g.Store().Approval(r.Context(), ar.ApprovalID); err == nil {
+			aj := newApprovalJSON(a)
+			out.Approval = &aj
+		}
+		writeJSON(w, http.StatusAccepted, out)
+	case err != nil:
+		writeProblem(w, problemOf(err))
+	default:
+		writeJSON(w, http.StatusOK, newActionJSON(p))
+	}
+}
+
+// wait waits up to d for a human to answer the approval request ar, then begins the call again
+// presenting it: a grant is spent by that reservation, and a denial or an expiry is refused by
+// it, with its receipt, exactly as a caller presenting the approval later would be. If nobody
+// answers in time the request stands and the caller gets it back.
+func (s *Server) wait(ctx context.Context, call *latch.Call, ar *latch.ApprovalRequiredError, d time.Duration) (*latch.Pending, error) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	delay := 50 * time.Millisecond
+	for {
+		a, err := s.g.Store().Approval(ctx, ar.ApprovalID)
+		if err != nil {
+			return nil, fmt.Errorf("wait for approval %s: %w", ar.ApprovalID, err)
+		}
+		if a.Status != store.Pending {
+			return s.g.Begin(latch.WithApproval(ctx, ar.ApprovalID), call)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ar
+		case <-deadline.C:
+			t.Stop()
+			return nil, ar
+		case <-t.C:
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// outcomeRequest is the body of POST /v1/actions/{id}/outcome.
+type outcomeRequest struct {
+	Outcome string          `json:"outcome"`
+	Result  json.RawMessage `json:"result"`
+	Error   string          `json:"error"`
+}
+
+// recorded is the answer of POST /v1/actions/{id}/outcome.
+type recorded struct {
+	Status      string          `json:"status"` // recorded
+	ActionID    string          `json:"action_id"`
+	Result      string          `json:"result"` // the receipt's: committed, failed, ambiguous, observed
+	Error       *string         `json:"error"`
+	Receipt     json.RawMessage `json:"receipt"`
+	ReceiptHash string          `json:"receipt_hash"`
+}
+
+var outcomes = map[string]latch.Outcome{
+	"committed": latch.OutcomeCommitted, "not_executed": latch.OutcomeNotExecuted, "unknown": latch.OutcomeUnknown,
+}
+
+// postOutcome is POST /v1/actions/{id}/outcome: record what the executor says happened.
+func (s *Server) postOutcome(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.agentOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req outcomeRequest
+	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	o, ok := outcomes[req.Outcome]
+	switch {
+	case req.Outcome == "":
+		writeProblem(w, missing("outcome"))
+		return
+	case !ok:
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("outcome %q is not one of committed, not_executed, unknown", req.Outcome))
+		p.Field = "outcome"
+		writeProblem(w, p)
+		return
+	case len(req.Result) > 0 && o != latch.OutcomeCommitted && string(req.Result) != "null":
+		p := problem(http.StatusBadRequest, "invalid_field", "a result is stored only with the outcome committed")
+		p.Field = "result"
+		writeProblem(w, p)
+		return
+	}
+	id := r.PathValue("id")
+	rc, err := s.g.Finish(latch.WithPrincipal(r.Context(), c.principal), id, o, req.Result, req.Error)
+	if rc == nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, &recorded{Status: "recorded", ActionID: id, Result: rc.Result, Error: jstr(rc.Error),
+		Receipt: rc.Doc, ReceiptHash: rc.Hash})
+}
+
+// leaseRequest is the body of POST /v1/actions/{id}/lease.
+type leaseRequest struct {
+	Seconds int `json:"seconds"`
+}
+
+// postLease is POST /v1/actions/{id}/lease: extend the live lease of the holder.
+func (s *Server) postLease(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.agentOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req leaseRequest
+	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Seconds <= 0 {
+		p := problem(http.StatusBadRequest, "invalid_field", "seconds must be a positive number of seconds")
+		p.Field = "seconds"
+		writeProblem(w, p)
+		return
+	}
+	id := r.PathValue("id")
+	until, err := s.g.Extend(latch.WithPrincipal(r.Context(), c.principal), id, time.Duration(req.Seconds)*time.Second)
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		p := problem(http.StatusConflict, "lease_lost", "the lease is no longer held: it lapsed, or the outcome was recorded")
+		p.ActionID = id
+		writeProblem(w, p)
+	case err != nil:
+		writeProblem(w, problemOf(err))
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"action_id": id, "lease_expires_at": jstamp(until)})
+	}
+}
+
+// getAction is GET /v1/actions/{id}: a begun action as it now stands, with its receipt once
+// its outcome is recorded.
+func (s *Server) getAction(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.agentOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	id := r.PathValue("id")
+	p, err := s.g.Pending(latch.WithPrincipal(r.Context(), c.principal), id)
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	out := newActionJSON(p)
+	for rc, err := range s.g.Store().Receipts(r.Context(), store.ReceiptFilter{ActionID: id}) {
+		if err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		out.Status, out.Receipt, out.ReceiptHash = "recorded", rc.Doc, rc.Hash
+		out.LeaseExpiresAt = nil
+	}
+	writeJSON(w, http.StatusOK, out)
+}

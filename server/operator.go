@@ -1,0 +1,374 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// jstamp is a latch timestamp (RFC 3339, UTC, milliseconds, Z) for JSON: null for the zero time.
+func jstamp(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(receipt.TimeFormat)
+	return &s
+}
+
+// jstr is a JSON string, null when empty.
+func jstr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// approvalJSON is an approval request as `latch approvals --json` prints it.
+type approvalJSON struct {
+	ApprovalID string          `json:"approval_id"`
+	Status     string          `json:"status"`
+	Action     string          `json:"action"`
+	ActionHash string          `json:"action_hash"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Principal  principalJSON   `json:"principal"`
+	Resource   *string         `json:"resource"`
+	CreatedAt  *string         `json:"created_at"`
+	ExpiresAt  *string         `json:"expires_at"`
+	Approver   *string         `json:"approver"`
+}
+
+func newApprovalJSON(a *store.Approval) approvalJSON {
+	var d struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Resource  *string         `json:"resource"`
+		Principal principalJSON   `json:"principal"`
+	}
+	if len(a.Action) == 0 || json.Unmarshal(a.Action, &d) != nil {
+		d.Name, d.Principal = a.ActionName, principalJSON{Agent: jstr(a.Agent), User: jstr(a.User)}
+	}
+	if len(d.Arguments) == 0 {
+		d.Arguments = json.RawMessage("null")
+	}
+	if d.Name == "" {
+		d.Name = a.ActionName
+	}
+	return approvalJSON{
+		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
+		Arguments: d.Arguments, Principal: d.Principal, Resource: d.Resource,
+		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
+	}
+}
+
+// effectJSON is an effect record as `latch effects --json` prints it.
+type effectJSON struct {
+	EffectKey      string          `json:"effect_key"`
+	State          string          `json:"state"`
+	Attempt        int             `json:"attempt"`
+	Action         string          `json:"action"`
+	ActionID       string          `json:"action_id"`
+	ActionHash     string          `json:"action_hash"`
+	LeaseExpiresAt *string         `json:"lease_expires_at"`
+	LeaseExpired   bool            `json:"lease_expired"` // executing, and the lease has passed
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          *string         `json:"error"`
+	ResolvedBy     *string         `json:"resolved_by"`
+	CreatedAt      *string         `json:"created_at"`
+	UpdatedAt      *string         `json:"updated_at"`
+}
+
+func (s *Server) newEffectJSON(e *store.Effect) effectJSON {
+	return effectJSON{
+		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
+		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
+		LeaseExpired: e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !s.cfg.Now().Before(e.LeaseExpiresAt),
+		Result:       e.Result, Error: jstr(e.Error), ResolvedBy: jstr(e.ResolvedBy),
+		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
+	}
+}
+
+var approvalStatuses = map[string]bool{"": true, "pending": true, "granted": true, "denied": true, "expired": true, "consumed": true}
+
+// listApprovals is GET /v1/approvals[?status=].
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	status := r.URL.Query().Get("status")
+	if !approvalStatuses[status] {
+		writeProblem(w, badQuery("status", fmt.Sprintf("status %q is not one of pending, granted, denied, expired, consumed", status)))
+		return
+	}
+	list, err := s.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.ApprovalStatus(status)})
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	out := make([]approvalJSON, len(list))
+	for i, a := range list {
+		out[i] = newApprovalJSON(a)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+}
+
+// getApproval is GET /v1/approvals/{id}: for approvers, and for the principal that asked.
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) {
+	a, err := s.g.Store().Approval(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
+		return
+	case err != nil:
+		writeProblem(w, problemOf(err))
+		return
+	case c.kind == store.TokenAgent && (a.Agent != c.principal.Agent || a.User != c.principal.User):
+		// Another principal's request reads as absent: approval ids are bearer capabilities.
+		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, newApprovalJSON(a))
+}
+
+// answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
+type answerRequest struct{}
+
+// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the token names.
+func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *caller) {
+	return func(w http.ResponseWriter, r *http.Request, c *caller) {
+		if p := c.approverOnly(); p != nil {
+			writeProblem(w, p)
+			return
+		}
+		var req answerRequest
+		if p := decode(w, r, s.cfg.MaxBody, &req, true); p != nil {
+			writeProblem(w, p)
+			return
+		}
+		id := r.PathValue("id")
+		var a *store.Approval
+		var err error
+		if grant {
+			a, err = s.g.Approve(r.Context(), id, c.approver)
+		} else {
+			a, err = s.g.Deny(r.Context(), id, c.approver)
+		}
+		var ae *store.AnswerError
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+id))
+		case errors.As(err, &ae):
+			status := http.StatusConflict
+			if ae.Reason == "self_approval" {
+				status = http.StatusForbidden
+			}
+			p := problem(status, ae.Reason, trimLatch(err))
+			p.ApprovalID = id
+			writeProblem(w, p)
+		case err != nil:
+			writeProblem(w, problemOf(err))
+		default:
+			writeJSON(w, http.StatusOK, newApprovalJSON(a))
+		}
+	}
+}
+
+var effectStates = map[string]bool{"": true, "executing": true, "committed": true, "failed": true, "ambiguous": true}
+
+// listEffects is GET /v1/effects[?state=].
+func (s *Server) listEffects(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if !effectStates[state] {
+		writeProblem(w, badQuery("state", fmt.Sprintf("state %q is not one of executing, committed, failed, ambiguous", state)))
+		return
+	}
+	list, err := s.g.Store().Effects(r.Context(), store.EffectFilter{State: store.State(state)})
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	out := make([]effectJSON, len(list))
+	for i, e := range list {
+		out[i] = s.newEffectJSON(e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"effects": out})
+}
+
+// getEffect is GET /v1/effects/{key}.
+func (s *Server) getEffect(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	e, err := s.g.Store().Effect(r.Context(), r.PathValue("key"))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+r.PathValue("key")))
+	case err != nil:
+		writeProblem(w, problemOf(err))
+	default:
+		writeJSON(w, http.StatusOK, s.newEffectJSON(e))
+	}
+}
+
+// resolveRequest is the body of POST /v1/effects/{key}/resolve.
+type resolveRequest struct {
+	To string `json:"to"`
+}
+
+// resolve is POST /v1/effects/{key}/resolve: settle an ambiguous effect, as the approver the
+// token names (recorded resolved_by "http:NAME").
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req resolveRequest
+	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.To != string(store.Committed) && req.To != string(store.Failed) {
+		if req.To == "" {
+			writeProblem(w, missing("to"))
+			return
+		}
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("to %q is not committed or failed", req.To))
+		p.Field = "to"
+		writeProblem(w, p)
+		return
+	}
+	key := r.PathValue("key")
+	e, err := s.g.Resolve(r.Context(), key, store.State(req.To), "http:"+c.approver)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+key))
+	case errors.Is(err, store.ErrNotAmbiguous):
+		p := problem(http.StatusConflict, "not_ambiguous", trimLatch(err))
+		p.EffectKey = key
+		writeProblem(w, p)
+	case err != nil:
+		writeProblem(w, problemOf(err))
+	default:
+		writeJSON(w, http.StatusOK, s.newEffectJSON(e))
+	}
+}
+
+// listReceipts is GET /v1/receipts?after=SEQ&limit=N: receipts in seq order, as stored, each
+// with its hash; next_after pages on.
+func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	q := r.URL.Query()
+	after, limit := int64(0), 100
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(w, badQuery("after", "after must be a receipt seq (a non-negative integer)"))
+			return
+		}
+		after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeProblem(w, badQuery("limit", "limit must be 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	type line struct {
+		Seq     int64           `json:"seq"`
+		Hash    string          `json:"hash"`
+		Receipt json.RawMessage `json:"receipt"`
+	}
+	out := []line{}
+	next := after
+	for rc, err := range s.g.Store().Receipts(r.Context(), store.ReceiptFilter{AfterSeq: after}) {
+		if err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		doc := json.RawMessage(rc.Doc)
+		if !json.Valid(doc) {
+			doc, _ = json.Marshal(map[string]string{"unreadable": "the stored document is not JSON"})
+		}
+		out = append(out, line{Seq: rc.Seq, Hash: rc.Hash, Receipt: doc})
+		next = rc.Seq
+		if len(out) == limit {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"receipts": out, "next_after": next})
+}
+
+// verifyReceipts is GET /v1/receipts/verify: the chain checked against its head, each break
+// named with its seq. The walk is repeated (up to three times) while writers move the head.
+func (s *Server) verifyReceipts(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	st := s.g.Store()
+	var rep receipt.Report
+	for try := 1; ; try++ {
+		before, err := st.Head(r.Context())
+		if err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		if rep, err = receipt.Verify(st.Receipts(r.Context(), store.ReceiptFilter{}), before); err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		after, err := st.Head(r.Context())
+		if err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		if before == after || try == 3 {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// healthz is GET /healthz: the process is up.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is GET /readyz: the store answers (its chain head reads).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.g.Store().Head(r.Context()); err != nil {
+		writeProblem(w, problem(http.StatusServiceUnavailable, "store_unavailable", "the store does not answer: "+trimLatch(err)))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func badQuery(param, detail string) *Problem {
+	p := problem(http.StatusBadRequest, "invalid_query", detail)
+	p.Field = param
+	return p
+}
+
+func trimLatch(err error) string {
+	s := err.Error()
+	for len(s) > 7 && s[:7] == "latch: " {
+		s = s[7:]
+	}
+	return s
+}

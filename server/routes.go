@@ -1,0 +1,93 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// route is one operation of the API. The table is the single list of what the server serves:
+// the mux is built from it, and the OpenAPI document is tested against it.
+type route struct {
+	method, pattern string
+	auth            bool // needs a bearer credential
+	h               func(http.ResponseWriter, *http.Request, *caller)
+}
+
+func (s *Server) table() []route {
+	open := func(h http.HandlerFunc) func(http.ResponseWriter, *http.Request, *caller) {
+		return func(w http.ResponseWriter, r *http.Request, _ *caller) { h(w, r) }
+	}
+	return []route{
+		{"GET", "/healthz", false, open(s.healthz)},
+		{"GET", "/readyz", false, open(s.readyz)},
+		{"POST", "/v1/actions", true, s.postAction},
+		{"GET", "/v1/actions/{id}", true, s.getAction},
+		{"POST", "/v1/actions/{id}/outcome", true, s.postOutcome},
+		{"POST", "/v1/actions/{id}/lease", true, s.postLease},
+		{"GET", "/v1/approvals", true, s.listApprovals},
+		{"GET", "/v1/approvals/{id}", true, s.getApproval},
+		{"POST", "/v1/approvals/{id}/approve", true, s.answer(true)},
+		{"POST", "/v1/approvals/{id}/deny", true, s.answer(false)},
+		{"GET", "/v1/effects", true, s.listEffects},
+		{"GET", "/v1/effects/{key}", true, s.getEffect},
+		{"POST", "/v1/effects/{key}/resolve", true, s.resolve},
+		{"GET", "/v1/receipts", true, s.listReceipts},
+		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
+	}
+}
+
+// routes builds the handler: the table's routes, each authenticated when it says so, and a
+// problem document for every path or method the table does not serve.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	methods := map[string][]string{}
+	for _, rt := range s.table() {
+		rt := rt
+		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			var c *caller
+			if rt.auth {
+				var p *Problem
+				if c, p = s.authenticate(r); p != nil {
+					writeProblem(w, p)
+					return
+				}
+			}
+			rt.h(w, r, c)
+		})
+		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The mux sends here what no route matched: a known path with another method, or an
+		// unknown path.
+		for _, rt := range s.table() {
+			probe, _ := http.NewRequest(rt.method, r.URL.String(), nil)
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allowed := methods[strings.TrimPrefix(pattern, rt.method+" ")]
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed",
+					fmt.Sprintf("%s %s: allowed %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))))
+				return
+			}
+		}
+		writeProblem(w, problem(http.StatusNotFound, "not_found", "no route "+r.URL.Path+": see /v1/openapi.json"))
+	})
+	return s.recoverer(mux)
+}
+
+// recoverer answers a panicking handler with a 500 problem instead of a dropped connection,
+// and logs it once.
+func (s *Server) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("latch serve: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeProblem(w, problem(http.StatusInternalServerError, "internal", "the server failed while answering"))
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}

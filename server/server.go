@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultAddr            = "127.0.0.1:7420"
+	DefaultMaxBody         = 1 << 20 // 1 MiB
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultIdleTimeout     = 120 * time.Second
+	DefaultMaxWait         = 60 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config configures a Server. The zero value (or nil) is a server on 127.0.0.1:7420 with the
+// defaults above.
+type Config struct {
+	Addr        string // listen address; default DefaultAddr
+	TLSCert     string // certificate and key files: serve HTTPS
+	TLSKey      string
+	BehindProxy bool // a non-loopback address without TLS is allowed: a proxy terminates TLS
+
+	MaxBody      int64         // largest request body, in bytes; default 1 MiB
+	ReadTimeout  time.Duration // whole request, headers and body; default 30s
+	WriteTimeout time.Duration // default MaxWait + 30s, so a waiting POST /v1/actions can answer
+	IdleTimeout  time.Duration // keep-alive; default 120s
+	// MaxWait bounds wait_seconds of POST /v1/actions; default 60s.
+	MaxWait time.Duration
+	// ShutdownTimeout bounds how long a shutdown waits for requests in flight; default 30s.
+	ShutdownTimeout time.Duration
+
+	// Identity, when set, verifies bearer credentials that are not latch API tokens (such as
+	// JWTs, with the identity package). Give it to the server, not to the guard: the server
+	// authenticates each request and passes the principal on.
+	Identity latch.IdentityProvider
+	Logger   *slog.Logger
+	Now      func() time.Time // token expiry clock; default time.Now
+}
+
+// Server is the HTTP API of one guard. It is safe for concurrent use.
+type Server struct {
+	g      *latch.Guard
+	cfg    Config
+	tokens store.TokenStore
+	log    *slog.Logger
+	h      http.Handler
+}
+
+// New builds the server of guard g. The guard's store must keep API tokens (both built-in
+// stores do), and the guard must have no IdentityProvider of its own (see Config.Identity).
+func New(g *latch.Guard, cfg *Config) (*Server, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = c.MaxWait + 30*time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBody < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxWait < 0 {
+		return nil, errors.New("server: negative limit or timeout")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("server: TLS needs both a certificate and a key")
+	}
+	if g == nil {
+		return nil, errors.New("server: no guard")
+	}
+	ts, ok := g.Store().(store.TokenStore)
+	if !ok {
+		return nil, fmt.Errorf("server: store %T keeps no API tokens", g.Store())
+	}
+	s := &Server{g: g, cfg: c, tokens: ts, log: c.Logger}
+	s.h = s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler, for embedding in another server.
+func (s *Server) Handler() http.Handler { return s.h }
+
+// CheckAddr refuses to listen on a non-loopback address in the clear: tokens and approvals are
+// bearer credentials. TLS, or an explicit statement that a proxy terminates TLS, allows it.
+func CheckAddr(addr string, tls, behindProxy bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if tls || behindProxy || isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("listen address %q is not loopback: bearer tokens would cross the network in the clear; give --tls-cert and --tls-key, or --behind-proxy when a proxy terminates TLS", addr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// ListenAndServe listens on Config.Addr (refusing a non-loopback address in the clear, see
+// CheckAddr) and serves until ctx ends; then it shuts down gracefully.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	tlsOn := s.cfg.TLSCert != ""
+	if err := CheckAddr(s.cfg.Addr, tlsOn, s.cfg.BehindProxy); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops accepting, lets the
+// requests in flight finish (each of which writes all it writes in its own transactions, so
+// nothing is left half-written), and returns. A request still running after ShutdownTimeout is
+// cut off; its writes are still each atomic.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.h,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		ReadHeaderTimeout: min(s.cfg.ReadTimeout, 10*time.Second),
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if s.cfg.TLSCert != "" {
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.cfg.TLSCert != "" {
+			errc <- hs.ServeTLS(ln, s.cfg.TLSCert, s.cfg.TLSKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	s.log.Info("latch serve listening", "addr", ln.Addr().String(), "tls", s.cfg.TLSCert != "")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("server: shutdown: %w", err)
+	}
+	s.log.Info("latch serve stopped")
+	return nil
+}
