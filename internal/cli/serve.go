@@ -295,4 +295,3 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 		},
 	}
 }
-
