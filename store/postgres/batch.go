@@ -26,24 +26,25 @@ import (
 //
 // So the planned writes of one Store queue, and whichever caller finds no batch running leads
 // the next: it takes the queued writes (up to maxBatch) and runs them in one transaction of
-// three pipelined round trips whatever their number — begin, lock the chain head (when the batch
-// holds a Record, which always appends a receipt) and read every row the deciders need; write
-// every effect and approval (compare-and-set, as alone), every event, and the receipts, sealed
-// in order, with the head; commit. Meanwhile the next writes queue for the next leader: nobody
-// waits on a timer, and a lone write (one worker) is a batch of one, which takes fewer round
-// trips than the write's own transaction (seven for a Record, whose statements are sent one by
-// one, each waiting for the one before).
+// three pipelined round trips whatever their number — begin, lock the chain head and read every
+// row the deciders need; write every effect and approval (compare-and-set, as alone), every
+// event, and the receipts, sealed in order, with the head; commit. Meanwhile the next writes
+// queue for the next leader: nobody waits on a timer, and a lone write (one worker) is a batch of
+// one, which takes fewer round trips than the write's own transaction (seven for a Record, whose
+// statements are sent one by one, each waiting for the one before).
 // The batch is only a faster way to reach the outcome each write would reach alone, and anything
 // unusual sends every write of the batch back to its own transaction (write, in tx.go, with its
 // retries and its settling of lost commits): a compare-and-set that matches no row (another
 // transaction wrote first), any error before the commit, a commit the server refused. Two writes
 // of one batch never touch the same effect or approval row (a second one waits for the next
-// batch), so each decision is taken from rows no other write of the batch has changed. Rows are
-// locked in one order — effects by key, then approvals by id — and the chain head, which every
-// batch holding a Record locks first, is the one row all appenders share: two batches meet on it
-// before anything else. (A write method's own transaction takes the head last; should one ever
-// hold an effect row a batch needs while waiting for the head, PostgreSQL's deadlock detector
-// ends one of the two, and both are retried: only a delay, never a wrong answer.)
+// batch), so each decision is taken from rows no other write of the batch has changed.
+//
+// Every transaction of a planned write — a batch or a write on its own — takes its locks in the
+// lock order of the package documentation (postgres.go): the chain head first, then effect rows
+// by key, then approval rows by id. A Record always appends a receipt and a refused Reserve
+// does, so the head is locked before anything else even by a batch that may turn out to append
+// nothing: a transaction that held an effect row while waiting for the head would deadlock with
+// one that held the head while waiting for that row.
 //
 // A batch whose commit is lost is settled like any lost commit: by reading back what only it
 // can have written (its receipts by seq and hash, its events by id). Landed: every write of the
@@ -71,7 +72,6 @@ var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 // with a pure planner: Reserve and Record.
 type plannedWrite struct {
 	op         string
-	appends    bool // always appends a receipt
 	effectKey  string
 	approvalID string
 	plan       func(eff *store.Effect, apr *store.Approval) *plan
@@ -88,8 +88,12 @@ type plan struct {
 	result   func(events []store.Event, sealed *receipt.Sealed) any
 }
 
-// run is the planned write in a transaction of its own.
+// run is the planned write in a transaction of its own, which locks the chain head first (the
+// lock order): the write may append a receipt.
 func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
+	if err := t.lockHead(ctx); err != nil {
+		return err
+	}
 	var eff *store.Effect
 	var apr *store.Approval
 	var err error
@@ -182,7 +186,7 @@ func (s *Store) lead() {
 	b := s.batch
 	b.gather.Wait(b.queued)
 	b.mu.Lock()
-	var batch, later []*queuedWrite
+	var batch []*queuedWrite
 	effects, approvals := map[string]bool{}, map[string]bool{}
 	rest := b.queue[:0]
 	for _, q := range b.queue {
@@ -191,11 +195,11 @@ func (s *Store) lead() {
 		case len(batch) == maxBatch:
 			rest = append(rest, q) // the next batch
 		case effects[q.pw.effectKey], approvals[q.pw.approvalID]:
-			// Its own transaction: a batch decides each write from rows that no other write of
-			// the batch changes.
-			if q.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken) {
-				later = append(later, q)
-			}
+			// The next batch: a batch decides each write from rows that no other write of the
+			// batch changes. (Not a transaction of its own: under contention, the same key
+			// delivered several times at once, that would be one more transaction per write
+			// queueing on the chain head.)
+			rest = append(rest, q)
 		case q.state.CompareAndSwap(groupcommit.Queued, groupcommit.Taken):
 			batch = append(batch, q)
 			if q.pw.effectKey != "" {
@@ -208,13 +212,9 @@ func (s *Store) lead() {
 	}
 	clear(b.queue[len(rest):])
 	b.queue = rest
-	b.gather.Took(len(batch) + len(later))
+	b.gather.Took(len(batch))
 	b.mu.Unlock()
 
-	for _, q := range later {
-		q.alone = true
-		close(q.done)
-	}
 	if len(batch) == 0 {
 		return
 	}
@@ -289,18 +289,16 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 // batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote.
 // Not ok: something needs each write's own transaction; tx is then to be rolled back.
 //
-// A batch holding a Record (which always appends a receipt) locks the chain head with its reads,
-// so that it can seal its receipts before it writes and send every write in one more round trip:
-// begin and read; write; commit. A batch of reserves only locks the head, if a refusal appends a
-// receipt after all, with its writes, and appends in a round trip of its own.
+// The batch locks the chain head with its reads, first (the lock order), so that it can seal its
+// receipts before it writes and send every write in one more round trip: begin, lock and read;
+// write; commit.
 func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (all *witness, ok bool) {
-	// Begin, lock the head if a receipt is certain, and read every row the deciders need.
+	// Begin, lock the head and read every row the deciders need.
 	reads := &pgx.Batch{}
 	for _, q := range beginStatements {
 		reads.Queue(q)
 	}
 	var keys, ids []string
-	lockHead := false
 	for _, q := range batch {
 		if q.pw.effectKey != "" {
 			keys = append(keys, q.pw.effectKey)
@@ -308,11 +306,8 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		if q.pw.approvalID != "" {
 			ids = append(ids, q.pw.approvalID)
 		}
-		lockHead = lockHead || q.pw.appends
 	}
-	if lockHead {
-		reads.Queue(s.q.lockHead)
-	}
+	reads.Queue(s.q.lockHead)
 	if len(keys) > 0 {
 		reads.Queue(s.q.readEffects, keys)
 	}
@@ -327,7 +322,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 	}
 	var head receipt.Head // the chain head before this batch's receipts
-	if err == nil && lockHead {
+	if err == nil {
 		err = br.QueryRow().Scan(&head.Seq, &head.Hash)
 	}
 	effects := make(map[string]*store.Effect, len(keys))
@@ -363,8 +358,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 	}
 
-	// Write the rows, in lock order, and the events; append the receipts (or, when the head is not
-	// locked yet, lock it and take their seqs).
+	// Write the rows, in lock order, and the events; append the receipts.
 	writes := &pgx.Batch{}
 	checks := 0
 	byKey := slices.Clone(batch)
@@ -412,14 +406,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		writes.Queue(s.q.insertEvents, ev.kind, ev.at, ev.actionID, ev.effectKey, ev.approvalID, ev.payload)
 	}
 	var appended receipt.Head
-	switch {
-	case receipts > 0 && lockHead:
+	if receipts > 0 {
 		var err error
 		if appended, err = s.queueReceipts(writes, batch, head); err != nil {
 			return nil, false
 		}
-	case receipts > 0:
-		writes.Queue(s.q.bumpHeadBy, receipts)
 	}
 	br = tx.SendBatch(ctx, writes)
 	failed := false
@@ -450,32 +441,13 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			}
 		}
 	}
-	switch {
-	case receipts > 0 && lockHead:
+	if receipts > 0 {
 		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
 			failed = true
 		}
-	case receipts > 0:
-		if err := br.QueryRow().Scan(&head.Seq, &head.Hash); err != nil {
-			failed = true
-		}
-		head.Seq -= int64(receipts)
 	}
 	if br.Close() != nil || failed {
 		return nil, false
-	}
-	if receipts > 0 && !lockHead {
-		// The head is locked now: seal the receipts and append them in a round trip of their own.
-		appends := &pgx.Batch{}
-		var err error
-		if appended, err = s.queueReceipts(appends, batch, head); err != nil {
-			return nil, false
-		}
-		br = tx.SendBatch(ctx, appends)
-		tag, err := br.Exec()
-		if cerr := br.Close(); err != nil || cerr != nil || tag.RowsAffected() != 1 {
-			return nil, false
-		}
 	}
 	if receipts == 0 && len(all.events) == 0 {
 		return nil, false // nothing would settle a lost commit: each write alone

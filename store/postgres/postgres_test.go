@@ -119,6 +119,8 @@ func child(role string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	switch role {
+	case "contend":
+		return childContend()
 	case "open":
 		// Open the store at LATCH_PG_TEST_URL at the instant LATCH_PG_TEST_AT (unix nanoseconds),
 		// so that every sibling process opens it at once.

@@ -19,7 +19,7 @@ type queries struct {
 	readEffect, insertEffect, casEffect                     string
 	readApproval, insertApproval, casApproval               string
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
-	bumpHeadBy, insertEvents                                string
+	insertEvents                                            string
 	readEffects, readApprovals, appendReceipts, lockHead    string
 	witness, head, listEffects, listApprovals               string
 	listEvents, approvalPresent                             string
@@ -62,9 +62,6 @@ func newQueries(schema string) queries {
 				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq)
 			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
-		// A batch (batch.go) takes the seqs of all its receipts at once, stores them, and then
-		// the hash of the last; the head row stays locked by it until it ends.
-		bumpHeadBy:    r.Replace(`UPDATE {s}.chain_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash`),
 		readEffects:   r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = ANY($1)`),
 		readApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
 		// A batch's events, column by column, inserted (and so numbered) in array order.
@@ -75,15 +72,16 @@ func newQueries(schema string) queries {
 			ORDER BY n RETURNING id`),
 		// A batch's receipts, column by column, and the head moved to the last of them: one row
 		// updated proves that every receipt was stored and that the head was where the batch
-		// found it ($13; for a batch that took its seqs with bumpHeadBy, the last of them, $11).
+		// found it ($13).
 		appendReceipts: r.Replace(`WITH r AS (
 				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
 				SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
 					$8::text[], $9::text[], $10::bigint[])
 				RETURNING seq)
 			UPDATE {s}.chain_head SET seq = $11, hash = $12
-			WHERE id = 1 AND seq IN ($11, $13) AND (SELECT count(*) FROM r) = $14`),
-		// A batch that appends a receipt for certain locks the head with its reads.
+			WHERE id = 1 AND seq = $13 AND (SELECT count(*) FROM r) = $14`),
+		// Every planned write (batch.go) locks the head first, before any effect or approval row:
+		// the lock order of the package documentation.
 		lockHead: r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1 FOR UPDATE`),
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),

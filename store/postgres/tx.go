@@ -487,6 +487,17 @@ func eventArgs(e store.Event, now time.Time) (store.Event, []any, error) {
 	return e, []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}, nil
 }
 
+// lockHead locks the chain head for the rest of the transaction. Every transaction that may
+// append a receipt calls it before it touches any other row (the lock order, postgres.go).
+func (t *txn) lockHead(ctx context.Context) error {
+	var seq int64
+	var hash string
+	if err := t.QueryRow(ctx, t.s.q.lockHead).Scan(&seq, &hash); err != nil {
+		return fmt.Errorf("lock chain head: %w", err)
+	}
+	return nil
+}
+
 // appendReceipt seals rc as the successor of the chain head, stores it and moves the head. The
 // head row stays locked by this transaction until it ends, so appenders queue on it briefly and
 // seq stays gap-free.
