@@ -84,7 +84,7 @@ func TestContentionNoDeadlock(t *testing.T) {
 	st.Close()
 	before := deadlocks(t, base, db)
 
-	const processes, keys = 4, 60
+	const processes, keys = 4, 100
 	dir := t.TempDir()
 	type exit struct {
 		name string

@@ -20,6 +20,32 @@
 // the decider asked again. No session advisory lock, no row lock held across an execution, no
 // reliance on SERIALIZABLE: nothing here depends on the session, so transaction-mode poolers work.
 //
+// # Lock order
+//
+// Every transaction takes its row locks in one order, so that no two can wait on each other in
+// a cycle (PostgreSQL would end one of them after deadlock_timeout, a stall of a second by
+// default):
+//
+//  1. the chain head (chain_head, one row), locked with SELECT … FOR UPDATE before anything else
+//     by every transaction that may append a receipt: Reserve (a refused reservation appends
+//     its blocked receipt) and Record, alone or in a group-commit batch, whether or not it turns
+//     out to append;
+//  2. effect rows, in effect-key order (an INSERT … ON CONFLICT DO NOTHING of a key that another
+//     transaction has inserted but not committed waits for it as an UPDATE waits for a row lock);
+//  3. approval rows, in approval-id order;
+//  4. rows inserted under fresh ids (events, receipts, approval requests, delegations), which
+//     nobody else writes.
+//
+// Transactions that take no head lock hold one row at most and wait for nothing else while they
+// hold it: ExtendLease and Resolve an effect row, AnswerApproval an approval row, Revoke the
+// delegation it names (its foreign key); CreateApproval and Delegate insert under fresh ids. So
+// among the transactions
+// that lock several rows, the head orders everything: one of them holds it, the others wait for
+// it before they hold anything. A new write method must keep to this order; the head-first rule
+// costs a batch that appends nothing one row lock, and makes every writer of one schema take its
+// turn on the head (within a process one batch runs at a time anyway). TestContentionNoDeadlock
+// races processes over the same keys and reads pg_stat_database.deadlocks.
+//
 // # Lost commits
 //
 // An error during or after COMMIT, other than the server's own error reply, leaves the outcome

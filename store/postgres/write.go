@@ -10,8 +10,9 @@ import (
 
 // Every write method below is one transaction: read the rows the decider needs, ask the decider
 // in package store, write what it returned with compare-and-set. Writes go effect, approval,
-// events, receipt, in that order in every method, so two transactions never wait on each other
-// in opposite orders, and the hot chain head is locked last and for the shortest time.
+// events, receipt, in that order in every method; a method that may append a receipt (Reserve,
+// Record) locks the chain head before all of them. That is the lock order of the package
+// documentation: two transactions never wait on each other in opposite orders.
 
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
 // transaction (docs/guarantees.md#atomicity). Reserves in flight together may share it (batch.go).
