@@ -401,8 +401,9 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 	}
 	if len(ev.kind) > 0 {
-		// One statement for all the batch's events: each statement costs the server a parse and
-		// a plan (statements are not prepared, for transaction-mode poolers).
+		// One statement for all the batch's events, not one per event: each statement costs the
+		// server a round of execution, and a parse and a plan when statements are not prepared
+		// (default_query_exec_mode=exec, for transaction-mode poolers).
 		writes.Queue(s.q.insertEvents, ev.kind, ev.at, ev.actionID, ev.effectKey, ev.approvalID, ev.payload)
 	}
 	var appended receipt.Head

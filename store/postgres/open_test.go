@@ -84,6 +84,55 @@ func TestOpenQuotedSchema(t *testing.T) {
 	}
 }
 
+// Statements are prepared and cached per connection unless the URL asks for pgx's exec mode
+// (unnamed statements, for transaction-mode poolers): counted in pg_prepared_statements of the
+// pool's one connection after a reserve and a record.
+func TestStatementCaching(t *testing.T) {
+	t.Parallel()
+	u := newSchemaURL(t)
+	for _, tc := range []struct {
+		query    string
+		mode     pgx.QueryExecMode
+		prepared bool
+	}{
+		{"", pgx.QueryExecModeCacheStatement, true},
+		{"default_query_exec_mode=exec", pgx.QueryExecModeExec, false},
+		{"default_query_exec_mode=cache_describe", pgx.QueryExecModeCacheDescribe, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			ctx := t.Context()
+			url := u
+			if tc.query != "" {
+				url += "&" + tc.query
+			}
+			st, err := Open(ctx, url, &Config{MaxConns: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if st.conn.DefaultQueryExecMode != tc.mode {
+				t.Errorf("Open(%q): exec mode %v, want %v", tc.query, st.conn.DefaultQueryExecMode, tc.mode)
+			}
+			c := newCutCall("caching:" + randomHex(4))
+			res, err := st.Reserve(ctx, c.reserveReq(time.Now()))
+			if err != nil || !res.Reserved {
+				t.Fatalf("Reserve = %+v, %v", res, err)
+			}
+			if _, err := st.Record(ctx, c.recordReq(time.Now(), res.Effect.Attempt)); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if got := n > 0; got != tc.prepared {
+				t.Errorf("Open(%q): %d prepared statements on the connection after a reserve and a record, want any: %t",
+					tc.query, n, tc.prepared)
+			}
+		})
+	}
+}
+
 func TestOpenRefuses(t *testing.T) {
 	t.Parallel()
 	serverURL(t)

@@ -10,6 +10,13 @@
 // (default public; a dedicated schema is recommended) and is removed before the URL reaches pgx.
 // Every statement names its tables schema-qualified, so search_path plays no part.
 //
+// Statements are prepared on first use and cached per connection (pgx's cache_statement mode):
+// a parse and a plan each time cost the server more than most of latch's statements do. Behind a
+// transaction-mode pooler that cannot carry prepared statements from one transaction to the
+// next (PgBouncer before 1.21, or without max_prepared_statements), add
+// default_query_exec_mode=exec to the URL: unnamed statements, which live only as long as the
+// transaction that sent them. Any other default_query_exec_mode in the URL is used as given.
+//
 // # Concurrency
 //
 // Atomicity comes only from unique indexes and compare-and-set with checked row counts (docs/guarantees.md#atomicity),
@@ -122,7 +129,6 @@ var (
 type location struct {
 	pgURL  string // the URL pgx sees: schema= removed
 	schema string
-	mode   bool // the URL chose its own default_query_exec_mode
 }
 
 // maxIdentifier is PostgreSQL's identifier length (NAMEDATALEN-1). A longer schema name would be
@@ -154,7 +160,6 @@ func parseURL(raw string) (location, error) {
 		loc.schema = vs[0]
 		q.Del("schema")
 	}
-	_, loc.mode = q["default_query_exec_mode"]
 	u.RawQuery = q.Encode()
 	loc.pgURL = u.String()
 	return loc, nil
@@ -208,11 +213,6 @@ func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	pc, err := pgxpool.ParseConfig(loc.pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if !loc.mode {
-		// Unnamed statements only: no prepared statement outlives its transaction, so a
-		// transaction-mode pooler may hand the next transaction to another server session.
-		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	if c.MaxConns > 0 {
 		pc.MaxConns = c.MaxConns

@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/latchkit/latch/canon"
+)
+
+// racerEnv makes a re-executed test binary a racer: its value is the spec Race gave.
+const racerEnv = "LATCH_BENCH_TEST_RACER"
+
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(racerEnv); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := RunRacer(ctx, spec)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m) // the guards, stores and pools of every run end with it
+}
+
+// racerCommand runs this test binary as a racer.
+func racerCommand(ctx context.Context, spec string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), racerEnv+"="+spec)
+	return cmd
+}
+
+func TestLatencyOf(t *testing.T) {
+	t.Parallel()
+	ms := func(ns ...int) []time.Duration {
+		out := make([]time.Duration, len(ns))
+		for i, n := range ns {
+			out[i] = time.Duration(n) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(100-i) * time.Millisecond // unsorted: latencyOf sorts
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		want Latency
+	}{
+		{"empty", nil, Latency{}},
+		{"one", ms(3), Latency{3000, 3000, 3000}},
+		{"unsorted", ms(5, 1, 9), Latency{5000, 9000, 9000}},
+		{"hundred", hundred, Latency{51000, 100000, 100000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := latencyOf(tc.in); got != tc.want {
+				t.Errorf("latencyOf(%v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestArgs(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, run := range []string{"a", "b"} {
+		for n := range 3 {
+			b := Args(nil, run, n)
+			if _, err := canon.Parse(b); err != nil {
+				t.Fatalf("Args(%q, %d) = %s: %v", run, n, b, err)
+			}
+			var v struct {
+				InvoiceID string `json:"invoice_id"`
+			}
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			if seen[v.InvoiceID] {
+				t.Errorf("Args(%q, %d): invoice_id %q seen before", run, n, v.InvoiceID)
+			}
+			seen[v.InvoiceID] = true
+		}
+	}
+}
+
+func TestScratchStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		given   string
+		scratch bool
+		suffix  string
+	}{
+		{"", true, "/latch.db"},
+		{"sqlite:", true, "/latch.db"},
+		{"sqlite:?synchronous=normal", true, "/latch.db?synchronous=normal"},
+		{"sqlite:/tmp/x.db", false, ""},
+		{"postgres://u@h/db?schema=s", false, ""},
+	} {
+		u, cleanup, err := ScratchStore(tc.given)
+		if err != nil {
+			t.Fatalf("ScratchStore(%q) = %v", tc.given, err)
+		}
+		if !tc.scratch {
+			if u != tc.given {
+				t.Errorf("ScratchStore(%q) = %q, want it unchanged", tc.given, u)
+			}
+			cleanup()
+			continue
+		}
+		if !strings.HasPrefix(u, "sqlite:") || !strings.HasSuffix(u, tc.suffix) {
+			t.Errorf("ScratchStore(%q) = %q, want sqlite:…%s", tc.given, u, tc.suffix)
+		}
+		dir := filepath.Dir(strings.TrimPrefix(strings.TrimSuffix(u, strings.TrimPrefix(tc.suffix, "/latch.db")), "sqlite:"))
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("ScratchStore(%q): directory %s: %v", tc.given, dir, err)
+		}
+		cleanup()
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("ScratchStore(%q): directory %s still there after cleanup (%v)", tc.given, dir, err)
+		}
+	}
+}
+
+func TestCalls(t *testing.T) {
+	t.Parallel()
+	rep, err := Calls(t.Context(), &CallsConfig{Store: "sqlite:?synchronous=normal", Workers: 2, Duration: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		name string
+		p    Phase
+	}{{"latch", rep.Latch}, {"baseline", rep.Baseline}} {
+		if p.p.Calls < 1 || p.p.CallsPerSec <= 0 || p.p.AllocsPerCall <= 0 {
+			t.Errorf("%s = %+v, want calls, a rate and allocations", p.name, p.p)
+		}
+		if !(p.p.P50Micros > 0 && p.p.P50Micros <= p.p.P99Micros && p.p.P99Micros <= p.p.MaxMicros) {
+			t.Errorf("%s latency = %+v, want 0 < p50 ≤ p99 ≤ max", p.name, p.p.Latency)
+		}
+	}
+	if rep.Baseline.CommitsPerCall != 2 {
+		t.Errorf("baseline commits per call = %v, want 2", rep.Baseline.CommitsPerCall)
+	}
+	if c := rep.Latch.CommitsPerCall; c <= 0 || c > 2 {
+		t.Errorf("latch commits per call = %v, want (0, 2]", c)
+	}
+	if want := rep.Latch.CallsPerSec / rep.Baseline.CallsPerSec; rep.Ratio != want {
+		t.Errorf("Ratio = %v, want %v", rep.Ratio, want)
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(rep.Store, "sqlite:"), "?")
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Errorf("the scratch store's directory is still there (%v)", err)
+	}
+}
+
+func TestRaceSQLite(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	rep, err := Race(t.Context(), &RaceConfig{Keys: 30, Processes: 3, Workers: 2, Command: racerCommand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRace(t, rep, 30, 90)
+	if rep.Deadlocks != nil {
+		t.Errorf("Deadlocks = %d on SQLite, want none reported", *rep.Deadlocks)
+	}
+}
+
+// On Postgres the race reports the deadlocks of its database: here one of its own, so that the
+// count is the race's alone.
+func TestRacePostgres(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	base := os.Getenv("LATCH_TEST_POSTGRES_URL")
+	if base == "" {
+		if os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("LATCH_TEST_POSTGRES_URL is unset and LATCH_REQUIRE_POSTGRES=1")
+		}
+		t.Skip("LATCH_TEST_POSTGRES_URL is unset")
+	}
+	db := "latch_bench_test_" + runID()
+	execOn(t, base, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize())
+	t.Cleanup(func() { execOn(t, base, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`) })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + db
+	q := u.Query()
+	q.Set("schema", "race")
+	u.RawQuery = q.Encode()
+
+	rep, err := Race(t.Context(), &RaceConfig{Store: u.String(), Keys: 40, Processes: 3, Workers: 4, Command: racerCommand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRace(t, rep, 40, 120)
+	if rep.Deadlocks == nil || *rep.Deadlocks != 0 {
+		t.Errorf("Deadlocks = %v, want a count of 0", rep.Deadlocks)
+	}
+}
+
+func checkRace(t *testing.T, rep *RaceReport, keys, attempts int) {
+	t.Helper()
+	if !rep.OK || rep.Executions != int64(keys) || rep.Committed != keys || rep.Refused != int64(attempts-keys) {
+		t.Errorf("Race() = %+v, want %d executions, %d committed, %d refused, ok", rep, keys, keys, attempts-keys)
+	}
+	if !(rep.P50Micros > 0 && rep.P50Micros <= rep.P99Micros && rep.P99Micros <= rep.MaxMicros) {
+		t.Errorf("latency = %+v, want 0 < p50 ≤ p99 ≤ max", rep.Latency)
+	}
+	if rep.MaxMicros > rep.Seconds*1e6 {
+		t.Errorf("slowest call %v µs, longer than the race (%v s)", rep.MaxMicros, rep.Seconds)
+	}
+}
+
+func TestRaceRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  RaceConfig
+		want string
+	}{
+		{RaceConfig{Keys: 0, Processes: 2, Command: racerCommand}, "at least 1"},
+		{RaceConfig{Keys: 5, Processes: 2, Attempts: 4, Command: racerCommand}, "fewer than the 5 keys"},
+		{RaceConfig{Keys: 5, Processes: 2}, "Command is nil"},
+	} {
+		if _, err := Race(t.Context(), &tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Race(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestChain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	u := "sqlite:" + filepath.Join(dir, "chain.db")
+	rep, err := Chain(t.Context(), &ChainConfig{Store: u, Receipts: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Receipts != 150 || rep.Appended != 150 {
+		t.Errorf("Chain(150) = %+v, want 150 appended and verified", rep)
+	}
+	rep, err = Chain(t.Context(), &ChainConfig{Store: u, Receipts: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Receipts != 150 || rep.Appended != 0 {
+		t.Errorf("Chain(100) on a chain of 150 = %+v, want nothing appended and 150 verified", rep)
+	}
+}
+
+// execOn runs one statement on a connection of its own to the server at raw.
+func execOn(t *testing.T, raw, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}

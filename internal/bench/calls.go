@@ -1,0 +1,391 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/sqlite"
+)
+
+// CallsConfig configures Calls.
+type CallsConfig struct {
+	// Store is the store the protected calls run on: "" is a scratch SQLite file in a temporary
+	// directory, removed afterwards, and 'sqlite:?…' (no path) a scratch file with those
+	// settings. A named store gets real bench.charge receipts.
+	Store string
+	// Workers is how many goroutines call at once; 0 means 1.
+	Workers int
+	// Duration is how long each side (latch, then the baseline) runs; 0 means 5 s.
+	Duration time.Duration
+}
+
+// Phase is the measurement of one side of a Calls run (latch or the baseline).
+type Phase struct {
+	Calls       int64   `json:"calls"`
+	Seconds     float64 `json:"seconds"`
+	CallsPerSec float64 `json:"calls_per_s"`
+	Latency
+	AllocsPerCall float64 `json:"allocs_per_call"`
+	// CommitsPerCall is write transactions committed per call: 2 without group commit.
+	CommitsPerCall float64 `json:"commits_per_call,omitempty"`
+}
+
+// CallsReport is the result of Calls.
+type CallsReport struct {
+	Store    string  `json:"store"` // the URL as run (a scratch store's included; not redacted)
+	Workers  int     `json:"workers"`
+	Duration string  `json:"duration"`
+	Latch    Phase   `json:"latch"`
+	Baseline Phase   `json:"baseline"`
+	Ratio    float64 `json:"ratio"` // latch calls/s ÷ baseline calls/s
+}
+
+// Calls runs protected calls with distinct effect keys through the whole pipeline (an allowed
+// action, a trivial executor, receipts on) for the configured duration, then, in the same run,
+// the bare transactions a call needs on the same kind of store — one insert committed; one
+// update and one receipt-sized insert committed — with the same driver and settings, and
+// reports both and their ratio. cfg may be nil.
+func Calls(ctx context.Context, cfg *CallsConfig) (*CallsReport, error) {
+	var c CallsConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Second
+	}
+	switch {
+	case c.Workers < 0:
+		return nil, fmt.Errorf("bench: Workers %d is negative", c.Workers)
+	case c.Duration < 0:
+		return nil, fmt.Errorf("bench: Duration %v is negative", c.Duration)
+	}
+	storeURL, cleanup, err := ScratchStore(c.Store)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer cleanup()
+	rep := &CallsReport{Store: storeURL, Workers: c.Workers, Duration: c.Duration.String()}
+
+	g, err := openGuard(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	rep.Latch, err = benchLatch(ctx, g, c)
+	docSize := lastReceiptSize(ctx, g.Store())
+	if cerr := g.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench latch: %w", err)
+	}
+
+	base, err := openBaseline(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench baseline: %w", err)
+	}
+	rep.Baseline, err = benchBaseline(ctx, base, c, docSize)
+	if cerr := base.close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench baseline: %w", err)
+	}
+	rep.Ratio = rep.Latch.CallsPerSec / rep.Baseline.CallsPerSec
+	return rep, nil
+}
+
+// measure runs call from workers goroutines for d and times every call. call(w, n) makes the
+// n-th call of worker w.
+func measure(ctx context.Context, workers int, d time.Duration, call func(w, n int) error) (Phase, error) {
+	lat := make([][]time.Duration, workers)
+	errs := make([]error, workers)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				t0 := time.Now()
+				if !t0.Before(deadline) || ctx.Err() != nil {
+					return
+				}
+				if err := call(w, n); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if err := errors.Join(errs...); err != nil {
+		return Phase{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Phase{}, err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	p := Phase{Calls: int64(len(all)), Seconds: elapsed.Seconds()}
+	if p.Calls == 0 {
+		return p, errors.New("no call finished in the duration")
+	}
+	p.CallsPerSec = float64(p.Calls) / p.Seconds
+	p.Latency = latencyOf(all)
+	p.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(p.Calls)
+	return p, nil
+}
+
+// benchLatch runs protected calls through g.
+func benchLatch(ctx context.Context, g *latch.Guard, c CallsConfig) (Phase, error) {
+	run := runID()
+	pctx := latch.WithPrincipal(ctx, Principal)
+	fn := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	bufs := make([][]byte, c.Workers)
+	call := func(w, n int) error {
+		bufs[w] = Args(bufs[w][:0], run, n*c.Workers+w)
+		_, err := g.Execute(pctx, &latch.Call{Action: Action, Arguments: bufs[w]}, fn)
+		return err
+	}
+	// A short warm-up: the store's statements are prepared and its pages cached before the clock runs.
+	for n := range 20 {
+		bufs[0] = Args(bufs[0][:0], run+"w", n)
+		if _, err := g.Execute(pctx, &latch.Call{Action: Action, Arguments: bufs[0]}, fn); err != nil {
+			return Phase{}, err
+		}
+	}
+	wc, _ := g.Store().(store.WriteCounter)
+	var writes int64
+	if wc != nil {
+		writes = wc.WriteTransactions()
+	}
+	p, err := measure(ctx, c.Workers, c.Duration, call)
+	if err != nil {
+		return Phase{}, err
+	}
+	if wc != nil {
+		p.CommitsPerCall = float64(wc.WriteTransactions()-writes) / float64(p.Calls)
+	}
+	return p, nil
+}
+
+// lastReceiptSize is the size of the newest receipt, so that the baseline writes rows of the
+// same size; 1 KiB if it cannot be read.
+func lastReceiptSize(ctx context.Context, st store.Store) int {
+	for r, err := range st.Receipts(ctx, store.ReceiptFilter{Last: 1}) {
+		if err == nil && len(r.Doc) > 0 {
+			return len(r.Doc)
+		}
+	}
+	return 1024
+}
+
+// baseline is a bare database of the store's kind: the transactions of a call, without latch.
+type baseline interface {
+	// call writes one call's transactions: insert key; then update key and insert doc.
+	call(ctx context.Context, key, doc string) error
+	close() error
+}
+
+func benchBaseline(ctx context.Context, b baseline, c CallsConfig, docSize int) (Phase, error) {
+	run := runID()
+	doc := strings.Repeat("x", docSize)
+	for n := range 20 {
+		if err := b.call(ctx, run+"w"+strconv.Itoa(n), doc); err != nil {
+			return Phase{}, err
+		}
+	}
+	p, err := measure(ctx, c.Workers, c.Duration, func(w, n int) error {
+		return b.call(ctx, run+"_"+strconv.Itoa(n*c.Workers+w), doc)
+	})
+	if err == nil {
+		p.CommitsPerCall = 2
+	}
+	return p, err
+}
+
+// openBaseline opens a scratch database beside the store storeURL names: a file in a fresh
+// directory next to a SQLite store (same disk), or a fresh schema in a Postgres database.
+func openBaseline(ctx context.Context, storeURL string) (baseline, error) {
+	switch {
+	case strings.HasPrefix(storeURL, "sqlite:"):
+		return openSQLiteBaseline(ctx, storeURL)
+	case isPostgres(storeURL):
+		return openPostgresBaseline(ctx, storeURL)
+	}
+	return nil, fmt.Errorf("unsupported store URL %q", storeURL)
+}
+
+type sqliteBaseline struct {
+	db       *sql.DB
+	dir      string
+	ins, upd *sql.Stmt
+	rec      *sql.Stmt
+}
+
+func openSQLiteBaseline(ctx context.Context, storeURL string) (*sqliteBaseline, error) {
+	path, query, _ := strings.Cut(strings.TrimPrefix(storeURL, "sqlite:"), "?")
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".latch-bench-baseline-")
+	if err != nil {
+		return nil, err
+	}
+	u := "sqlite:" + filepath.Join(dir, "baseline.db")
+	if query != "" {
+		u += "?" + query
+	}
+	b := &sqliteBaseline{dir: dir}
+	if b.db, err = sqlite.OpenDB(u); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for _, q := range []string{
+		`CREATE TABLE effects (effect_key TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at INTEGER NOT NULL) STRICT`,
+		`CREATE TABLE receipts (seq INTEGER PRIMARY KEY, doc TEXT NOT NULL) STRICT`,
+	} {
+		if _, err := b.db.ExecContext(ctx, q); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	for q, st := range map[string]**sql.Stmt{
+		`INSERT INTO effects (effect_key, state, updated_at) VALUES (?, 'executing', ?)`: &b.ins,
+		`UPDATE effects SET state = 'committed', updated_at = ? WHERE effect_key = ?`:    &b.upd,
+		`INSERT INTO receipts (doc) VALUES (?)`:                                          &b.rec,
+	} {
+		if *st, err = b.db.PrepareContext(ctx, q); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *sqliteBaseline) call(ctx context.Context, key, doc string) error {
+	// Statements run without the caller's cancellation, as latch's writes do: the driver
+	// watches a cancellable context with a goroutine per statement.
+	ctx = context.WithoutCancel(ctx)
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.StmtContext(ctx, b.ins).ExecContext(ctx, key, time.Now().UnixNano()); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if tx, err = b.db.BeginTx(ctx, nil); err != nil {
+		return err
+	}
+	if _, err := tx.StmtContext(ctx, b.upd).ExecContext(ctx, time.Now().UnixNano(), key); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, err := tx.StmtContext(ctx, b.rec).ExecContext(ctx, doc); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func (b *sqliteBaseline) close() error {
+	var err error
+	if b.db != nil {
+		err = b.db.Close()
+	}
+	return errors.Join(err, os.RemoveAll(b.dir))
+}
+
+type postgresBaseline struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+// openPostgresBaseline creates a scratch schema in the database storeURL names. The URL's
+// schema= parameter (latch's own) is dropped: the baseline never touches latch's schema.
+func openPostgresBaseline(ctx context.Context, storeURL string) (*postgresBaseline, error) {
+	u, err := pgURL(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	b := &postgresBaseline{pool: pool, schema: "latch_bench_" + runID()}
+	s := pgx.Identifier{b.schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE SCHEMA ` + s,
+		`CREATE TABLE ` + s + `.effects (effect_key text PRIMARY KEY, state text NOT NULL, updated_at bigint NOT NULL)`,
+		`CREATE TABLE ` + s + `.receipts (seq bigserial PRIMARY KEY, doc text NOT NULL)`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *postgresBaseline) call(ctx context.Context, key, doc string) error {
+	s := pgx.Identifier{b.schema}.Sanitize()
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO `+s+`.effects (effect_key, state, updated_at) VALUES ($1, 'executing', $2)`, key, time.Now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE `+s+`.effects SET state = 'committed', updated_at = $1 WHERE effect_key = $2`, time.Now().UnixNano(), key); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+s+`.receipts (doc) VALUES ($1)`, doc)
+		return err
+	})
+}
+
+func (b *postgresBaseline) close() error {
+	_, err := b.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{b.schema}.Sanitize()+` CASCADE`)
+	b.pool.Close()
+	return err
+}
+
+// pgURL is storeURL without latch's own schema= parameter: what pgx reads.
+func pgURL(storeURL string) (string, error) {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return "", errors.New("unparsable postgres URL")
+	}
+	q := u.Query()
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
