@@ -46,6 +46,11 @@ row() {
 		"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
 }
 
+# race_row LABEL RUN: the race in $tmp/race as a row (deadlocks: "" on SQLite).
+race_row() {
+	jq -r --arg l "$1" --arg r "$2" '"| \($l) | \($r) | \(.executions) | \(.committed) | \(.seconds * 1000 | round / 1000) | \(.attempts_per_s | round) | \(.p50_us | round) | \(.p99_us | round) | \(.max_us | round) |" + (if .deadlocks == null then "" else " \(.deadlocks) |" end)' "$tmp/race"
+}
+
 echo "# latch bench — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(go version), $(uname -sr), $(nproc) CPUs, RUNS=$RUNS, DURATION=$DURATION each side"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime)"
@@ -99,12 +104,12 @@ fi
 if has race; then
 	echo "## Race: 8 processes × 8 workers, 8,000 attempts over 1,000 shared keys (each run)"
 	echo
-	echo "| synchronous | run | executions | committed | wall s | attempts/s |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| synchronous | run | executions | committed | wall s | attempts/s | p50 µs | p99 µs | max µs |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for sync in normal full; do
 		for r in $(seq "$RUNS"); do
 			"$latch" bench --store "sqlite:?synchronous=$sync" --race-keys 1000 --processes 8 --workers 8 --json >"$tmp/race"
-			jq -r --arg s "$sync" --arg r "$r" '"| \($s) | \($r) | \(.executions) | \(.committed) | \(.seconds * 1000 | round / 1000) | \(.attempts_per_s | round) |"' "$tmp/race"
+			race_row "$sync" "$r"
 		done
 	done
 	echo
@@ -140,14 +145,28 @@ if has postgres; then
 	[[ -n ${LATCH_BENCH_POSTGRES:-} ]] || { echo "bench.sh: the postgres section needs LATCH_BENCH_POSTGRES" >&2; exit 1; }
 	sep='?'
 	[[ $LATCH_BENCH_POSTGRES == *\?* ]] && sep='&'
-	echo "## Postgres: latch bench (median of $RUNS; unprepared statements unless the URL says otherwise)"
+	echo "## Postgres: latch bench (median of $RUNS; cache_statement is the default, exec the pooler mode)"
 	echo
 	echo "| statements | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	for mode in exec cache_statement; do
-		for w in 1 8 32; do
+	for mode in cache_statement exec; do
+		for w in ${PG_WORKERS:-1 2 4 8 32}; do
 			bench "$LATCH_BENCH_POSTGRES${sep}schema=latch_bench&default_query_exec_mode=$mode" "$w"
 			row "$mode" "$w"
+		done
+	done
+	echo
+	echo "## Postgres race: 4 processes × 8 workers, 4,000 attempts over 1,000 shared keys (each run)"
+	echo
+	echo "deadlocks: the rise of pg_stat_database.deadlocks of the database during the run (all its clients)."
+	echo
+	echo "| statements | run | executions | committed | wall s | attempts/s | p50 µs | p99 µs | max µs | deadlocks |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for mode in cache_statement exec; do
+		for r in $(seq "$RUNS"); do
+			"$latch" bench --store "$LATCH_BENCH_POSTGRES${sep}schema=latch_bench_race&default_query_exec_mode=$mode" \
+				--race-keys 1000 --processes 4 --workers 8 --json >"$tmp/race"
+			race_row "$mode" "$r"
 		done
 	done
 	echo
