@@ -45,7 +45,8 @@
 //
 // Transactions that take no head lock hold one row at most and wait for nothing else while they
 // hold it: ExtendLease and Resolve an effect row, AnswerApproval an approval row, Revoke the
-// delegation it names (its foreign key); CreateApproval and Delegate insert under fresh ids. So
+// delegation it names (its foreign key), RevokeToken a token row; CreateApproval, Delegate and
+// CreateToken insert under fresh ids. So
 // among the transactions
 // that lock several rows, the head orders everything: one of them holds it, the others wait for
 // it before they hold anything. A new write method must keep to this order; the head-first rule
