@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/store"
 )
 
@@ -25,7 +26,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		events[i].ApprovalID = a.ID
 	}
 	if err := g.store.CreateApproval(ctx, a, events); err != nil {
-		return nil, fmt.Errorf("latch: request approval for %s: %w", pr.call.Action, err)
+		return nil, wrapOp("request approval for "+safetext.Quote(pr.call.Action), err)
 	}
 	g.emit(ctx, noReceipt, events)
 	return a, nil
@@ -38,7 +39,7 @@ func (g *Guard) waitApproval(ctx context.Context, a *store.Approval) error {
 	for {
 		cur, err := g.store.Approval(ctx, a.ID)
 		if err != nil {
-			return fmt.Errorf("latch: wait for approval %s: %w", a.ID, err)
+			return wrapOp("wait for approval "+a.ID, err)
 		}
 		switch {
 		case cur.Status == store.Granted:
@@ -79,11 +80,7 @@ func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*s
 func AnswerApproval(ctx context.Context, st store.Store, req *store.AnswerRequest) (*store.Approval, error) {
 	a, err := st.AnswerApproval(ctx, req)
 	if err != nil {
-		verb := "deny"
-		if req.Grant {
-			verb = "approve"
-		}
-		return a, fmt.Errorf("latch: %s %s: %w", verb, req.ID, err)
+		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
 	}
 	return a, nil
 }
@@ -98,7 +95,7 @@ func (g *Guard) Resolve(ctx context.Context, key string, to store.State, by stri
 func ResolveEffect(ctx context.Context, st store.Store, req *store.ResolveRequest) (*store.Effect, error) {
 	e, err := st.Resolve(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("latch: %w", err)
+		return nil, wrapOp("", err)
 	}
 	return e, nil
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -47,7 +49,7 @@ type DeniedError struct {
 }
 
 func (e *DeniedError) Error() string {
-	return fmt.Sprintf("latch: %s denied: %s", e.Action, e.Reason)
+	return fmt.Sprintf("latch: %s denied: %s", safetext.Quote(e.Action), e.Reason)
 }
 
 // Is matches ErrDenied.
@@ -69,14 +71,19 @@ func (e *ApprovalRequiredError) Error() string {
 func (e *ApprovalRequiredError) Is(target error) bool { return target == ErrApprovalRequired }
 
 // ApprovalMismatchError refuses a presented approval. Reason is one of unknown, mismatch,
-// consumed, denied, pending, expired.
+// consumed, denied, pending, expired. Detail, when set, is what the store said about it, and
+// the message is the refused call's receipt error.
 type ApprovalMismatchError struct {
 	ApprovalID string
 	Reason     string
+	Detail     string
 }
 
 func (e *ApprovalMismatchError) Error() string {
-	return fmt.Sprintf("latch: approval %s refused: %s", e.ApprovalID, e.Reason)
+	if e.Detail != "" {
+		return "latch: " + e.Detail
+	}
+	return fmt.Sprintf("latch: approval %s refused: %s", safetext.Quote(e.ApprovalID), e.Reason)
 }
 
 // Is matches ErrApprovalMismatch.
@@ -85,23 +92,30 @@ func (e *ApprovalMismatchError) Is(target error) bool { return target == ErrAppr
 // EffectError refuses a call because of the state of its effect. State is committed or
 // in_progress (matching ErrDuplicateEffect), ambiguous (ErrAmbiguousEffect) or
 // attempts_exhausted (ErrAttemptsExhausted). Result is the stored result of a committed effect.
+// Detail, when set, is what the store said about the record, and the message is the refused
+// call's receipt error.
 type EffectError struct {
 	Key     string
 	State   string
 	Attempt int
 	Result  json.RawMessage
+	Detail  string
 }
 
 func (e *EffectError) Error() string {
+	if e.Detail != "" {
+		return "latch: " + e.Detail
+	}
+	key := safetext.Quote(e.Key)
 	switch e.State {
 	case "committed":
-		return fmt.Sprintf("latch: effect %s already committed", e.Key)
+		return fmt.Sprintf("latch: effect %s already committed", key)
 	case "in_progress":
-		return fmt.Sprintf("latch: effect %s is in progress", e.Key)
+		return fmt.Sprintf("latch: effect %s is in progress", key)
 	case "attempts_exhausted":
-		return fmt.Sprintf("latch: effect %s failed %d attempts", e.Key, e.Attempt)
+		return fmt.Sprintf("latch: effect %s failed %d attempts", key, e.Attempt)
 	}
-	return fmt.Sprintf("latch: effect %s is ambiguous: resolve it before any retry", e.Key)
+	return fmt.Sprintf("latch: effect %s is ambiguous: resolve it before any retry", key)
 }
 
 // Is matches the sentinel of the state.
@@ -147,7 +161,7 @@ type InvalidArgumentError struct {
 }
 
 func (e *InvalidArgumentError) Error() string {
-	return fmt.Sprintf("latch: %s: %v", e.Reason, e.Err)
+	return fmt.Sprintf("latch: %s: %s", e.Reason, bare(e.Err))
 }
 
 // Is matches ErrInvalidArgument.
@@ -157,29 +171,89 @@ func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInval
 func (e *InvalidArgumentError) Unwrap() error { return e.Err }
 
 // AmbiguousError is returned when the executor's outcome is unknown. It matches ErrAmbiguous
-// and, through Unwrap, the executor's own error.
+// and, through Unwrap, the executor's own error (Err) and the failure to record it (Unrecorded).
 type AmbiguousError struct {
 	Key string
+	// Err is the executor's error; nil when the executor returned but its outcome could not be
+	// recorded.
 	Err error
+	// Unrecorded is the store's error when the outcome could not be written; nil when the
+	// ambiguous outcome was recorded. An unrecorded outcome leaves the key held until its lease
+	// lapses into ambiguous.
+	Unrecorded error
 }
 
 func (e *AmbiguousError) Error() string {
-	if e.Key == "" {
-		return fmt.Sprintf("latch: outcome unknown: %v", e.Err)
+	var b strings.Builder
+	b.WriteString("latch: outcome")
+	if e.Key != "" {
+		b.WriteString(" of " + safetext.Quote(e.Key))
 	}
-	return fmt.Sprintf("latch: outcome of %s unknown (recorded ambiguous): %v", e.Key, e.Err)
+	b.WriteString(" unknown")
+	switch {
+	case e.Unrecorded != nil && e.Err == nil:
+		b.WriteString(": the executor returned, but its outcome could not be recorded (" + bare(e.Unrecorded) + ")")
+	case e.Unrecorded != nil:
+		b.WriteString(" and not recorded (" + bare(e.Unrecorded) + ")")
+	case e.Key != "":
+		b.WriteString(" (recorded ambiguous)")
+	}
+	if e.Unrecorded != nil && e.Key != "" {
+		b.WriteString("; the key stays held until its lease lapses into ambiguous")
+	}
+	if e.Err != nil {
+		b.WriteString(": " + bare(e.Err))
+	}
+	return b.String()
 }
 
 // Is matches ErrAmbiguous.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
 
-// Unwrap returns the executor's error.
-func (e *AmbiguousError) Unwrap() error { return e.Err }
+// Unwrap returns the executor's error and the recording failure, those that are set.
+func (e *AmbiguousError) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.Err, e.Unrecorded} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// bare is err's message without the "latch: " prefix an error of this package (or of a nested
+// protected call) starts with: one error carries one prefix, at its front.
+func bare(err error) string {
+	s := err.Error()
+	for strings.HasPrefix(s, "latch: ") {
+		s = strings.TrimPrefix(s, "latch: ")
+	}
+	return s
+}
+
+// opError is a failure of one operation of the pipeline: "latch: op: cause". A cause that
+// already names the operation (a store error reads "reserve KEY: …") is not named twice.
+type opError struct {
+	op  string
+	err error
+}
+
+func wrapOp(op string, err error) error { return &opError{op: op, err: err} }
+
+func (e *opError) Error() string {
+	cause := bare(e.err)
+	if e.op == "" || strings.HasPrefix(cause, e.op+": ") {
+		return "latch: " + cause
+	}
+	return "latch: " + e.op + ": " + cause
+}
+
+func (e *opError) Unwrap() error { return e.err }
 
 type notExecuted struct{ err error }
 
 func (e *notExecuted) Error() string {
-	return "not executed: " + e.err.Error()
+	return "not executed: " + bare(e.err)
 }
 func (e *notExecuted) Is(target error) bool { return target == ErrNotExecuted }
 func (e *notExecuted) Unwrap() error        { return e.err }

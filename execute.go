@@ -108,7 +108,7 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 	rc.Error = err.Error()
 	res, serr := g.store.Record(ctx, &store.RecordRequest{Now: now, Receipt: rc, Events: g.proposal(pr, actionID, now)})
 	if serr != nil {
-		return nil, errors.Join(err, fmt.Errorf("latch: record refusal: %w", serr))
+		return nil, fmt.Errorf("%w (and the refusal could not be recorded: %w)", err, serr)
 	}
 	g.emit(ctx, res.Receipt, res.Events)
 	return newReceipt(res.Document, res.Receipt, nil), err
@@ -128,7 +128,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		}
 		res, err := g.store.Reserve(ctx, req)
 		if err != nil {
-			return nil, nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
+			return nil, nil, wrapOp("reserve "+pr.key, err)
 		}
 		g.emit(ctx, derefSealed(res.Receipt), res.Events)
 		if res.Refusal != nil && res.Refusal.Reason == "ambiguous" && req.DeferAmbiguous {
@@ -176,7 +176,7 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("latch: observe %s: reserve %s: %w", pr.call.Action, pr.key, err)
+			return nil, nil, wrapOp("observe "+pr.call.Action, err)
 		}
 		g.emit(ctx, noReceipt, res.Events)
 		h.written = true
@@ -231,8 +231,12 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	if rc.WouldHave != nil {
 		rc.Result = receipt.Observed
 	}
-	if execErr != nil {
-		rc.Error = execErr.Error()
+	// The receipt says what the caller is told (a panic, which is not returned, as if it were).
+	switch {
+	case retErr != nil:
+		rc.Error = retErr.Error()
+	case execErr != nil:
+		rc.Error = (&AmbiguousError{Key: pr.key, Err: execErr}).Error()
 	}
 
 	// The outcome is written even if the caller's context is cancelled: an unrecorded outcome
@@ -241,22 +245,26 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	defer cancel()
 	now := g.cfg.Now()
 	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: h.key, ActionID: rc.ActionID, Attempt: h.attempt,
-		Outcome: outcome, Result: result, Error: rc.Error}
+		Outcome: outcome, Result: result}
+	if execErr != nil {
+		req.Error = execErr.Error() // the effect record keeps the executor's own words
+	}
 	if !h.written {
 		req.Events = g.proposal(pr, rc.ActionID, now) // nothing was written for this call yet
 	}
 	res, err := g.store.Record(wctx, req)
 	if err != nil {
-		err = fmt.Errorf("latch: record outcome %s of %s: %w", outcome, pr.call.Action, err)
-		if panicked != nil {
+		err = wrapOp(fmt.Sprintf("record outcome %s of %s", outcome, pr.call.Action), err)
+		switch {
+		case panicked != nil:
 			g.log.Error(err.Error())
 			panic(panicked)
+		case outcome == store.Failed:
+			return nil, fmt.Errorf("%w (and the outcome could not be recorded: %s)", retErr, bare(err))
 		}
-		if retErr != nil {
-			return nil, errors.Join(retErr, err)
-		}
-		// The effect happened but could not be recorded: the lease will lapse into ambiguous.
-		return nil, &AmbiguousError{Key: pr.key, Err: err}
+		// The outcome is unknown to the store: the key stays held until its lease lapses into
+		// ambiguous. Nothing was recorded, and the error says so.
+		return nil, &AmbiguousError{Key: pr.key, Err: execErr, Unrecorded: err}
 	}
 	g.emit(wctx, res.Receipt, res.Events)
 	if panicked != nil {
@@ -264,7 +272,8 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	}
 	out := newReceipt(res.Document, res.Receipt, value)
 	if res.Lost {
-		return out, &EffectError{Key: pr.key, State: string(res.Effect.State), Attempt: res.Effect.Attempt}
+		return out, &EffectError{Key: pr.key, State: string(res.Effect.State), Attempt: res.Effect.Attempt,
+			Detail: bare(errors.New(res.Document.Error))}
 	}
 	return out, retErr
 }
@@ -305,13 +314,14 @@ func derefSealed(s *receipt.Sealed) receipt.Sealed {
 	return *s
 }
 
-// refusalError turns a store refusal into the caller's error.
+// refusalError turns a store refusal into the caller's error; its message is the refused call's
+// receipt error.
 func refusalError(key, approvalID string, res *store.ReserveResult) error {
 	r := res.Refusal
 	if r.Approval {
-		return &ApprovalMismatchError{ApprovalID: approvalID, Reason: r.Reason}
+		return &ApprovalMismatchError{ApprovalID: approvalID, Reason: r.Reason, Detail: r.Detail}
 	}
-	e := &EffectError{Key: key, State: r.Reason}
+	e := &EffectError{Key: key, State: r.Reason, Detail: r.Detail}
 	if res.Effect != nil {
 		e.Attempt = res.Effect.Attempt
 		if res.Effect.State == store.Committed {
@@ -346,12 +356,12 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveR
 		case errors.Is(err, store.ErrNotAmbiguous):
 			// Someone else resolved it first; the second reservation reads what they decided.
 		default:
-			return nil, fmt.Errorf("latch: reconcile %s: %w", pr.key, err)
+			return nil, wrapOp("reconcile "+pr.key, err)
 		}
 	}
 	res, err := g.store.Reserve(ctx, &next)
 	if err != nil {
-		return nil, fmt.Errorf("latch: reserve %s: %w", pr.key, err)
+		return nil, wrapOp("reserve "+pr.key, err)
 	}
 	g.emit(ctx, derefSealed(res.Receipt), res.Events)
 	return res, nil
@@ -379,7 +389,7 @@ func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) 
 	now := g.cfg.Now()
 	_, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: e.key, ActionID: e.actionID, Attempt: e.attempt, Until: now.Add(d)})
 	if err != nil {
-		return fmt.Errorf("latch: %w", err)
+		return wrapOp("", err)
 	}
 	return nil
 }

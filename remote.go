@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/authority"
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -29,7 +30,7 @@ type OutcomeError struct {
 }
 
 func (e *OutcomeError) Error() string {
-	s := fmt.Sprintf("latch: outcome of %s refused: %s", e.ActionID, e.Reason)
+	s := fmt.Sprintf("latch: outcome of %s refused: %s", safetext.Quote(e.ActionID), e.Reason)
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -86,7 +87,7 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (*Pending, error) {
 		}
 		evs := g.proposal(b.pr, b.rc.ActionID, g.cfg.Now())
 		if err := ls.LogEvents(ctx, evs); err != nil {
-			return nil, fmt.Errorf("latch: begin %s: %w", call.Action, err)
+			return nil, wrapOp("begin "+safetext.Quote(call.Action), err)
 		}
 		g.emit(ctx, noReceipt, evs)
 	}
@@ -117,10 +118,10 @@ func (b *begun) pending() *Pending {
 // ErrAmbiguous), with the receipt written.
 func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, result json.RawMessage, errText string) (*Receipt, error) {
 	if outcome != OutcomeCommitted && outcome != OutcomeNotExecuted && outcome != OutcomeUnknown {
-		return nil, fmt.Errorf("latch: finish %s: unknown outcome %d", actionID, outcome)
+		return nil, fmt.Errorf("latch: finish %s: unknown outcome %d", safetext.Quote(actionID), outcome)
 	}
 	if len(result) > 0 && !json.Valid(result) {
-		return nil, fmt.Errorf("latch: finish %s: result is not JSON", actionID)
+		return nil, fmt.Errorf("latch: finish %s: result is not JSON", safetext.Quote(actionID))
 	}
 	if _, loaded := g.finishing.LoadOrStore(actionID, struct{}{}); loaded {
 		return nil, &OutcomeError{ActionID: actionID, Reason: "already_recorded", Detail: "another request is recording it"}
@@ -133,7 +134,7 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 	var found bool
 	for _, err := range g.store.Receipts(ctx, store.ReceiptFilter{ActionID: actionID}) {
 		if err != nil {
-			return nil, fmt.Errorf("latch: finish %s: %w", actionID, err)
+			return nil, wrapOp("finish "+safetext.Quote(actionID), err)
 		}
 		found = true
 		break
@@ -178,7 +179,7 @@ func (g *Guard) Extend(ctx context.Context, actionID string, d time.Duration) (t
 	now := g.cfg.Now()
 	e, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: b.h.key, ActionID: actionID, Attempt: b.h.attempt, Until: now.Add(d)})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("latch: %w", err)
+		return time.Time{}, wrapOp("", err)
 	}
 	return e.LeaseExpiresAt, nil
 }
@@ -262,7 +263,7 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) 
 	}
 	evs, err := g.store.Events(ctx, store.EventFilter{ActionID: actionID})
 	if err != nil {
-		return nil, fmt.Errorf("latch: read action %s: %w", actionID, err)
+		return nil, wrapOp("read action "+safetext.Quote(actionID), err)
 	}
 	var (
 		pp       *proposedPayload

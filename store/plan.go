@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/receipt"
 )
 
@@ -76,7 +77,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		if withReceipt && req.Receipt != nil {
 			rc := *req.Receipt
 			rc.Result = receipt.Blocked
-			rc.Error = r.Detail
+			rc.Error = r.Text()
 			if apr != nil && rc.Approver == "" {
 				rc.Approver = apr.Approver
 			}
@@ -98,7 +99,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		}
 		if reason != "" {
 			return refuse(&Refusal{Approval: true, Reason: reason,
-				Detail: fmt.Sprintf("approval %s refused: %s", req.ApprovalID, approvalDetail(reason, apr, req))}, true)
+				Detail: fmt.Sprintf("approval %s refused: %s (%s)", safetext.Quote(req.ApprovalID), reason, approvalDetail(reason, apr, req))}, true)
 		}
 	}
 
@@ -144,7 +145,7 @@ func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 	if eff == nil {
 		return nil, nil
 	}
-	detail := func(what string) string { return fmt.Sprintf("effect %s %s", req.EffectKey, what) }
+	detail := func(what string) string { return fmt.Sprintf("effect %s %s", safetext.Quote(req.EffectKey), what) }
 	switch eff.State {
 	case Committed:
 		return &Refusal{Reason: "committed", Detail: detail(fmt.Sprintf("is already committed (attempt %d)", eff.Attempt))}, nil
@@ -176,9 +177,9 @@ func approvalDetail(reason string, a *Approval, req *ReserveRequest) string {
 	case "mismatch":
 		return fmt.Sprintf("it was granted for %s, this action is %s", a.ActionHash, req.ActionHash)
 	case "consumed":
-		return "already used by " + a.ConsumedBy
+		return "already used by " + safetext.Quote(a.ConsumedBy)
 	case "denied":
-		return "denied by " + a.Approver
+		return "denied by " + safetext.Quote(safetext.Valid(a.Approver))
 	case "pending":
 		return "not yet answered"
 	case "expired":
@@ -251,14 +252,14 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 
 func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "outcome %s not recorded: ", req.Outcome)
+	fmt.Fprintf(&b, "%soutcome %s not recorded: ", ErrorPrefix, req.Outcome)
 	if eff == nil {
 		b.WriteString("the effect record is gone")
 	} else {
-		fmt.Fprintf(&b, "effect %s is %s (attempt %d, holder %s)", eff.Key, eff.State, eff.Attempt, eff.ActionID)
+		fmt.Fprintf(&b, "effect %s is %s (attempt %d, holder %s)", safetext.Quote(eff.Key), eff.State, eff.Attempt, eff.ActionID)
 	}
 	if execErr != "" {
-		b.WriteString("; executor: " + execErr)
+		b.WriteString("; executor: " + strings.TrimPrefix(execErr, ErrorPrefix))
 	}
 	return b.String()
 }
@@ -280,7 +281,7 @@ func CheckApprover(name string) error {
 // changes; an expired request is written expired even though the answer is refused.
 func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error) {
 	if a == nil {
-		return nil, nil, fmt.Errorf("approval %s: %w", req.ID, ErrNotFound)
+		return nil, nil, fmt.Errorf("approval %s: %w", safetext.Quote(req.ID), ErrNotFound)
 	}
 	refuse := func(reason string) error { return &AnswerError{ID: a.ID, Reason: reason, Approval: a} }
 	if err := CheckApprover(req.Approver); err != nil {
@@ -315,16 +316,16 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 // PlanResolve decides the resolution of an effect (docs/guarantees.md#resolving-an-ambiguous-effect): only ambiguous moves.
 func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error) {
 	if req.To != Committed && req.To != Failed {
-		return nil, nil, fmt.Errorf("resolve %s: target state %q is not committed or failed", req.Key, req.To)
+		return nil, nil, fmt.Errorf("resolve %s: target state %q is not committed or failed", safetext.Quote(req.Key), req.To)
 	}
 	if eff == nil {
-		return nil, nil, fmt.Errorf("resolve %s: %w", req.Key, ErrNotFound)
+		return nil, nil, fmt.Errorf("resolve %s: %w", safetext.Quote(req.Key), ErrNotFound)
 	}
 	if eff.State != Ambiguous {
-		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", req.Key, eff.State, ErrNotAmbiguous)
+		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), eff.State, ErrNotAmbiguous)
 	}
 	if err := CheckApprover(req.By); err != nil {
-		return nil, nil, fmt.Errorf("resolve %s: resolver: %w", req.Key, err)
+		return nil, nil, fmt.Errorf("resolve %s: resolver: %w", safetext.Quote(req.Key), err)
 	}
 	next := *eff
 	next.State = req.To
@@ -339,7 +340,7 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 // PlanExtend decides a lease extension: only the holder of a live lease may extend it.
 func PlanExtend(req *ExtendRequest, eff *Effect) (*EffectWrite, error) {
 	if eff == nil || eff.State != Executing || eff.ActionID != req.ActionID || eff.Attempt != req.Attempt || !req.Now.Before(eff.LeaseExpiresAt) {
-		return nil, fmt.Errorf("extend lease on %s: %w", req.Key, ErrLeaseLost)
+		return nil, fmt.Errorf("extend lease on %s: %w", safetext.Quote(req.Key), ErrLeaseLost)
 	}
 	next := *eff
 	if req.Until.After(next.LeaseExpiresAt) {

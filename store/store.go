@@ -16,6 +16,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/receipt"
 )
 
@@ -130,7 +131,9 @@ type AnswerError struct {
 	Approval *Approval // the request as it now stands
 }
 
-func (e *AnswerError) Error() string { return "answer approval " + e.ID + ": " + e.Reason }
+func (e *AnswerError) Error() string {
+	return "answer approval " + safetext.Quote(e.ID) + ": " + e.Reason
+}
 
 // Is matches ErrAnswerRefused.
 func (e *AnswerError) Is(target error) bool { return target == ErrAnswerRefused }
@@ -163,6 +166,13 @@ type Refusal struct {
 	Reason   string
 	Detail   string
 }
+
+// ErrorPrefix starts every error message latch returns to a caller, once. A refused call's
+// receipt error is the message its caller got, prefix included.
+const ErrorPrefix = "latch: "
+
+// Text is the refused caller's error message, which is also the refused call's receipt error.
+func (r *Refusal) Text() string { return ErrorPrefix + r.Detail }
 
 // ReserveResult is what a reservation did.
 type ReserveResult struct {

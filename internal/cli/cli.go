@@ -54,7 +54,11 @@ func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
+	var cmd *cobra.Command
+	err := unknownCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -75,6 +79,24 @@ func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(reason(err)))
 	return ExitRefused
+}
+
+// unknownCommand refuses a first argument that names no command before cobra runs: cobra would
+// answer "latch frobnicate --help" with the root's help and exit 0, hiding the typo from a script.
+func unknownCommand(root *cobra.Command, args []string) error {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultHelpFlag()
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd != root {
+		return nil // a subcommand, or cobra's own error
+	}
+	if err := root.ParseFlags(rest); err != nil {
+		return nil // cobra reports the flag error itself
+	}
+	if pos := root.Flags().Args(); len(pos) > 0 {
+		return root.Args(root, pos)
+	}
+	return nil
 }
 
 // app is one invocation: its streams, environment and global flags.

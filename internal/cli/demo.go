@@ -134,10 +134,22 @@ func (a *app) runDemo(list []scenario) error {
 	return nil
 }
 
-// short is an error as the demo prints it.
+// short is an error as the demo prints it: a refusal by its reason, without the store's detail
+// (the lease's expiry, the two hashes of a mismatch) that a receipt keeps.
 func short(err error) string {
-	if err == nil {
+	var ee *latch.EffectError
+	var am *latch.ApprovalMismatchError
+	switch {
+	case err == nil:
 		return "ok"
+	case errors.As(err, &ee):
+		e := *ee
+		e.Detail = ""
+		return reason(&e)
+	case errors.As(err, &am):
+		e := *am
+		e.Detail = ""
+		return reason(&e)
 	}
 	return reason(err)
 }

@@ -432,8 +432,8 @@ func wantBlockedReceipt(t *testing.T, what string, res *store.ReserveResult) {
 	if got := docString(t, *res.Receipt, "result"); got != receipt.Blocked {
 		t.Errorf("%s: receipt result = %q, want %q", what, got, receipt.Blocked)
 	}
-	if got := docString(t, *res.Receipt, "error"); got != res.Refusal.Detail {
-		t.Errorf("%s: receipt error = %q, want the refusal detail %q", what, got, res.Refusal.Detail)
+	if got := docString(t, *res.Receipt, "error"); got != res.Refusal.Text() {
+		t.Errorf("%s: receipt error = %q, want the refused caller's message %q", what, got, res.Refusal.Text())
 	}
 }
 
