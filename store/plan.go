@@ -148,7 +148,7 @@ func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 	detail := func(what string) string { return fmt.Sprintf("effect %s %s", safetext.Quote(req.EffectKey), what) }
 	switch eff.State {
 	case Committed:
-		return &Refusal{Reason: "committed", Detail: detail(fmt.Sprintf("is already committed (attempt %d)", eff.Attempt))}, nil
+		return &Refusal{Reason: "committed", Detail: detail(fmt.Sprintf("already committed (attempt %d)", eff.Attempt))}, nil
 	case Ambiguous:
 		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: resolve it before any retry")}, nil
 	case Failed:
