@@ -65,6 +65,10 @@ func approvalFrom(ctx context.Context) string {
 	return s
 }
 
+// ApprovalFrom returns the approval id placed by WithApproval, or "": for clients that carry a
+// call to a guard in another process (package client).
+func ApprovalFrom(ctx context.Context) string { return approvalFrom(ctx) }
+
 // execution is what an executor's context knows about the attempt it runs.
 type execution struct {
 	g        *Guard
@@ -72,6 +76,16 @@ type execution struct {
 	actionID string
 	attempt  int
 	token    string
+	// extend extends the lease of a call begun in another process (ExecutorContext).
+	extend func(ctx context.Context, d time.Duration) error
+}
+
+// ExecutorContext returns ctx as the executor of a call begun in another process sees it: there
+// IdempotencyToken returns token, and ExtendLease calls extend (nil: the call holds no lease).
+// It is for clients of a remote guard (package client), so that an executor written for
+// Protect runs unchanged under them.
+func ExecutorContext(ctx context.Context, token string, extend func(ctx context.Context, d time.Duration) error) context.Context {
+	return context.WithValue(ctx, execKey, &execution{token: token, extend: extend})
 }
 
 func executionFrom(ctx context.Context) *execution {
@@ -94,7 +108,10 @@ func IdempotencyToken(ctx context.Context) string {
 // with an error when the lease already lapsed or was lost: the executor should then stop acting.
 func ExtendLease(ctx context.Context, d time.Duration) error {
 	e := executionFrom(ctx)
-	if e == nil || e.key == "" {
+	switch {
+	case e != nil && e.extend != nil:
+		return e.extend(ctx, d)
+	case e == nil || e.key == "":
 		return errNoLease
 	}
 	return e.g.extendLease(ctx, e, d)

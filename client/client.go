@@ -1,0 +1,334 @@
+// Package client calls a guard served by `latch serve` from Go, with the same shape and the same
+// errors as the in-process API: moving a Go service from a local guard to a remote one is
+// one line, latch.Protect(g, …) becoming client.Protect(c, …). The errors returned are the
+// latch package's own types (*latch.EffectError, *latch.DeniedError, …), so the same
+// errors.Is(err, latch.ErrDuplicateEffect) and errors.As branches hold.
+//
+// A protected call begins the action on the server (decide, approve, reserve), runs the
+// function in this process with the canonical arguments the server hashed, and reports the
+// outcome: a nil error is committed, an error wrapping latch.NotExecuted is not_executed (the
+// key may be retried), anything else — including a panic and a lost reply — is unknown, and the
+// effect stays ambiguous until someone resolves it. Routes and errors: docs/http.md.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch"
+)
+
+// Client talks to one `latch serve` with one bearer token. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	// HTTP is the client requests go through; http.DefaultClient when nil.
+	HTTP *http.Client
+}
+
+// New returns a client of the server at baseURL (http://127.0.0.1:7420) authenticating with
+// token (from `latch token create`).
+func New(baseURL, token string) *Client {
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token}
+}
+
+// URL returns the server's base URL.
+func (c *Client) URL() string { return c.base }
+
+// Error is a problem document (RFC 9457) the server answered that has no latch error type of
+// its own: a malformed request, a credential refused, a server failure.
+type Error struct {
+	Status  int
+	Type    string // urn:latch:problem:REASON
+	Reason  string
+	Detail  string
+	Field   string
+	Problem json.RawMessage // the whole document
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("latch serve: %d %s: %s", e.Status, e.Reason, e.Detail)
+}
+
+// problem is the members of a problem document the client reads.
+type problem struct {
+	Type       string          `json:"type"`
+	Status     int             `json:"status"`
+	Detail     string          `json:"detail"`
+	Reason     string          `json:"reason"`
+	Field      string          `json:"field"`
+	Pointer    string          `json:"pointer"`
+	ActionID   string          `json:"action_id"`
+	ApprovalID string          `json:"approval_id"`
+	EffectKey  string          `json:"effect_key"`
+	State      string          `json:"state"`
+	Attempt    int             `json:"attempt"`
+	Result     json.RawMessage `json:"result"`
+	Dimension  string          `json:"dimension"`
+}
+
+// errorOf turns a problem document into the latch error a local guard returns for the same
+// refusal, or an *Error.
+func errorOf(status int, raw []byte, action string) error {
+	var p problem
+	if err := json.Unmarshal(raw, &p); err != nil || p.Type == "" {
+		return &Error{Status: status, Reason: "not_a_problem", Detail: strings.TrimSpace(string(raw)), Problem: raw}
+	}
+	kind := strings.TrimPrefix(p.Type, "urn:latch:problem:")
+	switch {
+	case kind == "committed", kind == "in_progress", kind == "ambiguous", kind == "attempts_exhausted", kind == "key_conflict":
+		return &latch.EffectError{Key: p.EffectKey, State: p.State, Attempt: p.Attempt, Result: p.Result}
+	case kind == "denied", kind == "unknown_action", kind == "no_matching_rule", kind == "principal_expired", kind == "no_principal",
+		kind == "missing_argument", kind == "invalid_arguments":
+		return &latch.DeniedError{Action: action, Reason: p.Reason}
+	case kind == "no_authority" || strings.HasPrefix(kind, "authority_"):
+		return &latch.AuthorityError{Reason: p.Reason, Dimension: p.Dimension, Detail: p.Detail}
+	case strings.HasPrefix(kind, "approval_") && kind != "approval_not_found":
+		return &latch.ApprovalMismatchError{ApprovalID: p.ApprovalID, Reason: p.Reason}
+	case kind == "invalid_argument", kind == "effect_key_error":
+		return &latch.InvalidArgumentError{Reason: p.Reason, Pointer: p.Pointer, Err: errors.New(p.Detail)}
+	case kind == "no_such_action", kind == "not_holder", kind == "already_recorded", kind == "no_lease":
+		return &latch.OutcomeError{ActionID: p.ActionID, Reason: p.Reason, Detail: p.Detail}
+	}
+	return &Error{Status: status, Type: p.Type, Reason: p.Reason, Detail: p.Detail, Field: p.Field, Problem: raw}
+}
+
+// do sends one request and decodes a 2xx JSON answer into out; any other answer is an error.
+func (c *Client) do(ctx context.Context, method, path string, body, out any, action string) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, errorOf(resp.StatusCode, raw, action)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("latch serve: answer of %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Begun is the server's answer to a begun action (POST /v1/actions).
+type Begun struct {
+	Status           string          `json:"status"` // reserved or allowed
+	ActionID         string          `json:"action_id"`
+	Action           string          `json:"action"`
+	ActionHash       string          `json:"action_hash"`
+	Arguments        json.RawMessage `json:"arguments"`
+	EffectKey        string          `json:"effect_key"`
+	Attempt          int             `json:"attempt"`
+	IdempotencyToken string          `json:"idempotency_token"`
+	LeaseExpiresAt   time.Time       `json:"lease_expires_at"`
+	ApprovalID       string          `json:"approval_id"`
+}
+
+// approvalAnswer is the 202 answer.
+type approvalAnswer struct {
+	Status     string    `json:"status"`
+	ApprovalID string    `json:"approval_id"`
+	ActionHash string    `json:"action_hash"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// Begin begins an action on the server: decided, approved and, with an effect key, reserved.
+// approvalID "" presents none; wait > 0 waits that long for a human's answer when approval is
+// required. A refusal is the latch error a local guard returns; approval required is a
+// *latch.ApprovalRequiredError.
+func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage, approvalID string, wait time.Duration) (*Begun, error) {
+	body := map[string]any{"action": action, "arguments": args}
+	if approvalID != "" {
+		body["approval_id"] = approvalID
+	}
+	if wait > 0 {
+		body["wait_seconds"] = int((wait + time.Second - 1) / time.Second)
+	}
+	var raw json.RawMessage
+	status, err := c.do(ctx, "POST", "/v1/actions", body, &raw, action)
+	if err != nil {
+		return nil, err
+	}
+	if status == http.StatusAccepted {
+		var a approvalAnswer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, fmt.Errorf("latch serve: approval answer: %w", err)
+		}
+		return nil, &latch.ApprovalRequiredError{ApprovalID: a.ApprovalID, ActionHash: a.ActionHash, ExpiresAt: a.ExpiresAt}
+	}
+	var b Begun
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("latch serve: begin answer: %w", err)
+	}
+	return &b, nil
+}
+
+// Recorded is the server's answer to an outcome (POST /v1/actions/{id}/outcome).
+type Recorded struct {
+	ActionID    string          `json:"action_id"`
+	Result      string          `json:"result"` // the receipt's result
+	Error       string          `json:"error"`
+	Receipt     json.RawMessage `json:"receipt"`
+	ReceiptHash string          `json:"receipt_hash"`
+}
+
+// Finish reports the outcome of a begun action: outcome is committed, not_executed or unknown.
+func (c *Client) Finish(ctx context.Context, actionID, outcome string, result json.RawMessage, errText string) (*Recorded, error) {
+	body := map[string]any{"outcome": outcome}
+	if len(result) > 0 {
+		body["result"] = result
+	}
+	if errText != "" {
+		body["error"] = errText
+	}
+	var r Recorded
+	if _, err := c.do(ctx, "POST", "/v1/actions/"+url.PathEscape(actionID)+"/outcome", body, &r, ""); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Extend extends the lease of a begun action to now+d and returns the new expiry.
+func (c *Client) Extend(ctx context.Context, actionID string, d time.Duration) (time.Time, error) {
+	secs := int((d + time.Second - 1) / time.Second)
+	var out struct {
+		LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	}
+	if _, err := c.do(ctx, "POST", "/v1/actions/"+url.PathEscape(actionID)+"/lease", map[string]any{"seconds": secs}, &out, ""); err != nil {
+		return time.Time{}, err
+	}
+	return out.LeaseExpiresAt, nil
+}
+
+// waitFor is how long a protected call with Options.Wait waits on the server per request.
+const waitFor = 60 * time.Second
+
+// Protect wraps fn as latch.Protect does, with the guard on the server: the same arguments
+// (encoded to a JSON object), the same canonical value handed to fn, the same errors. Inside fn,
+// latch.IdempotencyToken and latch.ExtendLease work as in process. Options.Wait waits for a
+// human's answer (in rounds of up to 60 s, until ctx ends); Effect, Resource, Lease and
+// Reconcile belong to the server's policy and are refused here.
+func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R, error), opts *latch.Options) func(context.Context, A) (R, error) {
+	return func(ctx context.Context, args A) (out R, err error) {
+		if opts != nil && (opts.Effect != "" || opts.Resource != "" || opts.Lease != 0 || opts.Reconcile != nil) {
+			return out, fmt.Errorf("latch: %s: Options.Effect, Resource, Lease and Reconcile are the server's policy and cannot be set by a client", action)
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return out, &latch.InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}
+		}
+		approvalID := latch.ApprovalFrom(ctx)
+		var b *Begun
+		for {
+			wait := time.Duration(0)
+			if opts != nil && opts.Wait {
+				wait = waitFor
+			}
+			b, err = c.Begin(ctx, action, raw, approvalID, wait)
+			var ar *latch.ApprovalRequiredError
+			if errors.As(err, &ar) && opts != nil && opts.Wait && ctx.Err() == nil {
+				continue // nobody answered in this round: the server returns the same request
+			}
+			if err != nil {
+				return out, err
+			}
+			break
+		}
+		var fresh A
+		if err := json.Unmarshal(b.Arguments, &fresh); err != nil {
+			_, ferr := c.Finish(context.WithoutCancel(ctx), b.ActionID, "not_executed", nil, "decode arguments: "+err.Error())
+			return out, errors.Join(latch.NotExecuted(fmt.Errorf("decode arguments of %s: %w", action, err)), ferr)
+		}
+		ectx := latch.ExecutorContext(ctx, b.IdempotencyToken, nil)
+		if b.EffectKey != "" {
+			ectx = latch.ExecutorContext(ctx, b.IdempotencyToken, func(ctx context.Context, d time.Duration) error {
+				_, err := c.Extend(ctx, b.ActionID, d)
+				return err
+			})
+		}
+		return run(ctx, c, b, func() (R, error) { return fn(ectx, fresh) })
+	}
+}
+
+// run runs the executor and reports its outcome; a panic is reported unknown, then continues.
+func run[R any](ctx context.Context, c *Client, b *Begun, exec func() (R, error)) (out R, err error) {
+	// The outcome is reported even if ctx ended: an unreported outcome lapses into ambiguous.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	panicked := true
+	defer func() {
+		if panicked {
+			r := recover()
+			_, _ = c.Finish(rctx, b.ActionID, "unknown", nil, fmt.Sprintf("executor panicked: %v", r))
+			panic(r)
+		}
+	}()
+	out, execErr := exec()
+	panicked = false
+
+	outcome, errText := "committed", ""
+	var result json.RawMessage
+	switch {
+	case execErr == nil:
+		if j, err := json.Marshal(out); err == nil {
+			result = j
+		}
+	case errors.Is(execErr, latch.ErrNotExecuted):
+		outcome, errText = "not_executed", execErr.Error()
+	default:
+		outcome, errText = "unknown", execErr.Error()
+	}
+	rec, ferr := c.Finish(rctx, b.ActionID, outcome, result, errText)
+	switch {
+	case ferr != nil && execErr != nil && outcome == "not_executed":
+		return out, errors.Join(execErr, ferr)
+	case ferr != nil:
+		// The outcome is not recorded: the lease will lapse into ambiguous.
+		cause := execErr
+		if cause == nil {
+			cause = ferr
+		} else {
+			cause = errors.Join(execErr, ferr)
+		}
+		return out, &latch.AmbiguousError{Key: b.EffectKey, Err: cause}
+	case rec.Result == "ambiguous" && outcome != "unknown":
+		// The holder lost its key before reporting: the outcome was not recorded.
+		return out, &latch.EffectError{Key: b.EffectKey, State: "ambiguous", Attempt: b.Attempt}
+	case outcome == "unknown":
+		return out, &latch.AmbiguousError{Key: b.EffectKey, Err: execErr}
+	}
+	return out, execErr
+}
