@@ -35,7 +35,7 @@ type RaceConfig struct {
 	// Keys × Processes (every process attempts every key once).
 	Attempts int
 	// Command returns the command that runs one racer: a process that calls RunRacer with spec
-	// (the latch binary runs `latch bench --race-child SPEC`). Its environment is completed by
+	// (the latch binary runs `latch bench --race-child <spec>`). Its environment is completed by
 	// Race.
 	Command func(ctx context.Context, spec string) *exec.Cmd
 	// GOMAXPROCS is the GOMAXPROCS of each racer; "" means CPUs ÷ Processes (at least 1): P
