@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the driver G11 alters a scratch receipt with
+
+	"github.com/latchkit/latch/store/postgres"
 )
 
 // scratch hands out fresh, empty stores of the operator's backend kind and removes them all at
@@ -97,6 +99,9 @@ type postgresScratch struct {
 }
 
 func newPostgresScratch(storeURL string) (*postgresScratch, error) {
+	if _, err := postgres.ServerURL(storeURL); err != nil {
+		return nil, &UsageError{Msg: err.Error()} // a malformed parameter must not be dropped (sslmode=require;)
+	}
 	u, err := url.Parse(storeURL)
 	if err != nil {
 		return nil, &UsageError{Msg: fmt.Sprintf("bad store URL %s: %v", redactURL(storeURL), err)}

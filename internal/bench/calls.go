@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/postgres"
 	"github.com/latchkit/latch/store/sqlite"
 )
 
@@ -380,12 +380,6 @@ func (b *postgresBaseline) close() error {
 
 // pgURL is storeURL without latch's own schema= parameter: what pgx reads.
 func pgURL(storeURL string) (string, error) {
-	u, err := url.Parse(storeURL)
-	if err != nil {
-		return "", errors.New("unparsable postgres URL")
-	}
-	q := u.Query()
-	q.Del("schema")
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	// The store's own parser: a malformed parameter (sslmode=require;) is refused, not dropped.
+	return postgres.ServerURL(storeURL)
 }

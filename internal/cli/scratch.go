@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/store/postgres"
 )
 
 // scratchStores gives the demo throwaway stores of the configured backend: SQLite files in a
@@ -31,6 +33,9 @@ func (a *app) scratchStores(ctx context.Context, names ...string) (urls []string
 			urls = append(urls, "sqlite:"+filepath.Join(dir, n+".db")+"?synchronous=normal")
 		}
 		return urls, func() { os.RemoveAll(dir) }, nil
+	}
+	if _, err := postgres.ServerURL(configured); err != nil {
+		return nil, nil, err // a malformed parameter must not be dropped (sslmode=require;)
 	}
 	u, err := url.Parse(configured)
 	if err != nil {

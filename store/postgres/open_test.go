@@ -30,6 +30,16 @@ func TestParseURL(t *testing.T) {
 		{in: "postgres://h/db?schema=", wantErr: "empty"},
 		{in: "postgres://h/db?schema=a&schema=b", wantErr: "more than once"},
 		{in: "postgres://h/db?schema=" + strings.Repeat("x", 64), wantErr: "longer than 63"},
+		// A malformed parameter is refused, never dropped: url.URL.Query drops it silently, and
+		// a dropped sslmode connects with pgx's default.
+		{in: "postgres://h/db?schema=x;", wantErr: `malformed parameter "schema": ';' does not separate parameters`},
+		{in: "postgres://h/db?sslmode=require;", wantErr: `malformed parameter "sslmode"`},
+		{in: "postgres://h/db?sslmode=require;schema=x", wantErr: `malformed parameter "sslmode"`},
+		{in: "postgres://h/db?schema=x&sslmode=verify-full;", wantErr: `malformed parameter "sslmode"`},
+		{in: "postgres://h/db?sslmode=%zz", wantErr: `malformed value of parameter "sslmode": bad %-escape`},
+		{in: "postgres://h/db?ssl%zzmode=require", wantErr: `malformed parameter name "ssl%zzmode"`},
+		{in: "postgres://h/db?sslmode=require&sslmode=disable", wantErr: `parameter "sslmode" given more than once`},
+		{in: "postgres://h/db?sslmode=require&schema=x", schema: "x", pgURL: "postgres://h/db?sslmode=require"},
 	}
 	for _, tt := range tests {
 		loc, err := parseURL(tt.in)
@@ -42,6 +52,29 @@ func TestParseURL(t *testing.T) {
 		if err != nil || loc.schema != tt.schema || loc.pgURL != tt.pgURL {
 			t.Errorf("parseURL(%q) = %+v, %v, want schema %q, pgx URL %q", tt.in, loc, err, tt.schema, tt.pgURL)
 		}
+	}
+}
+
+// TestOpenMalformedSSLModeRefused opens a real server (which offers no TLS) with a malformed
+// sslmode=require: before malformed parameters were refused, the parameter was dropped and the
+// store connected without TLS.
+func TestOpenMalformedSSLModeRefused(t *testing.T) {
+	t.Parallel()
+	u := newSchemaURL(t)
+	for _, bad := range []string{"sslmode=require;", "sslmode=require%3"} {
+		raw := strings.Replace(u, "?", "?"+bad+"&", 1)
+		raw = strings.Replace(raw, "sslmode=disable&", "", 1)
+		raw = strings.Replace(raw, "&sslmode=disable", "", 1)
+		st, err := Open(t.Context(), raw, nil)
+		if err == nil {
+			st.Close()
+			t.Errorf("Open(%s) connected, want the malformed sslmode refused", redact(raw))
+		} else if !strings.Contains(err.Error(), `parameter "sslmode"`) {
+			t.Errorf("Open(%s) = %v, want an error naming the sslmode parameter", redact(raw), err)
+		}
+	}
+	if _, err := ServerURL("postgres://u:s3cret@h/db?sslmode=require;"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("ServerURL(malformed) = %v, want an error without the password", err)
 	}
 }
 

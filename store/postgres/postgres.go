@@ -145,7 +145,10 @@ func parseURL(raw string) (location, error) {
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return location{}, fmt.Errorf("scheme %q: want postgres:// or postgresql://", u.Scheme)
 	}
-	q := u.Query()
+	q, err := parseQuery(u.RawQuery)
+	if err != nil {
+		return location{}, err
+	}
 	loc := location{schema: "public"}
 	if vs, ok := q["schema"]; ok {
 		switch {
@@ -164,6 +167,64 @@ func parseURL(raw string) (location, error) {
 	u.RawQuery = q.Encode()
 	loc.pgURL = u.String()
 	return loc, nil
+}
+
+// parseQuery parses a URL's parameters strictly. url.URL.Query drops a malformed parameter
+// without a word — "sslmode=require;" (a ';' is not a separator) or a bad %-escape — and a
+// dropped sslmode connects with the default, which may not use TLS: every malformed parameter is
+// refused instead, and so is a parameter given twice, since pgx would take the first and a reader
+// of the URL may take the last. A refusal names the parameter, never its value (it may be a
+// password).
+func parseQuery(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err == nil {
+		for k, vs := range q {
+			if len(vs) > 1 {
+				return nil, fmt.Errorf("parameter %q given more than once", k)
+			}
+		}
+		return q, nil
+	}
+	for _, part := range strings.Split(raw, "&") {
+		key, value, _ := strings.Cut(part, "=")
+		name, kerr := url.QueryUnescape(key)
+		if kerr != nil {
+			name = key
+		}
+		switch {
+		case strings.Contains(part, ";"):
+			return nil, fmt.Errorf("malformed parameter %q: ';' does not separate parameters, '&' does", strings.TrimRight(strings.SplitN(name, ";", 2)[0], " "))
+		case kerr != nil:
+			return nil, fmt.Errorf("malformed parameter name %q: bad %%-escape", name)
+		}
+		if _, verr := url.QueryUnescape(value); verr != nil {
+			return nil, fmt.Errorf("malformed value of parameter %q: bad %%-escape", name)
+		}
+	}
+	return nil, errors.New("malformed parameters")
+}
+
+// ServerURL returns raw, a store URL, without its schema= parameter: the server, database and
+// connection parameters as pgx reads them, for a caller that connects on its own (scratch
+// schemas for `latch verify` and `latch bench`). It refuses what Open refuses.
+func ServerURL(raw string) (string, error) {
+	loc, err := parseURL(raw)
+	if err != nil {
+		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
+	}
+	return loc.pgURL, nil
+}
+
+// SchemaURL returns raw, a store URL, naming schema instead of its own schema (or public).
+func SchemaURL(raw, schema string) (string, error) {
+	if _, err := parseURL(raw); err != nil {
+		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
+	}
+	u, _ := url.Parse(raw)
+	q, _ := parseQuery(u.RawQuery)
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // redact returns raw with any password replaced, for error messages and logs.
