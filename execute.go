@@ -57,6 +57,9 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	}
 	actionID := newID("act_")
 	pr, nerr := g.normalize(call, p)
+	if errors.Is(nerr, store.ErrInvalidInput) {
+		return nil, nil, nerr // a NUL byte in a name or key: no store can keep its receipt either
+	}
 	pr.remote = remote
 	pr.started = started
 	if nerr != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
 )
 
 // TestCaseFoldedKeysRefused is argument smuggling through encoding/json's case-insensitive field
@@ -35,4 +36,50 @@ func TestCaseFoldedKeysRefused(t *testing.T) {
 		t.Errorf("receipt = %+v, want a denied invalid_argument receipt", rc)
 	}
 	verifyChain(t, e.g)
+}
+
+// TestNULRefusedBeforeAnyWrite checks that a NUL byte in an action name, a principal, an
+// environment or an effect key rendered from the arguments is refused as invalid_argument before
+// anything is written (PostgreSQL cannot store it, SQLite used to), and the executor never runs.
+func TestNULRefusedBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	ran := false
+	exec := func(context.Context, json.RawMessage) (any, error) { ran = true; return nil, nil }
+	cases := []struct {
+		name string
+		ctx  context.Context
+		call latch.Call
+	}{
+		{"action", agent(t.Context()), latch.Call{Action: "billing.charge\x00x", Arguments: json.RawMessage(`{"invoice_id":"i","amount":5}`)}},
+		{"effect key", agent(t.Context()), latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"i\u0000j","amount":5}`)}},
+		{"agent", latch.WithPrincipal(t.Context(), latch.Principal{Agent: "worker\x00"}), latch.Call{Action: "report.read"}},
+		{"user", latch.WithPrincipal(t.Context(), latch.Principal{Agent: "worker", User: "ana\x00"}), latch.Call{Action: "report.read"}},
+		{"environment", agent(t.Context()), latch.Call{Action: "report.read", Environment: "prod\x00"}},
+		{"resource", agent(t.Context()), latch.Call{Action: "report.read", Resource: "r\x00"}},
+	}
+	for _, tc := range cases {
+		before := writes(t, e.g)
+		rc, err := e.g.Execute(tc.ctx, &tc.call, exec)
+		var ia *latch.InvalidArgumentError
+		if !errors.As(err, &ia) || ia.Reason != "invalid_argument" || !errors.Is(err, store.ErrInvalidInput) || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("%s with a NUL byte: err = %v, want invalid_argument naming the NUL byte", tc.name, err)
+		}
+		if rc != nil {
+			t.Errorf("%s with a NUL byte: receipt %+v, want none", tc.name, rc)
+		}
+		if n := writes(t, e.g) - before; n != 0 {
+			t.Errorf("%s with a NUL byte: %d write transactions, want 0", tc.name, n)
+		}
+	}
+	_, err := e.g.Execute(latch.WithApproval(agent(t.Context()), "apr_\x00"), &latch.Call{Action: "report.read"}, exec)
+	if !errors.Is(err, store.ErrInvalidInput) {
+		t.Errorf("approval id with a NUL byte: err = %v, want store.ErrInvalidInput", err)
+	}
+	if ran {
+		t.Error("executor ran")
+	}
+	if head, _ := e.g.Store().Head(t.Context()); head.Seq != 0 {
+		t.Errorf("head = %+v, want an empty chain", head)
+	}
 }

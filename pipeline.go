@@ -112,6 +112,10 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 		pr.env = g.env
 	}
 	pr.action = g.policy.Actions[call.Action]
+	if err := checkNames("action name", call.Action, "agent", p.Agent, "user", p.User, "environment", pr.env,
+		"resource", call.Resource); err != nil {
+		return pr, err
+	}
 	raw := call.Arguments
 	if len(raw) == 0 {
 		raw = []byte("{}")
@@ -164,7 +168,22 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 			return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect key: %w", err)}
 		}
 	}
+	if err := checkNames("resource", pr.resource, "effect key", pr.key); err != nil {
+		return pr, err
+	}
 	return pr, nil
+}
+
+// checkNames refuses, as invalid_argument, a name or key that no store can keep (a NUL byte):
+// field/value pairs, first refusal wins. The error wraps store.ErrInvalidInput, and such a call
+// is refused before anything is written, since its receipt could not be stored either.
+func checkNames(pairs ...string) *InvalidArgumentError {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := store.CheckText(pairs[i], pairs[i+1]); err != nil {
+			return &InvalidArgumentError{Reason: "invalid_argument", Err: err}
+		}
+	}
+	return nil
 }
 
 // template picks the call's override or the policy's template.

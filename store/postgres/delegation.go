@@ -18,6 +18,9 @@ const delegationsVersion = 2
 // CreateDelegation inserts a delegation and its events in one transaction. Delegations are
 // insert-only: an existing id is an error.
 func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, events []store.Event) error {
+	if err := store.CheckDelegation(d, events); err != nil {
+		return fmt.Errorf("create delegation: %w", err)
+	}
 	if d == nil || d.ID == "" || d.Parent == "" {
 		return errors.New("create delegation: no id or parent")
 	}
@@ -43,6 +46,9 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 // RevokeDelegation records the revocation of one delegation: store.ErrNotFound when there is no
 // such delegation, store.ErrRevoked when it is already revoked.
 func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("revoke delegation: %w", err)
+	}
 	op := "revoke " + req.ID
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
 		d, err := scanDelegation(t.QueryRow(ctx, s.q.readDelegation, req.ID))
@@ -101,6 +107,9 @@ func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
 
 // LogEvents writes events that change no state (a refused delegation) in one transaction.
 func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
+	if err := store.CheckEvents(events); err != nil {
+		return fmt.Errorf("log events: %w", err)
+	}
 	if len(events) == 0 {
 		return nil
 	}

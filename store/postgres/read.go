@@ -19,6 +19,9 @@ import (
 
 // Effect returns the effect record under key; store.ErrNotFound when there is none.
 func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
+	if err := store.CheckText("effect key", key); err != nil {
+		return nil, fmt.Errorf("effect: %w", err)
+	}
 	var r effectRow
 	err := r.scan(s.pool.QueryRow(ctx, s.q.readEffect, key))
 	switch {
@@ -43,6 +46,9 @@ func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Eff
 
 // Approval returns the approval request id; store.ErrNotFound when there is none.
 func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error) {
+	if err := store.CheckText("approval id", id); err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
 	var r approvalRow
 	err := r.scan(s.pool.QueryRow(ctx, s.q.readApproval, id))
 	switch {
@@ -69,6 +75,10 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 // Its filters combine with AND.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[receipt.Sealed, error] {
 	return func(yield func(receipt.Sealed, error) bool) {
+		if err := f.Check(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+			return
+		}
 		fail := func(err error) { yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err)) }
 		var where []string
 		var args []any
@@ -140,6 +150,9 @@ func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 // Events lists the events matching any of f's non-empty ids (all events for the zero filter),
 // in id order.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
 	return list(ctx, s, "events", s.q.listEvents, []any{f.ActionID, f.EffectKey, f.ApprovalID}, scanEvent)
 }
 

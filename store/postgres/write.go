@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -17,6 +18,9 @@ import (
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
 // transaction (docs/guarantees.md#atomicity). Reserves in flight together may share it (batch.go).
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
 	op := "reserve " + req.EffectKey
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
@@ -40,6 +44,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 // Record writes the end of a call — the holder's outcome, the approval it presents, its receipt
 // and events — in one transaction (docs/guarantees.md#the-pipeline-of-one-call). Records in flight together may share it.
 func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
 	if req.Receipt == nil {
 		return nil, errors.New("record: request has no receipt")
 	}
@@ -62,6 +69,9 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 // ExtendLease moves the live lease of the holder forward; store.ErrLeaseLost when the caller no
 // longer holds a live lease.
 func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*store.Effect, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("extend lease: %w", err)
+	}
 	w, err := s.write(ctx, "extend lease on "+req.Key, func(ctx context.Context, t *txn) error {
 		eff, err := t.readEffect(ctx, req.Key)
 		if err != nil {
@@ -86,6 +96,9 @@ func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*sto
 // Resolve moves an ambiguous effect to committed or failed (docs/guarantees.md#resolving-an-ambiguous-effect); store.ErrNotAmbiguous
 // for any other state.
 func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("resolve: %w", err)
+	}
 	w, err := s.write(ctx, "resolve "+req.Key, func(ctx context.Context, t *txn) error {
 		eff, err := t.readEffect(ctx, req.Key)
 		if err != nil {
@@ -109,6 +122,9 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 
 // CreateApproval stores a pending approval request and its events.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
+	if err := store.CheckNewApproval(a, events); err != nil {
+		return fmt.Errorf("create approval: %w", err)
+	}
 	_, err := s.write(ctx, "create approval "+a.ID, func(ctx context.Context, t *txn) error {
 		if err := t.insertApproval(ctx, a); err != nil {
 			return err
@@ -122,6 +138,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 // AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. A
 // request found expired is written expired, and the answer is still refused.
 func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("answer approval: %w", err)
+	}
 	w, err := s.write(ctx, "answer approval "+req.ID, func(ctx context.Context, t *txn) error {
 		a, err := t.readApproval(ctx, req.ID)
 		if err != nil {

@@ -13,6 +13,9 @@ var _ store.DelegationStore = (*Store)(nil)
 
 // CreateDelegation inserts a delegation and its events in one transaction.
 func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, events []store.Event) error {
+	if err := store.CheckDelegation(d, events); err != nil {
+		return fmt.Errorf("create delegation: %w", err)
+	}
 	if d == nil || d.ID == "" || d.Parent == "" {
 		return errors.New("create delegation: no id or parent")
 	}
@@ -38,6 +41,9 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 
 // RevokeDelegation inserts the revocation of one delegation.
 func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("revoke delegation: %w", err)
+	}
 	var out *store.Delegation
 	err := s.write(ctx, func(t *txn) error {
 		var d *store.Delegation
@@ -105,6 +111,9 @@ func scanDelegation(sc scanner) (*store.Delegation, error) {
 
 // LogEvents writes events that change no state in one transaction.
 func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
+	if err := store.CheckEvents(events); err != nil {
+		return fmt.Errorf("log events: %w", err)
+	}
 	if len(events) == 0 {
 		return nil
 	}

@@ -16,6 +16,9 @@ import (
 
 // Effect returns the effect record under key; store.ErrNotFound when there is none.
 func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
+	if err := store.CheckText("effect key", key); err != nil {
+		return nil, fmt.Errorf("effect: %w", err)
+	}
 	e, err := readEffect(ctx, s.r, key)
 	switch {
 	case err != nil:
@@ -50,6 +53,9 @@ func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Eff
 
 // Approval returns the approval request id; store.ErrNotFound when there is none.
 func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error) {
+	if err := store.CheckText("approval id", id); err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
 	a, err := readApproval(ctx, s.r, id)
 	switch {
 	case err != nil:
@@ -80,6 +86,10 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 // releases the connection.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[receipt.Sealed, error] {
 	return func(yield func(receipt.Sealed, error) bool) {
+		if err := f.Check(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+			return
+		}
 		if f.Last < 0 {
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
 			return
@@ -160,6 +170,9 @@ func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 // Events returns the events matching any of f's non-empty ids (all of them for the zero filter),
 // in id order.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
 	var or []string
 	var args []any
 	for _, c := range []struct{ cond, val string }{

@@ -17,6 +17,9 @@ import (
 // Reserve checks and consumes the presented approval and reserves the effect key, in one
 // transaction (docs/guarantees.md#atomicity).
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
 	op := "reserve"
 	switch {
 	case req == nil:
@@ -59,6 +62,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 // Record writes the holder's outcome (when the request names a key), the receipt and the events
 // in one transaction (docs/guarantees.md#atomicity).
 func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
 	if req == nil || req.Receipt == nil {
 		return nil, errors.New("record: no receipt")
 	}
@@ -93,6 +99,9 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 // ExtendLease moves the holder's live lease forward; store.ErrLeaseLost when the caller does not
 // hold a live lease.
 func (s *Store) ExtendLease(ctx context.Context, req *store.ExtendRequest) (*store.Effect, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("extend lease: %w", err)
+	}
 	if req == nil {
 		return nil, errors.New("extend lease: nil request")
 	}
@@ -130,6 +139,9 @@ var errRefused = errors.New("refused")
 // Resolve moves an ambiguous effect to committed or failed (docs/guarantees.md#resolving-an-ambiguous-effect); store.ErrNotAmbiguous or
 // store.ErrNotFound otherwise, with nothing changed.
 func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("resolve: %w", err)
+	}
 	if req == nil {
 		return nil, errors.New("resolve: nil request")
 	}
@@ -162,6 +174,9 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 
 // CreateApproval stores a pending approval request and its events in one transaction.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
+	if err := store.CheckNewApproval(a, events); err != nil {
+		return fmt.Errorf("create approval: %w", err)
+	}
 	switch {
 	case a == nil || a.ID == "":
 		return errors.New("create approval: no id")
@@ -191,6 +206,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 // AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. An
 // expired request is written expired, and the answer refused, in the same transaction.
 func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("answer approval: %w", err)
+	}
 	if req == nil {
 		return nil, errors.New("answer approval: nil request")
 	}

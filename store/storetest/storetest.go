@@ -64,6 +64,7 @@ func Run(t *testing.T, b Backend) {
 		{"ReceiptChain", testReceiptChain},
 		{"Events", testEvents},
 		{"Errors", testErrors},
+		{"InvalidInput", testInvalidInput},
 		{"WriteTransactions", testWriteTransactions},
 		{"Delegations", testDelegations},
 		{"Tokens", testTokens},

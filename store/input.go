@@ -1,0 +1,167 @@
+package store
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/latchkit/latch/receipt"
+)
+
+// ErrInvalidInput is matched by the error of a store method given a key, id or name that no
+// backend can keep faithfully: one holding a NUL byte (PostgreSQL text cannot hold one, SQLite
+// would keep it and compare it byte by byte). Every backend refuses it the same way, before
+// reading or writing anything.
+var ErrInvalidInput = errors.New("invalid input")
+
+// InputError names the field of a request that was refused, and why.
+type InputError struct {
+	Field  string // e.g. "effect key", "approval id", "receipt action"
+	Value  string // the value refused
+	Reason string // e.g. "contains a NUL byte"
+}
+
+// Error formats the error with the value quoted, so that a hostile value cannot forge output.
+func (e *InputError) Error() string {
+	return "invalid " + e.Field + " " + strconv.QuoteToASCII(e.Value) + ": " + e.Reason
+}
+
+// Is matches ErrInvalidInput.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// CheckText refuses a key, id or name holding a NUL byte; field names it in the error.
+func CheckText(field, value string) error {
+	if strings.IndexByte(value, 0) >= 0 {
+		return &InputError{Field: field, Value: value, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
+
+// checkTexts checks field/value pairs in order and returns the first refusal.
+func checkTexts(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := CheckText(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckEvents checks the ids of events to be written.
+func CheckEvents(events []Event) error {
+	for i := range events {
+		e := &events[i]
+		if err := checkTexts("event kind", e.Kind, "event action id", e.ActionID,
+			"event effect key", e.EffectKey, "event approval id", e.ApprovalID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckReceipt checks the fields of a receipt that a backend keeps in columns of their own or
+// that name who acted.
+func CheckReceipt(r *receipt.Receipt) error {
+	if r == nil {
+		return nil
+	}
+	return checkTexts("receipt id", r.ReceiptID, "receipt action id", r.ActionID, "action name", r.Action,
+		"receipt effect key", r.EffectKey, "receipt approval id", r.ApprovalID, "receipt result", r.Result,
+		"agent", r.Principal.Agent, "user", r.Principal.User, "resource", r.Resource, "environment", r.Environment,
+		"approver", r.Approver)
+}
+
+// Check refuses a reservation whose keys, ids or names cannot be kept (ErrInvalidInput).
+func (r *ReserveRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	if err := checkTexts("action id", r.ActionID, "action name", r.Action, "action hash", r.ActionHash,
+		"effect key", r.EffectKey, "approval id", r.ApprovalID); err != nil {
+		return err
+	}
+	if err := CheckReceipt(r.Receipt); err != nil {
+		return err
+	}
+	return CheckEvents(r.Events)
+}
+
+// Check refuses a record whose keys, ids or names cannot be kept (ErrInvalidInput). The
+// executor's error text is not refused here: an outcome must be recorded whatever it says.
+func (r *RecordRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	if err := checkTexts("effect key", r.EffectKey, "action id", r.ActionID); err != nil {
+		return err
+	}
+	if err := CheckReceipt(r.Receipt); err != nil {
+		return err
+	}
+	return CheckEvents(r.Events)
+}
+
+// Check refuses an answer whose id or approver cannot be kept (ErrInvalidInput).
+func (r *AnswerRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	return checkTexts("approval id", r.ID, "approver", r.Approver)
+}
+
+// Check refuses a resolution whose key or name cannot be kept (ErrInvalidInput).
+func (r *ResolveRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	if err := checkTexts("effect key", r.Key, "resolved by", r.By); err != nil {
+		return err
+	}
+	return CheckEvents(r.Events)
+}
+
+// Check refuses an extension whose key or id cannot be kept (ErrInvalidInput).
+func (r *ExtendRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	return checkTexts("effect key", r.Key, "action id", r.ActionID)
+}
+
+// Check refuses a revocation whose id or name cannot be kept (ErrInvalidInput).
+func (r *RevokeRequest) Check() error {
+	if r == nil {
+		return nil
+	}
+	if err := checkTexts("delegation id", r.ID, "revoked by", r.By); err != nil {
+		return err
+	}
+	return CheckEvents(r.Events)
+}
+
+// CheckNewApproval refuses an approval request whose ids or names cannot be kept (ErrInvalidInput).
+func CheckNewApproval(a *Approval, events []Event) error {
+	if err := checkTexts("approval id", a.ID, "action hash", a.ActionHash, "action name", a.ActionName,
+		"agent", a.Agent, "user", a.User, "policy hash", a.PolicyHash); err != nil {
+		return err
+	}
+	return CheckEvents(events)
+}
+
+// CheckDelegation refuses a delegation whose ids or names cannot be kept (ErrInvalidInput).
+func CheckDelegation(d *Delegation, events []Event) error {
+	if err := checkTexts("delegation id", d.ID, "delegation parent", d.Parent, "created by", d.CreatedBy); err != nil {
+		return err
+	}
+	return CheckEvents(events)
+}
+
+// Check refuses filters whose ids cannot name anything stored (ErrInvalidInput).
+func (f ReceiptFilter) Check() error {
+	return checkTexts("action id", f.ActionID, "effect key", f.EffectKey, "approval id", f.ApprovalID)
+}
+
+// Check refuses filters whose ids cannot name anything stored (ErrInvalidInput).
+func (f EventFilter) Check() error {
+	return checkTexts("action id", f.ActionID, "effect key", f.EffectKey, "approval id", f.ApprovalID)
+}
