@@ -68,7 +68,10 @@ func testInvalidInput(t *testing.T, b Backend) {
 		}},
 		{"Effect", func(ctx context.Context) error { _, err := f.st.Effect(ctx, withKey.Key); return err }},
 		{"Approval", func(ctx context.Context) error { _, err := f.st.Approval(ctx, "apr_"+nul); return err }},
-		{"Events", func(ctx context.Context) error { _, err := f.st.Events(ctx, store.EventFilter{EffectKey: withKey.Key}); return err }},
+		{"Events", func(ctx context.Context) error {
+			_, err := f.st.Events(ctx, store.EventFilter{EffectKey: withKey.Key})
+			return err
+		}},
 		{"Receipts", func(ctx context.Context) error {
 			for _, err := range f.st.Receipts(ctx, store.ReceiptFilter{EffectKey: withKey.Key}) {
 				return err
