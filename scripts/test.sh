@@ -75,6 +75,15 @@ export LATCH_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres?ssl
 export LATCH_REQUIRE_POSTGRES=1
 echo "test.sh: $("$bin/postgres" --version) on 127.0.0.1:$port" >&2
 
+# The Python and curl examples of docs/http.md are run by the server tests.
+if ! command -v python3 >/dev/null || ! command -v curl >/dev/null; then
+	if [[ $(id -u) == 0 ]]; then
+		echo "test.sh: installing python3 and curl (for the examples of docs/http.md)" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq python3 curl >/dev/null
+	fi
+fi
+export LATCH_REQUIRE_HTTP_EXAMPLES=1
+
 go vet ./...
 unformatted=$(gofmt -l .)
 if [[ -n "$unformatted" ]]; then

@@ -17,7 +17,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK 
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: the body must be application/json", ct))
+			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: the body must be application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)

@@ -112,7 +112,12 @@ type srv struct {
 
 func start(t *testing.T, backend string, cfg *server.Config) *srv {
 	t.Helper()
-	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	return startWith(t, backend, testPolicy, cfg)
+}
+
+func startWith(t *testing.T, backend, policyDoc string, cfg *server.Config) *srv {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(policyDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
