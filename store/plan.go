@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/receipt"
 )
@@ -354,7 +355,14 @@ func PlanExtend(req *ExtendRequest, eff *Effect) (*EffectWrite, error) {
 func NewEvent(kind string, now time.Time, actionID, key, approvalID string, payload map[string]any) Event {
 	e := Event{Kind: kind, Time: now, ActionID: actionID, EffectKey: key, ApprovalID: approvalID}
 	if payload != nil {
-		e.Payload, _ = json.Marshal(payload) // maps of strings and ints always encode
+		// canon writes the usual payload (strings and integers) with a third of encoding/json's
+		// allocations, which reflects over the map; anything it refuses (text that is not
+		// UTF-8, which encoding/json repairs) falls back to encoding/json. The bytes are not
+		// hashed: either encoding is the payload.
+		var err error
+		if e.Payload, err = canon.Marshal(payload); err != nil {
+			e.Payload, _ = json.Marshal(payload) // maps of strings and ints always encode
+		}
 	}
 	return e
 }
