@@ -9,6 +9,7 @@ type compiledAction struct {
 	action *Action
 	rules  []compiledRule
 	nconds int // total conditions, so one allocation holds every result
+	schema argSchema
 }
 
 type compiledRule struct {
@@ -17,7 +18,7 @@ type compiledRule struct {
 }
 
 func compileAction(a *Action) *compiledAction {
-	ca := &compiledAction{action: a, rules: make([]compiledRule, len(a.Rules))}
+	ca := &compiledAction{action: a, rules: make([]compiledRule, len(a.Rules)), schema: compileSchema(a)}
 	for i := range a.Rules {
 		r := &a.Rules[i]
 		cr := compiledRule{reason: "rule[" + strconv.Itoa(i) + "]", conds: make([]precond, len(r.When))}
@@ -33,7 +34,7 @@ func compileAction(a *Action) *compiledAction {
 // fits reports whether ca still describes a (a policy is read-only after Parse, but a caller
 // that edits one anyway gets a correct, slower evaluation rather than a stale one).
 func (ca *compiledAction) fits(a *Action) bool {
-	if ca.action != a || len(ca.rules) != len(a.Rules) {
+	if ca.action != a || len(ca.rules) != len(a.Rules) || len(ca.schema.order) != len(a.Arguments) || ca.schema.closed != a.RefuseAdditional {
 		return false
 	}
 	for i := range a.Rules {

@@ -114,6 +114,12 @@ func splitConditionKey(key string) (string, Op, *condErr) {
 			tail: "(a policy cannot see the principal or the action's own fields; who may ask belongs in the authority section)",
 		}
 	}
+	if strings.ContainsAny(arg, ".[]/") {
+		return "", "", &condErr{
+			head: "condition " + quote(key) + " names " + quote(arg) + ", a path into a nested value,",
+			tail: "(conditions test top-level arguments only and latch has no path syntax: this would test a top-level key literally named " + quote(arg) + "; pass the nested value as its own top-level argument)",
+		}
+	}
 	return arg, best, nil
 }
 

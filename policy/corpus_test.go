@@ -16,7 +16,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the want section of testdata/cases/*.txtar")
 
 // corpusFiles returns the decision corpus: each archive holds policy.yaml, call.json
-// ({"action": …, "arguments": {…}}; absent when the policy must not load) and want.
+// ({"action": …, "arguments": {…}}) and want. Without call.json the case is about loading:
+// want is the load error, or the policy's warnings when it loads.
 func corpusFiles(tb testing.TB) []string {
 	tb.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "cases", "*.txtar"))
@@ -89,7 +90,8 @@ func runCase(t *testing.T, ar *txtar.Archive) []byte {
 	}
 	callJSON, ok := archiveFile(ar, "call.json")
 	if !ok {
-		t.Fatal("policy loads but the archive has no call.json")
+		// A policy that loads with no call: the case is about what latch check warns.
+		return []byte(renderWarnings(p.Warnings()))
 	}
 	v, err := canon.Parse(callJSON)
 	if err != nil {
@@ -108,6 +110,9 @@ func runCase(t *testing.T, ar *txtar.Archive) []byte {
 func renderEvaluation(ev Evaluation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "decision: %s\nreason: %s\n", ev.Decision, ev.Reason)
+	if a := ev.Arguments; !a.OK() {
+		fmt.Fprintf(&b, "arguments: %s at %s: %s\n", a.Reason, a.Pointer, a.Msg)
+	}
 	if len(ev.Trace) > 0 {
 		b.WriteString("trace:\n")
 	}
@@ -116,6 +121,19 @@ func renderEvaluation(ev Evaluation) string {
 		for _, c := range rt.Conditions {
 			fmt.Fprintf(&b, "    %s: %s, %s\n", c.Key, pick(c.Held, "held", "not held"), c.Why)
 		}
+	}
+	return b.String()
+}
+
+// renderWarnings is the compact form of a policy's warnings used in the corpus.
+func renderWarnings(ws []Warning) string {
+	if len(ws) == 0 {
+		return "warnings: none\n"
+	}
+	var b strings.Builder
+	b.WriteString("warnings:\n")
+	for _, w := range ws {
+		fmt.Fprintf(&b, "  policy.yaml:%d:%d: %s: %s\n", w.Pos.Line, w.Pos.Column, w.Code, w.Msg)
 	}
 	return b.String()
 }

@@ -29,12 +29,16 @@ func TestEvaluateNilAndHandBuilt(t *testing.T) {
 		args   map[string]any
 		want   Evaluation
 	}{
-		{"a", map[string]any{"n": int64(2)}, Evaluation{Approve, "rule[0]", []RuleTrace{{0, true, []CondResult{{"n_gt", true, "2 > 1"}}}}}},
-		{"a", nil, Evaluation{Deny, "rule[1]", []RuleTrace{{0, false, []CondResult{{"n_gt", false, `argument "n" is absent`}}}, {1, true, nil}}}},
-		{"b", nil, Evaluation{Deny, "decision", nil}},
-		{"c", nil, Evaluation{Allow, "decision", nil}},
-		{"empty", nil, Evaluation{Deny, "decision", nil}},
-		{"zzz", nil, Evaluation{Deny, "unknown_action", nil}},
+		{"a", map[string]any{"n": int64(2)}, Evaluation{Decision: Approve, Reason: "rule[0]", Trace: []RuleTrace{{0, true, []CondResult{{"n_gt", true, "2 > 1"}}}}}},
+		{"a", map[string]any{"n": "2"}, Evaluation{Decision: Deny, Reason: "rule[1]", Trace: []RuleTrace{{0, false, []CondResult{{"n_gt", false, `argument "n" is a string, want an integer`}}}, {1, true, nil}}}},
+		// A named argument is required: its absence denies before any rule.
+		{"a", nil, Evaluation{Decision: Deny, Reason: "missing_argument", Arguments: ArgumentCheck{
+			Reason: "missing_argument", Argument: "n", Pointer: "/n",
+			Msg: `argument "n" is required by rule 0 (n_gt) of action "a" and the call does not pass it`}}},
+		{"b", nil, Evaluation{Decision: Deny, Reason: "decision"}},
+		{"c", nil, Evaluation{Decision: Allow, Reason: "decision"}},
+		{"empty", nil, Evaluation{Decision: Deny, Reason: "decision"}},
+		{"zzz", nil, Evaluation{Decision: Deny, Reason: "unknown_action"}},
 	}
 	for _, tt := range tests {
 		if got := p.Evaluate(tt.action, tt.args); !cmp.Equal(got, tt.want) {
@@ -68,7 +72,7 @@ func TestEvaluateConcurrent(t *testing.T) {
 		go func() {
 			var ev Evaluation
 			for j := range 200 {
-				ev = p.Evaluate("billing.charge", map[string]any{"amount": int64(i*1000 + j), "currency": "EUR", "meta": map[string]any{"tier": "gold"}})
+				ev = p.Evaluate("billing.charge", map[string]any{"invoice_id": "inv_1", "amount": int64(i*1000 + j), "currency": "EUR", "meta": map[string]any{"tier": "gold"}})
 			}
 			done <- ev
 		}()
@@ -107,9 +111,12 @@ actions:
     decision: approve
 `)
 	want := []Warning{
-		{Action: "read.only", Pos: Position{6, 3}, Msg: `action "read.only" has no effect template but may decide allow: without an effect key nothing stops it running twice`},
-		{Action: "rules.mixed", Pos: Position{15, 3}, Msg: `action "rules.mixed" has no effect template but may decide allow or approve: without an effect key nothing stops it running twice`},
-		{Action: "approve.only", Pos: Position{22, 3}, Msg: `action "approve.only" has no effect template but may decide approve: without an effect key nothing stops it running twice`},
+		{Code: WarnNoEffect, Action: "read.only", Pos: Position{6, 3}, Msg: `action "read.only" has no effect template but may decide allow: without an effect key nothing stops it running twice`},
+		{Code: WarnNeverAllowed, Action: "rules.deny", Pos: Position{10, 3}, Msg: `action "rules.deny" can never be allowed or approved: no reachable rule that can match decides allow or approve (write decision: deny if that is the intent)`},
+		{Code: WarnNoArguments, Action: "rules.deny", Pos: Position{10, 3}, Msg: `action "rules.deny" tests "n" in its conditions but has no arguments: section; a misspelt name is then caught only when a call arrives (denied missing_argument) — declare the arguments so that loading refuses it`},
+		{Code: WarnNoArguments, Action: "rules.mixed", Pos: Position{15, 3}, Msg: `action "rules.mixed" tests "n" in its conditions but has no arguments: section; a misspelt name is then caught only when a call arrives (denied missing_argument) — declare the arguments so that loading refuses it`},
+		{Code: WarnNoEffect, Action: "rules.mixed", Pos: Position{15, 3}, Msg: `action "rules.mixed" has no effect template but may decide allow or approve: without an effect key nothing stops it running twice`},
+		{Code: WarnNoEffect, Action: "approve.only", Pos: Position{22, 3}, Msg: `action "approve.only" has no effect template but may decide approve: without an effect key nothing stops it running twice`},
 	}
 	if diff := cmp.Diff(want, p.Warnings()); diff != "" {
 		t.Errorf("Warnings mismatch (-want +got):\n%s", diff)

@@ -74,7 +74,7 @@ func FuzzParse(f *testing.F) {
 
 func validReason(r string, rules int) bool {
 	switch r {
-	case ReasonDecision, ReasonNoMatchingRule:
+	case ReasonDecision, ReasonNoMatchingRule, ReasonMissingArgument, ReasonInvalidArguments:
 		return true
 	}
 	s, ok := strings.CutPrefix(r, "rule[")

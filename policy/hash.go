@@ -63,7 +63,7 @@ func normalizeAction(a *Action) map[string]any {
 	if a.MaxAttempts != 0 {
 		maxAttempts = int64(a.MaxAttempts)
 	}
-	return map[string]any{
+	m := map[string]any{
 		"effect":       templateSource(a.Effect),
 		"resource":     templateSource(a.Resource),
 		"lease":        durationString(a.Lease),
@@ -72,6 +72,36 @@ func normalizeAction(a *Action) map[string]any {
 		"decision":     decision,
 		"rules":        rules,
 	}
+	if a.Arguments != nil {
+		// Only when declared, so that a policy without arguments: hashes as it always has.
+		m["arguments"] = normalizeArguments(a)
+	}
+	return m
+}
+
+// normalizeArguments is the arguments section as a policy document would spell it, with
+// absent bounds left out and additional always written. Display hints are presentation, like
+// version: they are not part of the hash.
+func normalizeArguments(a *Action) map[string]any {
+	m := make(map[string]any, len(a.Arguments)+1)
+	for _, d := range a.Arguments {
+		decl := map[string]any{"type": string(d.Type), "optional": d.Optional}
+		if d.Min != nil {
+			decl["min"] = *d.Min
+		}
+		if d.Max != nil {
+			decl["max"] = *d.Max
+		}
+		if d.MaxLength > 0 {
+			decl["max_length"] = int64(d.MaxLength)
+		}
+		if d.Enum != nil {
+			decl["enum"] = stringList(d.Enum)
+		}
+		m[d.Name] = decl
+	}
+	m["additional"] = !a.RefuseAdditional
+	return m
 }
 
 func templateSource(t *Template) any {

@@ -16,7 +16,7 @@ import (
 // Keys of each mapping, in the order error messages list them.
 var (
 	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority"}
-	actionKeys    = []string{"effect", "resource", "lease", "approval_ttl", "max_attempts", "rules", "decision"}
+	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
 	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable"}
@@ -151,9 +151,7 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 	}
 	pol.compiled = make(map[*Action]*compiledAction, len(pol.Actions))
 	for _, a := range pol.Actions {
-		if len(a.Rules) > 0 {
-			pol.compiled[a] = compileAction(a)
-		}
+		pol.compiled[a] = compileAction(a)
 	}
 	h, err := hashPolicy(pol)
 	if err != nil {
@@ -243,6 +241,8 @@ func (p *parser) checkText(data []byte) *Error {
 		case r == '\t':
 		case r < 0x20, r == 0x7f, 0x80 <= r && r <= 0x9f:
 			bad = fmt.Sprintf("control character U+%04X (only tabs and line breaks are allowed)", r)
+		case isBidiControl(r):
+			bad = fmt.Sprintf("bidirectional control character U+%04X (it can make the text a reviewer reads differ from what is evaluated)", r)
 		case r == 0xfeff && i != 0:
 			bad = "byte order mark inside the text"
 		case r == 0xfffe, r == 0xffff:
@@ -255,6 +255,13 @@ func (p *parser) checkText(data []byte) *Error {
 		i += size
 	}
 	return nil
+}
+
+// isBidiControl reports whether r is a Unicode bidirectional formatting character: the
+// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and the implicit marks
+// (U+200E, U+200F, U+061C). They reorder how text is displayed, not what it is.
+func isBidiControl(r rune) bool {
+	return 0x202a <= r && r <= 0x202e || 0x2066 <= r && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
 }
 
 // maxNesting bounds how deep lists and mappings may nest. A policy needs a handful of levels;
@@ -496,20 +503,24 @@ func (p *parser) action(e entry) (*Action, *Error) {
 		return nil, p.errf(at(e), "action %s is %s (expected a mapping with decision or rules)", quote(name), describeNode(e.v))
 	}
 	a := &Action{Name: name, Pos: posOf(e.k)}
-	var decision, rules *yaml.Node
+	var decision, rules, effectN, resourceN *yaml.Node
 	for _, en := range entries(e.v) {
 		var err *Error
 		switch en.k.Value {
 		case "effect":
+			effectN = en.v
 			a.Effect, err = p.template(en, "effect template "+where)
 		case "resource":
+			resourceN = en.v
 			if a.Resource, err = p.template(en, "resource template "+where); err == nil && contains(a.Resource.names, ResourcePlaceholder) {
 				err = p.errf(en.v, "resource template %s %s uses {resource} (a resource cannot be rendered from itself)", quote(a.Resource.src), where)
 			}
+		case "arguments":
+			err = p.argumentsSection(en, a, where)
 		case "lease":
-			a.Lease, err = p.duration(en, "lease "+where)
+			a.Lease, err = p.duration(en, "lease "+where, MaxLease)
 		case "approval_ttl":
-			a.ApprovalTTL, err = p.duration(en, "approval_ttl "+where)
+			a.ApprovalTTL, err = p.duration(en, "approval_ttl "+where, MaxApprovalTTL)
 		case "max_attempts":
 			var n int64
 			if n, err = p.int(en, "max_attempts "+where); err == nil && n < 1 {
@@ -539,6 +550,9 @@ func (p *parser) action(e entry) (*Action, *Error) {
 	case decision == nil && rules == nil:
 		return nil, p.errf(e.k, "action %s has neither decision nor rules (expected exactly one)", quote(name))
 	}
+	if err := p.checkAction(a, e.k, effectN, resourceN); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -551,10 +565,21 @@ func (p *parser) template(e entry, what string) (*Template, *Error) {
 	if terr != nil {
 		return nil, p.errf(e.v, "bad %s %s: %v", what, quote(s), terr)
 	}
+	t.pos = posOf(e.v)
 	return t, nil
 }
 
-func (p *parser) duration(e entry, what string) (time.Duration, *Error) {
+// Bounds on the durations of an action. A lease is how long a crashed holder blocks its key
+// before the effect counts as lost, so a lease of years is a key blocked for years; a long
+// execution extends its lease as it goes. An approval is a bearer capability, so it should not
+// outlive the situation a person judged. Below MinDuration nothing can complete in time.
+const (
+	MinDuration    = time.Second
+	MaxLease       = 7 * 24 * time.Hour
+	MaxApprovalTTL = 30 * 24 * time.Hour
+)
+
+func (p *parser) duration(e entry, what string, max time.Duration) (time.Duration, *Error) {
 	if e.v.Kind == yaml.ScalarNode && e.v.Tag == tagInt {
 		return 0, p.errf(e.v, "%s is a bare number %s (expected a duration with a unit, like 5m or 1h30m)", what, e.v.Value)
 	}
@@ -569,7 +594,18 @@ func (p *parser) duration(e entry, what string) (time.Duration, *Error) {
 	if d <= 0 {
 		return 0, p.errf(e.v, "%s is %s (expected a positive duration)", what, quote(s))
 	}
+	if d < MinDuration || d > max {
+		return 0, p.errf(e.v, "%s is %s (expected from %s to %s)", what, quote(s), MinDuration, fmtBound(max))
+	}
 	return d, nil
+}
+
+// fmtBound writes a whole number of days as days: 168h0m0s reads as 7 days (168h).
+func fmtBound(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days (%dh)", d/(24*time.Hour), d/time.Hour)
+	}
+	return d.String()
 }
 
 func (p *parser) decision(e entry, where string) (Decision, *Error) {

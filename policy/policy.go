@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"time"
 )
@@ -93,6 +95,13 @@ type Action struct {
 	Decision    Decision      // set when the action has a bare decision
 	Rules       []Rule        // set when the action has rules
 	Pos         Position      // of the action's name
+
+	// Arguments is the action's `arguments:` section in file order, nil when it has none.
+	// With it, every condition and template must name a declared argument.
+	Arguments []*Argument
+	// RefuseAdditional is `additional: false` in the arguments section: a call passing an
+	// argument that is not declared is denied invalid_arguments.
+	RefuseAdditional bool
 }
 
 // Rule is one entry of an action's rules: when every condition holds, Decision applies.
@@ -105,8 +114,13 @@ type Rule struct {
 // Evaluation is the result of [Policy.Evaluate]: a decision, its reason and how it was reached.
 type Evaluation struct {
 	Decision Decision
-	Reason   string      // unknown_action | decision | rule[i] | no_matching_rule
+	Reason   string      // unknown_action | missing_argument | invalid_arguments | decision | rule[i] | no_matching_rule
 	Trace    []RuleTrace // the rules evaluated, in order, up to the first match
+
+	// Arguments is the check of the call's arguments against what the action needs, made
+	// before any rule ([Action.CheckArguments]); when it fails, the decision is deny with its
+	// reason and no rule is evaluated. It is zero (OK) for an unlisted action.
+	Arguments ArgumentCheck
 }
 
 // RuleTrace records one evaluated rule.
@@ -123,10 +137,15 @@ const (
 	ReasonNoMatchingRule = "no_matching_rule"
 )
 
-// Evaluate decides one call to action with the given arguments (docs/policy.md). args holds values
-// of canon's value model (nil, bool, string, int64, []any, map[string]any); any other Go type
-// is an argument of the wrong type for every operator. Evaluate is pure and never fails: a nil
-// policy lists no actions, and anything malformed decides deny.
+// Evaluate decides one call to action with the given arguments. args holds values of canon's
+// value model (nil, bool, string, int64, []any, map[string]any); any other Go type is an
+// argument of the wrong type for every operator. Evaluate is pure and never fails: a nil policy
+// lists no actions, and anything malformed decides deny.
+//
+// In order: an unlisted action is denied unknown_action; arguments that do not fit what the
+// action needs ([Action.CheckArguments]) are denied missing_argument or invalid_arguments; a
+// bare decision is returned as is; otherwise the first rule whose conditions all hold wins and
+// no match denies.
 func (p *Policy) Evaluate(action string, args map[string]any) Evaluation {
 	if p == nil {
 		return Evaluation{Decision: Deny, Reason: ReasonUnknownAction}
@@ -135,12 +154,15 @@ func (p *Policy) Evaluate(action string, args map[string]any) Evaluation {
 	if a == nil {
 		return Evaluation{Decision: Deny, Reason: ReasonUnknownAction}
 	}
-	if len(a.Rules) == 0 {
-		return Evaluation{Decision: failClosed(a.Decision), Reason: ReasonDecision}
-	}
 	ca := p.compiled[a]
 	if ca == nil || !ca.fits(a) {
 		ca = compileAction(a) // a policy built by hand rather than parsed
+	}
+	if chk := ca.schema.check(a.Name, args); !chk.OK() {
+		return Evaluation{Decision: Deny, Reason: chk.Reason, Arguments: chk}
+	}
+	if len(a.Rules) == 0 {
+		return Evaluation{Decision: failClosed(a.Decision), Reason: ReasonDecision}
 	}
 	results := make([]CondResult, ca.nconds)
 	trace := make([]RuleTrace, 0, len(a.Rules))
@@ -166,60 +188,6 @@ func failClosed(d Decision) Decision {
 		return d
 	}
 	return Deny
-}
-
-// Warning is something legal but probably wrong in a policy (docs/policy.md).
-type Warning struct {
-	Action string
-	Pos    Position
-	Msg    string
-}
-
-// Warnings lists, in file order, every action that has no effect template but can decide
-// something other than deny: a write with no effect key has nothing for "one effect, once" to be
-// about. Reads that are deliberately effect-less show up too; the warning is advice, not an error.
-func (p *Policy) Warnings() []Warning {
-	if p == nil {
-		return nil
-	}
-	var ws []Warning
-	for name, a := range p.Actions {
-		if a.Effect != nil {
-			continue
-		}
-		var may []string
-		add := func(d Decision) {
-			if d != Deny && !contains(may, string(d)) {
-				may = append(may, string(d))
-			}
-		}
-		if len(a.Rules) == 0 {
-			add(a.Decision)
-		}
-		for _, r := range a.Rules {
-			add(r.Decision)
-		}
-		if len(may) == 0 {
-			continue
-		}
-		sort.Strings(may)
-		ws = append(ws, Warning{
-			Action: name,
-			Pos:    a.Pos,
-			Msg: "action " + quote(name) + " has no effect template but may decide " + strings.Join(may, " or ") +
-				": without an effect key nothing stops it running twice",
-		})
-	}
-	sort.Slice(ws, func(i, j int) bool {
-		if ws[i].Pos.Line != ws[j].Pos.Line {
-			return ws[i].Pos.Line < ws[j].Pos.Line
-		}
-		if ws[i].Pos.Column != ws[j].Pos.Column {
-			return ws[i].Pos.Column < ws[j].Pos.Column
-		}
-		return ws[i].Action < ws[j].Action
-	})
-	return ws
 }
 
 func contains(list []string, s string) bool {
@@ -263,10 +231,33 @@ func LocateLookup(lookup func(string) (string, bool)) (string, error) {
 	return v, nil
 }
 
+// MaxFileSize is the largest policy file [Load] reads: 4 MiB. A policy is a list a person
+// reviews; anything near this size is a mistake or an attack, and reading it whole must not
+// exhaust memory.
+const MaxFileSize = 4 << 20
+
+// Sentinel errors a read failure of [Load] unwraps to, besides the operating system's own.
+var (
+	// ErrNotRegularFile: the path names a directory, a device, a named pipe or a socket.
+	ErrNotRegularFile = errors.New("not a regular file")
+	// ErrFileTooLarge: the file is larger than MaxFileSize.
+	ErrFileTooLarge = errors.New("larger than the policy size limit")
+)
+
 // Load reads and parses the policy file at path. A file that cannot be read is an *Error with
-// Line 0 that unwraps to the read error.
+// Line 0 that unwraps to the read error. It is [LoadContext] with a context that never ends.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	return LoadContext(context.Background(), path)
+}
+
+// LoadContext reads and parses the policy file at path, giving up when ctx ends. Only a
+// regular file of at most [MaxFileSize] bytes is read: a device (/dev/zero), a named pipe
+// (which would block until someone writes to it), a directory or a socket is refused before
+// any byte is read, and the file is opened without blocking so that one swapped in between the
+// check and the open is refused too. A file that cannot be read is an *Error with Line 0 that
+// unwraps to the cause (fs.ErrNotExist, [ErrNotRegularFile], [ErrFileTooLarge], ctx.Err()).
+func LoadContext(ctx context.Context, path string) (*Policy, error) {
+	data, err := readPolicy(ctx, path)
 	if err != nil {
 		msg := err.Error()
 		var pe *fs.PathError
@@ -276,4 +267,79 @@ func Load(path string) (*Policy, error) {
 		return nil, &Error{File: path, Msg: "read policy: " + msg, err: err}
 	}
 	return Parse(path, data)
+}
+
+// readChunk is how much LoadContext reads between two looks at its context.
+const readChunk = 64 << 10
+
+func readPolicy(ctx context.Context, path string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Look before opening, so that not even a device is opened; a path that cannot be looked at
+	// gets the open's own error below.
+	if fi, err := os.Stat(path); err == nil {
+		if err := regular(fi); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := regular(fi); err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d (4 MiB)", ErrFileTooLarge, fi.Size(), MaxFileSize)
+	}
+	data := make([]byte, 0, fi.Size()+1)
+	r := io.LimitReader(f, MaxFileSize+1)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):min(cap(data), len(data)+readChunk)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(data) > MaxFileSize { // it grew while being read
+		return nil, fmt.Errorf("%w: more than %d bytes (4 MiB)", ErrFileTooLarge, MaxFileSize)
+	}
+	return data, nil
+}
+
+// regular refuses anything but a regular file, naming what it is.
+func regular(fi fs.FileInfo) error {
+	m := fi.Mode()
+	if m.IsRegular() {
+		return nil
+	}
+	what := "a special file"
+	switch {
+	case m.IsDir():
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeCharDevice != 0:
+		what = "a character device"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	return fmt.Errorf("%w: it is %s (a policy is a regular file)", ErrNotRegularFile, what)
 }

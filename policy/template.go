@@ -14,6 +14,7 @@ type Template struct {
 	src   string
 	parts []tpart
 	names []string
+	pos   Position // in the policy file; zero when parsed on its own
 }
 
 type tpart struct {

@@ -1,0 +1,311 @@
+package policy
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Warning codes, as `latch check --json` reports them.
+const (
+	WarnNoEffect          = "no_effect"          // may run, but has no effect key
+	WarnNoArguments       = "no_arguments"       // has conditions but no arguments: section
+	WarnPartialArgument   = "partial_argument"   // an argument tested in some rules but not others
+	WarnShadowedRule      = "shadowed_rule"      // a rule after one that always matches
+	WarnUnsatisfiableRule = "unsatisfiable_rule" // a rule whose conditions can never all hold
+	WarnNeverAllowed      = "never_allowed"      // rules that can never decide allow or approve
+)
+
+// Warning is something legal but probably wrong in a policy. `latch check` prints warnings
+// with their positions; `latch check --strict` fails on any.
+type Warning struct {
+	Code   string // one of the Warn… constants
+	Action string
+	Pos    Position
+	Msg    string
+}
+
+// Warnings lists, in file order, what is legal but probably wrong:
+//
+//   - an action that may decide allow or approve but has no effect template: a write with no
+//     effect key has nothing for "one effect, once" to be about (deliberately effect-less reads
+//     show up too: the warning is advice);
+//   - an action with conditions but no `arguments:` section: a misspelt argument name then
+//     fails closed only when a call arrives (missing_argument), instead of at load time;
+//   - an argument tested in some of an action's conditional rules but not in others, which is
+//     how a typo in one rule reads;
+//   - a rule that can never be reached because an earlier rule has no conditions;
+//   - a rule whose conditions can never all hold (contradictory bounds, or a value outside the
+//     argument's declared min, max or enum);
+//   - an action with rules none of which can ever decide allow or approve. (A bare
+//     `decision: deny` says so on purpose and is not warned about.)
+func (p *Policy) Warnings() []Warning {
+	if p == nil {
+		return nil
+	}
+	var ws []Warning
+	for name, a := range p.Actions {
+		ws = append(ws, actionWarnings(name, a)...)
+	}
+	sort.SliceStable(ws, func(i, j int) bool {
+		if ws[i].Pos.Line != ws[j].Pos.Line {
+			return ws[i].Pos.Line < ws[j].Pos.Line
+		}
+		if ws[i].Pos.Column != ws[j].Pos.Column {
+			return ws[i].Pos.Column < ws[j].Pos.Column
+		}
+		if ws[i].Action != ws[j].Action {
+			return ws[i].Action < ws[j].Action
+		}
+		return ws[i].Code < ws[j].Code
+	})
+	return ws
+}
+
+func actionWarnings(name string, a *Action) []Warning {
+	var ws []Warning
+	warn := func(code string, pos Position, msg string) {
+		ws = append(ws, Warning{Code: code, Action: name, Pos: pos, Msg: msg})
+	}
+	if a.Effect == nil {
+		var may []string
+		add := func(d Decision) {
+			if d != Deny && !contains(may, string(d)) {
+				may = append(may, string(d))
+			}
+		}
+		if len(a.Rules) == 0 {
+			add(a.Decision)
+		}
+		for _, r := range a.Rules {
+			add(r.Decision)
+		}
+		if len(may) > 0 {
+			sort.Strings(may)
+			warn(WarnNoEffect, a.Pos, "action "+quote(name)+" has no effect template but may decide "+strings.Join(may, " or ")+
+				": without an effect key nothing stops it running twice")
+		}
+	}
+	if len(a.Rules) == 0 {
+		return ws
+	}
+
+	// Which arguments each conditional rule tests.
+	var conditional []int
+	tested := map[string][]int{} // argument → rules testing it
+	var order []string
+	first := map[string]Position{}
+	for i, r := range a.Rules {
+		if len(r.When) == 0 {
+			continue
+		}
+		conditional = append(conditional, i)
+		for _, c := range r.When {
+			arg, _, _, bad := resolve(&c)
+			if bad != "" {
+				continue
+			}
+			if l := tested[arg]; len(l) == 0 || l[len(l)-1] != i {
+				tested[arg] = append(l, i)
+			}
+			if _, ok := first[arg]; !ok {
+				first[arg] = c.Pos
+				order = append(order, arg)
+			}
+		}
+	}
+	if a.Arguments == nil && len(conditional) > 0 {
+		sort.Strings(order)
+		warn(WarnNoArguments, a.Pos, "action "+quote(name)+" tests "+quotedList(order)+" in its conditions but has no arguments: section;"+
+			" a misspelt name is then caught only when a call arrives (denied missing_argument) — declare the arguments so that loading refuses it")
+		sort.SliceStable(order, func(i, j int) bool { return first[order[i]].Line < first[order[j]].Line })
+	}
+	if len(conditional) > 1 {
+		for _, arg := range order {
+			rules := tested[arg]
+			if len(rules) == len(conditional) {
+				continue
+			}
+			warn(WarnPartialArgument, first[arg], "argument "+quote(arg)+" of action "+quote(name)+" is tested in "+ruleList(rules)+
+				" but not in "+ruleList(without(conditional, rules))+" (a misspelt or forgotten name?)")
+		}
+	}
+
+	always := -1
+	canRun := false
+	for i, r := range a.Rules {
+		if always >= 0 {
+			warn(WarnShadowedRule, r.Pos, "rule "+strconv.Itoa(i)+" of action "+quote(name)+" can never be reached: rule "+strconv.Itoa(always)+
+				" has no conditions and always matches first")
+			continue
+		}
+		if why := unsatisfiable(a, r.When); why != "" {
+			warn(WarnUnsatisfiableRule, r.Pos, "rule "+strconv.Itoa(i)+" of action "+quote(name)+" can never match: "+why)
+		} else if r.Decision == Allow || r.Decision == Approve {
+			canRun = true
+		}
+		if len(r.When) == 0 {
+			always = i
+		}
+	}
+	if !canRun {
+		warn(WarnNeverAllowed, a.Pos, "action "+quote(name)+" can never be allowed or approved: no reachable rule that can match decides allow or approve"+
+			" (write decision: deny if that is the intent)")
+	}
+	return ws
+}
+
+// unsatisfiable says why conditions can never all hold for any call, or "". It knows integer
+// bounds (lt, lte, gt, gte, eq, in, and a declared min and max) and string sets (eq, in,
+// prefix, suffix against a declared enum); anything else it assumes satisfiable.
+func unsatisfiable(a *Action, conds Conditions) string {
+	type bounds struct {
+		lo, hi  int64
+		bounded bool
+	}
+	ints := map[string]*bounds{}
+	get := func(arg string) *bounds {
+		b := ints[arg]
+		if b == nil {
+			b = &bounds{lo: -maxSafeInt, hi: maxSafeInt}
+			if d := a.Argument(arg); d != nil && d.Type == TypeInteger {
+				if d.Min != nil {
+					b.lo = *d.Min
+				}
+				if d.Max != nil {
+					b.hi = *d.Max
+				}
+			}
+			ints[arg] = b
+		}
+		return b
+	}
+	for i := range conds {
+		c := &conds[i]
+		arg, op, key, bad := resolve(c)
+		if bad != "" {
+			return "condition " + quote(c.Key) + " is malformed"
+		}
+		d := a.Argument(arg)
+		switch op {
+		case OpLt, OpLte, OpGt, OpGte:
+			b, n := get(arg), c.Operand.(int64)
+			b.bounded = true
+			switch op {
+			case OpLt:
+				b.hi = min(b.hi, n-1)
+			case OpLte:
+				b.hi = min(b.hi, n)
+			case OpGt:
+				b.lo = max(b.lo, n+1)
+			case OpGte:
+				b.lo = max(b.lo, n)
+			}
+			if b.lo > b.hi {
+				return "no integer satisfies every bound on " + quote(arg) + " (through " + quote(key) + ")"
+			}
+		}
+		if d == nil {
+			continue
+		}
+		// Values the argument's declaration can never take.
+		var vals []any
+		switch op {
+		case OpEq:
+			vals = []any{c.Operand}
+		case OpIn:
+			vals = c.Operand.([]any)
+		case OpPrefix, OpSuffix:
+			if d.Enum != nil {
+				s := c.Operand.(string)
+				ok := false
+				for _, e := range d.Enum {
+					if op == OpPrefix && strings.HasPrefix(e, s) || op == OpSuffix && strings.HasSuffix(e, s) {
+						ok = true
+					}
+				}
+				if !ok {
+					return "no value of the enum of " + quote(arg) + " satisfies " + quote(key)
+				}
+			}
+		}
+		if vals == nil {
+			continue
+		}
+		fits := false
+		for _, v := range vals {
+			if d.check(v).OK() {
+				fits = true
+			}
+		}
+		if !fits {
+			return quote(key) + " asks for a value the declaration of " + quote(arg) + " refuses"
+		}
+	}
+	// eq and in against the accumulated integer bounds.
+	for i := range conds {
+		c := &conds[i]
+		arg, op, key, _ := resolve(c)
+		b := ints[arg]
+		if b == nil || !b.bounded {
+			continue
+		}
+		var vals []any
+		switch op {
+		case OpEq:
+			vals = []any{c.Operand}
+		case OpIn:
+			vals = c.Operand.([]any)
+		default:
+			continue
+		}
+		fits := false
+		for _, v := range vals {
+			if n, ok := v.(int64); ok && b.lo <= n && n <= b.hi {
+				fits = true
+			}
+		}
+		if !fits {
+			return quote(key) + " asks for a value outside the other bounds on " + quote(arg)
+		}
+	}
+	return ""
+}
+
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func ruleList(rules []int) string {
+	s := make([]string, len(rules))
+	for i, r := range rules {
+		s[i] = strconv.Itoa(r)
+	}
+	if len(rules) == 1 {
+		return "rule " + s[0]
+	}
+	return "rules " + strings.Join(s, ", ")
+}
+
+func without(all, some []int) []int {
+	var out []int
+	for _, x := range all {
+		if !containsInt(some, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func containsInt(l []int, x int) bool {
+	for _, y := range l {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
