@@ -113,7 +113,7 @@ func (c ArgumentCheck) String() string {
 // Requirement is an argument an action needs on every call, and the first place that names it.
 type Requirement struct {
 	Argument string
-	By       string   // "rule 0 (amount_gt)", "effect template", "arguments"
+	By       string   // "rule 0 (amount_gt)", "effect template", "resource template", "the arguments: section"
 	Pos      Position // of that place; zero for a policy built by hand
 }
 
@@ -142,7 +142,7 @@ func (a *Action) Requirements() []Requirement {
 		reqs = append(reqs, Requirement{Argument: name, By: by, Pos: pos})
 	}
 	for _, d := range a.Arguments {
-		add(d.Name, "arguments", d.Pos)
+		add(d.Name, "the arguments: section", d.Pos)
 	}
 	for i := range a.Rules {
 		for j := range a.Rules[i].When {
@@ -350,7 +350,7 @@ func (p *parser) argumentsSection(e entry, a *Action, where string) *Error {
 			continue
 		}
 		if msg := checkArgName(name); msg != "" {
-			return p.errf(en.k, "%s in arguments %s", msg, where)
+			return p.errf(en.k, "bad argument name in the arguments %s: %s", where, msg)
 		}
 		d, err := p.argument(en, where)
 		if err != nil {
@@ -554,9 +554,6 @@ func (p *parser) money(e entry, what string) (*Money, *Error) {
 func (p *parser) checkAction(a *Action, n *yaml.Node, effectN, resourceN *yaml.Node) *Error {
 	where := "in action " + quote(a.Name)
 	if a.Arguments == nil {
-		if a.RefuseAdditional {
-			return p.errf(n, "additional: false %s without declarations", where)
-		}
 		return nil
 	}
 	declared := func() string {
