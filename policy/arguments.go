@@ -344,8 +344,13 @@ func (p *parser) argumentsSection(e entry, a *Action, where string) *Error {
 	a.Arguments = []*Argument{}
 	for _, en := range entries(e.v) {
 		name := en.k.Value
-		if name == "additional" && en.v.Kind == yaml.ScalarNode && en.v.Tag == tagBool {
-			allowed, _ := p.bool(en, "additional")
+		if name == "additional" {
+			// Reserved for the flag, whatever its value, so that no document can read as both
+			// the flag and a declaration.
+			allowed, err := p.bool(en, "additional "+where+" (whether undeclared arguments are allowed; an argument named additional cannot be declared)")
+			if err != nil {
+				return err
+			}
 			a.RefuseAdditional = !allowed
 			continue
 		}
