@@ -43,17 +43,30 @@ type PolicyError = policy.Error
 
 // DeniedError is a refusal by decision. Reason is the receipt's decision_reason: unknown_action,
 // no_matching_rule, rule[i], decision, no_principal, principal_expired.
+//
+// A call whose arguments do not fit what the action needs (docs/policy.md#arguments) is denied
+// missing_argument or invalid_arguments; Argument names the argument, Pointer is the JSON
+// pointer of the offending value and Detail says what is wrong. Such an error matches
+// ErrInvalidArgument as well as ErrDenied.
 type DeniedError struct {
-	Action string
-	Reason string
+	Action   string
+	Reason   string
+	Argument string // missing_argument, invalid_arguments: the argument at fault
+	Pointer  string // its JSON pointer
+	Detail   string // for people
 }
 
 func (e *DeniedError) Error() string {
+	if e.Argument != "" {
+		return fmt.Sprintf("latch: %s denied: %s: %s (%s)", safetext.Quote(e.Action), e.Reason, safetext.Quote(e.Argument), e.Detail)
+	}
 	return fmt.Sprintf("latch: %s denied: %s", safetext.Quote(e.Action), e.Reason)
 }
 
-// Is matches ErrDenied.
-func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+// Is matches ErrDenied, and ErrInvalidArgument for a refusal of the arguments.
+func (e *DeniedError) Is(target error) bool {
+	return target == ErrDenied || target == ErrInvalidArgument && (e.Reason == policy.ReasonMissingArgument || e.Reason == policy.ReasonInvalidArguments)
+}
 
 // ApprovalRequiredError says the call waits for a human. The request is stored; present
 // ApprovalID with WithApproval once it is granted.

@@ -54,6 +54,8 @@ type Guard struct {
 	// finishing holds the action ids whose outcome Finish is recording in this process, so
 	// that two concurrent posts of one outcome record it once.
 	finishing sync.Map
+	// protected records what each Protect call was given, for Check.
+	protected protections
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a
@@ -88,7 +90,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 			c.PolicyPath = path
 		}
 		var err error
-		if p, err = policy.Load(c.PolicyPath); err != nil {
+		if p, err = policy.LoadContext(ctx, c.PolicyPath); err != nil {
 			return nil, err
 		}
 	}

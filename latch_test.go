@@ -368,7 +368,8 @@ func TestDenials(t *testing.T) {
 		{latch.Call{Action: "git.force_push", Arguments: json.RawMessage(`{}`)}, "unknown_action", latch.ErrDenied},
 		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"i","amount":900000}`)}, "rule[2]", latch.ErrDenied},
 		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"i","amount":1.5}`)}, "invalid_argument", latch.ErrInvalidArgument},
-		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"amount":5}`)}, "effect_key_error", latch.ErrInvalidArgument},
+		// An argument the effect template names is required: missing_argument, not a template error.
+		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"amount":5}`)}, "missing_argument", latch.ErrInvalidArgument},
 		{latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":true,"amount":5}`)}, "effect_key_error", latch.ErrInvalidArgument},
 	}
 	for _, tc := range cases {

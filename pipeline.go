@@ -68,6 +68,10 @@ type Evaluation struct {
 	Trace      []policy.RuleTrace
 	PolicyHash string
 	Authority  *authority.Decision // nil when the policy has no authority section
+	// ArgumentCheck is the check of the arguments against what the action needs, made before
+	// any rule (docs/policy.md#arguments); when it fails, Reason is missing_argument or
+	// invalid_arguments and no rule was evaluated.
+	ArgumentCheck policy.ArgumentCheck
 }
 
 // prepared is a call after normalization.
@@ -144,6 +148,15 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 	}
 
 	pr.resource = call.Resource
+	if chk := g.policy.CheckArguments(call.Action, args); !chk.OK() {
+		// decide denies it (missing_argument, invalid_arguments) naming the argument; the
+		// templates, which may name that very argument, are not rendered.
+		pr.doc, pr.hash, err = actionDocument(call.Action, canonArgs, pr.resource, p, pr.env)
+		if err != nil {
+			return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: err}
+		}
+		return pr, nil
+	}
 	if pr.resource == "" {
 		tmpl, err := g.template(pr.opts.Resource, pr.action, false)
 		if err != nil {
@@ -243,6 +256,9 @@ func (pr *prepared) refusal() error {
 	if pr.auth != nil && !pr.auth.Allowed {
 		return &AuthorityError{Reason: pr.auth.Reason, Dimension: pr.auth.Dimension}
 	}
+	if a := pr.eval.Arguments; !a.OK() {
+		return &DeniedError{Action: pr.call.Action, Reason: a.Reason, Argument: a.Argument, Pointer: a.Pointer, Detail: a.Msg}
+	}
 	return &DeniedError{Action: pr.call.Action, Reason: pr.eval.Reason}
 }
 
@@ -264,7 +280,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	return &Evaluation{
 		Action: call.Action, ActionHash: pr.hash, Arguments: pr.canonArgs, Resource: pr.resource,
 		EffectKey: pr.key, Decision: pr.eval.Decision, Reason: pr.eval.Reason, Trace: pr.eval.Trace,
-		PolicyHash: g.policy.Hash, Authority: pr.auth,
+		PolicyHash: g.policy.Hash, Authority: pr.auth, ArgumentCheck: pr.eval.Arguments,
 	}, nil
 }
 

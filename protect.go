@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Protect wraps fn so that every call goes through the guard's pipeline as the action named
@@ -11,7 +12,11 @@ import (
 // names that policy conditions and templates use. fn receives a fresh value decoded from the
 // canonical bytes that were hashed: what runs is what was decided, and fields that do not survive
 // JSON (unexported, `json:"-"`) are not part of the action and are not seen by fn.
+//
+// Protect records the action name and the type A so that [Guard.Check] can compare them with
+// the policy at start-up.
 func Protect[A, R any](g *Guard, action string, fn func(context.Context, A) (R, error), opts *Options) func(context.Context, A) (R, error) {
+	g.protected.add(action, reflect.TypeFor[A]())
 	return func(ctx context.Context, args A) (R, error) {
 		var out R
 		raw, err := json.Marshal(args)

@@ -183,6 +183,23 @@ func (p *Policy) Evaluate(action string, args map[string]any) Evaluation {
 	return Evaluation{Decision: Deny, Reason: ReasonNoMatchingRule, Trace: trace}
 }
 
+// CheckArguments is [Action.CheckArguments] for the action named action, prepared at parse
+// time; an unlisted action's arguments fit (it is denied unknown_action anyway).
+func (p *Policy) CheckArguments(action string, args map[string]any) ArgumentCheck {
+	if p == nil {
+		return ArgumentCheck{}
+	}
+	a := p.Actions[action]
+	if a == nil {
+		return ArgumentCheck{}
+	}
+	ca := p.compiled[a]
+	if ca == nil || !ca.fits(a) {
+		return a.CheckArguments(args)
+	}
+	return ca.schema.check(a.Name, args)
+}
+
 func failClosed(d Decision) Decision {
 	if d.Valid() {
 		return d
