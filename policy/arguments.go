@@ -260,6 +260,12 @@ func (s *argSchema) extra(action string, args map[string]any) ArgumentCheck {
 	}
 }
 
+// Check checks one value (canon's value model) against the declaration: its type and bounds.
+// It is the check [Action.CheckArguments] applies to each declared argument a call passes.
+func (d *Argument) Check(v any) ArgumentCheck {
+	return d.check(v)
+}
+
 // check checks one present value against the declaration.
 func (d *Argument) check(v any) ArgumentCheck {
 	bad := func(msg string) ArgumentCheck {

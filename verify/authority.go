@@ -231,7 +231,7 @@ func constraintArgs(conds policy.Conditions) (map[string]any, bool) {
 	hints := map[string][]any{}
 	addHints(hints, conds)
 	for arg, own := range byArg {
-		c := candidates(arg, own, hints[arg], false, 1)
+		c := candidates(arg, own, hints[arg], false, 1, nil)
 		if len(c) == 0 {
 			return nil, false
 		}

@@ -181,6 +181,13 @@ func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *p
 			byArg[c.Arg] = append(byArg[c.Arg], c)
 		}
 	}
+	// Every argument the action requires (named by another rule, or declared) must be passed
+	// too, else the call is denied missing_argument before any rule.
+	for _, r := range a.Requirements() {
+		if _, ok := byArg[r.Argument]; !ok && !placeholders[r.Argument] {
+			byArg[r.Argument] = nil
+		}
+	}
 	pk.args = slices.Sorted(maps.Keys(byArg))
 	for _, ph := range slices.Sorted(maps.Keys(placeholders)) {
 		if byArg[ph] == nil {
@@ -201,7 +208,7 @@ func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *p
 				c = append(c, fmt.Sprintf("verify:resource-%d", k))
 			}
 		} else {
-			c = candidates(arg, byArg[arg], hints[arg], placeholders[arg], n)
+			c = candidates(arg, byArg[arg], hints[arg], placeholders[arg], n, a.Argument(arg))
 		}
 		if len(c) == 0 {
 			return nil
@@ -404,8 +411,21 @@ func addHints(h map[string][]any, conds policy.Conditions) {
 // (eq, in) come first, then constructed strings, integers around the operands and the bounds,
 // booleans and containers; the policy's own evaluator is the filter, so a candidate is never
 // assumed to satisfy a condition.
-func candidates(arg string, own policy.Conditions, hints []any, placeholder bool, n int) []any {
+//
+// decl, when the action declares arg, filters the candidates too, and its enum and bounds are
+// seeds.
+func candidates(arg string, own policy.Conditions, hints []any, placeholder bool, n int, decl *policy.Argument) []any {
 	var seeds []any
+	if decl != nil {
+		for _, e := range decl.Enum {
+			seeds = append(seeds, e)
+		}
+		for _, b := range []*int64{decl.Min, decl.Max} {
+			if b != nil {
+				hints = append(hints, *b)
+			}
+		}
+	}
 	lo, hi := int64(-maxSafe), int64(maxSafe)
 	var pre, suf string
 	for _, c := range own {
@@ -482,6 +502,9 @@ func candidates(arg string, own policy.Conditions, hints []any, placeholder bool
 			continue
 		}
 		if ok, _ := own.Eval(map[string]any{arg: v}); !ok {
+			continue
+		}
+		if decl != nil && !decl.Check(v).OK() {
 			continue
 		}
 		id := valueString(v)
