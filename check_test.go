@@ -99,12 +99,13 @@ type conflict struct {
 	Currency string `json:"currency"`
 }
 
+// A and B both promote Amount at the same depth, untagged: encoding/json drops both.
 type A struct {
-	Amount int64 `json:"amount"`
+	Amount int64
 }
 
 type B struct {
-	Amount int64 `json:"amount"`
+	Amount int64
 }
 
 func protectAs[T any](g *latch.Guard, action string) {

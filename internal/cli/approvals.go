@@ -36,6 +36,10 @@ resource, principal, environment): approving it allows that action and nothing e
 A pending or granted request past its expiry is shown "(expired)"; reading never
 changes it. latch inspect ID shows the hash and the timeline.
 
+Where the policy gives an argument display hints (a label, money in minor units), the
+arguments are followed by how a person should read them — "Refund: €2,500.00 (250000
+minor units)" — beside the exact values, which are what the approval is bound to.
+
 --json prints JSON Lines, one object per request:
   approval_id, status, action, action_hash, arguments, principal, resource,
   created_at, expires_at, approver`,
@@ -67,11 +71,12 @@ changes it. latch inspect ID shows the hash and the timeline.
 				return nil
 			}
 			now := a.now()
+			pol := a.displayPolicy()
 			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
 			for _, ap := range list {
 				j := newApprovalJSON(ap)
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
-					dash(deref(j.Resource)), stamp(ap.ExpiresAt), dash(ap.Approver), cell(string(j.Arguments)))
+					dash(deref(j.Resource)), stamp(ap.ExpiresAt), dash(ap.Approver), cell(withReadable(pol, j.Action, j.Arguments)))
 			}
 			return t.flush()
 		},
@@ -131,7 +136,7 @@ expired request is written expired and refused; a request is answered once.`, lo
 				return answerError(verb, pos[0], name, err)
 			}
 			d := approvalAction(ap)
-			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, name, ap.ActionName, cell(string(d.Arguments)))
+			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, name, ap.ActionName, cell(withReadable(a.displayPolicy(), ap.ActionName, d.Arguments)))
 			fmt.Fprintf(a.stdout, "bound to %s", ap.ActionHash)
 			if grant {
 				fmt.Fprintf(a.stdout, "; single use, until %s", stamp(ap.ExpiresAt))

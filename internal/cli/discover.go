@@ -52,7 +52,7 @@ func (a *app) loadPolicy() (*policy.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := policy.Load(path)
+	p, err := policy.LoadContext(a.ctx, path)
 	if err != nil {
 		return nil, err
 	}

@@ -111,6 +111,9 @@ func (a *app) inspectAction(st store.Store, id string) error {
 		if f, ok := readReceipt(ev.receipts[seq]); ok {
 			t.row("  action", cell(f.Action))
 			t.row("  arguments", cell(string(f.Arguments)))
+			if r := readable(a.displayPolicy(), f.Action, f.Arguments); r != "" {
+				t.row("  reads as", cell(r))
+			}
 			t.row("  principal", principal(f.Principal.Agent, f.Principal.User))
 			t.row("  action hash", f.ActionHash)
 			t.row("  result", cell(f.Result))
@@ -178,6 +181,9 @@ func (a *app) inspectApproval(st store.Store, id string) error {
 	t.row("  status", approvalStatus(ap, a.now()))
 	t.row("  action", cell(d.Name))
 	t.row("  arguments", cell(string(d.Arguments)))
+	if r := readable(a.displayPolicy(), d.Name, d.Arguments); r != "" {
+		t.row("  reads as", cell(r))
+	}
 	t.row("  resource", dash(deref(d.Resource)))
 	t.row("  principal", principal(deref(d.Principal.Agent), deref(d.Principal.User)))
 	t.row("  environment", dash(d.Environment))

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -210,4 +212,56 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// displayPolicy is the policy whose display hints read arguments for people, or nil: the hints
+// are presentation only, so a policy that cannot be read just leaves the raw values.
+func (a *app) displayPolicy() *policy.Policy {
+	path, err := a.policyPath()
+	if err != nil {
+		return nil
+	}
+	p, err := policy.LoadContext(a.ctx, path)
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// readable renders the arguments of a call as the policy's display hints say a person should
+// read them ("Refund: €2,500.00 (250000 minor units); Order: "ord_1""), or "" when no hint
+// applies. The raw canonical arguments are always shown beside it.
+func readable(p *policy.Policy, action string, canonical json.RawMessage) string {
+	if p == nil || p.Actions[action] == nil {
+		return ""
+	}
+	v, err := canon.Parse(canonical)
+	args, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return ""
+	}
+	var parts []string
+	for _, av := range p.View(action, args) {
+		if av.Label == "" && av.Human == "" {
+			continue
+		}
+		name, val := av.Name, av.Raw
+		if av.Label != "" {
+			name = av.Label
+		}
+		if av.Human != "" {
+			val = av.Human
+		}
+		parts = append(parts, name+": "+val)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// withReadable is the raw arguments followed by their reading, when there is one.
+func withReadable(p *policy.Policy, action string, canonical json.RawMessage) string {
+	s := string(canonical)
+	if r := readable(p, action, canonical); r != "" {
+		s += "  — " + r
+	}
+	return s
 }

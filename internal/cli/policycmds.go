@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -60,16 +61,50 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// checkJSON is the output of `latch check --json`.
+type checkJSON struct {
+	OK          bool          `json:"ok"`
+	File        string        `json:"file"`
+	Hash        string        `json:"hash"`
+	Version     *string       `json:"version"`
+	Environment *string       `json:"environment"`
+	Mode        string        `json:"mode"`
+	Actions     int           `json:"actions"`
+	Strict      bool          `json:"strict"`
+	Warnings    []warningJSON `json:"warnings"`
+}
+
+type warningJSON struct {
+	Code    string `json:"code"`
+	Action  string `json:"action"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+}
+
 func (a *app) checkCommand() *cobra.Command {
-	return &cobra.Command{
+	var strict, asJSON bool
+	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Validate the policy, print its hash, warn on effect-less writes",
+		Short: "Validate the policy, print its hash, warn on what is probably wrong",
 		Long: `Load the policy strictly, as a guard would, and print its hash.
 
-An invalid policy exits 1 with file:line:column and what was expected. Every action
-that may run (allow or approve) but has no effect template is warned about on
-stderr: without an effect key, nothing stops it running twice.`,
-		Example: "  latch check\n  latch check --policy deploy/latch.yaml",
+An invalid policy exits 1 with file:line:column and what was expected. What is legal but
+probably wrong is warned about on stderr, each with file:line:column and a code:
+
+  no_effect           may decide allow or approve but has no effect template: without an
+                      effect key, nothing stops it running twice
+  no_arguments        has conditions but no arguments: section, so a misspelt argument
+                      name is caught only when a call arrives (denied missing_argument)
+  partial_argument    an argument tested in some conditional rules but not in others
+  shadowed_rule       a rule after one with no conditions, which always matches first
+  unsatisfiable_rule  a rule whose conditions can never all hold
+  never_allowed       rules none of which can ever decide allow or approve
+
+--strict makes any warning fail (exit 1); --json prints one JSON object with the warnings.
+See docs/policy.md for every key and every message.`,
+		Example: "  latch check\n  latch check --strict --policy deploy/latch.yaml\n  latch check --json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := a.loadPolicy()
@@ -80,24 +115,46 @@ stderr: without an effect key, nothing stops it running twice.`,
 			if mode == "" {
 				mode = policy.ModeEnforce
 			}
-			fmt.Fprintf(a.stdout, "%s %s: valid policy, %d %s, mode %s\n", a.mark(true), p.File, len(p.Actions), plural(len(p.Actions), "action", "actions"), mode)
-			t := newTable(a.stdout)
-			t.row("hash", p.Hash)
-			if p.Version != "" {
-				t.row("version", cell(p.Version))
+			ws := p.Warnings()
+			failed := strict && len(ws) > 0
+			if asJSON {
+				out := checkJSON{
+					OK: !failed, File: p.File, Hash: p.Hash, Version: jstr(p.Version), Environment: jstr(p.Environment),
+					Mode: string(mode), Actions: len(p.Actions), Strict: strict, Warnings: []warningJSON{},
+				}
+				for _, w := range ws {
+					out.Warnings = append(out.Warnings, warningJSON{Code: w.Code, Action: w.Action, File: p.File, Line: w.Pos.Line, Column: w.Pos.Column, Message: w.Msg})
+				}
+				if err := jsonLine(a.stdout, out); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(a.stdout, "%s %s: valid policy, %d %s, mode %s\n", a.mark(true), cell(p.File), len(p.Actions), plural(len(p.Actions), "action", "actions"), mode)
+				t := newTable(a.stdout)
+				t.row("hash", p.Hash)
+				if p.Version != "" {
+					t.row("version", cell(p.Version))
+				}
+				if p.Environment != "" {
+					t.row("environment", cell(p.Environment))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				for _, w := range ws {
+					fmt.Fprintf(a.stderr, "warning: %s:%d:%d: %s [%s]\n", cell(p.File), w.Pos.Line, w.Pos.Column, cell(w.Msg), w.Code)
+				}
 			}
-			if p.Environment != "" {
-				t.row("environment", cell(p.Environment))
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			for _, w := range p.Warnings() {
-				fmt.Fprintf(a.stderr, "warning: %s:%d:%d: %s\n", p.File, w.Pos.Line, w.Pos.Column, w.Msg)
+			if failed {
+				return fmt.Errorf("%d %s and --strict: fix them or drop --strict", len(ws), plural(len(ws), "warning", "warnings"))
 			}
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&strict, "strict", false, "exit 1 when there is any warning")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object with the warnings")
+	return cmd
 }
 
 func plural(n int, one, many string) string {
@@ -119,7 +176,20 @@ type evalJSON struct {
 	Principal   principalJSON   `json:"principal"`
 	Environment string          `json:"environment"`
 	PolicyHash  string          `json:"policy_hash"`
+	ArgCheck    argCheckJSON    `json:"argument_check"`
 	Trace       []ruleJSON      `json:"trace"`
+}
+
+// argCheckJSON is the check of the arguments against what the action needs, made before any
+// rule: the first line of eval's trace.
+type argCheckJSON struct {
+	OK       bool     `json:"ok"`
+	Reason   *string  `json:"reason"`
+	Argument *string  `json:"argument"`
+	Pointer  *string  `json:"pointer"`
+	Message  *string  `json:"message"`
+	Required []string `json:"required"`
+	Declared bool     `json:"declared"` // the action has an arguments: section
 }
 
 type ruleJSON struct {
@@ -147,8 +217,12 @@ rule trace, the action hash a human's approval would be bound to, and the effect
 eval never opens the store. The action hash covers the principal and environment, so
 pass --agent (and --user) as the worker would for a hash that matches its approvals;
 the environment is $LATCH_ENVIRONMENT, else the policy's, else production.
+The first line of the trace is the check of the arguments against what the action
+needs (docs/policy.md#arguments): every argument the policy names is present, and each
+declared argument fits its declaration; a call that fails it is denied missing_argument
+or invalid_arguments before any rule.
 Exits 0 for any decision; 1 when the arguments cannot form an action (a float, a
-missing template argument).`,
+template argument of the wrong type).`,
 		Example: `  latch eval billing.charge --args '{"invoice_id":"inv_1","amount":200000}' --agent billing-worker`,
 		Args:    exactArgs("ACTION"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
@@ -182,6 +256,7 @@ missing template argument).`,
 				PolicyHash: ev.PolicyHash, Trace: []ruleJSON{},
 			}
 			act := p.Actions[ev.Action]
+			out.ArgCheck = argCheckOf(ev.ArgumentCheck, act)
 			for _, rt := range ev.Trace {
 				r := ruleJSON{Rule: rt.Index, Matched: rt.Matched, Conditions: []condJSON{}}
 				if act != nil && rt.Index < len(act.Rules) {
@@ -222,15 +297,20 @@ func (a *app) printEval(e evalJSON, act *policy.Action) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	switch {
-	case act == nil:
+	if act == nil {
 		fmt.Fprintln(a.stdout, "trace        none: the action is not listed, so it is denied")
-		return nil
-	case len(act.Rules) == 0:
-		fmt.Fprintf(a.stdout, "trace        none: the action has a bare decision (%s)\n", act.Decision)
 		return nil
 	}
 	fmt.Fprintln(a.stdout, "trace")
+	fmt.Fprintf(a.stdout, "  arguments  %s\n", a.argCheckLine(e.ArgCheck))
+	if !e.ArgCheck.OK {
+		fmt.Fprintf(a.stdout, "  → deny (%s): no rule is evaluated\n", deref(e.ArgCheck.Reason))
+		return nil
+	}
+	if len(act.Rules) == 0 {
+		fmt.Fprintf(a.stdout, "  decision   %s (the action has a bare decision)\n", act.Decision)
+		return nil
+	}
 	for _, r := range e.Trace {
 		verdict := "no match"
 		if r.Matched {
@@ -248,4 +328,33 @@ func (a *app) printEval(e evalJSON, act *policy.Action) error {
 		fmt.Fprintln(a.stdout, "  no rule matched → deny")
 	}
 	return nil
+}
+
+func argCheckOf(c policy.ArgumentCheck, act *policy.Action) argCheckJSON {
+	out := argCheckJSON{OK: c.OK(), Required: []string{}}
+	if !c.OK() {
+		out.Reason, out.Argument, out.Pointer, out.Message = jstr(c.Reason), jstr(c.Argument), jstr(c.Pointer), jstr(c.Msg)
+	}
+	if act != nil {
+		for _, r := range act.Requirements() {
+			out.Required = append(out.Required, r.Argument)
+		}
+		out.Declared = act.Arguments != nil
+	}
+	return out
+}
+
+// argCheckLine is the first line of eval's trace.
+func (a *app) argCheckLine(c argCheckJSON) string {
+	if !c.OK {
+		return a.mark(false) + " " + deref(c.Reason) + " at " + cell(deref(c.Pointer)) + ": " + cell(deref(c.Message))
+	}
+	req := "nothing required"
+	if len(c.Required) > 0 {
+		req = "required present: " + cell(strings.Join(c.Required, ", "))
+	}
+	if c.Declared {
+		return a.mark(true) + " " + req + "; every declared argument fits"
+	}
+	return a.mark(true) + " " + req + " (no arguments: section, so types are not checked)"
 }

@@ -113,6 +113,9 @@ func deliver(ctx context.Context, who string) error {
 		return err
 	}
 	transfer := latch.Protect(g, "payouts.transfer", bankTransfer, nil)
+	if err := g.Check(); err != nil { // the policy and the Go type agree, or nothing starts
+		return err
+	}
 	if os.Getenv(unguardedEnv) == "1" {
 		transfer = bankTransfer // without latch: the second delivery transfers again
 	}

@@ -66,6 +66,9 @@ func run(ctx context.Context) error {
 
 	proc := &processor{}
 	charge := latch.Protect(g, "billing.charge", proc.charge, nil)
+	if err := g.Check(); err != nil { // the policy and the Go type agree, or nothing starts
+		return err
+	}
 	if os.Getenv(unguardedEnv) == "1" {
 		charge = proc.charge // what the queue does without latch: the checks below must fail
 	}
