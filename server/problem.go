@@ -85,6 +85,13 @@ func problemOf(err error) *Problem {
 			p.Reason = de.Reason
 			return p
 		}
+		if de.Argument != "" {
+			// missing_argument, invalid_arguments: denied by the policy, and the pointer says
+			// which value of the request to fix.
+			p := problem(http.StatusUnprocessableEntity, reason, msg)
+			p.Pointer = de.Pointer
+			return p
+		}
 		return problem(http.StatusForbidden, reason, msg)
 	case errors.As(err, &ae):
 		p := problem(http.StatusForbidden, ae.Reason, msg)
