@@ -72,6 +72,9 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		if a.MaxAttempts > 0 {
 			e["max_attempts"] = a.MaxAttempts
 		}
+		if a.Arguments != nil {
+			e["arguments"] = encodeArguments(a)
+		}
 		if len(a.Rules) == 0 {
 			e["decision"] = string(a.Decision)
 		} else {
@@ -109,6 +112,45 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		return nil, fmt.Errorf("verify: encode the scenario policy: %w", err)
 	}
 	return b, nil
+}
+
+// encodeArguments writes an action's arguments section, display hints included.
+func encodeArguments(a *policy.Action) map[string]any {
+	out := map[string]any{"additional": !a.RefuseAdditional}
+	for _, d := range a.Arguments {
+		decl := map[string]any{"type": string(d.Type), "optional": d.Optional}
+		if d.Min != nil {
+			decl["min"] = *d.Min
+		}
+		if d.Max != nil {
+			decl["max"] = *d.Max
+		}
+		if d.MaxLength > 0 {
+			decl["max_length"] = d.MaxLength
+		}
+		if d.Enum != nil {
+			decl["enum"] = d.Enum
+		}
+		if h := d.Display; h != nil {
+			disp := map[string]any{}
+			if h.Label != "" {
+				disp["label"] = h.Label
+			}
+			if m := h.Money; m != nil {
+				money := map[string]any{"minor_units": m.MinorUnits}
+				if m.Currency != "" {
+					money["currency"] = m.Currency
+				}
+				if m.CurrencyArg != "" {
+					money["currency_arg"] = m.CurrencyArg
+				}
+				disp["money"] = money
+			}
+			decl["display"] = disp
+		}
+		out[d.Name] = decl
+	}
+	return out
 }
 
 // encodeAuthority writes an authority section.
