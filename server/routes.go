@@ -21,6 +21,7 @@ func (s *Server) table() []route {
 	return []route{
 		{"GET", "/healthz", false, open(s.healthz)},
 		{"GET", "/readyz", false, open(s.readyz)},
+		{"GET", "/v1/openapi.json", false, open(s.openAPIDoc)},
 		{"POST", "/v1/actions", true, s.postAction},
 		{"GET", "/v1/actions/{id}", true, s.getAction},
 		{"POST", "/v1/actions/{id}/outcome", true, s.postOutcome},

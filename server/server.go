@@ -57,6 +57,7 @@ type Server struct {
 	tokens store.TokenStore
 	log    *slog.Logger
 	h      http.Handler
+	doc    []byte // the OpenAPI document
 }
 
 // New builds the server of guard g. The guard's store must keep API tokens (both built-in
@@ -108,6 +109,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	}
 	s := &Server{g: g, cfg: c, tokens: ts, log: c.Logger}
 	s.h = s.routes()
+	s.doc = s.openAPI()
 	return s, nil
 }
 

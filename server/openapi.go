@@ -1,0 +1,191 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The OpenAPI 3.1 document of the API, built from the route table so that it lists exactly
+// the routes the server serves; a test holds every status code it lists to one the live
+// handler answers.
+
+type op struct {
+	summary  string
+	request  string // the component schema of the body, "" for none
+	response string // the component schema of the 2xx answer
+	statuses []int
+}
+
+// ops describes each route of the table, by "METHOD PATTERN".
+var ops = map[string]op{
+	"GET /healthz":                    {"The process is up", "", "Status", []int{200}},
+	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}},
+	"GET /v1/openapi.json":            {"This document", "", "", []int{200}},
+	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422}},
+	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}},
+	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409}},
+	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}},
+	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}},
+	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}},
+	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "", "Approval", []int{200, 401, 403, 404, 409}},
+	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "", "Approval", []int{200, 401, 403, 404, 409}},
+	"GET /v1/effects":                 {"Effect records (approver)", "", "Effects", []int{200, 400, 401, 403}},
+	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}},
+	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}},
+	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}},
+	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}},
+}
+
+var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
+
+// openAPI builds the document from the route table.
+func (s *Server) openAPI() []byte {
+	paths := map[string]map[string]any{}
+	for _, rt := range s.table() {
+		o := ops[rt.method+" "+rt.pattern]
+		operation := map[string]any{
+			"summary":     o.summary,
+			"operationId": operationID(rt.method, rt.pattern),
+			"responses":   responses(o),
+		}
+		if rt.auth {
+			operation["security"] = []any{map[string]any{"bearer": []any{}}}
+		} else {
+			operation["security"] = []any{}
+		}
+		var params []any
+		for _, m := range pathParam.FindAllStringSubmatch(rt.pattern, -1) {
+			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		if params != nil {
+			operation["parameters"] = params
+		}
+		if o.request != "" {
+			operation["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": ref(o.request)}}}
+		}
+		if paths[rt.pattern] == nil {
+			paths[rt.pattern] = map[string]any{}
+		}
+		paths[rt.pattern][strings.ToLower(rt.method)] = operation
+	}
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{"title": "latch serve", "version": "v1",
+			"description": "The guard's pipeline over HTTP: begin an action, act, report the outcome. Errors are application/problem+json whose type is urn:latch:problem:REASON."},
+		"paths": paths,
+		"components": map[string]any{
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "An API token from latch token create (agent or approver)"}},
+			"schemas": schemas,
+		},
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ") // maps of strings, numbers and slices always encode
+	return b
+}
+
+func operationID(method, pattern string) string {
+	id := strings.ToLower(method)
+	for _, part := range strings.Split(strings.Trim(pattern, "/"), "/") {
+		part = strings.Trim(part, "{}")
+		part = strings.NewReplacer(".", "_", "-", "_").Replace(part)
+		id += "_" + part
+	}
+	return id
+}
+
+func responses(o op) map[string]any {
+	out := map[string]any{}
+	for _, st := range o.statuses {
+		code := strconv.Itoa(st)
+		switch {
+		case st == 202:
+			out[code] = jsonResponse("Approval required: a request is stored for a human", "ApprovalRequired")
+		case st < 300 && o.response == "":
+			out[code] = map[string]any{"description": http.StatusText(st)}
+		case st < 300:
+			out[code] = jsonResponse(http.StatusText(st), o.response)
+		default:
+			out[code] = map[string]any{"description": http.StatusText(st), "content": map[string]any{
+				"application/problem+json": map[string]any{"schema": ref("Problem")}}}
+		}
+	}
+	return out
+}
+
+func jsonResponse(desc, schema string) map[string]any {
+	return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": ref(schema)}}}
+}
+
+func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+
+func obj(required []string, props map[string]any) map[string]any {
+	o := map[string]any{"type": "object", "properties": props}
+	if required != nil {
+		o["required"] = required
+	}
+	return o
+}
+
+var (
+	str      = map[string]any{"type": "string"}
+	nstr     = map[string]any{"type": []string{"string", "null"}}
+	integer  = map[string]any{"type": "integer"}
+	nint     = map[string]any{"type": []string{"integer", "null"}}
+	anyJSON  = map[string]any{}
+	stamp    = map[string]any{"type": []string{"string", "null"}, "format": "date-time"}
+	principl = obj(nil, map[string]any{"agent": nstr, "user": nstr})
+)
+
+var schemas = map[string]any{
+	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
+		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "field": str, "pointer": str,
+		"action_id": str, "approval_id": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str}),
+	"Status": obj([]string{"status"}, map[string]any{"status": str}),
+	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
+		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,
+		"wait_seconds": map[string]any{"type": "integer", "minimum": 0}}},
+	"Action": obj([]string{"status", "action_id", "action", "action_hash"}, map[string]any{
+		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
+		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
+		"idempotency_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
+		"would_have": map[string]any{"type": "object"}, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
+	"ApprovalRequired": obj([]string{"status", "approval_id", "action_hash", "expires_at"}, map[string]any{
+		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "expires_at": stamp, "approval": ref("Approval")}),
+	"OutcomeRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"outcome"}, "properties": map[string]any{
+		"outcome": map[string]any{"enum": []string{"committed", "not_executed", "unknown"}}, "result": anyJSON, "error": str}},
+	"Recorded": obj([]string{"status", "action_id", "result", "receipt", "receipt_hash"}, map[string]any{
+		"status": map[string]any{"const": "recorded"}, "action_id": str,
+		"result": map[string]any{"enum": []string{"committed", "failed", "ambiguous", "observed"}}, "error": nstr,
+		"receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
+	"LeaseRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"seconds"}, "properties": map[string]any{
+		"seconds": map[string]any{"type": "integer", "minimum": 1}}},
+	"Lease": obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
+	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
+		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
+		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
+		"created_at": stamp, "expires_at": stamp, "approver": nstr}),
+	"Approvals": obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
+	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
+		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
+		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_expired": map[string]any{"type": "boolean"},
+		"result": anyJSON, "error": nstr, "resolved_by": nstr, "created_at": stamp, "updated_at": stamp}),
+	"Effects": obj([]string{"effects"}, map[string]any{"effects": map[string]any{"type": "array", "items": ref("Effect")}}),
+	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
+		"to": map[string]any{"enum": []string{"committed", "failed"}}}},
+	"Receipts": obj([]string{"receipts", "next_after"}, map[string]any{
+		"receipts": map[string]any{"type": "array", "items": obj([]string{"seq", "hash", "receipt"}, map[string]any{
+			"seq": integer, "hash": str, "receipt": map[string]any{"type": "object"}})},
+		"next_after": integer}),
+	"Report": obj([]string{"ok", "verified", "breaks"}, map[string]any{
+		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"}}),
+}
+
+// openAPIDoc is GET /v1/openapi.json.
+func (s *Server) openAPIDoc(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.doc)
+}

@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+// observed records the (route pattern, status) pairs a handler answered.
+type observed struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (o *observed) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		h.ServeHTTP(rec, r)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.seen[r.Pattern+" "+http.StatusText(rec.status)] = true
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+// docRoutes are the routes docs/http.md documents, from its headings: ### `GET /v1/x`, `POST …`.
+func docRoutes(t *testing.T) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "http.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "### ") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`(GET|POST) (/[^` ?\\[]*)").FindAllStringSubmatch(line, -1) {
+			out[m[1]+" "+m[2]] = true
+		}
+	}
+	return out
+}
+
+// TestOpenAPI: /v1/openapi.json is OpenAPI 3.1 and lists exactly the routes the server serves
+// and docs/http.md documents; every status code it lists for an operation is one the live
+// handler answers, observed here by driving each.
+func TestOpenAPI(t *testing.T) {
+	t.Parallel()
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: mustPolicy(t), StoreURL: storeURL(t, "sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closeOnce sync.Once
+	closeGuard := func() { closeOnce.Do(func() { g.Close() }) }
+	t.Cleanup(closeGuard)
+	srvr, err := server.New(g, &server.Config{MaxBody: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observed{seen: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: obs.wrap(srvr.Handler())}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Shutdown(context.Background()) })
+	ts := g.Store().(store.TokenStore)
+	mk := func(req *server.NewToken) string {
+		secret, _, err := server.CreateToken(t.Context(), ts, req, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
+	s := &srv{t: t, url: "http://" + ln.Addr().String(), g: g,
+		alice: mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}), bob: mk(&server.NewToken{Kind: store.TokenAgent, Agent: "other-worker"}),
+		approver: mk(&server.NewToken{Kind: store.TokenApprover, Approver: "carol"})}
+
+	r := s.do("GET", "/v1/openapi.json", "", nil)
+	if r.status != 200 || r.body["openapi"] != "3.1.0" {
+		t.Fatalf("GET /v1/openapi.json = %d %.200s", r.status, r.raw)
+	}
+	documented := map[string][]string{} // "METHOD /path" → statuses
+	for path, item := range r.body["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			for code := range op.(map[string]any)["responses"].(map[string]any) {
+				documented[strings.ToUpper(method)+" "+path] = append(documented[strings.ToUpper(method)+" "+path], code)
+			}
+		}
+	}
+	inDocs := docRoutes(t)
+	for route := range documented {
+		if !inDocs[route] {
+			t.Errorf("openapi.json lists %s, docs/http.md has no heading for it", route)
+		}
+	}
+	for route := range inDocs {
+		if documented[route] == nil {
+			t.Errorf("docs/http.md documents %s, openapi.json does not list it", route)
+		}
+	}
+
+	// Drive every operation to each status it documents.
+	charge := func(inv string, amount int) map[string]any {
+		return map[string]any{"action": "billing.charge", "arguments": map[string]any{"invoice_id": inv, "amount": amount}}
+	}
+	id := s.do("POST", "/v1/actions", s.alice, charge("inv_1", 100)).body["action_id"].(string)
+	done := s.do("POST", "/v1/actions", s.alice, charge("inv_2", 100)).body["action_id"].(string)
+	s.do("POST", "/v1/actions/"+done+"/outcome", s.alice, map[string]any{"outcome": "unknown"})
+	noKey := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "report.read"}).body["action_id"].(string)
+	apr := s.do("POST", "/v1/actions", s.alice, charge("inv_9", 90000)).body["approval_id"].(string)
+	apr2 := s.do("POST", "/v1/actions", s.alice, charge("inv_8", 90000)).body["approval_id"].(string)
+	self := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"})
+	unknown := "act_00000000000000000000000000000000"
+	for _, q := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"GET", "/healthz", "", nil},
+		{"POST", "/v1/actions", s.alice, `{"action":"billing.charge","x":1}`},
+		{"POST", "/v1/actions", "", nil},
+		{"POST", "/v1/actions", s.alice, map[string]any{"action": "payout.send"}},
+		{"POST", "/v1/actions", s.alice, charge("inv_1", 100)},
+		{"POST", "/v1/actions", s.alice, `{"action":"billing.charge","arguments":{"invoice_id":"` + strings.Repeat("x", 5000) + `"}}`},
+		{"POST", "/v1/actions", s.alice, []byte("form")},
+		{"POST", "/v1/actions", s.alice, `{"action":"billing.charge","arguments":{"invoice_id":"x","amount":1.5}}`},
+		{"GET", "/v1/actions/" + id, s.alice, nil},
+		{"GET", "/v1/actions/" + id, "", nil},
+		{"GET", "/v1/actions/" + id, s.bob, nil},
+		{"GET", "/v1/actions/" + unknown, s.alice, nil},
+		{"POST", "/v1/actions/" + id + "/lease", s.alice, map[string]any{"seconds": 60}},
+		{"POST", "/v1/actions/" + id + "/lease", s.alice, map[string]any{"seconds": 0}},
+		{"POST", "/v1/actions/" + id + "/lease", "", nil},
+		{"POST", "/v1/actions/" + id + "/lease", s.bob, map[string]any{"seconds": 60}},
+		{"POST", "/v1/actions/" + unknown + "/lease", s.alice, map[string]any{"seconds": 60}},
+		{"POST", "/v1/actions/" + noKey + "/lease", s.alice, map[string]any{"seconds": 60}},
+		{"POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": "x"}},
+		{"POST", "/v1/actions/" + id + "/outcome", "", nil},
+		{"POST", "/v1/actions/" + id + "/outcome", s.bob, map[string]any{"outcome": "committed"}},
+		{"POST", "/v1/actions/" + unknown + "/outcome", s.alice, map[string]any{"outcome": "committed"}},
+		{"POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": "committed"}},
+		{"POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": "committed"}},
+		{"GET", "/v1/approvals", s.approver, nil},
+		{"GET", "/v1/approvals?status=x", s.approver, nil},
+		{"GET", "/v1/approvals", "", nil},
+		{"GET", "/v1/approvals", s.alice, nil},
+		{"GET", "/v1/approvals/" + apr, s.approver, nil},
+		{"GET", "/v1/approvals/" + apr, "", nil},
+		{"GET", "/v1/approvals/apr_x", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr + "/approve", "", nil},
+		{"POST", "/v1/approvals/" + apr + "/approve", self, nil},
+		{"POST", "/v1/approvals/apr_x/approve", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr2 + "/deny", "", nil},
+		{"POST", "/v1/approvals/" + apr2 + "/deny", s.alice, nil},
+		{"POST", "/v1/approvals/apr_x/deny", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr2 + "/deny", s.approver, nil},
+		{"POST", "/v1/approvals/" + apr2 + "/deny", s.approver, nil},
+		{"GET", "/v1/effects", s.approver, nil},
+		{"GET", "/v1/effects?state=x", s.approver, nil},
+		{"GET", "/v1/effects", "", nil},
+		{"GET", "/v1/effects", s.alice, nil},
+		{"GET", "/v1/effects/charge:inv_1", s.approver, nil},
+		{"GET", "/v1/effects/charge:inv_1", "", nil},
+		{"GET", "/v1/effects/charge:inv_1", s.alice, nil},
+		{"GET", "/v1/effects/charge:none", s.approver, nil},
+		{"POST", "/v1/effects/charge:inv_2/resolve", s.approver, map[string]any{"to": "x"}},
+		{"POST", "/v1/effects/charge:inv_2/resolve", "", nil},
+		{"POST", "/v1/effects/charge:inv_2/resolve", s.alice, map[string]any{"to": "failed"}},
+		{"POST", "/v1/effects/charge:none/resolve", s.approver, map[string]any{"to": "failed"}},
+		{"POST", "/v1/effects/charge:inv_2/resolve", s.approver, map[string]any{"to": "failed"}},
+		{"POST", "/v1/effects/charge:inv_2/resolve", s.approver, map[string]any{"to": "failed"}},
+		{"GET", "/v1/receipts", s.approver, nil},
+		{"GET", "/v1/receipts?after=x", s.approver, nil},
+		{"GET", "/v1/receipts", "", nil},
+		{"GET", "/v1/receipts", s.alice, nil},
+		{"GET", "/v1/receipts/verify", s.approver, nil},
+		{"GET", "/v1/receipts/verify", "", nil},
+		{"GET", "/v1/receipts/verify", s.alice, nil},
+		{"GET", "/readyz", "", nil},
+	} {
+		if b, ok := q.body.([]byte); ok { // a body that is not JSON, sent as a form
+			req, _ := http.NewRequest(q.method, s.url+q.path, strings.NewReader(string(b)))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Authorization", "Bearer "+q.token)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			continue
+		}
+		s.do(q.method, q.path, q.token, q.body)
+	}
+	closeGuard()
+	s.do("GET", "/readyz", "", nil)
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var missing []string
+	for route, codes := range documented {
+		for _, code := range codes {
+			n := 0
+			for _, c := range code {
+				n = n*10 + int(c-'0')
+			}
+			if !obs.seen[route+" "+http.StatusText(n)] {
+				missing = append(missing, route+" "+code)
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("openapi.json documents statuses no live handler answered here:\n%s", strings.Join(missing, "\n"))
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(r.raw, &raw); err != nil || raw["components"] == nil {
+		t.Errorf("openapi.json has no components: %v", err)
+	}
+}
