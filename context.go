@@ -38,7 +38,9 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 }
 
 // WithApproval returns a context presenting an approval id: the next call made with it spends
-// that approval if, and only if, it was granted for exactly that action.
+// that approval if, and only if, it was granted for exactly that action. The context an executor
+// receives does not carry it: a protected call nested inside an approved call is decided on its
+// own.
 func WithApproval(ctx context.Context, approvalID string) context.Context {
 	return context.WithValue(ctx, approvalKey, approvalID)
 }
@@ -58,6 +60,23 @@ func CredentialFrom(ctx context.Context) string {
 func principalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey).(Principal)
 	return p, ok
+}
+
+// withoutApproval hides a presented approval from the calls made with the returned context.
+// An approval is spent by the call it was presented to; a protected call nested inside that
+// call's executor (or reconcile hook) is decided on its own, as if made alone, and must neither
+// present it (and burn it on a mismatch) nor spend it.
+func withoutApproval(ctx context.Context) context.Context {
+	if approvalFrom(ctx) == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, approvalKey, "")
+}
+
+// executorContext is the context an executor runs with: the caller's, without its approval,
+// knowing the attempt it runs.
+func executorContext(ctx context.Context, exec *execution) context.Context {
+	return context.WithValue(withoutApproval(ctx), execKey, exec)
 }
 
 func approvalFrom(ctx context.Context) string {

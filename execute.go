@@ -288,8 +288,7 @@ func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn Exe
 			panicked = r
 		}
 	}()
-	ectx := context.WithValue(ctx, execKey, exec)
-	value, err = fn(ectx, json.RawMessage(args))
+	value, err = fn(executorContext(ctx, exec), json.RawMessage(args))
 	return value, err, nil
 }
 
@@ -377,7 +376,7 @@ func (g *Guard) askReconcile(ctx context.Context, pr *prepared) (o Outcome, err 
 			o, err = OutcomeUnknown, fmt.Errorf("reconcile hook panicked: %v", r)
 		}
 	}()
-	o, err = pr.opts.Reconcile(ctx, pr.key)
+	o, err = pr.opts.Reconcile(withoutApproval(ctx), pr.key)
 	if err != nil || (o != OutcomeCommitted && o != OutcomeNotExecuted) {
 		return OutcomeUnknown, err
 	}

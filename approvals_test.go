@@ -1,0 +1,110 @@
+package latch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+)
+
+const nestedPolicy = `
+schema: latch.policy/v1
+actions:
+  payout.send:
+    effect: "payout:{id}"
+    decision: approve
+  audit.write:
+    effect: "audit:{id}"
+    decision: allow
+  refund.issue:
+    effect: "refund:{id}"
+    decision: approve
+`
+
+// approved asks for an approval of call, grants it as alice, and returns its id.
+func approved(t *testing.T, e *env, ctx context.Context, call *latch.Call) string {
+	t.Helper()
+	_, err := e.g.Execute(ctx, call, func(context.Context, json.RawMessage) (any, error) {
+		t.Fatalf("%s ran before it was approved", call.Action)
+		return nil, nil
+	})
+	var req *latch.ApprovalRequiredError
+	if !errors.As(err, &req) {
+		t.Fatalf("Execute(%s) = %v, want ApprovalRequiredError", call.Action, err)
+	}
+	if _, err := e.g.Approve(t.Context(), req.ApprovalID, "alice"); err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	return req.ApprovalID
+}
+
+func countEvents(t *testing.T, g *latch.Guard, f store.EventFilter, kind string) int {
+	t.Helper()
+	evs, err := g.Store().Events(t.Context(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// TestApprovalDoesNotLeakIntoNestedCalls: the context an approved call's executor gets does not
+// present the caller's approval, so nested protected calls are decided on their own.
+func TestApprovalDoesNotLeakIntoNestedCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nestedPolicy)
+	ctx := agent(t.Context())
+	outer := &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_1"}`)}
+	id := approved(t, e, ctx, outer)
+
+	var auditErr, refundErr error
+	var audited, refunded int
+	rc, err := e.g.Execute(latch.WithApproval(ctx, id), outer, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, auditErr = e.g.Execute(ctx, &latch.Call{Action: "audit.write", Arguments: json.RawMessage(`{"id":"a_1"}`)},
+			func(context.Context, json.RawMessage) (any, error) { audited++; return "logged", nil })
+		_, refundErr = e.g.Execute(ctx, &latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"id":"rf_1"}`)},
+			func(context.Context, json.RawMessage) (any, error) { refunded++; return "refunded", nil })
+		return "paid", nil
+	})
+	if err != nil {
+		t.Fatalf("outer approved call: %v", err)
+	}
+	if rc.Result != "committed" || rc.ApprovalID != id {
+		t.Errorf("outer receipt: result %s approval %s, want committed with %s", rc.Result, rc.ApprovalID, id)
+	}
+	// The allowed nested call runs as if called alone.
+	if auditErr != nil || audited != 1 {
+		t.Errorf("nested allowed call: err %v, ran %d times; want it to run once", auditErr, audited)
+	}
+	// The gated nested call asks for its own approval, as if called alone.
+	var req *latch.ApprovalRequiredError
+	if !errors.As(refundErr, &req) || req.ApprovalID == id || refunded != 0 {
+		t.Errorf("nested gated call: err %v, ran %d times; want a new approval request and no run", refundErr, refunded)
+	}
+	a, err := e.g.Store().Approval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != store.Consumed || a.ConsumedBy != rc.ActionID {
+		t.Errorf("outer approval: %s by %s, want consumed by the outer call %s", a.Status, a.ConsumedBy, rc.ActionID)
+	}
+	if n := countEvents(t, e.g, store.EventFilter{ApprovalID: id}, store.EventApprovalConsumed); n != 1 {
+		t.Errorf("approval_consumed events for the outer approval: %d, want 1", n)
+	}
+	for r, err := range e.g.Store().Receipts(t.Context(), store.ReceiptFilter{ApprovalID: id}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Seq != rc.Seq {
+			t.Errorf("receipt seq %d names the outer approval; only the outer call's (seq %d) should", r.Seq, rc.Seq)
+		}
+	}
+}
