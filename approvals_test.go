@@ -108,3 +108,67 @@ func TestApprovalDoesNotLeakIntoNestedCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestApproverNames: approver names are normalized and stored normalized, a principal cannot
+// approve its own request by respelling its name, and a name that is not valid UTF-8 is refused
+// before anything runs — never accepted, to break the receipt of an executed effect later.
+func TestApproverNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nestedPolicy)
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "carol"})
+	call := &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_1"}`)}
+	_, err := e.g.Execute(ctx, call, nil)
+	var req *latch.ApprovalRequiredError
+	if !errors.As(err, &req) {
+		t.Fatalf("err = %v, want approval required", err)
+	}
+	for _, name := range []string{"Carol", "carol ", "CAROL", "ｃａｒｏｌ", "car\u200bol", "\u202ealice", "al\xffice", "alice\nbob"} {
+		_, err := e.g.Approve(t.Context(), req.ApprovalID, name)
+		var ae *store.AnswerError
+		if !errors.As(err, &ae) || (ae.Reason != "self_approval" && ae.Reason != "invalid_approver") {
+			t.Errorf("Approve as %q = %v, want refused (self_approval or invalid_approver)", name, err)
+		}
+	}
+	if a, _ := e.g.Store().Approval(t.Context(), req.ApprovalID); a.Status != store.Pending {
+		t.Fatalf("approval after refused answers: %s, want pending", a.Status)
+	}
+	a, err := e.g.Approve(t.Context(), req.ApprovalID, "  Alice ")
+	if err != nil || a.Approver != "Alice" {
+		t.Fatalf("Approve as %q = %+v, %v; want granted, stored as \"Alice\"", "  Alice ", a, err)
+	}
+	ran := 0
+	rc, err := e.g.Execute(latch.WithApproval(ctx, req.ApprovalID), call, func(context.Context, json.RawMessage) (any, error) { ran++; return "paid", nil })
+	if err != nil || ran != 1 || rc.Approver != "Alice" {
+		t.Fatalf("approved call: ran %d, receipt %+v, err %v; want one run and approver Alice", ran, rc, err)
+	}
+	verifyChain(t, e.g)
+}
+
+// TestInvalidUTF8ApproverRefused: on the old code an approver name that is not valid UTF-8 was
+// stored; the approved call then executed and its receipt could not be hashed, so the effect ran
+// with no outcome and no receipt. The name is refused when the answer is given.
+func TestInvalidUTF8ApproverRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nestedPolicy)
+	ctx := agent(t.Context())
+	call := &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_utf8"}`)}
+	_, err := e.g.Execute(ctx, call, nil)
+	var req *latch.ApprovalRequiredError
+	if !errors.As(err, &req) {
+		t.Fatalf("err = %v, want approval required", err)
+	}
+	_, err = e.g.Approve(t.Context(), req.ApprovalID, "al\xffice")
+	var ae *store.AnswerError
+	if !errors.As(err, &ae) || ae.Reason != "invalid_approver" {
+		t.Errorf("Approve as invalid UTF-8 = %v, want invalid_approver", err)
+	}
+	ran := 0
+	rc, err := e.g.Execute(latch.WithApproval(ctx, req.ApprovalID), call, func(context.Context, json.RawMessage) (any, error) { ran++; return "paid", nil })
+	if ran != 0 {
+		// Whatever happened, an executed effect must have its receipt.
+		t.Errorf("executor ran on an approval answered by an invalid name (receipt %v, err %v)", rc, err)
+	}
+	if rc == nil {
+		t.Errorf("the refused call left no receipt (err %v)", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -144,7 +145,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
 		}
 		if res.Approval != nil {
-			rc.Approver = res.Approval.Approver
+			rc.Approver = safetext.Valid(res.Approval.Approver) // a receipt must hash, whatever an old row holds
 		}
 		h.written = true
 		if pr.key != "" {

@@ -331,7 +331,7 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) 
 	rc.ApprovalID = apr
 	if apr != "" {
 		if a, err := g.store.Approval(ctx, apr); err == nil {
-			rc.Approver = a.Approver
+			rc.Approver = safetext.Valid(a.Approver)
 		}
 	}
 	if rm.Mode == string(policy.ModeObserve) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/safetext"
@@ -80,7 +79,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 			rc.Result = receipt.Blocked
 			rc.Error = r.Text()
 			if apr != nil && rc.Approver == "" {
-				rc.Approver = apr.Approver
+				rc.Approver = safetext.Valid(apr.Approver)
 			}
 			rc.FinishedAt = req.Now
 			p.Receipt = &rc
@@ -265,19 +264,6 @@ func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
 	return b.String()
 }
 
-// CheckApprover validates an approver name: non-empty, one line, no control characters.
-func CheckApprover(name string) error {
-	if strings.TrimSpace(name) == "" {
-		return fmt.Errorf("approver is empty")
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return fmt.Errorf("approver %q contains a control character", name)
-		}
-	}
-	return nil
-}
-
 // PlanAnswer decides an answer to an approval request. The returned write is nil when nothing
 // changes; an expired request is written expired even though the answer is refused.
 func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error) {
@@ -285,7 +271,8 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		return nil, nil, fmt.Errorf("approval %s: %w", safetext.Quote(req.ID), ErrNotFound)
 	}
 	refuse := func(reason string) error { return &AnswerError{ID: a.ID, Reason: reason, Approval: a} }
-	if err := CheckApprover(req.Approver); err != nil {
+	approver, err := NormalizeApprover(req.Approver)
+	if err != nil {
 		return nil, nil, refuse("invalid_approver")
 	}
 	if a.Status != Pending {
@@ -297,11 +284,11 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		ev := NewEvent(EventApprovalInvalidated, req.Now, "", "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})
 		return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &next}
 	}
-	if req.Approver == a.Agent || (a.User != "" && req.Approver == a.User) {
+	if SameName(approver, a.Agent) || (a.User != "" && SameName(approver, a.User)) {
 		return nil, nil, refuse("self_approval")
 	}
 	next := *a
-	next.Approver = req.Approver
+	next.Approver = approver
 	next.AnsweredAt = req.Now
 	kind := EventApprovalGranted
 	if req.Grant {
@@ -310,7 +297,7 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		next.Status = Denied
 		kind = EventApprovalDenied
 	}
-	ev := NewEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": req.Approver})
+	ev := NewEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": approver})
 	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
 }
 
@@ -325,16 +312,17 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 	if eff.State != Ambiguous {
 		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), eff.State, ErrNotAmbiguous)
 	}
-	if err := CheckApprover(req.By); err != nil {
+	by, err := NormalizeApprover(req.By)
+	if err != nil {
 		return nil, nil, fmt.Errorf("resolve %s: resolver: %w", safetext.Quote(req.Key), err)
 	}
 	next := *eff
 	next.State = req.To
-	next.ResolvedBy = req.By
+	next.ResolvedBy = by
 	next.UpdatedAt = req.Now
 	events := append([]Event(nil), req.Events...)
 	events = append(events, NewEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "",
-		map[string]any{"to": string(req.To), "by": req.By, "attempt": eff.Attempt}))
+		map[string]any{"to": string(req.To), "by": by, "attempt": eff.Attempt}))
 	return &EffectWrite{Prev: eff, Next: next}, events, nil
 }
 

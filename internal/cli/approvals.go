@@ -116,9 +116,10 @@ func (a *app) answerCommand(grant bool) *cobra.Command {
 		Short: short,
 		Long: fmt.Sprintf(`%s the approval request ID, as NAME: --as, else $LATCH_APPROVER, else $USER.
 
-NAME is recorded exactly as given, as the approver. A principal may not answer its own
-request (NAME equal to the requesting agent or user is refused: self_approval); an
-expired request is written expired and refused; a request is answered once.`, long),
+NAME is recorded as the approver, NFKC-normalized and trimmed. A principal may not
+answer its own request (NAME equal to the requesting agent or user, compared without
+case, spaces or invisible characters, is refused: self_approval); an expired request is
+written expired and refused; a request is answered once.`, long),
 		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb),
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
@@ -136,7 +137,7 @@ expired request is written expired and refused; a request is answered once.`, lo
 				return answerError(verb, pos[0], name, err)
 			}
 			d := approvalAction(ap)
-			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, name, ap.ActionName, cell(withReadable(a.displayPolicy(), ap.ActionName, d.Arguments)))
+			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, ap.Approver, ap.ActionName, cell(withReadable(a.displayPolicy(), ap.ActionName, d.Arguments)))
 			fmt.Fprintf(a.stdout, "bound to %s", ap.ActionHash)
 			if grant {
 				fmt.Fprintf(a.stdout, "; single use, until %s", stamp(ap.ExpiresAt))
