@@ -91,6 +91,24 @@ type Sealed struct {
 	Seq  int64
 	Hash string
 	Doc  []byte
+	// Index is what the store keeps of the receipt in columns of their own, outside the hashed
+	// document, when the store read them for a chain walk (store.ChainReader); nil otherwise.
+	// Verify checks each of them against the document.
+	Index *Index
+}
+
+// Index is what a store keeps of a receipt beside its document, in columns that lookups use (by
+// receipt, action, effect key, approval, result and time). The hash does not cover them: an edit
+// to one would hide a receipt from a lookup while the chain still verified, so Verify checks them
+// against the document they were copied from.
+type Index struct {
+	ReceiptID  string
+	ActionID   string
+	Action     string
+	EffectKey  string
+	ApprovalID string
+	Result     string
+	FinishedAt int64 // Unix nanoseconds; 0 when the receipt has no finished_at
 }
 
 // Head is the chain head a store keeps beside the receipts.

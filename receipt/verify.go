@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/latchkit/latch/canon"
 )
@@ -17,6 +19,7 @@ const (
 	BreakLinkBroken     = "link_broken"     // prev_hash differs from the predecessor's stored hash
 	BreakContentAltered = "content_altered" // the document no longer hashes to its stored hash
 	BreakHeadMismatch   = "head_mismatch"   // the head differs from the last receipt
+	BreakIndexMismatch  = "index_mismatch"  // a column the store looks receipts up by differs from the document
 )
 
 // Break is one place where the chain does not hold.
@@ -144,6 +147,11 @@ func (w *walk) step(row Sealed) error {
 		altered = fmt.Sprintf("document unreadable: %v", err)
 	} else if lf.Seq != row.Seq {
 		altered = fmt.Sprintf("document says seq %d, stored at seq %d", lf.Seq, row.Seq)
+	}
+	if altered == "" && row.Index != nil {
+		if detail := checkIndex(row.Doc, row.Index); detail != "" {
+			w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakIndexMismatch, Seq: row.Seq, Detail: detail})
+		}
 	}
 	if altered != "" {
 		w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakContentAltered, Seq: row.Seq, Detail: altered})
@@ -508,4 +516,66 @@ func (s *linkScanner) digits() bool {
 		s.i++
 	}
 	return s.i > start
+}
+
+// indexFields are the fields of a document a store copies into its index columns.
+type indexFields struct {
+	ReceiptID  *string `json:"receipt_id"`
+	ActionID   *string `json:"action_id"`
+	Action     *string `json:"action"`
+	EffectKey  *string `json:"effect_key"`
+	ApprovalID *string `json:"approval_id"`
+	Result     *string `json:"result"`
+	FinishedAt *string `json:"finished_at"`
+}
+
+// checkIndex compares a receipt's index columns with its document (whose hash was checked) and
+// describes the first column that differs, or returns "". A null or absent string is an empty
+// column; finished_at is compared at the millisecond the document keeps.
+func checkIndex(doc []byte, ix *Index) string {
+	var f indexFields
+	if err := json.Unmarshal(doc, &f); err != nil {
+		return fmt.Sprintf("document unreadable: %v", err)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	for _, c := range []struct{ name, column, doc string }{
+		{"receipt_id", ix.ReceiptID, str(f.ReceiptID)},
+		{"action_id", ix.ActionID, str(f.ActionID)},
+		{"action", ix.Action, str(f.Action)},
+		{"effect_key", ix.EffectKey, str(f.EffectKey)},
+		{"approval_id", ix.ApprovalID, str(f.ApprovalID)},
+		{"result", ix.Result, str(f.Result)},
+	} {
+		if c.column != c.doc {
+			return fmt.Sprintf("%s column is %s, the document says %s", c.name, strconv.Quote(c.column), strconv.Quote(c.doc))
+		}
+	}
+	var want int64
+	if f.FinishedAt != nil {
+		t, err := parseStamp(f.FinishedAt)
+		if err != nil {
+			return fmt.Sprintf("document finished_at unreadable: %v", err)
+		}
+		want = t.UnixMilli()
+	}
+	got := ix.FinishedAt
+	if got != 0 {
+		got = time.Unix(0, got).UnixMilli()
+	}
+	if got != want {
+		return fmt.Sprintf("finished_at column is %s, the document says %s", millis(got), millis(want))
+	}
+	return ""
+}
+
+func millis(ms int64) string {
+	if ms == 0 {
+		return "none"
+	}
+	return time.UnixMilli(ms).UTC().Format(TimeFormat)
 }

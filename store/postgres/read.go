@@ -141,10 +141,59 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 // Head returns the chain head: seq 0 and no hash before the first receipt.
 func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 	var h receipt.Head
-	if err := s.pool.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); err != nil {
+	err := s.pool.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return receipt.Head{}, fmt.Errorf("chain head: %w", store.ErrHeadMissing)
+	case err != nil:
 		return receipt.Head{}, fmt.Errorf("chain head: %w", err)
 	}
 	return h, nil
+}
+
+// ReadChain calls fn with the chain head and every receipt with its index columns, read in one
+// REPEATABLE READ, read-only transaction: one snapshot, whatever is appended meanwhile
+// (store.ChainReader).
+func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("read chain: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var head *receipt.Head
+	var h receipt.Head
+	switch err := tx.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); {
+	case err == nil:
+		head = &h
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("read chain: chain head: %w", err)
+	}
+	rows := func(yield func(receipt.Sealed, error) bool) {
+		rs, err := tx.Query(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
+			FROM `+s.q.receipts+` ORDER BY seq`)
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+			return
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r receipt.Sealed
+			var ix receipt.Index
+			if err := rs.Scan(&r.Seq, &r.Hash, &r.Doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
+				&ix.Result, &ix.FinishedAt); err != nil {
+				yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+				return
+			}
+			r.Index = &ix
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rs.Err(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+		}
+	}
+	return fn(head, rows)
 }
 
 // Events lists the events matching any of f's non-empty ids (all events for the zero filter),

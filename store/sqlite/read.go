@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -160,11 +161,68 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 
 // Head returns the chain head: seq 0 and an empty hash before the first receipt.
 func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
-	var h receipt.Head
-	if err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
+	h, err := readHead(ctx, s.r)
+	if err != nil {
 		return receipt.Head{}, fmt.Errorf("chain head: %w", err)
 	}
 	return h, nil
+}
+
+// readHead reads the chain head row; store.ErrHeadMissing when it is gone.
+func readHead(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (receipt.Head, error) {
+	var h receipt.Head
+	err := q.QueryRowContext(ctx, `SELECT seq, hash FROM chain_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return receipt.Head{}, store.ErrHeadMissing
+	}
+	return h, err
+}
+
+// ReadChain calls fn with the chain head and every receipt with its index columns, read in one
+// read transaction: in WAL mode it sees the database as of its first read, whatever is appended
+// meanwhile (store.ChainReader).
+func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("read chain: %w", err)
+	}
+	defer tx.Rollback()
+	var head *receipt.Head
+	switch h, err := readHead(ctx, tx); {
+	case err == nil:
+		head = &h
+	case !errors.Is(err, store.ErrHeadMissing):
+		return fmt.Errorf("read chain: chain head: %w", err)
+	}
+	rows := func(yield func(receipt.Sealed, error) bool) {
+		rs, err := tx.QueryContext(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
+			FROM receipts ORDER BY seq`)
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+			return
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r receipt.Sealed
+			var ix receipt.Index
+			var doc string
+			if err := rs.Scan(&r.Seq, &r.Hash, &doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
+				&ix.Result, &ix.FinishedAt); err != nil {
+				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+				return
+			}
+			r.Doc, r.Index = []byte(doc), &ix
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rs.Err(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+		}
+	}
+	return fn(head, rows)
 }
 
 // Events returns the events matching any of f's non-empty ids (all of them for the zero filter),

@@ -65,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 		{"Events", testEvents},
 		{"Errors", testErrors},
 		{"InvalidInput", testInvalidInput},
+		{"VerifyWhileWriting", testVerifyWhileWriting},
 		{"WriteTransactions", testWriteTransactions},
 		{"Delegations", testDelegations},
 		{"Tokens", testTokens},
@@ -352,13 +353,9 @@ func (f *fixture) verify() int64 {
 
 func verifyStore(t *testing.T, st store.Store) int64 {
 	t.Helper()
-	head, err := st.Head(t.Context())
+	rep, err := store.VerifyChain(t.Context(), st)
 	if err != nil {
-		t.Fatalf("Head() = %v", err)
-	}
-	rep, err := receipt.Verify(st.Receipts(t.Context(), store.ReceiptFilter{}), head)
-	if err != nil {
-		t.Fatalf("Verify() = %v", err)
+		t.Fatalf("VerifyChain() = %v", err)
 	}
 	if !rep.OK {
 		t.Errorf("Verify() breaks: %+v", rep.Breaks)
