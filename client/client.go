@@ -88,7 +88,14 @@ func errorOf(status int, raw []byte, action string) error {
 		return &latch.EffectError{Key: p.EffectKey, State: p.State, Attempt: p.Attempt, Result: p.Result}
 	case kind == "denied", kind == "unknown_action", kind == "no_matching_rule", kind == "principal_expired", kind == "no_principal",
 		kind == "missing_argument", kind == "invalid_arguments":
-		return &latch.DeniedError{Action: action, Reason: p.Reason}
+		de := &latch.DeniedError{Action: action, Reason: p.Reason, Pointer: p.Pointer}
+		if p.Pointer != "" {
+			// The argument at fault: the pointer's first token, unescaped (RFC 6901).
+			first := strings.SplitN(strings.TrimPrefix(p.Pointer, "/"), "/", 2)[0]
+			de.Argument = strings.ReplaceAll(strings.ReplaceAll(first, "~1", "/"), "~0", "~")
+			de.Detail = p.Detail
+		}
+		return de
 	case kind == "no_authority" || strings.HasPrefix(kind, "authority_"):
 		return &latch.AuthorityError{Reason: p.Reason, Dimension: p.Dimension, Detail: p.Detail}
 	case strings.HasPrefix(kind, "approval_") && kind != "approval_not_found":
