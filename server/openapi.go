@@ -36,6 +36,7 @@ var ops = map[string]op{
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}},
+	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}},
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}},
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -196,6 +197,9 @@ func TestOpenAPI(t *testing.T) {
 		{"GET", "/v1/receipts?after=x", s.approver, nil},
 		{"GET", "/v1/receipts", "", nil},
 		{"GET", "/v1/receipts", s.alice, nil},
+		{"GET", "/v1/events?after=x", s.approver, nil},
+		{"GET", "/v1/events", "", nil},
+		{"GET", "/v1/events", s.alice, nil},
 		{"GET", "/v1/receipts/verify", s.approver, nil},
 		{"GET", "/v1/receipts/verify", "", nil},
 		{"GET", "/v1/receipts/verify", s.alice, nil},
@@ -212,6 +216,16 @@ func TestOpenAPI(t *testing.T) {
 		}
 		s.do(q.method, q.path, q.token, q.body)
 	}
+	// A stream answers 200 and runs until the client goes.
+	sctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	req, _ := http.NewRequestWithContext(sctx, "GET", s.url+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+s.approver)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	cancel()
+	time.Sleep(100 * time.Millisecond) // the handler notices the client left
 	closeGuard()
 	s.do("GET", "/readyz", "", nil)
 

@@ -35,6 +35,7 @@ func (s *Server) table() []route {
 		{"POST", "/v1/effects/{key}/resolve", true, s.resolve},
 		{"GET", "/v1/receipts", true, s.listReceipts},
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
+		{"GET", "/v1/events", true, s.events},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -58,6 +59,9 @@ type Server struct {
 	log    *slog.Logger
 	h      http.Handler
 	doc    []byte // the OpenAPI document
+	// stopping is closed when a shutdown begins: event streams end so that it can finish.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New builds the server of guard g. The guard's store must keep API tokens (both built-in
@@ -107,7 +111,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: store %T keeps no API tokens", g.Store())
 	}
-	s := &Server{g: g, cfg: c, tokens: ts, log: c.Logger}
+	s := &Server{g: g, cfg: c, tokens: ts, log: c.Logger, stopping: make(chan struct{})}
 	s.h = s.routes()
 	s.doc = s.openAPI()
 	return s, nil
@@ -183,6 +187,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
+	s.stopOnce.Do(func() { close(s.stopping) })
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)

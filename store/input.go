@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -163,5 +164,8 @@ func (f ReceiptFilter) Check() error {
 
 // Check refuses filters whose ids cannot name anything stored (ErrInvalidInput).
 func (f EventFilter) Check() error {
+	if f.AfterID < 0 || f.Limit < 0 {
+		return fmt.Errorf("%w: event filter: negative after id or limit", ErrInvalidInput)
+	}
 	return checkTexts("action id", f.ActionID, "effect key", f.EffectKey, "approval id", f.ApprovalID)
 }

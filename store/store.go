@@ -263,6 +263,10 @@ type EventFilter struct {
 	ActionID   string
 	EffectKey  string
 	ApprovalID string
+	// AfterID keeps only events with a greater id (a reader resuming where it stopped); Limit,
+	// when positive, returns at most that many, the lowest ids first.
+	AfterID int64
+	Limit   int
 }
 
 // Store is what a backend implements. Every method is one transaction; every write method is

@@ -22,7 +22,7 @@ type queries struct {
 	insertEvents                                            string
 	readEffects, readApprovals, appendReceipts, lockHead    string
 	witness, head, listEffects, listApprovals               string
-	listEvents, approvalPresent                             string
+	listEvents, listEventsAfter, approvalPresent            string
 	readDelegation, listDelegations, insertDelegation       string
 	delegationPresent, insertRevocation, revocationPresent  string
 	receipts                                                string // the qualified table, for filtered queries
@@ -92,6 +92,12 @@ func newQueries(schema string) queries {
 			WHERE ($1 = '' AND $2 = '' AND $3 = '')
 				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3 AND approval_id <> '')
 			ORDER BY id`),
+		// A page of the log after an id (LIMIT NULL is no limit).
+		listEventsAfter: r.Replace(`SELECT ` + eventColumns + ` FROM {s}.events
+			WHERE (($1 = '' AND $2 = '' AND $3 = '')
+				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3 AND approval_id <> ''))
+				AND id > $4
+			ORDER BY id LIMIT $5`),
 		receipts: r.Replace(`{s}.receipts`),
 		// The columns of an approval request that never change after it is created.
 		approvalPresent: r.Replace(`SELECT count(*) FROM {s}.approvals

@@ -202,6 +202,13 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 	if err := f.Check(); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
+	if f.AfterID > 0 || f.Limit > 0 {
+		var limit any // NULL: no limit
+		if f.Limit > 0 {
+			limit = f.Limit
+		}
+		return list(ctx, s, "events", s.q.listEventsAfter, []any{f.ActionID, f.EffectKey, f.ApprovalID, f.AfterID, limit}, scanEvent)
+	}
 	return list(ctx, s, "events", s.q.listEvents, []any{f.ActionID, f.EffectKey, f.ApprovalID}, scanEvent)
 }
 

@@ -245,10 +245,23 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 		}
 	}
 	q := `SELECT id, kind, at, action_id, effect_key, approval_id, payload FROM events`
+	var where []string
 	if len(or) > 0 {
-		q += ` WHERE ` + strings.Join(or, " OR ")
+		where = append(where, `(`+strings.Join(or, " OR ")+`)`)
 	}
-	out, err := collect(ctx, s.r, q+` ORDER BY id`, args, func(sc scanner) (*store.Event, error) {
+	if f.AfterID > 0 {
+		where = append(where, `id > ?`)
+		args = append(args, f.AfterID)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY id`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	out, err := collect(ctx, s.r, q, args, func(sc scanner) (*store.Event, error) {
 		var e store.Event
 		var at sql.NullInt64
 		var payload sql.NullString

@@ -233,6 +233,25 @@ func testEvents(t *testing.T, b Backend) {
 	f.reserve(c2.reserve(t0.Add(time.Minute))) // refused: committed
 	a := f.createApproval(hashOf("x"), t0.Add(2*time.Minute))
 
+	// Paging: after an id, at most a limit, lowest ids first; with an id filter too.
+	all := f.events(store.EventFilter{})
+	if len(all) < 6 {
+		t.Fatalf("%d events in the log, want at least 6", len(all))
+	}
+	page := f.events(store.EventFilter{AfterID: all[1].ID, Limit: 2})
+	if len(page) != 2 || page[0].ID != all[2].ID || page[1].ID != all[3].ID {
+		t.Errorf("events after %d, limit 2 = %v, want ids %d and %d", all[1].ID, kinds(page), all[2].ID, all[3].ID)
+	}
+	if rest := f.events(store.EventFilter{AfterID: all[len(all)-1].ID}); len(rest) != 0 {
+		t.Errorf("events after the last id = %v, want none", kinds(rest))
+	}
+	if got := f.events(store.EventFilter{ActionID: c.ActionID, AfterID: all[2].ID}); len(got) == 0 || got[0].ID <= all[2].ID || got[0].ActionID != c.ActionID {
+		t.Errorf("events of the action after id %d = %v", all[2].ID, got)
+	}
+	if got := f.events(store.EventFilter{Limit: 1}); len(got) != 1 || got[0].ID != all[0].ID {
+		t.Errorf("events, limit 1 = %v, want the first", got)
+	}
+
 	evs := f.events(store.EventFilter{ActionID: c.ActionID})
 	same(t, "kinds for the action", kinds(evs), []string{
 		store.EventActionProposed, store.EventPolicyEvaluated, store.EventEffectReserved,
@@ -256,7 +275,7 @@ func testEvents(t *testing.T, b Backend) {
 		}
 	}
 
-	all := f.events(store.EventFilter{})
+	all = f.events(store.EventFilter{})
 	increasing(t, "all events", all)
 	if len(all) != 7 {
 		t.Errorf("Events({}) = %v, want 7 events", kinds(all))
