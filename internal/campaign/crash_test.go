@@ -167,7 +167,7 @@ func crashRandom(t *testing.T, url, dir string, round int) map[string]int {
 		t.Fatalf("loop driver ended before the kill: %v: %s", werr, stderr.String())
 	}
 	done := strings.Count(stdout.String(), "\n") // calls answered before the kill
-	keys := make([]string, done+1)                 // and the one in flight
+	keys := make([]string, done+1)               // and the one in flight
 	for i := range keys {
 		keys[i] = prefix + "-" + strconv.Itoa(i)
 	}
