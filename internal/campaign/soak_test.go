@@ -24,7 +24,7 @@ import (
 var (
 	soakDuration = flag.Duration("soak.duration", 2*time.Minute, "how long the soak's drivers make calls, per backend")
 	soakProcs    = flag.Int("soak.procs", 4, "soak driver processes per backend")
-	soakWorkers  = flag.Int("soak.workers", 4, "goroutines per soak driver process")
+	soakWorkers  = flag.Int("soak.workers", 8, "goroutines per soak driver process")
 	soakBackend  = flag.String("soak.backend", "", "run the soak on this backend only (sqlite or postgres)")
 	soakCut      = flag.Duration("soak.cut", time.Second, "mean interval between connection cuts on PostgreSQL")
 	soakReport   = flag.String("soak.report", "", "append each backend's figures as one JSON line to this file")
