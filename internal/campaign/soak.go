@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
 )
 
 // Fault kinds the soak injects, as written to the injection ledger.
@@ -215,57 +216,75 @@ func (s *soaker) call(ctx context.Context, action, key, fault string, presented 
 	if presented != nil {
 		ctx = latch.WithApproval(ctx, *presented)
 	}
-	ran := false
+	ran, contended := false, true
 	var execErr error
 	defer func() {
 		if p := recover(); p != nil {
 			outcome, err = "panic", fmt.Errorf("%v", p)
 			if fault != FaultPanic || !ran {
 				outcome = "unexpected_panic"
+			} else if !s.recorded(ekey) {
+				// latch re-raises the panic even when the outcome could not be recorded (a cut
+				// connection): the key is left executing, and no receipt was written.
+				outcome, err = "error", errors.Join(err, errors.New("the panic's outcome was not recorded"))
 			}
+		}
+		if outcome == "committed" && fault == FaultLeaseLapse && !contended {
+			outcome = "refused_ambiguous" // the contender never reached the store: the lapse went unnoticed
 		}
 		outcome, storeFailed = s.account(action, ekey, fault, ran, execErr, outcome, err)
 	}()
 	_, err = s.g.Execute(ctx, &latch.Call{Action: action, Arguments: args(key), Options: &latch.Options{Lease: lease}},
 		func(ctx context.Context, _ json.RawMessage) (any, error) {
 			ran = true
-			execErr = s.execute(ctx, action, key, ekey, fault)
+			execErr, contended = s.execute(ctx, action, key, ekey, fault)
 			return "paid", execErr
 		})
 	return Outcome(err), false, err
 }
 
 // execute is the executor of a soak call: it injects fault (writing it to the injection ledger
-// first) and appends every real execution to the execution ledger before it returns.
-func (s *soaker) execute(ctx context.Context, action, key, ekey, fault string) error {
+// first) and appends every real execution to the execution ledger before it returns. contended
+// is false when a lease-lapse contender failed in the store, so that nobody saw the lapse.
+func (s *soaker) execute(ctx context.Context, action, key, ekey, fault string) (err error, contended bool) {
 	if fault != FaultNone {
 		s.inject(fault, ekey, "")
 	}
 	if fault == FaultNotExecuted {
-		return latch.NotExecuted(errors.New("injected: the remote refused"))
+		return latch.NotExecuted(errors.New("injected: the remote refused")), true
 	}
 	if err := s.execs.Append(Execution{Key: ekey, Token: latch.IdempotencyToken(ctx), PID: os.Getpid(), Time: now()}); err != nil {
-		return err
+		return err, true
 	}
 	switch fault {
 	case FaultExecutorError:
-		return errors.New("injected: the reply was lost")
+		return errors.New("injected: the reply was lost"), true
 	case FaultPanic:
 		panic("injected panic")
 	case FaultTimeout:
 		tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
 		<-tctx.Done()
-		return tctx.Err()
+		return tctx.Err(), true
 	case FaultLeaseLapse:
 		time.Sleep(100 * time.Millisecond)
 		// A contender arrives after the lease lapsed: it must be refused, and must not run.
 		o, failed, err := s.call(ctx, action, key, FaultNone, nil)
-		if o != "refused_ambiguous" && !failed {
+		if failed {
+			return nil, false
+		}
+		if o != "refused_ambiguous" {
 			s.unexpected(fmt.Sprintf("%s: contender after a lapsed lease = %s (%v), want refused_ambiguous", ekey, o, err))
 		}
 	}
-	return nil
+	return nil, true
+}
+
+// recorded reports whether a call whose executor panicked had its outcome recorded: the key is
+// no longer executing. A store that cannot be read counts as not recorded.
+func (s *soaker) recorded(ekey string) bool {
+	e, err := s.g.Store().Effect(context.Background(), ekey)
+	return err == nil && e.State != store.Executing
 }
 
 // approved runs the approval flow on a fresh key: the request, a human's grant, the call that
@@ -299,12 +318,12 @@ func (s *soaker) approved(ctx context.Context, key string) {
 // decided it.
 func (s *soaker) account(action, ekey, fault string, ran bool, execErr error, outcome string, err error) (string, bool) {
 	// The store decided the outcome when the call failed before its executor ran, when an
-	// executor that succeeded got an ambiguous answer, or when the error joins the executor's
-	// error with the record's.
+	// executor that succeeded got an ambiguous answer, or when the error joins the call's own
+	// error (the executor's, a refusal) with the failure to record it.
 	var joined interface{ Unwrap() []error }
 	storeFailed := outcome == "error" ||
 		ran && execErr == nil && outcome == "ambiguous" ||
-		ran && execErr != nil && errors.As(err, &joined)
+		errors.As(err, &joined)
 	if storeFailed {
 		outcome = "store_error"
 	}
