@@ -94,4 +94,3 @@ func sameURL(a, b string) bool {
 	ua.RawQuery, ub.RawQuery, ua.ForceQuery, ub.ForceQuery = "", "", false, false
 	return ua.String() == ub.String() && maps.EqualFunc(qa, qb, slices.Equal)
 }
-
