@@ -76,7 +76,7 @@ func FuzzParseURL(f *testing.F) {
 		q.Set("schema", loc.schema)
 		back.RawQuery = q.Encode()
 		again, err := parseURL(back.String())
-		if err != nil || again.schema != loc.schema || again.mode != loc.mode || !sameURL(again.pgURL, loc.pgURL) {
+		if err != nil || again.schema != loc.schema || !sameURL(again.pgURL, loc.pgURL) {
 			t.Fatalf("parseURL(%q) = %+v, but written back as %q it parses to %+v, %v", raw, loc, back.String(), again, err)
 		}
 	})
@@ -93,4 +93,21 @@ func sameURL(a, b string) bool {
 	qa, qb := ua.Query(), ub.Query()
 	ua.RawQuery, ub.RawQuery, ua.ForceQuery, ub.ForceQuery = "", "", false, false
 	return ua.String() == ub.String() && maps.EqualFunc(qa, qb, slices.Equal)
+}
+
+// TestParseURLMalformedParameters: url.Values parsing drops a parameter it cannot decode (a
+// semicolon, a bad % escape) without a word, so the server would be reached without the TLS
+// mode or in the schema the operator wrote. Found by FuzzParseURL; each must be refused.
+func TestParseURLMalformedParameters(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"postgres://h/db?schema=x;",
+		"postgres://h/db?sslmode=require;",
+		"postgres://h/db?sslmode=verify-full%",
+		"postgres://h/db?sslmode=verify-full&application_name=%zz",
+	} {
+		if loc, err := parseURL(raw); err == nil {
+			t.Errorf("parseURL(%q) = schema %q, pgx URL %q; want an error naming the malformed parameter", raw, loc.schema, loc.pgURL)
+		}
+	}
 }
