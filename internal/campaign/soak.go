@@ -317,13 +317,23 @@ func (s *soaker) approved(ctx context.Context, key string) {
 // the executor ran and what it returned. It returns the outcome as counted and whether the store
 // decided it.
 func (s *soaker) account(action, ekey, fault string, ran bool, execErr error, outcome string, err error) (string, bool) {
-	// The store decided the outcome when the call failed before its executor ran, when an
-	// executor that succeeded got an ambiguous answer, or when the error joins the call's own
-	// error (the executor's, a refusal) with the failure to record it.
+	// The store decided the outcome when the call failed before its executor ran, when the
+	// outcome of an ambiguous call went unrecorded, when a NotExecuted call came back with more
+	// than the executor's own error (its failure could not be recorded), or when a refusal came
+	// back joined with the failure to record it.
+	var amb *latch.AmbiguousError
 	var joined interface{ Unwrap() []error }
-	storeFailed := outcome == "error" ||
-		ran && execErr == nil && outcome == "ambiguous" ||
-		errors.As(err, &joined)
+	var storeFailed bool
+	switch {
+	case outcome == "error":
+		storeFailed = true
+	case errors.As(err, &amb):
+		storeFailed = amb.Unrecorded != nil
+	case outcome == "not_executed":
+		storeFailed = err != execErr
+	default:
+		storeFailed = errors.As(err, &joined)
+	}
 	if storeFailed {
 		outcome = "store_error"
 	}
