@@ -60,6 +60,15 @@ func FuzzParse(f *testing.F) {
 			if !ev.Decision.Valid() || !validReason(ev.Reason, len(a.Rules)) || len(ev.Trace) > len(a.Rules) {
 				t.Fatalf("Evaluate(%q, {}) = %+v, want a valid decision and reason", name, ev)
 			}
+			// With no arguments, an action that requires any is denied missing_argument naming
+			// its first requirement, and one that requires none never is.
+			reqs := a.Requirements()
+			switch {
+			case len(reqs) > 0 && (ev.Decision != Deny || ev.Reason != ReasonMissingArgument || ev.Arguments.Argument != reqs[0].Argument):
+				t.Fatalf("Evaluate(%q, {}) = %+v, want deny missing_argument %q", name, ev, reqs[0].Argument)
+			case len(reqs) == 0 && ev.Reason == ReasonMissingArgument:
+				t.Fatalf("Evaluate(%q, {}) = %+v with no requirements", name, ev)
+			}
 		}
 		if ev := p.Evaluate("\x00not.listed", nil); ev.Decision != Deny || ev.Reason != ReasonUnknownAction {
 			t.Fatalf("Evaluate(unlisted) = %+v, want deny unknown_action", ev)
