@@ -147,39 +147,20 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: errors.New("principal has no agent")}
 	}
 
-	pr.resource = call.Resource
-	if chk := g.policy.CheckArguments(call.Action, args); !chk.OK() {
-		// decide denies it (missing_argument, invalid_arguments) naming the argument; the
-		// templates, which may name that very argument, are not rendered.
-		pr.doc, pr.hash, err = actionDocument(call.Action, canonArgs, pr.resource, p, pr.env)
-		if err != nil {
-			return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: err}
+	// Arguments that do not fit what the action needs are denied by decide (missing_argument,
+	// invalid_arguments), naming the argument: a template that cannot render because of that
+	// argument is not the reason to report. In observe mode such a call still runs, so it needs
+	// its effect key, and a template that cannot render is refused as it always was.
+	tolerate := !g.policy.CheckArguments(call.Action, args).OK() && g.policy.Mode != policy.ModeObserve
+	if rerr := g.render(pr, args); rerr != nil {
+		if !tolerate {
+			return pr, rerr
 		}
-		return pr, nil
-	}
-	if pr.resource == "" {
-		tmpl, err := g.template(pr.opts.Resource, pr.action, false)
-		if err != nil {
-			return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource template: %w", err)}
-		}
-		if tmpl != nil {
-			if pr.resource, err = tmpl.Render(args, ""); err != nil {
-				return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource: %w", err)}
-			}
-		}
+		pr.resource, pr.key = call.Resource, ""
 	}
 	pr.doc, pr.hash, err = actionDocument(call.Action, canonArgs, pr.resource, p, pr.env)
 	if err != nil {
 		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: err}
-	}
-	tmpl, err := g.template(pr.opts.Effect, pr.action, true)
-	if err != nil {
-		return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect template: %w", err)}
-	}
-	if tmpl != nil {
-		if pr.key, err = tmpl.Render(args, pr.resource); err != nil {
-			return pr, &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect key: %w", err)}
-		}
 	}
 	if err := checkNames("resource", pr.resource, "effect key", pr.key); err != nil {
 		return pr, err
@@ -194,6 +175,32 @@ func checkNames(pairs ...string) *InvalidArgumentError {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if err := store.CheckText(pairs[i], pairs[i+1]); err != nil {
 			return &InvalidArgumentError{Reason: "invalid_argument", Err: err}
+		}
+	}
+	return nil
+}
+
+// render fills pr.resource (unless the call gave one) and pr.key from the templates.
+func (g *Guard) render(pr *prepared, args map[string]any) *InvalidArgumentError {
+	pr.resource = pr.call.Resource
+	if pr.resource == "" {
+		tmpl, err := g.template(pr.opts.Resource, pr.action, false)
+		if err != nil {
+			return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource template: %w", err)}
+		}
+		if tmpl != nil {
+			if pr.resource, err = tmpl.Render(args, ""); err != nil {
+				return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("resource: %w", err)}
+			}
+		}
+	}
+	tmpl, err := g.template(pr.opts.Effect, pr.action, true)
+	if err != nil {
+		return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect template: %w", err)}
+	}
+	if tmpl != nil {
+		if pr.key, err = tmpl.Render(args, pr.resource); err != nil {
+			return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect key: %w", err)}
 		}
 	}
 	return nil

@@ -92,8 +92,8 @@ actions:
 			t.Errorf("Execute(%s) err = %v, want %s at %s", tt.args, err, tt.reason, tt.pointer)
 			continue
 		}
-		if rc == nil || rc.Result != "denied" || rc.DecisionReason != tt.reason || rc.EffectKey != "" {
-			t.Errorf("Execute(%s) receipt = %+v, want denied %s with no effect key", tt.args, rc, tt.reason)
+		if rc == nil || rc.Result != "denied" || rc.DecisionReason != tt.reason {
+			t.Errorf("Execute(%s) receipt = %+v, want denied %s", tt.args, rc, tt.reason)
 		}
 	}
 	rc, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"o","amount":500}`)},
@@ -157,5 +157,34 @@ func TestOpenRefusesSpecialPolicyFiles(t *testing.T) {
 	}
 	if _, err := latch.Open(t.Context(), &latch.Config{PolicyPath: big}); !errors.Is(err, policy.ErrFileTooLarge) {
 		t.Errorf("Open(a policy over 4 MiB) = %v, want ErrFileTooLarge", err)
+	}
+}
+
+// TestObserveModeArguments: observe mode runs a call whose arguments do not fit (recording that
+// enforcement would have denied it), but never without the effect key its template names: a
+// call whose key cannot be rendered is refused, as before arguments were checked.
+func TestObserveModeArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `schema: latch.policy/v1
+mode: observe
+actions:
+  billing.refund:
+    effect: "refund:{order_id}"
+    rules:
+      - when: { amount_lte: 100 }
+        decision: allow
+      - decision: approve
+`)
+	ctx := agent(t.Context())
+	var calls int
+	exec := func(context.Context, json.RawMessage) (any, error) { calls++; return "ok", nil }
+	rc, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"amount":5}`)}, exec)
+	var ie *latch.InvalidArgumentError
+	if !errors.As(err, &ie) || ie.Reason != "effect_key_error" || calls != 0 {
+		t.Fatalf("observe, effect key argument absent: %v (executions %d), want effect_key_error and no execution", err, calls)
+	}
+	rc, err = e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"o1"}`)}, exec)
+	if err != nil || calls != 1 || rc.Result != "observed" || rc.WouldHave == nil || rc.WouldHave.Reason != "missing_argument" || rc.EffectKey != "refund:o1" {
+		t.Fatalf("observe, condition argument absent = %+v, %v (executions %d); want it run under refund:o1, would have denied missing_argument", rc, err, calls)
 	}
 }
