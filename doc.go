@@ -6,10 +6,20 @@
 // system working as designed. latch wraps the function that charges, so that the retry meets a
 // record saying the first attempt's outcome is unknown, and is refused until someone finds out.
 //
-//	g, err := latch.Open(ctx, nil) // ./latch.yaml, SQLite store in ./.latch/
-//	charge := latch.Protect(g, "billing.charge", chargeInvoice, nil)
+//	g, err := latch.Open(ctx, nil) // ./latch.yaml; SQLite store in ./.latch/state.db
+//	…
+//	charge := latch.Protect(g, "billing.charge", func(ctx context.Context, c Charge) (string, error) {
+//		return processor.Charge(ctx, c.InvoiceID, c.Amount, latch.IdempotencyToken(ctx)) // per-attempt key
+//	}, nil)
+//
 //	ctx = latch.WithPrincipal(ctx, latch.Principal{Agent: "billing-worker"})
-//	receiptID, err := charge(ctx, Charge{InvoiceID: "inv_88", Amount: 24900})
+//	id, err := charge(ctx, Charge{InvoiceID: "inv_88", Amount: 24900})
+//	switch {
+//	case errors.Is(err, latch.ErrDuplicateEffect): // already charged: do not retry
+//	case errors.Is(err, latch.ErrAmbiguousEffect): // an earlier attempt's outcome is unknown: a human decides
+//	…
+//
+// The whole program is the package's quickstart example.
 //
 // # Policies
 //

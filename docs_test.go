@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // userFacingFiles returns the files a user of the module reads: the Markdown at the root and
@@ -215,5 +217,110 @@ func TestHeadingAnchors(t *testing.T) {
 	}
 	if got["not-a-heading"] {
 		t.Errorf("headingAnchors(...) took a line of fenced code as a heading")
+	}
+}
+
+// quickstartRegion returns the code between the quickstart markers of example_quickstart_test.go,
+// one tab of indentation removed: what README's quickstart shows.
+func quickstartRegion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("example_quickstart_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	const begin, end = "\t// quickstart: begin\n", "\t// quickstart: end\n"
+	i, j := strings.Index(src, begin), strings.Index(src, end)
+	if i < 0 || j < i {
+		t.Fatalf("example_quickstart_test.go: no %q … %q region", strings.TrimSpace(begin), strings.TrimSpace(end))
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(src[i+len(begin):j], "\n") {
+		out.WriteString(strings.TrimPrefix(line, "\t"))
+	}
+	return out.String()
+}
+
+// fencedBlocks returns the fenced code blocks of section (the text under one heading), by
+// language tag, in order.
+func fencedBlocks(section string) map[string][]string {
+	blocks := map[string][]string{}
+	lines := strings.SplitAfter(section, "\n")
+	for i := 0; i < len(lines); i++ {
+		lang, ok := strings.CutPrefix(strings.TrimRight(lines[i], "\n"), "```")
+		if !ok {
+			continue
+		}
+		var body strings.Builder
+		for i++; i < len(lines) && strings.TrimRight(lines[i], "\n") != "```"; i++ {
+			body.WriteString(lines[i])
+		}
+		blocks[lang] = append(blocks[lang], body.String())
+	}
+	return blocks
+}
+
+// readmeSection returns the text of README.md under the heading "## name", up to the next one.
+func readmeSection(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	head := "\n## " + name + "\n"
+	i := strings.Index(readme, head)
+	if i < 0 {
+		t.Fatalf("README.md has no %q section", strings.TrimSpace(head))
+	}
+	section := readme[i+len(head):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j+1]
+	}
+	return section
+}
+
+// TestReadmeQuickstart holds README's quickstart to the code go test runs: its Go block is
+// Example_quickstart's body between the quickstart markers, and its latch.yaml is the policy that
+// example loads. Edit the example, then copy it into the README (or the reverse).
+func TestReadmeQuickstart(t *testing.T) {
+	t.Parallel()
+	blocks := fencedBlocks(readmeSection(t, "Quickstart"))
+	if len(blocks["go"]) != 1 || len(blocks["yaml"]) != 1 {
+		t.Fatalf("README quickstart has %d go and %d yaml blocks, want one of each", len(blocks["go"]), len(blocks["yaml"]))
+	}
+	if diff := cmp.Diff(quickstartRegion(t), blocks["go"][0]); diff != "" {
+		t.Errorf("README quickstart differs from Example_quickstart (-example +README):\n%s", diff)
+	}
+	if diff := cmp.Diff(quickstartPolicy, blocks["yaml"][0]); diff != "" {
+		t.Errorf("README quickstart latch.yaml differs from the example's quickstartPolicy (-example +README):\n%s", diff)
+	}
+}
+
+// TestDocGoQuickstart holds the package documentation's code to the quickstart example: every
+// line of doc.go's code block is a line of Example_quickstart, so the tour compiles too.
+func TestDocGoQuickstart(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := map[string]bool{}
+	for _, line := range strings.Split(quickstartRegion(t), "\n") {
+		example[strings.TrimSpace(line)] = true
+	}
+	n := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		code, ok := strings.CutPrefix(line, "//\t")
+		if !ok || strings.TrimSpace(code) == "…" {
+			continue
+		}
+		n++
+		if !example[strings.TrimSpace(code)] {
+			t.Errorf("doc.go:%d: %q is not a line of Example_quickstart", i+1, strings.TrimSpace(code))
+		}
+	}
+	if n == 0 {
+		t.Errorf("doc.go has no code block")
 	}
 }

@@ -210,6 +210,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.delegationsCommand(),
 		a.verifyCommand(),
 		a.versionCommand(),
+		a.completionCommand(),
 		a.benchCommand(),
 		a.serveCommand(),
 		a.tokenCommand(),

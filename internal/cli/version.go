@@ -6,44 +6,109 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store/postgres"
+	"github.com/latchkit/latch/store/sqlite"
 )
 
+// modulePath is the module latch is built from, reported when the binary carries no build info.
+const modulePath = "github.com/latchkit/latch"
+
+// versionJSON is what `latch version --json` prints: the release, the build, and the versions
+// of every format the binary reads and writes, so an operator can tell which binaries may share
+// a store and a receipt chain.
+type versionJSON struct {
+	Version   string      `json:"version"` // the module version, "(devel)" for a source build
+	Module    string      `json:"module"`
+	Go        string      `json:"go"`
+	Platform  string      `json:"platform"`
+	Revision  string      `json:"revision,omitempty"`
+	Modified  bool        `json:"modified,omitempty"`
+	Committed string      `json:"committed,omitempty"`
+	Schemas   schemasJSON `json:"schemas"`
+}
+
+// schemasJSON are the store schema versions this binary writes and the document schemas it
+// reads and writes.
+type schemasJSON struct {
+	SQLite   int    `json:"sqlite"`
+	Postgres int    `json:"postgres"`
+	Receipt  string `json:"receipt"`
+	Policy   string `json:"policy"`
+}
+
+// buildVersion reports the binary described by bi (nil when it carries no build info). The module
+// version is the one `go install …@vX.Y.Z` or a build from a tagged checkout records.
+func buildVersion(bi *debug.BuildInfo) versionJSON {
+	v := versionJSON{
+		Version: "(devel)", Module: modulePath, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		Schemas: schemasJSON{SQLite: sqlite.SchemaVersion(), Postgres: postgres.SchemaVersion(), Receipt: receipt.Schema, Policy: policy.Schema},
+	}
+	if bi == nil {
+		return v
+	}
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
+	if bi.Main.Path != "" {
+		v.Module = bi.Main.Path
+	}
+	if bi.GoVersion != "" {
+		v.Go = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		case "vcs.time":
+			v.Committed = s.Value
+		}
+	}
+	return v
+}
+
 func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version and build information",
-		Args:  noArgs,
+		Short: "Print the version, the build information and the schema versions",
+		Long: `Print latch's module version (as recorded by go install …@VERSION; "(devel)" for a
+source build), the Go version and platform, the VCS revision when built from a checkout, and
+the versions of the formats this binary uses: the SQLite and PostgreSQL store schemas it writes
+(a store at a newer version is refused), the receipt schema and the policy schema.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			version, module := "(devel)", "github.com/latchkit/latch"
-			settings := map[string]string{}
-			goVersion := runtime.Version()
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				if bi.Main.Version != "" {
-					version = bi.Main.Version
-				}
-				if bi.Main.Path != "" {
-					module = bi.Main.Path
-				}
-				goVersion = bi.GoVersion
-				for _, s := range bi.Settings {
-					settings[s.Key] = s.Value
-				}
+			bi, _ := debug.ReadBuildInfo()
+			v := buildVersion(bi)
+			if asJSON {
+				return jsonLine(a.stdout, v)
 			}
-			fmt.Fprintf(a.stdout, "latch %s\n", version)
+			fmt.Fprintf(a.stdout, "latch %s\n", v.Version)
 			t := newTable(a.stdout)
-			t.row("module", module)
-			t.row("go", goVersion)
-			t.row("platform", runtime.GOOS+"/"+runtime.GOARCH)
-			if rev := settings["vcs.revision"]; rev != "" {
-				if settings["vcs.modified"] == "true" {
+			t.row("module", v.Module)
+			t.row("go", v.Go)
+			t.row("platform", v.Platform)
+			if v.Revision != "" {
+				rev := v.Revision
+				if v.Modified {
 					rev += " (modified)"
 				}
 				t.row("revision", rev)
 			}
-			if at := settings["vcs.time"]; at != "" {
-				t.row("committed", at)
+			if v.Committed != "" {
+				t.row("committed", v.Committed)
 			}
+			t.row("sqlite schema", fmt.Sprint(v.Schemas.SQLite))
+			t.row("postgres schema", fmt.Sprint(v.Schemas.Postgres))
+			t.row("receipt schema", v.Schemas.Receipt)
+			t.row("policy schema", v.Schemas.Policy)
 			return t.flush()
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }

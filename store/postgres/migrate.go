@@ -40,6 +40,10 @@ var migrations = func() []store.Migration {
 // latestVersion is the schema version this binary writes.
 func latestVersion() int { return len(migrations) }
 
+// SchemaVersion is the schema version this binary writes. Its first writer migrates an older
+// store to it; a store at a newer version is refused with [store.ErrSchemaTooNew].
+func SchemaVersion() int { return latestVersion() }
+
 // queryRower is what reading the schema needs: a pool, a connection or a transaction.
 type queryRower interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

@@ -31,6 +31,10 @@ var migrations = func() []store.Migration {
 // latestVersion is the schema version this binary writes.
 func latestVersion() int { return len(migrations) }
 
+// SchemaVersion is the schema version this binary writes. Its first writer migrates an older
+// store to it; a store at a newer version is refused with [store.ErrSchemaTooNew].
+func SchemaVersion() int { return latestVersion() }
+
 // querier is what reading the schema version needs: a *sql.DB or a *sql.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
