@@ -5,8 +5,9 @@
 #    installs Debian's `postgresql` package when the server binaries are missing and we are root)
 #    and exports LATCH_TEST_POSTGRES_URL and LATCH_REQUIRE_POSTGRES=1, so a missing server fails
 #    the Postgres tests instead of skipping them.
-# 2. Runs, each as a timed stage: go vet, a gofmt check, `go test -race -count=1 ./...` (extra
-#    arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
+# 2. Runs, each as a timed stage: go vet, a gofmt check, a build and vet with the minimum Go
+#    version go.mod declares (that exact toolchain, fetched once into the module cache),
+#    `go test -race -count=1 ./...` (extra arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
 #    PostgreSQL (scripts/soak.sh, $LATCH_SOAK_DURATION, default 2m) and a bounded run of every
 #    fuzz target (scripts/fuzz.sh, $LATCH_FUZZ_TIME per target, default 10s).
 # 3. Stops the cluster and removes its directory on exit, whether the run passed or failed.
@@ -37,6 +38,19 @@ gofmt_check() {
 	fi
 }
 stage gofmt gofmt_check
+# The declared minimum: go.mod's go line names the oldest Go that builds latch. Build and vet with
+# exactly that release, bounded in time; the current toolchain runs everything else.
+min_go=$(go list -m -f '{{.GoVersion}}')
+[[ $min_go == *.*.* ]] || min_go=$min_go.0 # "1.26" is the language; its first release is 1.26.0
+min_go_check() {
+	if [[ go$min_go == "$(go env GOVERSION)" ]]; then
+		echo "test.sh: the current Go is the declared minimum, go$min_go" >&2
+		return 0
+	fi
+	GOTOOLCHAIN=go$min_go timeout --kill-after=30 900 go build ./... &&
+		GOTOOLCHAIN=go$min_go timeout --kill-after=30 900 go vet ./...
+}
+stage "build and vet with go$min_go (go.mod's minimum)" min_go_check
 stage "go test -race" go test -race -count=1 ./... "$@"
 stage "crash matrix" scripts/crash.sh "${LATCH_CRASH_ROUNDS:-3}"
 stage soak scripts/soak.sh "${LATCH_SOAK_DURATION:-2m}"
