@@ -84,6 +84,9 @@ func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 // unknownCommand refuses a first argument that names no command before cobra runs: cobra would
 // answer "latch frobnicate --help" with the root's help and exit 0, hiding the typo from a script.
 func unknownCommand(root *cobra.Command, args []string) error {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return nil // the hidden command a completion script asks what to complete with
+	}
 	root.InitDefaultHelpCmd()
 	root.InitDefaultHelpFlag()
 	cmd, rest, err := root.Find(args)
