@@ -37,6 +37,7 @@ var ops = map[string]op{
 	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}},
+	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}},
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}},
 }
 
@@ -181,6 +182,12 @@ var schemas = map[string]any{
 		"receipts": map[string]any{"type": "array", "items": obj([]string{"seq", "hash", "receipt"}, map[string]any{
 			"seq": integer, "hash": str, "receipt": map[string]any{"type": "object"}})},
 		"next_after": integer}),
+	"Stats": obj([]string{"since", "until", "receipts", "counts", "observed", "would_have_blocked"}, map[string]any{
+		"since": stamp, "until": stamp, "receipts": integer, "observed": integer,
+		"counts": map[string]any{"type": "array", "items": obj([]string{"action", "result", "count"}, map[string]any{
+			"action": str, "result": str, "count": integer})},
+		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
+			"action": str, "would_have": str, "reason": str, "count": integer})}}),
 	"Report": obj([]string{"ok", "verified", "breaks"}, map[string]any{
 		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"}}),
 }

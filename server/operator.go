@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/receipt"
@@ -356,4 +357,45 @@ func trimLatch(err error) string {
 		s = s[7:]
 	}
 	return s
+}
+
+// stats is GET /v1/stats[?since=DURATION]: receipts counted by action and result, as
+// `latch stats --json` prints them.
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	now := s.cfg.Now()
+	var from time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := parseWindow(v)
+		if err != nil {
+			writeProblem(w, badQuery("since", err.Error()))
+			return
+		}
+		from = now.Add(-d)
+	}
+	tally, err := receipt.Tally(s.g.Store().Receipts(r.Context(), store.ReceiptFilter{Since: from}))
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Since *string `json:"since"`
+		Until *string `json:"until"`
+		receipt.Stats
+	}{jstamp(from), jstamp(now), tally})
+}
+
+// parseWindow reads a window: a Go duration (90m, 36h) or a number of days (7d).
+func parseWindow(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil && days > 0 && days <= 36500 {
+			return time.Duration(days) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", v)
 }

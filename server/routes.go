@@ -36,6 +36,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/receipts", true, s.listReceipts},
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
 		{"GET", "/v1/events", true, s.events},
+		{"GET", "/v1/stats", true, s.stats},
 	}
 }
 

@@ -481,6 +481,23 @@ func TestApprovalOverHTTP(t *testing.T) {
 			if res.status != 200 || res.body["state"] != "committed" || res.body["resolved_by"] != "http:carol" {
 				t.Errorf("resolve = %d %s", res.status, res.raw)
 			}
+			st := s.do("GET", "/v1/stats?since=1h", s.approver, nil)
+			if st.status != 200 || st.body["receipts"] != float64(4) || st.body["since"] != "2026-11-29T09:00:00.000Z" {
+				t.Errorf("stats = %d %s", st.status, st.raw)
+			} else {
+				want := map[string]float64{"billing.charge/ambiguous": 1, "billing.charge/blocked": 3}
+				for _, c := range st.body["counts"].([]any) {
+					m := c.(map[string]any)
+					k := m["action"].(string) + "/" + m["result"].(string)
+					if want[k] != m["count"] {
+						t.Errorf("stats count %s = %v, want %v", k, m["count"], want[k])
+					}
+					delete(want, k)
+				}
+				if len(want) != 0 {
+					t.Errorf("stats lacks %v: %s", want, st.raw)
+				}
+			}
 			if v := s.do("GET", "/v1/receipts/verify", s.approver, nil); v.status != 200 || v.body["ok"] != true {
 				t.Errorf("verify = %d %s", v.status, v.raw)
 			}

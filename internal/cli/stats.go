@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -19,29 +18,9 @@ var resultColumns = []string{receipt.Committed, receipt.Failed, receipt.Ambiguou
 
 // statsJSON is the output of `latch stats --json`: one object.
 type statsJSON struct {
-	Since            *string     `json:"since"` // null: every receipt
-	Until            string      `json:"until"`
-	Receipts         int         `json:"receipts"`
-	Counts           []countJSON `json:"counts"`
-	Observed         int         `json:"observed"`
-	WouldHaveBlocked []blockJSON `json:"would_have_blocked"`
-}
-
-type countJSON struct {
-	Action string `json:"action"`
-	Result string `json:"result"`
-	Count  int    `json:"count"`
-}
-
-// blockJSON counts observed calls enforcement would have stopped: WouldHave is denied (the
-// decision was deny), approval_required (a human would have had to approve) or refused (the
-// effect's state would have refused the reservation); Reason is the decision reason or the
-// effect refusal.
-type blockJSON struct {
-	Action    string `json:"action"`
-	WouldHave string `json:"would_have"`
-	Reason    string `json:"reason"`
-	Count     int    `json:"count"`
+	Since *string `json:"since"` // null: every receipt
+	Until string  `json:"until"`
+	receipt.Stats
 }
 
 // parseSince reads a window: a Go duration (90m, 36h) or a number of days (7d).
@@ -108,63 +87,8 @@ observed, would_have_blocked [{action, would_have, reason, count}].`,
 }
 
 func (a *app) collectStats(st store.Store, from, now time.Time) (statsJSON, error) {
-	out := statsJSON{Since: jstamp(from), Until: stamp(now), Counts: []countJSON{}, WouldHaveBlocked: []blockJSON{}}
-	counts := map[[2]string]int{}
-	blocked := map[[3]string]int{}
-	for r, err := range st.Receipts(a.ctx, store.ReceiptFilter{Since: from}) {
-		if err != nil {
-			return out, fmt.Errorf("read receipts: %w", err)
-		}
-		f, ok := readReceipt(r)
-		if !ok {
-			f.Action, f.Result = "(unreadable receipt)", "unreadable"
-		}
-		out.Receipts++
-		counts[[2]string{f.Action, f.Result}]++
-		if f.Result != receipt.Observed {
-			continue
-		}
-		out.Observed++
-		if f.WouldHave == nil {
-			continue
-		}
-		w := f.WouldHave
-		switch {
-		case w.Decision == "deny":
-			blocked[[3]string{f.Action, "denied", w.Reason}]++
-		case w.Decision == "approve":
-			blocked[[3]string{f.Action, "approval_required", w.Reason}]++
-		case w.Decision != "allow":
-			// Not a decision this binary knows: enforcement fails closed, so it would have denied.
-			blocked[[3]string{f.Action, "denied", w.Decision}]++
-		case w.Effect != "" && w.Effect != "reserved":
-			blocked[[3]string{f.Action, "refused", w.Effect}]++
-		}
-	}
-	for k, n := range counts {
-		out.Counts = append(out.Counts, countJSON{Action: k[0], Result: k[1], Count: n})
-	}
-	sort.Slice(out.Counts, func(i, j int) bool {
-		x, y := out.Counts[i], out.Counts[j]
-		if x.Action != y.Action {
-			return x.Action < y.Action
-		}
-		return x.Result < y.Result
-	})
-	for k, n := range blocked {
-		out.WouldHaveBlocked = append(out.WouldHaveBlocked, blockJSON{Action: k[0], WouldHave: k[1], Reason: k[2], Count: n})
-	}
-	sort.Slice(out.WouldHaveBlocked, func(i, j int) bool {
-		x, y := out.WouldHaveBlocked[i], out.WouldHaveBlocked[j]
-		if x.Action != y.Action {
-			return x.Action < y.Action
-		}
-		if x.WouldHave != y.WouldHave {
-			return x.WouldHave < y.WouldHave
-		}
-		return x.Reason < y.Reason
-	})
-	return out, nil
+	tally, err := receipt.Tally(st.Receipts(a.ctx, store.ReceiptFilter{Since: from}))
+	return statsJSON{Since: jstamp(from), Until: stamp(now), Stats: tally}, err
 }
 
 func (a *app) printStats(s statsJSON, since string) error {

@@ -1,0 +1,97 @@
+package receipt
+
+import (
+	"fmt"
+	"iter"
+	"sort"
+)
+
+// Stats counts receipts by action and result and, for observe-mode receipts, what enforcement
+// would have blocked. It is what `latch stats` prints and what `latch serve` answers at
+// /v1/stats.
+type Stats struct {
+	Receipts         int                `json:"receipts"`
+	Counts           []Count            `json:"counts"`
+	Observed         int                `json:"observed"`
+	WouldHaveBlocked []WouldHaveBlocked `json:"would_have_blocked"`
+}
+
+// Count is the number of receipts of one action with one result.
+type Count struct {
+	Action string `json:"action"`
+	Result string `json:"result"`
+	Count  int    `json:"count"`
+}
+
+// WouldHaveBlocked counts observed calls enforcement would have stopped: WouldHave is denied (the
+// decision was deny), approval_required (a human would have had to approve) or refused (the
+// effect's state would have refused the reservation); Reason is the decision reason or the
+// effect refusal.
+type WouldHaveBlocked struct {
+	Action    string `json:"action"`
+	WouldHave string `json:"would_have"`
+	Reason    string `json:"reason"`
+	Count     int    `json:"count"`
+}
+
+// Tally counts the receipts seq yields. A stored document that no longer parses is counted as
+// action "(unreadable receipt)", result "unreadable", rather than dropped.
+func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
+	out := Stats{Counts: []Count{}, WouldHaveBlocked: []WouldHaveBlocked{}}
+	counts := map[[2]string]int{}
+	blocked := map[[3]string]int{}
+	for r, err := range seq {
+		if err != nil {
+			return out, fmt.Errorf("read receipts: %w", err)
+		}
+		f, err := Parse(r.Doc)
+		if err != nil {
+			f = &Receipt{Action: "(unreadable receipt)", Result: "unreadable"}
+		}
+		out.Receipts++
+		counts[[2]string{f.Action, f.Result}]++
+		if f.Result != Observed {
+			continue
+		}
+		out.Observed++
+		if f.WouldHave == nil {
+			continue
+		}
+		w := f.WouldHave
+		switch {
+		case w.Decision == "deny":
+			blocked[[3]string{f.Action, "denied", w.Reason}]++
+		case w.Decision == "approve":
+			blocked[[3]string{f.Action, "approval_required", w.Reason}]++
+		case w.Decision != "allow":
+			// Not a decision this binary knows: enforcement fails closed, so it would have denied.
+			blocked[[3]string{f.Action, "denied", w.Decision}]++
+		case w.Effect != "" && w.Effect != "reserved":
+			blocked[[3]string{f.Action, "refused", w.Effect}]++
+		}
+	}
+	for k, n := range counts {
+		out.Counts = append(out.Counts, Count{Action: k[0], Result: k[1], Count: n})
+	}
+	sort.Slice(out.Counts, func(i, j int) bool {
+		x, y := out.Counts[i], out.Counts[j]
+		if x.Action != y.Action {
+			return x.Action < y.Action
+		}
+		return x.Result < y.Result
+	})
+	for k, n := range blocked {
+		out.WouldHaveBlocked = append(out.WouldHaveBlocked, WouldHaveBlocked{Action: k[0], WouldHave: k[1], Reason: k[2], Count: n})
+	}
+	sort.Slice(out.WouldHaveBlocked, func(i, j int) bool {
+		x, y := out.WouldHaveBlocked[i], out.WouldHaveBlocked[j]
+		if x.Action != y.Action {
+			return x.Action < y.Action
+		}
+		if x.WouldHave != y.WouldHave {
+			return x.WouldHave < y.WouldHave
+		}
+		return x.Reason < y.Reason
+	})
+	return out, nil
+}
