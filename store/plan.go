@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/safetext"
@@ -116,6 +119,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		next := Effect{
 			Key: req.EffectKey, State: Executing, Attempt: 1, ActionID: req.ActionID, Action: req.Action,
 			ActionHash: req.ActionHash, LeaseExpiresAt: req.Now.Add(req.Lease), CreatedAt: req.Now, UpdatedAt: req.Now,
+			Arguments: req.Arguments,
 		}
 		if eff != nil {
 			next.Attempt = eff.Attempt + 1
@@ -141,10 +145,20 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 
 // planEffect applies the retry table to the existing record. It returns nil when the key may be
 // reserved; else the refusal and, for a lapsed lease, the write that makes the record ambiguous.
+// A refusal of a record that holds another action hash is a key_conflict: the same consequence,
+// asked with other arguments.
 func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 	if eff == nil {
 		return nil, nil
 	}
+	r, w := planState(req, eff)
+	if r != nil && eff.ActionHash != req.ActionHash && r.Reason != "attempts_exhausted" {
+		r = &Refusal{Reason: "key_conflict", Detail: keyConflictDetail(req, eff, r)}
+	}
+	return r, w
+}
+
+func planState(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 	detail := func(what string) string { return fmt.Sprintf("effect %s %s", safetext.Quote(req.EffectKey), what) }
 	switch eff.State {
 	case Committed:
@@ -152,6 +166,9 @@ func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 	case Ambiguous:
 		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: resolve it before any retry")}, nil
 	case Failed:
+		if eff.Conflict != "" {
+			return &Refusal{Reason: "outcome_conflict", Detail: detail("was resolved failed, but " + eff.Conflict + ": resolve it again before any retry")}, nil
+		}
 		if req.MaxAttempts > 0 && eff.Attempt >= req.MaxAttempts {
 			return &Refusal{Reason: "attempts_exhausted", Detail: detail(fmt.Sprintf("failed %d of %d allowed attempts", eff.Attempt, req.MaxAttempts))}, nil
 		}
@@ -160,14 +177,34 @@ func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 		if req.Now.Before(eff.LeaseExpiresAt) {
 			return &Refusal{Reason: "in_progress", Detail: detail(fmt.Sprintf("is in progress (attempt %d, lease until %s)", eff.Attempt, eff.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)))}, nil
 		}
-		next := *eff
-		next.State = Ambiguous
-		next.Error = LeaseExpiredError
-		next.LeaseExpiresAt = time.Time{}
-		next.UpdatedAt = req.Now
-		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: " + LeaseExpiredError)}, &EffectWrite{Prev: eff, Next: next}
+		return &Refusal{Reason: "ambiguous", Detail: detail("is ambiguous: " + LeaseExpiredError)}, &EffectWrite{Prev: eff, Next: lapse(eff, req.Now)}
 	}
 	return &Refusal{Reason: "ambiguous", Detail: detail(fmt.Sprintf("has unknown state %q", eff.State))}, nil
+}
+
+// lapse is the record of a holder whose lease lapsed, written ambiguous. It keeps the lapsed
+// lease: the holder has not reported and may still be acting (HolderMayAct), until its own
+// outcome arrives.
+func lapse(eff *Effect, now time.Time) Effect {
+	next := *eff
+	next.State = Ambiguous
+	next.Error = LeaseExpiredError
+	next.UpdatedAt = now
+	return next
+}
+
+func keyConflictDetail(req *ReserveRequest, eff *Effect, r *Refusal) string {
+	var why string
+	switch {
+	case len(eff.Arguments) > 0 && len(req.Arguments) > 0 && !bytes.Equal(eff.Arguments, req.Arguments):
+		why = "its arguments differ from those of the recorded attempt"
+	case len(eff.Arguments) > 0 && len(req.Arguments) > 0:
+		why = "its arguments are those of the recorded attempt, but its principal, resource or environment differ"
+	default:
+		why = "its action (arguments, resource, principal or environment) differs from the recorded attempt's"
+	}
+	return fmt.Sprintf("effect %s: key conflict: %s (recorded %s attempt %d, action hash %s; this call %s); the key is refused as it stands (%s)",
+		safetext.Quote(req.EffectKey), why, eff.State, eff.Attempt, eff.ActionHash, req.ActionHash, r.Reason)
 }
 
 func approvalDetail(reason string, a *Approval, req *ReserveRequest) string {
@@ -197,8 +234,17 @@ type RecordPlan struct {
 }
 
 // PlanRecord decides the end of a call from the effect record the backend read (nil when the
-// request has no key or no record exists). A holder that no longer holds the key writes no
-// outcome: its receipt becomes ambiguous (docs/guarantees.md#atomicity).
+// request has no key or no record exists) (docs/guarantees.md#atomicity):
+//
+//   - the holder of an executing record writes its outcome;
+//   - a holder whose lease lapsed, and whose record a contender made ambiguous, settles it with
+//     its own outcome if nobody resolved it meanwhile (an unknown outcome leaves it ambiguous,
+//     now as reported by its holder) — a late outcome;
+//   - a holder whose attempt was resolved meanwhile (the record resolved, or renewed after a
+//     resolution to failed) keeps the resolution; when it disagrees (committed against failed
+//     or the reverse) the record is marked with the conflict and an outcome_conflict event is
+//     written;
+//   - any other Record writes no outcome: its receipt becomes ambiguous (Lost).
 func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	rc := *req.Receipt
 	if rc.FinishedAt.IsZero() {
@@ -209,17 +255,36 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	if req.EffectKey == "" {
 		return p
 	}
-	ev := func(kind string, payload map[string]any) {
-		p.Events = append(p.Events, NewEvent(kind, req.Now, req.ActionID, req.EffectKey, rc.ApprovalID, payload))
-	}
 	p.Result.Effect = eff
-	if eff == nil || eff.State != Executing || eff.ActionID != req.ActionID || eff.Attempt != req.Attempt {
+	own := eff != nil && eff.ActionID == req.ActionID && eff.Attempt == req.Attempt
+	switch {
+	case own && eff.State == Executing:
+		p.settle(req, eff, nil)
+	case own && eff.State == Ambiguous && HolderMayAct(eff):
+		p.Result.Late = true
+		p.settle(req, eff, map[string]any{"late": true, "cause": "lease_expired",
+			"lease_expired_at": eff.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)})
+	case own && eff.ResolvedBy != "" && (eff.State == Committed || eff.State == Failed):
+		p.resolvedMeanwhile(req, eff, eff.State, eff.ResolvedBy)
+	case eff != nil && eff.Attempt > req.Attempt && eff.ActionID != req.ActionID:
+		// Only a failed attempt is renewed, and the holder did not record this one: someone
+		// resolved it failed, and the key was renewed since.
+		p.resolvedMeanwhile(req, eff, Failed, "")
+	default:
 		p.Result.Lost = true
 		rc.Result = receipt.Ambiguous
 		rc.Error = lostDetail(req, eff, rc.Error)
-		ev(EventExecutionAmbiguous, map[string]any{"cause": "key_lost", "outcome": string(req.Outcome)})
-		return p
+		p.event(req, EventExecutionAmbiguous, map[string]any{"cause": "key_lost", "outcome": string(req.Outcome)})
 	}
+	return p
+}
+
+func (p *RecordPlan) event(req *RecordRequest, kind string, payload map[string]any) {
+	p.Events = append(p.Events, NewEvent(kind, req.Now, req.ActionID, req.EffectKey, p.Receipt.ApprovalID, payload))
+}
+
+// settle writes the holder's outcome on its record; extra joins the event's payload.
+func (p *RecordPlan) settle(req *RecordRequest, eff *Effect, extra map[string]any) {
 	next := *eff
 	next.State = req.Outcome
 	next.Result = nil
@@ -235,6 +300,9 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	case Failed:
 		kind = EventExecutionFailed
 	case Ambiguous:
+		if next.Error == "" {
+			next.Error = "outcome unknown"
+		}
 	default:
 		// An outcome that is not one of the three is not knowledge of what happened: unknown is
 		// not failed, and it must never leave the record executing or in a state nothing reads.
@@ -246,8 +314,67 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 	if req.Error != "" {
 		payload["error"] = req.Error
 	}
-	ev(kind, payload)
-	return p
+	for k, v := range extra {
+		payload[k] = v
+	}
+	p.event(req, kind, payload)
+}
+
+// resolvedMeanwhile records the outcome of a holder whose attempt was resolved to resolved (by
+// by, "" when unknown) before it reported: the resolution stands.
+func (p *RecordPlan) resolvedMeanwhile(req *RecordRequest, eff *Effect, resolved State, by string) {
+	payload := map[string]any{"attempt": req.Attempt, "late": true, "resolved": string(resolved)}
+	if by != "" {
+		payload["resolved_by"] = by
+	}
+	if req.Error != "" {
+		payload["error"] = req.Error
+	}
+	outcome := req.Outcome
+	if outcome != Committed && outcome != Failed {
+		outcome = Ambiguous
+	}
+	switch {
+	case outcome == Ambiguous:
+		// Not knowing contradicts nothing: the resolution says more than the holder does.
+		p.event(req, EventExecutionAmbiguous, payload)
+	case outcome == resolved:
+		kind := EventExecutionFailed
+		if outcome == Committed {
+			kind = EventExecutionCommitted
+			if len(eff.Result) == 0 && eff.Attempt == req.Attempt && len(req.Result) > 0 {
+				// The resolution said committed without a result: the holder has it.
+				next := *eff
+				next.Result = req.Result
+				next.UpdatedAt = req.Now
+				p.Effect = &EffectWrite{Prev: eff, Next: next}
+				p.Result.Effect = &p.Effect.Next
+			}
+		}
+		p.event(req, kind, payload)
+	default:
+		who := "resolved " + string(resolved)
+		if by != "" {
+			who += " by " + by
+		}
+		conflict := fmt.Sprintf("its holder %s (attempt %d) reported %s after it was %s", req.ActionID, req.Attempt, outcome, who)
+		next := *eff
+		next.Conflict = conflict
+		next.UpdatedAt = req.Now
+		p.Effect = &EffectWrite{Prev: eff, Next: next}
+		p.Result.Effect = &p.Effect.Next
+		p.Result.Conflict = conflict
+		p.Receipt.Error = joinError("outcome_conflict: effect "+req.EffectKey+": "+conflict+"; the resolution stands", p.Receipt.Error)
+		payload["outcome"] = string(outcome)
+		p.event(req, EventOutcomeConflict, payload)
+	}
+}
+
+func joinError(s, execErr string) string {
+	if execErr == "" {
+		return s
+	}
+	return s + "; executor: " + execErr
 }
 
 func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
@@ -275,6 +402,9 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 	if err != nil {
 		return nil, nil, refuse("invalid_approver")
 	}
+	if err := CheckNote(req.Note); err != nil {
+		return nil, nil, refuse("invalid_note")
+	}
 	if a.Status != Pending {
 		return nil, nil, refuse("already_" + string(a.Status))
 	}
@@ -290,6 +420,7 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 	next := *a
 	next.Approver = approver
 	next.AnsweredAt = req.Now
+	next.Note = req.Note
 	kind := EventApprovalGranted
 	if req.Grant {
 		next.Status = Granted
@@ -297,33 +428,95 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		next.Status = Denied
 		kind = EventApprovalDenied
 	}
-	ev := NewEvent(kind, req.Now, "", "", a.ID, map[string]any{"approver": approver})
+	payload := map[string]any{"approver": approver}
+	if req.Note != "" {
+		payload["note"] = req.Note
+	}
+	ev := NewEvent(kind, req.Now, "", "", a.ID, payload)
 	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
 }
 
-// PlanResolve decides the resolution of an effect (docs/guarantees.md#resolving-an-ambiguous-effect): only ambiguous moves.
+// PlanResolve decides the resolution of an effect (docs/guarantees.md#resolving-an-ambiguous-effect). An ambiguous record moves; so
+// does an executing record whose lease has lapsed (it is written ambiguous and resolved in the
+// one transaction, as a reservation would have found it), and a resolved record that carries a
+// conflict, resolved again by a person. A reconcile hook (req.Hook) may not resolve a record
+// failed while its holder may still act (ErrHolderMayAct), nor settle a conflict.
 func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error) {
 	if req.To != Committed && req.To != Failed {
 		return nil, nil, fmt.Errorf("resolve %s: target state %q is not committed or failed", safetext.Quote(req.Key), req.To)
 	}
+	if len(req.Result) > 0 && (req.To != Committed || !json.Valid(req.Result)) {
+		return nil, nil, fmt.Errorf("resolve %s: a result is JSON, and only for committed", safetext.Quote(req.Key))
+	}
 	if eff == nil {
 		return nil, nil, fmt.Errorf("resolve %s: %w", safetext.Quote(req.Key), ErrNotFound)
 	}
-	if eff.State != Ambiguous {
-		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), eff.State, ErrNotAmbiguous)
+	lapsed := LeaseLapsed(eff, req.Now)
+	conflict := eff.Conflict != "" && (eff.State == Committed || eff.State == Failed) && !req.Hook
+	if eff.State != Ambiguous && !lapsed && !conflict {
+		what := string(eff.State)
+		if eff.State == Executing {
+			what = "executing under a live lease"
+		}
+		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), what, ErrNotAmbiguous)
+	}
+	if req.Hook && req.To == Failed && HolderMayAct(eff) {
+		return nil, nil, fmt.Errorf("resolve %s failed: attempt %d's lease lapsed and its holder has not reported: %w", safetext.Quote(req.Key), eff.Attempt, ErrHolderMayAct)
 	}
 	by, err := NormalizeApprover(req.By)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve %s: resolver: %w", safetext.Quote(req.Key), err)
 	}
+	if err := CheckNote(req.Note); err != nil {
+		return nil, nil, fmt.Errorf("resolve %s: %w", safetext.Quote(req.Key), err)
+	}
+	events := append([]Event(nil), req.Events...)
+	if lapsed {
+		events = append(events, NewEvent(EventExecutionAmbiguous, req.Now, eff.ActionID, eff.Key, "",
+			map[string]any{"cause": "lease_expired", "holder": eff.ActionID, "attempt": eff.Attempt}))
+	}
 	next := *eff
 	next.State = req.To
 	next.ResolvedBy = by
+	next.Note = req.Note
+	next.Conflict = ""
+	next.LeaseExpiresAt = time.Time{}
 	next.UpdatedAt = req.Now
-	events := append([]Event(nil), req.Events...)
-	events = append(events, NewEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "",
-		map[string]any{"to": string(req.To), "by": by, "attempt": eff.Attempt}))
+	if lapsed {
+		next.Error = LeaseExpiredError
+	}
+	if req.To == Committed && len(req.Result) > 0 {
+		next.Result = req.Result
+	}
+	if req.To == Failed {
+		next.Result = nil
+	}
+	payload := map[string]any{"to": string(req.To), "by": by, "attempt": eff.Attempt}
+	if req.Note != "" {
+		payload["note"] = req.Note
+	}
+	if eff.Conflict != "" {
+		payload["conflict"] = eff.Conflict
+	}
+	events = append(events, NewEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "", payload))
 	return &EffectWrite{Prev: eff, Next: next}, events, nil
+}
+
+// CheckNote validates a note of a resolution or an approval answer: at most 2000 bytes of
+// valid UTF-8, with no control characters but newlines and tabs.
+func CheckNote(note string) error {
+	if len(note) > 2000 {
+		return fmt.Errorf("note is %d bytes long, at most 2000 are kept", len(note))
+	}
+	if !utf8.ValidString(note) {
+		return fmt.Errorf("note %q is not valid UTF-8", note)
+	}
+	for _, r := range note {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
+			return fmt.Errorf("note %q contains a control character", note)
+		}
+	}
+	return nil
 }
 
 // PlanExtend decides a lease extension: only the holder of a live lease may extend it.

@@ -45,6 +45,33 @@ type Effect struct {
 	ResolvedBy     string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Arguments are the canonical arguments of the attempt that holds the record (nil for a
+	// record written before the store kept them).
+	Arguments json.RawMessage
+	// Note is what the person who resolved the record wrote (latch resolve --note).
+	Note string
+	// Conflict is set when the holder's own outcome arrived after the record was resolved
+	// otherwise: the resolution stands and Conflict says what the holder reported. A failed
+	// record with a conflict is not renewed until a person resolves it again.
+	Conflict string
+}
+
+// HolderMayAct reports whether the attempt that holds e may still be acting at now: its record
+// is executing (under a live or a lapsed lease), or it was made ambiguous because its lease
+// lapsed and the holder has not reported since (LeaseExpiresAt then keeps the lapsed lease).
+// Once the holder reports, or for an ambiguity the holder recorded itself, it cannot act any
+// more: only then may a reconcile hook resolve the record failed.
+func HolderMayAct(e *Effect) bool {
+	if e == nil {
+		return false
+	}
+	return e.State == Executing || e.State == Ambiguous && !e.LeaseExpiresAt.IsZero()
+}
+
+// LeaseLapsed reports whether e is executing under a lease that lapsed at or before now: its
+// holder never finished, and the next reservation or resolution writes it ambiguous.
+func LeaseLapsed(e *Effect, now time.Time) bool {
+	return e != nil && e.State == Executing && !now.Before(e.LeaseExpiresAt)
 }
 
 // ApprovalStatus is the status of an approval request (docs/guarantees.md#approvals).
@@ -75,6 +102,7 @@ type Approval struct {
 	AnsweredAt time.Time
 	ConsumedBy string // the action id that spent it
 	ConsumedAt time.Time
+	Note       string // what the approver wrote with the answer (--note)
 }
 
 // Event is one entry of the append-only event log (docs/guarantees.md#events). ID is assigned by the store.
@@ -110,6 +138,9 @@ const (
 	EventDelegationCreated   = "delegation_created"
 	EventDelegationRevoked   = "delegation_revoked"
 	EventDelegationRejected  = "delegation_rejected"
+	// EventOutcomeConflict: a holder's outcome arrived after its effect was resolved otherwise;
+	// the resolution stands.
+	EventOutcomeConflict = "outcome_conflict"
 )
 
 // Sentinel errors shared by every backend.
@@ -121,10 +152,14 @@ var (
 	ErrLeaseLost     = errors.New("lease no longer held")
 	ErrNotAmbiguous  = errors.New("effect is not ambiguous")
 	ErrAnswerRefused = errors.New("approval answer refused")
+	// ErrHolderMayAct refuses a reconcile hook's failed for an effect whose holder may still be
+	// acting (see HolderMayAct): nothing turns a lapsed lease into a retry.
+	ErrHolderMayAct = errors.New("its holder may still be acting")
 )
 
 // AnswerError is returned when an approval cannot be answered. Reason is one of self_approval,
-// expired, already_granted, already_denied, already_consumed, already_expired, invalid_approver.
+// expired, already_granted, already_denied, already_consumed, already_expired, invalid_approver,
+// invalid_note.
 type AnswerError struct {
 	ID       string
 	Reason   string
@@ -145,7 +180,8 @@ type ReserveRequest struct {
 	ActionID    string
 	Action      string
 	ActionHash  string
-	EffectKey   string // "" when the call has no effect key and only an approval is consumed
+	EffectKey   string          // "" when the call has no effect key and only an approval is consumed
+	Arguments   json.RawMessage // the call's canonical arguments, kept on the effect record it reserves
 	Lease       time.Duration
 	MaxAttempts int    // 0 = no ceiling
 	ApprovalID  string // "" when none was presented
@@ -160,7 +196,9 @@ type ReserveRequest struct {
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
 // errors: for approvals unknown, mismatch, consumed, denied, pending, expired; for effects
-// committed, in_progress, ambiguous, attempts_exhausted.
+// committed, in_progress, ambiguous, attempts_exhausted, outcome_conflict (a failed record whose
+// holder reported committed after the resolution), and key_conflict (the record holds an
+// attempt of another action hash: the same consequence asked with other arguments).
 type Refusal struct {
 	Approval bool // the approval was refused (else the effect)
 	Reason   string
@@ -201,11 +239,16 @@ type RecordRequest struct {
 	Error     string
 }
 
-// RecordResult is what recording did. Lost is set when the holder no longer held the key (its
-// lease lapsed and a contender made the record ambiguous): the receipt was written ambiguous and
-// the outcome was not.
+// RecordResult is what recording did. Lost is set when the holder's outcome could not be
+// written and says nothing about the record (the record is gone or held by another attempt):
+// the receipt was written ambiguous. Late is set when the holder's lease had lapsed and a
+// contender had made the record ambiguous, and the holder's outcome settled it. Conflict is set
+// when someone resolved the holder's attempt otherwise meanwhile: the resolution stands, and
+// Conflict says how the two differ.
 type RecordResult struct {
 	Lost     bool
+	Late     bool
+	Conflict string
 	Effect   *Effect
 	Receipt  receipt.Sealed
 	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set)
@@ -218,14 +261,22 @@ type AnswerRequest struct {
 	ID       string
 	Grant    bool
 	Approver string
+	Note     string // optional, kept on the request and in the answer's event
 }
 
-// ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect).
+// ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect): an ambiguous record, an executing
+// record whose lease has lapsed (written ambiguous and resolved in one transaction), or a
+// resolved record with a conflict (resolved again by a person).
 type ResolveRequest struct {
 	Now    time.Time
 	Key    string
 	To     State // Committed or Failed
 	By     string
+	Result json.RawMessage // optional, with To committed: the effect's result, handed to later duplicates
+	Note   string          // optional: why, kept on the record and in the event
+	// Hook marks a reconcile hook's resolution: it may not resolve failed while the holder may
+	// still act (HolderMayAct), nor a conflict.
+	Hook   bool
 	Events []Event
 }
 

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -224,8 +226,11 @@ type cutCall struct {
 	approvalID          string
 }
 
+// newCutCall is a new attempt of the action under key: calls under one key share an action hash
+// (another hash would be a key_conflict).
 func newCutCall(key string) cutCall {
-	return cutCall{key: key, actionID: "act_" + randomHex(16), hash: "sha256:" + randomHex(32)}
+	sum := sha256.Sum256([]byte("billing.charge " + key))
+	return cutCall{key: key, actionID: "act_" + randomHex(16), hash: "sha256:" + hex.EncodeToString(sum[:])}
 }
 
 func (c cutCall) draft(now time.Time) *receipt.Receipt {

@@ -185,6 +185,7 @@ func (s *Store) checkReadOnly(ctx context.Context) error {
 		return fmt.Errorf("schema %s is at version %d, older than this binary can read (%d): open it once with a writer to migrate it", s.schema, st.version, minReadVersion)
 	}
 	s.version = st.version
+	s.q = newQueries(s.quoted(), st.version)
 	if st.version < latestVersion() {
 		s.log.Info("store schema is older than this binary; reading it without migrating", "store", s.url, "schema", s.schema, "version", st.version, "latest", latestVersion())
 	}

@@ -363,6 +363,7 @@ func TestReaderOnOlderSchema(t *testing.T) {
 		t.Fatalf("migrateOne = %t, %v", done, err)
 	}
 	old.version = 1
+	old.q = newQueries(old.quoted(), 1) // the statements of a binary that knew schema 1
 	c := newCutCall("old")
 	if res, err := old.Reserve(ctx, c.reserveReq(time.Now())); err != nil || !res.Reserved {
 		t.Fatalf("Reserve on schema 1 = %+v, %v", res, err)

@@ -288,7 +288,7 @@ func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	}
 	return &Store{
 		url: redact(url), schema: loc.schema, readOnly: c.ReadOnly, log: c.Logger,
-		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize()),
+		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize(), latestVersion()),
 		batch: newBatcher(),
 	}, nil
 }

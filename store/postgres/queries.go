@@ -4,10 +4,16 @@ import "strings"
 
 // Column lists, in the order the scanners read them.
 const (
-	effectColumns   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
-	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
-	receiptColumns  = `seq, hash, doc`
-	eventColumns    = `id, kind, at, action_id, effect_key, approval_id, payload`
+	effectColumns   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, arguments, note, conflict`
+	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
+	// The lists of a schema before notesVersion: the columns it has, and stand-ins for the
+	// others (a reader of an older schema; tests that build the stores older binaries left).
+	effectColumnsBeforeNotes   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
+	approvalColumnsBeforeNotes = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
+	effectStandIns             = `, NULL::bytea, ''::text, ''::text`
+	approvalStandIns           = `, ''::text`
+	receiptColumns             = `seq, hash, doc`
+	eventColumns               = `id, kind, at, action_id, effect_key, approval_id, payload`
 	// delegationSelect reads delegations with their revocation, if any.
 	delegationSelect = `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at,
 		COALESCE(r.revoked_by, '') FROM {s}.delegations d LEFT JOIN {s}.revocations r ON r.delegation_id = d.delegation_id`
@@ -26,28 +32,45 @@ type queries struct {
 	readDelegation, listDelegations, insertDelegation       string
 	delegationPresent, insertRevocation, revocationPresent  string
 	receipts                                                string // the qualified table, for filtered queries
+	legacy                                                  bool   // the schema is older than notesVersion
 }
 
-func newQueries(schema string) queries {
+// notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
+// (migration 5).
+const notesVersion = 5
+
+// newQueries builds the statements for the quoted schema at the given schema version.
+func newQueries(schema string, version int) queries {
 	r := strings.NewReplacer("{s}", schema)
+	// effectRead and approvalRead select the columns of the scanners; effectWrite and
+	// approvalWrite are the columns a write sets, in the order of the rows' args.
+	effectRead, effectWrite, approvalRead, approvalWrite := effectColumns, effectColumns, approvalColumns, approvalColumns
+	effectCAS, approvalCAS := `, arguments = $17, note = $18, conflict = $19`, `, note = $16`
+	effectValues, approvalValues := `, $13, $14, $15`, `, $15`
+	if version < notesVersion {
+		effectRead, effectWrite = effectColumnsBeforeNotes+effectStandIns, effectColumnsBeforeNotes
+		approvalRead, approvalWrite = approvalColumnsBeforeNotes+approvalStandIns, approvalColumnsBeforeNotes
+		effectCAS, approvalCAS, effectValues, approvalValues = "", "", "", ""
+	}
 	return queries{
-		readEffect: r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = $1`),
-		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (effect_key) DO NOTHING`),
+		legacy:     version < notesVersion,
+		readEffect: r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = $1`),
+		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectWrite + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12` + effectValues + `) ON CONFLICT (effect_key) DO NOTHING`),
 		// The compare-and-set of docs/guarantees.md#atomicity: the row must still be exactly the holder, state,
 		// attempt and lease that the decider saw. The lease is compared too, so a lapse decided
 		// from an old lease cannot overwrite a lease the holder has just extended.
 		casEffect: r.Replace(`UPDATE {s}.effects SET state = $6, attempt = $7, action_id = $8, action = $9,
 			action_hash = $10, lease_expires_at = $11, result = $12, error = $13, resolved_by = $14, created_at = $15,
-			updated_at = $16
+			updated_at = $16` + effectCAS + `
 			WHERE effect_key = $1 AND state = $2 AND attempt = $3 AND action_id = $4
 				AND lease_expires_at IS NOT DISTINCT FROM $5`),
-		readApproval: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = $1`),
-		insertApproval: r.Replace(`INSERT INTO {s}.approvals (` + approvalColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (approval_id) DO NOTHING`),
+		readApproval: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = $1`),
+		insertApproval: r.Replace(`INSERT INTO {s}.approvals (` + approvalWrite + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14` + approvalValues + `) ON CONFLICT (approval_id) DO NOTHING`),
 		casApproval: r.Replace(`UPDATE {s}.approvals SET status = $3, action_hash = $4, action = $5, action_name = $6,
 			agent = $7, principal_user = $8, policy_hash = $9, created_at = $10, expires_at = $11, approver = $12,
-			answered_at = $13, consumed_by = $14, consumed_at = $15
+			answered_at = $13, consumed_by = $14, consumed_at = $15` + approvalCAS + `
 			WHERE approval_id = $1 AND status = $2`),
 		insertEvent: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
 			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`),
@@ -62,8 +85,8 @@ func newQueries(schema string) queries {
 				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq)
 			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
-		readEffects:   r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE effect_key = ANY($1)`),
-		readApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
+		readEffects:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = ANY($1)`),
+		readApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
 		// A batch's events, column by column, inserted (and so numbered) in array order.
 		insertEvents: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
 			SELECT kind, at, action_id, effect_key, approval_id, payload
@@ -86,8 +109,8 @@ func newQueries(schema string) queries {
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
-		listEffects:   r.Replace(`SELECT ` + effectColumns + ` FROM {s}.effects WHERE ($1 = '' OR state = $1) ORDER BY created_at, effect_key`),
-		listApprovals: r.Replace(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
+		listEffects:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE ($1 = '' OR state = $1) ORDER BY created_at, effect_key`),
+		listApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
 		listEvents: r.Replace(`SELECT ` + eventColumns + ` FROM {s}.events
 			WHERE ($1 = '' AND $2 = '' AND $3 = '')
 				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3 AND approval_id <> '')

@@ -62,11 +62,14 @@ type effectRow struct {
 	result                       []byte
 	errText, resolvedBy          string
 	created, updated             stamp
+	arguments                    []byte
+	note, conflict               string
 }
 
 func toEffectRow(e *store.Effect) (effectRow, error) {
 	r := effectRow{key: e.Key, state: string(e.State), attempt: int64(e.Attempt), actionID: e.ActionID, action: e.Action,
-		actionHash: e.ActionHash, result: rawJSON(e.Result), errText: e.Error, resolvedBy: e.ResolvedBy}
+		actionHash: e.ActionHash, result: rawJSON(e.Result), errText: e.Error, resolvedBy: e.ResolvedBy,
+		arguments: rawJSON(e.Arguments), note: e.Note, conflict: e.Conflict}
 	var err error
 	for _, f := range []struct {
 		dst *stamp
@@ -81,25 +84,32 @@ func toEffectRow(e *store.Effect) (effectRow, error) {
 
 func (r *effectRow) scan(row pgx.Row) error {
 	return row.Scan(&r.key, &r.state, &r.attempt, &r.actionID, &r.action, &r.actionHash, &r.lease, &r.result,
-		&r.errText, &r.resolvedBy, &r.created, &r.updated)
+		&r.errText, &r.resolvedBy, &r.created, &r.updated, &r.arguments, &r.note, &r.conflict)
 }
 
-// args are the row's values in effectColumns order.
-func (r *effectRow) args() []any {
-	return []any{r.key, r.state, r.attempt, r.actionID, r.action, r.actionHash, r.lease, r.result, r.errText,
+// args are the row's values in effectColumns order; legacy: only those of a schema before
+// notesVersion.
+func (r *effectRow) args(legacy bool) []any {
+	a := []any{r.key, r.state, r.attempt, r.actionID, r.action, r.actionHash, r.lease, r.result, r.errText,
 		r.resolvedBy, r.created, r.updated}
+	if legacy {
+		return a
+	}
+	return append(a, r.arguments, r.note, r.conflict)
 }
 
 func (r *effectRow) equal(o *effectRow) bool {
 	return r.key == o.key && r.state == o.state && r.attempt == o.attempt && r.actionID == o.actionID &&
 		r.action == o.action && r.actionHash == o.actionHash && r.lease == o.lease && bytes.Equal(r.result, o.result) &&
-		r.errText == o.errText && r.resolvedBy == o.resolvedBy && r.created == o.created && r.updated == o.updated
+		r.errText == o.errText && r.resolvedBy == o.resolvedBy && r.created == o.created && r.updated == o.updated &&
+		bytes.Equal(r.arguments, o.arguments) && r.note == o.note && r.conflict == o.conflict
 }
 
 func (r *effectRow) effect() *store.Effect {
 	return &store.Effect{Key: r.key, State: store.State(r.state), Attempt: int(r.attempt), ActionID: r.actionID,
 		Action: r.action, ActionHash: r.actionHash, LeaseExpiresAt: fromNanos(r.lease), Result: fromBytes(r.result),
-		Error: r.errText, ResolvedBy: r.resolvedBy, CreatedAt: fromNanos(r.created), UpdatedAt: fromNanos(r.updated)}
+		Error: r.errText, ResolvedBy: r.resolvedBy, CreatedAt: fromNanos(r.created), UpdatedAt: fromNanos(r.updated),
+		Arguments: fromBytes(r.arguments), Note: r.note, Conflict: r.conflict}
 }
 
 // approvalRow is a row of approvals.
@@ -113,12 +123,13 @@ type approvalRow struct {
 	answered                stamp
 	consumedBy              string
 	consumed                stamp
+	note                    string
 }
 
 func toApprovalRow(a *store.Approval) (approvalRow, error) {
 	r := approvalRow{id: a.ID, status: string(a.Status), actionHash: a.ActionHash, action: rawJSON(a.Action),
 		actionName: a.ActionName, agent: a.Agent, user: a.User, policyHash: a.PolicyHash, approver: a.Approver,
-		consumedBy: a.ConsumedBy}
+		consumedBy: a.ConsumedBy, note: a.Note}
 	var err error
 	for _, f := range []struct {
 		dst *stamp
@@ -133,27 +144,32 @@ func toApprovalRow(a *store.Approval) (approvalRow, error) {
 
 func (r *approvalRow) scan(row pgx.Row) error {
 	return row.Scan(&r.id, &r.status, &r.actionHash, &r.action, &r.actionName, &r.agent, &r.user, &r.policyHash,
-		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed)
+		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed, &r.note)
 }
 
-// args are the row's values in approvalColumns order.
-func (r *approvalRow) args() []any {
-	return []any{r.id, r.status, r.actionHash, r.action, r.actionName, r.agent, r.user, r.policyHash, r.created,
+// args are the row's values in approvalColumns order; legacy: only those of a schema before
+// notesVersion.
+func (r *approvalRow) args(legacy bool) []any {
+	a := []any{r.id, r.status, r.actionHash, r.action, r.actionName, r.agent, r.user, r.policyHash, r.created,
 		r.expires, r.approver, r.answered, r.consumedBy, r.consumed}
+	if legacy {
+		return a
+	}
+	return append(a, r.note)
 }
 
 func (r *approvalRow) equal(o *approvalRow) bool {
 	return r.id == o.id && r.status == o.status && r.actionHash == o.actionHash && bytes.Equal(r.action, o.action) &&
 		r.actionName == o.actionName && r.agent == o.agent && r.user == o.user && r.policyHash == o.policyHash &&
 		r.created == o.created && r.expires == o.expires && r.approver == o.approver && r.answered == o.answered &&
-		r.consumedBy == o.consumedBy && r.consumed == o.consumed
+		r.consumedBy == o.consumedBy && r.consumed == o.consumed && r.note == o.note
 }
 
 func (r *approvalRow) approval() *store.Approval {
 	return &store.Approval{ID: r.id, Status: store.ApprovalStatus(r.status), ActionHash: r.actionHash,
 		Action: fromBytes(r.action), ActionName: r.actionName, Agent: r.agent, User: r.user, PolicyHash: r.policyHash,
 		CreatedAt: fromNanos(r.created), ExpiresAt: fromNanos(r.expires), Approver: r.approver,
-		AnsweredAt: fromNanos(r.answered), ConsumedBy: r.consumedBy, ConsumedAt: fromNanos(r.consumed)}
+		AnsweredAt: fromNanos(r.answered), ConsumedBy: r.consumedBy, ConsumedAt: fromNanos(r.consumed), Note: r.note}
 }
 
 func scanEvent(row pgx.Row) (*store.Event, error) {

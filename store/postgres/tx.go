@@ -327,15 +327,19 @@ func (s *Store) effectStmt(w *store.EffectWrite) (string, []any, effectRow, erro
 		return "", nil, next, err
 	}
 	if w.Prev == nil {
-		return s.q.insertEffect, next.args(), next, nil
+		return s.q.insertEffect, next.args(s.q.legacy), next, nil
 	}
 	prev, err := toEffectRow(w.Prev)
 	if err != nil {
 		return "", nil, next, err
 	}
-	return s.q.casEffect, []any{prev.key, prev.state, prev.attempt, prev.actionID, prev.lease,
+	args := []any{prev.key, prev.state, prev.attempt, prev.actionID, prev.lease,
 		next.state, next.attempt, next.actionID, next.action, next.actionHash, next.lease, next.result,
-		next.errText, next.resolvedBy, next.created, next.updated}, next, nil
+		next.errText, next.resolvedBy, next.created, next.updated}
+	if !s.q.legacy {
+		args = append(args, next.arguments, next.note, next.conflict)
+	}
+	return s.q.casEffect, args, next, nil
 }
 
 // writeEffect applies an effect write; no row written is errConflict.
@@ -365,9 +369,13 @@ func (s *Store) approvalStmt(w *store.ApprovalWrite) (string, []any, approvalRow
 	if err != nil {
 		return "", nil, n, err
 	}
-	return s.q.casApproval, []any{n.id, string(w.PrevStatus), n.status, n.actionHash, n.action,
+	args := []any{n.id, string(w.PrevStatus), n.status, n.actionHash, n.action,
 		n.actionName, n.agent, n.user, n.policyHash, n.created, n.expires, n.approver, n.answered, n.consumedBy,
-		n.consumed}, n, nil
+		n.consumed}
+	if !s.q.legacy {
+		args = append(args, n.note)
+	}
+	return s.q.casApproval, args, n, nil
 }
 
 // writeApproval applies an approval write; no row written is errConflict.
@@ -414,7 +422,7 @@ func (t *txn) insertApproval(ctx context.Context, a *store.Approval) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "approval "+a.ID, t.s.q.insertApproval, r.args(),
+	return t.insert(ctx, "approval "+a.ID, t.s.q.insertApproval, r.args(t.s.q.legacy),
 		presence{t.s.q.approvalPresent, []any{r.id, r.actionHash, r.created}})
 }
 

@@ -20,7 +20,7 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 	if err := store.CheckText("effect key", key); err != nil {
 		return nil, fmt.Errorf("effect: %w", err)
 	}
-	e, err := readEffect(ctx, s.r, key)
+	e, err := s.readEffect(ctx, key)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("effect %s: %w", key, err)
@@ -32,7 +32,7 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 
 // Effects returns the effect records f selects, ordered by key.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
-	q := `SELECT ` + effectColumns + ` FROM effects`
+	q := `SELECT ` + s.effectSelect() + ` FROM effects`
 	var args []any
 	switch f.State {
 	case "":
@@ -57,7 +57,7 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 	if err := store.CheckText("approval id", id); err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	a, err := readApproval(ctx, s.r, id)
+	a, err := s.readApproval(ctx, id)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("approval %s: %w", id, err)
@@ -69,7 +69,7 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 
 // Approvals returns the approval requests f selects, oldest first.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	q := `SELECT ` + approvalColumns + ` FROM approvals`
+	q := `SELECT ` + s.approvalSelect() + ` FROM approvals`
 	var args []any
 	if f.Status != "" {
 		q += ` WHERE status = ?`

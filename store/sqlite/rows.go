@@ -56,40 +56,73 @@ func fromText(s sql.NullString) json.RawMessage {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-const effectColumns = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
+const effectColumns = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, arguments, note, conflict`
+
+// notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
+// (migration 6). A reader of an older schema selects these stand-ins instead.
+const notesVersion = 6
+
+const (
+	effectColumnsBeforeNotes   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, NULL, '', ''`
+	approvalColumnsBeforeNotes = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, ''`
+)
+
+// effectSelect and approvalSelect are the column lists a reader selects from the store's schema.
+func (s *Store) effectSelect() string {
+	if s.version != 0 && s.version < notesVersion {
+		return effectColumnsBeforeNotes
+	}
+	return effectColumns
+}
+
+func (s *Store) approvalSelect() string {
+	if s.version != 0 && s.version < notesVersion {
+		return approvalColumnsBeforeNotes
+	}
+	return approvalColumns
+}
 
 func scanEffect(sc scanner) (*store.Effect, error) {
 	var e store.Effect
 	var state string
 	var lease, created, updated sql.NullInt64
-	var result sql.NullString
+	var result, args sql.NullString
 	if err := sc.Scan(&e.Key, &state, &e.Attempt, &e.ActionID, &e.Action, &e.ActionHash, &lease, &result,
-		&e.Error, &e.ResolvedBy, &created, &updated); err != nil {
+		&e.Error, &e.ResolvedBy, &created, &updated, &args, &e.Note, &e.Conflict); err != nil {
 		return nil, err
 	}
 	e.State = store.State(state)
 	e.LeaseExpiresAt = fromNanos(lease)
 	e.Result = fromText(result)
+	e.Arguments = fromText(args)
 	e.CreatedAt = fromNanos(created)
 	e.UpdatedAt = fromNanos(updated)
 	return &e, nil
 }
 
 // readEffect reads the effect under key, or nil when there is none.
-func readEffect(ctx context.Context, q querier, key string) (*store.Effect, error) {
-	e, err := scanEffect(q.QueryRowContext(ctx, selectEffect, key))
+func (s *Store) readEffect(ctx context.Context, key string) (*store.Effect, error) {
+	e, err := scanEffect(s.r.QueryRowContext(ctx, `SELECT `+s.effectSelect()+` FROM effects WHERE effect_key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	return e, err
 }
 
-const selectEffect = `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`
+const (
+	selectEffect            = `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`
+	selectEffectBeforeNotes = `SELECT ` + effectColumnsBeforeNotes + ` FROM effects WHERE effect_key = ?`
+)
 
 // effect reads the effect under key in the transaction, or nil when there is none.
 func (t *txn) effect(key string) (*store.Effect, error) {
 	var e *store.Effect
-	_, err := t.c.queryRow(selectEffect, []any{key}, func(sc scanner) (err error) {
+	q := selectEffect
+	if t.legacy {
+		q = selectEffectBeforeNotes
+	}
+	_, err := t.c.queryRow(q, []any{key}, func(sc scanner) (err error) {
 		e, err = scanEffect(sc)
 		return err
 	})
@@ -97,7 +130,7 @@ func (t *txn) effect(key string) (*store.Effect, error) {
 }
 
 const approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
 
 func scanApproval(sc scanner) (*store.Approval, error) {
 	var a store.Approval
@@ -105,7 +138,7 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 	var action sql.NullString
 	var created, expires, answered, consumed sql.NullInt64
 	if err := sc.Scan(&a.ID, &status, &a.ActionHash, &action, &a.ActionName, &a.Agent, &a.User, &a.PolicyHash,
-		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed); err != nil {
+		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed, &a.Note); err != nil {
 		return nil, err
 	}
 	a.Status = store.ApprovalStatus(status)
@@ -118,20 +151,27 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 }
 
 // readApproval reads the approval id, or nil when there is none.
-func readApproval(ctx context.Context, q querier, id string) (*store.Approval, error) {
-	a, err := scanApproval(q.QueryRowContext(ctx, selectApproval, id))
+func (s *Store) readApproval(ctx context.Context, id string) (*store.Approval, error) {
+	a, err := scanApproval(s.r.QueryRowContext(ctx, `SELECT `+s.approvalSelect()+` FROM approvals WHERE approval_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	return a, err
 }
 
-const selectApproval = `SELECT ` + approvalColumns + ` FROM approvals WHERE approval_id = ?`
+const (
+	selectApproval            = `SELECT ` + approvalColumns + ` FROM approvals WHERE approval_id = ?`
+	selectApprovalBeforeNotes = `SELECT ` + approvalColumnsBeforeNotes + ` FROM approvals WHERE approval_id = ?`
+)
 
 // approval reads the approval id in the transaction, or nil when there is none.
 func (t *txn) approval(id string) (*store.Approval, error) {
 	var a *store.Approval
-	_, err := t.c.queryRow(selectApproval, []any{id}, func(sc scanner) (err error) {
+	q := selectApproval
+	if t.legacy {
+		q = selectApprovalBeforeNotes
+	}
+	_, err := t.c.queryRow(q, []any{id}, func(sc scanner) (err error) {
 		a, err = scanApproval(sc)
 		return err
 	})
@@ -147,25 +187,43 @@ func (t *txn) applyEffect(w *store.EffectWrite) error {
 	var b binder
 	n := w.Next
 	lease, result, created, updated := b.time(n.LeaseExpiresAt), b.json(n.Result), b.time(n.CreatedAt), b.time(n.UpdatedAt)
+	args := b.json(n.Arguments)
 	if b.err != nil {
 		return fmt.Errorf("effect %s: %w", n.Key, b.err)
 	}
 	if w.Prev == nil {
 		// The primary key backs the lock up: a second insert of one key fails instead of
 		// overwriting.
-		_, err := t.c.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated)
+		var err error
+		if t.legacy {
+			_, err = t.c.exec(`INSERT INTO effects (effect_key, state, attempt, action_id, action, action_hash, lease_expires_at,
+				result, error, resolved_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated)
+		} else {
+			_, err = t.c.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
+				args, n.Note, n.Conflict)
+		}
 		if err != nil {
 			return fmt.Errorf("effect %s: %w", n.Key, err)
 		}
 		return nil
 	}
 	p := w.Prev
+	if t.legacy {
+		rows, err := t.c.exec(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
+			lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?
+			WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
+			string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
+			p.Key, string(p.State), p.Attempt, p.ActionID)
+		return checkRows(rows, err, "effect "+p.Key)
+	}
 	rows, err := t.c.exec(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
-		lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?
+		lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?, arguments = ?, note = ?,
+		conflict = ?
 		WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
 		string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
-		p.Key, string(p.State), p.Attempt, p.ActionID)
+		args, n.Note, n.Conflict, p.Key, string(p.State), p.Attempt, p.ActionID)
 	return checkRows(rows, err, "effect "+p.Key)
 }
 
@@ -175,13 +233,20 @@ func (t *txn) applyApproval(w *store.ApprovalWrite) error {
 	n := w.Next
 	args := []any{string(n.Status), n.ActionHash, b.json(n.Action), n.ActionName, n.Agent, n.User, n.PolicyHash,
 		b.time(n.CreatedAt), b.time(n.ExpiresAt), n.Approver, b.time(n.AnsweredAt), n.ConsumedBy, b.time(n.ConsumedAt),
-		n.ID, string(w.PrevStatus)}
+		n.Note, n.ID, string(w.PrevStatus)}
 	if b.err != nil {
 		return fmt.Errorf("approval %s: %w", n.ID, b.err)
 	}
-	rows, err := t.c.exec(`UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
+	q := `UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
 		principal_user = ?, policy_hash = ?, created_at = ?, expires_at = ?, approver = ?, answered_at = ?, consumed_by = ?,
-		consumed_at = ? WHERE approval_id = ? AND status = ?`, args...)
+		consumed_at = ?, note = ? WHERE approval_id = ? AND status = ?`
+	if t.legacy {
+		q = `UPDATE approvals SET status = ?, action_hash = ?, action = ?, action_name = ?, agent = ?,
+		principal_user = ?, policy_hash = ?, created_at = ?, expires_at = ?, approver = ?, answered_at = ?, consumed_by = ?,
+		consumed_at = ? WHERE approval_id = ? AND status = ?`
+		args = append(args[:13], args[14:]...)
+	}
+	rows, err := t.c.exec(q, args...)
 	return checkRows(rows, err, "approval "+n.ID)
 }
 

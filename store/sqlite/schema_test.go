@@ -315,6 +315,16 @@ func TestMigrateFromSchema3(t *testing.T) {
 			continue
 		}
 		for j := range after {
+			// Schema 5 appends columns (effects: arguments, note, conflict; approvals: note),
+			// NULL or empty for the rows an older binary wrote.
+			if len(after[j]) > len(before[i][j]) {
+				for _, v := range after[j][len(before[i][j]):] {
+					if v != nil && v != "" {
+						t.Errorf("%s: row %d: a column schema 5 added holds %#v, want NULL or ''", q, j, v)
+					}
+				}
+				after[j] = after[j][:len(before[i][j])]
+			}
 			if !reflect.DeepEqual(after[j], before[i][j]) {
 				t.Errorf("%s: row %d changed in the migration:\nbefore %#v\nafter  %#v", q, j, before[i][j], after[j])
 			}

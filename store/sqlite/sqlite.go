@@ -243,6 +243,8 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 		s.Close()
 		return nil, fmt.Errorf("%s: %w", op, s.readOnlyError(err))
 	}
+	s.version = min(version, latestVersion())
+	s.wr.legacy = s.version < notesVersion
 	return s, nil
 }
 

@@ -488,6 +488,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE revocations`)
 	exec(t, db, `DROP TABLE delegations`)
 	exec(t, db, `DROP TABLE tokens`)
+	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict", "approvals DROP COLUMN note"} {
+		exec(t, db, `ALTER TABLE `+col)
+	}
 	exec(t, db, `UPDATE latch_schema SET version = 1`)
 
 	r, err := Open(t.Context(), url, &Config{ReadOnly: true})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/receipt"
@@ -187,11 +188,15 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []
 		var b binder
 		args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
 			a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
-			b.time(a.ConsumedAt)}
+			b.time(a.ConsumedAt), a.Note}
 		if b.err != nil {
 			return b.err
 		}
-		if _, err := t.c.exec(`INSERT INTO approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		cols, marks := approvalColumns, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+		if t.legacy {
+			cols, marks, args = strings.TrimSuffix(approvalColumns, ", note"), marks[3:], args[:len(args)-1]
+		}
+		if _, err := t.c.exec(`INSERT INTO approvals (`+cols+`) VALUES (`+marks+`)`, args...); err != nil {
 			return err
 		}
 		_, err := t.insertEvents(events, a.CreatedAt)

@@ -63,6 +63,10 @@ type writer struct {
 	closed bool
 
 	conn *wconn // the statements prepared on the driver connection; used by the leader only
+
+	// legacy is set for a store kept at a schema before notesVersion (tests build the stores
+	// older binaries left): its transactions read and write the columns that schema has.
+	legacy bool
 }
 
 func newWriter(db *sql.DB, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
@@ -210,7 +214,7 @@ func (w *writer) attempt(c *wconn, batch []*request, guarded bool) bool {
 		}
 		return true
 	}
-	t := &txn{c: c}
+	t := &txn{c: c, legacy: w.legacy}
 	// abort ends the transaction without committing anything and fails every request that has
 	// no error of its own yet.
 	abort := func(err error) {
@@ -447,6 +451,7 @@ func (r valueRow) Scan(dest ...any) error {
 // written once, at commit: every receipt of the batch moves it in memory.
 type txn struct {
 	c        *wconn
+	legacy   bool // the schema is older than notesVersion
 	headRead bool
 	base     receipt.Head // the head as the table holds it
 	head     receipt.Head // the head after this transaction's appends

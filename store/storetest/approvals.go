@@ -206,9 +206,13 @@ func testReserveWithApproval(t *testing.T, b Backend) {
 		t.Parallel()
 		f := newFixture(t, b)
 		a := f.granted(hash)
+		// The earlier attempts are of the same action (the approval's hash): a refusal for
+		// other arguments would be a key_conflict.
 		done := newCall("charge:done")
+		done.Hash = hash
 		f.run(done, t0, store.Committed)
 		busy := newCall("charge:busy")
+		busy.Hash = hash
 		f.reserved(busy, now)
 		for _, r := range []struct{ key, reason string }{{done.Key, "committed"}, {busy.Key, "in_progress"}} {
 			res := f.reserve(withApproval(r.key, a).reserve(now.Add(time.Second)))

@@ -60,6 +60,9 @@ func Run(t *testing.T, b Backend) {
 		{"Approvals", testApprovals},
 		{"ReserveWithApproval", testReserveWithApproval},
 		{"Resolution", testResolution},
+		{"LateOutcomes", testLateOutcomes},
+		{"ResolutionExtras", testResolutionExtras},
+		{"KeyConflict", testKeyConflict},
 		{"Durability", testDurability},
 		{"ReceiptChain", testReceiptChain},
 		{"Events", testEvents},
@@ -139,7 +142,7 @@ func (c call) draft(now time.Time) *receipt.Receipt {
 func (c call) reserve(now time.Time) *store.ReserveRequest {
 	return &store.ReserveRequest{
 		Now: now, ActionID: c.ActionID, Action: action, ActionHash: c.Hash, EffectKey: c.Key, Lease: lease,
-		ApprovalID: c.ApprovalID, Receipt: c.draft(now),
+		ApprovalID: c.ApprovalID, Receipt: c.draft(now), Arguments: arguments,
 	}
 }
 
