@@ -90,11 +90,12 @@ func ApprovalFrom(ctx context.Context) string { return approvalFrom(ctx) }
 
 // execution is what an executor's context knows about the attempt it runs.
 type execution struct {
-	g        *Guard
-	key      string
-	actionID string
-	attempt  int
-	token    string
+	g           *Guard
+	key         string
+	actionID    string
+	attempt     int
+	token       string // IdempotencyToken: per attempt
+	effectToken string // EffectToken: per effect key
 	// extend extends the lease of a call begun in another process (ExecutorContext).
 	extend func(ctx context.Context, d time.Duration) error
 }
@@ -114,12 +115,32 @@ func executionFrom(ctx context.Context) *execution {
 }
 
 // IdempotencyToken returns, inside an executor, a UUID-shaped token derived from the effect key
-// and the attempt number: stable for one attempt, different for the next. Pass it to the remote
-// as its idempotency key so that even a renewal after failed cannot double-act at a provider that
-// honours such keys. Outside an executor, or for a call with no effect key, it returns "".
+// and the attempt number: stable for one attempt, different for the next. It is a per-attempt
+// token: a renewal after failed sends a new one, so a provider that honours idempotency keys
+// treats the renewal as a new request — which is what a renewal is for when the earlier attempt
+// really did not act. If the earlier attempt did act and was resolved failed by mistake, the
+// provider cannot tell: use EffectToken when the provider must refuse the second charge even
+// then. Outside an executor, or for a call with no effect key, it returns "".
 func IdempotencyToken(ctx context.Context) string {
 	if e := executionFrom(ctx); e != nil {
 		return e.token
+	}
+	return ""
+}
+
+// EffectToken returns, inside an executor, a UUID-shaped token derived from the effect key
+// alone: the same for every attempt of one effect. Passed as a provider's idempotency key, it
+// makes the provider itself refuse (or replay) a second attempt of an effect that already
+// happened there — even after a wrong `latch resolve --failed` or a reconcile answer that was
+// wrong. The trade-off: a provider that remembers the key answers every renewal with its first
+// answer for as long as it keeps keys (a declined card stays declined, a corrected amount is
+// refused as a mismatch), so a renewal after a real failure only reaches the provider once it
+// has forgotten the key. Use it where acting twice is the worse failure (money out); use
+// IdempotencyToken where a renewal must reach the provider as a new request. docs/design.md
+// compares the two. Outside an executor, or for a call with no effect key, it returns "".
+func EffectToken(ctx context.Context) string {
+	if e := executionFrom(ctx); e != nil {
+		return e.effectToken
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 // Sentinel errors to branch on with errors.Is. The error types below carry the data and match
@@ -20,8 +21,18 @@ var (
 	ErrApprovalRequired = errors.New("latch: approval required")
 	// ErrApprovalMismatch: the presented approval cannot be spent on this call.
 	ErrApprovalMismatch = errors.New("latch: approval refused")
-	// ErrDuplicateEffect: the effect key is committed or held by a live attempt.
+	// ErrDuplicateEffect: the effect key is committed or held by a live attempt (or holds an
+	// attempt of other arguments: a key_conflict). ErrAlreadyCommitted and ErrInProgress say which.
 	ErrDuplicateEffect = errors.New("latch: duplicate effect")
+	// ErrAlreadyCommitted: the effect happened; stop redelivering. The refusal carries the stored
+	// result (ResultOf). It also matches ErrDuplicateEffect.
+	ErrAlreadyCommitted = fmt.Errorf("%w: already committed", ErrDuplicateEffect)
+	// ErrInProgress: an attempt holds the key under a live lease; redeliver later. It also
+	// matches ErrDuplicateEffect.
+	ErrInProgress = fmt.Errorf("%w: in progress", ErrDuplicateEffect)
+	// ErrOutcomeConflict: an attempt's holder reported an outcome that contradicts how its
+	// effect was resolved meanwhile; the resolution stands, and a person must look.
+	ErrOutcomeConflict = errors.New("latch: outcome conflict")
 	// ErrAmbiguousEffect: an earlier attempt's outcome is unknown; nothing retries it until it is resolved.
 	ErrAmbiguousEffect = errors.New("latch: effect is ambiguous")
 	// ErrAmbiguous: this call's executor returned an error that does not say nothing happened.
@@ -102,17 +113,40 @@ func (e *ApprovalMismatchError) Error() string {
 // Is matches ErrApprovalMismatch.
 func (e *ApprovalMismatchError) Is(target error) bool { return target == ErrApprovalMismatch }
 
-// EffectError refuses a call because of the state of its effect. State is committed or
-// in_progress (matching ErrDuplicateEffect), ambiguous (ErrAmbiguousEffect) or
-// attempts_exhausted (ErrAttemptsExhausted). Result is the stored result of a committed effect.
+// State is the state of an effect record, as `latch effects` shows it.
+type State = store.State
+
+// Effect states.
+const (
+	StateExecuting = store.Executing // held by one attempt under a lease
+	StateCommitted = store.Committed // it happened
+	StateFailed    = store.Failed    // it did not happen: the key may be retried
+	StateAmbiguous = store.Ambiguous // nobody knows: retries are refused until it is resolved
+)
+
+// EffectError refuses a call because of the state of its effect. State is the record's state
+// (the words of `latch effects`); Reason is the refusal code of the receipt:
+//
+//	committed           ErrAlreadyCommitted (and ErrDuplicateEffect); Result holds the stored result
+//	in_progress         ErrInProgress (and ErrDuplicateEffect)
+//	ambiguous           ErrAmbiguousEffect
+//	attempts_exhausted  ErrAttemptsExhausted
+//	key_conflict        ErrDuplicateEffect, and the sentinel of State: the key holds an attempt
+//	                    of other arguments (or of another action)
+//	outcome_conflict    ErrOutcomeConflict and ErrAmbiguousEffect: a holder's outcome
+//	                    contradicts the resolution of its attempt; a person resolves it again
+//	key_lost            ErrAmbiguousEffect: this call's lease lapsed and its key was resolved
+//	                    or taken meanwhile; its outcome was not written
+//
 // Detail, when set, is what the store said about the record, and the message is the refused
 // call's receipt error.
 type EffectError struct {
 	Key     string
-	State   string
+	State   State
+	Reason  string
 	Attempt int
 	Result  json.RawMessage
-	Detail  string
+	Detail  string // what the store said, for people
 }
 
 func (e *EffectError) Error() string {
@@ -120,26 +154,60 @@ func (e *EffectError) Error() string {
 		return "latch: " + e.Detail
 	}
 	key := safetext.Quote(e.Key)
-	switch e.State {
+	switch e.Reason {
 	case "committed":
 		return fmt.Sprintf("latch: effect %s already committed", key)
 	case "in_progress":
 		return fmt.Sprintf("latch: effect %s is in progress", key)
 	case "attempts_exhausted":
 		return fmt.Sprintf("latch: effect %s failed %d attempts", key, e.Attempt)
+	case "key_conflict":
+		return fmt.Sprintf("latch: effect %s: key conflict: the arguments differ from those of the recorded attempt %d (%s)", key, e.Attempt, e.State)
+	case "outcome_conflict":
+		return fmt.Sprintf("latch: effect %s: outcome conflict: resolve it again before any retry", key)
+	case "key_lost":
+		return fmt.Sprintf("latch: effect %s is %s: this call's lease lapsed and its outcome was not recorded", key, e.State)
 	}
 	return fmt.Sprintf("latch: effect %s is ambiguous: resolve it before any retry", key)
 }
 
-// Is matches the sentinel of the state.
+// Is matches the sentinels of the reason (see EffectError).
 func (e *EffectError) Is(target error) bool {
-	switch e.State {
-	case "committed", "in_progress":
-		return target == ErrDuplicateEffect
+	switch e.Reason {
+	case "committed":
+		return target == ErrDuplicateEffect || target == ErrAlreadyCommitted
+	case "in_progress":
+		return target == ErrDuplicateEffect || target == ErrInProgress
 	case "attempts_exhausted":
 		return target == ErrAttemptsExhausted
+	case "key_conflict":
+		switch e.State {
+		case StateCommitted:
+			return target == ErrDuplicateEffect || target == ErrAlreadyCommitted
+		case StateExecuting:
+			return target == ErrDuplicateEffect || target == ErrInProgress
+		}
+		return target == ErrDuplicateEffect || target == ErrAmbiguousEffect
+	case "outcome_conflict":
+		return target == ErrOutcomeConflict || target == ErrAmbiguousEffect
 	}
 	return target == ErrAmbiguousEffect
+}
+
+// ResultOf decodes the stored result a duplicate refusal carries: the result of the committed
+// effect (an *EffectError matching ErrAlreadyCommitted, with the result its executor returned or
+// the one a person or a reconcile hook stored when resolving it). It returns false when err
+// carries none or it does not decode into R.
+func ResultOf[R any](err error) (R, bool) {
+	var r R
+	var ee *EffectError
+	if !errors.As(err, &ee) || len(ee.Result) == 0 || string(ee.Result) == "null" {
+		return r, false
+	}
+	if json.Unmarshal(ee.Result, &r) != nil {
+		return r, false
+	}
+	return r, true
 }
 
 // AuthorityError refuses a call on the authority axis. Reason is one of authority_unreadable,

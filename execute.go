@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
@@ -124,23 +126,24 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 	rc.ApprovalID = approvalID
 	h := hold{}
 	if pr.key != "" || approvalID != "" {
+		var reconciled []store.Event
+		if pr.key != "" && pr.opts.Reconcile != nil {
+			var err error
+			if reconciled, err = g.reconcile(ctx, pr, actionID); err != nil {
+				return nil, nil, err
+			}
+		}
 		now := g.cfg.Now()
 		req := &store.ReserveRequest{
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
-			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID, Receipt: rc,
-			DeferAmbiguous: pr.opts.Reconcile != nil, Events: g.proposal(pr, actionID, now),
+			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
+			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...),
 		}
 		res, err := g.store.Reserve(ctx, req)
 		if err != nil {
 			return nil, nil, wrapOp("reserve "+pr.key, err)
 		}
 		g.emit(ctx, derefSealed(res.Receipt), res.Events)
-		if res.Refusal != nil && res.Refusal.Reason == "ambiguous" && req.DeferAmbiguous {
-			res, err = g.reconcile(ctx, pr, req)
-			if err != nil {
-				return nil, nil, err
-			}
-		}
 		if res.Refusal != nil {
 			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
 		}
@@ -177,7 +180,7 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 		now := g.cfg.Now()
 		res, err := g.store.Reserve(ctx, &store.ReserveRequest{
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
-			Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
+			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
 		})
 		if err != nil {
 			return nil, nil, wrapOp("observe "+pr.call.Action, err)
@@ -199,6 +202,7 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt}
 	if h.key != "" {
 		exec.token = idempotencyToken(h.key, h.attempt)
+		exec.effectToken = effectToken(h.key)
 	}
 	value, execErr, panicked := g.invoke(ctx, exec, pr.canonArgs, fn)
 	return g.record(ctx, pr, rc, h, value, execErr, panicked)
@@ -217,7 +221,7 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	switch {
 	case panicked != nil:
 		outcome = store.Ambiguous
-		execErr = fmt.Errorf("executor panicked: %v", panicked)
+		execErr = fmt.Errorf("executor panicked: %s", validText(fmt.Sprint(panicked)))
 	case execErr == nil:
 		if b, err := json.Marshal(value); err == nil {
 			result = b
@@ -236,11 +240,13 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		rc.Result = receipt.Observed
 	}
 	// The receipt says what the caller is told (a panic, which is not returned, as if it were).
+	// The text is the executor's: it may hold any bytes, and a receipt holds valid UTF-8 only;
+	// made valid (validText), it can always be recorded.
 	switch {
 	case retErr != nil:
-		rc.Error = retErr.Error()
+		rc.Error = validText(retErr.Error())
 	case execErr != nil:
-		rc.Error = (&AmbiguousError{Key: pr.key, Err: execErr}).Error()
+		rc.Error = validText((&AmbiguousError{Key: pr.key, Err: execErr}).Error())
 	}
 
 	// The outcome is written even if the caller's context is cancelled: an unrecorded outcome
@@ -275,9 +281,21 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		panic(panicked)
 	}
 	out := newReceipt(res.Document, res.Receipt, value)
-	if res.Lost {
-		return out, &EffectError{Key: pr.key, State: string(res.Effect.State), Attempt: res.Effect.Attempt,
+	switch {
+	case res.Lost:
+		e := &EffectError{Key: pr.key, State: StateAmbiguous, Reason: "key_lost", Attempt: h.attempt,
 			Detail: bare(errors.New(res.Document.Error))}
+		if res.Effect != nil {
+			e.State = res.Effect.State
+		}
+		return out, e
+	case res.Conflict != "":
+		e := &EffectError{Key: pr.key, State: res.Effect.State, Reason: "outcome_conflict", Attempt: h.attempt,
+			Detail: bare(errors.New(res.Document.Error))}
+		if retErr != nil {
+			return out, errors.Join(retErr, e)
+		}
+		return out, e
 	}
 	return out, retErr
 }
@@ -324,8 +342,9 @@ func refusalError(key, approvalID string, res *store.ReserveResult) error {
 	if r.Approval {
 		return &ApprovalMismatchError{ApprovalID: approvalID, Reason: r.Reason, Detail: r.Detail}
 	}
-	e := &EffectError{Key: key, State: r.Reason, Detail: r.Detail}
+	e := &EffectError{Key: key, Reason: r.Reason, Detail: r.Detail}
 	if res.Effect != nil {
+		e.State = res.Effect.State
 		e.Attempt = res.Effect.Attempt
 		if res.Effect.State == store.Committed {
 			e.Result = res.Effect.Result
@@ -334,54 +353,81 @@ func refusalError(key, approvalID string, res *store.ReserveResult) error {
 	return e
 }
 
-// reconcile asks the call's reconcile hook about an ambiguous effect, resolves the record when
-// the hook knows, and reserves once more (docs/guarantees.md#resolving-an-ambiguous-effect).
-func (g *Guard) reconcile(ctx context.Context, pr *prepared, req *store.ReserveRequest) (*store.ReserveResult, error) {
-	outcome, hookErr := g.askReconcile(ctx, pr)
+// reconcile asks the call's reconcile hook about the earlier attempt of its effect key, when
+// that attempt's outcome is unknown (its record ambiguous, or executing under a lapsed lease),
+// before the call reserves; it reads first, and the reservation still decides atomically. When
+// the hook knows, the record is resolved (one write); a hook may say not executed only about an
+// attempt whose holder can no longer act (store.HolderMayAct), so a lapsed lease is never turned
+// into a retry. It returns the events the reservation writes when nothing was resolved.
+func (g *Guard) reconcile(ctx context.Context, pr *prepared, actionID string) ([]store.Event, error) {
+	eff, err := g.store.Effect(ctx, pr.key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, wrapOp("reconcile "+pr.key, err)
+	}
 	now := g.cfg.Now()
-	started := store.NewEvent(store.EventReconcileStarted, now, req.ActionID, pr.key, "", map[string]any{"answer": outcome.String()})
+	if eff.State != store.Ambiguous && !store.LeaseLapsed(eff, now) {
+		return nil, nil
+	}
+	at := &Attempt{EffectKey: eff.Key, Action: eff.Action, Number: eff.Attempt, ActionID: eff.ActionID,
+		Arguments: eff.Arguments, Error: eff.Error, HolderMayAct: store.HolderMayAct(eff)}
+	if len(at.Arguments) == 0 && eff.ActionHash == pr.hash {
+		at.Arguments = pr.canonArgs // a record written before the store kept arguments: the same action's
+	}
+	outcome, value, hookErr := g.askReconcile(ctx, pr, at)
+	payload := map[string]any{"answer": outcome.String(), "attempt": eff.Attempt}
 	if hookErr != nil {
-		started.Payload, _ = json.Marshal(map[string]any{"answer": outcome.String(), "error": hookErr.Error()})
+		payload["error"] = validText(hookErr.Error())
 	}
-	next := *req
-	next.Now, next.DeferAmbiguous, next.Events = now, false, []store.Event{started}
-	if outcome != OutcomeUnknown {
-		to := store.Committed
-		if outcome == OutcomeNotExecuted {
-			to = store.Failed
-		}
-		resolved := store.NewEvent(store.EventReconcileResolved, now, req.ActionID, pr.key, "", map[string]any{"to": string(to)})
-		_, err := g.store.Resolve(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to,
-			By: "reconcile:" + pr.call.Action, Events: []store.Event{started, resolved}})
-		switch {
-		case err == nil:
-			next.Events = nil
-		case errors.Is(err, store.ErrNotAmbiguous):
-			// Someone else resolved it first; the second reservation reads what they decided.
-		default:
-			return nil, wrapOp("reconcile "+pr.key, err)
+	started := func() store.Event {
+		return store.NewEvent(store.EventReconcileStarted, now, actionID, pr.key, "", payload)
+	}
+	if outcome == OutcomeUnknown {
+		return []store.Event{started()}, nil
+	}
+	to := store.Committed
+	var result json.RawMessage
+	if outcome == OutcomeNotExecuted {
+		to = store.Failed
+	} else if value != nil {
+		if result, err = json.Marshal(value); err != nil {
+			g.log.Warn("latch: reconcile result not stored: it does not encode as JSON", "effect_key", pr.key, "err", err)
+			result = nil
 		}
 	}
-	res, err := g.store.Reserve(ctx, &next)
-	if err != nil {
-		return nil, wrapOp("reserve "+pr.key, err)
+	resolved := store.NewEvent(store.EventReconcileResolved, now, actionID, pr.key, "", map[string]any{"to": string(to)})
+	_, err = g.store.Resolve(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to, By: "reconcile:" + pr.call.Action,
+		Result: result, Hook: true, Events: []store.Event{started(), resolved}})
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, store.ErrHolderMayAct):
+		// The holder may still act: its not-executed is true only until it does.
+		payload["applied"] = false
+		payload["refused"] = "holder_may_act"
+		return []store.Event{started()}, nil
+	case errors.Is(err, store.ErrNotAmbiguous), errors.Is(err, store.ErrNotFound):
+		// Someone else resolved it first; the reservation reads what they decided.
+		payload["applied"] = false
+		return []store.Event{started()}, nil
 	}
-	g.emit(ctx, derefSealed(res.Receipt), res.Events)
-	return res, nil
+	return nil, wrapOp("reconcile "+pr.key, err)
 }
 
 // askReconcile runs the hook; an error or a panic counts as Unknown.
-func (g *Guard) askReconcile(ctx context.Context, pr *prepared) (o Outcome, err error) {
+func (g *Guard) askReconcile(ctx context.Context, pr *prepared, at *Attempt) (o Outcome, value any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			o, err = OutcomeUnknown, fmt.Errorf("reconcile hook panicked: %v", r)
+			o, value, err = OutcomeUnknown, nil, fmt.Errorf("reconcile hook panicked: %v", r)
 		}
 	}()
-	o, err = pr.opts.Reconcile(withoutApproval(ctx), pr.key)
+	o, value, err = pr.opts.Reconcile(withoutApproval(ctx), at)
 	if err != nil || (o != OutcomeCommitted && o != OutcomeNotExecuted) {
-		return OutcomeUnknown, err
+		return OutcomeUnknown, nil, err
 	}
-	return o, nil
+	return o, value, nil
 }
 
 // extendLease serves ExtendLease.
@@ -395,4 +441,24 @@ func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) 
 		return wrapOp("", err)
 	}
 	return nil
+}
+
+// validText returns s if it is valid UTF-8, else s with every byte that is not written as the
+// escape \xNN: a receipt and an event hold valid UTF-8 only, and an executor's error text or
+// panic value may hold anything. The outcome is recorded whatever the text.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -177,9 +177,23 @@ func idempotencyToken(key string, attempt int) string {
 	if err != nil {
 		return "" // unreachable: a string and an int always encode
 	}
+	return uuidOf(b)
+}
+
+// uuidOf shapes the SHA-256 of b as a version 8 (custom, name-derived) UUID.
+func uuidOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	sum[6] = sum[6]&0x0f | 0x80 // version 8: a custom, name-derived UUID
 	sum[8] = sum[8]&0x3f | 0x80 // RFC 9562 variant
 	h := hex.EncodeToString(sum[:16])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// effectToken derives the token of EffectToken from the effect key alone.
+func effectToken(key string) string {
+	b, err := canon.Marshal(map[string]any{"schema": "latch.effect-token/v1", "effect_key": key})
+	if err != nil {
+		return "" // unreachable: a string always encodes
+	}
+	return uuidOf(b)
 }

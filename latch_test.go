@@ -201,7 +201,7 @@ func TestCommitTwoWriteTransactions(t *testing.T) {
 
 	_, err = charge(agent(t.Context()), Charge{InvoiceID: "inv_1", Amount: 100})
 	var ee *latch.EffectError
-	if !errors.Is(err, latch.ErrDuplicateEffect) || !errors.As(err, &ee) || ee.State != "committed" || string(ee.Result) != `"ch_1"` {
+	if !errors.Is(err, latch.ErrDuplicateEffect) || !errors.As(err, &ee) || ee.State != latch.StateCommitted || ee.Reason != "committed" || string(ee.Result) != `"ch_1"` {
 		t.Fatalf("second charge err = %v, want ErrDuplicateEffect carrying the stored result", err)
 	}
 	if calls.Load() != 1 {
@@ -586,21 +586,28 @@ func TestPolicyChangeAfterApproval(t *testing.T) {
 
 func TestReconcile(t *testing.T) {
 	t.Parallel()
+	type answer = func(context.Context, *latch.Attempt) (latch.Outcome, any, error)
 	cases := []struct {
 		name    string
-		hook    func(context.Context, string) (latch.Outcome, error)
+		hook    answer
 		is      error
 		state   store.State
 		calls   int
 		resolve string
 	}{
-		{"not executed", func(context.Context, string) (latch.Outcome, error) { return latch.OutcomeNotExecuted, nil }, nil, store.Committed, 2, "reconcile:billing.charge"},
-		{"committed", func(context.Context, string) (latch.Outcome, error) { return latch.OutcomeCommitted, nil }, latch.ErrDuplicateEffect, store.Committed, 1, "reconcile:billing.charge"},
-		{"unknown", func(context.Context, string) (latch.Outcome, error) { return latch.OutcomeUnknown, nil }, latch.ErrAmbiguousEffect, store.Ambiguous, 1, ""},
-		{"error", func(context.Context, string) (latch.Outcome, error) {
-			return latch.OutcomeCommitted, errors.New("api down")
+		{"not executed", func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+			return latch.OutcomeNotExecuted, nil, nil
+		}, nil, store.Committed, 2, "reconcile:billing.charge"},
+		{"committed", func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+			return latch.OutcomeCommitted, nil, nil
+		}, latch.ErrAlreadyCommitted, store.Committed, 1, "reconcile:billing.charge"},
+		{"unknown", func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+			return latch.OutcomeUnknown, nil, nil
 		}, latch.ErrAmbiguousEffect, store.Ambiguous, 1, ""},
-		{"panic", func(context.Context, string) (latch.Outcome, error) { panic("hook") }, latch.ErrAmbiguousEffect, store.Ambiguous, 1, ""},
+		{"error", func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+			return latch.OutcomeCommitted, nil, errors.New("api down")
+		}, latch.ErrAmbiguousEffect, store.Ambiguous, 1, ""},
+		{"panic", func(context.Context, *latch.Attempt) (latch.Outcome, any, error) { panic("hook") }, latch.ErrAmbiguousEffect, store.Ambiguous, 1, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -618,12 +625,12 @@ func TestReconcile(t *testing.T) {
 			if _, err := latch.Protect(e.g, "billing.charge", exec, nil)(ctx, Charge{InvoiceID: "inv_r", Amount: 1}); !errors.Is(err, latch.ErrAmbiguous) {
 				t.Fatalf("first call err = %v", err)
 			}
-			hook := func(ctx context.Context, key string) (latch.Outcome, error) {
+			hook := func(ctx context.Context, a *latch.Attempt) (latch.Outcome, any, error) {
 				asked++
-				if key != "charge:inv_r" {
-					t.Errorf("hook asked about %q", key)
+				if a.EffectKey != "charge:inv_r" || a.Number != 1 || string(a.Arguments) != `{"amount":1,"invoice_id":"inv_r"}` || a.HolderMayAct {
+					t.Errorf("hook asked about %+v", a)
 				}
-				return tc.hook(ctx, key)
+				return tc.hook(ctx, a)
 			}
 			_, err := latch.Protect(e.g, "billing.charge", exec, &latch.Options{Reconcile: hook})(ctx, Charge{InvoiceID: "inv_r", Amount: 1})
 			if tc.is == nil && err != nil || tc.is != nil && !errors.Is(err, tc.is) {
@@ -641,6 +648,9 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestLapsedLeaseIsNeverRetried: a holder whose lease lapses is made ambiguous by a contender,
+// which is refused; the holder's own outcome then settles its attempt (a late outcome), and
+// nothing ever executed twice.
 func TestLapsedLeaseIsNeverRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, testPolicy)
@@ -658,20 +668,27 @@ func TestLapsedLeaseIsNeverRetried(t *testing.T) {
 		}, nil)(agent(context.Background()), c)
 		return "first", nil
 	}
-	_, err := latch.Protect(e.g, "billing.charge", exec, nil)(agent(t.Context()), Charge{InvoiceID: "inv_l", Amount: 1})
+	got, err := latch.Protect(e.g, "billing.charge", exec, nil)(agent(t.Context()), Charge{InvoiceID: "inv_l", Amount: 1})
 	if !errors.Is(contenderErr, latch.ErrAmbiguousEffect) {
 		t.Fatalf("contender err = %v, want ErrAmbiguousEffect", contenderErr)
 	}
-	var ee *latch.EffectError
-	if !errors.As(err, &ee) || ee.State != "ambiguous" {
-		t.Fatalf("holder err = %v, want an EffectError ambiguous (the key was lost)", err)
+	if err != nil || got != "first" {
+		t.Fatalf("holder = %q, %v; want its own result (its late outcome settles its attempt)", got, err)
 	}
 	eff, _ := e.g.Store().Effect(t.Context(), "charge:inv_l")
-	if eff.State != store.Ambiguous || eff.Error != store.LeaseExpiredError || calls != 1 {
-		t.Errorf("effect %s %q after %d executions; want ambiguous lease-expired after 1", eff.State, eff.Error, calls)
+	if eff.State != store.Committed || string(eff.Result) != `"first"` || calls != 1 {
+		t.Errorf("effect %s %s after %d executions; want committed \"first\" after 1", eff.State, eff.Result, calls)
 	}
-	if doc := lastReceipt(t, e.g); doc["result"] != "ambiguous" {
-		t.Errorf("holder receipt = %v, want ambiguous", doc["result"])
+	if doc := lastReceipt(t, e.g); doc["result"] != "committed" {
+		t.Errorf("holder receipt = %v, want committed", doc["result"])
+	}
+	evs, _ := e.g.Store().Events(t.Context(), store.EventFilter{EffectKey: "charge:inv_l"})
+	if last := evs[len(evs)-1]; last.Kind != store.EventExecutionCommitted || !strings.Contains(string(last.Payload), `"cause":"lease_expired"`) {
+		t.Errorf("last event %s %s, want execution_committed saying the lease had lapsed", last.Kind, last.Payload)
+	}
+	_, err = latch.Protect(e.g, "billing.charge", exec, nil)(agent(t.Context()), Charge{InvoiceID: "inv_l", Amount: 1})
+	if r, ok := latch.ResultOf[string](err); !errors.Is(err, latch.ErrAlreadyCommitted) || !ok || r != "first" || calls != 1 {
+		t.Errorf("retry after the late outcome: %v (result %q), %d executions; want ErrAlreadyCommitted with \"first\", 1", err, r, calls)
 	}
 }
 
@@ -877,16 +894,16 @@ func TestReturnedReceiptIsStored(t *testing.T) {
 		t.Fatalf("unknown approval: %+v, %v", rc, err)
 	}
 	sameAsStored(t, rc)
-	lost := &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"r2","amount":1}`)}
-	rc, err = e.g.Execute(ctx, lost, func(context.Context, json.RawMessage) (any, error) {
+	late := &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"r2","amount":1}`)}
+	rc, err = e.g.Execute(ctx, late, func(context.Context, json.RawMessage) (any, error) {
 		e.clock.Add(latch.DefaultLease)
-		if _, err := e.g.Execute(agent(context.Background()), lost, ok); !errors.Is(err, latch.ErrAmbiguousEffect) {
+		if _, err := e.g.Execute(agent(context.Background()), late, ok); !errors.Is(err, latch.ErrAmbiguousEffect) {
 			t.Errorf("contender err = %v", err)
 		}
 		return "late", nil
 	})
-	if !errors.Is(err, latch.ErrAmbiguousEffect) || rc.Result != "ambiguous" {
-		t.Fatalf("lost key: %+v, %v", rc, err)
+	if err != nil || rc.Result != "committed" || rc.Value != "late" {
+		t.Fatalf("late outcome: %+v, %v", rc, err)
 	}
 	sameAsStored(t, rc)
 }

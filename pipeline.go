@@ -25,10 +25,12 @@ type Call struct {
 
 // Options adjusts one protected function or call.
 type Options struct {
-	Effect    string        // effect key template; overrides the policy's
-	Resource  string        // resource template; overrides the policy's
-	Lease     time.Duration // overrides the policy's and the guard's lease
-	Reconcile func(ctx context.Context, effectKey string) (Outcome, error)
+	Effect   string        // effect key template; overrides the policy's
+	Resource string        // resource template; overrides the policy's
+	Lease    time.Duration // overrides the policy's and the guard's lease
+	// Reconcile is asked about an earlier attempt of the call's effect key whose outcome is
+	// unknown, before the call reserves the key (see ReconcileFunc).
+	Reconcile ReconcileFunc
 	Wait      bool // block until an approval request is answered or expires
 }
 

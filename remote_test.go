@@ -142,7 +142,7 @@ func TestBeginFinishIsExecute(t *testing.T) {
 			}
 			_, err = e.g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: args2})
 			var ee *latch.EffectError
-			if !errors.As(err, &ee) || ee.State != "committed" || string(ee.Result) != `{"charge":"ch_2"}` || !errors.Is(err, latch.ErrDuplicateEffect) {
+			if !errors.As(err, &ee) || ee.State != latch.StateCommitted || string(ee.Result) != `{"charge":"ch_2"}` || !errors.Is(err, latch.ErrDuplicateEffect) {
 				t.Errorf("Begin after Finish: err = %v, want committed with the stored result", err)
 			}
 			verifyChain(t, e.g)

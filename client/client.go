@@ -84,8 +84,9 @@ func errorOf(status int, raw []byte, action string) error {
 	}
 	kind := strings.TrimPrefix(p.Type, "urn:latch:problem:")
 	switch {
-	case kind == "committed", kind == "in_progress", kind == "ambiguous", kind == "attempts_exhausted", kind == "key_conflict":
-		return &latch.EffectError{Key: p.EffectKey, State: p.State, Attempt: p.Attempt, Result: p.Result}
+	case kind == "committed", kind == "in_progress", kind == "ambiguous", kind == "attempts_exhausted", kind == "key_conflict",
+		kind == "outcome_conflict", kind == "key_lost":
+		return &latch.EffectError{Key: p.EffectKey, State: latch.State(p.State), Reason: kind, Attempt: p.Attempt, Result: p.Result}
 	case kind == "denied", kind == "unknown_action", kind == "no_matching_rule", kind == "principal_expired", kind == "no_principal",
 		kind == "missing_argument", kind == "invalid_arguments":
 		de := &latch.DeniedError{Action: action, Reason: p.Reason, Pointer: p.Pointer}
@@ -333,7 +334,7 @@ func run[R any](ctx context.Context, c *Client, b *Begun, exec func() (R, error)
 		return out, &latch.AmbiguousError{Key: b.EffectKey, Err: cause}
 	case rec.Result == "ambiguous" && outcome != "unknown":
 		// The holder lost its key before reporting: the outcome was not recorded.
-		return out, &latch.EffectError{Key: b.EffectKey, State: "ambiguous", Attempt: b.Attempt}
+		return out, &latch.EffectError{Key: b.EffectKey, State: latch.StateAmbiguous, Reason: "key_lost", Attempt: b.Attempt}
 	case outcome == "unknown":
 		return out, &latch.AmbiguousError{Key: b.EffectKey, Err: execErr}
 	}

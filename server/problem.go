@@ -102,8 +102,9 @@ func problemOf(err error) *Problem {
 		p.Reason, p.ApprovalID = me.Reason, me.ApprovalID
 		return p
 	case errors.As(err, &ee):
-		p := problem(http.StatusConflict, ee.State, msg)
-		p.EffectKey, p.State, p.Attempt, p.Result = ee.Key, ee.State, ee.Attempt, ee.Result
+		p := problem(http.StatusConflict, ee.Reason, msg)
+		p.EffectKey, p.State, p.Attempt, p.Result = ee.Key, string(ee.State), ee.Attempt, ee.Result
+		p.Reason = ee.Reason
 		return p
 	case errors.As(err, &ie):
 		p := problem(http.StatusUnprocessableEntity, ie.Reason, msg)

@@ -152,10 +152,24 @@ func planEffect(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
 		return nil, nil
 	}
 	r, w := planState(req, eff)
-	if r != nil && eff.ActionHash != req.ActionHash && r.Reason != "attempts_exhausted" {
+	if r != nil && r.Reason != "attempts_exhausted" && keyConflict(req, eff) {
 		r = &Refusal{Reason: "key_conflict", Detail: keyConflictDetail(req, eff, r)}
 	}
 	return r, w
+}
+
+// keyConflict reports whether a call asks for another consequence than the record's attempt
+// under the same key: another action, or other arguments. Another principal (a second worker)
+// with the same arguments asks for the same one. A record kept without its arguments (written
+// before the store kept them) is compared by action hash.
+func keyConflict(req *ReserveRequest, eff *Effect) bool {
+	switch {
+	case eff.Action != req.Action:
+		return true
+	case len(eff.Arguments) > 0 && len(req.Arguments) > 0:
+		return !bytes.Equal(eff.Arguments, req.Arguments)
+	}
+	return eff.ActionHash != req.ActionHash
 }
 
 func planState(req *ReserveRequest, eff *Effect) (*Refusal, *EffectWrite) {
@@ -196,12 +210,12 @@ func lapse(eff *Effect, now time.Time) Effect {
 func keyConflictDetail(req *ReserveRequest, eff *Effect, r *Refusal) string {
 	var why string
 	switch {
-	case len(eff.Arguments) > 0 && len(req.Arguments) > 0 && !bytes.Equal(eff.Arguments, req.Arguments):
-		why = "its arguments differ from those of the recorded attempt"
+	case eff.Action != req.Action:
+		why = fmt.Sprintf("the recorded attempt is of action %s, this call is %s", eff.Action, req.Action)
 	case len(eff.Arguments) > 0 && len(req.Arguments) > 0:
-		why = "its arguments are those of the recorded attempt, but its principal, resource or environment differ"
+		why = "the arguments differ from those of the recorded attempt"
 	default:
-		why = "its action (arguments, resource, principal or environment) differs from the recorded attempt's"
+		why = "the action (arguments, resource, principal or environment) differs from the recorded attempt's"
 	}
 	return fmt.Sprintf("effect %s: key conflict: %s (recorded %s attempt %d, action hash %s; this call %s); the key is refused as it stands (%s)",
 		safetext.Quote(req.EffectKey), why, eff.State, eff.Attempt, eff.ActionHash, req.ActionHash, r.Reason)

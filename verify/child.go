@@ -131,7 +131,7 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		res.Outcome, res.State = "refused", ee.State
+		res.Outcome, res.State = "refused", ee.Reason
 	default:
 		res.Outcome, res.Error = "error", err.Error()
 	}

@@ -52,7 +52,7 @@ func outcomeOf(err error) string {
 	case errors.As(err, &am):
 		return "refused " + am.Reason
 	case errors.As(err, &ee):
-		return "refused " + ee.State
+		return "refused " + ee.Reason
 	case errors.As(err, &de):
 		return "denied " + de.Reason
 	case errors.As(err, &ar):
@@ -65,11 +65,11 @@ func outcomeOf(err error) string {
 	return "error: " + err.Error()
 }
 
-// effectRefusal returns the state of an *latch.EffectError, or "".
+// effectRefusal returns the refusal reason of an *latch.EffectError, or "".
 func effectRefusal(err error) string {
 	var ee *latch.EffectError
 	if errors.As(err, &ee) {
-		return ee.State
+		return ee.Reason
 	}
 	return ""
 }
@@ -718,8 +718,9 @@ func (r *runner) g12(ctx context.Context) (outcome, error) {
 		return fail(pk.Action, "the holder did not run", detail), nil
 	case !errors.Is(kErr, latch.ErrAmbiguousEffect) || mid != store.Ambiguous:
 		return fail(pk.Action, "the lapsed lease did not make the effect ambiguous", detail), nil
-	case st != store.Ambiguous || effectRefusal(hErr) != "ambiguous":
-		return fail(pk.Action, "the late holder changed the ambiguous record", detail), nil
+	case st != store.Committed || hErr != nil:
+		// The holder's late outcome settles its own attempt: nobody resolved it meanwhile.
+		return fail(pk.Action, "the late holder's outcome did not settle its own attempt", detail), nil
 	}
 	return pass(pk.Action, detail), nil
 }

@@ -110,7 +110,7 @@ func (a *app) answerCommand(grant bool) *cobra.Command {
 		verb, done = "approve", "approved"
 		short, long = "Grant an approval request", "Grant"
 	}
-	var as string
+	var as, note string
 	cmd := &cobra.Command{
 		Use:   verb + " ID [flags]",
 		Short: short,
@@ -119,7 +119,8 @@ func (a *app) answerCommand(grant bool) *cobra.Command {
 NAME is recorded as the approver, NFKC-normalized and trimmed. A principal may not
 answer its own request (NAME equal to the requesting agent or user, compared without
 case, spaces or invisible characters, is refused: self_approval); an expired request is
-written expired and refused; a request is answered once.`, long),
+written expired and refused; a request is answered once. --note keeps a note with the
+answer (on the request and in its event).`, long),
 		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb),
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
@@ -132,7 +133,7 @@ written expired and refused; a request is answered once.`, long),
 				return err
 			}
 			defer st.Close()
-			ap, err := latch.AnswerApproval(a.ctx, st, &store.AnswerRequest{Now: a.now(), ID: pos[0], Grant: grant, Approver: name})
+			ap, err := latch.AnswerApproval(a.ctx, st, &store.AnswerRequest{Now: a.now(), ID: pos[0], Grant: grant, Approver: name, Note: note})
 			if err != nil {
 				return answerError(verb, pos[0], name, err)
 			}
@@ -147,6 +148,7 @@ written expired and refused; a request is answered once.`, long),
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "who answers: `NAME` is recorded as the approver (default $LATCH_APPROVER, else $USER)")
+	cmd.Flags().StringVar(&note, "note", "", "a `TEXT` kept with the answer")
 	return cmd
 }
 

@@ -152,28 +152,47 @@ type effectJSON struct {
 	ActionID       string  `json:"action_id"`
 	ActionHash     string  `json:"action_hash"`
 	LeaseExpiresAt *string `json:"lease_expires_at"`
-	Error          *string `json:"error"`
-	ResolvedBy     *string `json:"resolved_by"`
-	CreatedAt      *string `json:"created_at"`
-	UpdatedAt      *string `json:"updated_at"`
+	// LeaseLapsed: the holder's lease has passed and it has not reported (executing, or made
+	// ambiguous by a contender): it never finished, or may still be acting.
+	LeaseLapsed bool            `json:"lease_lapsed"`
+	Error       *string         `json:"error"`
+	Conflict    *string         `json:"conflict"`
+	Result      json.RawMessage `json:"result"`
+	ResolvedBy  *string         `json:"resolved_by"`
+	Note        *string         `json:"note"`
+	CreatedAt   *string         `json:"created_at"`
+	UpdatedAt   *string         `json:"updated_at"`
 }
 
-func newEffectJSON(e *store.Effect) effectJSON {
+func newEffectJSON(e *store.Effect, now time.Time) effectJSON {
+	res := e.Result
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
 	return effectJSON{
 		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
 		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
-		Error: jstr(e.Error), ResolvedBy: jstr(e.ResolvedBy),
+		LeaseLapsed: store.LeaseLapsed(e, now) || e.State == store.Ambiguous && store.HolderMayAct(e),
+		Error:       jstr(e.Error), Conflict: jstr(e.Conflict), Result: res, ResolvedBy: jstr(e.ResolvedBy), Note: jstr(e.Note),
 		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
 	}
 }
 
 // effectState is the state an operator reads: an executing record whose lease has passed says
-// so. Reading never changes it (docs/guarantees.md#the-retry-table): only the next reservation writes it ambiguous.
+// so, and so does an ambiguous one whose holder's lease lapsed without a report. Reading never
+// changes it (docs/guarantees.md#the-retry-table): only the next reservation writes it ambiguous.
 func effectState(e *store.Effect, now time.Time) string {
-	if e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !now.Before(e.LeaseExpiresAt) {
-		return "executing (lease expired)"
+	s := string(e.State)
+	switch {
+	case store.LeaseLapsed(e, now):
+		s = "executing (lease expired)"
+	case e.State == store.Ambiguous && store.HolderMayAct(e):
+		s = "ambiguous (lease expired)"
 	}
-	return string(e.State)
+	if e.Conflict != "" {
+		s += " (conflict)"
+	}
+	return s
 }
 
 // receiptLine is one line of `latch receipts --json`: the receipt document exactly as stored,

@@ -248,10 +248,16 @@ func testKeyConflict(t *testing.T, b Backend) {
 			if got := f.effect(c.Key); got.State != tc.state || got.ActionHash != c.Hash {
 				t.Errorf("Effect() = %s %s, want %s still of the recorded attempt", got.State, got.ActionHash, tc.state)
 			}
-			// The same arguments under another principal: still a conflict, said so.
-			same := other(c).reserve(now.Add(time.Millisecond))
-			if r := f.reserve(same); r.Refusal == nil || !strings.Contains(r.Refusal.Detail, "principal") {
-				t.Errorf("reserve with the same arguments and another hash: %+v, want key_conflict naming the principal", r.Refusal)
+			// The same arguments under another principal (a second worker, another action
+			// hash) ask for the same consequence: the plain refusal, not a conflict.
+			if r := f.reserve(other(c).reserve(now.Add(time.Millisecond))); r.Refusal == nil || r.Refusal.Reason == "key_conflict" {
+				t.Errorf("reserve with the same arguments and another action hash: %+v, want the plain refusal", r.Refusal)
+			}
+			// Another action under the same key is a conflict too.
+			req = c.retry().reserve(now.Add(2 * time.Millisecond))
+			req.Action = "billing.capture"
+			if r := f.reserve(req); r.Refusal == nil || r.Refusal.Reason != "key_conflict" || !strings.Contains(r.Refusal.Detail, "billing.capture") {
+				t.Errorf("reserve of another action under the key: %+v, want key_conflict naming it", r.Refusal)
 			}
 		})
 	}
