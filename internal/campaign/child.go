@@ -92,7 +92,7 @@ func Outcome(err error) string {
 	case err == nil:
 		return "committed"
 	case errors.As(err, &ee):
-		return "refused_" + ee.State
+		return "refused_" + ee.Reason
 	case errors.As(err, &am):
 		return "approval_" + am.Reason
 	case errors.Is(err, latch.ErrAmbiguous):

@@ -201,7 +201,7 @@ var allowed = map[string][]string{
 	FaultNotExecuted:   {"not_executed"},
 	FaultPanic:         {"panic"},
 	FaultTimeout:       {"ambiguous"},
-	FaultLeaseLapse:    {"refused_ambiguous"}, // the holder lost its key to the contender
+	FaultLeaseLapse:    {"committed"}, // the holder's late outcome settles its own attempt
 }
 
 // call makes one call of action on key under fault and accounts for its outcome. storeFailed
@@ -229,9 +229,8 @@ func (s *soaker) call(ctx context.Context, action, key, fault string, presented 
 				outcome, err = "error", errors.Join(err, errors.New("the panic's outcome was not recorded"))
 			}
 		}
-		if outcome == "committed" && fault == FaultLeaseLapse && !contended {
-			outcome = "refused_ambiguous" // the contender never reached the store: the lapse went unnoticed
-		}
+		// Whether or not a contender saw the lapse, the holder's own outcome settles its attempt.
+		_ = contended
 		outcome, storeFailed = s.account(action, ekey, fault, ran, execErr, outcome, err)
 	}()
 	_, err = s.g.Execute(ctx, &latch.Call{Action: action, Arguments: args(key), Options: &latch.Options{Lease: lease}},
