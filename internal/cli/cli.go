@@ -46,6 +46,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 // MainLookup is Main with an environment lookup that reports whether a variable is set
 // (os.LookupEnv), so that a set-but-empty $LATCH_POLICY is refused as docs/policy.md requires.
 func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	// Human output reaches a terminal through the escaping writers (terminal.go); JSON output
+	// goes past them (rawWriter).
+	tout, terr := newTermWriter(stdout), newTermWriter(stderr)
+	defer tout.flush()
+	defer terr.flush()
+	stdout, stderr = tout, terr
 	a := &app{ctx: ctx, stdout: stdout, stderr: stderr, lookup: lookup, now: time.Now}
 	root := a.rootCommand()
 	if args == nil {
@@ -265,7 +271,7 @@ func (a *app) colour() bool {
 	if a.getenv("NO_COLOR") != "" { // no-color.org: present and not empty
 		return false
 	}
-	return a.getenv("TERM") != "dumb" && isTerminal(a.stdout)
+	return a.getenv("TERM") != "dumb" && isTerminal(rawWriter(a.stdout))
 }
 
 // mark returns ✓ or ✗, green or red on a colour terminal.

@@ -50,10 +50,9 @@ func dash(s string) string {
 }
 
 // cell makes s safe for one table cell without losing anything: tabs and line breaks are
-// written as escapes rather than cutting the row.
-func cell(s string) string {
-	return strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
-}
+// written as escapes rather than cutting the row, and so is everything else that could act on a
+// terminal (termSafe).
+func cell(s string) string { return termSafe(s, false) }
 
 // table is an aligned-column writer; call flush when done.
 type table struct{ tw *tabwriter.Writer }
@@ -75,7 +74,7 @@ func (t *table) flush() error { return t.tw.Flush() }
 // jsonLine writes v as one line of JSON, without HTML escaping (an argument "<a&b>" is printed
 // as it was hashed).
 func jsonLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(rawWriter(w))
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

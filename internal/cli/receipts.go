@@ -54,7 +54,7 @@ head can forge a consistent chain.`,
 					if err != nil {
 						return fmt.Errorf("read receipts: %w", err)
 					}
-					if _, err := a.stdout.Write(receiptLine(r)); err != nil {
+					if _, err := rawWriter(a.stdout).Write(receiptLine(r)); err != nil {
 						return err
 					}
 				}
