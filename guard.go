@@ -171,7 +171,7 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// idempotencyToken derives the token of docs/guarantees.md#the-idempotency-token from the effect key and attempt.
+// idempotencyToken derives the token of docs/guarantees.md#the-idempotency-tokens from the effect key and attempt.
 func idempotencyToken(key string, attempt int) string {
 	b, err := canon.Marshal(map[string]any{"schema": "latch.idempotency/v1", "effect_key": key, "attempt": int64(attempt)})
 	if err != nil {
