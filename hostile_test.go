@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -82,4 +83,47 @@ func TestNULRefusedBeforeAnyWrite(t *testing.T) {
 	if head, _ := e.g.Store().Head(t.Context()); head.Seq != 0 {
 		t.Errorf("head = %+v, want an empty chain", head)
 	}
+}
+
+// TestProtectUnencodableArgumentsRecorded gives Protect arguments that do not encode as JSON (a
+// NaN, a cycle): the call is refused invalid_argument like any other bad argument, with a denied
+// receipt, and nothing executes.
+func TestProtectUnencodableArgumentsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	type node struct {
+		Next *node `json:"next"`
+	}
+	cyclic := &node{}
+	cyclic.Next = cyclic
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"NaN", func(ctx context.Context) error {
+			f := latch.Protect(e.g, "report.read", func(context.Context, map[string]any) (int, error) { t.Error("executor ran"); return 0, nil }, nil)
+			_, err := f(ctx, map[string]any{"ratio": math.NaN()})
+			return err
+		}},
+		{"cycle", func(ctx context.Context) error {
+			f := latch.Protect(e.g, "report.read", func(context.Context, *node) (int, error) { t.Error("executor ran"); return 0, nil }, nil)
+			_, err := f(ctx, cyclic)
+			return err
+		}},
+	} {
+		before := writes(t, e.g)
+		err := tc.call(agent(t.Context()))
+		var ia *latch.InvalidArgumentError
+		if !errors.As(err, &ia) || ia.Reason != "invalid_argument" || !strings.Contains(err.Error(), "encode arguments of report.read") {
+			t.Errorf("%s: err = %v, want invalid_argument naming the encoding failure", tc.name, err)
+		}
+		if n := writes(t, e.g) - before; n != 1 {
+			t.Errorf("%s: %d write transactions, want 1 (the refusal's receipt)", tc.name, n)
+		}
+		doc := lastReceipt(t, e.g)
+		if doc["result"] != "denied" || doc["decision_reason"] != "invalid_argument" || doc["action"] != "report.read" {
+			t.Errorf("%s: last receipt %v/%v/%v, want report.read denied invalid_argument", tc.name, doc["action"], doc["result"], doc["decision_reason"])
+		}
+	}
+	verifyChain(t, e.g)
 }

@@ -21,6 +21,10 @@ type Call struct {
 	Resource    string          // an explicit resource; else rendered from the template
 	Environment string          // "" means the guard's environment
 	Options     *Options
+
+	// encodeErr is set by Protect when the arguments did not encode as JSON (a NaN, a cycle, a
+	// channel): the call is refused invalid_argument and its refusal recorded like any other.
+	encodeErr error
 }
 
 // Options adjusts one protected function or call.
@@ -121,6 +125,10 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 	if err := checkNames("action name", call.Action, "agent", p.Agent, "user", p.User, "environment", pr.env,
 		"resource", call.Resource); err != nil {
 		return pr, err
+	}
+	if call.encodeErr != nil {
+		pr.canonArgs = []byte("{}")
+		return pr, &InvalidArgumentError{Reason: "invalid_argument", Err: call.encodeErr}
 	}
 	raw := call.Arguments
 	if len(raw) == 0 {

@@ -19,11 +19,14 @@ func Protect[A, R any](g *Guard, action string, fn func(context.Context, A) (R, 
 	g.protected.add(action, reflect.TypeFor[A]())
 	return func(ctx context.Context, args A) (R, error) {
 		var out R
+		call := &Call{Action: action, Options: opts}
 		raw, err := json.Marshal(args)
 		if err != nil {
-			return out, &InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}
+			// Refused like any other invalid argument: the refusal is recorded (a receipt).
+			call.encodeErr = fmt.Errorf("encode arguments of %s: %w", action, err)
 		}
-		_, err = g.Execute(ctx, &Call{Action: action, Arguments: raw, Options: opts}, func(ctx context.Context, canonical json.RawMessage) (any, error) {
+		call.Arguments = raw
+		_, err = g.Execute(ctx, call, func(ctx context.Context, canonical json.RawMessage) (any, error) {
 			var fresh A
 			if err := json.Unmarshal(canonical, &fresh); err != nil {
 				return nil, NotExecuted(fmt.Errorf("decode arguments of %s: %w", action, err))
