@@ -11,8 +11,8 @@ import (
 
 // ErrInvalidInput is matched by the error of a store method given a key, id or name that no
 // backend can keep faithfully: one holding a NUL byte (PostgreSQL text cannot hold one, SQLite
-// would keep it and compare it byte by byte). Every backend refuses it the same way, before
-// reading or writing anything.
+// would keep it and compare it byte by byte), or one longer than MaxText. Every backend refuses
+// it the same way, before reading or writing anything.
 var ErrInvalidInput = errors.New("invalid input")
 
 // InputError names the field of a request that was refused, and why.
@@ -22,16 +22,31 @@ type InputError struct {
 	Reason string // e.g. "contains a NUL byte"
 }
 
-// Error formats the error with the value quoted, so that a hostile value cannot forge output.
+// Error formats the error with the value quoted, so that a hostile value cannot forge output,
+// and clipped, so that a long one is not repeated whole.
 func (e *InputError) Error() string {
-	return "invalid " + e.Field + " " + strconv.QuoteToASCII(e.Value) + ": " + e.Reason
+	v := e.Value
+	if len(v) > 64 {
+		v = strings.ToValidUTF8(v[:64], "") + "..."
+	}
+	return "invalid " + e.Field + " " + strconv.QuoteToASCII(v) + ": " + e.Reason
 }
+
+// MaxText is the longest key, id or name a store keeps, in bytes. PostgreSQL cannot index a
+// longer value reliably (a B-tree entry must fit in a third of a page), and SQLite would keep
+// it: both refuse it alike, as ErrInvalidInput.
+const MaxText = 1024
 
 // Is matches ErrInvalidInput.
 func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
 
-// CheckText refuses a key, id or name holding a NUL byte; field names it in the error.
+// CheckText refuses a key, id or name holding a NUL byte or longer than MaxText bytes; field
+// names it in the error.
 func CheckText(field, value string) error {
+	if len(value) > MaxText {
+		return &InputError{Field: field, Value: value,
+			Reason: "is " + strconv.Itoa(len(value)) + " bytes long, longer than the " + strconv.Itoa(MaxText) + " a store keeps"}
+	}
 	if strings.IndexByte(value, 0) >= 0 {
 		return &InputError{Field: field, Value: value, Reason: "contains a NUL byte"}
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,12 +97,25 @@ func testInvalidInput(t *testing.T, b Backend) {
 			}},
 		)
 	}
+	long := newCall("charge:" + strings.Repeat("0123456789abcdef", store.MaxText/16))
+	cases = append(cases,
+		struct {
+			name string
+			do   func(context.Context) error
+		}{"Reserve long effect key", func(ctx context.Context) error { _, err := f.st.Reserve(ctx, long.reserve(t0)); return err }},
+		struct {
+			name string
+			do   func(context.Context) error
+		}{"Effect long key", func(ctx context.Context) error { _, err := f.st.Effect(ctx, long.Key); return err }},
+	)
 	before := f.snapshot()
 	for _, tc := range cases {
 		err := tc.do(ctx)
 		var ie *store.InputError
 		if !errors.Is(err, store.ErrInvalidInput) || !errors.As(err, &ie) {
 			t.Errorf("%s with a NUL byte = %v, want store.ErrInvalidInput", tc.name, err)
+		} else if len(err.Error()) > 400 {
+			t.Errorf("%s: error of %d bytes repeats the value: %.200s…", tc.name, len(err.Error()), err)
 		}
 	}
 	same(t, "store after the refused requests", f.snapshot(), before)
