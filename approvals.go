@@ -2,6 +2,8 @@ package latch
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"fmt"
 	"time"
 
@@ -28,7 +30,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 	if err := g.store.CreateApproval(ctx, a, events); err != nil {
 		return nil, wrapOp("request approval for "+safetext.Quote(pr.call.Action), err)
 	}
-	g.emit(ctx, noReceipt, events)
+	g.emit(ctx, nil, events)
 	return a, nil
 }
 
@@ -72,30 +74,73 @@ func (g *Guard) Deny(ctx context.Context, approvalID, approver string) (*store.A
 }
 
 func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*store.Approval, error) {
-	return AnswerApproval(ctx, g.store, &store.AnswerRequest{Now: g.cfg.Now(), ID: id, Grant: grant, Approver: approver})
+	return g.Answer(ctx, &store.AnswerRequest{ID: id, Grant: grant, Approver: approver})
 }
 
-// AnswerApproval answers an approval request on a store directly, for operator tools that have
-// no policy at hand.
-func AnswerApproval(ctx context.Context, st store.Store, req *store.AnswerRequest) (*store.Approval, error) {
-	a, err := st.AnswerApproval(ctx, req)
+// Answer grants (req.Grant) or denies an approval request, with an optional note; Approve and
+// Deny are Answer without one. A zero req.Now is the guard's clock. What the answer commits
+// reaches the guard's sinks.
+func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	r := *req
+	if r.Now.IsZero() {
+		r.Now = g.cfg.Now()
+	}
+	a, err := g.store.AnswerApproval(ctx, &r)
+	var ae *store.AnswerError
+	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
+		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
+			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalInvalidated)
+	}
 	if err != nil {
 		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
 	}
 	return a, nil
 }
 
-// Resolve settles an ambiguous effect as committed or failed, recording who said so (docs/guarantees.md#resolving-an-ambiguous-effect).
-// Resolving anything but an ambiguous effect is refused and changes nothing.
+// Resolve settles an ambiguous effect as committed or failed, recording who said so (by: for
+// example "cli:alice"; docs/guarantees.md#resolving-an-ambiguous-effect). Resolving anything but
+// an ambiguous effect is refused and changes nothing. ResolveEffect takes a result and a note.
 func (g *Guard) Resolve(ctx context.Context, key string, to store.State, by string) (*store.Effect, error) {
-	return ResolveEffect(ctx, g.store, &store.ResolveRequest{Now: g.cfg.Now(), Key: key, To: to, By: by})
+	return g.ResolveEffect(ctx, &store.ResolveRequest{Key: key, To: to, By: by})
 }
 
-// ResolveEffect resolves an ambiguous effect on a store directly.
-func ResolveEffect(ctx context.Context, st store.Store, req *store.ResolveRequest) (*store.Effect, error) {
-	e, err := st.Resolve(ctx, req)
+// ResolveEffect is Resolve with everything a resolution can say: a result for later duplicates
+// of a committed effect, a note. A zero req.Now is the guard's clock. What the resolution
+// commits reaches the guard's sinks.
+func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
+	r := *req
+	if r.Now.IsZero() {
+		r.Now = g.cfg.Now()
+	}
+	e, err := g.store.Resolve(ctx, &r)
 	if err != nil {
 		return nil, wrapOp("", err)
 	}
+	kinds := []string{store.EventEffectResolved}
+	for _, ev := range r.Events {
+		kinds = append(kinds, ev.Kind)
+	}
+	g.emitWritten(ctx, store.EventFilter{EffectKey: r.Key}, len(r.Events)+1, kinds...)
 	return e, nil
+}
+
+// emitWritten hands the sinks the last n events of the given kinds among those f selects, read
+// back with their store ids: an operator write (an answer, a resolution) does not return them.
+func (g *Guard) emitWritten(ctx context.Context, f store.EventFilter, n int, kinds ...string) {
+	if g.sinks == nil {
+		return
+	}
+	evs, err := g.store.Events(ctx, f)
+	if err != nil {
+		g.log.Warn("latch: events for the sinks not read back", "err", err)
+		return
+	}
+	var out []store.Event
+	for i := len(evs) - 1; i >= 0 && len(out) < n; i-- {
+		if slices.Contains(kinds, evs[i].Kind) {
+			out = append(out, *evs[i])
+		}
+	}
+	slices.Reverse(out)
+	g.emit(ctx, nil, out)
 }

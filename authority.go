@@ -127,14 +127,17 @@ func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, cr
 			"parent": parent, "by": by, "reason": ae.Reason, "dimension": ae.Dimension, "detail": ae.Error()})
 		if lerr := ds.LogEvents(ctx, []store.Event{ev}); lerr != nil {
 			g.log.Warn("latch: delegation_rejected event not written", "err", lerr)
+		} else {
+			g.emit(ctx, nil, []store.Event{ev})
 		}
 		return nil, &AuthorityError{Reason: ae.Reason, Dimension: ae.Dimension, Detail: ae.Error()}
 	}
 	d := &store.Delegation{ID: id, Parent: parent, Grant: grantDoc, CreatedBy: by, CreatedAt: now}
 	ev := store.NewEvent(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})
 	if err := ds.CreateDelegation(ctx, d, []store.Event{ev}); err != nil {
-		return nil, fmt.Errorf("latch: %w", err)
+		return nil, wrapOp("", err)
 	}
+	g.emit(ctx, nil, []store.Event{ev})
 	return d, nil
 }
 
@@ -145,10 +148,11 @@ func (g *Guard) Revoke(ctx context.Context, id, by string) (*store.Delegation, e
 		return nil, err
 	}
 	now := g.cfg.Now()
-	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: id, By: by,
-		Events: []store.Event{store.NewEvent(store.EventDelegationRevoked, now, "", "", "", map[string]any{"delegation_id": id, "by": by})}})
+	events := []store.Event{store.NewEvent(store.EventDelegationRevoked, now, "", "", "", map[string]any{"delegation_id": id, "by": by})}
+	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: id, By: by, Events: events})
 	if err != nil {
-		return nil, fmt.Errorf("latch: %w", err)
+		return nil, wrapOp("", err)
 	}
+	g.emit(ctx, nil, events)
 	return d, nil
 }

@@ -116,8 +116,9 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 	if serr != nil {
 		return nil, fmt.Errorf("%w (and the refusal could not be recorded: %w)", err, serr)
 	}
-	g.emit(ctx, res.Receipt, res.Events)
-	return newReceipt(res.Document, res.Receipt, nil), err
+	out := newReceipt(res.Document, res.Receipt, nil)
+	g.emit(ctx, out, res.Events)
+	return out, err
 }
 
 // reserve reserves the effect key of a decided call and spends its approval.
@@ -143,7 +144,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		if err != nil {
 			return nil, nil, wrapOp("reserve "+pr.key, err)
 		}
-		g.emit(ctx, derefSealed(res.Receipt), res.Events)
+		g.emit(ctx, newReceipt(res.Document, derefSealed(res.Receipt), nil), res.Events)
 		if res.Refusal != nil {
 			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
 		}
@@ -185,7 +186,7 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 		if err != nil {
 			return nil, nil, wrapOp("observe "+pr.call.Action, err)
 		}
-		g.emit(ctx, noReceipt, res.Events)
+		g.emit(ctx, nil, res.Events)
 		h.written = true
 		if res.Refusal != nil {
 			rc.WouldHave.Effect = res.Refusal.Reason
@@ -276,11 +277,11 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		// ambiguous. Nothing was recorded, and the error says so.
 		return nil, &AmbiguousError{Key: pr.key, Err: execErr, Unrecorded: err}
 	}
-	g.emit(wctx, res.Receipt, res.Events)
+	out := newReceipt(res.Document, res.Receipt, value)
+	g.emit(wctx, out, res.Events)
 	if panicked != nil {
 		panic(panicked)
 	}
-	out := newReceipt(res.Document, res.Receipt, value)
 	switch {
 	case res.Lost:
 		e := &EffectError{Key: pr.key, State: StateAmbiguous, Reason: "key_lost", Attempt: h.attempt,
@@ -398,7 +399,7 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, actionID string) ([
 		}
 	}
 	resolved := store.NewEvent(store.EventReconcileResolved, now, actionID, pr.key, "", map[string]any{"to": string(to)})
-	_, err = g.store.Resolve(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to, By: "reconcile:" + pr.call.Action,
+	_, err = g.ResolveEffect(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to, By: "reconcile:" + pr.call.Action,
 		Result: result, Hook: true, Events: []store.Event{started(), resolved}})
 	switch {
 	case err == nil:

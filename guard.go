@@ -51,6 +51,7 @@ type Guard struct {
 	env    string
 	log    *slog.Logger
 	grants grantCache
+	sinks  *sinks // nil without sinks
 	// finishing holds the action ids whose outcome Finish is recording in this process, so
 	// that two concurrent posts of one outcome record it once.
 	finishing sync.Map
@@ -114,11 +115,16 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 			return nil, err
 		}
 	}
-	return &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger}, nil
+	return &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger)}, nil
 }
 
 // Close closes the guard's store.
-func (g *Guard) Close() error { return g.store.Close() }
+// Close delivers what is queued for the sinks (waiting at most SinkTimeout) and closes the
+// guard's store.
+func (g *Guard) Close() error {
+	g.sinks.close()
+	return g.store.Close()
+}
 
 // Policy returns the guard's policy.
 func (g *Guard) Policy() *policy.Policy { return g.policy }

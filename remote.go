@@ -89,7 +89,7 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (*Pending, error) {
 		if err := ls.LogEvents(ctx, evs); err != nil {
 			return nil, wrapOp("begin "+safetext.Quote(call.Action), err)
 		}
-		g.emit(ctx, noReceipt, evs)
+		g.emit(ctx, nil, evs)
 	}
 	return b.pending(), nil
 }

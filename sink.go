@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -37,27 +41,171 @@ func newReceipt(doc *receipt.Receipt, sealed receipt.Sealed, value any) *Receipt
 }
 
 // Sink receives receipts and events after they are committed. The store is authoritative: a
-// sink that fails is logged and never fails a call.
+// sink never fails, stalls or aborts a call. Each sink is fed, in commit order, by its own
+// goroutine: a call waits for its delivery at most SinkWait, and not at all while the sink is
+// behind; a delivery gets a context that ends after SinkTimeout; an error or a panic is logged
+// and the next delivery goes on; what does not fit in a backlog of SinkBuffer items is dropped
+// and logged. Guard.Close delivers what is queued (for at most SinkTimeout) before it returns.
+//
+// Receipt gets the receipt as written: its decoded document, its canonical bytes (Doc) and its
+// hash. Value is nil: what an executor returned stays with its caller.
 type Sink interface {
-	Receipt(ctx context.Context, r receipt.Sealed) error
+	Receipt(ctx context.Context, r *Receipt) error
 	Event(ctx context.Context, e store.Event) error
 }
 
-var noReceipt receipt.Sealed
+// Sink delivery bounds (see Sink).
+const (
+	SinkWait    = 50 * time.Millisecond
+	SinkTimeout = 5 * time.Second
+	SinkBuffer  = 4096
+)
 
-func (g *Guard) emit(ctx context.Context, r receipt.Sealed, events []store.Event) {
-	for _, s := range g.cfg.Sinks {
-		for _, e := range events {
-			if err := s.Event(ctx, e); err != nil {
-				g.log.Warn("latch: sink refused event", "kind", e.Kind, "err", err)
-			}
-		}
-		if r.Seq > 0 {
-			if err := s.Receipt(ctx, r); err != nil {
-				g.log.Warn("latch: sink refused receipt", "seq", r.Seq, "err", err)
-			}
+// delivery is one emit's receipt and events for one sink.
+type delivery struct {
+	rc     *Receipt
+	events []store.Event
+	done   chan struct{}
+}
+
+// sinkWorker feeds one sink from its queue.
+type sinkWorker struct {
+	sink    Sink
+	log     *slog.Logger
+	queue   chan *delivery
+	stopped chan struct{}
+	behind  atomic.Bool // a call stopped waiting for it: it is behind until its queue empties
+	dropped atomic.Int64
+}
+
+// sinks is the guard's sink workers; nil when it has no sinks.
+type sinks struct {
+	mu      sync.RWMutex
+	closed  bool
+	workers []*sinkWorker
+}
+
+func newSinks(list []Sink, log *slog.Logger) *sinks {
+	if len(list) == 0 {
+		return nil
+	}
+	ss := &sinks{}
+	for _, s := range list {
+		w := &sinkWorker{sink: s, log: log, queue: make(chan *delivery, SinkBuffer), stopped: make(chan struct{})}
+		ss.workers = append(ss.workers, w)
+		go w.run()
+	}
+	return ss
+}
+
+func (w *sinkWorker) run() {
+	defer close(w.stopped)
+	for d := range w.queue {
+		w.deliver(d)
+		close(d.done)
+		if len(w.queue) == 0 {
+			w.behind.Store(false)
 		}
 	}
+}
+
+// deliver hands one delivery to the sink, bounded by SinkTimeout, recovering a panic.
+func (w *sinkWorker) deliver(d *delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), SinkTimeout)
+	defer cancel()
+	for _, e := range d.events {
+		w.call("event", e.Kind, func() error { return w.sink.Event(ctx, e) })
+	}
+	if d.rc != nil {
+		w.call("receipt", strconv.FormatInt(d.rc.Seq, 10), func() error { return w.sink.Receipt(ctx, d.rc) })
+	}
+}
+
+func (w *sinkWorker) call(what, which string, f func() error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("latch: sink panicked", "sink", fmt.Sprintf("%T", w.sink), what, which, "panic", fmt.Sprint(r))
+		}
+	}()
+	if err := f(); err != nil {
+		w.log.Warn("latch: sink refused "+what, "sink", fmt.Sprintf("%T", w.sink), what, which, "err", err)
+	}
+}
+
+// send queues d and waits for it at most SinkWait, unless the sink is already behind.
+func (w *sinkWorker) send(d *delivery) {
+	select {
+	case w.queue <- d:
+	default:
+		if n := w.dropped.Add(1); n == 1 || n%1000 == 0 {
+			w.log.Error("latch: sink backlog full: receipts and events dropped (the store keeps them)",
+				"sink", fmt.Sprintf("%T", w.sink), "dropped", n)
+		}
+		return
+	}
+	if w.behind.Load() {
+		return
+	}
+	t := time.NewTimer(SinkWait)
+	defer t.Stop()
+	select {
+	case <-d.done:
+	case <-t.C:
+		w.behind.Store(true)
+		w.log.Warn("latch: sink is slow: calls no longer wait for it", "sink", fmt.Sprintf("%T", w.sink))
+	}
+}
+
+// emit hands what a transaction committed to every sink.
+func (ss *sinks) emit(rc *Receipt, events []store.Event) {
+	if ss == nil || (rc == nil && len(events) == 0) {
+		return
+	}
+	if rc != nil {
+		c := *rc
+		c.Value = nil
+		rc = &c
+	}
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	if ss.closed {
+		return
+	}
+	for _, w := range ss.workers {
+		w.send(&delivery{rc: rc, events: events, done: make(chan struct{})})
+	}
+}
+
+// close stops accepting deliveries and waits, at most SinkTimeout in all, for the queued ones.
+func (ss *sinks) close() {
+	if ss == nil {
+		return
+	}
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	ss.closed = true
+	for _, w := range ss.workers {
+		close(w.queue)
+	}
+	ss.mu.Unlock()
+	deadline := time.NewTimer(SinkTimeout)
+	defer deadline.Stop()
+	for _, w := range ss.workers {
+		select {
+		case <-w.stopped:
+		case <-deadline.C:
+			w.log.Error("latch: sink did not finish its deliveries before the guard closed", "sink", fmt.Sprintf("%T", w.sink))
+			return
+		}
+	}
+}
+
+// emit hands a committed receipt (nil: none) and events to the guard's sinks.
+func (g *Guard) emit(_ context.Context, rc *Receipt, events []store.Event) {
+	g.sinks.emit(rc, events)
 }
 
 // JSONLSink appends receipts and events to a file as JSON Lines: {"receipt": doc, "hash": …}
@@ -77,7 +225,7 @@ func NewJSONLSink(path string) (*JSONLSink, error) {
 }
 
 // Receipt appends a receipt line.
-func (s *JSONLSink) Receipt(_ context.Context, r receipt.Sealed) error {
+func (s *JSONLSink) Receipt(_ context.Context, r *Receipt) error {
 	return s.write(map[string]any{"receipt": json.RawMessage(r.Doc), "hash": r.Hash})
 }
 

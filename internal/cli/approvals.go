@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
 )
 
@@ -128,12 +127,12 @@ answer (on the request and in its event).`, long),
 			if err != nil {
 				return err
 			}
-			st, err := a.openWrite()
+			g, err := a.openOperator()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			ap, err := latch.AnswerApproval(a.ctx, st, &store.AnswerRequest{Now: a.now(), ID: pos[0], Grant: grant, Approver: name, Note: note})
+			defer g.Close()
+			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note})
 			if err != nil {
 				return answerError(verb, pos[0], name, err)
 			}

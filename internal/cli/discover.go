@@ -108,6 +108,30 @@ func (a *app) openWrite() (store.Store, error) {
 	return st, nil
 }
 
+// operatorPolicy lists no action: the guard of an operator command answers approvals and
+// resolves effects, which need no policy, and can run nothing.
+const operatorPolicy = "schema: latch.policy/v1\nactions: {}\n"
+
+// openOperator opens the existing store (as openWrite) under a guard, so that an answer or a
+// resolution takes the same path as Guard.Approve, Deny and Resolve in a program.
+func (a *app) openOperator() (*latch.Guard, error) {
+	st, err := a.openWrite()
+	if err != nil {
+		return nil, err
+	}
+	p, err := policy.Parse("operator", []byte(operatorPolicy))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
 // operator is who runs an operator command: --as, else $LATCH_APPROVER, else $USER. Nobody is a
 // usage error: an answer or a resolution is evidence, and evidence names a person.
 func (a *app) operator(as string, given bool) (string, error) {

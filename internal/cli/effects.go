@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/store"
 )
@@ -158,14 +157,14 @@ else $USER.`,
 			if failed {
 				to = store.Failed
 			}
-			st, err := a.openWrite()
+			g, err := a.openOperator()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer g.Close()
+			st := g.Store()
 			key := pos[0]
-			e, err := latch.ResolveEffect(a.ctx, st, &store.ResolveRequest{Now: a.now(), Key: key, To: to, By: "cli:" + name,
-				Result: res, Note: note})
+			e, err := g.ResolveEffect(a.ctx, &store.ResolveRequest{Key: key, To: to, By: "cli:" + name, Result: res, Note: note})
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				return fmt.Errorf("no effect record %q in this store", key)
