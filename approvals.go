@@ -3,8 +3,8 @@ package latch
 import (
 	"context"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/latchkit/latch/internal/safetext"

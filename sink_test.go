@@ -92,7 +92,9 @@ func TestOperatorEventsReachSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := g.Execute(ctx, &latch.Call{Action: "audit.write", Arguments: json.RawMessage(`{"id":"a_2"}`), Options: &latch.Options{
-		Reconcile: func(context.Context, *latch.Attempt) (latch.Outcome, any, error) { return latch.OutcomeCommitted, nil, nil }}}, nop)
+		Reconcile: func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+			return latch.OutcomeCommitted, nil, nil
+		}}}, nop)
 	if !errors.Is(err, latch.ErrDuplicateEffect) {
 		t.Fatalf("reconciled call: %v, want a duplicate", err)
 	}
