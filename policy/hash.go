@@ -37,13 +37,19 @@ func Normalize(p *Policy) map[string]any {
 	if p.Authority != nil {
 		auth = normalizeAuthority(p.Authority)
 	}
-	return map[string]any{
+	n := map[string]any{
 		"schema":      p.Schema,
 		"mode":        string(mode),
 		"environment": env,
 		"actions":     actions,
 		"authority":   auth,
 	}
+	// Present only when the document has one, so the hash of every policy without a gateway
+	// section is what it was before the section existed.
+	if p.Gateway != nil {
+		n["gateway"] = normalizeGateway(p.Gateway)
+	}
+	return n
 }
 
 func normalizeAction(a *Action) map[string]any {

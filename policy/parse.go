@@ -15,7 +15,7 @@ import (
 
 // Keys of each mapping, in the order error messages list them.
 var (
-	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority"}
+	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway"}
 	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
@@ -142,6 +142,8 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 			e = p.actions(en, pol)
 		case "authority":
 			pol.Authority, e = p.authority(en)
+		case "gateway":
+			pol.Gateway, e = p.gateway(en)
 		default:
 			e = p.unknownKey(en.k, "at the top level", topKeys)
 		}

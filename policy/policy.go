@@ -79,6 +79,7 @@ type Policy struct {
 	Version     string // free label, "" when absent; not part of Hash
 	Actions     map[string]*Action
 	Authority   *Authority // nil when the document has no authority section
+	Gateway     *Gateway   // nil when the document has no gateway section
 	Hash        string     // "sha256:…" of the parsed document, docs/policy.md
 
 	compiled map[*Action]*compiledAction

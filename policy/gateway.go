@@ -1,0 +1,183 @@
+package policy
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Keys of the gateway section, in the order error messages list them.
+var (
+	gatewayKeys  = []string{"upstreams"}
+	upstreamKeys = []string{"command", "url", "tools"}
+	toolKeys     = []string{"errors_mean"}
+)
+
+// What a tool's isError result means (Tool.ErrorsMean).
+const (
+	// ErrorsMeanUnknown: an error result may come after the tool acted; the outcome is ambiguous.
+	// It is the default.
+	ErrorsMeanUnknown = "unknown"
+	// ErrorsMeanNotExecuted: the tool reports an error only before it acts; the call failed.
+	ErrorsMeanNotExecuted = "not_executed"
+)
+
+// Gateway is the policy's gateway section: the MCP servers `latch gateway` forwards tool calls
+// to, by alias. A call of tool T on upstream A is the action mcp.A.T (docs/gateway.md).
+type Gateway struct {
+	Upstreams map[string]*Upstream
+	Pos       Position // of the gateway key
+}
+
+// Upstream is one MCP server of the gateway: exactly one of Command (a process spoken to over
+// stdio) and URL (a streamable-HTTP endpoint) is set.
+type Upstream struct {
+	Alias   string
+	Command []string         // argv; nil when URL is set
+	URL     string           // "" when Command is set
+	Tools   map[string]*Tool // per-tool settings, by the upstream's tool name; may be empty
+	Pos     Position         // of the alias
+}
+
+// Tool is the per-tool setting of an upstream.
+type Tool struct {
+	ErrorsMean string // ErrorsMeanUnknown (default) or ErrorsMeanNotExecuted
+	Pos        Position
+}
+
+func (p *parser) gateway(e entry) (*Gateway, *Error) {
+	if e := p.mapping(e, "gateway", "a mapping with upstreams"); e != nil {
+		return nil, e
+	}
+	g := &Gateway{Upstreams: map[string]*Upstream{}, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		if en.k.Value != "upstreams" {
+			return nil, p.unknownKey(en.k, "in gateway", gatewayKeys)
+		}
+		if e := p.mapping(en, "gateway.upstreams", "a mapping from aliases to upstream servers"); e != nil {
+			return nil, e
+		}
+		for _, un := range entries(en.v) {
+			u, e := p.upstream(un)
+			if e != nil {
+				return nil, e
+			}
+			g.Upstreams[u.Alias] = u
+		}
+	}
+	return g, nil
+}
+
+func (p *parser) upstream(e entry) (*Upstream, *Error) {
+	alias := e.k.Value
+	if alias == "" || !nameChars(alias) {
+		return nil, p.errf(e.k, "bad upstream alias %s (expected letters, digits, _ and -, like payments)", quote(alias))
+	}
+	where := "in upstream " + quote(alias)
+	if e.v.Kind != yaml.MappingNode {
+		return nil, p.errf(at(e), "upstream %s is %s (expected a mapping with command or url)", quote(alias), describeNode(e.v))
+	}
+	u := &Upstream{Alias: alias, Tools: map[string]*Tool{}, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		switch en.k.Value {
+		case "command":
+			if en.v.Kind != yaml.SequenceNode || len(en.v.Content) == 0 {
+				return nil, p.errf(at(en), "command %s is %s (expected a non-empty list of strings: the program and its arguments)", where, describeNode(en.v))
+			}
+			for _, a := range en.v.Content {
+				s, e := p.str(entry{en.k, a}, "command "+where+" element")
+				if e != nil {
+					return nil, e
+				}
+				u.Command = append(u.Command, s)
+			}
+			if u.Command[0] == "" {
+				return nil, p.errf(en.v.Content[0], "empty program in command %s", where)
+			}
+		case "url":
+			s, e := p.str(en, "url "+where)
+			if e != nil {
+				return nil, e
+			}
+			pu, err := url.Parse(s)
+			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				return nil, p.errf(en.v, "bad url %s %s (expected an http or https URL of a streamable-HTTP MCP endpoint)", quote(s), where)
+			}
+			u.URL = s
+		case "tools":
+			if e := p.mapping(en, "tools "+where, "a mapping from the upstream's tool names to settings"); e != nil {
+				return nil, e
+			}
+			for _, tn := range entries(en.v) {
+				t, e := p.tool(tn, where)
+				if e != nil {
+					return nil, e
+				}
+				u.Tools[tn.k.Value] = t
+			}
+		default:
+			return nil, p.unknownKey(en.k, where, upstreamKeys)
+		}
+	}
+	switch {
+	case u.Command == nil && u.URL == "":
+		return nil, p.errf(e.k, "upstream %s has neither command nor url (expected exactly one)", quote(alias))
+	case u.Command != nil && u.URL != "":
+		return nil, p.errf(e.k, "upstream %s has both command and url (expected exactly one)", quote(alias))
+	}
+	return u, nil
+}
+
+func (p *parser) tool(e entry, where string) (*Tool, *Error) {
+	name := e.k.Value
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != "" {
+		return nil, p.errf(e.k, "bad tool name %s %s (expected letters, digits, _, - and .)", quote(name), where)
+	}
+	where = "in tool " + quote(name) + " " + where
+	if e.v.Kind != yaml.MappingNode {
+		return nil, p.errf(at(e), "tool %s is %s (expected a mapping with errors_mean)", quote(name), describeNode(e.v))
+	}
+	t := &Tool{ErrorsMean: ErrorsMeanUnknown, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		if en.k.Value != "errors_mean" {
+			return nil, p.unknownKey(en.k, where, toolKeys)
+		}
+		s, err := p.str(en, "errors_mean "+where)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains([]string{ErrorsMeanUnknown, ErrorsMeanNotExecuted}, s) {
+			return nil, p.errf(en.v, "bad errors_mean %s %s (expected unknown or not_executed)", quote(s), where)
+		}
+		t.ErrorsMean = s
+	}
+	return t, nil
+}
+
+// normalizeGateway is the gateway section's part of the policy hash: which program or endpoint
+// an mcp.* action reaches is part of what the policy allows.
+func normalizeGateway(g *Gateway) map[string]any {
+	ups := make(map[string]any, len(g.Upstreams))
+	for alias, u := range g.Upstreams {
+		var cmd any
+		if u.Command != nil {
+			c := make([]any, len(u.Command))
+			for i, s := range u.Command {
+				c[i] = s
+			}
+			cmd = c
+		}
+		var u2 any
+		if u.URL != "" {
+			u2 = u.URL
+		}
+		tools := make(map[string]any, len(u.Tools))
+		for name, t := range u.Tools {
+			tools[name] = map[string]any{"errors_mean": t.ErrorsMean}
+		}
+		ups[alias] = map[string]any{"command": cmd, "url": u2, "tools": tools}
+	}
+	return map[string]any{"upstreams": ups}
+}

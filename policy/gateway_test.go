@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseGateway(t *testing.T) {
+	t.Parallel()
+	src := "schema: latch.policy/v1\n" +
+		"gateway:\n" +
+		"  upstreams:\n" +
+		"    payments:\n" +
+		"      command: [./payments, -v]\n" +
+		"      tools:\n" +
+		"        quote: { errors_mean: not_executed }\n" +
+		"        refund: {}\n" +
+		"    files:\n" +
+		"      url: http://127.0.0.1:9000/mcp\n"
+	pol, err := Parse("latch.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	g := pol.Gateway
+	if g == nil {
+		t.Fatal("Parse: Gateway is nil")
+	}
+	p := g.Upstreams["payments"]
+	if p == nil || !cmp.Equal(p.Command, []string{"./payments", "-v"}) || p.URL != "" {
+		t.Fatalf("payments = %+v, want command [./payments -v]", p)
+	}
+	if got := p.Tools["quote"].ErrorsMean; got != ErrorsMeanNotExecuted {
+		t.Errorf("quote errors_mean = %q, want not_executed", got)
+	}
+	if got := p.Tools["refund"].ErrorsMean; got != ErrorsMeanUnknown {
+		t.Errorf("refund errors_mean = %q, want the default unknown", got)
+	}
+	if f := g.Upstreams["files"]; f == nil || f.URL != "http://127.0.0.1:9000/mcp" || f.Command != nil {
+		t.Errorf("files = %+v, want the url", f)
+	}
+
+	// The section is part of the hash; a policy without one hashes as before.
+	other, err := Parse("latch.yaml", []byte(strings.Replace(src, "./payments", "./other", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Hash == pol.Hash {
+		t.Error("changing an upstream command left the policy hash unchanged")
+	}
+	bare, err := Parse("latch.yaml", []byte("schema: latch.policy/v1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Normalize(bare)["gateway"]; ok {
+		t.Error("Normalize of a policy without a gateway section has a gateway key")
+	}
+}
+
+func TestParseGatewayRefusals(t *testing.T) {
+	t.Parallel()
+	const header = "schema: latch.policy/v1\ngateway:\n"
+	tests := []struct {
+		name      string
+		src       string
+		line, col int
+		msg       string
+	}{
+		{"not a mapping", "schema: latch.policy/v1\ngateway: [a]\n", 2, 10, "gateway is a list (expected a mapping with upstreams)"},
+		{"unknown key", header + "  upstream: {}\n", 3, 3, `unknown key "upstream" in gateway (expected one of upstreams)`},
+		{"bad alias", header + "  upstreams:\n    pay.ments: { url: http://h/ }\n", 4, 5, `bad upstream alias "pay.ments"`},
+		{"neither", header + "  upstreams:\n    p: { tools: {} }\n", 4, 5, `upstream "p" has neither command nor url`},
+		{"both", header + "  upstreams:\n    p: { url: http://h/, command: [x] }\n", 4, 5, `upstream "p" has both command and url`},
+		{"command string", header + "  upstreams:\n    p: { command: ./x }\n", 4, 19, `command in upstream "p" is string "./x" (expected a non-empty list`},
+		{"command number", header + "  upstreams:\n    p: { command: [x, 1] }\n", 4, 23, `command in upstream "p" element is integer`},
+		{"bad url", header + "  upstreams:\n    p: { url: ftp://h/ }\n", 4, 15, `bad url "ftp://h/" in upstream "p"`},
+		{"unknown upstream key", header + "  upstreams:\n    p: { url: http://h/, env: {} }\n", 4, 26, `unknown key "env" in upstream "p" (expected one of command, url, tools)`},
+		{"bad errors_mean", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { errors_mean: never }\n", 7, 32, `bad errors_mean "never" in tool "refund" in upstream "p" (expected unknown or not_executed)`},
+		{"unknown tool key", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { effect: x }\n", 7, 19, `unknown key "effect" in tool "refund"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("latch.yaml", []byte(tt.src))
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Parse(%q) = %v, want an *Error", tt.src, err)
+			}
+			if pe.Line != tt.line || pe.Column != tt.col || !strings.Contains(pe.Msg, tt.msg) {
+				t.Errorf("Parse(%q) = %d:%d %s, want %d:%d containing %q", tt.src, pe.Line, pe.Column, pe.Msg, tt.line, tt.col, tt.msg)
+			}
+		})
+	}
+}
