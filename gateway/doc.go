@@ -1,0 +1,16 @@
+// Package gateway puts MCP tool calls through latch's pipeline. It connects to the upstream MCP
+// servers named in the policy's gateway section, lists their tools to the agent as
+// <alias>.<tool>, and runs every tools/call as the action mcp.<alias>.<tool> with the tool's
+// arguments as the action's arguments, so policy decisions, approvals and effect keys apply to
+// tool calls unchanged.
+//
+// Outcomes follow what the gateway can know: a call refused before it is sent failed and nothing
+// ran; a transport error, timeout or cancellation after the request may have reached the upstream
+// is ambiguous; a result with isError is ambiguous unless the policy says the tool's errors mean
+// it did not act (errors_mean: not_executed); any other result is committed and stored, so a
+// duplicate is refused with it. Refusals reach the agent as JSON-RPC errors with a stable code
+// and a structured data object (see [Refusal]). docs/gateway.md explains the reasoning.
+//
+// The agent's principal comes from the MCP session — a bearer token on HTTP, the configured
+// principal on stdio — and never from tool arguments.
+package gateway

@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is the implementation version the gateway announces to agents and upstreams.
+const Version = "0.1.0"
+
+// ErrNoUpstreams is returned by New when the policy has no gateway section or it names no
+// upstream: a gateway with nothing behind it is a configuration mistake.
+var ErrNoUpstreams = errors.New("gateway: the policy names no upstream (add a gateway section: docs/gateway.md)")
+
+// Config configures a Gateway. Guard is required; its policy's gateway section names the
+// upstreams.
+type Config struct {
+	// Guard runs every tool call: its policy decides, its store holds effects and receipts.
+	Guard *latch.Guard
+	// Principal is the agent of sessions that carry no credential of their own (stdio, or an
+	// in-process transport). A zero Principal means such sessions are refused unauthenticated.
+	Principal latch.Principal
+	// Dir is the working directory of stdio upstreams; "" is the gateway's own.
+	Dir string
+	// Stderr receives the stderr of stdio upstreams; nil discards it.
+	Stderr io.Writer
+	// Logger receives the gateway's warnings; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway forwards the tool calls of MCP agents to upstream MCP servers through a latch Guard.
+type Gateway struct {
+	cfg       Config
+	upstreams map[string]*upstream
+	tools     []*Tool
+}
+
+// Tool is one upstream tool as the gateway lists it.
+type Tool struct {
+	Name       string // <alias>.<tool>, as agents see it
+	Action     string // mcp.<alias>.<tool>
+	Upstream   string // the alias
+	UpstreamAs string // the upstream's own name for it
+	ErrorsMean string // policy.ErrorsMeanUnknown or policy.ErrorsMeanNotExecuted
+	def        *mcp.Tool
+}
+
+type upstream struct {
+	alias   string
+	session *mcp.ClientSession
+	mu      sync.Mutex
+	closed  bool // the connection ended: nothing more can be sent
+}
+
+// New connects to every upstream of the policy's gateway section and lists their tools. It
+// closes what it opened if any upstream cannot be reached.
+func New(ctx context.Context, cfg *Config) (*Gateway, error) {
+	if cfg == nil || cfg.Guard == nil {
+		return nil, errors.New("gateway: new: Config.Guard is required")
+	}
+	g := &Gateway{cfg: *cfg, upstreams: map[string]*upstream{}}
+	if g.cfg.Logger == nil {
+		g.cfg.Logger = slog.Default()
+	}
+	if g.cfg.Stderr == nil {
+		g.cfg.Stderr = io.Discard
+	}
+	sec := cfg.Guard.Policy().Gateway
+	if sec == nil || len(sec.Upstreams) == 0 {
+		return nil, ErrNoUpstreams
+	}
+	aliases := make([]string, 0, len(sec.Upstreams))
+	for a := range sec.Upstreams {
+		aliases = append(aliases, a)
+	}
+	slices.Sort(aliases)
+	for _, a := range aliases {
+		if err := g.connect(ctx, sec.Upstreams[a]); err != nil {
+			_ = g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
+	var t mcp.Transport
+	if u.URL != "" {
+		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
+	} else {
+		cmd := exec.Command(u.Command[0], u.Command[1:]...)
+		cmd.Dir = g.cfg.Dir
+		cmd.Stderr = g.cfg.Stderr
+		cmd.Env = os.Environ()
+		t = &mcp.CommandTransport{Command: cmd}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("gateway: connect upstream %s: %w", u.Alias, err)
+	}
+	up := &upstream{alias: u.Alias, session: cs}
+	g.upstreams[u.Alias] = up
+	go func() {
+		_ = cs.Wait()
+		up.mu.Lock()
+		up.closed = true
+		up.mu.Unlock()
+	}()
+	for def, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
+		}
+		t := &Tool{Name: u.Alias + "." + def.Name, Action: "mcp." + u.Alias + "." + def.Name,
+			Upstream: u.Alias, UpstreamAs: def.Name, ErrorsMean: policy.ErrorsMeanUnknown, def: def}
+		if s := u.Tools[def.Name]; s != nil {
+			t.ErrorsMean = s.ErrorsMean
+		}
+		g.tools = append(g.tools, t)
+	}
+	return nil
+}
+
+// Tools returns the upstream tools the gateway lists, in alias then upstream order.
+func (g *Gateway) Tools() []*Tool { return slices.Clone(g.tools) }
+
+// Close ends every upstream session (and stops stdio upstream processes).
+func (g *Gateway) Close() error {
+	var errs []error
+	for _, up := range g.upstreams {
+		if err := up.session.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: close upstream %s: %w", up.alias, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server returns an MCP server that lists the upstream tools and forwards their calls. Serve it
+// over any transport: mcp.StdioTransport for agents that spawn their tools, or a streamable-HTTP
+// handler (see Handler).
+func (g *Gateway) Server() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	for _, t := range g.tools {
+		def := *t.def
+		def.Name = t.Name
+		s.AddTool(&def, g.handler(t))
+	}
+	return s
+}
+
+// principalKey is the TokenInfo.Extra key of the principal a bearer token authenticated.
+const principalKey = "latch.principal"
+
+func (g *Gateway) principal(req *mcp.CallToolRequest) (latch.Principal, bool) {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		p, ok := req.Extra.TokenInfo.Extra[principalKey].(latch.Principal)
+		return p, ok && p.Agent != ""
+	}
+	return g.cfg.Principal, g.cfg.Principal.Agent != ""
+}
+
+func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
+	up := g.upstreams[t.Upstream]
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		p, ok := g.principal(req)
+		if !ok {
+			return nil, wireError(CodeUnauthenticated, Refusal{Reason: "unauthenticated", Action: t.Action,
+				Detail: "the session carries no principal: send Authorization: Bearer TOKEN, or start the gateway with a principal"})
+		}
+		args := json.RawMessage(req.Params.Arguments)
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		ctx = latch.WithPrincipal(ctx, p)
+		var result *mcp.CallToolResult
+		rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
+			func(ctx context.Context, a json.RawMessage) (any, error) {
+				r, err := up.call(ctx, t, a)
+				if err != nil {
+					return nil, err
+				}
+				result = r
+				return r, nil
+			})
+		if err != nil {
+			return nil, wireError(refusal(t.Action, rc, err))
+		}
+		return result, nil
+	}
+}
+
+// call sends one tools/call to the upstream and says what its failure means for the outcome.
+func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage) (*mcp.CallToolResult, error) {
+	up.mu.Lock()
+	closed := up.closed
+	up.mu.Unlock()
+	if closed {
+		// Nothing was sent: the connection had already ended.
+		return nil, latch.NotExecuted(fmt.Errorf("upstream %s is disconnected", up.alias))
+	}
+	r, err := up.session.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
+	if err != nil {
+		// The request may have reached the upstream: the outcome is unknown.
+		return nil, fmt.Errorf("upstream %s: tools/call %s: %w", up.alias, t.UpstreamAs, err)
+	}
+	if r.IsError {
+		terr := fmt.Errorf("upstream %s: tool %s returned an error: %s", up.alias, t.UpstreamAs, text(r))
+		if t.ErrorsMean == policy.ErrorsMeanNotExecuted {
+			return nil, latch.NotExecuted(terr)
+		}
+		return nil, terr
+	}
+	return r, nil
+}
+
+// text is the text content of a result, for error messages.
+func text(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no text)"
+	}
+	return strings.Join(parts, "; ")
+}

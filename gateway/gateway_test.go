@@ -1,0 +1,291 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/gateway"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// paymentsBin is the example payments upstream, built once for the package's tests.
+var paymentsBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "latch-gateway-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	paymentsBin = filepath.Join(dir, "payments")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", paymentsBin, "../examples/gateway/payments")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build payments: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const testPolicy = `schema: latch.policy/v1
+gateway:
+  upstreams:
+    payments:
+      command: [%q, -ledger, %q]
+      tools:
+        balance: { errors_mean: not_executed }
+actions:
+  mcp.payments.refund:
+    effect: "refund:{order_id}"
+    arguments:
+      order_id: { type: string }
+      amount: { type: integer }
+    decision: allow
+  mcp.payments.balance:
+    decision: allow
+`
+
+type env struct {
+	guard  *latch.Guard
+	gw     *gateway.Gateway
+	agent  *mcp.ClientSession
+	ledger string
+}
+
+// setup starts the payments upstream as a real process behind a gateway on a real SQLite store,
+// and connects a go-sdk client to the gateway as agent "support-bot".
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger")
+	pol, err := policy.Parse("latch.yaml", fmt.Appendf(nil, testPolicy, paymentsBin, ledger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(dir, "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	gw, err := gateway.New(ctx, &gateway.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	st, ct := mcp.NewInMemoryTransports()
+	srv := gw.Server()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return &env{guard: g, gw: gw, agent: cs, ledger: ledger}
+}
+
+func (e *env) ledgerLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(e.ledger)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// refusalOf returns the JSON-RPC code and data of a gateway error.
+func refusalOf(t *testing.T, err error) (int64, gateway.Refusal) {
+	t.Helper()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("error %v (%T) is not a JSON-RPC error", err, err)
+	}
+	var r gateway.Refusal
+	if err := json.Unmarshal(we.Data, &r); err != nil {
+		t.Fatalf("error data %s: %v", we.Data, err)
+	}
+	return we.Code, r
+}
+
+func refund(ctx context.Context, cs *mcp.ClientSession, order string, amount int) (*mcp.CallToolResult, error) {
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: "payments.refund",
+		Arguments: map[string]any{"order_id": order, "amount": amount}})
+}
+
+func TestListsUpstreamTools(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var names []string
+	for tool, err := range e.agent.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if got, want := strings.Join(names, ","), "payments.balance,payments.refund"; got != want {
+		t.Errorf("tools = %s, want %s", got, want)
+	}
+}
+
+func TestAllowedCallPasses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	res, err := refund(t.Context(), e.agent, "ord_1", 500)
+	if err != nil {
+		t.Fatalf("refund: %v", err)
+	}
+	var got struct {
+		RefundID string `json:"refund_id"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &got); err != nil || got.RefundID != "re_1" {
+		t.Errorf("refund result = %s, want refund_id re_1", b)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want one refund", lines)
+	}
+	eff, err := e.guard.Store().Effect(t.Context(), "refund:ord_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.State != store.Committed {
+		t.Errorf("effect state = %s, want committed", eff.State)
+	}
+}
+
+func TestUnlistedToolDenied(t *testing.T) {
+	t.Parallel()
+	// The policy lists only refund and balance; an upstream tool outside it is denied.
+	p, err := policy.Parse("latch.yaml", fmt.Appendf(nil, strings.Replace(testPolicy, "  mcp.payments.balance:\n    decision: allow\n", "", 1), paymentsBin, filepath.Join(t.TempDir(), "ledger")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	gw, err := gateway.New(t.Context(), &gateway.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := gw.Server().Connect(t.Context(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "payments.balance", Arguments: map[string]any{"account": "a"}})
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeDenied || r.Reason != "unknown_action" || r.Action != "mcp.payments.balance" {
+		t.Errorf("balance = %d %+v, want %d unknown_action", code, r, gateway.CodeDenied)
+	}
+}
+
+func TestDuplicateRefusedWithStoredResult(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	first, err := refund(t.Context(), e.agent, "ord_2", 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = refund(t.Context(), e.agent, "ord_2", 700)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeDuplicate || r.Reason != "duplicate_effect" || r.EffectKey != "refund:ord_2" || r.EffectState != "committed" {
+		t.Fatalf("second refund = %d %+v, want %d duplicate_effect of refund:ord_2", code, r, gateway.CodeDuplicate)
+	}
+	var stored mcp.CallToolResult
+	if err := json.Unmarshal(r.Result, &stored); err != nil {
+		t.Fatalf("stored result %s: %v", r.Result, err)
+	}
+	want, _ := json.Marshal(first.StructuredContent)
+	got, _ := json.Marshal(stored.StructuredContent)
+	if !bytes.Equal(got, want) {
+		t.Errorf("stored result = %s, want the first call's %s", got, want)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want exactly one refund", lines)
+	}
+}
+
+func TestUpstreamKilledMidCallIsAmbiguous(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	type reply struct {
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		_, err := refund(t.Context(), e.agent, "hang-ord_3", 900)
+		done <- reply{err}
+	}()
+	// The upstream records the refund, then never answers; kill it then.
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
+		if lines := e.ledgerLines(t); len(lines) == 1 {
+			pid, _ = strconv.Atoi(strings.Fields(lines[0])[0])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream never started the refund")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill upstream %d: %v", pid, err)
+	}
+	var rep reply
+	select {
+	case rep = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not return after the upstream died")
+	}
+	code, r := refusalOf(t, rep.err)
+	if code != gateway.CodeAmbiguous || r.Reason != "ambiguous" || r.EffectKey != "refund:hang-ord_3" {
+		t.Fatalf("killed refund = %d %+v, want %d ambiguous", code, r, gateway.CodeAmbiguous)
+	}
+	eff, err := e.guard.Store().Effect(t.Context(), "refund:hang-ord_3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.State != store.Ambiguous {
+		t.Errorf("effect state = %s, want ambiguous", eff.State)
+	}
+	// The re-sent call is refused by the effect's state, and nothing is sent.
+	_, err = refund(t.Context(), e.agent, "hang-ord_3", 900)
+	code, r = refusalOf(t, err)
+	if code != gateway.CodeEffectAmbiguous || r.Reason != "effect_ambiguous" || r.EffectState != "ambiguous" {
+		t.Errorf("re-sent refund = %d %+v, want %d effect_ambiguous", code, r, gateway.CodeEffectAmbiguous)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
+	}
+}
