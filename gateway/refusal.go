@@ -70,7 +70,7 @@ func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 		r.Reason, r.ApprovalID = "approval_"+mismatch.Reason, mismatch.ApprovalID
 		return CodeApprovalRefused, r
 	case errors.As(err, &effect):
-		r.EffectKey, r.EffectState = effect.Key, effect.State
+		r.EffectKey, r.EffectState = effect.Key, string(effect.State)
 		switch effect.State {
 		case "committed", "in_progress":
 			r.Reason, r.Result = "duplicate_effect", effect.Result
