@@ -1,9 +1,10 @@
 // Package policy reads, evaluates and hashes latch policy documents (schema latch.policy/v1,
 // usually latch.yaml): the list of actions that may run and how much autonomy each one gets.
 //
-// It is a leaf: pure functions over bytes and values, no I/O beyond [Load] reading one file, no
-// clock, no context. Everything that decides — [Policy.Evaluate], [Conditions.Eval],
-// [Template.Render] — is deterministic and safe for concurrent use.
+// It is a leaf: pure functions over bytes and values, no I/O beyond [Load] and [LoadContext]
+// reading one regular file of at most [MaxFileSize] bytes, no clock. Everything that decides —
+// [Policy.Evaluate], [Action.CheckArguments], [Conditions.Eval], [Template.Render] — is
+// deterministic and safe for concurrent use. The user reference is docs/policy.md.
 //
 // # Why it is strict
 //
@@ -48,16 +49,30 @@
 //     even when YAML would read the unquoted value as a timestamp.
 //   - [ParseGrant] reads one grant on its own (a delegation's, for `latch delegate --file`) under
 //     the same rules, and refuses an `id`: the store assigns a delegation its id.
+//   - A condition (or an `arguments:` declaration) cannot name a nested path: an argument name
+//     with `.`, `/`, `[` or `]` is refused, because there is no path syntax and such a
+//     condition would silently test a top-level key that never exists.
+//   - Bidirectional formatting characters (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F,
+//     U+061C) are refused anywhere in the text, comments included.
+//   - `lease` is bounded to [MinDuration]…[MaxLease] and `approval_ttl` to
+//     [MinDuration]…[MaxApprovalTTL].
+//   - With an `arguments:` section, every condition and template must name a declared argument
+//     whose type fits the operator; `additional` inside it is always the flag for undeclared
+//     arguments, never a declaration.
 //   - Syntax errors found by the YAML parser carry the parser's line (which can be where the
 //     enclosing block starts rather than the offending character) and no column: their
 //     [Error.Column] is 0.
 //
 // # Evaluation
 //
-// [Policy.Evaluate] decides as docs/policy.md describes: an unlisted action is denied (`unknown_action`), a bare
-// decision is returned as is (`decision`), otherwise the first rule whose conditions all hold
-// wins (`rule[i]`, zero-based) and no match is a deny (`no_matching_rule`). Conditions are
-// type-strict: an absent argument, or an argument of a type the operator does not apply to, makes
+// [Policy.Evaluate] decides as docs/policy.md describes: an unlisted action is denied
+// (`unknown_action`); arguments that do not fit what the action needs are denied
+// (`missing_argument`: every argument a condition or template names is required unless declared
+// optional; `invalid_arguments`: a declared argument of the wrong type or out of bounds, or an
+// undeclared one under `additional: false`); a bare decision is returned as is (`decision`);
+// otherwise the first rule whose conditions all hold wins (`rule[i]`, zero-based) and no match
+// is a deny (`no_matching_rule`). Conditions are type-strict: an absent (optional) argument, or
+// an argument of a type the operator does not apply to, makes
 // the condition false for every operator, `neq` and `not_in` included, and the trace says why
 // (string values in traces are quoted with non-ASCII escaped, so look-alike text reads
 // differently). Everything that does not depend on the call is prepared at parse time.
@@ -70,5 +85,13 @@
 // of its bytes: comments, formatting, quoting, key order and equivalent spellings (`300s` and
 // `5m`, an omitted `mode` and `mode: enforce`) do not change it, and every change to what the
 // policy decides does. `version` is deliberately not hashed: it is a free label copied onto
-// receipts next to the hash, so relabelling a policy does not make it a different policy.
+// receipts next to the hash, so relabelling a policy does not make it a different policy; display
+// hints are presentation and are not hashed either. A policy without `arguments:` sections hashes
+// as it did before they existed.
+//
+// # Warnings and display
+//
+// [Policy.Warnings] lists what `latch check` warns about, with codes and positions.
+// [Policy.View] and [FormatMoney] render a call's arguments as the display hints say a person
+// should read them, for every approver surface.
 package policy
