@@ -3,8 +3,9 @@
 # (before reserve, after reserve, inside the executor, after execution, after record) ROUNDS
 # times (default 3) on SQLite and PostgreSQL, plus ROUNDS kills at random instants; after each
 # kill a new driver repeats the call, and the store is checked against the executions counted
-# outside it (docs/reliability.md); and TestHardLinkedPaths, the hard-link limit. Uses $LATCH_TEST_POSTGRES_URL when set, else starts a
-# private PostgreSQL cluster (scripts/lib/postgres.sh).
+# outside it (docs/reliability.md). TestHardLinkedPaths measures the hard-link limit. Uses
+# $LATCH_TEST_POSTGRES_URL when set, else starts a private PostgreSQL cluster
+# (scripts/lib/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
