@@ -14,14 +14,14 @@ while IFS=: read -r file name; do
 	pkg=./$(dirname "$file")
 	start=$(date +%s)
 	corpus=$pkg/testdata/fuzz/$name
-	before=$(ls "$corpus" 2>/dev/null | sort)
+	before=$(ls "$corpus" 2>/dev/null | sort || true)
 	note=""
 	if ! out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
 		# Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a failure when a
 		# loaded machine keeps a worker busy past it ("context deadline exceeded", no input). That
 		# is the end of a run that found nothing; a failing input is always written to the corpus.
 		if [[ $(grep -c -- '^--- FAIL' <<<"$out") == 1 ]] && grep -qx '    context deadline exceeded' <<<"$out" &&
-			! grep -q 'Failing input written' <<<"$out" && [[ $(ls "$corpus" 2>/dev/null | sort) == "$before" ]]; then
+			! grep -q 'Failing input written' <<<"$out" && [[ $(ls "$corpus" 2>/dev/null | sort || true) == "$before" ]]; then
 			note=" (the fuzz coordinator reported its own deadline; no failing input)"
 		else
 			grep -v '^fuzz: elapsed' <<<"$out" >&2
