@@ -72,7 +72,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	}
 	// A provider's principal was checked by the provider, with its leeway; one from the context
 	// is checked here.
-	if expired != nil || g.cfg.Identity == nil && !p.ExpiresAt.IsZero() && !started.Before(p.ExpiresAt) {
+	if g.principalExpired(p, expired, started) {
+		if g.policy.Mode == policy.ModeObserve {
+			// Observe mode records the refusal it would have made, and runs (docs/guarantees.md#observe-mode).
+			g.decide(ctx, pr)
+			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace}
+			return g.observe(ctx, pr, actionID, started)
+		}
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired"}
 		rc, err := g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
 		return nil, rc, err
@@ -103,6 +109,12 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 		return nil, rc, err
 	}
 	return g.reserve(ctx, pr, actionID, approvalID, started)
+}
+
+// principalExpired reports whether the call's principal has expired at now: an identity
+// provider said so (expired), or a principal from the context carries an expiry that passed.
+func (g *Guard) principalExpired(p Principal, expired *ExpiredCredentialError, now time.Time) bool {
+	return expired != nil || g.cfg.Identity == nil && !p.ExpiresAt.IsZero() && !now.Before(p.ExpiresAt)
 }
 
 // refuse records a denied receipt and returns err.
@@ -258,7 +270,7 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: h.key, ActionID: rc.ActionID, Attempt: h.attempt,
 		Outcome: outcome, Result: result}
 	if execErr != nil {
-		req.Error = execErr.Error() // the effect record keeps the executor's own words
+		req.Error = validText(execErr.Error()) // the effect record keeps the executor's own words, made valid
 	}
 	if !h.written {
 		req.Events = g.proposal(pr, rc.ActionID, now) // nothing was written for this call yet

@@ -283,10 +283,13 @@ func (pr *prepared) refusal() error {
 // action hash and the effect key a call would use. The principal comes from ctx as for Execute.
 func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	p, err := g.principal(ctx)
-	if err != nil {
+	var expired *ExpiredCredentialError
+	switch {
+	case errors.As(err, &expired) && expired.Principal.Agent != "":
+		p = expired.Principal
+	case err != nil:
 		return nil, err
-	}
-	if p.Agent == "" {
+	case p.Agent == "":
 		return nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
 	}
 	pr, err := g.normalize(call, p)
@@ -294,6 +297,10 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 		return nil, err
 	}
 	g.decide(ctx, pr)
+	if g.principalExpired(p, expired, g.cfg.Now()) {
+		// Execute would refuse it so, whatever the policy says.
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
+	}
 	return &Evaluation{
 		Action: call.Action, ActionHash: pr.hash, Arguments: pr.canonArgs, Resource: pr.resource,
 		EffectKey: pr.key, Decision: pr.eval.Decision, Reason: pr.eval.Reason, Trace: pr.eval.Trace,
