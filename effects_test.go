@@ -280,8 +280,8 @@ func TestReconcileWriteCount(t *testing.T) {
 		outcome latch.Outcome
 		want    int64
 	}{
-		{"unknown", latch.OutcomeUnknown, 1},         // the refusal
-		{"committed", latch.OutcomeCommitted, 2},     // the resolution, the refusal (a duplicate)
+		{"unknown", latch.OutcomeUnknown, 1},          // the refusal
+		{"committed", latch.OutcomeCommitted, 2},      // the resolution, the refusal (a duplicate)
 		{"not executed", latch.OutcomeNotExecuted, 3}, // the resolution, the renewal, its record
 	}
 	for _, tc := range cases {
