@@ -101,12 +101,13 @@ type execution struct {
 }
 
 // ExecutorContext returns ctx as the executor of a call begun in another process sees it: there
-// IdempotencyToken returns token, and ExtendLease calls extend (nil: the call holds no lease).
+// IdempotencyToken returns token, EffectToken returns effectToken, and ExtendLease calls extend
+// (nil: the call holds no lease).
 // It is for clients of a remote guard (package client), so that an executor written for
 // Protect runs unchanged under them. Like an in-process executor's, the context does not carry
 // the caller's approval: a protected call nested inside the executor is decided on its own.
-func ExecutorContext(ctx context.Context, token string, extend func(ctx context.Context, d time.Duration) error) context.Context {
-	return context.WithValue(withoutApproval(ctx), execKey, &execution{token: token, extend: extend})
+func ExecutorContext(ctx context.Context, token, effectToken string, extend func(ctx context.Context, d time.Duration) error) context.Context {
+	return context.WithValue(withoutApproval(ctx), execKey, &execution{token: token, effectToken: effectToken, extend: extend})
 }
 
 func executionFrom(ctx context.Context) *execution {

@@ -51,8 +51,10 @@ type Pending struct {
 	Principal  Principal // Agent and User (and Issuer) of the call
 	EffectKey  string    // "" when the call has no effect key
 	Attempt    int       // 0 without an effect key
-	// IdempotencyToken is the per-attempt token of IdempotencyToken, "" without an effect key.
+	// IdempotencyToken is the per-attempt token of IdempotencyToken, EffectToken the per-key
+	// token of EffectToken; "" without an effect key.
 	IdempotencyToken string
+	EffectToken      string
 	LeaseExpiresAt   time.Time // zero without an effect key
 	ApprovalID       string    // the approval it spent, if any
 	Decision         Decision
@@ -104,6 +106,7 @@ func (b *begun) pending() *Pending {
 	if b.h.key != "" {
 		p.EffectKey, p.Attempt, p.LeaseExpiresAt = b.h.key, b.h.attempt, b.h.lease
 		p.IdempotencyToken = idempotencyToken(b.h.key, b.h.attempt)
+		p.EffectToken = effectToken(b.h.key)
 	}
 	return p
 }

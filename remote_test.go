@@ -236,6 +236,9 @@ func TestFinishOutcomes(t *testing.T) {
 			if err != nil || p2.Attempt != 2 || p2.IdempotencyToken == p1.IdempotencyToken {
 				t.Fatalf("Begin after failed = %+v, %v; want attempt 2 with a new token", p2, err)
 			}
+			if p1.EffectToken == "" || p2.EffectToken != p1.EffectToken || p1.EffectToken == p1.IdempotencyToken {
+				t.Errorf("effect tokens %q, %q: want one per key, the same for both attempts", p1.EffectToken, p2.EffectToken)
+			}
 
 			p, err := policy.Parse("latch.yaml", []byte(testPolicy))
 			if err != nil {

@@ -161,6 +161,7 @@ type Begun struct {
 	EffectKey        string          `json:"effect_key"`
 	Attempt          int             `json:"attempt"`
 	IdempotencyToken string          `json:"idempotency_token"`
+	EffectToken      string          `json:"effect_token"`
 	LeaseExpiresAt   time.Time       `json:"lease_expires_at"`
 	ApprovalID       string          `json:"approval_id"`
 }
@@ -280,9 +281,9 @@ func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R,
 			_, ferr := c.Finish(context.WithoutCancel(ctx), b.ActionID, "not_executed", nil, "decode arguments: "+err.Error())
 			return out, errors.Join(latch.NotExecuted(fmt.Errorf("decode arguments of %s: %w", action, err)), ferr)
 		}
-		ectx := latch.ExecutorContext(ctx, b.IdempotencyToken, nil)
+		ectx := latch.ExecutorContext(ctx, b.IdempotencyToken, b.EffectToken, nil)
 		if b.EffectKey != "" {
-			ectx = latch.ExecutorContext(ctx, b.IdempotencyToken, func(ctx context.Context, d time.Duration) error {
+			ectx = latch.ExecutorContext(ctx, b.IdempotencyToken, b.EffectToken, func(ctx context.Context, d time.Duration) error {
 				_, err := c.Extend(ctx, b.ActionID, d)
 				return err
 			})

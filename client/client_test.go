@@ -205,9 +205,11 @@ func scenario(t *testing.T, pf protectFuncs) []string {
 
 	// Not executed: the key is renewed with a new idempotency token.
 	tokens = nil
+	var effectTokens []string
 	declined := 0
 	charge := pf.charge(func(ctx context.Context, c Charge) (string, error) {
 		tokens = append(tokens, latch.IdempotencyToken(ctx))
+		effectTokens = append(effectTokens, latch.EffectToken(ctx))
 		if declined == 0 {
 			declined++
 			return "", latch.NotExecuted(errors.New("card declined before charging"))
@@ -222,6 +224,7 @@ func scenario(t *testing.T, pf protectFuncs) []string {
 		say("charge inv_7 try %d: %q %s", i+1, r, describe(err))
 	}
 	say("inv_7 attempts ran: %d, tokens differ: %v", len(tokens), len(tokens) == 2 && tokens[0] != tokens[1])
+	say("inv_7 effect token stable: %v", len(effectTokens) == 2 && effectTokens[0] != "" && effectTokens[0] == effectTokens[1])
 
 	// Redelivered webhook: the second delivery is a duplicate carrying the stored result.
 	var transfers atomic.Int32
@@ -317,6 +320,7 @@ func TestProtectSameAsInProcess(t *testing.T) {
 				`charge inv_7 try 2: "ch_inv_7" ok`,
 				`charge inv_7 try 3: "" ErrDuplicateEffect effect:charge:inv_7:committed:"ch_inv_7"`,
 				"inv_7 attempts ran: 2, tokens differ: true",
+				"inv_7 effect token stable: true",
 				`delivery 2: "" ErrDuplicateEffect effect:payout:po_412:committed:"tr_po_412"`,
 				"bank transfers: 1",
 				"big charge: ErrApprovalRequired (id set: true)",

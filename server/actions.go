@@ -34,6 +34,7 @@ type actionJSON struct {
 	EffectKey        *string            `json:"effect_key"`
 	Attempt          *int               `json:"attempt"`
 	IdempotencyToken *string            `json:"idempotency_token"`
+	EffectToken      *string            `json:"effect_token"`
 	LeaseExpiresAt   *string            `json:"lease_expires_at"`
 	ApprovalID       *string            `json:"approval_id"`
 	Decision         string             `json:"decision"`
@@ -57,6 +58,7 @@ func newActionJSON(p *latch.Pending) *actionJSON {
 	if p.EffectKey != "" {
 		a.Status = "reserved"
 		a.EffectKey, a.Attempt, a.IdempotencyToken = jstr(p.EffectKey), &p.Attempt, jstr(p.IdempotencyToken)
+		a.EffectToken = jstr(p.EffectToken)
 		a.LeaseExpiresAt = jstamp(p.LeaseExpiresAt)
 	}
 	return a

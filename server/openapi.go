@@ -153,7 +153,7 @@ var schemas = map[string]any{
 	"Action": obj([]string{"status", "action_id", "action", "action_hash"}, map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
-		"idempotency_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
+		"idempotency_token": nstr, "effect_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
 		"would_have": map[string]any{"type": "object"}, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"ApprovalRequired": obj([]string{"status", "approval_id", "action_hash", "expires_at"}, map[string]any{
 		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "expires_at": stamp, "approval": ref("Approval")}),

@@ -263,7 +263,7 @@ func TestActionsOutcome(t *testing.T) {
 			s := start(t, backend, nil)
 			r := s.do("POST", "/v1/actions", s.alice, charge("inv_1", 100))
 			if r.status != 200 || r.body["status"] != "reserved" || r.body["effect_key"] != "charge:inv_1" || r.body["attempt"] != float64(1) ||
-				r.body["idempotency_token"] == nil || r.body["lease_expires_at"] != "2026-11-29T10:05:00.000Z" {
+				r.body["idempotency_token"] == nil || r.body["effect_token"] == nil || r.body["lease_expires_at"] != "2026-11-29T10:05:00.000Z" {
 				t.Fatalf("POST /v1/actions = %d %s", r.status, r.raw)
 			}
 			id := r.body["action_id"].(string)
