@@ -73,10 +73,17 @@ type env struct {
 // and connects a go-sdk client to the gateway as agent "support-bot".
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, testPolicy, latch.Principal{Agent: "support-bot"})
+}
+
+// setupWith is setup with a policy (a format with the upstream program and ledger as %q verbs)
+// and the gateway's principal for credential-less sessions.
+func setupWith(t *testing.T, policyFormat string, p latch.Principal) *env {
+	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger")
-	pol, err := policy.Parse("latch.yaml", fmt.Appendf(nil, testPolicy, paymentsBin, ledger))
+	pol, err := policy.Parse("latch.yaml", fmt.Appendf(nil, policyFormat, paymentsBin, ledger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +92,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
-	gw, err := gateway.New(ctx, &gateway.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}})
+	gw, err := gateway.New(ctx, &gateway.Config{Guard: g, Principal: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +294,73 @@ func TestUpstreamKilledMidCallIsAmbiguous(t *testing.T) {
 	}
 	if lines := e.ledgerLines(t); len(lines) != 1 {
 		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
+	}
+}
+
+// An isError result may come after the tool acted: ambiguous, unless the policy says the tool's
+// errors mean it did not act.
+func TestErrorResultOutcomes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		errorsMean string
+		code       int64
+		reason     string
+		state      store.State
+	}{
+		{"default", "", gateway.CodeAmbiguous, "ambiguous", store.Ambiguous},
+		{"unknown", "unknown", gateway.CodeAmbiguous, "ambiguous", store.Ambiguous},
+		{"not_executed", "not_executed", gateway.CodeNotExecuted, "not_executed", store.Failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pol := testPolicy
+			if tt.errorsMean != "" {
+				pol = strings.Replace(pol, "        balance:", "        refund: { errors_mean: "+tt.errorsMean+" }\n        balance:", 1)
+			}
+			e := setupWith(t, pol, latch.Principal{Agent: "support-bot"})
+			_, err := refund(t.Context(), e.agent, "ord_4", 0) // the upstream answers isError
+			code, r := refusalOf(t, err)
+			if code != tt.code || r.Reason != tt.reason || !strings.Contains(r.Detail, "amount must be positive") {
+				t.Errorf("refund = %d %+v, want %d %s with the tool's message", code, r, tt.code, tt.reason)
+			}
+			eff, err := e.guard.Store().Effect(t.Context(), "refund:ord_4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if eff.State != tt.state {
+				t.Errorf("effect state = %s, want %s", eff.State, tt.state)
+			}
+		})
+	}
+}
+
+func TestNoPrincipalRefused(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, testPolicy, latch.Principal{})
+	_, err := refund(t.Context(), e.agent, "ord_5", 100)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeUnauthenticated || r.Reason != "unauthenticated" {
+		t.Errorf("refund = %d %+v, want %d unauthenticated", code, r, gateway.CodeUnauthenticated)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 0 {
+		t.Errorf("ledger = %q, want nothing sent", lines)
+	}
+}
+
+// A refused call leaves its answer to a human in the data: the approval id and its expiry.
+func TestApprovalRequiredData(t *testing.T) {
+	t.Parallel()
+	pol := strings.Replace(testPolicy, "    decision: allow\n  mcp.payments.balance:", "    decision: approve\n  mcp.payments.balance:", 1)
+	e := setupWith(t, pol, latch.Principal{Agent: "support-bot"})
+	_, err := refund(t.Context(), e.agent, "ord_6", 100)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeApprovalRequired || r.Reason != "approval_required" || !strings.HasPrefix(r.ApprovalID, "apr_") ||
+		r.ExpiresAt == nil || !r.ExpiresAt.After(time.Now()) || r.ActionHash == "" {
+		t.Errorf("refund = %d %+v, want %d approval_required with an id, a future expiry and the action hash", code, r, gateway.CodeApprovalRequired)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 0 {
+		t.Errorf("ledger = %q, want nothing sent", lines)
 	}
 }
