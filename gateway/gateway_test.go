@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -362,5 +365,73 @@ func TestApprovalRequiredData(t *testing.T) {
 	}
 	if lines := e.ledgerLines(t); len(lines) != 0 {
 		t.Errorf("ledger = %q, want nothing sent", lines)
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Over HTTP the principal is the bearer token's, and a session without a valid agent token
+// never reaches a tool.
+func TestHTTPBearerToken(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, testPolicy, latch.Principal{}) // no fallback principal
+	ts, ok := e.guard.Store().(store.TokenStore)
+	if !ok {
+		t.Fatal("the SQLite store is not a TokenStore")
+	}
+	ctx := t.Context()
+	agent, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenAgent, Agent: "refund-bot"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenApprover, Approver: "alice"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.gw.Handler(ts, nil))
+	t.Cleanup(srv.Close)
+	connect := func(token string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, tr, nil)
+	}
+	for _, bad := range []string{"", "latch_unknown", approver, "not-a-latch-token"} {
+		if cs, err := connect(bad); err == nil {
+			_ = cs.Close()
+			t.Errorf("connect with token %q succeeded, want refused", bad)
+		}
+	}
+	cs, err := connect(agent)
+	if err != nil {
+		t.Fatalf("connect with an agent token: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if _, err := refund(ctx, cs, "ord_7", 100); err != nil {
+		t.Fatalf("refund over HTTP: %v", err)
+	}
+	var found bool
+	for s, err := range e.guard.Store().Receipts(ctx, store.ReceiptFilter{EffectKey: "refund:ord_7"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Principal struct{ Agent, Issuer string }
+			Result    string
+		}
+		if err := json.Unmarshal(s.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Principal.Agent != "refund-bot" || !strings.HasPrefix(doc.Principal.Issuer, "latch-token:tok_") {
+			t.Errorf("receipt principal = %+v, want refund-bot issued by its token", doc.Principal)
+		}
+		found = true
+	}
+	if !found {
+		t.Error("no receipt for refund:ord_7")
 	}
 }
