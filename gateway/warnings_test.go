@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/latchkit/latch/policy"
+)
+
+func TestUnkeyed(t *testing.T) {
+	t.Parallel()
+	pol, err := policy.Parse("latch.yaml", []byte(`schema: latch.policy/v1
+actions:
+  mcp.p.keyed: { effect: "k:{id}", decision: allow }
+  mcp.p.open: { decision: allow }
+  mcp.p.gated:
+    rules:
+      - when: { amount_lte: 10 }
+        decision: deny
+      - decision: approve
+  mcp.p.denied: { decision: deny }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []*Tool
+	for _, n := range []string{"keyed", "open", "gated", "denied", "unlisted"} {
+		tools = append(tools, &Tool{Name: "p." + n, Action: "mcp.p." + n})
+	}
+	var got []string
+	for _, tl := range Unkeyed(pol, tools) {
+		got = append(got, tl.Name)
+	}
+	if g, want := strings.Join(got, ","), "p.open,p.gated"; g != want {
+		t.Errorf("Unkeyed = %s, want %s", g, want)
+	}
+}
