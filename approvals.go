@@ -3,7 +3,6 @@ package latch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -34,28 +33,30 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 	return a, nil
 }
 
-// waitApproval blocks until a is answered or expires, polling with backoff (docs/guarantees.md#approvals). It
-// returns nil when a was granted; the spend itself is checked by the reservation.
-func (g *Guard) waitApproval(ctx context.Context, a *store.Approval) error {
+// waitApproval blocks until a is answered or expires, polling with backoff
+// (docs/guarantees.md#approvals). It returns nil once the request is no longer waiting — granted,
+// denied or expired — and the reservation decides: it spends a granted request, and refuses a
+// denied or expired one with its blocked receipt (writing expired). A context that ends first
+// returns an *ApprovalRequiredError that also matches the context's error, so the program can
+// present the request later with WithApproval.
+func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string) error {
 	delay := 20 * time.Millisecond
 	for {
 		cur, err := g.store.Approval(ctx, a.ID)
 		if err != nil {
+			if ctx.Err() != nil {
+				return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
+			}
 			return wrapOp("wait for approval "+a.ID, err)
 		}
-		switch {
-		case cur.Status == store.Granted:
+		if cur.Status != store.Pending || !g.cfg.Now().Before(cur.ExpiresAt) {
 			return nil
-		case cur.Status != store.Pending:
-			return &ApprovalMismatchError{ApprovalID: a.ID, Reason: string(cur.Status)}
-		case !g.cfg.Now().Before(cur.ExpiresAt):
-			return &ApprovalMismatchError{ApprovalID: a.ID, Reason: "expired"}
 		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("latch: wait for approval %s: %w", a.ID, ctx.Err())
+			return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
 		case <-t.C:
 		}
 		delay = min(delay*2, time.Second)

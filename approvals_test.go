@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
@@ -171,4 +172,100 @@ func TestInvalidUTF8ApproverRefused(t *testing.T) {
 	if rc == nil {
 		t.Errorf("the refused call left no receipt (err %v)", err)
 	}
+}
+
+// waitPending returns the id of the one pending request, once it appears.
+func waitPending(t *testing.T, g *latch.Guard) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		as, err := g.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 1 {
+			return as[0].ID
+		}
+	}
+	t.Fatal("no pending approval appeared")
+	return ""
+}
+
+// TestWaitEndsInReceiptOrTypedError: a waited-on request that is denied or expires goes on to the
+// reservation, which refuses it with a blocked receipt (writing expired); a context that ends
+// first returns an error that is both ErrApprovalRequired, carrying the request, and the
+// context's error.
+func TestWaitEndsInReceiptOrTypedError(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		answer func(e *env, id string)
+		reason string
+		status store.ApprovalStatus
+	}{
+		{"denied", func(e *env, id string) {
+			if _, err := e.g.Deny(t.Context(), id, "alice"); err != nil {
+				t.Error(err)
+			}
+		}, "denied", store.Denied},
+		{"expired", func(e *env, id string) { e.clock.Add(latch.DefaultApprovalTTL) }, "expired", store.Expired},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nestedPolicy)
+			type result struct {
+				rc  *latch.Receipt
+				err error
+			}
+			done := make(chan result, 1)
+			ran := 0
+			go func() {
+				rc, err := e.g.Execute(agent(t.Context()), &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_w"}`),
+					Options: &latch.Options{Wait: true}}, func(context.Context, json.RawMessage) (any, error) { ran++; return nil, nil })
+				done <- result{rc, err}
+			}()
+			id := waitPending(t, e.g)
+			c.answer(e, id)
+			r := <-done
+			var mm *latch.ApprovalMismatchError
+			if !errors.As(r.err, &mm) || mm.Reason != c.reason || ran != 0 {
+				t.Fatalf("waited call: %v (ran %d), want refused %s", r.err, ran, c.reason)
+			}
+			if r.rc == nil || r.rc.Result != "blocked" || r.rc.ApprovalID != id {
+				t.Errorf("waited call's receipt = %+v, want blocked, naming %s", r.rc, id)
+			}
+			if a, _ := e.g.Store().Approval(t.Context(), id); a.Status != c.status {
+				t.Errorf("request = %s, want %s", a.Status, c.status)
+			}
+		})
+	}
+	t.Run("context", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, nestedPolicy)
+		ctx, cancel := context.WithCancel(agent(t.Context()))
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.g.Execute(ctx, &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_c"}`),
+				Options: &latch.Options{Wait: true}}, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+			done <- err
+		}()
+		id := waitPending(t, e.g)
+		cancel()
+		err := <-done
+		var req *latch.ApprovalRequiredError
+		if !errors.Is(err, latch.ErrApprovalRequired) || !errors.Is(err, context.Canceled) || !errors.As(err, &req) {
+			t.Fatalf("cancelled wait: %v, want ErrApprovalRequired and context.Canceled", err)
+		}
+		if req.ApprovalID != id || req.ActionHash == "" {
+			t.Errorf("ApprovalRequiredError = %+v, want request %s with its hash", req, id)
+		}
+		// The program resumes with the request once it is granted.
+		if _, err := e.g.Approve(t.Context(), id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := e.g.Execute(latch.WithApproval(agent(t.Context()), id), &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_c"}`)},
+			func(context.Context, json.RawMessage) (any, error) { return "paid", nil })
+		if err != nil || rc.Result != "committed" {
+			t.Errorf("resumed call: %+v, %v; want committed", rc, err)
+		}
+	})
 }

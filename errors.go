@@ -85,11 +85,21 @@ type ApprovalRequiredError struct {
 	ApprovalID string
 	ActionHash string
 	ExpiresAt  time.Time
+	// Err is why a call that waited (Options.Wait) stopped waiting before the request was
+	// answered: its context's error. The request stays stored.
+	Err error
 }
 
 func (e *ApprovalRequiredError) Error() string {
-	return fmt.Sprintf("latch: approval required: %s (action %s, expires %s)", e.ApprovalID, e.ActionHash, e.ExpiresAt.UTC().Format(time.RFC3339))
+	s := fmt.Sprintf("latch: approval required: %s (action %s, expires %s)", e.ApprovalID, e.ActionHash, e.ExpiresAt.UTC().Format(time.RFC3339))
+	if e.Err != nil {
+		s += ": stopped waiting: " + bare(e.Err)
+	}
+	return s
 }
+
+// Unwrap returns why the wait ended, if it did.
+func (e *ApprovalRequiredError) Unwrap() error { return e.Err }
 
 // Is matches ErrApprovalRequired.
 func (e *ApprovalRequiredError) Is(target error) bool { return target == ErrApprovalRequired }

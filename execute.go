@@ -99,7 +99,7 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 			if !pr.opts.Wait {
 				return nil, nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
 			}
-			if err := g.waitApproval(ctx, a); err != nil {
+			if err := g.waitApproval(ctx, a, pr.hash); err != nil {
 				return nil, nil, err
 			}
 			approvalID = a.ID
