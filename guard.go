@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,7 +116,53 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 			return nil, err
 		}
 	}
-	return &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger)}, nil
+	g := &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger)}
+	g.logOpen(c)
+	return g, nil
+}
+
+// logOpen says, once, which store and policy the guard runs on: two replicas that silently use
+// two local stores (each its own SQLite file) would each allow what the other already did, and
+// the first log line of each must show it.
+func (g *Guard) logOpen(c Config) {
+	storeName := storeDescription(c.StoreURL)
+	if c.Store != nil {
+		storeName = fmt.Sprintf("%T (given)", c.Store)
+	}
+	policyFile := "(given in memory)"
+	if c.Policy == nil && c.PolicyPath != "" {
+		policyFile = c.PolicyPath
+		if abs, err := filepath.Abs(c.PolicyPath); err == nil {
+			policyFile = abs
+		}
+	}
+	mode := string(g.policy.Mode)
+	if mode == "" {
+		mode = string(policy.ModeEnforce)
+	}
+	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.policy.Hash,
+		"mode", mode, "environment", g.env)
+}
+
+// storeDescription is a store URL as a log line shows it: a SQLite path made absolute, a
+// Postgres URL without its password.
+func storeDescription(u string) string {
+	switch {
+	case strings.HasPrefix(u, "sqlite:"):
+		path := strings.TrimPrefix(u, "sqlite:")
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		if abs, err := filepath.Abs(path); err == nil {
+			return "sqlite:" + abs
+		}
+	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
+		if pu, err := url.Parse(u); err == nil {
+			return pu.Redacted()
+		}
+		return "postgres (unparsable URL)"
+	}
+	return u
 }
 
 // Close closes the guard's store.
