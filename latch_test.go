@@ -223,10 +223,14 @@ func TestUnknownErrorIsAmbiguous(t *testing.T) {
 		is   error
 	}{
 		{name: "error", exec: func(context.Context, Charge) (string, error) { return "", cause }, is: cause},
-		{name: "deadline", exec: func(ctx context.Context, _ Charge) (string, error) { <-ctx.Done(); return "", ctx.Err() },
-			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
-				return context.WithTimeout(ctx, 10*time.Millisecond)
-			},
+		// The deadline starts with the executor (as a provider call's own timeout would), so a
+		// slow reservation on a loaded machine cannot spend it before the executor runs.
+		{name: "deadline", exec: func(ctx context.Context, _ Charge) (string, error) {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+			defer cancel()
+			<-dctx.Done()
+			return "", dctx.Err()
+		},
 			is: context.DeadlineExceeded},
 		{name: "cancel", exec: func(ctx context.Context, _ Charge) (string, error) {
 			cancelFromExecutor(ctx)

@@ -51,7 +51,7 @@ min_go_check() {
 		GOTOOLCHAIN=go$min_go timeout --kill-after=30 900 go vet ./...
 }
 stage "build and vet with go$min_go (go.mod's minimum)" min_go_check
-stage "go test -race" go test -race -count=1 ./... "$@"
+stage "go test -race" go test -race -count=1 -timeout 25m ./... "$@"
 stage "crash matrix" scripts/crash.sh "${LATCH_CRASH_ROUNDS:-3}"
 stage soak scripts/soak.sh "${LATCH_SOAK_DURATION:-2m}"
 stage fuzz scripts/fuzz.sh "${LATCH_FUZZ_TIME:-10s}"

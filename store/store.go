@@ -348,6 +348,7 @@ type Store interface {
 	Head(ctx context.Context) (receipt.Head, error)
 	Events(ctx context.Context, f EventFilter) ([]*Event, error)
 
+	// Close releases the store; calling it again does nothing and returns the first call's error.
 	Close() error
 }
 

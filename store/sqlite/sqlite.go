@@ -53,6 +53,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	sqlitedriver "modernc.org/sqlite"
@@ -96,6 +97,9 @@ type Store struct {
 	r        *sql.DB      // the reader pool
 	writes   atomic.Int64 // committed write transactions (batches)
 	version  int          // the schema version read at a read-only open (a writer migrates to the latest)
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -292,18 +296,20 @@ func OpenDB(url string) (*sql.DB, error) {
 
 // Close closes the store's connections.
 func (s *Store) Close() error {
-	var errs []error
-	if s.wr != nil {
-		errs = append(errs, s.wr.close())
-	}
-	if s.w != nil {
-		errs = append(errs, s.w.Close())
-	}
-	errs = append(errs, s.r.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close %s: %w", s.url, err)
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.wr != nil {
+			errs = append(errs, s.wr.close())
+		}
+		if s.w != nil {
+			errs = append(errs, s.w.Close())
+		}
+		errs = append(errs, s.r.Close())
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("close %s: %w", s.url, err)
+		}
+	})
+	return s.closeErr
 }
 
 // WriteTransactions returns how many write transactions this Store has committed since it was

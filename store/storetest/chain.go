@@ -307,6 +307,14 @@ func testErrors(t *testing.T, b Backend) {
 	if _, err := f.st.Resolve(t.Context(), &store.ResolveRequest{Now: t0, Key: "charge:none", To: store.Failed, By: "cli:ana"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Resolve(unknown) = %v, want ErrNotFound", err)
 	}
+	// Close may be called more than once (a program's deferred Close after an explicit one); the
+	// fixture's cleanup closes the store again after this.
+	if err := f.st.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if err := f.st.Close(); err != nil {
+		t.Errorf("second Close() = %v, want nil", err)
+	}
 }
 
 // testWriteTransactions checks the cost of the hot path (docs/guarantees.md#the-pipeline-of-one-call): reserve + record is two write
