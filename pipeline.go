@@ -138,11 +138,16 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 	if err != nil {
 		pr.canonArgs = []byte("{}")
 		var ce *canon.Error
-		ptr := ""
+		ptr, reason := "", "invalid_argument"
 		if errors.As(err, &ce) {
 			ptr = ce.Pointer
+			if ce.KeyClash {
+				// Two keys an executor decoding with encoding/json would read as one field: the
+				// arguments as a whole could mean two things, as for a schema violation.
+				reason = policy.ReasonInvalidArguments
+			}
 		}
-		return pr, &InvalidArgumentError{Reason: "invalid_argument", Pointer: ptr, Err: err}
+		return pr, &InvalidArgumentError{Reason: reason, Pointer: ptr, Err: err}
 	}
 	args, ok := v.(map[string]any)
 	if !ok {

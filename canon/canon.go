@@ -27,6 +27,10 @@ const maxDepth = 1000
 type Error struct {
 	Pointer string // "" is the root; "/amount", "/items/0/name"
 	Reason  string // e.g. "non-integer number 0.1", "duplicate key \"a\"", "invalid UTF-8"
+	// KeyClash is set when the refusal is two keys of one object that encoding/json would decode
+	// into one struct field (they differ only in letter case): the arguments as a whole are
+	// ambiguous, rather than one value being outside the model.
+	KeyClash bool
 }
 
 // Error formats the error as "at /items/0: non-integer number 0.1"; the root is "(root)". A
@@ -146,6 +150,7 @@ type state struct {
 	v any // the value just parsed
 
 	reason string   // why the input was refused
+	clash  bool     // the refusal is two keys that fold alike
 	path   []string // escaped pointer tokens of the refused value, innermost first
 }
 
@@ -206,8 +211,15 @@ func trim(b []byte, limit int) []byte {
 // fail records why the input is refused; the callers on the way out add the pointer tokens.
 // It returns false so that refusals read as `return p.fail(...)`.
 func (p *state) fail(reason string) bool {
-	p.reason = reason
+	p.reason, p.clash = reason, false
 	p.path = p.path[:0]
+	return false
+}
+
+// failClash records the refusal of two keys, first and second, that fold alike.
+func (p *state) failClash(first, second string) bool {
+	p.fail(foldReason(first, second))
+	p.clash = true
 	return false
 }
 
@@ -224,7 +236,7 @@ func (p *state) error() error {
 		b.WriteByte('/')
 		b.WriteString(p.path[i])
 	}
-	return &Error{Pointer: b.String(), Reason: p.reason}
+	return &Error{Pointer: b.String(), Reason: p.reason, KeyClash: p.clash}
 }
 
 // escapeToken escapes a reference token as RFC 6901 requires: "~" as "~0", "/" as "~1".

@@ -191,3 +191,33 @@ func usableTag(k string) bool {
 	}
 	return true
 }
+
+// TestKeyClashMarked holds Error.KeyClash to exactly the refusals of keys that fold alike, so the
+// pipeline can name them invalid_arguments while other refusals stay invalid_argument.
+func TestKeyClashMarked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in    string
+		clash bool
+	}{
+		{`{"a":{"destination":1,"deſtination":2}}`, true},
+		{`{"Amount":1,"amount":2}`, true},
+		{`{"a":1,"a":2}`, false},
+		{`{"a":0.5}`, false},
+		{`{"x":[1,{"k":1,"K":2}]}`, true},
+	} {
+		_, err := Parse([]byte(tc.in))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("Parse(%s) = %v, want an *Error", tc.in, err)
+		}
+		if ce.KeyClash != tc.clash {
+			t.Errorf("Parse(%s).KeyClash = %v, want %v (%v)", tc.in, ce.KeyClash, tc.clash, err)
+		}
+	}
+	_, err := Marshal(map[string]any{"Amount": int64(1), "amount": int64(2)})
+	var ce *Error
+	if !errors.As(err, &ce) || !ce.KeyClash {
+		t.Errorf("Marshal(Amount, amount) = %v, want a KeyClash refusal", err)
+	}
+}

@@ -176,7 +176,7 @@ func (p *state) sortNames(base int) bool {
 	slices.SortFunc(names, compareKeys[string])
 	if x, y, clash := foldClash(p, len(names), func(i int) string { return names[i] }); clash {
 		x, y = min(x, y), max(x, y)
-		p.fail(foldReason(names[x], names[y]))
+		p.failClash(names[x], names[y])
 		return p.at(names[y])
 	}
 	return true

@@ -500,7 +500,7 @@ func (p *state) object() bool {
 			x, y = y, x
 		}
 		first, second := string(p.keyBytes(&members[x])), string(p.keyBytes(&members[y]))
-		p.fail(foldReason(first, second))
+		p.failClash(first, second)
 		return p.at(second)
 	}
 	if p.values {
