@@ -108,7 +108,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
 	case errors.As(err, &ar):
 		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, ExpiresAt: jstamp(ar.ExpiresAt)}
 		if a, err := s.g.Store().Approval(r.Context(), ar.ApprovalID); err == nil {
-			aj := newApprovalJSON(a)
+			aj := s.newApprovalJSON(a)
 			out.Approval = &aj
 		}
 		writeJSON(w, http.StatusAccepted, out)

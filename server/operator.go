@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -42,9 +43,36 @@ type approvalJSON struct {
 	CreatedAt  *string         `json:"created_at"`
 	ExpiresAt  *string         `json:"expires_at"`
 	Approver   *string         `json:"approver"`
+	// Display reads the arguments the policy gives display hints for as a person should read
+	// them (a label, money in major units); presentation only, never part of the hash.
+	Display []displayJSON `json:"display,omitempty"`
 }
 
-func newApprovalJSON(a *store.Approval) approvalJSON {
+// displayJSON is one argument read through the policy's display hints.
+type displayJSON struct {
+	Name  string  `json:"name"`
+	Label *string `json:"label"`
+	Raw   string  `json:"raw"`   // the value as canonical JSON, exactly as hashed
+	Human *string `json:"human"` // "€2,500.00 (250000 minor units)", null when no hint reads it
+}
+
+// newApprovalJSON is a as the API shows it, with the display hints of the server's policy.
+func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON {
+	aj := approvalOf(a)
+	if v, err := canon.Parse(aj.Arguments); err == nil {
+		if args, ok := v.(map[string]any); ok {
+			for _, av := range s.g.Policy().View(aj.Action, args) {
+				if av.Label != "" || av.Human != "" {
+					aj.Display = append(aj.Display, displayJSON{Name: av.Name, Label: jstr(av.Label), Raw: av.Raw, Human: jstr(av.Human)})
+				}
+			}
+		}
+	}
+	return aj
+}
+
+// approvalOf is a as the API shows it, before the policy's reading of its arguments.
+func approvalOf(a *store.Approval) approvalJSON {
 	var d struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -114,7 +142,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller
 	}
 	out := make([]approvalJSON, len(list))
 	for i, a := range list {
-		out[i] = newApprovalJSON(a)
+		out[i] = s.newApprovalJSON(a)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
 }
@@ -134,7 +162,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, newApprovalJSON(a))
+	writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
 }
 
 // answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
@@ -175,7 +203,7 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		case err != nil:
 			writeProblem(w, problemOf(err))
 		default:
-			writeJSON(w, http.StatusOK, newApprovalJSON(a))
+			writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
@@ -29,6 +30,9 @@ schema: latch.policy/v1
 actions:
   billing.charge:
     effect: "charge:{invoice_id}"
+    arguments:
+      invoice_id: { type: string, display: { label: Invoice } }
+      amount: { type: integer, display: { money: { minor_units: 2, currency: EUR } } }
     rules:
       - when: { amount_lte: 50000 }
         decision: allow
@@ -443,8 +447,20 @@ func TestApprovalOverHTTP(t *testing.T) {
 				t.Fatalf("over the limit = %d %s", r.status, r.raw)
 			}
 			apr := r.body["approval_id"].(string)
-			if g := s.do("GET", "/v1/approvals/"+apr, s.alice, nil); g.status != 200 || g.body["status"] != "pending" {
+			g := s.do("GET", "/v1/approvals/"+apr, s.alice, nil)
+			if g.status != 200 || g.body["status"] != "pending" {
 				t.Errorf("agent reads its request = %d %s", g.status, g.raw)
+			}
+			// The policy's display hints read the arguments for the human; the raw value stays.
+			wantDisplay := []any{
+				map[string]any{"name": "invoice_id", "label": "Invoice", "raw": `"inv_9"`, "human": nil},
+				map[string]any{"name": "amount", "label": nil, "raw": "90000", "human": "€900.00 (90000 minor units)"},
+			}
+			if diff := cmp.Diff(wantDisplay, g.body["display"]); diff != "" {
+				t.Errorf("approval display (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantDisplay, r.body["approval"].(map[string]any)["display"]); diff != "" {
+				t.Errorf("approval_required display (-want +got):\n%s", diff)
 			}
 			wantProblem(t, "another agent reads it", s.do("GET", "/v1/approvals/"+apr, s.bob, nil), 404, "approval_not_found")
 			wantProblem(t, "present before granted", s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge",
