@@ -2,19 +2,14 @@ package latch_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
@@ -29,47 +24,18 @@ func newEnvOn(t *testing.T, backend, doc string) *env {
 	if backend == "sqlite" {
 		return newEnv(t, doc)
 	}
-	base := os.Getenv("LATCH_TEST_POSTGRES_URL")
-	if base == "" {
-		if os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("LATCH_REQUIRE_POSTGRES=1 but LATCH_TEST_POSTGRES_URL is unset")
-		}
-		t.Skip("LATCH_TEST_POSTGRES_URL is unset (scripts/test.sh sets it)")
-	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "latch_root_" + hex.EncodeToString(b)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	storeURL := testdb.PostgresURL(t, "latch_root")
 	p, err := policy.Parse("latch.yaml", []byte(doc))
 	if err != nil {
 		t.Fatalf("Parse policy: %v", err)
 	}
 	c := newClock()
-	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: u.String(), Now: c.Now})
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL, Now: c.Now})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { g.Close() })
-	return &env{g: g, clock: c, url: u.String()}
+	return &env{g: g, clock: c, url: storeURL}
 }
 
 // receiptCount is the number of receipts in the store.

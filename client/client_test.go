@@ -2,23 +2,19 @@ package client_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/client"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -51,43 +47,7 @@ type Payout struct {
 	Amount   int64  `json:"amount"`
 }
 
-func storeURL(t *testing.T, backend string) string {
-	t.Helper()
-	if backend == "sqlite" {
-		return "sqlite:" + t.TempDir() + "/state.db"
-	}
-	base := os.Getenv("LATCH_TEST_POSTGRES_URL")
-	if base == "" {
-		if os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("LATCH_REQUIRE_POSTGRES=1 but LATCH_TEST_POSTGRES_URL is unset")
-		}
-		t.Skip("LATCH_TEST_POSTGRES_URL is unset (scripts/test.sh sets it)")
-	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "latch_client_" + hex.EncodeToString(b)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return u.String()
-}
+func storeURL(t *testing.T, backend string) string { return testdb.URL(t, backend, "latch_client") }
 
 func openGuard(t *testing.T, backend string) *latch.Guard {
 	t.Helper()

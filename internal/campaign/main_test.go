@@ -3,15 +3,10 @@ package campaign
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
+	"github.com/latchkit/latch/internal/testdb"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) {
@@ -32,40 +27,7 @@ var backends = []backend{
 
 // postgresURL returns a URL naming a fresh schema on the test server (dropped at cleanup), or
 // skips when no server is configured (fails under LATCH_REQUIRE_POSTGRES=1).
-func postgresURL(t *testing.T, _ string) string {
-	t.Helper()
-	raw := os.Getenv("LATCH_TEST_POSTGRES_URL")
-	if raw == "" {
-		if os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("LATCH_TEST_POSTGRES_URL is unset and LATCH_REQUIRE_POSTGRES=1: run ./scripts/test.sh, which starts a server")
-		}
-		t.Skip("LATCH_TEST_POSTGRES_URL is unset: skipping Postgres (./scripts/test.sh starts a server)")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("url.Parse(LATCH_TEST_POSTGRES_URL) = %v", err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:]) // crypto/rand never fails
-	schema := "campaign_" + hex.EncodeToString(b[:])
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
-	return u.String()
-}
+func postgresURL(t *testing.T, _ string) string { return testdb.PostgresURL(t, "campaign") }
 
 // runChild runs a driver process to its end and returns its stdout, its exit state and its
 // stderr.
