@@ -41,3 +41,14 @@ type TokenStore interface {
 	// there is no such token, ErrRevoked when it is already revoked.
 	RevokeToken(ctx context.Context, id string, now time.Time) (*Token, error)
 }
+
+// CheckToken refuses a token whose id, hash, kind or names no backend can keep faithfully (a
+// NUL byte, or longer than MaxText), as ErrInvalidInput, before anything is written; and one
+// without an id or hash.
+func CheckToken(t *Token) error {
+	if t == nil || t.ID == "" || t.Hash == "" {
+		return &InputError{Field: "token", Reason: "has no id or hash"}
+	}
+	return checkTexts("token id", t.ID, "token hash", t.Hash, "token kind", t.Kind,
+		"token agent", t.Agent, "token user", t.User, "token approver", t.Approver)
+}

@@ -20,8 +20,8 @@ const tokenColumns = `token_id, hash, kind, agent, principal_user, approver, cre
 
 // CreateToken inserts a token; an existing id or hash is an error.
 func (s *Store) CreateToken(ctx context.Context, tk *store.Token) error {
-	if tk == nil || tk.ID == "" || tk.Hash == "" {
-		return errors.New("create token: no id or hash")
+	if err := store.CheckToken(tk); err != nil {
+		return fmt.Errorf("create token: %w", err)
 	}
 	created, err1 := nanos(tk.CreatedAt)
 	expires, err2 := nanos(tk.ExpiresAt)
@@ -39,6 +39,9 @@ func (s *Store) CreateToken(ctx context.Context, tk *store.Token) error {
 
 // TokenByHash returns the token whose secret hashes to hash.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	if err := store.CheckText("token hash", hash); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
 	if s.version < tokensVersion {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
@@ -62,6 +65,9 @@ func (s *Store) Tokens(ctx context.Context) ([]*store.Token, error) {
 
 // RevokeToken marks a token revoked, compare-and-set on its not being revoked yet.
 func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (*store.Token, error) {
+	if err := store.CheckText("token id", id); err != nil {
+		return nil, fmt.Errorf("revoke token: %w", err)
+	}
 	op := "revoke token " + id
 	at, err := nanos(now)
 	if err != nil || !at.Valid {

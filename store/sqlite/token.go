@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,8 +18,8 @@ const tokenColumns = `token_id, hash, kind, agent, principal_user, approver, cre
 
 // CreateToken inserts a token.
 func (s *Store) CreateToken(ctx context.Context, tk *store.Token) error {
-	if tk == nil || tk.ID == "" || tk.Hash == "" {
-		return errors.New("create token: no id or hash")
+	if err := store.CheckToken(tk); err != nil {
+		return fmt.Errorf("create token: %w", err)
 	}
 	var b binder
 	created, expires := b.time(tk.CreatedAt), b.time(tk.ExpiresAt)
@@ -40,6 +39,9 @@ func (s *Store) CreateToken(ctx context.Context, tk *store.Token) error {
 
 // TokenByHash returns the token whose secret hashes to hash.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	if err := store.CheckText("token hash", hash); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
 	if s.readOnly && s.version < tokensVersion {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
@@ -67,6 +69,9 @@ func (s *Store) Tokens(ctx context.Context) ([]*store.Token, error) {
 
 // RevokeToken marks a token revoked.
 func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (*store.Token, error) {
+	if err := store.CheckText("token id", id); err != nil {
+		return nil, fmt.Errorf("revoke token: %w", err)
+	}
 	var out *store.Token
 	err := s.write(ctx, func(t *txn) error {
 		var tk *store.Token

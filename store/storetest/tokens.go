@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,26 @@ func testTokens(t *testing.T, b Backend) {
 	dupID.Hash = "sha256:" + newID("")[:32] + newID("")[:32]
 	if err := ts.CreateToken(ctx, &dupID); err == nil {
 		t.Errorf("CreateToken with an existing id succeeded")
+	}
+
+	// Values no backend keeps faithfully are refused alike, before anything is written.
+	long := strings.Repeat("x", store.MaxText+1)
+	for name, bad := range map[string]store.Token{
+		"NUL in id":       {ID: "tok_\x00a", Hash: "sha256:" + newID(""), Kind: store.TokenAgent, Agent: "a", CreatedAt: t0},
+		"long hash":       {ID: newID("tok_"), Hash: long, Kind: store.TokenAgent, Agent: "a", CreatedAt: t0},
+		"NUL in approver": {ID: newID("tok_"), Hash: "sha256:" + newID(""), Kind: store.TokenApprover, Approver: "b\x00ob", CreatedAt: t0},
+		"long agent":      {ID: newID("tok_"), Hash: "sha256:" + newID(""), Kind: store.TokenAgent, Agent: long, CreatedAt: t0},
+		"no hash":         {ID: newID("tok_"), Kind: store.TokenAgent, Agent: "a", CreatedAt: t0},
+	} {
+		if err := ts.CreateToken(ctx, &bad); !errors.Is(err, store.ErrInvalidInput) {
+			t.Errorf("CreateToken(%s) err = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if _, err := ts.TokenByHash(ctx, "sha256:\x00"); !errors.Is(err, store.ErrInvalidInput) {
+		t.Errorf("TokenByHash(NUL) err = %v, want ErrInvalidInput", err)
+	}
+	if _, err := ts.RevokeToken(ctx, long, t0); !errors.Is(err, store.ErrInvalidInput) {
+		t.Errorf("RevokeToken(long id) err = %v, want ErrInvalidInput", err)
 	}
 
 	got, err := ts.TokenByHash(ctx, agent.Hash)
