@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -39,6 +41,9 @@ type Config struct {
 	Stderr io.Writer
 	// Logger receives the gateway's warnings; nil is slog.Default().
 	Logger *slog.Logger
+	// Now is the clock a granted approval's expiry is read by when a re-sent call is matched to
+	// it; nil is time.Now. Give it the guard's clock.
+	Now func() time.Time
 }
 
 // Gateway forwards the tool calls of MCP agents to upstream MCP servers through a latch Guard.
@@ -56,6 +61,7 @@ type Tool struct {
 	UpstreamAs string // the upstream's own name for it
 	ErrorsMean string // policy.ErrorsMeanUnknown or policy.ErrorsMeanNotExecuted
 	def        *mcp.Tool
+	approves   bool // some rule of the tool's action asks a human: re-sent calls look for a grant
 }
 
 type upstream struct {
@@ -74,6 +80,9 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 	g := &Gateway{cfg: *cfg, upstreams: map[string]*upstream{}}
 	if g.cfg.Logger == nil {
 		g.cfg.Logger = slog.Default()
+	}
+	if g.cfg.Now == nil {
+		g.cfg.Now = time.Now
 	}
 	if g.cfg.Stderr == nil {
 		g.cfg.Stderr = io.Discard
@@ -128,6 +137,9 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 			Upstream: u.Alias, UpstreamAs: def.Name, ErrorsMean: policy.ErrorsMeanUnknown, def: def}
 		if s := u.Tools[def.Name]; s != nil {
 			t.ErrorsMean = s.ErrorsMean
+		}
+		if a := g.cfg.Guard.Policy().Actions[t.Action]; a != nil {
+			t.approves = asks(a)
 		}
 		g.tools = append(g.tools, t)
 	}
@@ -185,6 +197,15 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		ctx = latch.WithPrincipal(ctx, p)
+		if t.approves {
+			id, err := g.grantFor(ctx, t, args)
+			if err != nil {
+				return nil, wireError(CodeInternal, Refusal{Reason: "internal", Action: t.Action, Detail: err.Error()})
+			}
+			if id != "" {
+				ctx = latch.WithApproval(ctx, id)
+			}
+		}
 		var result *mcp.CallToolResult
 		rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
 			func(ctx context.Context, a json.RawMessage) (any, error) {
@@ -200,6 +221,51 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		}
 		return result, nil
 	}
+}
+
+// grantFor returns the id of a granted, unexpired approval bound to the exact action this call
+// is — same tool, same canonical arguments, same principal and environment, so the same action
+// hash — or "" when there is none or the policy would not ask a human for it now. This is how a
+// call refused approval_required proceeds once a person grants it: the agent re-sends the same
+// call and needs no argument of latch's own. A re-send with other arguments hashes differently
+// and matches nothing; two re-sends racing for one grant are settled by the reservation, which
+// spends it once.
+func (g *Gateway) grantFor(ctx context.Context, t *Tool, args json.RawMessage) (string, error) {
+	ev, err := g.cfg.Guard.Evaluate(ctx, &latch.Call{Action: t.Action, Arguments: args})
+	if err != nil || ev.Decision != policy.Approve {
+		return "", nil // Execute refuses or runs it as it would without a grant
+	}
+	granted, err := g.cfg.Guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Granted})
+	if err != nil {
+		return "", fmt.Errorf("gateway: look for a granted approval of %s: %w", t.Action, err)
+	}
+	now := g.cfg.Now()
+	var best *store.Approval
+	for _, a := range granted {
+		if a.ActionHash != ev.ActionHash || !now.Before(a.ExpiresAt) {
+			continue
+		}
+		if best == nil || a.CreatedAt.Before(best.CreatedAt) {
+			best = a
+		}
+	}
+	if best == nil {
+		return "", nil
+	}
+	return best.ID, nil
+}
+
+// asks reports whether the action's policy can ask a human (approve, by any rule).
+func asks(a *policy.Action) bool {
+	if a.Decision == policy.Approve {
+		return true
+	}
+	for _, r := range a.Rules {
+		if r.Decision == policy.Approve {
+			return true
+		}
+	}
+	return false
 }
 
 // call sends one tools/call to the upstream and says what its failure means for the outcome.

@@ -124,7 +124,42 @@ func (e *env) ledgerLines(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Split(strings.TrimSpace(string(b)), "\n")
+	return completeLines(b)
+}
+
+// completeLines returns the complete lines of a ledger. The upstream creates the file and then
+// writes its line, so a reader can find it empty or holding part of a line: those are not
+// refunds yet. (Splitting the whole text once read an empty file as one empty line, and the
+// killed-upstream test then took the pid from a line with no fields.)
+func completeLines(b []byte) []string {
+	var out []string
+	for {
+		line, rest, ok := bytes.Cut(b, []byte("\n"))
+		if !ok {
+			return out
+		}
+		out = append(out, string(line))
+		b = rest
+	}
+}
+
+func TestCompleteLinesIgnorePartialWrites(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int
+	}{
+		{"", 0},
+		{"4242 refund", 0},
+		{"4242 refund ord_1 5\n", 1},
+		{"4242 refund ord_1 5\n4242 ref", 1},
+		{"4242 refund ord_1 5\n4242 refund ord_2 6\n", 2},
+	}
+	for _, tt := range tests {
+		if got := completeLines([]byte(tt.in)); len(got) != tt.want {
+			t.Errorf("completeLines(%q) = %q, want %d lines", tt.in, got, tt.want)
+		}
+	}
 }
 
 // refusalOf returns the JSON-RPC code and data of a gateway error.
@@ -394,7 +429,7 @@ func TestHTTPBearerToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e.gw.Handler(ts, nil))
+	srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: ts}))
 	t.Cleanup(srv.Close)
 	connect := func(token string) (*mcp.ClientSession, error) {
 		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}
@@ -433,5 +468,50 @@ func TestHTTPBearerToken(t *testing.T) {
 	}
 	if !found {
 		t.Error("no receipt for refund:ord_7")
+	}
+}
+
+// A call refused approval_required proceeds once a person grants the request: the agent re-sends
+// the same call, the gateway finds the grant by the action's hash, and the tool runs once. A
+// re-send with other arguments is another action and matches nothing.
+func TestApprovalMatchedOnResend(t *testing.T) {
+	t.Parallel()
+	pol := strings.Replace(testPolicy, "    decision: allow\n  mcp.payments.balance:", "    decision: approve\n  mcp.payments.balance:", 1)
+	e := setupWith(t, pol, latch.Principal{Agent: "support-bot"})
+	ctx := t.Context()
+	_, err := refund(ctx, e.agent, "ord_8", 2500)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeApprovalRequired {
+		t.Fatalf("first refund = %d %+v, want %d approval_required", code, r, gateway.CodeApprovalRequired)
+	}
+	if _, err := e.guard.Approve(ctx, r.ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// Other arguments: another action hash, so the grant does not apply and a new request is made.
+	_, err = refund(ctx, e.agent, "ord_8", 9999)
+	code, r2 := refusalOf(t, err)
+	if code != gateway.CodeApprovalRequired || r2.ApprovalID == r.ApprovalID || r2.ActionHash == r.ActionHash {
+		t.Fatalf("refund with another amount = %d %+v, want a new approval_required (not %s)", code, r2, r.ApprovalID)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 0 {
+		t.Fatalf("ledger = %q, want nothing run before the granted call is re-sent", lines)
+	}
+	if _, err := refund(ctx, e.agent, "ord_8", 2500); err != nil {
+		t.Fatalf("re-sent granted refund: %v", err)
+	}
+	a, err := e.guard.Store().Approval(ctx, r.ApprovalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != store.Consumed {
+		t.Errorf("approval %s = %s, want consumed", a.ID, a.Status)
+	}
+	// Sent a third time: the grant is spent and the effect committed, so nothing runs again.
+	_, err = refund(ctx, e.agent, "ord_8", 2500)
+	if code, r3 := refusalOf(t, err); code != gateway.CodeDuplicate && code != gateway.CodeApprovalRequired {
+		t.Errorf("third refund = %d %+v, want a refusal", code, r3)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want exactly one refund", lines)
 	}
 }

@@ -5,53 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"time"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Handler serves the gateway over streamable HTTP. Every request must carry an agent API token
-// of `latch serve` (Authorization: Bearer latch_…) found in tokens, unrevoked and unexpired; the
-// session's principal is the token's. A request without one is refused 401 before it reaches
-// MCP. now is the clock tokens expire by; nil is time.Now.
-func (g *Gateway) Handler(tokens store.TokenStore, now func() time.Time) http.Handler {
-	if now == nil {
-		now = time.Now
-	}
+// Handler serves the gateway over streamable HTTP. Every request must carry a credential that
+// a authenticates as an agent: an agent API token of `latch serve` (Authorization: Bearer
+// latch_…), unrevoked and unexpired, or — when a.Identity is set — a credential it verifies,
+// such as a JWT. The session's principal is the credential's. A request without one, or with an
+// approver token, is refused 401 before it reaches MCP, and a session is bound to the
+// credential it started with.
+func (g *Gateway) Handler(a *server.Authenticator) http.Handler {
 	srv := g.Server()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	verify := func(ctx context.Context, cred string, _ *http.Request) (*auth.TokenInfo, error) {
-		return verifyToken(ctx, tokens, cred, now())
+		return verifyAgent(ctx, a, cred)
 	}
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
 
-// verifyToken returns the session's token info for an agent token; every refusal unwraps to
-// auth.ErrInvalidToken (401) except a store failure (500).
-func verifyToken(ctx context.Context, tokens store.TokenStore, cred string, now time.Time) (*auth.TokenInfo, error) {
-	if !strings.HasPrefix(cred, server.TokenPrefix) {
-		return nil, fmt.Errorf("%w: not a latch API token", auth.ErrInvalidToken)
+// verifyAgent returns the session's token info for an agent credential; every refusal unwraps
+// to auth.ErrInvalidToken (401) except a store failure (500).
+func verifyAgent(ctx context.Context, a *server.Authenticator, cred string) (*auth.TokenInfo, error) {
+	c, err := a.Authenticate(ctx, cred)
+	if err != nil {
+		var ae *server.AuthError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			return nil, fmt.Errorf("%w: %s (%s)", auth.ErrInvalidToken, ae.Detail, ae.Reason)
+		}
+		return nil, fmt.Errorf("gateway: authenticate: %w", err)
 	}
-	tk, err := tokens.TokenByHash(ctx, server.HashToken(cred))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("%w: unknown token", auth.ErrInvalidToken)
-	case err != nil:
-		return nil, fmt.Errorf("gateway: read tokens: %w", err)
-	case !tk.RevokedAt.IsZero():
-		return nil, fmt.Errorf("%w: token %s was revoked", auth.ErrInvalidToken, tk.ID)
-	case !tk.ExpiresAt.IsZero() && !now.Before(tk.ExpiresAt):
-		return nil, fmt.Errorf("%w: token %s expired", auth.ErrInvalidToken, tk.ID)
-	case tk.Kind != store.TokenAgent:
-		return nil, fmt.Errorf("%w: token %s is an approver token: tool calls need an agent token", auth.ErrInvalidToken, tk.ID)
+	if c.Kind != store.TokenAgent {
+		return nil, fmt.Errorf("%w: token %s is an approver token: tool calls need an agent's credential", auth.ErrInvalidToken, c.TokenID)
 	}
-	p := latch.Principal{Agent: tk.Agent, User: tk.User, Issuer: "latch-token:" + tk.ID}
-	// UserID binds the MCP session to the token: the SDK refuses a request of the session
-	// that presents another.
-	return &auth.TokenInfo{UserID: tk.ID, Expiration: tk.ExpiresAt, Extra: map[string]any{principalKey: p}}, nil
+	return &auth.TokenInfo{UserID: sessionUser(c), Expiration: c.ExpiresAt, Extra: map[string]any{principalKey: c.Principal}}, nil
+}
+
+// sessionUser names the credential an MCP session is bound to: the SDK refuses a request of
+// the session that presents another.
+func sessionUser(c *server.Caller) string {
+	if c.TokenID != "" {
+		return c.TokenID
+	}
+	p := c.Principal
+	return fmt.Sprintf("%q %q %q", p.Issuer, p.Agent, p.User)
 }

@@ -80,6 +80,86 @@ func CreateToken(ctx context.Context, ts store.TokenStore, req *NewToken, now ti
 	return secret, tk, nil
 }
 
+// Authenticator checks bearer credentials: the latch API tokens kept in Tokens and, when
+// Identity is set, any other credential Identity verifies (a JWT, with the identity package).
+// latch serve, latch gateway and latch mcp-operator share it, so one credential means the same
+// principal or approver on each. Checking writes nothing.
+type Authenticator struct {
+	Tokens   store.TokenStore
+	Identity latch.IdentityProvider
+	Now      func() time.Time // the clock tokens expire by; nil is time.Now
+}
+
+// Caller is an authenticated credential.
+type Caller struct {
+	Kind      string          // store.TokenAgent or store.TokenApprover
+	Principal latch.Principal // an agent credential's principal
+	Approver  string          // an approver token's name
+	TokenID   string          // the API token's id; "" for a credential Identity verified
+	ExpiresAt time.Time       // when the credential stops being accepted; zero for never
+}
+
+// AuthError is a refused credential: the HTTP status and the snake_case reason latch serve
+// answers with (unauthenticated, invalid_token, token_revoked, token_expired,
+// store_unavailable), and a detail for people that never quotes the credential.
+type AuthError struct {
+	Status int
+	Reason string
+	Detail string
+}
+
+func (e *AuthError) Error() string { return e.Reason + ": " + e.Detail }
+
+func authError(status int, reason, detail string) *AuthError {
+	return &AuthError{Status: status, Reason: reason, Detail: detail}
+}
+
+// Authenticate checks cred, the credential of an Authorization: Bearer header. A refusal is an
+// *AuthError.
+func (a *Authenticator) Authenticate(ctx context.Context, cred string) (*Caller, error) {
+	if cred == "" {
+		return nil, authError(http.StatusUnauthorized, "unauthenticated", "no credential: send Authorization: Bearer TOKEN")
+	}
+	if !strings.HasPrefix(cred, TokenPrefix) {
+		if a.Identity == nil {
+			return nil, authError(http.StatusUnauthorized, "invalid_token", "not a latch API token, and this server verifies no other credential")
+		}
+		p, err := a.Identity.Principal(latch.WithCredential(ctx, cred))
+		var expired *latch.ExpiredCredentialError
+		switch {
+		case errors.As(err, &expired):
+			return nil, authError(http.StatusUnauthorized, "token_expired", "the credential expired at "+expired.Principal.ExpiresAt.UTC().Format(time.RFC3339))
+		case err != nil:
+			return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential does not verify: "+err.Error())
+		case p.Agent == "":
+			return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential names no agent")
+		}
+		return &Caller{Kind: store.TokenAgent, Principal: p, ExpiresAt: p.ExpiresAt}, nil
+	}
+	tk, err := a.Tokens.TokenByHash(ctx, HashToken(cred))
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, authError(http.StatusUnauthorized, "invalid_token", "unknown token")
+	case err != nil:
+		return nil, authError(http.StatusServiceUnavailable, "store_unavailable", "cannot read tokens: "+err.Error())
+	case !tk.RevokedAt.IsZero():
+		return nil, authError(http.StatusUnauthorized, "token_revoked", fmt.Sprintf("token %s was revoked at %s", tk.ID, tk.RevokedAt.UTC().Format(time.RFC3339)))
+	case !tk.ExpiresAt.IsZero() && !now().Before(tk.ExpiresAt):
+		return nil, authError(http.StatusUnauthorized, "token_expired", fmt.Sprintf("token %s expired at %s", tk.ID, tk.ExpiresAt.UTC().Format(time.RFC3339)))
+	}
+	c := &Caller{Kind: tk.Kind, TokenID: tk.ID, ExpiresAt: tk.ExpiresAt}
+	if tk.Kind == store.TokenApprover {
+		c.Approver = tk.Approver
+	} else {
+		c.Principal = latch.Principal{Agent: tk.Agent, User: tk.User, Issuer: "latch-token:" + tk.ID}
+	}
+	return c, nil
+}
+
 // caller is an authenticated request's credential.
 type caller struct {
 	kind      string // store.TokenAgent or store.TokenApprover
@@ -99,40 +179,15 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
 		return nil, problem(http.StatusUnauthorized, "unauthenticated", "the Authorization header must be Bearer TOKEN")
 	}
-	if !strings.HasPrefix(cred, TokenPrefix) {
-		if s.cfg.Identity == nil {
-			return nil, problem(http.StatusUnauthorized, "invalid_token", "not a latch API token, and this server verifies no other credential")
+	c, err := s.auth.Authenticate(r.Context(), cred)
+	if err != nil {
+		var ae *AuthError
+		if !errors.As(err, &ae) {
+			ae = authError(http.StatusServiceUnavailable, "store_unavailable", err.Error())
 		}
-		p, err := s.cfg.Identity.Principal(latch.WithCredential(r.Context(), cred))
-		var expired *latch.ExpiredCredentialError
-		switch {
-		case errors.As(err, &expired):
-			return nil, problem(http.StatusUnauthorized, "token_expired", "the credential expired at "+expired.Principal.ExpiresAt.UTC().Format(time.RFC3339))
-		case err != nil:
-			return nil, problem(http.StatusUnauthorized, "invalid_token", "the credential does not verify: "+err.Error())
-		case p.Agent == "":
-			return nil, problem(http.StatusUnauthorized, "invalid_token", "the credential names no agent")
-		}
-		return &caller{kind: store.TokenAgent, principal: p}, nil
+		return nil, problem(ae.Status, ae.Reason, ae.Detail)
 	}
-	tk, err := s.tokens.TokenByHash(r.Context(), HashToken(cred))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, problem(http.StatusUnauthorized, "invalid_token", "unknown token")
-	case err != nil:
-		return nil, problem(http.StatusServiceUnavailable, "store_unavailable", "cannot read tokens: "+err.Error())
-	case !tk.RevokedAt.IsZero():
-		return nil, problem(http.StatusUnauthorized, "token_revoked", fmt.Sprintf("token %s was revoked at %s", tk.ID, tk.RevokedAt.UTC().Format(time.RFC3339)))
-	case !tk.ExpiresAt.IsZero() && !s.cfg.Now().Before(tk.ExpiresAt):
-		return nil, problem(http.StatusUnauthorized, "token_expired", fmt.Sprintf("token %s expired at %s", tk.ID, tk.ExpiresAt.UTC().Format(time.RFC3339)))
-	}
-	c := &caller{kind: tk.Kind}
-	if tk.Kind == store.TokenApprover {
-		c.approver = tk.Approver
-	} else {
-		c.principal = latch.Principal{Agent: tk.Agent, User: tk.User, Issuer: "latch-token:" + tk.ID}
-	}
-	return c, nil
+	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver}, nil
 }
 
 // agentOnly refuses an approver credential where a principal proposes.

@@ -56,6 +56,7 @@ type Server struct {
 	g      *latch.Guard
 	cfg    Config
 	tokens store.TokenStore
+	auth   *Authenticator
 	log    *slog.Logger
 	h      http.Handler
 	doc    []byte // the OpenAPI document
@@ -111,7 +112,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: store %T keeps no API tokens", g.Store())
 	}
-	s := &Server{g: g, cfg: c, tokens: ts, log: c.Logger, stopping: make(chan struct{})}
+	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now}, log: c.Logger, stopping: make(chan struct{})}
 	s.h = s.routes()
 	s.doc = s.openAPI()
 	return s, nil
