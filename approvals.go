@@ -10,27 +10,41 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// requestApproval stores a pending approval request bound to the call's action hash.
-func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID string) (*store.Approval, error) {
+// requestApproval stores a pending approval request bound to the call's action hash, unless
+// the call's reservation would be refused: a human is asked only about a call that can still
+// run. The store decides that with a probe of the reservation in the request's own transaction
+// (store.ApprovalRequest); a refused probe writes the receipt the reservation would have
+// written, and the call gets the reservation's error. reconciled are the events of a reconcile
+// hook asked first, as the reservation would have asked it.
+func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID string, started time.Time, reconciled []store.Event) (*store.Approval, *Receipt, error) {
 	now := g.cfg.Now()
 	ttl := g.cfg.ApprovalTTL
 	if pr.action != nil && pr.action.ApprovalTTL > 0 {
 		ttl = pr.action.ApprovalTTL
 	}
-	a := &store.Approval{
-		ID: newID("apr_"), Status: store.Pending, ActionHash: pr.hash, Action: pr.doc, ActionName: pr.call.Action,
-		Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: g.policy.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	req := &store.ApprovalRequest{
+		Now: now,
+		Approval: &store.Approval{
+			ID: newID("apr_"), Status: store.Pending, ActionHash: pr.hash, Action: pr.doc, ActionName: pr.call.Action,
+			Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: g.policy.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		},
+		Events: append(g.proposal(pr, actionID, now), reconciled...),
+		Probe: &store.ReserveRequest{
+			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
+			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Receipt: g.draft(pr, actionID, started),
+		},
 	}
-	events := append(g.proposal(pr, actionID, now), store.NewEvent(store.EventApprovalRequested, now, actionID, pr.key, a.ID,
-		map[string]any{"action_hash": pr.hash, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339Nano)}))
-	for i := range events {
-		events[i].ApprovalID = a.ID
+	res, err := g.store.CreateApproval(ctx, req)
+	if err != nil {
+		return nil, nil, wrapOp("request approval for "+safetext.Quote(pr.call.Action), err)
 	}
-	if err := g.store.CreateApproval(ctx, a, events); err != nil {
-		return nil, wrapOp("request approval for "+safetext.Quote(pr.call.Action), err)
+	if r := res.Refused; r != nil {
+		out := newReceipt(r.Document, derefSealed(r.Receipt), nil)
+		g.emit(ctx, out, res.Events)
+		return nil, out, refusalError(pr.key, "", r)
 	}
-	g.emit(ctx, nil, events)
-	return a, nil
+	g.emit(ctx, nil, res.Events)
+	return res.Approval, nil, nil
 }
 
 // waitApproval blocks until a is answered or expires, polling with backoff

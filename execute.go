@@ -92,9 +92,17 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	case policy.Allow:
 	case policy.Approve:
 		if approvalID == "" {
-			a, err := g.requestApproval(ctx, pr, actionID)
+			// The reservation would ask the reconcile hook first: so does the request.
+			var reconciled []store.Event
+			if pr.key != "" && pr.opts.Reconcile != nil {
+				var err error
+				if reconciled, err = g.reconcile(ctx, pr, actionID); err != nil {
+					return nil, nil, err
+				}
+			}
+			a, rc, err := g.requestApproval(ctx, pr, actionID, started, reconciled)
 			if err != nil {
-				return nil, nil, err
+				return nil, rc, err
 			}
 			if !pr.opts.Wait {
 				return nil, nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}

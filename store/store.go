@@ -334,8 +334,10 @@ type Store interface {
 	// Resolve moves an ambiguous effect to committed or failed; ErrNotAmbiguous otherwise.
 	Resolve(ctx context.Context, req *ResolveRequest) (*Effect, error)
 
-	// CreateApproval stores a pending approval request and its events.
-	CreateApproval(ctx context.Context, a *Approval, events []Event) error
+	// CreateApproval stores a pending approval request and its events, unless its probe
+	// reservation would be refused: then it writes that refusal as Reserve would, and no request
+	// (see ApprovalRequest), in one transaction.
+	CreateApproval(ctx context.Context, req *ApprovalRequest) (*ApprovalResult, error)
 	// AnswerApproval grants or denies a pending request; *AnswerError when it cannot.
 	AnswerApproval(ctx context.Context, req *AnswerRequest) (*Approval, error)
 

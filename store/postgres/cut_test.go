@@ -506,7 +506,7 @@ func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
 		ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: hash, ActionName: "billing.charge",
 		Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
-	if err := st.CreateApproval(t.Context(), a, nil); err != nil {
+	if _, err := st.CreateApproval(t.Context(), &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.AnswerApproval(t.Context(), &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"}); err != nil {

@@ -254,7 +254,7 @@ func TestReadOnly(t *testing.T) {
 	if _, err := r.Reserve(ctx, newCutCall("ro2").reserveReq(time.Now())); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("read-only Reserve = %v, want ErrReadOnly", err)
 	}
-	if err := r.CreateApproval(ctx, &store.Approval{ID: "apr_x"}, nil); !errors.Is(err, ErrReadOnly) {
+	if _, err := r.CreateApproval(ctx, &store.ApprovalRequest{Approval: &store.Approval{ID: "apr_x"}}); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("read-only CreateApproval = %v, want ErrReadOnly", err)
 	}
 }

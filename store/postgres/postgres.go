@@ -35,8 +35,8 @@
 //
 //  1. the chain head (chain_head, one row), locked with SELECT … FOR UPDATE before anything else
 //     by every transaction that may append a receipt: Reserve (a refused reservation appends
-//     its blocked receipt) and Record, alone or in a group-commit batch, whether or not it turns
-//     out to append;
+//     its blocked receipt), CreateApproval (a refused probe does too) and Record, alone or in a
+//     group-commit batch, whether or not it turns out to append;
 //  2. effect rows, in effect-key order (an INSERT … ON CONFLICT DO NOTHING of a key that another
 //     transaction has inserted but not committed waits for it as an UPDATE waits for a row lock);
 //  3. approval rows, in approval-id order;
@@ -45,8 +45,8 @@
 //
 // Transactions that take no head lock hold one row at most and wait for nothing else while they
 // hold it: ExtendLease and Resolve an effect row, AnswerApproval an approval row, Revoke the
-// delegation it names (its foreign key), RevokeToken a token row; CreateApproval, Delegate and
-// CreateToken insert under fresh ids. So
+// delegation it names (its foreign key), RevokeToken a token row; Delegate and CreateToken insert
+// under fresh ids. So
 // among the transactions
 // that lock several rows, the head orders everything: one of them holds it, the others wait for
 // it before they hold anything. A new write method must keep to this order; the head-first rule

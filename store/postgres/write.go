@@ -120,19 +120,57 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 	return w.result.(*store.Effect), nil
 }
 
-// CreateApproval stores a pending approval request and its events.
-func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
-	if err := store.CheckNewApproval(a, events); err != nil {
-		return fmt.Errorf("create approval: %w", err)
+// CreateApproval stores a pending approval request and its events in one transaction, unless
+// its probe reservation would be refused: then the refusal is written as Reserve writes it, and
+// no request (store.ApprovalRequest). It may append a receipt, so it locks the chain head first
+// (the lock order), then reads the effect under the probe's key: a reservation that commits
+// concurrently is either seen or ordered after the request.
+func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) (*store.ApprovalResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("create approval: %w", err)
 	}
-	_, err := s.write(ctx, "create approval "+a.ID, func(ctx context.Context, t *txn) error {
-		if err := t.insertApproval(ctx, a); err != nil {
+	w, err := s.write(ctx, "create approval "+req.Approval.ID, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil {
 			return err
 		}
-		_, err := t.insertEvents(ctx, events, a.CreatedAt)
-		return err
+		var eff *store.Effect
+		if p := req.Probe; p != nil && p.EffectKey != "" {
+			var err error
+			if eff, err = t.readEffect(ctx, p.EffectKey); err != nil {
+				return err
+			}
+		}
+		plan := store.PlanApproval(req, eff)
+		if err := t.writeEffect(ctx, plan.Effect); err != nil {
+			return err
+		}
+		if plan.Insert != nil {
+			if err := t.insertApproval(ctx, plan.Insert); err != nil {
+				return err
+			}
+		}
+		events, err := t.insertEvents(ctx, plan.Events, req.Now)
+		if err != nil {
+			return err
+		}
+		sealed, err := t.appendReceipt(ctx, plan.Receipt)
+		if err != nil {
+			return err
+		}
+		res := plan.Result
+		res.Events = events
+		if res.Refused != nil {
+			refused := *res.Refused
+			refused.Events, refused.Receipt = events, sealed
+			res.Refused = &refused
+		}
+		t.w.result = &res
+		return nil
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return w.result.(*store.ApprovalResult), nil
 }
 
 // AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. A

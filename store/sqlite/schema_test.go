@@ -251,7 +251,7 @@ func TestMigrateFromSchema3(t *testing.T) {
 	// An approval requested, granted and spent by a call: events and a receipt with its id.
 	apr := &store.Approval{ID: "apr_1", ActionHash: "sha256:12", Action: json.RawMessage(`{"action":"billing.refund"}`),
 		ActionName: "billing.refund", Agent: "billing-agent", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	if err := old.CreateApproval(ctx, apr, []store.Event{{Kind: store.EventApprovalRequested, ApprovalID: "apr_1"}}); err != nil {
+	if _, err := old.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: apr}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := old.AnswerApproval(ctx, &store.AnswerRequest{Now: now, ID: "apr_1", Grant: true, Approver: "cli:ana"}); err != nil {

@@ -173,39 +173,60 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 	return out, nil
 }
 
-// CreateApproval stores a pending approval request and its events in one transaction.
-func (s *Store) CreateApproval(ctx context.Context, a *store.Approval, events []store.Event) error {
-	if err := store.CheckNewApproval(a, events); err != nil {
-		return fmt.Errorf("create approval: %w", err)
+// CreateApproval stores a pending approval request and its events in one transaction, unless
+// its probe reservation would be refused: then the refusal is written as Reserve writes it, and
+// no request (store.ApprovalRequest).
+func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) (*store.ApprovalResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("create approval: %w", err)
 	}
-	switch {
-	case a == nil || a.ID == "":
-		return errors.New("create approval: no id")
-	case a.Status != "" && a.Status != store.Pending:
-		return fmt.Errorf("create approval %s: status is %s, a new request is pending", a.ID, a.Status)
-	}
+	var res *store.ApprovalResult
 	err := s.write(ctx, func(t *txn) error {
-		var b binder
-		args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
-			a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
-			b.time(a.ConsumedAt), a.Note}
-		if b.err != nil {
-			return b.err
+		var eff *store.Effect
+		if p := req.Probe; p != nil && p.EffectKey != "" {
+			var err error
+			if eff, err = t.effect(p.EffectKey); err != nil {
+				return err
+			}
 		}
-		cols, marks := approvalColumns, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
-		if t.legacy {
-			cols, marks, args = strings.TrimSuffix(approvalColumns, ", note"), marks[3:], args[:len(args)-1]
+		plan := store.PlanApproval(req, eff)
+		if plan.Insert != nil {
+			if err := t.insertApproval(plan.Insert); err != nil {
+				return err
+			}
 		}
-		if _, err := t.c.exec(`INSERT INTO approvals (`+cols+`) VALUES (`+marks+`)`, args...); err != nil {
+		events, sealed, err := t.apply(plan.Effect, nil, plan.Events, req.Now, plan.Receipt)
+		if err != nil {
 			return err
 		}
-		_, err := t.insertEvents(events, a.CreatedAt)
-		return err
+		plan.Result.Events = events
+		if plan.Result.Refused != nil {
+			plan.Result.Refused.Events, plan.Result.Refused.Receipt = events, sealed
+		}
+		res = &plan.Result
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("create approval %s: %w", a.ID, err)
+		return nil, fmt.Errorf("create approval %s: %w", req.Approval.ID, err)
 	}
-	return nil
+	return res, nil
+}
+
+// insertApproval inserts a new approval request.
+func (t *txn) insertApproval(a *store.Approval) error {
+	var b binder
+	args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
+		a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
+		b.time(a.ConsumedAt), a.Note}
+	if b.err != nil {
+		return b.err
+	}
+	cols, marks := approvalColumns, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+	if t.legacy {
+		cols, marks, args = strings.TrimSuffix(approvalColumns, ", note"), marks[3:], args[:len(args)-1]
+	}
+	_, err := t.c.exec(`INSERT INTO approvals (`+cols+`) VALUES (`+marks+`)`, args...)
+	return err
 }
 
 // AnswerApproval grants or denies a pending request; *store.AnswerError when it cannot. An

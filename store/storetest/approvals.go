@@ -108,7 +108,7 @@ func testApprovals(t *testing.T, b Backend) {
 		a := f.createApproval(hash, t0)
 		dup := newApproval(hashOf("other"), t0)
 		dup.ID = a.ID
-		if err := f.st.CreateApproval(t.Context(), dup, nil); err == nil {
+		if _, err := f.st.CreateApproval(t.Context(), &store.ApprovalRequest{Now: t0, Approval: dup}); err == nil {
 			t.Errorf("CreateApproval with an existing id = nil, want an error")
 		}
 		same(t, "Approval() after the duplicate", f.approval(a.ID), a)

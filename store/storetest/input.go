@@ -62,7 +62,10 @@ func testInvalidInput(t *testing.T, b Backend) {
 			_, err := f.st.Resolve(ctx, &store.ResolveRequest{Now: t0, Key: live.Key, To: store.Failed, By: "cli:" + nul})
 			return err
 		}},
-		{"CreateApproval", func(ctx context.Context) error { return f.st.CreateApproval(ctx, apr, nil) }},
+		{"CreateApproval", func(ctx context.Context) error {
+			_, err := f.st.CreateApproval(ctx, &store.ApprovalRequest{Now: t0, Approval: apr})
+			return err
+		}},
 		{"AnswerApproval", func(ctx context.Context) error {
 			_, err := f.st.AnswerApproval(ctx, &store.AnswerRequest{Now: t0, ID: "apr_" + nul, Grant: true, Approver: approver})
 			return err

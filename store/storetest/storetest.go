@@ -59,6 +59,7 @@ func Run(t *testing.T, b Backend) {
 		{"ExtendLease", testExtendLease},
 		{"Approvals", testApprovals},
 		{"ReserveWithApproval", testReserveWithApproval},
+		{"ApprovalProbe", testApprovalProbe},
 		{"Resolution", testResolution},
 		{"LateOutcomes", testLateOutcomes},
 		{"ResolutionExtras", testResolutionExtras},
@@ -277,11 +278,14 @@ func (f *fixture) approval(id string) *store.Approval {
 func (f *fixture) createApproval(hash string, now time.Time) *store.Approval {
 	f.t.Helper()
 	a := newApproval(hash, now)
-	ev := store.Event{Kind: store.EventApprovalRequested, Time: now, ApprovalID: a.ID, Payload: json.RawMessage(`{"action":"billing.charge"}`)}
-	if err := f.st.CreateApproval(f.t.Context(), a, []store.Event{ev}); err != nil {
+	res, err := f.st.CreateApproval(f.t.Context(), &store.ApprovalRequest{Now: now, Approval: a})
+	if err != nil {
 		f.t.Fatalf("CreateApproval(%s) = %v", a.ID, err)
 	}
-	return a
+	if res.Refused != nil || res.Approval == nil {
+		f.t.Fatalf("CreateApproval(%s) refused: %+v", a.ID, res.Refused)
+	}
+	return res.Approval
 }
 
 func (f *fixture) answer(id string, grant bool, now time.Time) *store.Approval {

@@ -1,0 +1,188 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/store"
+)
+
+// ask is the approval request for c at now, probing c's reservation: what the pipeline stores
+// before a human is asked about a call.
+func (c call) ask(now time.Time) *store.ApprovalRequest {
+	a := newApproval(c.Hash, now)
+	probe := c.reserve(now)
+	probe.Receipt.Decision = "approve"
+	return &store.ApprovalRequest{Now: now, Approval: a, Probe: probe,
+		Events: []store.Event{store.NewEvent(store.EventActionProposed, now, c.ActionID, c.Key, "", map[string]any{"action": action})}}
+}
+
+func (f *fixture) ask(req *store.ApprovalRequest) *store.ApprovalResult {
+	f.t.Helper()
+	res, err := f.st.CreateApproval(f.t.Context(), req)
+	if err != nil {
+		f.t.Fatalf("CreateApproval(%s) = %v", req.Approval.ID, err)
+	}
+	return res
+}
+
+// testApprovalProbe covers CreateApproval's probe: a human is asked only about a call whose
+// reservation would not be refused; otherwise the call gets the refusal Reserve would give, its
+// receipt written, and no request is stored (docs/guarantees.md#approvals).
+func testApprovalProbe(t *testing.T, b Backend) {
+	later := t0.Add(time.Hour)
+	refusals := []struct {
+		name   string
+		setup  func(f *fixture, c call) // leaves c.Key in the state under test
+		call   func(c call) call        // the call that asks (default: a retry of c)
+		reason string
+		lapsed bool // the probe writes the record ambiguous, as Reserve would
+	}{
+		{name: "Committed", setup: func(f *fixture, c call) { f.run(c, t0, store.Committed) }, reason: "committed"},
+		{name: "InProgress", setup: func(f *fixture, c call) { f.reserved(c, later.Add(-time.Second)) }, reason: "in_progress"},
+		{name: "Ambiguous", setup: func(f *fixture, c call) { f.run(c, t0, store.Ambiguous) }, reason: "ambiguous"},
+		{name: "LeaseLapsed", setup: func(f *fixture, c call) { f.reserved(c, t0) }, reason: "ambiguous", lapsed: true},
+		{name: "KeyConflict", setup: func(f *fixture, c call) { f.run(c, t0, store.Committed) }, reason: "key_conflict",
+			call: func(c call) call { c = c.retry(); c.Hash = hashOf("other arguments"); return c }},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Twin stores in the same state: one is asked, the other reserved, and the two
+			// refusals must be the same.
+			f, twin := newFixture(t, b), newFixture(t, b)
+			c := newCall("charge:inv_1")
+			tc.setup(f, c)
+			tc.setup(twin, c)
+			asker := c.retry()
+			if tc.call != nil {
+				asker = tc.call(c)
+			}
+			req := asker.ask(later)
+			if tc.name == "KeyConflict" {
+				req.Probe.Arguments = json.RawMessage(`{"amount":1,"invoice_id":"inv_1"}`)
+			}
+			before := f.head()
+			res := f.ask(req)
+			if res.Approval != nil || res.Refused == nil {
+				t.Fatalf("CreateApproval = request %+v, refusal %+v; want refused %s and no request", res.Approval, res.Refused, tc.reason)
+			}
+			wantRefused(t, "probe", res.Refused, false, tc.reason)
+			wantBlockedReceipt(t, "probe", res.Refused)
+			if got := docString(t, *res.Refused.Receipt, "decision"); got != "approve" {
+				t.Errorf("receipt decision = %q, want approve (the call's)", got)
+			}
+			if h := f.head(); h.Seq != before.Seq+1 {
+				t.Errorf("head moved from %d to %d, want one receipt appended", before.Seq, h.Seq)
+			}
+			if as := f.approvals(store.ApprovalFilter{}); len(as) != 0 {
+				t.Errorf("Approvals() = %d requests, want none stored", len(as))
+			}
+			evs := f.events(store.EventFilter{ActionID: asker.ActionID})
+			same(t, "events of the refused request", kinds(evs), wantProbeEvents(tc.lapsed))
+			if len(res.Events) != len(evs) {
+				t.Errorf("ApprovalResult.Events = %d events, want the %d written", len(res.Events), len(evs))
+			}
+
+			// Reserve on the twin refuses the same way, with the same message.
+			rreq := req.Probe
+			rreq.Events = req.Events
+			twinRes := twin.reserve(rreq)
+			wantRefused(t, "reserve on the twin", twinRes, false, tc.reason)
+			same(t, "refusal (probe vs Reserve)", res.Refused.Refusal, twinRes.Refusal)
+			same(t, "effect (probe vs Reserve)", res.Refused.Effect, twinRes.Effect)
+			same(t, "Effect() after the probe", f.effect(c.Key), twin.effect(c.Key))
+			if tc.lapsed && f.effect(c.Key).State != store.Ambiguous {
+				t.Errorf("Effect() after probing a lapsed lease = %s, want ambiguous", f.effect(c.Key).State)
+			}
+			f.verify()
+		})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		setup func(f *fixture, c call) *store.Effect
+	}{
+		{"NoRecord", func(*fixture, call) *store.Effect { return nil }},
+		{"FailedRenewable", func(f *fixture, c call) *store.Effect { return f.run(c, t0, store.Failed) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, b)
+			c := newCall("charge:inv_1")
+			before := tc.setup(f, c)
+			head := f.head()
+			req := c.retry().ask(later)
+			res := f.ask(req)
+			if res.Refused != nil || res.Approval == nil {
+				t.Fatalf("CreateApproval refused %+v, want a request stored", res.Refused)
+			}
+			same(t, "Approval()", f.approval(req.Approval.ID), res.Approval)
+			if h := f.head(); h != head {
+				t.Errorf("head moved from %d to %d: a stored request writes no receipt", head.Seq, h.Seq)
+			}
+			if before == nil {
+				f.noEffect(c.Key)
+			} else {
+				same(t, "Effect() (the probe reserves nothing)", f.effect(c.Key), before)
+			}
+			evs := f.events(store.EventFilter{ApprovalID: req.Approval.ID})
+			same(t, "events of the request", kinds(evs), []string{store.EventActionProposed, store.EventApprovalRequested})
+		})
+	}
+
+	// A reservation that renews a failed key and commits, racing the request: the request is
+	// either refused, or stored before the reservation (its events come first). A probe read
+	// outside the request's transaction would let the reservation slip in between.
+	t.Run("RaceWithCommit", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		const keys = 12
+		for k := range keys {
+			c := newCall(fmt.Sprintf("charge:inv_%d", k))
+			f.run(c, t0, store.Failed)
+			runner, asker := c.retry(), c.retry()
+			_, errs := race(2, func(i int) (*store.ApprovalResult, error) {
+				if i == 0 {
+					res, err := f.st.Reserve(t.Context(), runner.reserve(later))
+					if err != nil || !res.Reserved {
+						return nil, fmt.Errorf("reserve: %v %+v", err, res)
+					}
+					_, err = f.st.Record(t.Context(), runner.record(later, res.Effect.Attempt, store.Committed))
+					return nil, err
+				}
+				res, err := f.st.CreateApproval(t.Context(), asker.ask(later))
+				if err == nil && res.Refused != nil && res.Refused.Refusal.Reason != "in_progress" && res.Refused.Refusal.Reason != "committed" {
+					err = fmt.Errorf("refused %s, want in_progress or committed", res.Refused.Refusal.Reason)
+				}
+				return res, err
+			})
+			for _, err := range errs {
+				if err != nil {
+					t.Fatalf("key %d: %v", k, err)
+				}
+			}
+			var reserved, requested int64
+			for _, e := range f.events(store.EventFilter{EffectKey: c.Key}) {
+				switch {
+				case e.Kind == store.EventEffectReserved && e.ActionID == runner.ActionID:
+					reserved = e.ID
+				case e.Kind == store.EventApprovalRequested:
+					requested = e.ID
+				}
+			}
+			if requested != 0 && requested > reserved {
+				t.Errorf("key %d: request stored (event %d) after the reservation it probed (event %d) was made", k, requested, reserved)
+			}
+		}
+	})
+}
+
+func wantProbeEvents(lapsed bool) []string {
+	if lapsed {
+		return []string{store.EventActionProposed, store.EventExecutionAmbiguous, store.EventEffectRefused}
+	}
+	return []string{store.EventActionProposed, store.EventEffectRefused}
+}
