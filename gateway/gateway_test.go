@@ -515,3 +515,23 @@ func TestApprovalMatchedOnResend(t *testing.T) {
 		t.Errorf("ledger = %q, want exactly one refund", lines)
 	}
 }
+
+// Warnings name each listed tool that runs without an effect key and each policy action naming a
+// tool its upstream does not offer.
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	pol := testPolicy + "  mcp.payments.refnd:\n    effect: \"r:{order_id}\"\n    decision: allow\n"
+	e := setupWith(t, pol, latch.Principal{Agent: "support-bot"})
+	got := strings.Join(e.gw.Warnings(), "\n")
+	for _, want := range []string{
+		"tool payments.balance runs without an effect key",
+		`policy action mcp.payments.refnd names tool "refnd", which upstream payments does not offer`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Warnings() = %q, want one saying %q", got, want)
+		}
+	}
+	if strings.Contains(got, "payments.refund ") {
+		t.Errorf("Warnings() = %q names the keyed refund tool", got)
+	}
+}

@@ -52,7 +52,7 @@ func MainLookup(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	defer tout.flush()
 	defer terr.flush()
 	stdout, stderr = tout, terr
-	a := &app{ctx: ctx, stdout: stdout, stderr: stderr, lookup: lookup, now: time.Now}
+	a := &app{ctx: ctx, stdin: os.Stdin, stdout: stdout, stderr: stderr, lookup: lookup, now: time.Now}
 	root := a.rootCommand()
 	if args == nil {
 		args = []string{} // nil makes cobra read os.Args
@@ -111,6 +111,7 @@ func unknownCommand(root *cobra.Command, args []string) error {
 // app is one invocation: its streams, environment and global flags.
 type app struct {
 	ctx            context.Context
+	stdin          io.Reader // the MCP channel of --stdio servers, with stdout
 	stdout, stderr io.Writer
 	lookup         func(string) (string, bool)
 	now            func() time.Time
@@ -223,6 +224,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.benchCommand(),
 		a.serveCommand(),
 		a.tokenCommand(),
+		a.gatewayCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

@@ -5,6 +5,9 @@
 //
 // A refund whose order_id begins with "hang-" records itself in the ledger and then never
 // answers, standing in for an upstream that dies mid-call after acting.
+//
+// With -http ADDR it serves streamable HTTP on ADDR (endpoint /mcp) instead of stdio, and
+// prints the URL it listens on as its first line of standard output.
 package main
 
 import (
@@ -13,6 +16,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -70,6 +75,7 @@ func (l *ledger) append(line string) (int, error) {
 
 func main() {
 	path := flag.String("ledger", "", "append a line per refund performed to this file")
+	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	flag.Parse()
 	l := &ledger{path: *path}
 	s := mcp.NewServer(&mcp.Implementation{Name: "payments", Version: "1.0.0"}, nil)
@@ -94,6 +100,16 @@ func main() {
 		func(ctx context.Context, _ *mcp.CallToolRequest, a BalanceArgs) (*mcp.CallToolResult, Balance, error) {
 			return nil, Balance{Account: a.Account, Cents: 12345}, nil
 		})
+	if *addr != "" {
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("http://%s/mcp\n", ln.Addr())
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		log.Fatal(http.Serve(ln, mux))
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}

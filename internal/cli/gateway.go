@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/gateway"
+	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+// DefaultGatewayAddr is where `latch gateway` listens unless --listen says otherwise: loopback,
+// beside latch serve's 7420.
+const DefaultGatewayAddr = "127.0.0.1:7421"
+
+// gatewayFlags are the flags of `latch gateway`.
+type gatewayFlags struct {
+	stdio       bool
+	agent, user string
+	listen      string
+	strict      bool
+	tlsCert     string
+	tlsKey      string
+	behindProxy bool
+	jwt         jwtFlags
+}
+
+func (a *app) gatewayCommand() *cobra.Command {
+	var gf gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway [flags]",
+		Short: "Serve MCP tool calls from agents through the policy (docs/gateway.md)",
+		Long: `Serve MCP to agents and forward their tool calls to the upstream MCP servers named in
+the policy's gateway: section, each call through the pipeline as the action
+mcp.<alias>.<tool>: the policy decides, approvals are bound to the exact arguments, effect
+keys hold a consequence to at most once, and a lost reply is ambiguous (docs/gateway.md).
+
+Over streamable HTTP (the default, on 127.0.0.1:7421, endpoint /mcp) every request carries
+an agent token of 'latch token create --agent NAME', or a JWT the --jwt-* flags verify; the
+call's principal is the credential's. A non-loopback address needs --tls-cert and --tls-key,
+or --behind-proxy when a proxy terminates TLS.
+
+With --stdio the gateway speaks MCP on its standard input and output, for agents that spawn
+their tools; the principal is --agent (and --user): whoever starts the process speaks for it.
+
+Command upstreams are started in the policy file's directory. At startup the gateway warns
+about each tool that runs without an effect key, each policy action naming a tool no
+upstream offers, a non-loopback address and observe mode; --strict refuses to start instead.
+SIGTERM or SIGINT stops it: calls in flight finish first.`,
+		Example: `  latch token create --agent support-bot
+  latch gateway --policy examples/gateway/latch.yaml
+  latch gateway --stdio --agent support-bot --strict`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runGateway(cmd.Flags(), &gf)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&gf.stdio, "stdio", false, "speak MCP on standard input and output instead of HTTP")
+	f.StringVar(&gf.agent, "agent", "", "with --stdio: the principal's agent `NAME` (required)")
+	f.StringVar(&gf.user, "user", "", "with --stdio: the user the agent acts for (optional)")
+	f.StringVar(&gf.listen, "listen", DefaultGatewayAddr, "the `ADDR` to serve streamable HTTP on")
+	f.BoolVar(&gf.strict, "strict", false, "refuse to start when there is any startup warning")
+	f.StringVar(&gf.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
+	f.StringVar(&gf.tlsKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
+	f.BoolVar(&gf.behindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+	gf.jwt.register(f, "agents'")
+	return cmd
+}
+
+// check refuses flag combinations that cannot mean anything.
+func (gf *gatewayFlags) check(f *pflag.FlagSet) error {
+	if gf.stdio {
+		for _, name := range []string{"listen", "tls-cert", "tls-key", "behind-proxy"} {
+			if f.Changed(name) {
+				return usagef("--%s is for HTTP; --stdio serves standard input and output", name)
+			}
+		}
+		if gf.jwt.given() {
+			return usagef("--jwt-* flags verify HTTP credentials; --stdio takes its principal from --agent")
+		}
+		if strings.TrimSpace(gf.agent) == "" {
+			return usagef("--stdio needs --agent NAME: a stdio session carries no credential, so the principal is named when the gateway starts")
+		}
+		return nil
+	}
+	if f.Changed("agent") || f.Changed("user") {
+		return usagef("--agent and --user go with --stdio; over HTTP the principal is each request's credential")
+	}
+	if (gf.tlsCert == "") != (gf.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if err := server.CheckAddr(gf.listen, gf.tlsCert != "", gf.behindProxy); err != nil {
+		return usagef("%s", err.Error())
+	}
+	return gf.jwt.check()
+}
+
+func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
+	if err := gf.check(f); err != nil {
+		return err
+	}
+	path, err := a.policyPath()
+	if err != nil {
+		return err
+	}
+	u, err := a.storeURL()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, nil))
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	var warnings []string
+	if g.Policy().Mode == "observe" {
+		fmt.Fprintln(a.stderr, observeBanner)
+		warnings = append(warnings, "the policy is in observe mode: every tool call runs, and refusals are only recorded")
+	}
+	if !gf.stdio && !loopback(gf.listen) {
+		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.listen))
+	}
+	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now}
+	if gf.stdio {
+		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
+	}
+	gw, err := gateway.New(a.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	warnings = append(warnings, gw.Warnings()...)
+	for _, w := range warnings {
+		log.Warn("latch gateway: " + w)
+	}
+	if gf.strict && len(warnings) > 0 {
+		return fmt.Errorf("--strict: refusing to start with %d warning(s); the first: %s", len(warnings), warnings[0])
+	}
+	ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if gf.stdio {
+		log.Info("latch gateway serving MCP on stdio", "tools", len(gw.Tools()), "agent", gf.agent)
+		return serveStdio(ctx, gw.Server(), a.stdin, rawWriter(a.stdout))
+	}
+	ts, ok := g.Store().(store.TokenStore)
+	if !ok {
+		return fmt.Errorf("store %T keeps no API tokens: the HTTP gateway authenticates agents with them", g.Store())
+	}
+	idp, err := gf.jwt.provider()
+	if err != nil {
+		return err
+	}
+	h := gw.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
+	return serveHTTP(ctx, log, "latch gateway", &httpFlags{listen: gf.listen, tlsCert: gf.tlsCert, tlsKey: gf.tlsKey}, h,
+		"tools", len(gw.Tools()))
+}
+
+// serveStdio serves s on r and w until the peer closes its end or ctx ends.
+func serveStdio(ctx context.Context, s *mcp.Server, r io.Reader, w io.Writer) error {
+	err := s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{w}})
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return fmt.Errorf("serve stdio: %w", err)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// httpFlags say where and how an MCP command serves HTTP.
+type httpFlags struct {
+	listen          string
+	tlsCert, tlsKey string
+}
+
+// serveHTTP serves h under /mcp until ctx ends, then shuts down gracefully: the calls in flight
+// finish first. The address it listens on is logged (with --listen 127.0.0.1:0, the port the
+// system chose).
+func serveHTTP(ctx context.Context, log *slog.Logger, name string, hf *httpFlags, h http.Handler, attrs ...any) error {
+	ln, err := net.Listen("tcp", hf.listen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       server.DefaultIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	scheme := "http"
+	if hf.tlsCert != "" {
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		scheme = "https"
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if hf.tlsCert != "" {
+			errc <- hs.ServeTLS(ln, hf.tlsCert, hf.tlsKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	log.Info(name+" listening", append([]any{"url", scheme + "://" + ln.Addr().String() + "/mcp"}, attrs...)...)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), server.DefaultShutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// loopback reports whether addr's host is a loopback address or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// jwtFlags configure JWT verification of HTTP credentials (the identity package).
+type jwtFlags struct {
+	issuer, audience string
+	keys             []string
+	jwks             string
+	agentClaim       string
+	userClaim        string
+}
+
+func (j *jwtFlags) register(f *pflag.FlagSet, whose string) {
+	f.StringVar(&j.issuer, "jwt-issuer", "", "also accept "+whose+" JWTs from this issuer (`ISS`, the exact iss claim)")
+	f.StringVar(&j.audience, "jwt-audience", "", "the aud a JWT must carry (`AUD`; required with --jwt-issuer)")
+	f.StringSliceVar(&j.keys, "jwt-key", nil, "a pinned public key `FILE` (PEM) JWTs are verified with; repeatable")
+	f.StringVar(&j.jwks, "jwt-jwks", "", "the issuer's JWKS `URL` (https), instead of --jwt-key")
+	f.StringVar(&j.agentClaim, "jwt-agent-claim", "", "the claim naming the agent (default sub)")
+	f.StringVar(&j.userClaim, "jwt-user-claim", "", "the claim naming the user the agent acts for (optional)")
+}
+
+func (j *jwtFlags) given() bool {
+	return j.issuer != "" || j.audience != "" || len(j.keys) > 0 || j.jwks != "" || j.agentClaim != "" || j.userClaim != ""
+}
+
+func (j *jwtFlags) check() error {
+	if !j.given() {
+		return nil
+	}
+	switch {
+	case j.issuer == "" || j.audience == "":
+		return usagef("JWT verification needs both --jwt-issuer and --jwt-audience")
+	case (len(j.keys) > 0) == (j.jwks != ""):
+		return usagef("JWT verification needs exactly one key source: --jwt-key FILE or --jwt-jwks URL")
+	}
+	return nil
+}
+
+// provider is the JWT verifier the flags describe, nil when none is.
+func (j *jwtFlags) provider() (latch.IdentityProvider, error) {
+	if !j.given() {
+		return nil, nil
+	}
+	v, err := identity.NewJWT(&identity.Config{Issuer: j.issuer, Audience: j.audience, KeyFiles: j.keys,
+		JWKSURL: j.jwks, AgentClaim: j.agentClaim, UserClaim: j.userClaim})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
