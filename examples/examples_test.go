@@ -15,7 +15,11 @@ import (
 func build(t *testing.T, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./without-an-agent/"+name)
+	pkg := "./without-an-agent/" + name
+	if _, err := os.Stat(name); err == nil {
+		pkg = "./" + name // an example of its own directory (webhook)
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", name, err, out)
 	}
@@ -31,6 +35,8 @@ func TestExamples(t *testing.T) {
 		{"retried-task", []string{"effect record: charge:inv_88 ambiguous", "processor charges: 1", "latch resolve charge:inv_88"}},
 		{"redelivered-webhook", []string{"bank transfers: 1", "refused: latch: effect payout:po_412 already committed"}},
 		{"lost-merge", []string{"remote merges: 1", "remote force pushes: 0", "denied: unknown_action"}},
+		{"webhook", []string{"warehouse shipments: o_1=1 o_2=1 o_3=1 o_4=0", "evt_1 → 200 (replayed from the stored result)",
+			"evt_2 → 500", "evt_3 → 503", `"effect_key":"ship:evt_3"`, "evt_4 → 401"}},
 	}
 	pg := os.Getenv("LATCH_TEST_POSTGRES_URL")
 	if pg == "" && os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {

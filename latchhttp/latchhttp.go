@@ -51,6 +51,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"unicode"
@@ -205,10 +206,14 @@ type TransportError struct {
 }
 
 func (e *TransportError) Error() string {
-	if e.Sent {
-		return fmt.Sprintf("%s %s: sent, no response: %v", e.Method, e.URL, e.Err)
+	cause := e.Err
+	if ue, ok := cause.(*url.Error); ok {
+		cause = ue.Err // it repeats the method and URL
 	}
-	return fmt.Sprintf("%s %s: not sent: %v", e.Method, e.URL, e.Err)
+	if e.Sent {
+		return fmt.Sprintf("%s %s: sent, no response: %v", e.Method, e.URL, cause)
+	}
+	return fmt.Sprintf("%s %s: not sent: %v", e.Method, e.URL, cause)
 }
 
 // Unwrap returns the transport's error.

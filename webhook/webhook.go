@@ -422,13 +422,12 @@ func (rc *receiver) respond(w http.ResponseWriter, ev *Event, rcpt *latch.Receip
 		h.Set(HeaderState, string(latch.StateAmbiguous))
 		log.Warn("webhook: effect outcome unknown", "effect_key", key, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, problem{Error: "ambiguous", EffectKey: key, State: string(latch.StateAmbiguous),
-			Detail: fmt.Sprintf("the outcome of effect %s is unknown (%s); it is recorded ambiguous and every redelivery is refused until it is resolved: latch resolve %s --committed or --failed",
-				key, err.Error(), key)})
+			Detail: fmt.Sprintf("%s; every redelivery is refused until it is resolved: latch resolve %s --committed or --failed", err.Error(), key)})
 
 	case errors.Is(err, latch.ErrNotExecuted):
 		h.Set(HeaderState, string(latch.StateFailed))
 		writeJSON(w, http.StatusInternalServerError, problem{Error: "not_executed", EffectKey: key, State: string(latch.StateFailed),
-			Detail: "nothing happened: " + err.Error() + "; a redelivery runs it again"})
+			Detail: err.Error() + "; a redelivery runs it again"})
 
 	case errors.As(err, &effect):
 		rc.effectRefusal(w, effect, replay, log)
@@ -475,7 +474,7 @@ func (rc *receiver) effectRefusal(w http.ResponseWriter, e *latch.EffectError, r
 		writeJSON(w, http.StatusInternalServerError, p)
 	default: // ambiguous, outcome_conflict, key_lost
 		p.Error = "ambiguous"
-		p.Detail = fmt.Sprintf("%s; redeliveries are refused without running until it is resolved: latch resolve %s --committed or --failed", e.Error(), e.Key)
+		p.Detail = fmt.Sprintf("%s; redeliveries are refused without running until then: latch resolve %s --committed or --failed", e.Error(), e.Key)
 		log.Warn("webhook: redelivery of an ambiguous effect refused", "effect_key", e.Key, "reason", e.Reason)
 		writeJSON(w, http.StatusServiceUnavailable, p)
 	}
