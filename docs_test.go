@@ -114,7 +114,7 @@ var (
 	// mdLink is a relative Markdown link: [text](target) with no scheme.
 	mdLink = regexp.MustCompile(`\]\(([^)\s:]*)\)`)
 	// docsRef is a docs/ page named in a Go or SQL comment, optionally with an anchor.
-	docsRef = regexp.MustCompile(`docs/([a-z0-9_-]+\.md)(#[a-z0-9_-]+)?`)
+	docsRef = regexp.MustCompile(`docs/((?:[a-z0-9_-]+/)?[a-z0-9_-]+\.md)(#[a-z0-9_-]+)?`)
 )
 
 // TestDocAnchors checks that every link to a docs/ page — from the docs, the README or a Go
