@@ -498,3 +498,176 @@ func TestGatewayUsage(t *testing.T) {
 		}
 	}
 }
+
+// callTool calls name on cs and decodes its structured result into out; a tool error (isError)
+// is returned as an error holding its text.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) error {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var parts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				parts = append(parts, tc.Text)
+			}
+		}
+		return errors.New(strings.Join(parts, "; "))
+	}
+	if out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s result %s: %v", name, b, err)
+		}
+	}
+	return nil
+}
+
+type approvalView struct {
+	ApprovalID string         `json:"approval_id"`
+	Status     string         `json:"status"`
+	Action     string         `json:"action"`
+	ActionHash string         `json:"action_hash"`
+	Arguments  map[string]any `json:"arguments"`
+	Approver   string         `json:"approver"`
+	Note       string         `json:"note"`
+}
+
+// TestApprovalThroughMCPOperator: an approval-gated call through `latch gateway` (a process) is
+// refused with the request's id; `latch mcp-operator --stdio --as alice` (a process, driven by
+// a go-sdk client) lists it with the exact arguments, refuses the requester approving itself,
+// and approves it as alice, recorded unverified; the agent re-sends the same call and it runs
+// exactly once.
+func TestApprovalThroughMCPOperator(t *testing.T) {
+	t.Parallel()
+	bin := payments(t)
+	e := newMCPEnv(t, "")
+	if err := os.WriteFile(e.policy, []byte(gatewayPolicy(commandUpstream(bin, e.ledger))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var gwErr lockedBuffer
+	gwErr.b = &bytes.Buffer{}
+	agent := e.stdioClient(t, &gwErr, "gateway", "--stdio", "--agent", "support-bot")
+	_, err := callRefund(t, agent, "ord_big", 80000)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeApprovalRequired || !strings.HasPrefix(r.ApprovalID, "apr_") {
+		t.Fatalf("large refund = %d %+v, want %d approval_required", code, r, gateway.CodeApprovalRequired)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 0 {
+		t.Fatalf("ledger = %q, want nothing sent before approval", lines)
+	}
+
+	var opErr lockedBuffer
+	opErr.b = &bytes.Buffer{}
+	op := e.stdioClient(t, &opErr, "mcp-operator", "--stdio", "--as", "alice")
+	var list struct{ Approvals []approvalView }
+	if err := callTool(t, op, "list_approvals", nil, &list); err != nil {
+		t.Fatalf("list_approvals: %v", err)
+	}
+	if len(list.Approvals) != 1 || list.Approvals[0].ApprovalID != r.ApprovalID || list.Approvals[0].ActionHash != r.ActionHash ||
+		list.Approvals[0].Action != "mcp.payments.refund" || list.Approvals[0].Arguments["amount"] != float64(80000) {
+		t.Fatalf("list_approvals = %+v, want %s for refund of 80000 bound to %s", list.Approvals, r.ApprovalID, r.ActionHash)
+	}
+
+	// The requesting agent cannot approve its own request through the operator either.
+	self := e.stdioClient(t, io.Discard, "mcp-operator", "--stdio", "--as", "support-bot")
+	if err := callTool(t, self, "approve", map[string]any{"approval_id": r.ApprovalID}, nil); err == nil || !strings.Contains(err.Error(), "self_approval") {
+		t.Fatalf("approve as the requester = %v, want self_approval", err)
+	}
+
+	var granted approvalView
+	if err := callTool(t, op, "approve", map[string]any{"approval_id": r.ApprovalID, "note": "customer called"}, &granted); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if granted.Status != "granted" || granted.Approver != "alice" || !strings.Contains(granted.Note, "unverified") || !strings.HasSuffix(granted.Note, "customer called") {
+		t.Errorf("approve = %+v, want granted by alice with a note marked unverified", granted)
+	}
+
+	// The agent re-sends the very same call: it runs, once.
+	if _, err := callRefund(t, agent, "ord_big", 80000); err != nil {
+		t.Fatalf("re-sent refund after approval: %v\n%s", err, gwErr.String())
+	}
+	_, err = callRefund(t, agent, "ord_big", 80000)
+	if code, r := refusalOf(t, err); code != gateway.CodeDuplicate {
+		t.Errorf("third send = %d %+v, want %d duplicate_effect", code, r, gateway.CodeDuplicate)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want exactly one refund", lines)
+	}
+	var shown approvalView
+	if err := callTool(t, op, "show_approval", map[string]any{"approval_id": r.ApprovalID}, &shown); err != nil || shown.Status != "consumed" {
+		t.Errorf("show_approval = %+v, %v; want consumed", shown, err)
+	}
+}
+
+// TestOperatorHTTPResolvesAmbiguous: an upstream killed mid-call leaves the effect ambiguous and
+// the re-send refused; `latch mcp-operator` over HTTP (a process) refuses an agent token, lists
+// the effect as needing attention to an approver token, and resolves it committed with a
+// result as that approver; the re-send is then refused duplicate_effect with that result.
+func TestOperatorHTTPResolvesAmbiguous(t *testing.T) {
+	t.Parallel()
+	bin := payments(t)
+	e := newMCPEnv(t, "")
+	if err := os.WriteFile(e.policy, []byte(gatewayPolicy(commandUpstream(bin, e.ledger))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := e.stdioClient(t, io.Discard, "gateway", "--stdio", "--agent", "support-bot")
+	killMidCall(t, e, agent, "hang-ord_9")
+
+	var approverTok, agentTok struct{ Token string }
+	if err := json.Unmarshal([]byte(e.run(t, "token", "create", "--approver", "bob", "--json")), &approverTok); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(e.run(t, "token", "create", "--agent", "support-bot", "--json")), &agentTok); err != nil {
+		t.Fatal(err)
+	}
+	opProc, url := startAndWait(t, e.command("mcp-operator", "--listen", "127.0.0.1:0"), false, regexp.MustCompile(`url=(http://\S+/mcp)`))
+	if cs, err := httpClient(t, url, agentTok.Token); err == nil {
+		_ = cs.Close()
+		t.Error("operator session with an agent token succeeded, want refused")
+	}
+	op, err := httpClient(t, url, approverTok.Token)
+	if err != nil {
+		t.Fatalf("connect with an approver token: %v\n%s", err, opProc.stderr())
+	}
+	var effects struct {
+		Effects []struct {
+			EffectKey string `json:"effect_key"`
+			State     string `json:"state"`
+		}
+	}
+	if err := callTool(t, op, "list_effects", nil, &effects); err != nil {
+		t.Fatal(err)
+	}
+	if len(effects.Effects) != 1 || effects.Effects[0].EffectKey != "refund:hang-ord_9" || effects.Effects[0].State != "ambiguous" {
+		t.Fatalf("list_effects = %+v, want refund:hang-ord_9 ambiguous", effects.Effects)
+	}
+	var resolved struct {
+		State      string `json:"state"`
+		ResolvedBy string `json:"resolved_by"`
+	}
+	if err := callTool(t, op, "resolve", map[string]any{"effect_key": "refund:hang-ord_9", "outcome": "committed",
+		"result": map[string]any{"refund_id": "re_manual"}, "note": "seen in the bank's dashboard"}, &resolved); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if resolved.State != "committed" || resolved.ResolvedBy != "mcp:bob" {
+		t.Errorf("resolve = %+v, want committed by mcp:bob", resolved)
+	}
+	_, err = callRefund(t, agent, "hang-ord_9", 900)
+	code, r := refusalOf(t, err)
+	if code != gateway.CodeDuplicate || !strings.Contains(string(r.Result), "re_manual") {
+		t.Errorf("re-send after resolution = %d %+v, want %d with the resolved result", code, r, gateway.CodeDuplicate)
+	}
+	var rep struct {
+		OK       bool  `json:"ok"`
+		Verified int64 `json:"verified"`
+	}
+	if err := callTool(t, op, "verify_receipts", nil, &rep); err != nil || !rep.OK || rep.Verified == 0 {
+		t.Errorf("verify_receipts = %+v, %v; want an intact chain", rep, err)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/mcpop"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+// DefaultOperatorAddr is where `latch mcp-operator` listens unless --listen says otherwise.
+const DefaultOperatorAddr = "127.0.0.1:7422"
+
+type operatorFlags struct {
+	stdio       bool
+	as          string
+	listen      string
+	tlsCert     string
+	tlsKey      string
+	behindProxy bool
+	jwt         jwtFlags
+}
+
+func (a *app) mcpOperatorCommand() *cobra.Command {
+	var of operatorFlags
+	cmd := &cobra.Command{
+		Use:   "mcp-operator [flags]",
+		Short: "Serve the operator loop as MCP tools: approvals, effects, resolve, inspect, verify",
+		Long: `Serve the operator's side of latch as an MCP server (docs/gateway.md#the-operator-mcp-server):
+list_approvals, show_approval, approve, deny, list_effects, resolve, inspect and
+verify_receipts. The read tools are marked read-only.
+
+Who answers is never a tool argument. Over streamable HTTP (the default, on 127.0.0.1:7422,
+endpoint /mcp) it is the session's credential: an approver token of
+'latch token create --approver NAME', or a JWT the --jwt-* flags verify (its agent claim
+names the person). With --stdio it is --as NAME, named by whoever starts the process and
+recorded as unverified in each answer's note; without --as a stdio session can only read.`,
+		Example: `  latch token create --approver alice
+  latch mcp-operator
+  latch mcp-operator --stdio --as alice`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runOperator(cmd.Flags(), &of)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&of.stdio, "stdio", false, "speak MCP on standard input and output instead of HTTP")
+	f.StringVar(&of.as, "as", "", "with --stdio: who answers and resolves, recorded unverified (`NAME`)")
+	f.StringVar(&of.listen, "listen", DefaultOperatorAddr, "the `ADDR` to serve streamable HTTP on")
+	f.StringVar(&of.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
+	f.StringVar(&of.tlsKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
+	f.BoolVar(&of.behindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+	of.jwt.register(f, "approvers'")
+	return cmd
+}
+
+func (of *operatorFlags) check(f *pflag.FlagSet) error {
+	if of.stdio {
+		for _, name := range []string{"listen", "tls-cert", "tls-key", "behind-proxy"} {
+			if f.Changed(name) {
+				return usagef("--%s is for HTTP; --stdio serves standard input and output", name)
+			}
+		}
+		if of.jwt.given() {
+			return usagef("--jwt-* flags verify HTTP credentials; --stdio answers as --as")
+		}
+		if f.Changed("as") {
+			if err := store.CheckApprover(of.as); err != nil {
+				return usagef("--as: %v", err)
+			}
+		}
+		return nil
+	}
+	if f.Changed("as") {
+		return usagef("--as goes with --stdio; over HTTP the approver is each request's credential")
+	}
+	if (of.tlsCert == "") != (of.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if err := server.CheckAddr(of.listen, of.tlsCert != "", of.behindProxy); err != nil {
+		return usagef("%s", err.Error())
+	}
+	return of.jwt.check()
+}
+
+func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
+	if err := of.check(f); err != nil {
+		return err
+	}
+	path, err := a.policyPath()
+	if err != nil {
+		return err
+	}
+	u, err := a.storeURL()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, nil))
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	cfg := &mcpop.Config{Guard: g, Now: a.now}
+	if of.stdio {
+		cfg.Approver = of.as
+	}
+	op, err := mcpop.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if of.stdio {
+		if of.as == "" {
+			log.Warn("latch mcp-operator: no --as: this session can read but not answer or resolve")
+		} else {
+			log.Info("latch mcp-operator serving MCP on stdio", "approver", of.as, "verified", false)
+		}
+		return serveStdio(ctx, op.Server(), a.stdin, rawWriter(a.stdout))
+	}
+	ts, ok := g.Store().(store.TokenStore)
+	if !ok {
+		return fmt.Errorf("store %T keeps no API tokens: the HTTP operator authenticates approvers with them", g.Store())
+	}
+	idp, err := of.jwt.provider()
+	if err != nil {
+		return err
+	}
+	if !loopback(of.listen) {
+		log.Warn(fmt.Sprintf("latch mcp-operator: listening on %s, beyond loopback", of.listen))
+	}
+	h := op.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
+	return serveHTTP(ctx, log, "latch mcp-operator", &httpFlags{listen: of.listen, tlsCert: of.tlsCert, tlsKey: of.tlsKey}, h)
+}

@@ -1,0 +1,172 @@
+package mcpop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/mcpop"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const testPolicy = `schema: latch.policy/v1
+actions:
+  refund.issue:
+    effect: "refund:{order_id}"
+    arguments:
+      order_id: { type: string }
+      amount: { type: integer, display: { money: { minor_units: 2, currency: EUR } } }
+    decision: approve
+`
+
+// setup opens a guard on a real SQLite store, asks for one approval as agent support-bot, and
+// connects a client to an operator whose credential-less sessions answer as approver.
+func setup(t *testing.T, approver string) (*latch.Guard, *mcp.ClientSession, string) {
+	t.Helper()
+	ctx := t.Context()
+	pol, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(ctx, &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	_, err = g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: "support-bot"}),
+		&latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"order_id":"o1","amount":250000}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) { return nil, nil })
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("Execute = %v, want approval required", err)
+	}
+	op, err := mcpop.New(&mcpop.Config{Guard: g, Approver: approver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := op.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "operator"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return g, cs, ar.ApprovalID
+}
+
+func errText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// The read tools are marked read-only; the tools that answer or resolve are not.
+func TestReadOnlyAnnotations(t *testing.T) {
+	t.Parallel()
+	_, cs, _ := setup(t, "")
+	want := map[string]bool{"list_approvals": true, "show_approval": true, "list_effects": true, "inspect": true,
+		"verify_receipts": true, "approve": false, "deny": false, "resolve": false}
+	seen := 0
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %s", tool.Name)
+			continue
+		}
+		seen++
+		if got := tool.Annotations != nil && tool.Annotations.ReadOnlyHint; got != ro {
+			t.Errorf("%s read-only = %v, want %v", tool.Name, got, ro)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("saw %d of the %d tools", seen, len(want))
+	}
+}
+
+// The approver is the session's, never an argument: an "approver" argument is refused by the
+// tool's input schema, and a session with no identity cannot answer at all.
+func TestApproverNeverFromArguments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, approver string
+		wantErr        string // "" = the answer is recorded as the session's approver
+	}{
+		{"no identity", "", "unauthenticated"},
+		{"stdio identity", "alice", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g, cs, id := setup(t, tt.approver)
+			ctx := t.Context()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id, "approver": "mallory"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || !strings.Contains(errText(res), "approver") {
+				t.Errorf("approve with an approver argument = %v %q, want refused naming it", res.IsError, errText(res))
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := g.Store().Approval(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" {
+				if !res.IsError || !strings.Contains(errText(res), tt.wantErr) || a.Status != store.Pending {
+					t.Errorf("approve = %v %q, status %s; want refused %s and still pending", res.IsError, errText(res), a.Status, tt.wantErr)
+				}
+				return
+			}
+			if res.IsError || a.Status != store.Granted || a.Approver != tt.approver || !strings.Contains(a.Note, "unverified") {
+				t.Errorf("approve = %q; approval %s by %q note %q; want granted by %s marked unverified", errText(res), a.Status, a.Approver, a.Note, tt.approver)
+			}
+		})
+	}
+}
+
+// list_approvals shows the arguments as hashed and as a person reads them (display hints).
+func TestListApprovalsDisplay(t *testing.T) {
+	t.Parallel()
+	_, cs, id := setup(t, "")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_approvals"})
+	if err != nil || res.IsError {
+		t.Fatalf("list_approvals: %v %s", err, errText(res))
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var out mcpop.Approvals
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Approvals) != 1 || out.Approvals[0].ApprovalID != id {
+		t.Fatalf("approvals = %s, want %s", b, id)
+	}
+	var human string
+	for _, d := range out.Approvals[0].Display {
+		if d.Name == "amount" {
+			human = d.Human
+		}
+	}
+	if !strings.Contains(human, "2,500.00") {
+		t.Errorf("amount displayed as %q, want it in major units (2,500.00)", human)
+	}
+}
