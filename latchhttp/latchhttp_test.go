@@ -458,3 +458,59 @@ func TestSilentRoundTripperIsUnknown(t *testing.T) {
 	_, err = (&latchhttp.Transport{Base: silent}).RoundTrip(post(t, t.Context(), "http://127.0.0.1:1/", `{}`))
 	wantTransport(t, err, true)
 }
+
+// Over HTTP/2 the same hooks report the exchange: a stream reset or a hang after the request is
+// unknown, an answer is mapped by the rule.
+func TestHTTP2(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	done := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		requests.Add(1)
+		switch r.URL.Path {
+		case "/reset":
+			panic(http.ErrAbortHandler) // the server resets the stream
+		case "/hang":
+			<-done
+		case "/refuse":
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			io.WriteString(w, `{"error":"invalid_address"}`)
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(func() { close(done); srv.Close() })
+	c, err := latchhttp.New(&latchhttp.Config{Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := c.Do(post(t, t.Context(), srv.URL+"/ok", `{}`))
+	if err != nil {
+		t.Fatalf("Do(/ok) = %v", err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("answered over %s, want HTTP/2", resp.Proto)
+	}
+
+	_, err = c.Do(post(t, t.Context(), srv.URL+"/refuse", `{}`))
+	var se *latchhttp.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 422 || se.Excerpt != `{"error":"invalid_address"}` || !errors.Is(err, latch.ErrNotExecuted) {
+		t.Errorf("Do(/refuse) = %v, want NotExecuted 422 with the body", err)
+	}
+
+	_, err = c.Do(post(t, t.Context(), srv.URL+"/reset", `{"amount":100}`))
+	wantTransport(t, err, true)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Do(post(t, ctx, srv.URL+"/hang", `{"amount":100}`))
+	wantTransport(t, err, true)
+
+	if n := requests.Load(); n != 4 {
+		t.Errorf("server read %d requests, want 4", n)
+	}
+}

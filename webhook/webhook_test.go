@@ -83,26 +83,41 @@ func (a answer) problem(t *testing.T) map[string]string {
 // deliver posts a Stripe event as Stripe would, signed now.
 func deliver(t *testing.T, ctx context.Context, url, id string) answer {
 	t.Helper()
-	body := fmt.Sprintf(`{"id":%q,"type":"checkout.session.completed","data":{"object":{"order":"o_%s"}}}`, id, id)
-	return post(t, ctx, url, body, http.Header{"Stripe-Signature": {stripeHeader(stripeSecret, time.Now(), body)}})
+	body, h := stripeDelivery(id)
+	return post(t, ctx, url, body, h)
 }
 
 func post(t *testing.T, ctx context.Context, url, body string, h http.Header) answer {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	a, err := tryPost(ctx, url, body, h)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a
+}
+
+// tryPost is post for goroutines other than the test's, which may not call t.Fatal.
+func tryPost(ctx context.Context, url, body string, h http.Header) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return answer{}, err
 	}
 	for k, v := range h {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return answer{}, fmt.Errorf("POST %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return answer{resp.StatusCode, resp.Header, string(b)}, nil
+}
+
+// stripeDelivery is the body and headers Stripe sends for event id, signed now.
+func stripeDelivery(id string) (string, http.Header) {
+	body := fmt.Sprintf(`{"id":%q,"type":"checkout.session.completed","data":{"object":{"order":"o_%s"}}}`, id, id)
+	return body, http.Header{"Stripe-Signature": {stripeHeader(stripeSecret, time.Now(), body)}}
 }
 
 func effectState(t *testing.T, g *latch.Guard, key string) store.State {
@@ -320,12 +335,20 @@ func TestInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := receiver(t, h)
-	firstc := make(chan answer, 1)
-	go func() { firstc <- deliver(t, context.Background(), url, "evt_4") }()
+	firstc, errc := make(chan answer, 1), make(chan error, 1)
+	go func() {
+		body, h := stripeDelivery("evt_4")
+		a, err := tryPost(context.Background(), url, body, h)
+		firstc <- a
+		errc <- err
+	}()
 	<-started
 	second := deliver(t, t.Context(), url, "evt_4")
 	close(release)
 	first := <-firstc
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 	if second.status != http.StatusConflict || second.problem(t)["error"] != "in_progress" || second.header.Get("Retry-After") != "5" {
 		t.Errorf("concurrent delivery = %d %q (Retry-After %q), want 409 in_progress, Retry-After 5", second.status, second.body, second.header.Get("Retry-After"))
 	}
