@@ -3,7 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
+	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -534,4 +540,96 @@ func TestWarnings(t *testing.T) {
 	if strings.Contains(got, "payments.refund ") {
 		t.Errorf("Warnings() = %q names the keyed refund tool", got)
 	}
+}
+
+// jwtIssuer is an Ed25519 key pair whose public half is pinned in a PEM file, and a verifier of
+// the identity package that trusts it.
+type jwtIssuer struct {
+	key      ed25519.PrivateKey
+	verifier *identity.JWT
+}
+
+func newJWTIssuer(t *testing.T) *jwtIssuer {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "issuer.pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := identity.NewJWT(&identity.Config{Issuer: "https://id.example", Audience: "latch-gateway", KeyFiles: []string{file}, UserClaim: "act_for"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &jwtIssuer{key: priv, verifier: v}
+}
+
+func (j *jwtIssuer) token(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	base := jwt.MapClaims{"iss": "https://id.example", "aud": "latch-gateway", "sub": "refund-agent", "act_for": "carol",
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+	for k, v := range claims {
+		base[k] = v
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, base).SignedString(j.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Over HTTP a verified JWT is a credential too: the session's principal is its claims', and an
+// expired token or one from another audience never reaches a tool.
+func TestHTTPJWTSession(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, testPolicy, latch.Principal{})
+	ts := e.guard.Store().(store.TokenStore)
+	iss := newJWTIssuer(t)
+	srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: ts, Identity: iss.verifier}))
+	t.Cleanup(srv.Close)
+	ctx := t.Context()
+	connect := func(token string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, tr, nil)
+	}
+	for name, bad := range map[string]string{
+		"expired":        iss.token(t, jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()}),
+		"other audience": iss.token(t, jwt.MapClaims{"aud": "someone-else"}),
+		"unsigned":       "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.",
+	} {
+		if cs, err := connect(bad); err == nil {
+			_ = cs.Close()
+			t.Errorf("connect with a JWT that is %s succeeded, want refused", name)
+		}
+	}
+	cs, err := connect(iss.token(t, nil))
+	if err != nil {
+		t.Fatalf("connect with a valid JWT: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if _, err := refund(ctx, cs, "ord_jwt", 100); err != nil {
+		t.Fatalf("refund with a JWT: %v", err)
+	}
+	for s, err := range e.guard.Store().Receipts(ctx, store.ReceiptFilter{EffectKey: "refund:ord_jwt"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Principal struct{ Agent, User, Issuer string }
+		}
+		if err := json.Unmarshal(s.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Principal.Agent != "refund-agent" || doc.Principal.User != "carol" || doc.Principal.Issuer != "https://id.example" {
+			t.Errorf("receipt principal = %+v, want refund-agent for carol from https://id.example", doc.Principal)
+		}
+		return
+	}
+	t.Error("no receipt for refund:ord_jwt")
 }

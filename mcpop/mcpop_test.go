@@ -2,15 +2,26 @@ package mcpop_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -168,5 +179,61 @@ func TestListApprovalsDisplay(t *testing.T) {
 	}
 	if !strings.Contains(human, "2,500.00") {
 		t.Errorf("amount displayed as %q, want it in major units (2,500.00)", human)
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Over HTTP a JWT from the people's identity provider names the approver (its sub): the answer
+// is recorded as that person, verified, so its note carries no unverified mark.
+func TestHTTPJWTApprover(t *testing.T) {
+	t.Parallel()
+	g, _, id := setup(t, "")
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	file := filepath.Join(t.TempDir(), "people.pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := identity.NewJWT(&identity.Config{Issuer: "https://sso.example", Audience: "latch-operator", KeyFiles: []string{file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := mcpop.New(&mcpop.Config{Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(op.Handler(&server.Authenticator{Tokens: g.Store().(store.TokenStore), Identity: v}))
+	t.Cleanup(srv.Close)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://sso.example", "aud": "latch-operator",
+		"sub": "dana", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{tok}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "operator"}, nil).Connect(t.Context(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id, "note": "ok"}})
+	if err != nil || res.IsError {
+		t.Fatalf("approve: %v %s", err, errText(res))
+	}
+	a, err := g.Store().Approval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != store.Granted || a.Approver != "dana" || a.Note != "ok" {
+		t.Errorf("approval = %s by %q note %q; want granted by dana, note as written", a.Status, a.Approver, a.Note)
 	}
 }
