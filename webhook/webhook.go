@@ -48,6 +48,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -309,10 +310,34 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, fn Func,
 	ctx = latch.WithPrincipal(ctx, rc.cfg.Principal)
 	opts := rc.opts
 	call := &latch.Call{Action: rc.cfg.Action, Arguments: args, Options: &opts}
-	rcpt, err := rc.cfg.Guard.Execute(ctx, call, func(ctx context.Context, _ json.RawMessage) (any, error) {
+	rcpt, err := rc.execute(ctx, call, ev, fn)
+	rc.respond(w, ev, rcpt, err, answer, replay)
+}
+
+// execute runs the call. A panic of fn has been recorded ambiguous by the guard when it reaches
+// here; it is logged with its stack and answered like any unknown outcome (503), so that the
+// sender learns the effect's key instead of seeing its connection dropped. http.ErrAbortHandler,
+// a handler's deliberate abort, goes on aborting.
+func (rc *receiver) execute(ctx context.Context, call *latch.Call, ev *Event, fn Func) (rcpt *latch.Receipt, err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		rc.cfg.Logger.Error("webhook: effect panicked", "action", rc.cfg.Action, "event_id", ev.ID,
+			"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		key := ""
+		if e, eerr := rc.cfg.Guard.Evaluate(ctx, call); eerr == nil {
+			key = e.EffectKey
+		}
+		rcpt, err = nil, &latch.AmbiguousError{Key: key, Err: fmt.Errorf("effect panicked: %v", p)}
+	}()
+	return rc.cfg.Guard.Execute(ctx, call, func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return fn(ctx, ev)
 	})
-	rc.respond(w, ev, rcpt, err, answer, replay)
 }
 
 // receive reads and verifies a delivery.

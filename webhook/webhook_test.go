@@ -431,6 +431,31 @@ func TestTimeoutBoundsTheEffect(t *testing.T) {
 	}
 }
 
+// A panicking effect is recorded ambiguous and answered 503 naming it; the redelivery does not run.
+func TestPanic(t *testing.T) {
+	t.Parallel()
+	g := openGuard(t, "sqlite")
+	var runs atomic.Int32
+	h, err := webhook.Handler(&webhook.Config{Guard: g, Action: "shipping.ship", Verifier: stripeVerifier(t)},
+		func(ctx context.Context, ev *webhook.Event) (any, error) {
+			runs.Add(1)
+			panic("nil map in the shipping client")
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := receiver(t, h)
+	for i := range 2 {
+		a := deliver(t, t.Context(), url, "evt_12")
+		if p := a.problem(t); a.status != 503 || p["error"] != "ambiguous" || p["effect_key"] != "stripe:evt_12" {
+			t.Errorf("delivery %d = %d %q, want 503 ambiguous naming stripe:evt_12", i+1, a.status, a.body)
+		}
+	}
+	if runs.Load() != 1 || effectState(t, g, "stripe:evt_12") != store.Ambiguous {
+		t.Errorf("ran %d times, effect %s; want 1 run, ambiguous", runs.Load(), effectState(t, g, "stripe:evt_12"))
+	}
+}
+
 // Refused deliveries run nothing and write nothing.
 func TestRefusals(t *testing.T) {
 	t.Parallel()
