@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
 )
 
 // Defaults of Config.
@@ -132,6 +133,11 @@ func newReceiver(cfg *Config) (*receiver, error) {
 	if a == nil {
 		return nil, fmt.Errorf("webhook: config: action %q is not in the policy: every delivery would be denied", c.Action)
 	}
+	if c.Arguments == nil {
+		if err := checkDeclared(a); err != nil {
+			return nil, err
+		}
+	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
 	}
@@ -161,6 +167,30 @@ func newReceiver(cfg *Config) (*receiver, error) {
 		rc.defaultEffect = true
 	}
 	return rc, nil
+}
+
+// checkDeclared refuses, at start-up, an action whose argument declarations would refuse every
+// delivery's default arguments (event_id and event_type, two strings).
+func checkDeclared(a *policy.Action) error {
+	passed := map[string]bool{"event_id": true, "event_type": true}
+	declared := map[string]bool{}
+	for _, d := range a.Arguments {
+		declared[d.Name] = true
+		switch {
+		case passed[d.Name] && d.Type != "" && d.Type != policy.TypeString:
+			return fmt.Errorf("webhook: config: action %q declares argument %q as %s; a delivery passes a string", a.Name, d.Name, d.Type)
+		case !passed[d.Name] && !d.Optional:
+			return fmt.Errorf("webhook: config: action %q requires argument %q, which a delivery does not pass: set Config.Arguments, or declare it optional", a.Name, d.Name)
+		}
+	}
+	if a.RefuseAdditional {
+		for _, n := range []string{"event_id", "event_type"} {
+			if !declared[n] {
+				return fmt.Errorf("webhook: config: action %q says additional: false and does not declare %q, which every delivery passes", a.Name, n)
+			}
+		}
+	}
+	return nil
 }
 
 // Handler returns an http.Handler that verifies each delivery and runs fn as its effect, at

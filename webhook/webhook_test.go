@@ -644,6 +644,38 @@ func TestGitHubDelivery(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
+	pol, err := policy.Parse("latch.yaml", []byte(`schema: latch.policy/v1
+actions:
+  needs.amount:
+    arguments:
+      event_id: { type: string }
+      amount: { type: integer }
+    decision: allow
+  closed.set:
+    arguments:
+      event_id: { type: string }
+      additional: false
+    decision: allow
+  id.as.integer:
+    arguments:
+      event_id: { type: integer }
+    decision: allow
+  fits:
+    arguments:
+      event_id: { type: string }
+      event_type: { type: string }
+      note: { type: string, optional: true }
+      additional: false
+    decision: allow
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := latch.Open(t.Context(), &latch.Config{Policy: pol, StoreURL: testdb.URL(t, "sqlite", "webhook")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g2.Close() })
 	g := openGuard(t, "sqlite")
 	v := stripeVerifier(t)
 	fn := func(context.Context, *webhook.Event) (any, error) { return nil, nil }
@@ -654,9 +686,22 @@ func TestConfig(t *testing.T) {
 		{Guard: g, Action: "shipping.ship"},
 		{Guard: g, Action: "not.listed", Verifier: v},
 		{Guard: g, Action: "shipping.ship", Verifier: v, MaxBody: -1},
+		// Declarations that would refuse every delivery's event_id and event_type.
+		{Guard: g2, Action: "needs.amount", Verifier: v},
+		{Guard: g2, Action: "closed.set", Verifier: v},
+		{Guard: g2, Action: "id.as.integer", Verifier: v},
 	} {
 		if _, err := webhook.Handler(c, fn); err == nil {
 			t.Errorf("Handler(%+v) = nil error, want a refusal", c)
+		}
+	}
+	for _, c := range []*webhook.Config{
+		{Guard: g2, Action: "fits", Verifier: v},
+		// A hook gives the arguments: the declarations are its business.
+		{Guard: g2, Action: "needs.amount", Verifier: v, Arguments: func(*webhook.Event) (map[string]any, error) { return nil, nil }},
+	} {
+		if _, err := webhook.Handler(c, fn); err != nil {
+			t.Errorf("Handler(%s) = %v, want it accepted", c.Action, err)
 		}
 	}
 }
