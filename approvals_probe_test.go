@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
@@ -103,6 +104,98 @@ func TestApprovalAskedOnlyWhenCallCanRun(t *testing.T) {
 			}
 			if rep := verifyChain(t, e.g); !rep.OK {
 				t.Errorf("chain: %+v", rep)
+			}
+		})
+	}
+}
+
+// TestApprovalAskedAgain: asking again for the same action while its request is pending hands
+// back that request (same id, same expiry), concurrent askers share one request, and a request
+// asked after a denial records it.
+func TestApprovalAskedAgain(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, nestedPolicy)
+			ctx := agent(t.Context())
+			call := &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"po_1"}`)}
+			never := func(context.Context, json.RawMessage) (any, error) {
+				t.Error("an executor ran before its approval")
+				return nil, nil
+			}
+			ask := func() *latch.ApprovalRequiredError {
+				t.Helper()
+				_, err := e.g.Execute(ctx, call, never)
+				var req *latch.ApprovalRequiredError
+				if !errors.As(err, &req) {
+					t.Fatalf("Execute = %v, want ApprovalRequiredError", err)
+				}
+				return req
+			}
+
+			// Concurrent askers (a webhook redelivered at once) share one request.
+			const askers = 8
+			reqs := make(chan *latch.ApprovalRequiredError, askers)
+			errs := make(chan error, askers)
+			for range askers {
+				go func() {
+					_, err := e.g.Execute(ctx, call, never)
+					var req *latch.ApprovalRequiredError
+					if errors.As(err, &req) {
+						reqs <- req
+						return
+					}
+					errs <- err
+				}()
+			}
+			var first *latch.ApprovalRequiredError
+			for range askers {
+				select {
+				case err := <-errs:
+					t.Fatalf("concurrent ask: %v", err)
+				case req := <-reqs:
+					if first == nil {
+						first = req
+					}
+					if req.ApprovalID != first.ApprovalID || !req.ExpiresAt.Equal(first.ExpiresAt) {
+						t.Errorf("concurrent asks got %s (expires %s) and %s (expires %s), want one request",
+							first.ApprovalID, first.ExpiresAt, req.ApprovalID, req.ExpiresAt)
+					}
+				}
+			}
+			// Asked again later: the same request, with its own expiry.
+			e.clock.Add(5 * time.Minute)
+			if again := ask(); again.ApprovalID != first.ApprovalID || !again.ExpiresAt.Equal(first.ExpiresAt) {
+				t.Errorf("asked again: %s expiring %s, want %s expiring %s", again.ApprovalID, again.ExpiresAt, first.ApprovalID, first.ExpiresAt)
+			}
+			if n := approvalCount(t, e.g); n != 1 {
+				t.Errorf("%d requests stored, want 1", n)
+			}
+			if n := countEvents(t, e.g, store.EventFilter{ApprovalID: first.ApprovalID}, store.EventApprovalReused); n != askers {
+				t.Errorf("approval_reused events: %d, want %d", n, askers)
+			}
+
+			// Denied, then asked again: a new request that records the denial.
+			if _, err := e.g.Deny(t.Context(), first.ApprovalID, "bob"); err != nil {
+				t.Fatal(err)
+			}
+			second := ask()
+			if second.ApprovalID == first.ApprovalID {
+				t.Fatalf("asked after a denial: the denied request %s came back", first.ApprovalID)
+			}
+			a, err := e.g.Store().Approval(t.Context(), second.ApprovalID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Status != store.Pending || a.PreviousDenied != first.ApprovalID || a.PreviousDeniedBy != "bob" {
+				t.Errorf("request after the denial: %s, previous %q by %q; want pending, previous %s by bob",
+					a.Status, a.PreviousDenied, a.PreviousDeniedBy, first.ApprovalID)
+			}
+			// Once it expires, asking again stores a new request.
+			e.clock.Add(time.Hour)
+			if third := ask(); third.ApprovalID == second.ApprovalID {
+				t.Errorf("asked after expiry: the expired request %s came back", second.ApprovalID)
 			}
 		})
 	}

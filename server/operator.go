@@ -43,6 +43,10 @@ type approvalJSON struct {
 	CreatedAt  *string         `json:"created_at"`
 	ExpiresAt  *string         `json:"expires_at"`
 	Approver   *string         `json:"approver"`
+	// PreviousDenied is the request for the same action denied before this one was asked,
+	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
+	PreviousDenied   *string `json:"previous_denied"`
+	PreviousDeniedBy *string `json:"previous_denied_by"`
 	// Display reads the arguments the policy gives display hints for as a person should read
 	// them (a label, money in major units); presentation only, never part of the hash.
 	Display []displayJSON `json:"display,omitempty"`
@@ -92,6 +96,7 @@ func approvalOf(a *store.Approval) approvalJSON {
 		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
 		Arguments: d.Arguments, Principal: d.Principal, Resource: d.Resource,
 		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
+		PreviousDenied: jstr(a.PreviousDenied), PreviousDeniedBy: jstr(a.PreviousDeniedBy),
 	}
 }
 

@@ -26,10 +26,15 @@ type ApprovalRequest struct {
 	Probe *ReserveRequest
 }
 
-// ApprovalResult is what CreateApproval did: it stored a request (Approval) or the probe was
-// refused (Refused).
+// ApprovalResult is what CreateApproval did: it stored a request, handed back a pending one
+// (Reused), or the probe was refused (Refused).
 type ApprovalResult struct {
-	Approval *Approval // the request as stored; nil when the probe was refused
+	// Approval is the request as stored, or the pending request for the same action that was
+	// handed back instead; nil when the probe was refused.
+	Approval *Approval
+	// Reused is set when Approval is an earlier pending request for the same action hash and
+	// principal: asking again does not pile up requests.
+	Reused bool
 	// Refused is the probe's refusal, as Reserve would have returned it, its receipt written.
 	Refused *ReserveResult
 	Events  []Event // the events written, with their store-assigned ids (for sinks)
@@ -39,14 +44,30 @@ type ApprovalResult struct {
 type ApprovalPlan struct {
 	Result  ApprovalResult
 	Effect  *EffectWrite // a lapsed lease the probe met, written ambiguous
-	Insert  *Approval    // the request to insert; nil when the probe was refused
+	Insert  *Approval    // the request to insert; nil when reused or refused
 	Events  []Event
 	Receipt *receipt.Receipt // the probe's blocked receipt; nil when none
 }
 
+// ApprovalHistory is what a backend reads, under its write lock, about the requests of one
+// action hash (ApprovalRequest.Approval.ActionHash): the requests still pending (any order),
+// and the most recently created request that was answered (granted, denied or consumed; nil
+// when none was).
+type ApprovalHistory struct {
+	Pending  []*Approval
+	Answered *Approval
+}
+
 // PlanApproval decides an approval request from the rows the backend read under its write lock:
-// the effect record under the probe's key (nil when none, or no probe).
-func PlanApproval(req *ApprovalRequest, eff *Effect) *ApprovalPlan {
+// the effect record under the probe's key (nil when none, or no probe) and the history of the
+// request's action hash (docs/guarantees.md#approvals):
+//
+//   - a probe Reserve would refuse is written as Reserve writes it, and nothing is asked;
+//   - a request still pending (and not yet expired) for the same action hash and principal is
+//     handed back, with its id and expiry, instead of a new one (approval_reused);
+//   - else the new request is stored (approval_requested); when the last answer to the same
+//     action was a denial, it records that request and who denied it.
+func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory) *ApprovalPlan {
 	p := &ApprovalPlan{}
 	if req.Probe != nil && req.Probe.EffectKey != "" {
 		probe := *req.Probe
@@ -58,22 +79,49 @@ func PlanApproval(req *ApprovalRequest, eff *Effect) *ApprovalPlan {
 			return p
 		}
 	}
-	a := *req.Approval
-	a.Status = Pending
-	p.Insert = &a
-	p.Result.Approval = &a
+	actionID, key := "", ""
+	if req.Probe != nil {
+		actionID, key = req.Probe.ActionID, req.Probe.EffectKey
+	}
+	kind := EventApprovalRequested
+	var a *Approval
+	for _, pa := range h.Pending {
+		if reusable(pa, req) && (a == nil || pa.CreatedAt.After(a.CreatedAt)) {
+			a = pa
+		}
+	}
+	payload := map[string]any{}
+	if a != nil {
+		kind = EventApprovalReused
+		p.Result.Reused = true
+	} else {
+		next := *req.Approval
+		next.Status = Pending
+		if d := h.Answered; d != nil && d.Status == Denied {
+			next.PreviousDenied, next.PreviousDeniedBy = d.ID, d.Approver
+			payload["previous_denied"], payload["previous_denied_by"] = d.ID, d.Approver
+		}
+		a = &next
+		p.Insert = a
+	}
+	p.Result.Approval = a
 	p.Events = make([]Event, 0, len(req.Events)+1)
 	for _, e := range req.Events {
 		e.ApprovalID = a.ID
 		p.Events = append(p.Events, e)
 	}
-	actionID, key := "", ""
-	if req.Probe != nil {
-		actionID, key = req.Probe.ActionID, req.Probe.EffectKey
-	}
-	p.Events = append(p.Events, NewEvent(EventApprovalRequested, req.Now, actionID, key, a.ID,
-		map[string]any{"action_hash": a.ActionHash, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339Nano)}))
+	payload["action_hash"] = a.ActionHash
+	payload["expires_at"] = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	p.Events = append(p.Events, NewEvent(kind, req.Now, actionID, key, a.ID, payload))
 	return p
+}
+
+// reusable reports whether the pending request pa may be handed to req instead of a new one:
+// the same action hash and principal, and not expired at req.Now.
+func reusable(pa *Approval, req *ApprovalRequest) bool {
+	n := req.Approval
+	return pa.Status == Pending && pa.ActionHash == n.ActionHash && pa.Agent == n.Agent && pa.User == n.User &&
+		req.Now.Before(pa.ExpiresAt)
 }
 
 // Check refuses an approval request whose ids or names cannot be kept (ErrInvalidInput).

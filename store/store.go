@@ -103,6 +103,11 @@ type Approval struct {
 	ConsumedBy string // the action id that spent it
 	ConsumedAt time.Time
 	Note       string // what the approver wrote with the answer (--note)
+	// PreviousDenied is the request for the same action hash that was denied before this one
+	// was asked ("" when the last answer to that action was not a denial, or there was none),
+	// and PreviousDeniedBy who denied it: the human answering sees it was asked again.
+	PreviousDenied   string
+	PreviousDeniedBy string
 }
 
 // Event is one entry of the append-only event log (docs/guarantees.md#events). ID is assigned by the store.
@@ -118,9 +123,12 @@ type Event struct {
 
 // Event kinds.
 const (
-	EventActionProposed      = "action_proposed"
-	EventPolicyEvaluated     = "policy_evaluated"
-	EventApprovalRequested   = "approval_requested"
+	EventActionProposed    = "action_proposed"
+	EventPolicyEvaluated   = "policy_evaluated"
+	EventApprovalRequested = "approval_requested"
+	// EventApprovalReused: a call asked for a request while one for the same action was
+	// pending, and was handed that one.
+	EventApprovalReused      = "approval_reused"
 	EventApprovalGranted     = "approval_granted"
 	EventApprovalDenied      = "approval_denied"
 	EventApprovalConsumed    = "approval_consumed"

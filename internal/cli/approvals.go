@@ -39,9 +39,13 @@ Where the policy gives an argument display hints (a label, money in minor units)
 arguments are followed by how a person should read them — "Refund: €2,500.00 (250000
 minor units)" — beside the exact values, which are what the approval is bound to.
 
+A request asked for an action whose last request was denied is listed below the table:
+"apr_…: asked again after apr_… was denied by bob". Asking again while a request for the
+same action is pending hands back that request; it is not listed twice.
+
 --json prints JSON Lines, one object per request:
   approval_id, status, action, action_hash, arguments, principal, resource,
-  created_at, expires_at, approver`,
+  created_at, expires_at, approver, previous_denied, previous_denied_by`,
 		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,12 +76,25 @@ minor units)" — beside the exact values, which are what the approval is bound 
 			now := a.now()
 			pol := a.displayPolicy()
 			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
+			var again []string
 			for _, ap := range list {
 				j := newApprovalJSON(ap)
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
 					dash(deref(j.Resource)), stamp(ap.ExpiresAt), dash(ap.Approver), cell(withReadable(pol, j.Action, j.Arguments)))
+				if ap.PreviousDenied != "" {
+					again = append(again, fmt.Sprintf("%s: asked again after %s was denied by %s", ap.ID, cell(ap.PreviousDenied), cell(ap.PreviousDeniedBy)))
+				}
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if len(again) > 0 {
+				fmt.Fprintln(a.stdout)
+				for _, line := range again {
+					fmt.Fprintln(a.stdout, line)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only requests with this `STATUS`: "+strings.Join(approvalStatuses, "|"))

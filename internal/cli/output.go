@@ -123,6 +123,10 @@ type approvalJSON struct {
 	CreatedAt  *string         `json:"created_at"`
 	ExpiresAt  *string         `json:"expires_at"`
 	Approver   *string         `json:"approver"`
+	// PreviousDenied is the request for the same action denied before this one was asked,
+	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
+	PreviousDenied   *string `json:"previous_denied"`
+	PreviousDeniedBy *string `json:"previous_denied_by"`
 }
 
 func newApprovalJSON(a *store.Approval) approvalJSON {
@@ -139,6 +143,7 @@ func newApprovalJSON(a *store.Approval) approvalJSON {
 		ApprovalID: a.ID, Status: string(a.Status), Action: name, ActionHash: a.ActionHash,
 		Arguments: args, Principal: d.Principal, Resource: d.Resource,
 		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
+		PreviousDenied: jstr(a.PreviousDenied), PreviousDeniedBy: jstr(a.PreviousDeniedBy),
 	}
 }
 

@@ -5,7 +5,10 @@ import "strings"
 // Column lists, in the order the scanners read them.
 const (
 	effectColumns   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, arguments, note, conflict`
-	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
+	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by`
+	// The list of a schema before deniedVersion, and stand-ins for the columns it lacks.
+	approvalColumnsBeforeDenied = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
+	deniedStandIns              = `, ''::text, ''::text`
 	// The lists of a schema before notesVersion: the columns it has, and stand-ins for the
 	// others (a reader of an older schema; tests that build the stores older binaries left).
 	effectColumnsBeforeNotes   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at`
@@ -24,6 +27,8 @@ const (
 type queries struct {
 	readEffect, insertEffect, casEffect                     string
 	readApproval, insertApproval, casApproval               string
+	pendingByHash, answeredByHash                           string
+	approvalInsertColumns                                   int // how many columns insertApproval sets
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
 	insertEvents                                            string
 	readEffects, readApprovals, appendReceipts, lockHead    string
@@ -39,6 +44,10 @@ type queries struct {
 // (migration 5).
 const notesVersion = 5
 
+// deniedVersion is the schema that added approvals.previous_denied and previous_denied_by
+// (migration 6).
+const deniedVersion = 6
+
 // newQueries builds the statements for the quoted schema at the given schema version.
 func newQueries(schema string, version int) queries {
 	r := strings.NewReplacer("{s}", schema)
@@ -47,13 +56,26 @@ func newQueries(schema string, version int) queries {
 	effectRead, effectWrite, approvalRead, approvalWrite := effectColumns, effectColumns, approvalColumns, approvalColumns
 	effectCAS, approvalCAS := `, arguments = $17, note = $18, conflict = $19`, `, note = $16`
 	effectValues, approvalValues := `, $13, $14, $15`, `, $15`
-	if version < notesVersion {
+	approvalValues += `, $16, $17`
+	insertColumns := 17
+	switch {
+	case version < notesVersion:
 		effectRead, effectWrite = effectColumnsBeforeNotes+effectStandIns, effectColumnsBeforeNotes
-		approvalRead, approvalWrite = approvalColumnsBeforeNotes+approvalStandIns, approvalColumnsBeforeNotes
+		approvalRead, approvalWrite = approvalColumnsBeforeNotes+approvalStandIns+deniedStandIns, approvalColumnsBeforeNotes
 		effectCAS, approvalCAS, effectValues, approvalValues = "", "", "", ""
+		insertColumns = 14
+	case version < deniedVersion:
+		approvalRead, approvalWrite = approvalColumnsBeforeDenied+deniedStandIns, approvalColumnsBeforeDenied
+		approvalValues = `, $15`
+		insertColumns = 15
 	}
 	return queries{
-		legacy:     version < notesVersion,
+		legacy:                version < notesVersion,
+		approvalInsertColumns: insertColumns,
+		// The requests of one action hash (ApprovalRequest): those pending, the last answered.
+		pendingByHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE action_hash = $1 AND status = 'pending'`),
+		answeredByHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals
+			WHERE action_hash = $1 AND status IN ('granted', 'denied', 'consumed') ORDER BY created_at DESC, approval_id DESC LIMIT 1`),
 		readEffect: r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = $1`),
 		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectWrite + `)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12` + effectValues + `) ON CONFLICT (effect_key) DO NOTHING`),

@@ -124,12 +124,13 @@ type approvalRow struct {
 	consumedBy              string
 	consumed                stamp
 	note                    string
+	prevDenied, prevDenier  string
 }
 
 func toApprovalRow(a *store.Approval) (approvalRow, error) {
 	r := approvalRow{id: a.ID, status: string(a.Status), actionHash: a.ActionHash, action: rawJSON(a.Action),
 		actionName: a.ActionName, agent: a.Agent, user: a.User, policyHash: a.PolicyHash, approver: a.Approver,
-		consumedBy: a.ConsumedBy, note: a.Note}
+		consumedBy: a.ConsumedBy, note: a.Note, prevDenied: a.PreviousDenied, prevDenier: a.PreviousDeniedBy}
 	var err error
 	for _, f := range []struct {
 		dst *stamp
@@ -144,32 +145,31 @@ func toApprovalRow(a *store.Approval) (approvalRow, error) {
 
 func (r *approvalRow) scan(row pgx.Row) error {
 	return row.Scan(&r.id, &r.status, &r.actionHash, &r.action, &r.actionName, &r.agent, &r.user, &r.policyHash,
-		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed, &r.note)
+		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed, &r.note, &r.prevDenied, &r.prevDenier)
 }
 
-// args are the row's values in approvalColumns order; legacy: only those of a schema before
-// notesVersion.
-func (r *approvalRow) args(legacy bool) []any {
+// args are the row's first n values in approvalColumns order (a schema before the latest has
+// only the first columns: queries.approvalInsertColumns).
+func (r *approvalRow) args(n int) []any {
 	a := []any{r.id, r.status, r.actionHash, r.action, r.actionName, r.agent, r.user, r.policyHash, r.created,
-		r.expires, r.approver, r.answered, r.consumedBy, r.consumed}
-	if legacy {
-		return a
-	}
-	return append(a, r.note)
+		r.expires, r.approver, r.answered, r.consumedBy, r.consumed, r.note, r.prevDenied, r.prevDenier}
+	return a[:n]
 }
 
 func (r *approvalRow) equal(o *approvalRow) bool {
 	return r.id == o.id && r.status == o.status && r.actionHash == o.actionHash && bytes.Equal(r.action, o.action) &&
 		r.actionName == o.actionName && r.agent == o.agent && r.user == o.user && r.policyHash == o.policyHash &&
 		r.created == o.created && r.expires == o.expires && r.approver == o.approver && r.answered == o.answered &&
-		r.consumedBy == o.consumedBy && r.consumed == o.consumed && r.note == o.note
+		r.consumedBy == o.consumedBy && r.consumed == o.consumed && r.note == o.note && r.prevDenied == o.prevDenied &&
+		r.prevDenier == o.prevDenier
 }
 
 func (r *approvalRow) approval() *store.Approval {
 	return &store.Approval{ID: r.id, Status: store.ApprovalStatus(r.status), ActionHash: r.actionHash,
 		Action: fromBytes(r.action), ActionName: r.actionName, Agent: r.agent, User: r.user, PolicyHash: r.policyHash,
 		CreatedAt: fromNanos(r.created), ExpiresAt: fromNanos(r.expires), Approver: r.approver,
-		AnsweredAt: fromNanos(r.answered), ConsumedBy: r.consumedBy, ConsumedAt: fromNanos(r.consumed), Note: r.note}
+		AnsweredAt: fromNanos(r.answered), ConsumedBy: r.consumedBy, ConsumedAt: fromNanos(r.consumed), Note: r.note,
+		PreviousDenied: r.prevDenied, PreviousDeniedBy: r.prevDenier}
 }
 
 func scanEvent(row pgx.Row) (*store.Event, error) {

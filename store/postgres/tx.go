@@ -318,6 +318,36 @@ func (t *txn) readApproval(ctx context.Context, id string) (*store.Approval, err
 	return r.approval(), nil
 }
 
+// readHistory reads the requests of action hash still pending and the last one answered
+// (store.ApprovalHistory).
+func (t *txn) readHistory(ctx context.Context, hash string) (store.ApprovalHistory, error) {
+	var h store.ApprovalHistory
+	rows, err := t.Query(ctx, t.s.q.pendingByHash, hash)
+	if err != nil {
+		return h, fmt.Errorf("read approvals of %s: %w", hash, err)
+	}
+	for rows.Next() {
+		var r approvalRow
+		if err := r.scan(rows); err != nil {
+			rows.Close()
+			return h, fmt.Errorf("read approvals of %s: %w", hash, err)
+		}
+		h.Pending = append(h.Pending, r.approval())
+	}
+	if err := rows.Err(); err != nil {
+		return h, fmt.Errorf("read approvals of %s: %w", hash, err)
+	}
+	var r approvalRow
+	switch err := r.scan(t.QueryRow(ctx, t.s.q.answeredByHash, hash)); {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return h, fmt.Errorf("read approvals of %s: %w", hash, err)
+	default:
+		h.Answered = r.approval()
+	}
+	return h, t.checkPending(ctx)
+}
+
 // effectStmt returns the statement that applies an effect write — INSERT … ON CONFLICT DO
 // NOTHING, or a compare-and-set on the row that was read — and the row it writes. The statement
 // must affect exactly one row; none is errConflict.
@@ -422,7 +452,7 @@ func (t *txn) insertApproval(ctx context.Context, a *store.Approval) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "approval "+a.ID, t.s.q.insertApproval, r.args(t.s.q.legacy),
+	return t.insert(ctx, "approval "+a.ID, t.s.q.insertApproval, r.args(t.s.q.approvalInsertColumns),
 		presence{t.s.q.approvalPresent, []any{r.id, r.actionHash, r.created}})
 }
 

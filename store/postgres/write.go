@@ -140,7 +140,11 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 				return err
 			}
 		}
-		plan := store.PlanApproval(req, eff)
+		h, err := t.readHistory(ctx, req.Approval.ActionHash)
+		if err != nil {
+			return err
+		}
+		plan := store.PlanApproval(req, eff, h)
 		if err := t.writeEffect(ctx, plan.Effect); err != nil {
 			return err
 		}

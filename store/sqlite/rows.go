@@ -62,11 +62,31 @@ const effectColumns = `effect_key, state, attempt, action_id, action, action_has
 // (migration 6). A reader of an older schema selects these stand-ins instead.
 const notesVersion = 6
 
+// deniedVersion is the schema that added approvals.previous_denied and previous_denied_by
+// (migration 7).
+const deniedVersion = 7
+
 const (
 	effectColumnsBeforeNotes   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, NULL, '', ''`
 	approvalColumnsBeforeNotes = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, ''`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, '', '', ''`
+	approvalColumnsBeforeDenied = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, '', ''`
 )
+
+// approvalColumnsAt is the approval column list a reader selects from a schema at version
+// (0: the latest).
+func approvalColumnsAt(version int) string {
+	switch {
+	case version == 0:
+		return approvalColumns
+	case version < notesVersion:
+		return approvalColumnsBeforeNotes
+	case version < deniedVersion:
+		return approvalColumnsBeforeDenied
+	}
+	return approvalColumns
+}
 
 // effectSelect and approvalSelect are the column lists a reader selects from the store's schema.
 func (s *Store) effectSelect() string {
@@ -76,12 +96,7 @@ func (s *Store) effectSelect() string {
 	return effectColumns
 }
 
-func (s *Store) approvalSelect() string {
-	if s.version != 0 && s.version < notesVersion {
-		return approvalColumnsBeforeNotes
-	}
-	return approvalColumns
-}
+func (s *Store) approvalSelect() string { return approvalColumnsAt(s.version) }
 
 func scanEffect(sc scanner) (*store.Effect, error) {
 	var e store.Effect
@@ -130,7 +145,7 @@ func (t *txn) effect(key string) (*store.Effect, error) {
 }
 
 const approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by`
 
 func scanApproval(sc scanner) (*store.Approval, error) {
 	var a store.Approval
@@ -138,7 +153,8 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 	var action sql.NullString
 	var created, expires, answered, consumed sql.NullInt64
 	if err := sc.Scan(&a.ID, &status, &a.ActionHash, &action, &a.ActionName, &a.Agent, &a.User, &a.PolicyHash,
-		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed, &a.Note); err != nil {
+		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed, &a.Note, &a.PreviousDenied,
+		&a.PreviousDeniedBy); err != nil {
 		return nil, err
 	}
 	a.Status = store.ApprovalStatus(status)
@@ -159,23 +175,37 @@ func (s *Store) readApproval(ctx context.Context, id string) (*store.Approval, e
 	return a, err
 }
 
-const (
-	selectApproval            = `SELECT ` + approvalColumns + ` FROM approvals WHERE approval_id = ?`
-	selectApprovalBeforeNotes = `SELECT ` + approvalColumnsBeforeNotes + ` FROM approvals WHERE approval_id = ?`
-)
-
 // approval reads the approval id in the transaction, or nil when there is none.
 func (t *txn) approval(id string) (*store.Approval, error) {
 	var a *store.Approval
-	q := selectApproval
-	if t.legacy {
-		q = selectApprovalBeforeNotes
+	_, err := t.c.queryRow(`SELECT `+approvalColumnsAt(t.version)+` FROM approvals WHERE approval_id = ?`, []any{id},
+		func(sc scanner) (err error) {
+			a, err = scanApproval(sc)
+			return err
+		})
+	return a, err
+}
+
+// history reads, in the transaction, the requests of action hash still pending and the last
+// one answered (store.ApprovalHistory).
+func (t *txn) history(hash string) (store.ApprovalHistory, error) {
+	var h store.ApprovalHistory
+	cols := approvalColumnsAt(t.version)
+	err := t.c.query(`SELECT `+cols+` FROM approvals WHERE action_hash = ? AND status = 'pending'`, []any{hash},
+		func(sc scanner) error {
+			a, err := scanApproval(sc)
+			h.Pending = append(h.Pending, a)
+			return err
+		})
+	if err != nil {
+		return h, err
 	}
-	_, err := t.c.queryRow(q, []any{id}, func(sc scanner) (err error) {
-		a, err = scanApproval(sc)
+	_, err = t.c.queryRow(`SELECT `+cols+` FROM approvals WHERE action_hash = ? AND status IN ('granted', 'denied', 'consumed')
+		ORDER BY created_at DESC, approval_id DESC LIMIT 1`, []any{hash}, func(sc scanner) (err error) {
+		h.Answered, err = scanApproval(sc)
 		return err
 	})
-	return a, err
+	return h, err
 }
 
 // errConcurrent reports a compare-and-set that matched no row. Under BEGIN IMMEDIATE nothing

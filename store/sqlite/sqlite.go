@@ -248,7 +248,7 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 		return nil, fmt.Errorf("%s: %w", op, s.readOnlyError(err))
 	}
 	s.version = min(version, latestVersion())
-	s.wr.legacy = s.version < notesVersion
+	s.wr.legacy, s.wr.version = s.version < notesVersion, s.version
 	return s, nil
 }
 

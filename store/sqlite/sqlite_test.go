@@ -488,7 +488,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE revocations`)
 	exec(t, db, `DROP TABLE delegations`)
 	exec(t, db, `DROP TABLE tokens`)
-	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict", "approvals DROP COLUMN note"} {
+	exec(t, db, `DROP INDEX approvals_action_hash`)
+	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
+		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
 		exec(t, db, `ALTER TABLE `+col)
 	}
 	exec(t, db, `UPDATE latch_schema SET version = 1`)

@@ -189,7 +189,11 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 				return err
 			}
 		}
-		plan := store.PlanApproval(req, eff)
+		h, err := t.history(req.Approval.ActionHash)
+		if err != nil {
+			return err
+		}
+		plan := store.PlanApproval(req, eff, h)
 		if plan.Insert != nil {
 			if err := t.insertApproval(plan.Insert); err != nil {
 				return err
@@ -217,14 +221,21 @@ func (t *txn) insertApproval(a *store.Approval) error {
 	var b binder
 	args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
 		a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
-		b.time(a.ConsumedAt), a.Note}
+		b.time(a.ConsumedAt), a.Note, a.PreviousDenied, a.PreviousDeniedBy}
 	if b.err != nil {
 		return b.err
 	}
-	cols, marks := approvalColumns, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
-	if t.legacy {
-		cols, marks, args = strings.TrimSuffix(approvalColumns, ", note"), marks[3:], args[:len(args)-1]
+	// A schema before deniedVersion lacks the last two columns, one before notesVersion the
+	// last three.
+	cols, n := approvalColumns, len(args)
+	switch {
+	case t.legacy:
+		cols, n = strings.TrimSuffix(approvalColumns, ", note, previous_denied, previous_denied_by"), n-3
+	case t.version != 0 && t.version < deniedVersion:
+		cols, n = strings.TrimSuffix(approvalColumns, ", previous_denied, previous_denied_by"), n-2
 	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+	args = args[:n]
 	_, err := t.c.exec(`INSERT INTO approvals (`+cols+`) VALUES (`+marks+`)`, args...)
 	return err
 }

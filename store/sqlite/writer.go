@@ -66,7 +66,9 @@ type writer struct {
 
 	// legacy is set for a store kept at a schema before notesVersion (tests build the stores
 	// older binaries left): its transactions read and write the columns that schema has.
-	legacy bool
+	// version is that schema's version.
+	legacy  bool
+	version int
 }
 
 func newWriter(db *sql.DB, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
@@ -214,7 +216,7 @@ func (w *writer) attempt(c *wconn, batch []*request, guarded bool) bool {
 		}
 		return true
 	}
-	t := &txn{c: c, legacy: w.legacy}
+	t := &txn{c: c, legacy: w.legacy, version: w.version}
 	// abort ends the transaction without committing anything and fails every request that has
 	// no error of its own yet.
 	abort := func(err error) {
@@ -414,6 +416,35 @@ func (c *wconn) queryRow(q string, args []any, scan func(scanner) error) (found 
 	return true, scan(valueRow(vals))
 }
 
+// query runs a query and passes each row to scan.
+func (c *wconn) query(q string, args []any, scan func(scanner) error) (err error) {
+	st, err := c.stmt(q)
+	if err != nil {
+		return err
+	}
+	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), c.named(args))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	vals := make([]driver.Value, len(rows.Columns()))
+	for {
+		switch err := rows.Next(vals); {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := scan(valueRow(vals)); err != nil {
+			return err
+		}
+	}
+}
+
 // valueRow is a row as the driver returns it, scanned as database/sql would into the
 // destinations the scanners here use.
 type valueRow []driver.Value
@@ -452,6 +483,7 @@ func (r valueRow) Scan(dest ...any) error {
 type txn struct {
 	c        *wconn
 	legacy   bool // the schema is older than notesVersion
+	version  int  // the schema's version
 	headRead bool
 	base     receipt.Head // the head as the table holds it
 	head     receipt.Head // the head after this transaction's appends

@@ -186,3 +186,135 @@ func wantProbeEvents(lapsed bool) []string {
 	}
 	return []string{store.EventActionProposed, store.EventEffectRefused}
 }
+
+// testApprovalAgain covers asking again for the same action (docs/guarantees.md#approvals): a
+// pending request is handed back instead of a new one, and a request asked after a denial says
+// so.
+func testApprovalAgain(t *testing.T, b Backend) {
+	t.Run("ReusesPending", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		first := f.ask(c.ask(t0))
+		again := c.retry()
+		req := again.ask(t0.Add(time.Minute))
+		res := f.ask(req)
+		if !res.Reused || res.Approval == nil || res.Approval.ID != first.Approval.ID || !res.Approval.ExpiresAt.Equal(first.Approval.ExpiresAt) {
+			t.Fatalf("second ask = %+v (reused %t), want request %s back with its expiry %s", res.Approval, res.Reused, first.Approval.ID, first.Approval.ExpiresAt)
+		}
+		same(t, "Approvals()", f.approvals(store.ApprovalFilter{}), []*store.Approval{first.Approval})
+		evs := f.events(store.EventFilter{ActionID: again.ActionID})
+		same(t, "events of the second ask", kinds(evs), []string{store.EventActionProposed, store.EventApprovalReused})
+		for _, e := range evs {
+			if e.ApprovalID != first.Approval.ID {
+				t.Errorf("event %s names approval %q, want %s", e.Kind, e.ApprovalID, first.Approval.ID)
+			}
+		}
+	})
+
+	t.Run("ExpiredNotReused", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		first := f.ask(c.ask(t0))
+		res := f.ask(c.retry().ask(first.Approval.ExpiresAt))
+		if res.Reused || res.Approval.ID == first.Approval.ID {
+			t.Errorf("ask at the first request's expiry reused it, want a new request")
+		}
+	})
+
+	t.Run("OtherPrincipalNotReused", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		first := f.ask(c.ask(t0))
+		req := c.retry().ask(t0.Add(time.Minute))
+		req.Approval.Agent = "agent:other"
+		res := f.ask(req)
+		if res.Reused || res.Approval.ID == first.Approval.ID {
+			t.Errorf("another principal's ask reused %s, want a new request", first.Approval.ID)
+		}
+	})
+
+	t.Run("AfterDenial", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		first := f.ask(c.ask(t0))
+		f.answer(first.Approval.ID, false, t0.Add(time.Minute))
+		req := c.retry().ask(t0.Add(2 * time.Minute))
+		res := f.ask(req)
+		if res.Reused || res.Approval.PreviousDenied != first.Approval.ID || res.Approval.PreviousDeniedBy != approver {
+			t.Fatalf("ask after a denial = %+v, want a new request recording %s denied by %s", res.Approval, first.Approval.ID, approver)
+		}
+		same(t, "Approval() (stored with the previous denial)", f.approval(res.Approval.ID), res.Approval)
+		evs := f.events(store.EventFilter{ApprovalID: res.Approval.ID})
+		var payload map[string]any
+		for _, e := range evs {
+			if e.Kind == store.EventApprovalRequested {
+				_ = json.Unmarshal(e.Payload, &payload)
+			}
+		}
+		if payload["previous_denied"] != first.Approval.ID || payload["previous_denied_by"] != approver {
+			t.Errorf("approval_requested payload = %v, want previous_denied %s by %s", payload, first.Approval.ID, approver)
+		}
+		// Asked a third time while the second is pending: the second comes back, as it is.
+		third := f.ask(c.retry().ask(t0.Add(3 * time.Minute)))
+		if !third.Reused || third.Approval.ID != res.Approval.ID || third.Approval.PreviousDenied != first.Approval.ID {
+			t.Errorf("third ask = %+v (reused %t), want %s back", third.Approval, third.Reused, res.Approval.ID)
+		}
+	})
+
+	t.Run("LastAnswerGranted", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		first := f.ask(c.ask(t0))
+		f.answer(first.Approval.ID, false, t0.Add(time.Minute))
+		second := f.ask(c.retry().ask(t0.Add(2 * time.Minute)))
+		f.answer(second.Approval.ID, true, t0.Add(3*time.Minute))
+		third := f.ask(c.retry().ask(t0.Add(4 * time.Minute)))
+		if third.Reused || third.Approval.ID == second.Approval.ID || third.Approval.PreviousDenied != "" {
+			t.Errorf("ask after a grant = %+v (reused %t), want a new request with no previous denial", third.Approval, third.Reused)
+		}
+	})
+
+	t.Run("RefusalBeforeReuse", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		f.ask(c.ask(t0))
+		f.run(newCall("charge:inv_1"), t0.Add(time.Minute), store.Committed) // the key ran meanwhile
+		res := f.ask(c.retry().ask(t0.Add(2 * time.Minute)))
+		if res.Refused == nil || res.Approval != nil {
+			t.Fatalf("ask for a committed key with a request pending = %+v, want the refusal", res)
+		}
+		wantRefused(t, "probe", res.Refused, false, "committed")
+	})
+
+	t.Run("ConcurrentAskers", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		c := newCall("charge:inv_1")
+		results, errs := race(8, func(int) (*store.ApprovalResult, error) {
+			return f.st.CreateApproval(t.Context(), c.retry().ask(t0))
+		})
+		ids := map[string]bool{}
+		reused := 0
+		for i, res := range results {
+			if errs[i] != nil {
+				t.Fatalf("ask %d: %v", i, errs[i])
+			}
+			ids[res.Approval.ID] = true
+			if res.Reused {
+				reused++
+			}
+		}
+		if len(ids) != 1 || reused != 7 {
+			t.Errorf("8 concurrent asks got %d requests (%d reused), want one request, handed back 7 times", len(ids), reused)
+		}
+		if n := len(f.approvals(store.ApprovalFilter{})); n != 1 {
+			t.Errorf("Approvals() holds %d requests, want 1", n)
+		}
+	})
+}

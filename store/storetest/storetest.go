@@ -60,6 +60,7 @@ func Run(t *testing.T, b Backend) {
 		{"Approvals", testApprovals},
 		{"ReserveWithApproval", testReserveWithApproval},
 		{"ApprovalProbe", testApprovalProbe},
+		{"ApprovalAgain", testApprovalAgain},
 		{"Resolution", testResolution},
 		{"LateOutcomes", testLateOutcomes},
 		{"ResolutionExtras", testResolutionExtras},
