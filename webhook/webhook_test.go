@@ -431,6 +431,53 @@ func TestTimeoutBoundsTheEffect(t *testing.T) {
 	}
 }
 
+// A reconcile hook settles an ambiguous event at its next redelivery: it asks the downstream,
+// and the redelivery is answered from what the hook found, without running the effect again.
+func TestReconcileOnRedelivery(t *testing.T) {
+	t.Parallel()
+	g := openGuard(t, "sqlite")
+	var runs, asked atomic.Int32
+	shipped := map[string]string{} // the downstream's own record, keyed by event
+	var mu sync.Mutex
+	h, err := webhook.Handler(&webhook.Config{Guard: g, Action: "shipping.ship", Verifier: stripeVerifier(t),
+		Options: &latch.Options{Reconcile: func(ctx context.Context, a *latch.Attempt) (latch.Outcome, any, error) {
+			asked.Add(1)
+			var args struct {
+				EventID string `json:"event_id"`
+			}
+			if err := json.Unmarshal(a.Arguments, &args); err != nil {
+				return latch.OutcomeUnknown, nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if id, ok := shipped[args.EventID]; ok {
+				return latch.OutcomeCommitted, map[string]string{"shipment": id}, nil
+			}
+			return latch.OutcomeNotExecuted, nil, nil
+		}}},
+		func(ctx context.Context, ev *webhook.Event) (any, error) {
+			runs.Add(1)
+			mu.Lock()
+			shipped[ev.ID] = "shp_" + ev.ID // it shipped...
+			mu.Unlock()
+			return nil, errors.New("read tcp: connection reset by peer") // ...and the answer was lost
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := receiver(t, h)
+	if a := deliver(t, t.Context(), url, "evt_13"); a.status != 503 {
+		t.Fatalf("first delivery = %d %q, want 503", a.status, a.body)
+	}
+	a := deliver(t, t.Context(), url, "evt_13")
+	if a.status != 200 || a.body != `{"shipment":"shp_evt_13"}` || a.header.Get(webhook.HeaderReplayed) != "true" {
+		t.Errorf("redelivery = %d %q (replayed %q), want 200 with what the hook found", a.status, a.body, a.header.Get(webhook.HeaderReplayed))
+	}
+	if runs.Load() != 1 || asked.Load() != 1 {
+		t.Errorf("effect ran %d times, hook asked %d times; want 1 and 1", runs.Load(), asked.Load())
+	}
+}
+
 // A panicking effect is recorded ambiguous and answered 503 naming it; the redelivery does not run.
 func TestPanic(t *testing.T) {
 	t.Parallel()
