@@ -190,7 +190,7 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		p, ok := g.principal(req)
 		if !ok {
 			return nil, wireError(CodeUnauthenticated, Refusal{Reason: "unauthenticated", Action: t.Action,
-				Detail: "the session carries no principal: send Authorization: Bearer TOKEN, or start the gateway with a principal"})
+				Detail: "the session carries no principal: send Authorization: Bearer TOKEN over HTTP, or start a stdio gateway with --agent NAME"})
 		}
 		args := json.RawMessage(req.Params.Arguments)
 		if len(args) == 0 || string(args) == "null" {

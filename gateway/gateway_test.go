@@ -273,6 +273,11 @@ func TestDuplicateRefusedWithStoredResult(t *testing.T) {
 	if code != gateway.CodeDuplicate || r.Reason != "duplicate_effect" || r.EffectKey != "refund:ord_2" || r.EffectState != "committed" {
 		t.Fatalf("second refund = %d %+v, want %d duplicate_effect of refund:ord_2", code, r, gateway.CodeDuplicate)
 	}
+	// The refusal's receipt is named by its receipt id and its action id, each in its own field
+	// (receipt_id once carried the action id).
+	if !strings.HasPrefix(r.ReceiptID, "rcp_") || !strings.HasPrefix(r.ActionID, "act_") {
+		t.Errorf("second refund receipt_id %q, action_id %q; want rcp_… and act_…", r.ReceiptID, r.ActionID)
+	}
 	var stored mcp.CallToolResult
 	if err := json.Unmarshal(r.Result, &stored); err != nil {
 		t.Fatalf("stored result %s: %v", r.Result, err)

@@ -37,8 +37,9 @@ type Refusal struct {
 	ApprovalID  string          `json:"approval_id,omitempty"`
 	ExpiresAt   *time.Time      `json:"expires_at,omitempty"`
 	ActionHash  string          `json:"action_hash,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"` // the stored result of a committed effect
-	ReceiptID   string          `json:"receipt_id,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`     // the stored result of a committed effect
+	ReceiptID   string          `json:"receipt_id,omitempty"` // rcp_…, when a receipt was written
+	ActionID    string          `json:"action_id,omitempty"`  // act_…, what `latch inspect` takes
 	Detail      string          `json:"detail,omitempty"`
 }
 
@@ -46,7 +47,7 @@ type Refusal struct {
 func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	r := Refusal{Action: action, Detail: err.Error()}
 	if rc != nil {
-		r.ReceiptID = rc.ActionID
+		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}
 	var (
 		denied    *latch.DeniedError

@@ -25,6 +25,7 @@ type benchOptions struct {
 	attempts  int
 	receipts  int
 	child     string // the spec of a race child (hidden)
+	gateway   bool   // measure tool calls through the MCP gateway against direct ones
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -55,6 +56,11 @@ exact figure). Exit 1 if the counts are not exact. The racers share the CPUs: ea
 with GOMAXPROCS = CPUs / P (at least 1) unless $GOMAXPROCS is set, as P worker processes
 on one host should.
 
+--gateway measures MCP tool calls (go-sdk clients, one session per worker, over
+streamable HTTP on loopback) directly to an upstream whose tools do no work, then through
+the MCP gateway with an effect key per call, then a read-only tool with no key through the
+gateway; it prints calls/s, p50 and p99 of each and the gateway/direct ratio.
+
 --receipts N appends receipts of committed calls to the store until its chain holds N
 (so a store can be grown from 10k to 100k to 1M), then verifies the whole chain as
 'latch receipts --verify' does and reports receipts/s and the heap it used.`,
@@ -77,6 +83,14 @@ on one host should.
 				return usagef("--workers %d: want at least 1", o.workers)
 			case o.receipts < 0:
 				return usagef("--receipts %d: want a positive number", o.receipts)
+			case o.gateway:
+				if o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
+					return usagef("--gateway is a benchmark of its own: give it without --race-keys or --receipts")
+				}
+				if o.duration <= 0 {
+					return usagef("--duration %v: want a positive duration", o.duration)
+				}
+				return a.benchGateway(o)
 			case o.receipts > 0:
 				if o.raceKeys > 0 || o.processes > 0 {
 					return usagef("--receipts and --race-keys are different benchmarks: give one")
@@ -107,6 +121,7 @@ on one host should.
 	f.IntVar(&o.processes, "processes", 0, "race mode: the number of OS processes")
 	f.IntVar(&o.attempts, "attempts", 0, "race mode: attempts in all (default race-keys × processes)")
 	f.IntVar(&o.receipts, "receipts", 0, "chain mode: grow the chain to `N` receipts and time its verification")
+	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
 	f.StringVar(&o.child, "race-child", "", "internal: run as one racer of a race")
 	_ = f.MarkHidden("race-child")
 	return cmd
