@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +29,13 @@ type GatewayConfig struct {
 	Duration time.Duration
 }
 
+// CPUPerCall is processor time per call of each phase, in microseconds.
+type CPUPerCall struct {
+	Direct  float64 `json:"direct"`
+	Keyed   float64 `json:"gateway_keyed"`
+	Unkeyed float64 `json:"gateway_unkeyed"`
+}
+
 // GatewayReport is the result of Gateway.
 type GatewayReport struct {
 	Store    string `json:"store"`
@@ -43,6 +51,10 @@ type GatewayReport struct {
 	Unkeyed Phase `json:"gateway_unkeyed"`
 	// Ratio is Keyed calls/s ÷ Direct calls/s.
 	Ratio float64 `json:"ratio"`
+	// CPU is the processor time (user + system) of this whole process per call in each phase,
+	// in microseconds: agents, gateway and upstream all run in it, so Keyed − Direct is what
+	// the gateway costs in CPU. Unlike latency it hardly moves with other processes' load.
+	CPU CPUPerCall `json:"cpu_us_per_call"`
 	// Committed is the committed effect records the keyed phase left (with its warm-up): one
 	// per call, or the run is an error.
 	Committed int64 `json:"committed"`
@@ -177,7 +189,7 @@ func Gateway(ctx context.Context, cfg *GatewayConfig) (*GatewayReport, error) {
 	defer stopUp()
 
 	run := runID()
-	if rep.Direct, err = measureTool(ctx, c, upURL, "", "refund", run+"d"); err != nil {
+	if rep.Direct, rep.CPU.Direct, err = measureTool(ctx, c, upURL, "", "refund", run+"d"); err != nil {
 		return nil, fmt.Errorf("bench gateway: direct: %w", err)
 	}
 
@@ -209,10 +221,10 @@ func Gateway(ctx context.Context, cfg *GatewayConfig) (*GatewayReport, error) {
 	}
 	defer stopGw()
 
-	if rep.Keyed, err = measureTool(ctx, c, gwURL, token, "up.refund", run+"k"); err != nil {
+	if rep.Keyed, rep.CPU.Keyed, err = measureTool(ctx, c, gwURL, token, "up.refund", run+"k"); err != nil {
 		return nil, fmt.Errorf("bench gateway: keyed: %w", err)
 	}
-	if rep.Unkeyed, err = measureTool(ctx, c, gwURL, token, "up.balance", run+"u"); err != nil {
+	if rep.Unkeyed, rep.CPU.Unkeyed, err = measureTool(ctx, c, gwURL, token, "up.balance", run+"u"); err != nil {
 		return nil, fmt.Errorf("bench gateway: unkeyed: %w", err)
 	}
 	effects, err := g.Store().Effects(ctx, store.EffectFilter{State: store.Committed})
@@ -231,11 +243,12 @@ func Gateway(ctx context.Context, cfg *GatewayConfig) (*GatewayReport, error) {
 const warmup = 20
 
 // measureTool connects c.Workers sessions to url and calls tool from each for c.Duration,
-// each call with its own order id.
-func measureTool(ctx context.Context, c GatewayConfig, url, token, tool, run string) (Phase, error) {
+// each call with its own order id. It returns the phase and the process's CPU time per call
+// in microseconds.
+func measureTool(ctx context.Context, c GatewayConfig, url, token, tool, run string) (Phase, float64, error) {
 	ss, err := sessions(ctx, c.Workers, url, token)
 	if err != nil {
-		return Phase{}, err
+		return Phase{}, 0, err
 	}
 	defer closeAll(ss)
 	args := func(w, n int) map[string]any {
@@ -256,8 +269,22 @@ func measureTool(ctx context.Context, c GatewayConfig, url, token, tool, run str
 	}
 	for n := range warmup {
 		if err := call(0, -1-n); err != nil {
-			return Phase{}, err
+			return Phase{}, 0, err
 		}
 	}
-	return measure(ctx, c.Workers, c.Duration, call)
+	before := cpuTime()
+	p, err := measure(ctx, c.Workers, c.Duration, call)
+	if err != nil || p.Calls == 0 {
+		return p, 0, err
+	}
+	return p, micros(cpuTime()-before) / float64(p.Calls), nil
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

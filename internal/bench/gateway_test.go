@@ -21,6 +21,9 @@ func TestGateway(t *testing.T) {
 	if rep.Committed != rep.Keyed.Calls+warmup {
 		t.Errorf("committed = %d, want %d (one per keyed call)", rep.Committed, rep.Keyed.Calls+warmup)
 	}
+	if rep.CPU.Direct <= 0 || rep.CPU.Keyed <= 0 || rep.CPU.Unkeyed <= 0 {
+		t.Errorf("cpu per call = %+v, want each measured", rep.CPU)
+	}
 	if rep.Ratio <= 0 {
 		t.Errorf("ratio = %v", rep.Ratio)
 	}
