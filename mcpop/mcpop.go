@@ -188,6 +188,10 @@ type Approval struct {
 	ExpiresAt  string         `json:"expires_at"`
 	Approver   string         `json:"approver,omitempty"`
 	Note       string         `json:"note,omitempty"`
+	// PreviousDenied is the request for the same action denied before this one was asked, and
+	// PreviousDeniedBy who denied it: the person answering sees the agent asked again.
+	PreviousDenied   string `json:"previous_denied,omitempty"`
+	PreviousDeniedBy string `json:"previous_denied_by,omitempty"`
 }
 
 // DisplayedArg is one argument read through the policy's display hints.
@@ -219,7 +223,8 @@ func (o *Operator) approvalOf(a *store.Approval) Approval {
 	_ = json.Unmarshal(a.Action, &d) // a document the store could not read shows no arguments
 	out := Approval{ApprovalID: a.ID, Status: string(a.Status), Action: a.ActionName, ActionHash: a.ActionHash,
 		Principal: Principal{Agent: a.Agent, User: a.User}, Resource: d.Resource,
-		CreatedAt: stamp(a.CreatedAt), ExpiresAt: stamp(a.ExpiresAt), Approver: a.Approver, Note: a.Note}
+		CreatedAt: stamp(a.CreatedAt), ExpiresAt: stamp(a.ExpiresAt), Approver: a.Approver, Note: a.Note,
+		PreviousDenied: a.PreviousDenied, PreviousDeniedBy: a.PreviousDeniedBy}
 	_ = json.Unmarshal(d.Arguments, &out.Arguments)
 	// The policy reads the arguments as canonical values, exactly as they were hashed.
 	if v, err := canon.Parse(d.Arguments); err == nil {

@@ -237,3 +237,34 @@ func TestHTTPJWTApprover(t *testing.T) {
 		t.Errorf("approval = %s by %q note %q; want granted by dana, note as written", a.Status, a.Approver, a.Note)
 	}
 }
+
+// A request asked again after a denial says so: the person answering sees the earlier request
+// and who denied it.
+func TestAskedAgainAfterDenial(t *testing.T) {
+	t.Parallel()
+	g, cs, id := setup(t, "alice")
+	ctx := t.Context()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deny", Arguments: map[string]any{"approval_id": id}})
+	if err != nil || res.IsError {
+		t.Fatalf("deny: %v %s", err, errText(res))
+	}
+	_, err = g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: "support-bot"}),
+		&latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"order_id":"o1","amount":250000}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) { return nil, nil })
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) || ar.ApprovalID == id {
+		t.Fatalf("asked again = %v, want a new approval request", err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "show_approval", Arguments: map[string]any{"approval_id": ar.ApprovalID}})
+	if err != nil || res.IsError {
+		t.Fatalf("show_approval: %v %s", err, errText(res))
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var a mcpop.Approval
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.PreviousDenied != id || a.PreviousDeniedBy != "alice" {
+		t.Errorf("show_approval = %s, want previous_denied %s by alice", b, id)
+	}
+}
