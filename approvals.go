@@ -34,7 +34,9 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Receipt: g.draft(pr, actionID, started),
 		},
 	}
+	t0 := time.Now()
 	res, err := g.store.CreateApproval(ctx, req)
+	g.obs.storeTransaction("create_approval", t0, err)
 	if err != nil {
 		return nil, nil, wrapOp("request approval for "+safetext.Quote(pr.call.Action), err)
 	}
@@ -100,7 +102,9 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	if r.Now.IsZero() {
 		r.Now = g.cfg.Now()
 	}
+	t0 := time.Now()
 	a, err := g.store.AnswerApproval(ctx, &r)
+	g.obs.storeTransaction("answer_approval", t0, err)
 	var ae *store.AnswerError
 	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
 		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
@@ -127,7 +131,9 @@ func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*
 	if r.Now.IsZero() {
 		r.Now = g.cfg.Now()
 	}
+	t0 := time.Now()
 	e, err := g.store.Resolve(ctx, &r)
+	g.obs.storeTransaction("resolve", t0, err)
 	if err != nil {
 		return nil, wrapOp("", err)
 	}

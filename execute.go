@@ -9,6 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
@@ -26,7 +29,12 @@ const recordTimeout = 30 * time.Second
 // decoded from the canonical bytes that were hashed, never the caller's own. The returned
 // receipt is the one written for the call (nil when none was: no principal, approval pending);
 // its Value is what fn returned.
-func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (*Receipt, error) {
+func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (rc *Receipt, err error) {
+	ctx, span := g.startSpan(ctx, SpanCall, AttrAction.String(call.Action))
+	defer func() {
+		endCallSpan(span, rc, err)
+		g.obs.callEnded(call.Action, rc, err)
+	}()
 	b, rc, err := g.begin(ctx, call, false)
 	if b == nil {
 		return rc, err
@@ -46,9 +54,23 @@ type begun struct {
 // It returns the begun call, or nil and the refusal (with its receipt when one was written).
 // remote marks a call whose executor runs elsewhere (Begin): its opening event carries what
 // recording its outcome later needs.
-func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Receipt, error) {
+func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _ *Receipt, err error) {
 	started := g.cfg.Now()
-	p, err := g.principal(ctx)
+	dctx, dspan := g.startSpan(ctx, SpanDecide, AttrAction.String(call.Action))
+	var pr *prepared
+	deciding := true
+	endDecide := func(err error) {
+		if !deciding {
+			return
+		}
+		deciding = false
+		if pr != nil && dspan.IsRecording() {
+			dspan.SetAttributes(AttrDecision.String(string(pr.eval.Decision)), AttrReason.String(pr.eval.Reason))
+		}
+		endSpan(dspan, err)
+	}
+	defer func() { endDecide(err) }()
+	p, err := g.principal(dctx)
 	var expired *ExpiredCredentialError
 	switch {
 	case errors.As(err, &expired) && expired.Principal.Agent != "":
@@ -60,6 +82,7 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	}
 	actionID := newID("act_")
 	pr, nerr := g.normalize(call, p)
+	dspan.SetAttributes(AttrActionID.String(actionID), AttrEffectKey.String(pr.key))
 	if errors.Is(nerr, store.ErrInvalidInput) {
 		return nil, nil, nerr // a NUL byte in a name or key: no store can keep its receipt either
 	}
@@ -75,15 +98,17 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	if g.principalExpired(p, expired, started) {
 		if g.policy.Mode == policy.ModeObserve {
 			// Observe mode records the refusal it would have made, and runs (docs/guarantees.md#observe-mode).
-			g.decide(ctx, pr)
+			g.decide(dctx, pr)
 			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace}
+			endDecide(nil)
 			return g.observe(ctx, pr, actionID, started)
 		}
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired"}
 		rc, err := g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: "principal_expired"})
 		return nil, rc, err
 	}
-	g.decide(ctx, pr)
+	g.decide(dctx, pr)
+	endDecide(nil)
 	if g.policy.Mode == policy.ModeObserve {
 		return g.observe(ctx, pr, actionID, started)
 	}
@@ -92,31 +117,44 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (*begun, *Re
 	case policy.Allow:
 	case policy.Approve:
 		if approvalID == "" {
-			// The reservation would ask the reconcile hook first: so does the request.
-			var reconciled []store.Event
-			if pr.key != "" && pr.opts.Reconcile != nil {
-				var err error
-				if reconciled, err = g.reconcile(ctx, pr, actionID); err != nil {
-					return nil, nil, err
-				}
-			}
-			a, rc, err := g.requestApproval(ctx, pr, actionID, started, reconciled)
+			id, rc, err := g.approve(ctx, pr, actionID, started)
 			if err != nil {
 				return nil, rc, err
 			}
-			if !pr.opts.Wait {
-				return nil, nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
-			}
-			if err := g.waitApproval(ctx, a, pr.hash); err != nil {
-				return nil, nil, err
-			}
-			approvalID = a.ID
+			approvalID = id
 		}
 	default:
 		rc, err := g.refuse(ctx, pr, actionID, started, pr.refusal())
 		return nil, rc, err
 	}
 	return g.reserve(ctx, pr, actionID, approvalID, started)
+}
+
+// approve asks a human to approve the call: it stores an approval request (asking the
+// reconcile hook first, as the reservation would) and returns an *ApprovalRequiredError, or, with
+// Options.Wait, waits for the answer and returns the request's id. A request the reservation
+// would refuse is not stored: the refusal's receipt and error are returned.
+func (g *Guard) approve(ctx context.Context, pr *prepared, actionID string, started time.Time) (_ string, _ *Receipt, err error) {
+	ctx, span := g.startSpan(ctx, SpanApprove, AttrAction.String(pr.call.Action), AttrActionID.String(actionID))
+	defer func() { endSpan(span, err) }()
+	var reconciled []store.Event
+	if pr.key != "" && pr.opts.Reconcile != nil {
+		if reconciled, err = g.reconcile(ctx, pr, actionID); err != nil {
+			return "", nil, err
+		}
+	}
+	a, rc, err := g.requestApproval(ctx, pr, actionID, started, reconciled)
+	if err != nil {
+		return "", rc, err
+	}
+	span.SetAttributes(AttrApprovalID.String(a.ID))
+	if !pr.opts.Wait {
+		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
+	}
+	if err := g.waitApproval(ctx, a, pr.hash); err != nil {
+		return "", nil, err
+	}
+	return a.ID, nil, nil
 }
 
 // principalExpired reports whether the call's principal has expired at now: an identity
@@ -127,12 +165,17 @@ func (g *Guard) principalExpired(p Principal, expired *ExpiredCredentialError, n
 
 // refuse records a denied receipt and returns err.
 func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, started time.Time, err error) (*Receipt, error) {
+	ctx, span := g.startSpan(ctx, SpanRecord, AttrAction.String(pr.call.Action), AttrActionID.String(actionID),
+		AttrResult.String(receipt.Denied))
 	now := g.cfg.Now()
 	rc := g.draft(pr, actionID, started)
 	rc.Decision = string(policy.Deny)
 	rc.Result = receipt.Denied
 	rc.Error = err.Error()
+	t0 := time.Now()
 	res, serr := g.store.Record(ctx, &store.RecordRequest{Now: now, Receipt: rc, Events: g.proposal(pr, actionID, now)})
+	g.obs.storeTransaction("record", t0, serr)
+	endSpan(span, serr)
 	if serr != nil {
 		return nil, fmt.Errorf("%w (and the refusal could not be recorded: %w)", err, serr)
 	}
@@ -142,7 +185,13 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 }
 
 // reserve reserves the effect key of a decided call and spends its approval.
-func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time) (*begun, *Receipt, error) {
+func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time) (_ *begun, _ *Receipt, err error) {
+	if pr.key != "" || approvalID != "" {
+		var span trace.Span
+		ctx, span = g.startSpan(ctx, SpanReserve, AttrAction.String(pr.call.Action), AttrActionID.String(actionID),
+			AttrEffectKey.String(pr.key), AttrApprovalID.String(approvalID))
+		defer func() { endSpan(span, err) }()
+	}
 	rc := g.draft(pr, actionID, started)
 	rc.ApprovalID = approvalID
 	h := hold{}
@@ -160,9 +209,14 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...),
 		}
+		t0 := time.Now()
 		res, err := g.store.Reserve(ctx, req)
+		g.obs.storeTransaction("reserve", t0, err)
 		if err != nil {
 			return nil, nil, wrapOp("reserve "+pr.key, err)
+		}
+		if res.Effect != nil && res.Refusal == nil {
+			trace.SpanFromContext(ctx).SetAttributes(AttrAttempt.Int(res.Effect.Attempt))
 		}
 		g.emit(ctx, newReceipt(res.Document, derefSealed(res.Receipt), nil), res.Events)
 		if res.Refusal != nil {
@@ -198,11 +252,15 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 	rc.WouldHave = &receipt.WouldHave{Decision: string(pr.eval.Decision), Reason: pr.eval.Reason}
 	h := hold{}
 	if pr.key != "" {
-		now := g.cfg.Now()
+		ctx, span := g.startSpan(ctx, SpanReserve, AttrAction.String(pr.call.Action), AttrActionID.String(actionID),
+			AttrEffectKey.String(pr.key))
+		now, t0 := g.cfg.Now(), time.Now()
 		res, err := g.store.Reserve(ctx, &store.ReserveRequest{
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Events: g.proposal(pr, actionID, now),
 		})
+		g.obs.storeTransaction("reserve", t0, err)
+		endSpan(span, err)
 		if err != nil {
 			return nil, nil, wrapOp("observe "+pr.call.Action, err)
 		}
@@ -225,7 +283,17 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		exec.token = idempotencyToken(h.key, h.attempt)
 		exec.effectToken = effectToken(h.key)
 	}
-	value, execErr, panicked := g.invoke(ctx, exec, pr.canonArgs, fn)
+	ectx, span := g.startSpan(ctx, SpanExecute, AttrAction.String(pr.call.Action), AttrActionID.String(rc.ActionID),
+		AttrEffectKey.String(h.key), AttrAttempt.Int(h.attempt))
+	value, execErr, panicked := g.invoke(ectx, exec, pr.canonArgs, fn)
+	switch {
+	case panicked != nil:
+		span.SetStatus(codes.Error, "executor panicked")
+	case execErr != nil && span.IsRecording():
+		span.RecordError(execErr)
+		span.SetStatus(codes.Error, execErr.Error())
+	}
+	span.End()
 	return g.record(ctx, pr, rc, h, value, execErr, panicked)
 }
 
@@ -274,6 +342,8 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	// would leave a lease to lapse into ambiguous, which is safe but costs a human.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	wctx, span := g.startSpan(wctx, SpanRecord, AttrAction.String(pr.call.Action), AttrActionID.String(rc.ActionID),
+		AttrEffectKey.String(h.key), AttrResult.String(rc.Result))
 	now := g.cfg.Now()
 	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: h.key, ActionID: rc.ActionID, Attempt: h.attempt,
 		Outcome: outcome, Result: result}
@@ -283,7 +353,13 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	if !h.written {
 		req.Events = g.proposal(pr, rc.ActionID, now) // nothing was written for this call yet
 	}
+	t0 := time.Now()
 	res, err := g.store.Record(wctx, req)
+	g.obs.storeTransaction("record", t0, err)
+	if err == nil && span.IsRecording() && res.Document != nil {
+		span.SetAttributes(AttrResult.String(res.Document.Result))
+	}
+	endSpan(span, err)
 	if err != nil {
 		err = wrapOp(fmt.Sprintf("record outcome %s of %s", outcome, pr.call.Action), err)
 		switch {
@@ -457,7 +533,9 @@ func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) 
 		return fmt.Errorf("latch: extend lease on %s: duration %v is not positive", e.key, d)
 	}
 	now := g.cfg.Now()
+	t0 := time.Now()
 	_, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: e.key, ActionID: e.actionID, Attempt: e.attempt, Until: now.Add(d)})
+	g.obs.storeTransaction("extend_lease", t0, err)
 	if err != nil {
 		return wrapOp("", err)
 	}

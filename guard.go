@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -38,9 +40,12 @@ type Config struct {
 	Lease       time.Duration  // default 5m
 	ApprovalTTL time.Duration  // default 15m
 	Identity    IdentityProvider
-	Sinks       []Sink
-	Logger      *slog.Logger
-	Now         func() time.Time // injectable clock
+	Sinks       []Sink // a Sink that is also an Observer is told how calls end (package metrics)
+	// TracerProvider makes the spans of each call's pipeline steps (docs/observability.md); nil
+	// means OpenTelemetry's global provider, which makes none until the program sets one.
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+	Now            func() time.Time // injectable clock
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
@@ -53,6 +58,8 @@ type Guard struct {
 	log    *slog.Logger
 	grants grantCache
 	sinks  *sinks // nil without sinks
+	obs    observers
+	tracer trace.Tracer
 	// finishing holds the action ids whose outcome Finish is recording in this process, so
 	// that two concurrent posts of one outcome record it once.
 	finishing sync.Map
@@ -116,7 +123,9 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 			return nil, err
 		}
 	}
-	g := &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger)}
+	obs := observersOf(c.Sinks)
+	g := &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger, obs), obs: obs,
+		tracer: newTracer(c.TracerProvider)}
 	g.logOpen(c)
 	return g, nil
 }

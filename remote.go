@@ -75,11 +75,16 @@ type Pending struct {
 // Options.Reconcile is honoured as in Execute; Options.Wait blocks until the approval request is
 // answered or ctx ends. A call without an effect key costs one more write than under Execute:
 // its opening events are written now so that Finish can find it.
-func (g *Guard) Begin(ctx context.Context, call *Call) (*Pending, error) {
-	b, _, err := g.begin(ctx, call, true)
+func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
+	ctx, span := g.startSpan(ctx, SpanBegin, AttrAction.String(call.Action))
+	defer func() { endSpan(span, err) }()
+	b, rc, err := g.begin(ctx, call, true)
 	if b == nil {
+		endCallSpan(span, rc, err)
+		g.obs.callEnded(call.Action, rc, err)
 		return nil, err
 	}
+	span.SetAttributes(AttrActionID.String(b.rc.ActionID), AttrEffectKey.String(b.h.key), AttrAttempt.Int(b.h.attempt))
 	if !b.h.written {
 		ls, ok := g.store.(interface {
 			LogEvents(context.Context, []store.Event) error
@@ -119,7 +124,15 @@ func (b *begun) pending() *Pending {
 // the call, and an outcome is recorded once: anything else is an *OutcomeError and writes
 // nothing. The returned error is Execute's for the same ending (matching ErrNotExecuted or
 // ErrAmbiguous), with the receipt written.
-func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, result json.RawMessage, errText string) (*Receipt, error) {
+func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, result json.RawMessage, errText string) (rc *Receipt, err error) {
+	ctx, span := g.startSpan(ctx, SpanFinish, AttrActionID.String(actionID))
+	var action string
+	defer func() {
+		endCallSpan(span, rc, err)
+		if action != "" && (rc != nil || !errors.Is(err, ErrOutcomeRefused)) {
+			g.obs.callEnded(action, rc, err)
+		}
+	}()
 	if outcome != OutcomeCommitted && outcome != OutcomeNotExecuted && outcome != OutcomeUnknown {
 		return nil, fmt.Errorf("latch: finish %s: unknown outcome %d", safetext.Quote(actionID), outcome)
 	}
@@ -134,6 +147,8 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 	if err != nil {
 		return nil, err
 	}
+	action = b.pr.call.Action
+	span.SetAttributes(AttrAction.String(action))
 	var found bool
 	for _, err := range g.store.Receipts(ctx, store.ReceiptFilter{ActionID: actionID}) {
 		if err != nil {
@@ -180,7 +195,9 @@ func (g *Guard) Extend(ctx context.Context, actionID string, d time.Duration) (t
 		return time.Time{}, fmt.Errorf("latch: extend lease on %s: duration %v is not positive", b.h.key, d)
 	}
 	now := g.cfg.Now()
+	t0 := time.Now()
 	e, err := g.store.ExtendLease(ctx, &store.ExtendRequest{Now: now, Key: b.h.key, ActionID: actionID, Attempt: b.h.attempt, Until: now.Add(d)})
+	g.obs.storeTransaction("extend_lease", t0, err)
 	if err != nil {
 		return time.Time{}, wrapOp("", err)
 	}

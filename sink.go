@@ -72,6 +72,7 @@ type delivery struct {
 type sinkWorker struct {
 	sink    Sink
 	log     *slog.Logger
+	obs     observers
 	queue   chan *delivery
 	stopped chan struct{}
 	behind  atomic.Bool // a call stopped waiting for it: it is behind until its queue empties
@@ -85,13 +86,13 @@ type sinks struct {
 	workers []*sinkWorker
 }
 
-func newSinks(list []Sink, log *slog.Logger) *sinks {
+func newSinks(list []Sink, log *slog.Logger, obs observers) *sinks {
 	if len(list) == 0 {
 		return nil
 	}
 	ss := &sinks{}
 	for _, s := range list {
-		w := &sinkWorker{sink: s, log: log, queue: make(chan *delivery, SinkBuffer), stopped: make(chan struct{})}
+		w := &sinkWorker{sink: s, log: log, obs: obs, queue: make(chan *delivery, SinkBuffer), stopped: make(chan struct{})}
 		ss.workers = append(ss.workers, w)
 		go w.run()
 	}
@@ -125,10 +126,12 @@ func (w *sinkWorker) call(what, which string, f func() error) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.log.Error("latch: sink panicked", "sink", fmt.Sprintf("%T", w.sink), what, which, "panic", fmt.Sprint(r))
+			w.obs.sinkFailed(w.sink, "panic")
 		}
 	}()
 	if err := f(); err != nil {
 		w.log.Warn("latch: sink refused "+what, "sink", fmt.Sprintf("%T", w.sink), what, which, "err", err)
+		w.obs.sinkFailed(w.sink, "error")
 	}
 }
 
@@ -137,6 +140,7 @@ func (w *sinkWorker) send(d *delivery) {
 	select {
 	case w.queue <- d:
 	default:
+		w.obs.sinkFailed(w.sink, "dropped")
 		if n := w.dropped.Add(1); n == 1 || n%1000 == 0 {
 			w.log.Error("latch: sink backlog full: receipts and events dropped (the store keeps them)",
 				"sink", fmt.Sprintf("%T", w.sink), "dropped", n)

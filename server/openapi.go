@@ -24,6 +24,7 @@ var ops = map[string]op{
 	"GET /healthz":                    {"The process is up", "", "Status", []int{200}},
 	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}},
 	"GET /v1/openapi.json":            {"This document", "", "", []int{200}},
+	"GET /metrics":                    {"Metrics in the Prometheus text format (no token)", "", "", []int{200}},
 	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422}},
 	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}},
 	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409}},

@@ -220,6 +220,11 @@ func TestOpenAPI(t *testing.T) {
 		}
 		s.do(q.method, q.path, q.token, q.body)
 	}
+	// Metrics are the Prometheus text format, not JSON.
+	if resp, err := http.Get(s.url + "/metrics"); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	// A stream answers 200 and runs until the client goes.
 	sctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	req, _ := http.NewRequestWithContext(sctx, "GET", s.url+"/v1/events", nil)

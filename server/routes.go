@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // route is one operation of the API. The table is the single list of what the server serves:
@@ -22,6 +24,7 @@ func (s *Server) table() []route {
 		{"GET", "/healthz", false, open(s.healthz)},
 		{"GET", "/readyz", false, open(s.readyz)},
 		{"GET", "/v1/openapi.json", false, open(s.openAPIDoc)},
+		{"GET", "/metrics", false, open(s.cfg.Metrics.Handler().ServeHTTP)},
 		{"POST", "/v1/actions", true, s.postAction},
 		{"GET", "/v1/actions/{id}", true, s.getAction},
 		{"POST", "/v1/actions/{id}/outcome", true, s.postOutcome},
@@ -48,6 +51,8 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range s.table() {
 		rt := rt
 		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			// A caller's W3C traceparent makes the pipeline's spans children of its own.
+			r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 			var c *caller
 			if rt.auth {
 				var p *Problem

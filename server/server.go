@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/store"
 )
 
@@ -47,8 +48,12 @@ type Config struct {
 	// JWTs, with the identity package). Give it to the server, not to the guard: the server
 	// authenticates each request and passes the principal on.
 	Identity latch.IdentityProvider
-	Logger   *slog.Logger
-	Now      func() time.Time // token expiry clock; default time.Now
+	// Metrics is the metrics sink registered with the guard (latch.Config.Sinks), served at
+	// /metrics. Nil serves a sink of the server's own, which can count only what it reads
+	// from the store at scrape (effects by state, approvals by status).
+	Metrics *metrics.Sink
+	Logger  *slog.Logger
+	Now     func() time.Time // token expiry clock; default time.Now
 }
 
 // Server is the HTTP API of one guard. It is safe for concurrent use.
@@ -112,6 +117,14 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: store %T keeps no API tokens", g.Store())
 	}
+	if c.Metrics == nil {
+		m, err := metrics.New(nil)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		c.Metrics = m
+	}
+	c.Metrics.UseStore(g.Store())
 	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now}, log: c.Logger, stopping: make(chan struct{})}
 	s.h = s.routes()
 	s.doc = s.openAPI()

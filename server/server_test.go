@@ -86,7 +86,11 @@ func startWith(t *testing.T, backend, policyDoc string, cfg *server.Config) *srv
 		t.Fatal(err)
 	}
 	c := &clock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
-	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL(t, backend), Now: c.Now})
+	var sinks []latch.Sink
+	if cfg != nil && cfg.Metrics != nil {
+		sinks = append(sinks, cfg.Metrics) // the server serves the sink the guard counts into
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL(t, backend), Now: c.Now, Sinks: sinks})
 	if err != nil {
 		t.Fatal(err)
 	}

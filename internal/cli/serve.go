@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -52,11 +53,16 @@ stops it gracefully: requests in flight finish first.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, nil))
-			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log})
+			m, err := metrics.New(nil)
+			if err != nil {
+				return err
+			}
+			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: []latch.Sink{m}})
 			if err != nil {
 				return err
 			}
 			defer g.Close()
+			cfg.Metrics = m
 			if g.Policy().Mode == "observe" {
 				fmt.Fprintln(a.stderr, observeBanner)
 			}

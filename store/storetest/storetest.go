@@ -74,6 +74,7 @@ func Run(t *testing.T, b Backend) {
 		{"WriteTransactions", testWriteTransactions},
 		{"Delegations", testDelegations},
 		{"Tokens", testTokens},
+		{"Sweep", testSweep},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}

@@ -1,0 +1,192 @@
+package latch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+)
+
+// traced opens a guard whose spans go to an in-memory recorder.
+func traced(t *testing.T) (*latch.Guard, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "state.db"),
+		TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g, rec
+}
+
+// tree is the ended spans as "parent > child" names, in the order they ended, with every span
+// of one trace; the attributes of each span by name.
+func tree(t *testing.T, rec *tracetest.SpanRecorder) ([]string, map[string]map[attribute.Key]attribute.Value, map[string]sdktrace.ReadOnlySpan) {
+	t.Helper()
+	spans := rec.Ended()
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID().String()] = s
+		byName[s.Name()] = s
+	}
+	var out []string
+	attrs := map[string]map[attribute.Key]attribute.Value{}
+	for _, s := range spans {
+		if s.SpanContext().TraceID() != spans[0].SpanContext().TraceID() {
+			t.Errorf("span %s is in another trace", s.Name())
+		}
+		name := s.Name()
+		if p, ok := byID[s.Parent().SpanID().String()]; ok && s.Parent().IsValid() {
+			name = p.Name() + " > " + name
+		}
+		out = append(out, name)
+		attrs[s.Name()] = map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			attrs[s.Name()][kv.Key] = kv.Value
+		}
+	}
+	return out, attrs, byName
+}
+
+func TestSpans(t *testing.T) {
+	t.Parallel()
+	charge := `{"invoice_id":"inv_88","amount":24900}`
+	for _, c := range []struct {
+		name   string
+		run    func(t *testing.T, g *latch.Guard, ctx context.Context)
+		spans  []string
+		attrs  map[string]map[attribute.Key]string // span → attribute → value
+		failed []string                            // spans with status Error
+	}{
+		{
+			name: "committed",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				if _, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(charge)},
+					func(context.Context, json.RawMessage) (any, error) { return "ch_1", nil }); err != nil {
+					t.Fatal(err)
+				}
+			},
+			spans: []string{"latch.call > latch.decide", "latch.call > latch.reserve", "latch.call > latch.execute", "latch.call > latch.record", "latch.call"},
+			attrs: map[string]map[attribute.Key]string{
+				"latch.call":    {latch.AttrAction: "billing.charge", latch.AttrResult: "committed"},
+				"latch.decide":  {latch.AttrDecision: "allow", latch.AttrEffectKey: "charge:inv_88"},
+				"latch.reserve": {latch.AttrEffectKey: "charge:inv_88"},
+				"latch.execute": {latch.AttrEffectKey: "charge:inv_88"},
+				"latch.record":  {latch.AttrResult: "committed"},
+			},
+		},
+		{
+			name: "ambiguous",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				_, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(charge)},
+					func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read timed out") })
+				if !errors.Is(err, latch.ErrAmbiguous) {
+					t.Fatal(err)
+				}
+			},
+			spans:  []string{"latch.call > latch.decide", "latch.call > latch.reserve", "latch.call > latch.execute", "latch.call > latch.record", "latch.call"},
+			attrs:  map[string]map[attribute.Key]string{"latch.call": {latch.AttrResult: "ambiguous"}, "latch.record": {latch.AttrResult: "ambiguous"}},
+			failed: []string{"latch.execute", "latch.call"},
+		},
+		{
+			name: "denied",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				_, err := g.Execute(ctx, &latch.Call{Action: "ops.drop"}, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+				if !errors.Is(err, latch.ErrDenied) {
+					t.Fatal(err)
+				}
+			},
+			spans: []string{"latch.call > latch.decide", "latch.call > latch.record", "latch.call"},
+			attrs: map[string]map[attribute.Key]string{
+				"latch.call":   {latch.AttrResult: "denied", latch.AttrReason: "unknown_action"},
+				"latch.decide": {latch.AttrDecision: "deny", latch.AttrReason: "unknown_action"},
+			},
+		},
+		{
+			name: "approval required",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				_, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(`{"invoice_id":"inv_9","amount":90000}`)},
+					func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+				if !errors.Is(err, latch.ErrApprovalRequired) {
+					t.Fatal(err)
+				}
+			},
+			spans: []string{"latch.call > latch.decide", "latch.call > latch.approve", "latch.call"},
+			attrs: map[string]map[attribute.Key]string{
+				"latch.call":   {latch.AttrResult: "approval_required"},
+				"latch.decide": {latch.AttrDecision: "approve"},
+			},
+		},
+		{
+			name: "begin and finish",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				p, err := g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(charge)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Finish(ctx, p.ActionID, latch.OutcomeCommitted, []byte(`"ch_1"`), ""); err != nil {
+					t.Fatal(err)
+				}
+			},
+			spans: []string{"latch.begin > latch.decide", "latch.begin > latch.reserve", "latch.begin", "latch.finish > latch.record", "latch.finish"},
+			attrs: map[string]map[attribute.Key]string{
+				"latch.begin":  {latch.AttrEffectKey: "charge:inv_88"},
+				"latch.finish": {latch.AttrAction: "billing.charge", latch.AttrResult: "committed"},
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			g, rec := traced(t)
+			// The caller's own span: latch's spans are its children.
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			ctx, outer := tp.Tracer("test").Start(t.Context(), "caller")
+			c.run(t, g, agent(ctx))
+			outer.End()
+			got, attrs, byName := tree(t, rec)
+			want := append(append([]string(nil), c.spans...), "caller")
+			for i, s := range want {
+				if s == "latch.call" || s == "latch.begin" || s == "latch.finish" {
+					want[i] = "caller > " + s
+				}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("spans (-want +got):\n%s", d)
+			}
+			for span, kv := range c.attrs {
+				for k, v := range kv {
+					if got := attrs[span][k]; got.Emit() != v {
+						t.Errorf("span %s attribute %s = %q, want %q", span, k, got.Emit(), v)
+					}
+				}
+			}
+			failed := map[string]bool{}
+			for _, n := range c.failed {
+				failed[n] = true
+			}
+			for name, s := range byName {
+				if got := s.Status().Code == codes.Error; got != failed[name] {
+					t.Errorf("span %s failed = %t, want %t (%v)", name, got, failed[name], s.Status())
+				}
+			}
+		})
+	}
+}
