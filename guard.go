@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/sqlite"
@@ -104,7 +105,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 		}
 	}
 	if c.StoreURL == "" && c.Store == nil {
-		c.StoreURL = DefaultStoreURL(c.PolicyPath, os.Getenv)
+		c.StoreURL = storeurl.Default(c.PolicyPath, os.Getenv)
 	}
 	env := c.Environment
 	if env == "" {
@@ -190,19 +191,6 @@ func (g *Guard) Store() store.Store { return g.store }
 
 // Environment returns the environment calls default to.
 func (g *Guard) Environment() string { return g.env }
-
-// DefaultStoreURL is the store used when none is configured: $LATCH_STORE, else a SQLite file in
-// .latch/ beside the policy, so workers started from different directories share one store.
-func DefaultStoreURL(policyPath string, getenv func(string) string) string {
-	if u := getenv("LATCH_STORE"); u != "" {
-		return u
-	}
-	dir := "."
-	if policyPath != "" {
-		dir = filepath.Dir(policyPath)
-	}
-	return "sqlite:" + filepath.Join(dir, ".latch", "state.db")
-}
 
 // StoreOptions configures OpenStore.
 type StoreOptions struct {

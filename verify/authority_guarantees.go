@@ -418,13 +418,13 @@ func freshMembers(list []any) []any {
 }
 
 // delegate creates a delegation beneath parent as creator: through the guard (which checks that
-// it is contained in its parent), or, with FaultDelegationUnchecked, straight into the store.
+// it is contained in its parent), or, with faultDelegationUnchecked, straight into the store.
 func (r *runner) delegate(ctx context.Context, e *env, parent string, g policy.Grant, creator latch.Principal) (*store.Delegation, error) {
 	doc, err := json.Marshal(encodeGrant(&g))
 	if err != nil {
 		return nil, fmt.Errorf("encode a child grant: %w", err)
 	}
-	if !r.faults[FaultDelegationUnchecked] {
+	if !r.faults[faultDelegationUnchecked] {
 		return e.g.Delegate(ctx, parent, doc, creator)
 	}
 	ds, ok := e.st.(store.DelegationStore)

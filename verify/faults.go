@@ -14,58 +14,58 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// Fault names for Config.Faults. Each breaks latch in one way so that a test can show the
-// matching guarantee able to fail; production runs inject none. Store faults wrap the scratch
+// Fault names, for Config's faults (set by this package's tests). Each breaks latch in one way so
+// that a test can show the matching guarantee able to fail; production runs inject none. Store faults wrap the scratch
 // store (the backends are untouched); flow faults change what the harness does.
 const (
-	// FaultApprovalReusable accepts a mismatched or consumed approval: the reservation goes ahead
+	// faultApprovalReusable accepts a mismatched or consumed approval: the reservation goes ahead
 	// as if none had been presented. G1 and G2 fail.
-	FaultApprovalReusable = "approval_reusable"
-	// FaultReserveLies reports a reservation refused as committed or in_progress as reserved, as
+	faultApprovalReusable = "approval_reusable"
+	// faultReserveLies reports a reservation refused as committed or in_progress as reserved, as
 	// a non-atomic reservation would. G3 and G4 fail.
-	FaultReserveLies = "reserve_lies"
-	// FaultAmbiguousAsFailed records an ambiguous outcome as failed (record and receipt): unknown
+	faultReserveLies = "reserve_lies"
+	// faultAmbiguousAsFailed records an ambiguous outcome as failed (record and receipt): unknown
 	// collapsed into failed. G5 and G10 fail.
-	FaultAmbiguousAsFailed = "ambiguous_as_failed"
-	// FaultAllowUnknown lets an unlisted action through, as a default-allow policy would. G6
+	faultAmbiguousAsFailed = "ambiguous_as_failed"
+	// faultAllowUnknown lets an unlisted action through, as a default-allow policy would. G6
 	// fails.
-	FaultAllowUnknown = "allow_unknown"
-	// FaultAnonymousPrincipal gives a call without a principal a default one ("anonymous"), as an
+	faultAllowUnknown = "allow_unknown"
+	// faultAnonymousPrincipal gives a call without a principal a default one ("anonymous"), as an
 	// identity layer that fails open would. G7 fails.
-	FaultAnonymousPrincipal = "anonymous_principal"
-	// FaultChainBlind ignores what receipt verification found. G11 fails.
-	FaultChainBlind = "chain_blind"
-	// FaultLeaseRetry treats an executing record whose lease expired as reservable, without
+	faultAnonymousPrincipal = "anonymous_principal"
+	// faultChainBlind ignores what receipt verification found. G11 fails.
+	faultChainBlind = "chain_blind"
+	// faultLeaseRetry treats an executing record whose lease expired as reservable, without
 	// making it ambiguous. G12 fails.
-	FaultLeaseRetry = "lease_retry"
-	// FaultExpiryOffByOne evaluates every call with the clock 1µs behind, as an expiry check
+	faultLeaseRetry = "lease_retry"
+	// faultExpiryOffByOne evaluates every call with the clock 1µs behind, as an expiry check
 	// that treats expires_at as exclusive of the next instant would. G8 fails.
-	FaultExpiryOffByOne = "authority_expiry_off_by_one"
-	// FaultDelegationUnchecked creates delegations straight in the store, without checking that
+	faultExpiryOffByOne = "authority_expiry_off_by_one"
+	// faultDelegationUnchecked creates delegations straight in the store, without checking that
 	// they are contained in their parent, as a Delegate that skipped CheckDelegation would. G9
 	// fails.
-	FaultDelegationUnchecked = "delegation_unchecked"
-	// FaultRefuseAll refuses every effect reservation: each refusal check would hold, and the
+	faultDelegationUnchecked = "delegation_unchecked"
+	// faultRefuseAll refuses every effect reservation: each refusal check would hold, and the
 	// positive controls catch it (G3, G4, G5, G12 fail with "control failed").
-	FaultRefuseAll = "refuse_all"
+	faultRefuseAll = "refuse_all"
 )
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
 var faultTargets = map[string][]string{
-	FaultApprovalReusable:    {"G1", "G2"},
-	FaultReserveLies:         {"G3", "G4"},
-	FaultAmbiguousAsFailed:   {"G5", "G10"},
-	FaultAllowUnknown:        {"G6"},
-	FaultAnonymousPrincipal:  {"G7"},
-	FaultChainBlind:          {"G11"},
-	FaultLeaseRetry:          {"G12"},
-	FaultExpiryOffByOne:      {"G8"},
-	FaultDelegationUnchecked: {"G9"},
-	FaultRefuseAll:           {"G3", "G4", "G5", "G12"},
+	faultApprovalReusable:    {"G1", "G2"},
+	faultReserveLies:         {"G3", "G4"},
+	faultAmbiguousAsFailed:   {"G5", "G10"},
+	faultAllowUnknown:        {"G6"},
+	faultAnonymousPrincipal:  {"G7"},
+	faultChainBlind:          {"G11"},
+	faultLeaseRetry:          {"G12"},
+	faultExpiryOffByOne:      {"G8"},
+	faultDelegationUnchecked: {"G9"},
+	faultRefuseAll:           {"G3", "G4", "G5", "G12"},
 }
 
-// Faults returns every fault name with the guarantees it makes fail.
-func Faults() map[string][]string {
+// faultNames returns every fault name with the guarantees it makes fail.
+func faultNames() map[string][]string {
 	out := make(map[string][]string, len(faultTargets))
 	for k, v := range faultTargets {
 		out[k] = slices.Clone(v)
@@ -73,7 +73,7 @@ func Faults() map[string][]string {
 	return out
 }
 
-// faultSet is the parsed Config.Faults.
+// faultSet is the parsed Config.faults.
 type faultSet map[string]bool
 
 func parseFaults(names []string) (faultSet, error) {
@@ -107,8 +107,8 @@ func (fs faultSet) list() []string {
 
 // storeFaults reports whether any fault needs the store wrapper.
 func (fs faultSet) storeFaults() bool {
-	return fs[FaultApprovalReusable] || fs[FaultReserveLies] || fs[FaultAmbiguousAsFailed] ||
-		fs[FaultLeaseRetry] || fs[FaultRefuseAll]
+	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
+		fs[faultLeaseRetry] || fs[faultRefuseAll]
 }
 
 // faultStore is a store.Store that misbehaves as its faults say, in front of a real backend.
@@ -119,10 +119,10 @@ type faultStore struct {
 
 // Reserve implements the reservation faults.
 func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
-	if f.faults[FaultRefuseAll] && req.EffectKey != "" {
+	if f.faults[faultRefuseAll] && req.EffectKey != "" {
 		return &store.ReserveResult{Refusal: &store.Refusal{Reason: "in_progress", Detail: "fault refuse_all"}}, nil
 	}
-	if f.faults[FaultApprovalReusable] && req.ApprovalID != "" {
+	if f.faults[faultApprovalReusable] && req.ApprovalID != "" {
 		a, err := f.Store.Approval(ctx, req.ApprovalID)
 		if err == nil {
 			if reason, _ := store.CheckApproval(a, req.ActionHash, req.Now); reason == "mismatch" || reason == "consumed" {
@@ -132,13 +132,13 @@ func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*s
 			}
 		}
 	}
-	if f.faults[FaultLeaseRetry] && req.EffectKey != "" {
+	if f.faults[faultLeaseRetry] && req.EffectKey != "" {
 		e, err := f.Store.Effect(ctx, req.EffectKey)
 		if err == nil && e.State == store.Executing && !req.Now.Before(e.LeaseExpiresAt) {
 			return f.lie(req, e.Attempt+1), nil
 		}
 	}
-	if f.faults[FaultReserveLies] && req.Receipt != nil {
+	if f.faults[faultReserveLies] && req.Receipt != nil {
 		// A refusal writes its blocked receipt with the draft's id; the lie below lets the call
 		// go on to record a receipt of its own under that id. The refusal gets another.
 		r := *req
@@ -148,7 +148,7 @@ func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*s
 		req = &r
 	}
 	res, err := f.Store.Reserve(ctx, req)
-	if err != nil || !f.faults[FaultReserveLies] {
+	if err != nil || !f.faults[faultReserveLies] {
 		return res, err
 	}
 	if r := res.Refusal; r != nil && !r.Approval && (r.Reason == "committed" || r.Reason == "in_progress") {
@@ -170,9 +170,9 @@ func (f *faultStore) lie(req *store.ReserveRequest, attempt int) *store.ReserveR
 	}}
 }
 
-// Record implements FaultAmbiguousAsFailed.
+// Record implements faultAmbiguousAsFailed.
 func (f *faultStore) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
-	if f.faults[FaultAmbiguousAsFailed] && req.Receipt != nil && req.Receipt.Result == receipt.Ambiguous {
+	if f.faults[faultAmbiguousAsFailed] && req.Receipt != nil && req.Receipt.Result == receipt.Ambiguous {
 		r := *req
 		rc := *req.Receipt
 		rc.Result = receipt.Failed
@@ -194,7 +194,7 @@ func newReceiptID() string {
 // principalKey marks a context whose call has a principal, for anonymousIdentity.
 type principalKey struct{}
 
-// anonymousIdentity is the identity provider of FaultAnonymousPrincipal: the verify principal
+// anonymousIdentity is the identity provider of faultAnonymousPrincipal: the verify principal
 // when the call has one, else a default — the fail-open bug G7 exists to catch.
 type anonymousIdentity struct{}
 

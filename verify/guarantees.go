@@ -367,7 +367,7 @@ func (r *runner) g6(ctx context.Context) (outcome, error) {
 	name := u.name
 	sp := r.sp
 	var extra map[string]policy.Decision
-	if r.faults[FaultAllowUnknown] {
+	if r.faults[faultAllowUnknown] {
 		extra = map[string]policy.Decision{name: policy.Allow}
 	}
 	if extra != nil || !u.covered {
@@ -618,7 +618,7 @@ func (r *runner) g11(ctx context.Context) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	if r.faults[FaultChainBlind] {
+	if r.faults[faultChainBlind] {
 		got = receipt.Report{OK: true, Verified: got.Verified, Breaks: []receipt.Break{}}
 	}
 

@@ -128,12 +128,12 @@ func (e *env) close() { e.g.Close() }
 
 // openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
 func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet) (*latch.Guard, store.Store, error) {
-	if faults[FaultExpiryOffByOne] {
+	if faults[faultExpiryOffByOne] {
 		exact := now
 		now = func() time.Time { return exact().Add(-time.Microsecond) }
 	}
 	cfg := &latch.Config{Policy: pol, StoreURL: url, Environment: env, Now: now}
-	if faults[FaultAnonymousPrincipal] {
+	if faults[faultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
 	}
 	st, err := latch.OpenStore(ctx, url, nil)

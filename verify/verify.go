@@ -52,9 +52,9 @@ type Config struct {
 	StoreURL string
 	// Only selects guarantees by id (G1, g3…; comma-separated entries are split). Empty runs all.
 	Only []string
-	// Faults injects named faults, to show that each guarantee is able to fail. Test-only: empty
-	// in production. See Faults for the names.
-	Faults []string
+	// faults injects named faults, to show that each guarantee is able to fail: set by this
+	// package's tests only (export_test.go), never in production.
+	faults []string
 	// Executable is the binary re-executed as a G4 racer; default os.Executable(). It must call
 	// Child first thing in main.
 	Executable string
@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg *Config) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	faults, err := parseFaults(c.Faults)
+	faults, err := parseFaults(c.faults)
 	if err != nil {
 		return nil, err
 	}

@@ -321,7 +321,7 @@ func TestFaults(t *testing.T) {
 			if d, ok := policyFor[name]; ok {
 				doc = d
 			}
-			rep := run(t, &verify.Config{Policy: parse(t, doc), Only: targets, Faults: []string{name}})
+			rep := run(t, verify.WithFaults(&verify.Config{Policy: parse(t, doc), Only: targets}, name))
 			got := byID(rep)
 			for _, id := range targets {
 				r, ok := got[id]
@@ -359,7 +359,7 @@ func TestUsage(t *testing.T) {
 		{"nil config", nil, "no policy"},
 		{"observe mode", &verify.Config{Policy: observe}, "observe mode"},
 		{"unknown guarantee", &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G1", "G13"}}, `unknown guarantee "G13"`},
-		{"unknown fault", &verify.Config{Policy: parse(t, readOnlyPolicy), Faults: []string{"nope"}}, `unknown fault "nope"`},
+		{"unknown fault", verify.WithFaults(&verify.Config{Policy: parse(t, readOnlyPolicy)}, "nope"), `unknown fault "nope"`},
 		{"bad store", &verify.Config{Policy: parse(t, readOnlyPolicy), StoreURL: "mysql://x"}, "unsupported store URL"},
 	}
 	for _, tc := range tests {

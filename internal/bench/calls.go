@@ -18,9 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/sqlitebare"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/postgres"
-	"github.com/latchkit/latch/store/sqlite"
+	_ "github.com/latchkit/latch/store/sqlite" // installs sqlitebare's opener
 )
 
 // CallsConfig configures Calls.
@@ -260,7 +261,7 @@ func openSQLiteBaseline(ctx context.Context, storeURL string) (*sqliteBaseline, 
 		u += "?" + query
 	}
 	b := &sqliteBaseline{dir: dir}
-	if b.db, err = sqlite.OpenDB(u); err != nil {
+	if b.db, err = sqlitebare.Open(u); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

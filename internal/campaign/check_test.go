@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latch"
-	"github.com/latchkit/latch/store/sqlite"
+	"github.com/latchkit/latch/internal/sqlitebare"
 )
 
 // misbehave is how a test executor departs from an honest one.
@@ -95,7 +95,7 @@ func TestCheck(t *testing.T) {
 			ledger.Close()
 			g.Close()
 			if tt.tamper {
-				db, err := sqlite.OpenDB(url)
+				db, err := sqlitebare.Open(url)
 				if err != nil {
 					t.Fatal(err)
 				}

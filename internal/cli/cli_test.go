@@ -29,6 +29,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/verify"
@@ -113,7 +114,7 @@ func scriptPolicy(ts *testscript.TestScript) string {
 func scriptStore(ts *testscript.TestScript) string {
 	u := ts.Getenv("LATCH_STORE")
 	if u == "" {
-		u = latch.DefaultStoreURL(scriptPolicy(ts), ts.Getenv)
+		u = storeurl.Default(scriptPolicy(ts), ts.Getenv)
 	}
 	if path, ok := strings.CutPrefix(u, "sqlite:"); ok {
 		path, query, _ := strings.Cut(path, "?")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
@@ -42,7 +43,7 @@ func (a *app) storeURL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return latch.DefaultStoreURL(path, a.getenv), nil
+	return storeurl.Default(path, a.getenv), nil
 }
 
 // loadPolicy loads the policy and, for an observe-mode policy, prints the banner to stderr

@@ -59,6 +59,7 @@ import (
 	sqlitedriver "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
 
+	"github.com/latchkit/latch/internal/sqlitebare"
 	"github.com/latchkit/latch/store"
 )
 
@@ -278,11 +279,13 @@ func openWriter(loc location) (*sql.DB, error) {
 	return db, nil
 }
 
-// OpenDB opens the SQLite file a store URL names exactly as a Store opens its writer (the same
+func init() { sqlitebare.Install(openDB) }
+
+// openDB opens the SQLite file a store URL names exactly as a Store opens its writer (the same
 // driver, WAL, busy_timeout, synchronous, BEGIN IMMEDIATE for every transaction, one connection)
-// but creates none of latch's tables. It is the bare database `latch bench` measures latch
-// against: point it at a scratch file, never at a store.
-func OpenDB(url string) (*sql.DB, error) {
+// but creates none of latch's tables: the bare database `latch bench` measures latch against
+// (internal/sqlitebare).
+func openDB(url string) (*sql.DB, error) {
 	loc, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", url, err)

@@ -336,12 +336,12 @@ func TestCloseQueued(t *testing.T) {
 }
 
 // TestCheckpointPages: the writer checkpoints every walCheckpointPages pages, and so does the
-// bare database OpenDB gives `latch bench` to compare with.
+// bare database openDB gives `latch bench` to compare with.
 func TestCheckpointPages(t *testing.T) {
 	t.Parallel()
 	url := backend.New(t)
 	s := open(t, url, nil)
-	db, err := OpenDB(url + "-bare")
+	db, err := openDB(url + "-bare")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,26 @@
+package verify
+
+// Fault injection is test plumbing, not API: this package's external tests reach it here.
+
+// The fault names.
+const (
+	FaultApprovalReusable    = faultApprovalReusable
+	FaultReserveLies         = faultReserveLies
+	FaultAmbiguousAsFailed   = faultAmbiguousAsFailed
+	FaultAllowUnknown        = faultAllowUnknown
+	FaultAnonymousPrincipal  = faultAnonymousPrincipal
+	FaultChainBlind          = faultChainBlind
+	FaultLeaseRetry          = faultLeaseRetry
+	FaultExpiryOffByOne      = faultExpiryOffByOne
+	FaultDelegationUnchecked = faultDelegationUnchecked
+	FaultRefuseAll           = faultRefuseAll
+)
+
+// Faults returns every fault name with the guarantees it makes fail.
+func Faults() map[string][]string { return faultNames() }
+
+// WithFaults returns c with the named faults injected.
+func WithFaults(c *Config, names ...string) *Config {
+	c.faults = names
+	return c
+}
