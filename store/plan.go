@@ -75,9 +75,9 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 	ev := func(kind string, payload map[string]any) {
 		p.Events = append(p.Events, NewEvent(kind, req.Now, req.ActionID, req.EffectKey, req.ApprovalID, payload))
 	}
-	refuse := func(r *Refusal, withReceipt bool) *ReservePlan {
+	refuse := func(r *Refusal) *ReservePlan {
 		p.Result.Refusal = r
-		if withReceipt && req.Receipt != nil {
+		if req.Receipt != nil {
 			rc := *req.Receipt
 			rc.Result = receipt.Blocked
 			rc.Error = r.Text()
@@ -102,7 +102,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		}
 		if reason != "" {
 			return refuse(&Refusal{Approval: true, Reason: reason,
-				Detail: fmt.Sprintf("approval %s refused: %s (%s)", safetext.Quote(req.ApprovalID), reason, approvalDetail(reason, apr, req))}, true)
+				Detail: fmt.Sprintf("approval %s refused: %s (%s)", safetext.Quote(req.ApprovalID), reason, approvalDetail(reason, apr, req))})
 		}
 	}
 
@@ -114,7 +114,7 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 				ev(EventExecutionAmbiguous, map[string]any{"cause": "lease_expired", "holder": eff.ActionID, "attempt": eff.Attempt})
 			}
 			ev(EventEffectRefused, map[string]any{"reason": r.Reason, "state": string(p.Result.Effect.State), "attempt": p.Result.Effect.Attempt})
-			return refuse(r, !(req.DeferAmbiguous && r.Reason == "ambiguous"))
+			return refuse(r)
 		}
 		next := Effect{
 			Key: req.EffectKey, State: Executing, Attempt: 1, ActionID: req.ActionID, Action: req.Action,

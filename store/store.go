@@ -195,9 +195,6 @@ type ReserveRequest struct {
 	ApprovalID  string // "" when none was presented
 	// Receipt is the draft written (result blocked) if the approval or the reservation is refused.
 	Receipt *receipt.Receipt
-	// DeferAmbiguous asks for an ambiguous record to be reported without writing a receipt:
-	// the caller will ask its reconcile hook and reserve again.
-	DeferAmbiguous bool
 	// Events are written with whatever the transaction writes (action_proposed, policy_evaluated…).
 	Events []Event
 }

@@ -49,18 +49,8 @@ func testRetryTable(t *testing.T, b Backend) {
 		wantRefused(t, "reserve an ambiguous key", res, false, "ambiguous")
 		wantBlockedReceipt(t, "reserve an ambiguous key", res)
 		same(t, "Effect() after the refusal", f.effect(c.Key), before)
-
-		// DeferAmbiguous: reported, no receipt (the caller asks its reconcile hook first).
-		req := c.retry().reserve(t0.Add(2 * time.Hour))
-		req.DeferAmbiguous = true
-		res = f.reserve(req)
-		wantRefused(t, "deferred reserve of an ambiguous key", res, false, "ambiguous")
-		if res.Receipt != nil {
-			t.Errorf("DeferAmbiguous wrote receipt %d", res.Receipt.Seq)
-		}
-		same(t, "Effect() after the deferred refusal", f.effect(c.Key), before)
 		if n := f.verify(); n != 2 {
-			t.Errorf("chain holds %d receipts, want 2 (the Record and the refusal that was not deferred)", n)
+			t.Errorf("chain holds %d receipts, want 2 (the Record and the refusal)", n)
 		}
 	})
 
@@ -135,23 +125,6 @@ func testRetryTable(t *testing.T, b Backend) {
 		res = f.reserve(c.retry().reserve(lapse.Add(time.Hour)))
 		wantRefused(t, "reserve the lapsed key again", res, false, "ambiguous")
 		same(t, "Effect() after the second refusal", f.effect(c.Key), want)
-	})
-
-	t.Run("LeaseLapsedDeferred", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, b)
-		c := newCall("charge:inv_1")
-		f.reserved(c, t0)
-		req := c.retry().reserve(t0.Add(2 * lease))
-		req.DeferAmbiguous = true
-		res := f.reserve(req)
-		wantRefused(t, "deferred reserve after the lease lapsed", res, false, "ambiguous")
-		if res.Receipt != nil {
-			t.Errorf("DeferAmbiguous wrote receipt %d", res.Receipt.Seq)
-		}
-		if got := f.effect(c.Key); got.State != store.Ambiguous || got.Error != store.LeaseExpiredError {
-			t.Errorf("Effect() = %s %q, want ambiguous %q (written even when the receipt is deferred)", got.State, got.Error, store.LeaseExpiredError)
-		}
 	})
 
 	t.Run("ReadsChangeNothing", func(t *testing.T) {
