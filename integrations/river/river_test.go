@@ -1,0 +1,292 @@
+package latchriver_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/latchkit/latch"
+	latchriver "github.com/latchkit/latch/integrations/river"
+	"github.com/latchkit/latch/internal/remotetest"
+	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/policy"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+)
+
+const testPolicy = `
+schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: allow
+`
+
+type ChargeArgs struct {
+	InvoiceID string `json:"invoice_id"`
+	Amount    int64  `json:"amount"`
+}
+
+func (ChargeArgs) Kind() string { return "charge_invoice" }
+
+type RefundArgs struct {
+	InvoiceID string `json:"invoice_id"`
+}
+
+func (RefundArgs) Kind() string { return "refund_invoice" }
+
+// chargeWorker charges through the remote: a refusal before acting is NotExecuted, anything
+// else that is not an answer is unknown.
+type chargeWorker struct {
+	river.WorkerDefaults[ChargeArgs]
+	remote *remotetest.Server
+}
+
+func (w *chargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
+	_, err := w.remote.Act(ctx, job.Args.InvoiceID)
+	if errors.Is(err, remotetest.ErrRefused) {
+		return latch.NotExecuted(err)
+	}
+	return err
+}
+
+// NextRetry retries soon, so the test does not wait for River's default backoff.
+func (w *chargeWorker) NextRetry(*river.Job[ChargeArgs]) time.Time {
+	return time.Now().Add(50 * time.Millisecond)
+}
+
+type refundWorker struct {
+	river.WorkerDefaults[RefundArgs]
+	remote *remotetest.Server
+}
+
+func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
+	_, err := w.remote.Act(ctx, "refund:"+job.Args.InvoiceID)
+	return err
+}
+
+type fixture struct {
+	guard  *latch.Guard
+	client *river.Client[pgx5Tx]
+	remote *remotetest.Server
+}
+
+type pgx5Tx = pgx.Tx
+
+// setup opens a guard and a River client on one fresh schema of the test Postgres: the River
+// tables beside latch's, as a deployment that shares one database would have them.
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	storeURL := testdb.PostgresURL(t, "latchriver")
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("schema")
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := latch.Open(ctx, &latch.Config{Policy: p, StoreURL: storeURL}) // creates the schema
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+
+	q := u.Query()
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatalf("migrate River: %v", err)
+	}
+
+	remote := remotetest.New(t)
+	cfg := &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, latchriver.Wrap(g, "billing.charge", river.Worker[ChargeArgs](&chargeWorker{remote: remote}), cfg))
+	// billing.refund is not in the policy: every refund is denied.
+	river.AddWorker(workers, latchriver.Wrap(g, "billing.refund", river.Worker[RefundArgs](&refundWorker{remote: remote}), cfg))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:            schema,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+		Logger:            slog.New(slog.DiscardHandler),
+		TestOnly:          true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := client.Stop(ctx); err != nil {
+			t.Errorf("stop River: %v", err)
+		}
+	})
+	return &fixture{guard: g, client: client, remote: remote}
+}
+
+// settle waits until job id is completed, cancelled or discarded.
+func (f *fixture) settle(t *testing.T, id int64) *rivertype.JobRow {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		row, err := f.client.JobGet(t.Context(), id)
+		if err != nil {
+			t.Fatalf("JobGet(%d): %v", id, err)
+		}
+		switch row.State {
+		case rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded:
+			return row
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d still %s after 30s", id, row.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *fixture) insert(t *testing.T, args river.JobArgs) int64 {
+	t.Helper()
+	res, err := f.client.Insert(t.Context(), args, nil)
+	if err != nil {
+		t.Fatalf("Insert(%v): %v", args, err)
+	}
+	return res.Job.ID
+}
+
+func (f *fixture) retry(t *testing.T, id int64) {
+	t.Helper()
+	if _, err := f.client.JobRetry(t.Context(), id); err != nil {
+		t.Fatalf("JobRetry(%d): %v", id, err)
+	}
+}
+
+func (f *fixture) state(t *testing.T, key string) latch.State {
+	t.Helper()
+	e, err := f.guard.Store().Effect(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Effect(%s): %v", key, err)
+	}
+	return e.State
+}
+
+func lastError(row *rivertype.JobRow) string {
+	if len(row.Errors) == 0 {
+		return ""
+	}
+	return row.Errors[len(row.Errors)-1].Error
+}
+
+func TestRiver(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+
+	t.Run("redelivery after commit does not run again", func(t *testing.T) {
+		t.Parallel()
+		first := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_1", Amount: 100}))
+		if first.State != rivertype.JobStateCompleted {
+			t.Fatalf("first job = %s (%s), want completed", first.State, lastError(first))
+		}
+		// The same charge enqueued again (a redelivered event), and the completed job retried.
+		dup := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_1", Amount: 100}))
+		f.retry(t, first.ID)
+		again := f.settle(t, first.ID)
+		for _, row := range []*rivertype.JobRow{dup, again} {
+			if row.State != rivertype.JobStateCompleted {
+				t.Errorf("duplicate job %d = %s (%s), want completed without running", row.ID, row.State, lastError(row))
+			}
+		}
+		if n := f.remote.Acts("inv_1"); n != 1 {
+			t.Errorf("remote acted %d times for inv_1, want 1", n)
+		}
+	})
+
+	t.Run("lost reply is ambiguous and the retried job does not run", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_2", remotetest.DropReply)
+		id := f.insert(t, ChargeArgs{InvoiceID: "inv_2", Amount: 200})
+		row := f.settle(t, id)
+		if row.State != rivertype.JobStateCancelled {
+			t.Fatalf("job after a lost reply = %s, want cancelled", row.State)
+		}
+		if msg := lastError(row); !strings.Contains(msg, `effect "charge:inv_2" is ambiguous`) {
+			t.Errorf("job error = %q, want it to name the ambiguous effect charge:inv_2", msg)
+		}
+		if s := f.state(t, "charge:inv_2"); s != latch.StateAmbiguous {
+			t.Errorf("effect charge:inv_2 = %s, want ambiguous", s)
+		}
+		// Someone retries the cancelled job: latch refuses before the worker runs.
+		f.retry(t, id)
+		row = f.settle(t, id)
+		if row.State != rivertype.JobStateCancelled || !strings.Contains(lastError(row), "latch resolve charge:inv_2") {
+			t.Errorf("retried job = %s (%q), want cancelled again, naming the effect", row.State, lastError(row))
+		}
+		if n := f.remote.Acts("inv_2"); n != 1 {
+			t.Fatalf("remote acted %d times for inv_2, want 1 (the retry must not run)", n)
+		}
+		// A person finds the charge did not happen: the next retry runs.
+		if _, err := f.guard.Resolve(t.Context(), "charge:inv_2", latch.StateFailed, "cli:test"); err != nil {
+			t.Fatal(err)
+		}
+		f.retry(t, id)
+		if row = f.settle(t, id); row.State != rivertype.JobStateCompleted {
+			t.Errorf("job retried after resolve --failed = %s (%s), want completed", row.State, lastError(row))
+		}
+		if n := f.remote.Acts("inv_2"); n != 2 {
+			t.Errorf("remote acted %d times for inv_2, want 2 (once lost, once after resolve)", n)
+		}
+	})
+
+	t.Run("NotExecuted is retried by River and runs once", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_3", remotetest.Refuse)
+		row := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_3", Amount: 300}))
+		if row.State != rivertype.JobStateCompleted || row.Attempt != 2 {
+			t.Fatalf("job = %s at attempt %d (%s), want completed at attempt 2", row.State, row.Attempt, lastError(row))
+		}
+		if msg := row.Errors[0].Error; !strings.Contains(msg, "not executed") {
+			t.Errorf("first attempt's error = %q, want the NotExecuted error", msg)
+		}
+		if n := f.remote.Acts("inv_3"); n != 1 {
+			t.Errorf("remote acted %d times for inv_3, want 1", n)
+		}
+		if s := f.state(t, "charge:inv_3"); s != latch.StateCommitted {
+			t.Errorf("effect charge:inv_3 = %s, want committed", s)
+		}
+	})
+
+	t.Run("denied job is cancelled without running", func(t *testing.T) {
+		t.Parallel()
+		row := f.settle(t, f.insert(t, RefundArgs{InvoiceID: "inv_4"}))
+		if row.State != rivertype.JobStateCancelled || row.Attempt != 1 || !strings.Contains(lastError(row), "denied") {
+			t.Errorf("refund job = %s at attempt %d (%q), want cancelled at attempt 1, denied", row.State, row.Attempt, lastError(row))
+		}
+		if n := f.remote.Acts("refund:inv_4"); n != 0 {
+			t.Errorf("remote acted %d times for the refund, want 0", n)
+		}
+	})
+}
