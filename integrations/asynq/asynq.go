@@ -1,0 +1,237 @@
+// Package latchasynq protects asynq task handlers with latch, so that a task whose effect already
+// happened, or whose earlier attempt's outcome is unknown, does not run it again.
+//
+// asynq retries a task whose handler returned an error, and re-queues one whose worker vanished.
+// Neither can tell "nothing happened" from "I don't know what happened". Handler (one handler)
+// and Middleware (every handler of a ServeMux) reserve the task's effect key — rendered from its
+// JSON payload by the policy's effect template — before the handler runs, and turn latch's answer
+// into asynq's:
+//
+//	committed          the task completes
+//	duplicate of a     the task completes without running (the effect already happened:
+//	committed effect   a re-enqueued or redelivered task)
+//	NotExecuted        the handler's error is returned: asynq retries on its schedule, and the
+//	                   retry reserves the key again as a new attempt
+//	ambiguous          a *TaskError naming the effect, wrapping asynq.SkipRetry: the task is
+//	                   archived, never retried until a person or a reconcile hook resolves it
+//	in progress        the error is returned: another attempt holds the key under a live lease,
+//	                   and asynq's retry meets latch again
+//	refused            denied, approval required, attempts exhausted, key conflict: a *TaskError
+//	                   wrapping asynq.SkipRetry
+//
+// Any other error (the store could not be reached) is returned as it is: the handler did not
+// run, and asynq's retry meets latch again.
+//
+// The payload must be a JSON object; its fields are the action's arguments. latch decides on its
+// canonical form; the handler receives the task as it came, whose payload holds the same values
+// (latch refuses a payload it cannot represent exactly: a float, a duplicate key, invalid UTF-8).
+//
+// The few lines a server adds, and what happens on each failure, are in
+// docs/integrations/asynq.md of the latch repository.
+package latchasynq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+	"github.com/latchkit/latch"
+)
+
+// Config configures Handler and Middleware. A nil *Config means all defaults.
+type Config struct {
+	// Principal is who the handlers act as (Agent required when set). Zero: the principal of the
+	// task's context or the guard's identity provider; with neither, every task is refused
+	// no_principal.
+	Principal latch.Principal
+	// Options are the protected call's options: an effect key template overriding the policy's,
+	// the lease, a reconcile hook, Wait for approvals.
+	Options *latch.Options
+	// Action names the latch action of a task, for Middleware; default: the task's type. Every
+	// task that passes the middleware is an action, so a task type the policy does not list is
+	// denied, never run unprotected.
+	Action func(*asynq.Task) string
+	// Logger receives one line for each task completed as a duplicate and each task stopped;
+	// default: discarded.
+	Logger *slog.Logger
+}
+
+// TaskError is why a task was stopped: latch refused to run its effect, or recorded its outcome
+// as unknown. It wraps asynq.SkipRetry, so asynq archives the task instead of retrying it.
+// Reason is a stable code:
+//
+//	ambiguous         this attempt's outcome is unknown (a lost reply, a timeout, a crash)
+//	ambiguous_effect  an earlier attempt's outcome is unknown
+//	attempts_exhausted, key_conflict, denied, approval_required, approval_refused,
+//	invalid_argument, authority, identity
+//	                  latch refused the call
+//
+// Err is latch's error (it matches latch's sentinels with errors.Is); Key is the effect key
+// when latch named one.
+type TaskError struct {
+	TaskID string
+	Type   string
+	Key    string
+	Reason string
+	Err    error
+}
+
+func (e *TaskError) Error() string {
+	what := fmt.Sprintf("latchasynq: task %s (%s) not retried", e.TaskID, e.Type)
+	switch e.Reason {
+	case "ambiguous", "ambiguous_effect":
+		return fmt.Sprintf("%s: effect %q is ambiguous: find out whether it happened, "+
+			"resolve it (latch resolve %s --committed or --failed), then run the archived task again: %v", what, e.Key, e.Key, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", what, e.Reason, e.Err)
+}
+
+// Unwrap returns latch's error and asynq.SkipRetry.
+func (e *TaskError) Unwrap() []error { return []error{e.Err, asynq.SkipRetry} }
+
+// Handler returns a handler that runs h as the latch action named action, with the task's JSON
+// payload as the action's arguments.
+func Handler(g *latch.Guard, action string, h asynq.Handler, cfg *Config) asynq.Handler {
+	c := defaults(cfg)
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		return c.process(ctx, g, action, h, t)
+	})
+}
+
+// Middleware returns a ServeMux middleware that runs every task as the latch action
+// cfg.Action names (default: the task's type):
+//
+//	mux.Use(latchasynq.Middleware(g, &latchasynq.Config{Principal: latch.Principal{Agent: "worker"}}))
+func Middleware(g *latch.Guard, cfg *Config) asynq.MiddlewareFunc {
+	c := defaults(cfg)
+	return func(h asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			action := t.Type()
+			if c.Action != nil {
+				action = c.Action(t)
+			}
+			return c.process(ctx, g, action, h, t)
+		})
+	}
+}
+
+func defaults(cfg *Config) *Config {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &c
+}
+
+func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h asynq.Handler, t *asynq.Task) error {
+	if c.Principal.Agent != "" {
+		ctx = latch.WithPrincipal(ctx, c.Principal)
+	}
+	var args json.RawMessage
+	if len(t.Payload()) > 0 {
+		args = t.Payload()
+	}
+	_, err := g.Execute(ctx, &latch.Call{Action: action, Arguments: args, Options: c.Options},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			return nil, h.ProcessTask(ctx, t)
+		})
+	if err == nil {
+		return nil
+	}
+	id, _ := asynq.GetTaskID(ctx)
+	key := effectKey(err)
+	switch verdictOf(err) {
+	case duplicate:
+		c.Logger.InfoContext(ctx, "latchasynq: effect already committed; task completed without running",
+			"task_id", id, "type", t.Type(), "effect_key", key)
+		return nil
+	case inProgress, retry:
+		return err
+	}
+	te := &TaskError{TaskID: id, Type: t.Type(), Key: key, Reason: reason(err), Err: err}
+	c.Logger.WarnContext(ctx, "latchasynq: task not retried", "task_id", id, "type", t.Type(),
+		"effect_key", key, "reason", te.Reason, "error", err)
+	return te
+}
+
+// verdict is what a queue does with a task after latch's answer.
+type verdict int
+
+const (
+	done       verdict = iota // the effect committed in this attempt
+	duplicate                 // the effect committed earlier: complete without running
+	inProgress                // another attempt holds the key: try later
+	retry                     // nothing happened (NotExecuted, or latch could not reach its store): retry
+	stop                      // ambiguous or refused: never retry until a person acts
+)
+
+// verdictOf maps the error of a protected call to a verdict.
+func verdictOf(err error) verdict {
+	var ee *latch.EffectError
+	switch {
+	case err == nil:
+		return done
+	case errors.As(err, &ee) && ee.Reason == "key_conflict":
+		return stop // another call's arguments under this key: a person must look
+	case errors.Is(err, latch.ErrAlreadyCommitted):
+		return duplicate
+	case errors.Is(err, latch.ErrInProgress):
+		return inProgress
+	case errors.Is(err, latch.ErrAmbiguous), errors.Is(err, latch.ErrAmbiguousEffect),
+		errors.Is(err, latch.ErrAttemptsExhausted), errors.Is(err, latch.ErrDenied),
+		errors.Is(err, latch.ErrApprovalRequired), errors.Is(err, latch.ErrApprovalMismatch),
+		errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity),
+		errors.Is(err, latch.ErrInvalidArgument), errors.Is(err, latch.ErrDuplicateEffect):
+		return stop
+	}
+	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
+	// through latch again, which refuses it if anything was reserved meanwhile.
+	return retry
+}
+
+func reason(err error) string {
+	var ee *latch.EffectError
+	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
+		return ee.Reason
+	}
+	switch {
+	case errors.Is(err, latch.ErrAmbiguous):
+		return "ambiguous"
+	case errors.Is(err, latch.ErrAmbiguousEffect):
+		return "ambiguous_effect"
+	case errors.Is(err, latch.ErrAttemptsExhausted):
+		return "attempts_exhausted"
+	case errors.Is(err, latch.ErrApprovalRequired):
+		return "approval_required"
+	case errors.Is(err, latch.ErrApprovalMismatch):
+		return "approval_refused"
+	case errors.Is(err, latch.ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, latch.ErrDenied):
+		return "denied"
+	case errors.Is(err, latch.ErrAuthority):
+		return "authority"
+	case errors.Is(err, latch.ErrIdentity):
+		return "identity"
+	}
+	return "refused"
+}
+
+// effectKey is the effect key latch's error names, or "".
+func effectKey(err error) string {
+	var ae *latch.AmbiguousError
+	if errors.As(err, &ae) {
+		return ae.Key
+	}
+	var ee *latch.EffectError
+	if errors.As(err, &ee) {
+		return ee.Key
+	}
+	return ""
+}

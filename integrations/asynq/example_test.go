@@ -1,0 +1,32 @@
+package latchasynq_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestExampleProgram builds ./example and runs it as a user would, on the test Redis: it exits 0
+// only if each invoice was charged once.
+func TestExampleProgram(t *testing.T) {
+	t.Parallel()
+	addr := redisAddr(t)
+	bin := filepath.Join(t.TempDir(), "example")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./example").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./example: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "REDIS_ADDR="+addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("example: %v\n%s", err, out)
+	}
+	for _, want := range []string{"processor charges: inv_1=1 inv_2=1", `effect "charge:inv_2" is ambiguous`, "that task run again:             archived"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("example output lacks %q:\n%s", want, out)
+		}
+	}
+}
