@@ -10,12 +10,20 @@
 #    `go test -race -count=1 ./...` (extra arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
 #    PostgreSQL (scripts/soak.sh, $LATCH_SOAK_DURATION, default 2m) and a bounded run of every
 #    fuzz target (scripts/fuzz.sh, $LATCH_FUZZ_TIME per target, default 10s).
-# 3. Stops the cluster and removes its directory on exit, whether the run passed or failed.
+#    Then each integration module (integrations/river, asynq, temporal: each its own go.mod, built
+#    against this checkout) as its own stage: go vet and go test -race, bounded in time. River's
+#    tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs Debian's
+#    `redis-server` when missing and we are root, listens only on 127.0.0.1). gofmt covers them.
+# 3. Stops the cluster (and Redis) and removes their directories on exit, whether the run passed
+#    or failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
+source scripts/lib/redis.sh
 
 postgres_start test.sh
+trap 'redis_stop; postgres_cleanup' EXIT
+redis_start test.sh
 start=$(date +%s)
 
 # The Python and curl examples of docs/http.md are run by the server tests.
@@ -55,4 +63,13 @@ stage "go test -race" go test -race -count=1 -timeout 25m ./... "$@"
 stage "crash matrix" scripts/crash.sh "${LATCH_CRASH_ROUNDS:-3}"
 stage soak scripts/soak.sh "${LATCH_SOAK_DURATION:-2m}"
 stage fuzz scripts/fuzz.sh "${LATCH_FUZZ_TIME:-10s}"
+# The integration modules: each go.mod replaces github.com/latchkit/latch with this checkout.
+integration() {
+	(cd "integrations/$1" &&
+		timeout --kill-after=30 900 go vet ./... &&
+		timeout --kill-after=30 1200 go test -race -count=1 -timeout 15m ./...)
+}
+for m in river asynq temporal; do
+	stage "integration $m (go vet, go test -race)" integration "$m"
+done
 echo "test.sh: all stages passed in $(($(date +%s) - start))s" >&2

@@ -83,6 +83,9 @@ func (e *TaskError) Error() string {
 	what := fmt.Sprintf("latchasynq: task %s (%s) not retried", e.TaskID, e.Type)
 	switch e.Reason {
 	case "ambiguous", "ambiguous_effect":
+		if e.Key == "" {
+			return fmt.Sprintf("%s: its outcome is unknown: %v", what, e.Err)
+		}
 		return fmt.Sprintf("%s: effect %q is ambiguous: find out whether it happened, "+
 			"resolve it (latch resolve %s --committed or --failed), then run the archived task again: %v", what, e.Key, e.Key, e.Err)
 	}

@@ -80,6 +80,9 @@ func (e *JobError) Error() string {
 	what := fmt.Sprintf("latchriver: job %d (%s) cancelled", e.JobID, e.Kind)
 	switch e.Reason {
 	case "ambiguous", "ambiguous_effect":
+		if e.Key == "" {
+			return fmt.Sprintf("%s: its outcome is unknown, so the job is not retried: %v", what, e.Err)
+		}
 		return fmt.Sprintf("%s: effect %q is ambiguous, so the job is not retried: find out whether it happened, "+
 			"resolve it (latch resolve %s --committed or --failed), then retry the job: %v", what, e.Key, e.Key, e.Err)
 	}

@@ -1,0 +1,268 @@
+// Package latchtemporal protects Temporal activities with latch, so that an activity whose
+// effect already happened, or whose earlier attempt's outcome is unknown, does not run it again.
+//
+// Temporal retries an activity attempt that failed or timed out, as its RetryPolicy says, and
+// cannot tell "nothing happened" from "I don't know what happened": a worker that crashed after
+// charging, or a reply lost on the way back, looks like any other failure. The worker interceptor
+// NewInterceptor runs every activity as a latch action whose arguments are the activity's input
+// — its effect key rendered by the policy's effect template — and turns latch's answer into
+// Temporal's:
+//
+//	committed          the activity's result
+//	duplicate of a     the stored result, without running (a retried attempt or a new
+//	committed effect   workflow for an effect that already happened)
+//	NotExecuted        the activity's error, retryable: Temporal retries as the RetryPolicy
+//	                   says, and the retry reserves the key again as a new attempt
+//	ambiguous          a non-retryable application error of type ErrTypeAmbiguous naming the
+//	                   effect: no RetryPolicy retries it; a person or a reconcile hook resolves it
+//	in progress        a retryable application error of type ErrTypeInProgress: another attempt
+//	                   holds the key under a live lease
+//	refused            denied, approval required, attempts exhausted, key conflict: a
+//	                   non-retryable application error of type ErrTypeRefused
+//
+// Any other error (the store could not be reached) is returned as it is, retryable: the activity
+// did not run, and the retry meets latch again.
+//
+// How to set the activity's RetryPolicy and timeouts alongside, and what happens on each failure,
+// is in docs/integrations/temporal.md of the latch repository.
+package latchtemporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/latchkit/latch"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Application error types of the errors the interceptor returns, for workflows to branch on
+// (temporal.ApplicationError.Type).
+const (
+	// ErrTypeAmbiguous: the effect's outcome is unknown (this attempt's, or an earlier one's).
+	// Non-retryable.
+	ErrTypeAmbiguous = "LatchAmbiguous"
+	// ErrTypeRefused: latch refused the activity (denied, approval required, attempts
+	// exhausted, key conflict, invalid input). Non-retryable.
+	ErrTypeRefused = "LatchRefused"
+	// ErrTypeInProgress: another attempt holds the effect key under a live lease. Retryable.
+	ErrTypeInProgress = "LatchInProgress"
+)
+
+// Details are the details of an application error the interceptor returns
+// (temporal.ApplicationError.Details).
+type Details struct {
+	EffectKey string `json:"effect_key,omitempty"`
+	// Reason is a stable code: ambiguous (this attempt's outcome is unknown), ambiguous_effect
+	// (an earlier attempt's), in_progress, attempts_exhausted, key_conflict, denied,
+	// approval_required, approval_refused, invalid_argument, authority, identity.
+	Reason string `json:"reason"`
+}
+
+// Config configures NewInterceptor. A nil *Config means all defaults.
+type Config struct {
+	// Principal is who the worker's activities act as (Agent required when set). Zero: the
+	// principal of the activity's context or the guard's identity provider; with neither, every
+	// activity is refused no_principal.
+	Principal latch.Principal
+	// Options are every protected call's options: an effect key template overriding the
+	// policy's, the lease, a reconcile hook, Wait for approvals.
+	Options *latch.Options
+	// Actions maps an activity type to its latch action. An activity type not listed is the
+	// action of its own name: every activity of the worker is an action, so one the policy does
+	// not list is denied, never run unprotected.
+	Actions map[string]string
+	// Logger receives one line for each attempt answered as a duplicate and each one stopped;
+	// default: discarded.
+	Logger *slog.Logger
+}
+
+// NewInterceptor returns a worker interceptor that protects the worker's activities:
+//
+//	w := worker.New(c, "billing", worker.Options{
+//		Interceptors: []interceptor.WorkerInterceptor{latchtemporal.NewInterceptor(g, cfg)},
+//	})
+//
+// An activity takes one input after its context, which must encode to a JSON object (a struct);
+// its JSON fields are the action's arguments. The activity receives a fresh value decoded from
+// the canonical bytes latch decided on.
+func NewInterceptor(g *latch.Guard, cfg *Config) interceptor.WorkerInterceptor {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &workerInterceptor{g: g, cfg: c}
+}
+
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	g   *latch.Guard
+	cfg Config
+}
+
+func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &activityInterceptor{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, w: w}
+}
+
+type activityInterceptor struct {
+	interceptor.ActivityInboundInterceptorBase
+	w *workerInterceptor
+}
+
+func (a *activityInterceptor) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	name := info.ActivityType.Name
+	action := name
+	if mapped, ok := a.w.cfg.Actions[name]; ok {
+		action = mapped
+	}
+	if len(in.Args) != 1 || in.Args[0] == nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("latchtemporal: activity %s takes %d inputs: a protected activity takes exactly one, a struct whose JSON fields are the arguments of %s", name, len(in.Args), action),
+			ErrTypeRefused, nil, Details{Reason: "invalid_argument"})
+	}
+	if a.w.cfg.Principal.Agent != "" {
+		ctx = latch.WithPrincipal(ctx, a.w.cfg.Principal)
+	}
+	input := in.Args[0]
+	call := &latch.Call{Action: action, Options: a.w.cfg.Options}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("latchtemporal: activity %s: encode input: %v", name, err), ErrTypeRefused, err, Details{Reason: "invalid_argument"})
+	}
+	call.Arguments = raw
+	var result any
+	_, err = a.w.g.Execute(ctx, call, func(ctx context.Context, canonical json.RawMessage) (any, error) {
+		fresh := reflect.New(reflect.TypeOf(input))
+		if err := json.Unmarshal(canonical, fresh.Interface()); err != nil {
+			return nil, latch.NotExecuted(fmt.Errorf("decode input of %s: %w", name, err))
+		}
+		r, err := a.Next.ExecuteActivity(ctx, &interceptor.ExecuteActivityInput{Args: []any{fresh.Elem().Interface()}})
+		result = r
+		return r, err
+	})
+	if err == nil {
+		return result, nil
+	}
+	return a.outcome(ctx, info, err)
+}
+
+// outcome turns latch's refusal or an attempt's failure into what Temporal should do.
+func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, err error) (any, error) {
+	key := effectKey(err)
+	name := info.ActivityType.Name
+	switch verdictOf(err) {
+	case duplicate:
+		a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: effect already committed; activity not run, stored result returned",
+			"activity", name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key)
+		var ee *latch.EffectError
+		if errors.As(err, &ee) && len(ee.Result) > 0 && string(ee.Result) != "null" {
+			return ee.Result, nil
+		}
+		return nil, nil
+	case inProgress:
+		return nil, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("latchtemporal: activity %s: effect %q is held by another attempt; retrying later", name, key),
+			ErrTypeInProgress, temporal.ApplicationErrorOptions{Cause: err, Details: []any{Details{EffectKey: key, Reason: "in_progress"}}})
+	case retry:
+		return nil, err
+	}
+	r := reason(err)
+	a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name,
+		"workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key, "reason", r, "error", err)
+	if r == "ambiguous" || r == "ambiguous_effect" {
+		msg := fmt.Sprintf("latchtemporal: activity %s: outcome unknown, not retried: %v", name, err)
+		if key != "" {
+			msg = fmt.Sprintf("latchtemporal: activity %s: effect %q is ambiguous, so it is not retried: find out whether it happened, "+
+				"resolve it (latch resolve %s --committed or --failed), then run it again: %v", name, key, key, err)
+		}
+		return nil, temporal.NewNonRetryableApplicationError(msg, ErrTypeAmbiguous, err, Details{EffectKey: key, Reason: r})
+	}
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: %s: %v", name, r, err),
+		ErrTypeRefused, err, Details{EffectKey: key, Reason: r})
+}
+
+// verdict is what the worker does with an attempt after latch's answer.
+type verdict int
+
+const (
+	done       verdict = iota // the effect committed in this attempt
+	duplicate                 // the effect committed earlier: answer without running
+	inProgress                // another attempt holds the key: retry later
+	retry                     // nothing happened (NotExecuted, or latch could not reach its store): retry
+	stop                      // ambiguous or refused: never retry until a person acts
+)
+
+// verdictOf maps the error of a protected call to a verdict.
+func verdictOf(err error) verdict {
+	var ee *latch.EffectError
+	switch {
+	case err == nil:
+		return done
+	case errors.As(err, &ee) && ee.Reason == "key_conflict":
+		return stop // another call's arguments under this key: a person must look
+	case errors.Is(err, latch.ErrAlreadyCommitted):
+		return duplicate
+	case errors.Is(err, latch.ErrInProgress):
+		return inProgress
+	case errors.Is(err, latch.ErrAmbiguous), errors.Is(err, latch.ErrAmbiguousEffect),
+		errors.Is(err, latch.ErrAttemptsExhausted), errors.Is(err, latch.ErrDenied),
+		errors.Is(err, latch.ErrApprovalRequired), errors.Is(err, latch.ErrApprovalMismatch),
+		errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity),
+		errors.Is(err, latch.ErrInvalidArgument), errors.Is(err, latch.ErrDuplicateEffect):
+		return stop
+	}
+	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
+	// through latch again, which refuses it if anything was reserved meanwhile.
+	return retry
+}
+
+func reason(err error) string {
+	var ee *latch.EffectError
+	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
+		return ee.Reason
+	}
+	switch {
+	case errors.Is(err, latch.ErrAmbiguous):
+		return "ambiguous"
+	case errors.Is(err, latch.ErrAmbiguousEffect):
+		return "ambiguous_effect"
+	case errors.Is(err, latch.ErrAttemptsExhausted):
+		return "attempts_exhausted"
+	case errors.Is(err, latch.ErrApprovalRequired):
+		return "approval_required"
+	case errors.Is(err, latch.ErrApprovalMismatch):
+		return "approval_refused"
+	case errors.Is(err, latch.ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, latch.ErrDenied):
+		return "denied"
+	case errors.Is(err, latch.ErrAuthority):
+		return "authority"
+	case errors.Is(err, latch.ErrIdentity):
+		return "identity"
+	}
+	return "refused"
+}
+
+// effectKey is the effect key latch's error names, or "".
+func effectKey(err error) string {
+	var ae *latch.AmbiguousError
+	if errors.As(err, &ae) {
+		return ae.Key
+	}
+	var ee *latch.EffectError
+	if errors.As(err, &ee) {
+		return ee.Key
+	}
+	return ""
+}

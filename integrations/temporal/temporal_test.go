@@ -1,0 +1,251 @@
+package latchtemporal_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch"
+	latchtemporal "github.com/latchkit/latch/integrations/temporal"
+	"github.com/latchkit/latch/internal/remotetest"
+	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/policy"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+const testPolicy = `
+schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: allow
+`
+
+type ChargeInput struct {
+	InvoiceID string `json:"invoice_id"`
+	Amount    int64  `json:"amount"`
+}
+
+// Activities charges through the remote: a refusal before acting is NotExecuted, anything else
+// that is not an answer is unknown. It records the attempt number of each run.
+type Activities struct {
+	remote   *remotetest.Server
+	mu       sync.Mutex
+	attempts map[string][]int32
+}
+
+func (a *Activities) Charge(ctx context.Context, in ChargeInput) (string, error) {
+	a.mu.Lock()
+	a.attempts[in.InvoiceID] = append(a.attempts[in.InvoiceID], activity.GetInfo(ctx).Attempt)
+	a.mu.Unlock()
+	reply, err := a.remote.Act(ctx, in.InvoiceID)
+	if errors.Is(err, remotetest.ErrRefused) {
+		return "", latch.NotExecuted(err)
+	}
+	return reply, err
+}
+
+// Refund is not in the policy: it is denied.
+func (a *Activities) Refund(ctx context.Context, in ChargeInput) (string, error) {
+	return a.remote.Act(ctx, "refund:"+in.InvoiceID)
+}
+
+func (a *Activities) runs(invoice string) []int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]int32(nil), a.attempts[invoice]...)
+}
+
+// ChargeWorkflow runs Charge with a RetryPolicy that would retry up to 5 times.
+func ChargeWorkflow(ctx workflow.Context, in ChargeInput) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+	})
+	var a *Activities
+	var out string
+	err := workflow.ExecuteActivity(ctx, a.Charge, in).Get(ctx, &out)
+	return out, err
+}
+
+type fixture struct {
+	guard *latch.Guard
+	acts  *Activities
+	suite testsuite.WorkflowTestSuite
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(context.Background(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, "sqlite", "latchtemporal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return &fixture{guard: g, acts: &Activities{remote: remotetest.New(t), attempts: map[string][]int32{}}}
+}
+
+func (f *fixture) interceptors() worker.Options {
+	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{
+		latchtemporal.NewInterceptor(f.guard, &latchtemporal.Config{
+			Principal: latch.Principal{Agent: "billing-worker"},
+			Actions:   map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
+		}),
+	}}
+}
+
+// runWorkflow runs ChargeWorkflow in a fresh test environment (one workflow execution) with the
+// worker's latch interceptor.
+func (f *fixture) runWorkflow(t *testing.T, in ChargeInput) (string, error) {
+	t.Helper()
+	env := f.suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(f.interceptors())
+	env.RegisterWorkflow(ChargeWorkflow)
+	env.RegisterActivity(f.acts)
+	env.ExecuteWorkflow(ChargeWorkflow, in)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		return "", err
+	}
+	var out string
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out, nil
+}
+
+func (f *fixture) state(t *testing.T, key string) latch.State {
+	t.Helper()
+	e, err := f.guard.Store().Effect(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Effect(%s): %v", key, err)
+	}
+	return e.State
+}
+
+// appError returns the application error in a workflow's error chain.
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("workflow error %v carries no application error", err)
+	}
+	return ae
+}
+
+func TestTemporal(t *testing.T) {
+	t.Parallel()
+
+	t.Run("retry after commit does not run again", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		first, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_1", Amount: 100})
+		if err != nil || first != "done:inv_1" {
+			t.Fatalf("first workflow = %q, %v, want done:inv_1", first, err)
+		}
+		// A second workflow for the same invoice, and a bare activity run with the same input:
+		// both get the stored result without running.
+		second, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_1", Amount: 100})
+		if err != nil || second != first {
+			t.Errorf("second workflow = %q, %v, want the stored result %q", second, err, first)
+		}
+		env := f.suite.NewTestActivityEnvironment()
+		env.SetWorkerOptions(f.interceptors())
+		env.RegisterActivity(f.acts)
+		val, err := env.ExecuteActivity(f.acts.Charge, ChargeInput{InvoiceID: "inv_1", Amount: 100})
+		if err != nil {
+			t.Fatalf("activity retried after commit: %v", err)
+		}
+		var got string
+		if err := val.Get(&got); err != nil || got != first {
+			t.Errorf("activity retried after commit = %q, %v, want the stored result %q", got, err, first)
+		}
+		if n := f.acts.remote.Acts("inv_1"); n != 1 {
+			t.Errorf("remote acted %d times for inv_1, want 1", n)
+		}
+	})
+
+	t.Run("lost reply is ambiguous and no retry runs", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.acts.remote.Fail("inv_2", remotetest.DropReply)
+		_, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_2", Amount: 200})
+		ae := appError(t, err)
+		if ae.Type() != latchtemporal.ErrTypeAmbiguous || !ae.NonRetryable() {
+			t.Fatalf("workflow error type %q (non-retryable %v), want %s, non-retryable", ae.Type(), ae.NonRetryable(), latchtemporal.ErrTypeAmbiguous)
+		}
+		var d latchtemporal.Details
+		if err := ae.Details(&d); err != nil || d.EffectKey != "charge:inv_2" || d.Reason != "ambiguous" {
+			t.Errorf("details = %+v, %v, want effect_key charge:inv_2, reason ambiguous", d, err)
+		}
+		if !strings.Contains(ae.Error(), `effect "charge:inv_2" is ambiguous`) {
+			t.Errorf("error = %q, want it to name the effect", ae.Error())
+		}
+		if runs := f.acts.runs("inv_2"); len(runs) != 1 {
+			t.Errorf("activity ran %d times (attempts %v), want once: the RetryPolicy must not retry an ambiguous attempt", len(runs), runs)
+		}
+		if s := f.state(t, "charge:inv_2"); s != latch.StateAmbiguous {
+			t.Errorf("effect charge:inv_2 = %s, want ambiguous", s)
+		}
+		// The next try (a new workflow for the same invoice) is refused without running.
+		_, err = f.runWorkflow(t, ChargeInput{InvoiceID: "inv_2", Amount: 200})
+		ae = appError(t, err)
+		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAmbiguous || err != nil || d.Reason != "ambiguous_effect" {
+			t.Errorf("next try: type %q, details %+v, want %s, ambiguous_effect", ae.Type(), d, latchtemporal.ErrTypeAmbiguous)
+		}
+		if runs := f.acts.runs("inv_2"); len(runs) != 1 {
+			t.Errorf("activity ran %d times, want once", len(runs))
+		}
+		if n := f.acts.remote.Acts("inv_2"); n != 1 {
+			t.Errorf("remote acted %d times for inv_2, want 1", n)
+		}
+	})
+
+	t.Run("NotExecuted is retried by the RetryPolicy and runs once", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		f.acts.remote.Fail("inv_3", remotetest.Refuse)
+		out, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_3", Amount: 300})
+		if err != nil || out != "done:inv_3" {
+			t.Fatalf("workflow = %q, %v, want done:inv_3 after a retry", out, err)
+		}
+		if runs := f.acts.runs("inv_3"); len(runs) != 2 || runs[0] != 1 || runs[1] != 2 {
+			t.Errorf("activity attempts = %v, want [1 2]", runs)
+		}
+		if n := f.acts.remote.Acts("inv_3"); n != 1 {
+			t.Errorf("remote acted %d times for inv_3, want 1", n)
+		}
+		if s := f.state(t, "charge:inv_3"); s != latch.StateCommitted {
+			t.Errorf("effect charge:inv_3 = %s, want committed", s)
+		}
+	})
+
+	t.Run("activity not allowed by the policy is refused without running", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		env := f.suite.NewTestActivityEnvironment()
+		env.SetWorkerOptions(f.interceptors())
+		env.RegisterActivity(f.acts)
+		_, err := env.ExecuteActivity(f.acts.Refund, ChargeInput{InvoiceID: "inv_4"})
+		ae := appError(t, err)
+		if ae.Type() != latchtemporal.ErrTypeRefused || !ae.NonRetryable() || !strings.Contains(ae.Error(), "denied") {
+			t.Errorf("refund error = %v (type %q), want a non-retryable %s, denied", ae, ae.Type(), latchtemporal.ErrTypeRefused)
+		}
+		if n := f.acts.remote.Acts("refund:inv_4"); n != 0 {
+			t.Errorf("remote acted %d times for the refund, want 0", n)
+		}
+	})
+}
