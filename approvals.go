@@ -3,6 +3,7 @@ package latch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -79,13 +80,15 @@ func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string
 	}
 }
 
-// Approve grants a pending approval request as approver. A principal may not approve its own
-// request; an expired request is written expired and refused.
+// Approve grants a pending approval request as approver, named by someone with access to the
+// store and so not verified (store.MethodCLI): Answer records how an approver was
+// authenticated. A principal may not approve its own request; an expired request is written
+// expired and refused.
 func (g *Guard) Approve(ctx context.Context, approvalID, approver string) (*store.Approval, error) {
 	return g.answer(ctx, approvalID, approver, true)
 }
 
-// Deny denies a pending approval request as approver.
+// Deny denies a pending approval request as approver (unverified, as Approve).
 func (g *Guard) Deny(ctx context.Context, approvalID, approver string) (*store.Approval, error) {
 	return g.answer(ctx, approvalID, approver, false)
 }
@@ -94,13 +97,32 @@ func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*s
 	return g.Answer(ctx, &store.AnswerRequest{ID: id, Grant: grant, Approver: approver})
 }
 
-// Answer grants (req.Grant) or denies an approval request, with an optional note; Approve and
-// Deny are Answer without one. A zero req.Now is the guard's clock. What the answer commits
-// reaches the guard's sinks.
+// Answer records one person's answer to an approval request — who (req.Approver), how they were
+// authenticated (req.Method, req.Verified), grant or deny, an optional note — and returns the
+// request as it then stands: its status, the answers so far and how many grants it needs
+// (store.Progress reads "1 of 2"). It is the one entry point for every surface that answers:
+// the CLI, the API of latch serve and its console (docs/approvals.md).
+//
+// The action's `approvers:` in the guard's policy decide: an approver who is not a member of
+// one of its roles — listed in the policy, or given the role by the store's approver accounts
+// (store.RoleLookup) — is refused approver_not_entitled; with `verified: true` an unverified
+// answer is refused approver_not_verified; `required` distinct people must grant (req.Required
+// may ask for more, never fewer), and one entitled deny denies. The requesting agent or user
+// never counts, in any spelling (self_approval); one person answers once, whatever the spelling,
+// session or token (already_answered); a request already decided refuses every answer. A
+// refused answer writes nothing, except that a request found expired is written expired.
+//
+// A zero req.Now is the guard's clock. What the answer commits reaches the guard's sinks.
 func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	if req == nil {
+		return nil, wrapOp("answer approval", errors.New("no request"))
+	}
 	r := *req
 	if r.Now.IsZero() {
 		r.Now = g.cfg.Now()
+	}
+	if err := g.entitle(ctx, &r); err != nil {
+		return nil, wrapOp("", err)
 	}
 	t0 := time.Now()
 	a, err := g.store.AnswerApproval(ctx, &r)
@@ -108,12 +130,46 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	var ae *store.AnswerError
 	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
 		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
-			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalInvalidated)
+			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated)
 	}
 	if err != nil {
 		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
 	}
 	return a, nil
+}
+
+// entitle applies the policy's approvers of the request's action to r: it refuses an approver
+// the action's roles do not name (approver_not_entitled), and sets how many grants are required
+// and whether only verified answers count. It reads the request (its action name) and, for an
+// action with roles, the approver's roles in the store's accounts; it writes nothing.
+func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("answer approval: %w", err)
+	}
+	cur, err := g.store.Approval(ctx, r.ID)
+	if err != nil {
+		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
+	}
+	rule := g.policy.ApproversFor(cur.ActionName)
+	r.Required = max(r.Required, rule.Required)
+	r.RequireVerified = r.RequireVerified || rule.Verified
+	if len(rule.Roles) == 0 {
+		return nil
+	}
+	name, err := store.NormalizeApprover(r.Approver)
+	if err != nil {
+		return nil // the store refuses it invalid_approver
+	}
+	var roles []string
+	if rl, ok := g.store.(store.RoleLookup); ok {
+		if roles, err = rl.ApproverRoles(ctx, name); err != nil {
+			return fmt.Errorf("answer approval %s: roles of %s: %w", safetext.Quote(r.ID), safetext.Quote(name), err)
+		}
+	}
+	if ent := g.policy.Entitled(rule, name, roles); !ent.Entitled {
+		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
+	}
+	return nil
 }
 
 // Resolve settles an ambiguous effect as committed or failed, recording who said so (by: for

@@ -49,6 +49,9 @@ func Normalize(p *Policy) map[string]any {
 	if p.Gateway != nil {
 		n["gateway"] = normalizeGateway(p.Gateway)
 	}
+	if p.Approvers != nil {
+		n["approvers"] = normalizeApprovers(p.Approvers)
+	}
 	return n
 }
 
@@ -77,6 +80,10 @@ func normalizeAction(a *Action) map[string]any {
 		"max_attempts": maxAttempts,
 		"decision":     decision,
 		"rules":        rules,
+	}
+	if a.Approvers != nil {
+		// Only when declared, so that a policy without approvers hashes as it always has.
+		m["approvers"] = normalizeApproverRule(a.Approvers)
 	}
 	if a.Arguments != nil {
 		// Only when declared, so that a policy without arguments: hashes as it always has.

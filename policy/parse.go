@@ -15,8 +15,8 @@ import (
 
 // Keys of each mapping, in the order error messages list them.
 var (
-	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway"}
-	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision"}
+	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers"}
+	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
 	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable"}
@@ -144,12 +144,17 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 			pol.Authority, e = p.authority(en)
 		case "gateway":
 			pol.Gateway, e = p.gateway(en)
+		case "approvers":
+			pol.Approvers, e = p.approvers(en)
 		default:
 			e = p.unknownKey(en.k, "at the top level", topKeys)
 		}
 		if e != nil {
 			return nil, e
 		}
+	}
+	if e := p.checkActionApprovers(pol); e != nil {
+		return nil, e
 	}
 	pol.compiled = make(map[*Action]*compiledAction, len(pol.Actions))
 	for _, a := range pol.Actions {
@@ -535,6 +540,8 @@ func (p *parser) action(e entry) (*Action, *Error) {
 		case "rules":
 			rules = en.k
 			a.Rules, err = p.rules(en, name)
+		case "approvers":
+			a.Approvers, err = p.actionApprovers(en, where)
 		default:
 			err = p.unknownKey(en.k, where, actionKeys)
 		}

@@ -80,6 +80,7 @@ type Policy struct {
 	Actions     map[string]*Action
 	Authority   *Authority // nil when the document has no authority section
 	Gateway     *Gateway   // nil when the document has no gateway section
+	Approvers   *Approvers // nil when the document has no approvers section
 	Hash        string     // "sha256:…" of the parsed document, docs/policy.md
 
 	compiled map[*Action]*compiledAction
@@ -103,6 +104,9 @@ type Action struct {
 	// RefuseAdditional is `additional: false` in the arguments section: a call passing an
 	// argument that is not declared is denied invalid_arguments.
 	RefuseAdditional bool
+	// Approvers is the action's `approvers:` entry (who may answer its approval requests, how
+	// many must grant); nil when it has none (see [Policy.ApproversFor]).
+	Approvers *ApproverRule
 }
 
 // Rule is one entry of an action's rules: when every condition holds, Decision applies.

@@ -95,6 +95,7 @@ type Caller struct {
 	Kind      string          // store.TokenAgent or store.TokenApprover
 	Principal latch.Principal // an agent credential's principal
 	Approver  string          // an approver token's name
+	Method    string          // how the approver was authenticated (store.MethodToken); "" for an agent
 	TokenID   string          // the API token's id; "" for a credential Identity verified
 	ExpiresAt time.Time       // when the credential stops being accepted; zero for never
 }
@@ -153,7 +154,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, cred string) (*Caller,
 	}
 	c := &Caller{Kind: tk.Kind, TokenID: tk.ID, ExpiresAt: tk.ExpiresAt}
 	if tk.Kind == store.TokenApprover {
-		c.Approver = tk.Approver
+		c.Approver, c.Method = tk.Approver, store.MethodToken
 	} else {
 		c.Principal = latch.Principal{Agent: tk.Agent, User: tk.User, Issuer: "latch-token:" + tk.ID}
 	}
@@ -165,6 +166,7 @@ type caller struct {
 	kind      string // store.TokenAgent or store.TokenApprover
 	principal latch.Principal
 	approver  string
+	method    string // how the approver was authenticated: store.MethodToken, MethodJWT…
 }
 
 // authenticate reads the bearer credential of r. Each way it can be wrong is its own problem,
@@ -187,7 +189,7 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 		}
 		return nil, problem(ae.Status, ae.Reason, ae.Detail)
 	}
-	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver}, nil
+	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method}, nil
 }
 
 // agentOnly refuses an approver credential where a principal proposes.

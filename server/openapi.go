@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/latchkit/latch/store"
 )
 
 // The OpenAPI 3.1 document of the API, built from the route table so that it lists exactly
@@ -31,8 +33,8 @@ var ops = map[string]op{
 	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}},
 	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}},
 	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}},
-	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "", "Approval", []int{200, 401, 403, 404, 409}},
-	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "", "Approval", []int{200, 401, 403, 404, 409}},
+	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}},
+	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}},
 	"GET /v1/effects":                 {"Effect records (approver)", "", "Effects", []int{200, 400, 401, 403}},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}},
@@ -170,8 +172,12 @@ var schemas = map[string]any{
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
 		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
-		"created_at": stamp, "expires_at": stamp, "approver": nstr}),
-	"Approvals": obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
+		"created_at": stamp, "expires_at": stamp, "approver": nstr, "required": integer, "grants": integer,
+		"answers": map[string]any{"type": "array", "items": obj([]string{"approver", "method", "verified", "grant"}, map[string]any{
+			"approver": str, "method": map[string]any{"enum": store.Methods}, "verified": map[string]any{"type": "boolean"},
+			"grant": map[string]any{"type": "boolean"}, "note": nstr, "answered_at": stamp})}}),
+	"AnswerRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str}},
+	"Approvals":     obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_expired": map[string]any{"type": "boolean"},

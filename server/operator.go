@@ -50,6 +50,21 @@ type approvalJSON struct {
 	// Display reads the arguments the policy gives display hints for as a person should read
 	// them (a label, money in major units); presentation only, never part of the hash.
 	Display []displayJSON `json:"display,omitempty"`
+	// Answers are the answers given so far, oldest first; Required is how many distinct
+	// grants the request needs and Grants how many it has (docs/approvals.md).
+	Answers  []answerJSON `json:"answers"`
+	Required int          `json:"required"`
+	Grants   int          `json:"grants"`
+}
+
+// answerJSON is one person's answer to an approval request.
+type answerJSON struct {
+	Approver   string  `json:"approver"`
+	Method     string  `json:"method"` // cli, token, jwt, session or proxy
+	Verified   bool    `json:"verified"`
+	Grant      bool    `json:"grant"`
+	Note       *string `json:"note"`
+	AnsweredAt *string `json:"answered_at"`
 }
 
 // displayJSON is one argument read through the policy's display hints.
@@ -63,6 +78,14 @@ type displayJSON struct {
 // newApprovalJSON is a as the API shows it, with the display hints of the server's policy.
 func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON {
 	aj := approvalOf(a)
+	rule := s.g.Policy().ApproversFor(a.ActionName)
+	aj.Required = max(a.Required, rule.Required)
+	aj.Grants = store.Grants(a.Answers, rule.Verified)
+	aj.Answers = make([]answerJSON, len(a.Answers))
+	for i, x := range a.Answers {
+		aj.Answers[i] = answerJSON{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,
+			Note: jstr(x.Note), AnsweredAt: jstamp(x.At)}
+	}
 	if v, err := canon.Parse(aj.Arguments); err == nil {
 		if args, ok := v.(map[string]any); ok {
 			for _, av := range s.g.Policy().View(aj.Action, args) {
@@ -171,9 +194,12 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 }
 
 // answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
-type answerRequest struct{}
+type answerRequest struct {
+	Note string `json:"note"`
+}
 
-// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the token names.
+// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the token names: a
+// verified answer (method token), counted under the action's approvers (docs/approvals.md).
 func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *caller) {
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		if p := c.approverOnly(); p != nil {
@@ -186,21 +212,19 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 			return
 		}
 		id := r.PathValue("id")
-		var a *store.Approval
-		var err error
-		if grant {
-			a, err = s.g.Approve(r.Context(), id, c.approver)
-		} else {
-			a, err = s.g.Deny(r.Context(), id, c.approver)
-		}
+		a, err := s.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver,
+			Method: c.method, Verified: true, Note: req.Note})
 		var ae *store.AnswerError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+id))
 		case errors.As(err, &ae):
 			status := http.StatusConflict
-			if ae.Reason == "self_approval" {
+			switch ae.Reason {
+			case store.ReasonSelfApproval, store.ReasonNotEntitled, store.ReasonNotVerified:
 				status = http.StatusForbidden
+			case "invalid_note", "invalid_approver":
+				status = http.StatusBadRequest
 			}
 			p := problem(status, ae.Reason, trimLatch(err))
 			p.ApprovalID = id

@@ -122,7 +122,10 @@ func (r *AnswerRequest) Check() error {
 	if r == nil {
 		return nil
 	}
-	return checkTexts("approval id", r.ID, "approver", r.Approver)
+	if err := checkTexts("approval id", r.ID, "approver", r.Approver); err != nil {
+		return err
+	}
+	return r.checkMethod()
 }
 
 // Check refuses a resolution whose key or name cannot be kept (ErrInvalidInput).

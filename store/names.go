@@ -7,10 +7,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/latchkit/latch/internal/safetext"
+	"github.com/latchkit/latch/policy"
 )
 
 // NormalizeApprover returns the name an approver (or a resolver) is recorded as: NFKC-normalized
@@ -52,14 +52,6 @@ func SameName(a, b string) bool {
 	return ka != "" && ka == kb
 }
 
-var folder = cases.Fold()
-
-func nameKey(s string) string {
-	s = norm.NFKC.String(folder.String(norm.NFKC.String(s)))
-	return strings.Map(func(r rune) rune {
-		if unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) || unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
-}
+// nameKey is policy.NameKey: one rule for comparing names, whether they come from a policy's
+// roles or from an answer.
+func nameKey(s string) string { return policy.NameKey(s) }

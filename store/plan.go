@@ -25,6 +25,9 @@ type EffectWrite struct {
 type ApprovalWrite struct {
 	PrevStatus ApprovalStatus
 	Next       Approval
+	// Answer is the answer the write records (PlanAnswer), inserted beside the approval row;
+	// nil for every other write.
+	Answer *Answer
 }
 
 // ReservePlan is everything one reservation writes. Result.Receipt is filled by the backend
@@ -405,8 +408,11 @@ func lostDetail(req *RecordRequest, eff *Effect, execErr string) string {
 	return b.String()
 }
 
-// PlanAnswer decides an answer to an approval request. The returned write is nil when nothing
-// changes; an expired request is written expired even though the answer is refused.
+// PlanAnswer decides an answer to an approval request whose a.Answers holds the answers given
+// so far. The returned write is nil when nothing changes; an expired request is written expired
+// even though the answer is refused. A grant that leaves fewer than req.Required distinct
+// grants keeps the request pending and records the answer; a deny, or the last required grant,
+// decides it (docs/approvals.md).
 func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error) {
 	if a == nil {
 		return nil, nil, fmt.Errorf("approval %s: %w", safetext.Quote(req.ID), ErrNotFound)
@@ -429,25 +435,9 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &next}
 	}
 	if SameName(approver, a.Agent) || (a.User != "" && SameName(approver, a.User)) {
-		return nil, nil, refuse("self_approval")
+		return nil, nil, refuse(ReasonSelfApproval)
 	}
-	next := *a
-	next.Approver = approver
-	next.AnsweredAt = req.Now
-	next.Note = req.Note
-	kind := EventApprovalGranted
-	if req.Grant {
-		next.Status = Granted
-	} else {
-		next.Status = Denied
-		kind = EventApprovalDenied
-	}
-	payload := map[string]any{"approver": approver}
-	if req.Note != "" {
-		payload["note"] = req.Note
-	}
-	ev := NewEvent(kind, req.Now, "", "", a.ID, payload)
-	return &ApprovalWrite{PrevStatus: Pending, Next: next}, []Event{ev}, nil
+	return planAnswer(req, a, approver)
 }
 
 // PlanResolve decides the resolution of an effect (docs/guarantees.md#resolving-an-ambiguous-effect). An ambiguous record moves; so

@@ -108,6 +108,12 @@ type Approval struct {
 	// and PreviousDeniedBy who denied it: the human answering sees it was asked again.
 	PreviousDenied   string
 	PreviousDeniedBy string
+	// Answers are the answers given so far, oldest first (docs/approvals.md): one per person.
+	// A request answered before answers were kept has none, and its Approver.
+	Answers []Answer
+	// Required is how many distinct grants the request needed at its last answer; 0 before any
+	// answer (the policy's approvers say: Policy.ApproversFor).
+	Required int
 }
 
 // Event is one entry of the append-only event log (docs/guarantees.md#events). ID is assigned by the store.
@@ -128,8 +134,11 @@ const (
 	EventApprovalRequested = "approval_requested"
 	// EventApprovalReused: a call asked for a request while one for the same action was
 	// pending, and was handed that one.
-	EventApprovalReused      = "approval_reused"
-	EventApprovalGranted     = "approval_granted"
+	EventApprovalReused  = "approval_reused"
+	EventApprovalGranted = "approval_granted"
+	// EventApprovalAnswered: one grant of several required was recorded; the request is still
+	// pending (a deny, or the last required grant, is approval_denied or approval_granted).
+	EventApprovalAnswered    = "approval_answered"
 	EventApprovalDenied      = "approval_denied"
 	EventApprovalConsumed    = "approval_consumed"
 	EventApprovalInvalidated = "approval_invalidated"
@@ -167,7 +176,8 @@ var (
 
 // AnswerError is returned when an approval cannot be answered. Reason is one of self_approval,
 // expired, already_granted, already_denied, already_consumed, already_expired, invalid_approver,
-// invalid_note.
+// invalid_note, approver_not_entitled, approver_not_verified, already_answered. Nothing is
+// written for a refused answer, except that a request found expired is written expired.
 type AnswerError struct {
 	ID       string
 	Reason   string
@@ -221,8 +231,10 @@ func (r *Refusal) Text() string { return ErrorPrefix + r.Detail }
 type ReserveResult struct {
 	Reserved bool
 	Refusal  *Refusal
-	Effect   *Effect   // the effect record after the transaction (nil when no key or none exists)
-	Approval *Approval // the presented approval after the transaction (nil when none or unknown)
+	Effect   *Effect // the effect record after the transaction (nil when no key or none exists)
+	// Approval is the presented approval after the transaction (nil when none or unknown),
+	// without its Answers and Required: a reservation reads only what it decides on.
+	Approval *Approval
 	Receipt  *receipt.Sealed
 	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set); nil when none
 	Events   []Event          // the events written, with their store-assigned ids (for sinks)
@@ -260,13 +272,23 @@ type RecordResult struct {
 	Events   []Event          // the events written, with their store-assigned ids (for sinks)
 }
 
-// AnswerRequest grants or denies an approval request.
+// AnswerRequest grants or denies an approval request (docs/approvals.md).
 type AnswerRequest struct {
 	Now      time.Time
 	ID       string
 	Grant    bool
 	Approver string
 	Note     string // optional, kept on the request and in the answer's event
+	// Method is how the approver was authenticated, one of Methods; "" is MethodCLI.
+	Method string
+	// Verified: latch authenticated the approver (never with MethodCLI).
+	Verified bool
+	// Required is how many distinct people must grant before the request is granted; 0 is 1.
+	// One deny denies. Guard.Answer sets it from the policy's approvers of the action.
+	Required int
+	// RequireVerified refuses an answer that is not Verified (approver_not_verified), and
+	// counts only verified grants towards Required.
+	RequireVerified bool
 }
 
 // ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect): an ambiguous record, an executing

@@ -61,9 +61,10 @@ same action is pending hands back that request; it is not listed twice.
 			if err != nil {
 				return fmt.Errorf("list approvals: %w", err)
 			}
+			pol := a.displayPolicy()
 			if asJSON {
 				for _, ap := range list {
-					if err := jsonLine(a.stdout, newApprovalJSON(ap)); err != nil {
+					if err := jsonLine(a.stdout, newApprovalJSON(ap, pol)); err != nil {
 						return err
 					}
 				}
@@ -74,13 +75,12 @@ same action is pending hands back that request; it is not listed twice.
 				return nil
 			}
 			now := a.now()
-			pol := a.displayPolicy()
 			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
 			var again []string
 			for _, ap := range list {
-				j := newApprovalJSON(ap)
+				j := newApprovalJSON(ap, pol)
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
-					dash(deref(j.Resource)), stamp(ap.ExpiresAt), dash(ap.Approver), cell(withReadable(pol, j.Action, j.Arguments)))
+					dash(deref(j.Resource)), stamp(ap.ExpiresAt), cell(answersCell(pol, ap)), cell(withReadable(pol, j.Action, j.Arguments)))
 				if ap.PreviousDenied != "" {
 					again = append(again, fmt.Sprintf("%s: asked again after %s was denied by %s", ap.ID, cell(ap.PreviousDenied), cell(ap.PreviousDeniedBy)))
 				}
@@ -144,17 +144,24 @@ answer (on the request and in its event).`, long),
 			if err != nil {
 				return err
 			}
-			g, err := a.openOperator()
+			g, err := a.openAnswerer()
 			if err != nil {
 				return err
 			}
 			defer g.Close()
-			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note})
+			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note, Method: store.MethodCLI})
 			if err != nil {
 				return answerError(verb, pos[0], name, err)
 			}
 			d := approvalAction(ap)
-			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, ap.Approver, ap.ActionName, cell(withReadable(a.displayPolicy(), ap.ActionName, d.Arguments)))
+			pol := g.Policy()
+			if ap.Status == store.Pending { // a grant of several required
+				n, verified := required(pol, ap)
+				fmt.Fprintf(a.stdout, "recorded %s's grant of %s (cli, not verified): %d of %d grants; still pending: %s %s\n", ap.Answers[len(ap.Answers)-1].Name, ap.ID,
+					store.Grants(ap.Answers, verified), n, ap.ActionName, cell(withReadable(pol, ap.ActionName, d.Arguments)))
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "%s %s as %s: %s %s\n", done, ap.ID, ap.Approver, ap.ActionName, cell(withReadable(pol, ap.ActionName, d.Arguments)))
 			fmt.Fprintf(a.stdout, "bound to %s", ap.ActionHash)
 			if grant {
 				fmt.Fprintf(a.stdout, "; single use, until %s", stamp(ap.ExpiresAt))
@@ -166,6 +173,14 @@ answer (on the request and in its event).`, long),
 	cmd.Flags().StringVar(&as, "as", "", "who answers: `NAME` is recorded as the approver (default $LATCH_APPROVER, else $USER)")
 	cmd.Flags().StringVar(&note, "note", "", "a `TEXT` kept with the answer")
 	return cmd
+}
+
+// actionOf names a request's action for a message.
+func actionOf(ap *store.Approval) string {
+	if ap == nil || ap.ActionName == "" {
+		return "this action"
+	}
+	return ap.ActionName
 }
 
 // answerError explains a refused answer in one line.
@@ -183,6 +198,12 @@ func answerError(verb, id, name string, err error) error {
 			return fmt.Errorf("%s refused: the request expired at %s (expired)", id, stamp(ap.ExpiresAt))
 		case r == "invalid_approver":
 			return fmt.Errorf("%s refused: %q is not a valid approver name (invalid_approver)", id, name)
+		case r == store.ReasonNotEntitled:
+			return fmt.Errorf("%s refused: %s is not in a role the policy lets approve %s (approver_not_entitled); see docs/approvals.md", id, name, actionOf(ap))
+		case r == store.ReasonNotVerified:
+			return fmt.Errorf("%s refused: the policy requires verified approvers for %s, and an answer given here as --as %s is not verified: answer in the console or over the API of latch serve (approver_not_verified)", id, actionOf(ap), name)
+		case r == store.ReasonAlreadyAnswered:
+			return fmt.Errorf("%s refused: %s has already answered it; one person counts once (already_answered)", id, name)
 		case strings.HasPrefix(r, "already_") && ap != nil:
 			by := ""
 			if ap.Approver != "" {

@@ -133,6 +133,32 @@ func (a *app) openOperator() (*latch.Guard, error) {
 	return g, nil
 }
 
+// openAnswerer is openOperator for approve and deny: the guard holds the operator's policy, whose
+// approvers decide who may answer a request and how many must (docs/approvals.md). A policy that
+// cannot be read refuses the answer: without it, nobody can tell whether NAME may approve.
+func (a *app) openAnswerer() (*latch.Guard, error) {
+	st, err := a.openWrite()
+	if err != nil {
+		return nil, err
+	}
+	path, err := a.policyPath()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	p, err := policy.LoadContext(a.ctx, path)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%w (an answer is checked against the approvers of the policy: pass --policy FILE or set $LATCH_POLICY)", err)
+	}
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
 // operator is who runs an operator command: --as, else $LATCH_APPROVER, else $USER. Nobody is a
 // usage error: an answer or a resolution is evidence, and evidence names a person.
 func (a *app) operator(as string, given bool) (string, error) {

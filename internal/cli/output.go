@@ -127,9 +127,55 @@ type approvalJSON struct {
 	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
 	PreviousDenied   *string `json:"previous_denied"`
 	PreviousDeniedBy *string `json:"previous_denied_by"`
+	// Answers so far, oldest first; Required distinct grants decide, Grants counts them
+	// (docs/approvals.md).
+	Answers  []answerJSON `json:"answers"`
+	Required int          `json:"required"`
+	Grants   int          `json:"grants"`
 }
 
-func newApprovalJSON(a *store.Approval) approvalJSON {
+// answerJSON is one person's answer to a request.
+type answerJSON struct {
+	Approver   string  `json:"approver"`
+	Method     string  `json:"method"`
+	Verified   bool    `json:"verified"`
+	Grant      bool    `json:"grant"`
+	Note       *string `json:"note"`
+	AnsweredAt *string `json:"answered_at"`
+}
+
+// required is how many distinct grants a decides on: the most of what its answers recorded and
+// what the policy's approvers of its action say (1 without a policy).
+func required(pol *policy.Policy, a *store.Approval) (int, bool) {
+	rule := pol.ApproversFor(a.ActionName)
+	return max(a.Required, rule.Required, 1), rule.Verified
+}
+
+// answersCell is the APPROVER cell of latch approvals: the approver who decided, or for a
+// request still pending the grants so far ("1 of 2: session:alice"); "-" when nobody answered
+// a request one grant decides.
+func answersCell(pol *policy.Policy, a *store.Approval) string {
+	n, verified := required(pol, a)
+	var who []string
+	for _, x := range a.Answers {
+		if x.Grant || a.Status != store.Pending {
+			who = append(who, x.Approver.String())
+		}
+	}
+	switch {
+	case a.Status == store.Pending && (n > 1 || len(who) > 0):
+		s := fmt.Sprintf("%d of %d", store.Grants(a.Answers, verified), n)
+		if len(who) > 0 {
+			s += ": " + strings.Join(who, ", ")
+		}
+		return s
+	case len(who) > 1:
+		return strings.Join(who, ", ")
+	}
+	return dash(a.Approver)
+}
+
+func newApprovalJSON(a *store.Approval, pol *policy.Policy) approvalJSON {
 	d := approvalAction(a)
 	args := d.Arguments
 	if len(args) == 0 {
@@ -139,11 +185,18 @@ func newApprovalJSON(a *store.Approval) approvalJSON {
 	if name == "" {
 		name = a.ActionName
 	}
+	n, verified := required(pol, a)
+	answers := make([]answerJSON, len(a.Answers))
+	for i, x := range a.Answers {
+		answers[i] = answerJSON{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,
+			Note: jstr(x.Note), AnsweredAt: jstamp(x.At)}
+	}
 	return approvalJSON{
 		ApprovalID: a.ID, Status: string(a.Status), Action: name, ActionHash: a.ActionHash,
 		Arguments: args, Principal: d.Principal, Resource: d.Resource,
 		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
 		PreviousDenied: jstr(a.PreviousDenied), PreviousDeniedBy: jstr(a.PreviousDeniedBy),
+		Answers: answers, Required: n, Grants: store.Grants(a.Answers, verified),
 	}
 }
 

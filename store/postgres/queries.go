@@ -36,8 +36,9 @@ type queries struct {
 	listEvents, listEventsAfter, approvalPresent            string
 	readDelegation, listDelegations, insertDelegation       string
 	delegationPresent, insertRevocation, revocationPresent  string
-	receipts                                                string // the qualified table, for filtered queries
-	legacy                                                  bool   // the schema is older than notesVersion
+	receipts                                                string        // the qualified table, for filtered queries
+	legacy                                                  bool          // the schema is older than notesVersion
+	answers                                                 answerQueries // zero before answersVersion
 }
 
 // notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
@@ -69,7 +70,12 @@ func newQueries(schema string, version int) queries {
 		approvalValues = `, $15`
 		insertColumns = 15
 	}
+	var answers answerQueries
+	if version >= answersVersion {
+		answers = newAnswerQueries(schema)
+	}
 	return queries{
+		answers:               answers,
 		legacy:                version < notesVersion,
 		approvalInsertColumns: insertColumns,
 		// The requests of one action hash (ApprovalRequest): those pending, the last answered.

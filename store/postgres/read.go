@@ -57,18 +57,29 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 	case err != nil:
 		return nil, fmt.Errorf("approval %s: %w", id, err)
 	}
-	return r.approval(), nil
+	a := r.approval()
+	if err := s.readAnswers(ctx, a); err != nil {
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	}
+	return a, nil
 }
 
 // Approvals lists approval requests, oldest first.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	return list(ctx, s, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
+	out, err := list(ctx, s, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
 		var r approvalRow
 		if err := r.scan(row); err != nil {
 			return nil, err
 		}
 		return r.approval(), nil
 	})
+	if err == nil {
+		err = s.readAnswers(ctx, out...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Receipts yields the receipts f selects in ascending seq order, streaming them from one query.

@@ -184,7 +184,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		return nil, fmt.Errorf("answer approval: %w", err)
 	}
 	w, err := s.write(ctx, "answer approval "+req.ID, func(ctx context.Context, t *txn) error {
-		a, err := t.readApproval(ctx, req.ID)
+		a, err := t.lockApproval(ctx, req.ID)
 		if err != nil {
 			return err
 		}
@@ -194,6 +194,11 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 				refusal = errors.New("answer approval " + req.ID + ": nothing to write")
 			}
 			return refused{refusal}
+		}
+		if aw.Answer != nil {
+			if err := t.insertAnswer(ctx, a.ID, len(aw.Next.Answers), aw.Answer); err != nil {
+				return err
+			}
 		}
 		if _, _, err := t.apply(ctx, nil, aw, events, req.Now, nil); err != nil {
 			return err

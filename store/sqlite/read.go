@@ -64,6 +64,9 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 	case a == nil:
 		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 	}
+	if err := s.readAnswers(ctx, a); err != nil {
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	}
 	return a, nil
 }
 
@@ -76,6 +79,9 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 		args = append(args, string(f.Status))
 	}
 	out, err := collect(ctx, s.r, q+` ORDER BY created_at, approval_id`, args, scanApproval)
+	if err == nil {
+		err = s.readAnswers(ctx, out...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}

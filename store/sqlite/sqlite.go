@@ -250,6 +250,7 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 	}
 	s.version = min(version, latestVersion())
 	s.wr.legacy, s.wr.version = s.version < notesVersion, s.version
+	s.wr.noAnswers = s.version < answersVersion
 	return s, nil
 }
 

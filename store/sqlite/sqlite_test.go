@@ -481,6 +481,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := rawDB(t, strings.TrimPrefix(url, "sqlite:"))
+	exec(t, db, `DROP TABLE approval_answers`)
 	exec(t, db, `DROP TRIGGER revocations_insert_only_update`)
 	exec(t, db, `DROP TRIGGER revocations_insert_only_delete`)
 	exec(t, db, `DROP TRIGGER delegations_insert_only_update`)
@@ -494,6 +495,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 		exec(t, db, `ALTER TABLE `+col)
 	}
 	exec(t, db, `UPDATE latch_schema SET version = 1`)
+	exec(t, db, `INSERT INTO approvals (approval_id, status, action_hash) VALUES ('apr_1', 'pending', 'sha256:00')`)
 
 	r, err := Open(t.Context(), url, &Config{ReadOnly: true})
 	if err != nil {
@@ -507,6 +509,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	}
 	if ts, err := r.Tokens(t.Context()); err != nil || len(ts) != 0 {
 		t.Errorf("Tokens on schema 1 = %v, %v; want none", ts, err)
+	}
+	if as, err := r.Approvals(t.Context(), store.ApprovalFilter{}); err != nil || len(as) != 1 || as[0].Answers != nil {
+		t.Errorf("Approvals on schema 1 = %v, %v; want apr_1 without answers", as, err)
 	}
 	if _, err := r.TokenByHash(t.Context(), "sha256:00"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("TokenByHash on schema 1: %v, want ErrNotFound", err)

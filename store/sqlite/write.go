@@ -256,10 +256,22 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		if err != nil {
 			return err
 		}
+		if a != nil {
+			answers, err := t.answers(a.ID)
+			if err != nil {
+				return err
+			}
+			withAnswers(a, answers)
+		}
 		w, events, planErr := store.PlanAnswer(req, a)
 		if w == nil {
 			refusal = planErr
 			return errRefused
+		}
+		if w.Answer != nil {
+			if err := t.insertAnswer(a.ID, len(w.Next.Answers), w.Answer); err != nil {
+				return err
+			}
 		}
 		if _, _, err := t.apply(nil, w, events, req.Now, nil); err != nil {
 			return err

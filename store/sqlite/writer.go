@@ -69,6 +69,8 @@ type writer struct {
 	// version is that schema's version.
 	legacy  bool
 	version int
+	// noAnswers is set for a store kept at a schema before answersVersion.
+	noAnswers bool
 }
 
 func newWriter(db *sql.DB, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
@@ -216,7 +218,7 @@ func (w *writer) attempt(c *wconn, batch []*request, guarded bool) bool {
 		}
 		return true
 	}
-	t := &txn{c: c, legacy: w.legacy, version: w.version}
+	t := &txn{c: c, legacy: w.legacy, version: w.version, noAnswers: w.noAnswers}
 	// abort ends the transaction without committing anything and fails every request that has
 	// no error of its own yet.
 	abort := func(err error) {
@@ -481,12 +483,14 @@ func (r valueRow) Scan(dest ...any) error {
 // txn is the transaction one request runs in. The chain head is read once per transaction and
 // written once, at commit: every receipt of the batch moves it in memory.
 type txn struct {
-	c        *wconn
-	legacy   bool // the schema is older than notesVersion
-	version  int  // the schema's version
-	headRead bool
-	base     receipt.Head // the head as the table holds it
-	head     receipt.Head // the head after this transaction's appends
+	c       *wconn
+	legacy  bool // the schema is older than notesVersion
+	version int  // the schema's version
+	// noAnswers: the schema is older than answersVersion
+	noAnswers bool
+	headRead  bool
+	base      receipt.Head // the head as the table holds it
+	head      receipt.Head // the head after this transaction's appends
 }
 
 // headMark is what a request's savepoint must restore of the transaction's memory.

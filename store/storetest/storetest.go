@@ -58,6 +58,7 @@ func Run(t *testing.T, b Backend) {
 		{"Record", testRecord},
 		{"ExtendLease", testExtendLease},
 		{"Approvals", testApprovals},
+		{"Answers", testAnswers},
 		{"ReserveWithApproval", testReserveWithApproval},
 		{"ApprovalProbe", testApprovalProbe},
 		{"ApprovalAgain", testApprovalAgain},

@@ -1,0 +1,390 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Keys of the approvers sections, in the order error messages list them.
+var (
+	approversKeys      = []string{"roles"}
+	actionApproverKeys = []string{"roles", "required", "verified"}
+)
+
+// Approvers is the policy's `approvers:` section: the roles people answer approval requests in
+// (docs/approvals.md). A role's members are the names listed here and, at answer time, the
+// local approver accounts of the store that were given the role.
+type Approvers struct {
+	Roles map[string]*Role
+	Pos   Position // of the approvers key
+}
+
+// Role is one role of the approvers section.
+type Role struct {
+	Name    string
+	Members []string // NFKC-normalized and trimmed, in file order, no two naming the same person
+	Pos     Position // of the role's name
+}
+
+// ApproverRule is an action's `approvers:` entry: who may answer its approval requests and how
+// many must grant.
+type ApproverRule struct {
+	// Roles an approver must be a member of (any one of them); nil means anyone but the
+	// requesting principal may answer.
+	Roles []string
+	// Required is how many distinct people must grant; one entitled deny denies. At least 1.
+	Required int
+	// Verified refuses answers from approvers whose identity latch did not verify (the CLI's
+	// --as NAME): only answers authenticated by a login session, an approver token, a JWT or a
+	// trusted proxy count.
+	Verified bool
+	Pos      Position // of the approvers key
+
+	rolePos     []Position // of each entry of Roles
+	requiredPos Position   // of required's value; zero when absent
+}
+
+// DefaultApprovers is the rule of an action that has no `approvers:` entry: anyone but the
+// requesting principal, one grant, verified or not — what latch did before roles existed.
+var DefaultApprovers = ApproverRule{Required: 1}
+
+// ApproversFor returns the approver rule of the named action: its `approvers:` entry, or
+// DefaultApprovers when it has none or is not listed. The result is a copy.
+func (p *Policy) ApproversFor(action string) ApproverRule {
+	if p != nil {
+		if a := p.Actions[action]; a != nil && a.Approvers != nil {
+			r := *a.Approvers
+			r.Roles = slices.Clone(r.Roles)
+			if r.Required < 1 {
+				r.Required = 1
+			}
+			return r
+		}
+	}
+	return DefaultApprovers
+}
+
+// RoleMembers returns the names the policy lists for role (nil when it defines no such role).
+func (p *Policy) RoleMembers(role string) []string {
+	if p == nil || p.Approvers == nil || p.Approvers.Roles[role] == nil {
+		return nil
+	}
+	return slices.Clone(p.Approvers.Roles[role].Members)
+}
+
+// HasRole reports whether the policy defines role.
+func (p *Policy) HasRole(role string) bool {
+	return p != nil && p.Approvers != nil && p.Approvers.Roles[role] != nil
+}
+
+// Entitlement says whether one approver may answer an action's requests, and through which
+// role.
+type Entitlement struct {
+	Entitled bool
+	Role     string // the role that entitles, "" when the rule names no roles or none does
+	Reason   string // "" when entitled; approver_not_entitled otherwise
+}
+
+// Entitled decides whether the approver named name may answer requests of action under rule:
+// with no roles, anyone may (the self-approval check is the store's); otherwise name must be a
+// member of one of the rule's roles — listed in the policy (compared as NameKey compares), or
+// given the role elsewhere (extraRoles: the roles of the approver's local account). A role in
+// extraRoles that the policy does not define, or that the rule does not name, counts for
+// nothing. Entitled is pure.
+func (p *Policy) Entitled(rule ApproverRule, name string, extraRoles []string) Entitlement {
+	if len(rule.Roles) == 0 {
+		return Entitlement{Entitled: true}
+	}
+	key := NameKey(name)
+	if key == "" {
+		return Entitlement{Reason: ReasonNotEntitled}
+	}
+	for _, r := range rule.Roles {
+		if !p.HasRole(r) {
+			continue
+		}
+		for _, m := range p.Approvers.Roles[r].Members {
+			if NameKey(m) == key {
+				return Entitlement{Entitled: true, Role: r}
+			}
+		}
+		if slices.Contains(extraRoles, r) {
+			return Entitlement{Entitled: true, Role: r}
+		}
+	}
+	return Entitlement{Reason: ReasonNotEntitled}
+}
+
+// ReasonNotEntitled refuses an answer by someone the action's approver rule does not name.
+const ReasonNotEntitled = "approver_not_entitled"
+
+var nameFolder = cases.Fold()
+
+// NameKey is the form under which two names of people (approvers, requesting agents and users)
+// are compared: NFKC-normalized, Unicode case-folded, with white space, control and invisible
+// format characters removed. `Carol`, ` carol `, `CAROL`, `ｃａｒｏｌ` and `ca\u200brol` all have the
+// key "carol"; look-alikes from other scripts (a Cyrillic `с` for a Latin `c`) do not. An empty
+// key names nobody.
+func NameKey(s string) string {
+	s = norm.NFKC.String(nameFolder.String(norm.NFKC.String(s)))
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) || unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// validRoleName reports whether s is a role name: 1 to 64 letters, digits, '-', '_' and '.',
+// starting with a letter.
+func validRoleName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// memberName checks one name listed in a role and returns it as answers record it.
+func memberName(s string) (string, string) {
+	if !utf8.ValidString(s) {
+		return "", "is not valid UTF-8"
+	}
+	n := strings.TrimSpace(norm.NFKC.String(s))
+	if n == "" {
+		return "", "is empty"
+	}
+	for _, r := range n {
+		switch {
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			return "", "contains a control character or a line break"
+		case unicode.Is(unicode.Cf, r):
+			return "", fmt.Sprintf("contains an invisible format character (%U)", r)
+		}
+	}
+	return n, ""
+}
+
+func (p *parser) approvers(e entry) (*Approvers, *Error) {
+	if e := p.mapping(e, "approvers", "a mapping with roles"); e != nil {
+		return nil, e
+	}
+	ap := &Approvers{Roles: map[string]*Role{}, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		if en.k.Value != "roles" {
+			return nil, p.unknownKey(en.k, "in approvers", approversKeys)
+		}
+		if isNull(en.v) {
+			continue
+		}
+		if e := p.mapping(en, "approvers.roles", "a mapping from role names to lists of approver names"); e != nil {
+			return nil, e
+		}
+		for _, rn := range entries(en.v) {
+			r, e := p.role(rn)
+			if e != nil {
+				return nil, e
+			}
+			ap.Roles[r.Name] = r
+		}
+	}
+	return ap, nil
+}
+
+func (p *parser) role(e entry) (*Role, *Error) {
+	name := e.k.Value
+	if !validRoleName(name) {
+		return nil, p.errf(e.k, "bad role name %s (expected 1 to 64 letters, digits, -, _ and ., starting with a letter, like payments-leads)", quote(name))
+	}
+	r := &Role{Name: name, Pos: posOf(e.k)}
+	if isNull(e.v) {
+		return r, nil // no names in the policy: members come from accounts only
+	}
+	if e.v.Kind != yaml.SequenceNode {
+		return nil, p.errf(at(e), "role %s is %s (expected a list of approver names, like [alice, bob])", quote(name), describeNode(e.v))
+	}
+	seen := map[string]string{}
+	for i, mn := range e.v.Content {
+		if mn.Kind != yaml.ScalarNode || mn.Tag != tagStr {
+			return nil, p.errf(mn, "member %d of role %s is %s (expected an approver name)", i, quote(name), describeNode(mn))
+		}
+		m, bad := memberName(mn.Value)
+		if bad != "" {
+			return nil, p.errf(mn, "member %s of role %s %s (expected a one-line approver name)", quote(mn.Value), quote(name), bad)
+		}
+		k := NameKey(m)
+		if first, dup := seen[k]; dup {
+			return nil, p.errf(mn, "member %s of role %s names the same person as %s (names are compared without case, spaces or invisible characters; list each person once)",
+				quote(m), quote(name), quote(first))
+		}
+		seen[k] = m
+		r.Members = append(r.Members, m)
+	}
+	return r, nil
+}
+
+// actionApprovers parses an action's approvers entry. Roles are checked against the approvers
+// section once the whole document is read (checkApprovers): the section may come after actions.
+func (p *parser) actionApprovers(e entry, where string) (*ApproverRule, *Error) {
+	if e := p.mapping(e, "approvers "+where, "a mapping with roles, required and verified"); e != nil {
+		return nil, e
+	}
+	r := &ApproverRule{Required: 1, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		switch en.k.Value {
+		case "roles":
+			if en.v.Kind != yaml.SequenceNode || len(en.v.Content) == 0 {
+				return nil, p.errf(at(en), "roles of approvers %s is %s (expected a non-empty list of role names from approvers.roles; leave roles out to let anyone but the requester answer)",
+					where, describeNode(en.v))
+			}
+			for _, rn := range en.v.Content {
+				s, e := p.str(entry{en.k, rn}, "role in approvers "+where)
+				if e != nil {
+					return nil, e
+				}
+				if slices.Contains(r.Roles, s) {
+					return nil, p.errf(rn, "role %s is listed twice in approvers %s", quote(s), where)
+				}
+				r.Roles = append(r.Roles, s)
+				r.rolePos = append(r.rolePos, posOf(rn))
+			}
+		case "required":
+			n, e := p.int(en, "required in approvers "+where)
+			if e != nil {
+				return nil, e
+			}
+			if n < 1 {
+				return nil, p.errf(en.v, "required in approvers %s is %d (expected at least 1: how many distinct people must grant)", where, n)
+			}
+			if n > 1000 {
+				return nil, p.errf(en.v, "required in approvers %s is %d (expected at most 1000)", where, n)
+			}
+			r.Required = int(n)
+			r.requiredPos = posOf(en.v)
+		case "verified":
+			v, e := p.bool(en, "verified in approvers "+where)
+			if e != nil {
+				return nil, e
+			}
+			r.Verified = v
+		default:
+			return nil, p.unknownKey(en.k, "in approvers "+where, actionApproverKeys)
+		}
+	}
+	return r, nil
+}
+
+// checkActionApprovers checks every action's approver rule against the approvers section, in
+// file order, so that the first mistake in the file is the one reported.
+func (p *parser) checkActionApprovers(pol *Policy) *Error {
+	list := make([]*Action, 0, len(pol.Actions))
+	for _, a := range pol.Actions {
+		if a.Approvers != nil {
+			list = append(list, a)
+		}
+	}
+	slices.SortFunc(list, func(x, y *Action) int {
+		if x.Pos.Line != y.Pos.Line {
+			return x.Pos.Line - y.Pos.Line
+		}
+		return x.Pos.Column - y.Pos.Column
+	})
+	for _, a := range list {
+		if e := p.checkApprovers(pol, a); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// checkApprovers refuses an action's approver rule that names a role the approvers section does
+// not define, or that requires more distinct people than its roles list. A role's members are
+// the names the policy lists and the accounts given the role; a role that lists names bounds
+// required by them, so that what was reviewed can be satisfied; a role that lists none is
+// filled by accounts only, and how many there will be is not known when the file is read
+// (docs/approvals.md#who-may-approve).
+func (p *parser) checkApprovers(pol *Policy, a *Action) *Error {
+	r := a.Approvers
+	if r == nil {
+		return nil
+	}
+	errAt := func(pos Position, format string, args ...any) *Error {
+		return &Error{File: p.file, Line: max(pos.Line, 1), Column: pos.Column, Msg: fmt.Sprintf(format, args...)}
+	}
+	for i, role := range r.Roles {
+		if pol.HasRole(role) {
+			continue
+		}
+		var defined []string
+		if pol.Approvers != nil {
+			for n := range pol.Approvers.Roles {
+				defined = append(defined, n)
+			}
+		}
+		slices.Sort(defined)
+		expected := "the policy has no approvers section defining roles"
+		if len(defined) > 0 {
+			expected = "expected one of " + strings.Join(defined, ", ")
+		}
+		return errAt(r.rolePos[i], "unknown role %s in approvers of action %s (%s)", quote(role), quote(a.Name), expected)
+	}
+	if len(r.Roles) == 0 {
+		return nil
+	}
+	people := map[string]bool{}
+	for _, role := range r.Roles {
+		members := pol.Approvers.Roles[role].Members
+		if len(members) == 0 {
+			return nil // filled by accounts: not bounded by the file
+		}
+		for _, m := range members {
+			people[NameKey(m)] = true
+		}
+	}
+	if r.Required > len(people) {
+		at := r.requiredPos
+		if at.Line == 0 {
+			at = r.Pos
+		}
+		return errAt(at, "approvers of action %s require %d distinct %s but roles %s list %d (a request could never be granted; list more members or lower required)",
+			quote(a.Name), r.Required, plural(r.Required, "approver", "approvers"), strings.Join(r.Roles, ", "), len(people))
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func normalizeApprovers(ap *Approvers) map[string]any {
+	roles := make(map[string]any, len(ap.Roles))
+	for name, r := range ap.Roles {
+		roles[name] = stringList(r.Members)
+	}
+	return map[string]any{"roles": roles}
+}
+
+func normalizeApproverRule(r *ApproverRule) map[string]any {
+	var roles any
+	if len(r.Roles) > 0 {
+		roles = stringList(r.Roles)
+	}
+	return map[string]any{"roles": roles, "required": int64(max(r.Required, 1)), "verified": r.Verified}
+}

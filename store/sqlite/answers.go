@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+)
+
+// answersVersion is the schema that added approval_answers (migration 8). A store at an older
+// schema has no answers to read, and its writer (a test's store an older binary left) records
+// none.
+const answersVersion = 8
+
+// answersJSON aggregates the answers of one request into a JSON array in answer order, so that
+// one row (read by the writer's single-row query, or per request by a reader) carries them all.
+const answersJSON = `json_group_array(json_object('approver', approver, 'method', method, 'verified', verified,
+	'granted', granted, 'note', note, 'at', answered_at, 'required', required))`
+
+// answerDoc is one element of answersJSON.
+type answerDoc struct {
+	Approver string `json:"approver"`
+	Method   string `json:"method"`
+	Verified int    `json:"verified"`
+	Granted  int    `json:"granted"`
+	Note     string `json:"note"`
+	At       int64  `json:"at"`
+	Required int    `json:"required"`
+}
+
+// decodeAnswers reads answersJSON.
+func decodeAnswers(text string) ([]store.Answer, error) {
+	var docs []answerDoc
+	if err := json.Unmarshal([]byte(text), &docs); err != nil {
+		return nil, fmt.Errorf("read answers: %w", err)
+	}
+	out := make([]store.Answer, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, store.Answer{Approver: store.Approver{Name: d.Approver, Method: d.Method, Verified: d.Verified == 1},
+			Grant: d.Granted == 1, Note: d.Note, At: time.Unix(0, d.At).UTC(), Required: d.Required})
+	}
+	return out, nil
+}
+
+// withAnswers sets Answers and Required of a from its answers.
+func withAnswers(a *store.Approval, answers []store.Answer) {
+	a.Answers = answers
+	if n := len(answers); n > 0 {
+		a.Required = answers[n-1].Required
+	}
+}
+
+// answers reads the answers to request id in the transaction, oldest first.
+func (t *txn) answers(id string) ([]store.Answer, error) {
+	if t.noAnswers {
+		return nil, nil
+	}
+	var text string
+	_, err := t.c.queryRow(`SELECT `+answersJSON+` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n)`,
+		[]any{id}, func(sc scanner) error { return sc.Scan(&text) })
+	if err != nil {
+		return nil, fmt.Errorf("answers of %s: %w", id, err)
+	}
+	return decodeAnswers(text)
+}
+
+// insertAnswer records the n-th answer to request id. The unique (approval_id, approver_key)
+// backs up PlanAnswer: a person answers a request once.
+func (t *txn) insertAnswer(id string, n int, x *store.Answer) error {
+	if t.noAnswers {
+		if x.Required > 1 {
+			return errors.New("this store's schema keeps no answers, so it cannot count several: open it once with this binary's writer")
+		}
+		return nil
+	}
+	var b binder
+	at := b.time(x.At)
+	if b.err != nil {
+		return b.err
+	}
+	_, err := t.c.exec(`INSERT INTO approval_answers (approval_id, n, approver, approver_key, method, verified, granted, note,
+		answered_at, required) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, n, x.Name, policy.NameKey(x.Name), x.Method, boolInt(x.Verified), boolInt(x.Grant), x.Note, at, x.Required)
+	if err != nil {
+		return fmt.Errorf("answer %d of %s: %w", n, id, err)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// readAnswers sets the answers of each request in list, read in one query.
+func (s *Store) readAnswers(ctx context.Context, list ...*store.Approval) error {
+	if len(list) == 0 || s.version != 0 && s.version < answersVersion {
+		return nil
+	}
+	byID := make(map[string]*store.Approval, len(list))
+	for _, a := range list {
+		byID[a.ID] = a
+	}
+	q := `SELECT approval_id, ` + answersJSON + ` FROM (SELECT * FROM approval_answers ORDER BY approval_id, n) GROUP BY approval_id`
+	var args []any
+	if len(list) == 1 {
+		q = `SELECT approval_id, ` + answersJSON + ` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n) GROUP BY approval_id`
+		args = []any{list[0].ID}
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("read answers: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var text sql.NullString
+		if err := rows.Scan(&id, &text); err != nil {
+			return fmt.Errorf("read answers: %w", err)
+		}
+		a := byID[id]
+		if a == nil || !text.Valid {
+			continue
+		}
+		answers, err := decodeAnswers(text.String)
+		if err != nil {
+			return err
+		}
+		withAnswers(a, answers)
+	}
+	return rows.Err()
+}
