@@ -147,7 +147,10 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 		return fmt.Errorf("answer approval: %w", err)
 	}
 	cur, err := g.store.Approval(ctx, r.ID)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("approval %s: %w", safetext.Quote(r.ID), store.ErrNotFound) // the store's message repeats the raw id
+	case err != nil:
 		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
 	}
 	rule := g.policy.ApproversFor(cur.ActionName)

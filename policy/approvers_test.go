@@ -106,8 +106,8 @@ func TestEntitled(t *testing.T) {
 		{refund, "аlice", nil, Entitlement{Reason: ReasonNotEntitled}}, // Cyrillic а
 		{refund, "", nil, Entitlement{Reason: ReasonNotEntitled}},
 		{refund, "mallory", []string{"finance"}, Entitlement{Entitled: true, Role: "finance"}},
-		{refund, "mallory", []string{"ops"}, Entitlement{Reason: ReasonNotEntitled}},         // a role the rule does not name
-		{refund, "mallory", []string{"undefined"}, Entitlement{Reason: ReasonNotEntitled}},   // a role the policy does not define
+		{refund, "mallory", []string{"ops"}, Entitlement{Reason: ReasonNotEntitled}},       // a role the rule does not name
+		{refund, "mallory", []string{"undefined"}, Entitlement{Reason: ReasonNotEntitled}}, // a role the policy does not define
 		{deploy, "dave", []string{"ops"}, Entitlement{Entitled: true, Role: "ops"}},
 		{deploy, "alice", nil, Entitlement{Reason: ReasonNotEntitled}},
 		{pol.ApproversFor("billing.charge"), "anyone", nil, Entitlement{Entitled: true}},

@@ -143,10 +143,17 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 		next.AnsweredAt = req.Now
 		next.Note = req.Note
 	}
-	payload := map[string]any{"approver": approver, "method": method, "verified": req.Verified, "grant": req.Grant,
-		"grants": int64(grants), "required": int64(required)}
+	// The payload of a one-grant answer from the CLI is what it was before methods and M-of-N
+	// existed; the rest is said only when it says something.
+	payload := map[string]any{"approver": approver}
 	if req.Note != "" {
 		payload["note"] = req.Note
+	}
+	if method != MethodCLI {
+		payload["method"], payload["verified"] = method, req.Verified
+	}
+	if required > 1 {
+		payload["grants"], payload["required"] = int64(grants), int64(required)
 	}
 	ev := NewEvent(kind, req.Now, "", "", a.ID, payload)
 	return &ApprovalWrite{PrevStatus: Pending, Next: next, Answer: &ans}, []Event{ev}, nil
