@@ -64,11 +64,61 @@ type Tool struct {
 	approves   bool // some rule of the tool's action asks a human: re-sent calls look for a grant
 }
 
+// upstream is the connection to one upstream server. A connection that ends (a stdio upstream
+// that exited, an HTTP upstream that went away) is redialled by the next call that needs it, at
+// most once per redialEvery: a restarted upstream is reached again without restarting the
+// gateway.
 type upstream struct {
-	alias   string
-	session *mcp.ClientSession
-	mu      sync.Mutex
-	closed  bool // the connection ended: nothing more can be sent
+	alias    string
+	dial     func(context.Context) (*mcp.ClientSession, error)
+	mu       sync.Mutex
+	session  *mcp.ClientSession
+	closed   bool      // the session ended: nothing more can be sent on it
+	shut     bool      // the gateway closed: never redial
+	lastDial time.Time // when a redial was last tried
+}
+
+// redialEvery spaces the redials of an upstream that stays down, so that a burst of calls does
+// not start a burst of processes.
+const redialEvery = time.Second
+
+// watch marks the upstream closed when cs ends, unless another session replaced it meanwhile,
+// and releases it (a stdio upstream's process is reaped).
+func (up *upstream) watch(cs *mcp.ClientSession) {
+	_ = cs.Wait()
+	up.drop(cs)
+	_ = cs.Close()
+}
+
+// drop marks the upstream closed if cs is still its session: the next call redials.
+func (up *upstream) drop(cs *mcp.ClientSession) {
+	up.mu.Lock()
+	if up.session == cs {
+		up.closed = true
+	}
+	up.mu.Unlock()
+}
+
+// current returns the live session, redialling a closed one. An error means nothing was sent.
+func (up *upstream) current(ctx context.Context, now time.Time) (*mcp.ClientSession, error) {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	switch {
+	case up.shut:
+		return nil, fmt.Errorf("upstream %s: the gateway is closed", up.alias)
+	case !up.closed:
+		return up.session, nil
+	case now.Sub(up.lastDial) < redialEvery:
+		return nil, fmt.Errorf("upstream %s is disconnected (redialled less than %v ago)", up.alias, redialEvery)
+	}
+	up.lastDial = now
+	cs, err := up.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s is disconnected, and redialling it failed: %w", up.alias, err)
+	}
+	up.session, up.closed = cs, false
+	go up.watch(cs)
+	return cs, nil
 }
 
 // New connects to every upstream of the policy's gateway section and lists their tools. It
@@ -106,29 +156,14 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 }
 
 func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
-	var t mcp.Transport
-	if u.URL != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
-	} else {
-		cmd := exec.Command(u.Command[0], u.Command[1:]...)
-		cmd.Dir = g.cfg.Dir
-		cmd.Stderr = g.cfg.Stderr
-		cmd.Env = os.Environ()
-		t = &mcp.CommandTransport{Command: cmd}
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
-	cs, err := client.Connect(ctx, t, nil)
+	up := &upstream{alias: u.Alias, dial: func(ctx context.Context) (*mcp.ClientSession, error) { return g.dial(ctx, u) }}
+	cs, err := up.dial(ctx)
 	if err != nil {
 		return fmt.Errorf("gateway: connect upstream %s: %w", u.Alias, err)
 	}
-	up := &upstream{alias: u.Alias, session: cs}
+	up.session = cs
 	g.upstreams[u.Alias] = up
-	go func() {
-		_ = cs.Wait()
-		up.mu.Lock()
-		up.closed = true
-		up.mu.Unlock()
-	}()
+	go up.watch(cs)
 	for def, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
@@ -146,6 +181,23 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 	return nil
 }
 
+// dial opens a session with upstream u: it starts a command upstream's process, or connects to
+// an HTTP upstream's endpoint, and completes the MCP handshake.
+func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSession, error) {
+	var t mcp.Transport
+	if u.URL != "" {
+		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
+	} else {
+		cmd := exec.Command(u.Command[0], u.Command[1:]...)
+		cmd.Dir = g.cfg.Dir
+		cmd.Stderr = g.cfg.Stderr
+		cmd.Env = os.Environ()
+		t = &mcp.CommandTransport{Command: cmd}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	return client.Connect(ctx, t, nil)
+}
+
 // Tools returns the upstream tools the gateway lists, in alias then upstream order.
 func (g *Gateway) Tools() []*Tool { return slices.Clone(g.tools) }
 
@@ -153,7 +205,11 @@ func (g *Gateway) Tools() []*Tool { return slices.Clone(g.tools) }
 func (g *Gateway) Close() error {
 	var errs []error
 	for _, up := range g.upstreams {
-		if err := up.session.Close(); err != nil {
+		up.mu.Lock()
+		up.shut = true
+		cs := up.session
+		up.mu.Unlock()
+		if err := cs.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: close upstream %s: %w", up.alias, err))
 		}
 	}
@@ -209,7 +265,7 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		var result *mcp.CallToolResult
 		rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
 			func(ctx context.Context, a json.RawMessage) (any, error) {
-				r, err := up.call(ctx, t, a)
+				r, err := up.call(ctx, t, a, time.Now())
 				if err != nil {
 					return nil, err
 				}
@@ -269,15 +325,18 @@ func asks(a *policy.Action) bool {
 }
 
 // call sends one tools/call to the upstream and says what its failure means for the outcome.
-func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage) (*mcp.CallToolResult, error) {
-	up.mu.Lock()
-	closed := up.closed
-	up.mu.Unlock()
-	if closed {
-		// Nothing was sent: the connection had already ended.
-		return nil, latch.NotExecuted(fmt.Errorf("upstream %s is disconnected", up.alias))
+func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now time.Time) (*mcp.CallToolResult, error) {
+	cs, err := up.current(ctx, now)
+	if err != nil {
+		// Nothing was sent: the connection had ended and could not be made again.
+		return nil, latch.NotExecuted(err)
 	}
-	r, err := up.session.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		// The connection broke: the next call redials rather than find it broken too. This is
+		// done before the answer goes back, so an agent that retries at once reaches a new one.
+		up.drop(cs)
+	}
 	if err != nil {
 		// The request may have reached the upstream: the outcome is unknown.
 		return nil, fmt.Errorf("upstream %s: tools/call %s: %w", up.alias, t.UpstreamAs, err)

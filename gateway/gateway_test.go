@@ -344,6 +344,15 @@ func TestUpstreamKilledMidCallIsAmbiguous(t *testing.T) {
 	if lines := e.ledgerLines(t); len(lines) != 1 {
 		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
 	}
+	// Another refund reaches the upstream again: the gateway starts it anew (it answered every
+	// later call not_executed before it redialled).
+	if _, err := refund(t.Context(), e.agent, "ord_3b", 100); err != nil {
+		t.Fatalf("refund after the upstream died: %v", err)
+	}
+	lines := e.ledgerLines(t)
+	if len(lines) != 2 || strings.Fields(lines[1])[0] == strconv.Itoa(pid) {
+		t.Errorf("ledger = %q, want a second refund by a new upstream process (not %d)", lines, pid)
+	}
 }
 
 // An isError result may come after the tool acted: ambiguous, unless the policy says the tool's
