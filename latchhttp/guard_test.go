@@ -41,7 +41,7 @@ func shipper(t *testing.T, backend string, url func() string) (*latch.Guard, fun
 	}
 	t.Cleanup(func() { g.Close() })
 	ship := latch.Protect(g, "shipping.create", func(ctx context.Context, s shipment) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url(), strings.NewReader(`{"order":"`+s.OrderID+`"}`))
 		if err != nil {

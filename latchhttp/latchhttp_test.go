@@ -156,7 +156,7 @@ func TestResetAfterWriteIsUnknown(t *testing.T) {
 func TestHangIsUnknown(t *testing.T) {
 	t.Parallel()
 	s := newRawServer(t, hang)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	_, err := latchhttp.Do(post(t, ctx, s.url(), `{"amount":100}`))
 	wantTransport(t, err, true)
@@ -505,7 +505,7 @@ func TestHTTP2(t *testing.T) {
 	_, err = c.Do(post(t, t.Context(), srv.URL+"/reset", `{"amount":100}`))
 	wantTransport(t, err, true)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	_, err = c.Do(post(t, ctx, srv.URL+"/hang", `{"amount":100}`))
 	wantTransport(t, err, true)

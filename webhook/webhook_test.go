@@ -178,7 +178,7 @@ func closedURL(t *testing.T) string {
 func shipFunc(target *atomic.Pointer[string], runs *atomic.Int32) webhook.Func {
 	return func(ctx context.Context, ev *webhook.Event) (any, error) {
 		runs.Add(1)
-		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, *target.Load(), strings.NewReader(string(ev.Body)))
 		if err != nil {
@@ -361,30 +361,45 @@ func TestInProgress(t *testing.T) {
 func TestSenderHangsUp(t *testing.T) {
 	t.Parallel()
 	g := openGuard(t, "sqlite")
-	gaveUp := make(chan struct{})
+	started := make(chan struct{})
+	reqCtx := make(chan context.Context, 1) // the request's own context, as net/http gives it
 	ctxErr := make(chan error, 1)
 	h, err := webhook.Handler(&webhook.Config{Guard: g, Action: "shipping.ship", Verifier: stripeVerifier(t)},
 		func(ctx context.Context, ev *webhook.Event) (any, error) {
-			<-gaveUp                          // the sender has hung up by now
-			time.Sleep(50 * time.Millisecond) // and the server has seen the connection close
+			close(started)
+			rctx := <-reqCtx
+			select {
+			case <-rctx.Done(): // the server saw the sender hang up
+			case <-time.After(10 * time.Second):
+				ctxErr <- errors.New("the server never saw the sender hang up")
+				return nil, latch.NotExecuted(errors.New("test setup"))
+			}
 			ctxErr <- ctx.Err()
 			return "shipped", ctx.Err()
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := receiver(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
+	url := receiver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqCtx <- r.Context()
+		h.ServeHTTP(w, r)
+	}))
+	ctx, cancel := context.WithCancel(t.Context())
 	body := `{"id":"evt_5","type":"checkout.session.completed"}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Stripe-Signature", stripeHeader(stripeSecret, time.Now(), body))
-	if _, err := http.DefaultClient.Do(req); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("sender = %v, want it to give up", err)
+	sent := make(chan error, 1)
+	go func() {
+		_, err := http.DefaultClient.Do(req)
+		sent <- err
+	}()
+	<-started
+	cancel() // the sender hangs up while the effect runs
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("sender = %v, want it to have given up", err)
 	}
-	close(gaveUp)
 	if err := <-ctxErr; err != nil {
-		t.Fatalf("the effect's context ended with the sender: %v", err)
+		t.Fatalf("the effect's context: %v; want it alive after the sender hung up", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for effectStateOrNone(t, g, "stripe:evt_5") != store.Committed {
@@ -414,7 +429,7 @@ func effectStateOrNone(t *testing.T, g *latch.Guard, key string) store.State {
 func TestTimeoutBoundsTheEffect(t *testing.T) {
 	t.Parallel()
 	g := openGuard(t, "sqlite")
-	h, err := webhook.Handler(&webhook.Config{Guard: g, Action: "shipping.ship", Verifier: stripeVerifier(t), Timeout: 300 * time.Millisecond},
+	h, err := webhook.Handler(&webhook.Config{Guard: g, Action: "shipping.ship", Verifier: stripeVerifier(t), Timeout: time.Second},
 		func(ctx context.Context, ev *webhook.Event) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
