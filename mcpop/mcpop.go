@@ -5,9 +5,10 @@
 //
 // Who answers is never a tool argument. Over streamable HTTP (Handler) it is the credential of
 // the session: an approver token of `latch token create --approver NAME`, or a JWT the
-// configured identity provider verifies. A session without a credential (stdio) answers as
-// Config.Approver, a name given when the server was started, and every answer or resolution it
-// makes is marked unverified in its note. docs/gateway.md describes the tools.
+// configured identity provider verifies; its answers are verified (method token or jwt). A session
+// without a credential (stdio) answers as Config.Approver, a name given when the server was
+// started, recorded as the command line's answers are: method cli, not verified (a policy that
+// requires verified approvers refuses them). docs/gateway.md describes the tools.
 package mcpop
 
 import (
@@ -38,8 +39,8 @@ type Config struct {
 	// arguments as a person reads them. The guard runs no action.
 	Guard *latch.Guard
 	// Approver is who answers in sessions without a credential of their own (stdio). It is
-	// recorded as the approver, and the answer's note says it was not verified. "" refuses
-	// answers and resolutions in such sessions; the read tools still work.
+	// recorded as the approver with method cli, not verified, as `latch approve --as` is. ""
+	// refuses answers and resolutions in such sessions; the read tools still work.
 	Approver string
 	// Now is the clock of "needs attention" (a lapsed lease); nil is time.Now.
 	Now func() time.Time
@@ -74,6 +75,7 @@ const identityKey = "latch.approver"
 // anything verified it.
 type who struct {
 	name     string
+	method   string // store.MethodToken, MethodJWT or MethodCLI
 	via      string // "approver token tok_…", "JWT", "stdio"
 	verified bool
 }
@@ -88,10 +90,11 @@ func (o *Operator) who(req *mcp.CallToolRequest) (who, error) {
 	if o.cfg.Approver == "" {
 		return who{}, errors.New("unauthenticated: this session has no credential and the server was started with no approver name (--as): it can read but not answer")
 	}
-	return who{name: o.cfg.Approver, via: "stdio", verified: false}, nil
+	return who{name: o.cfg.Approver, method: store.MethodCLI, via: "stdio", verified: false}, nil
 }
 
-// note is the answer's note: the person's own, after a mark when nothing verified who they are.
+// note is a resolution's note: the person's own, after a mark when nothing verified who they
+// are (a resolution keeps no method of its own; an answer does).
 func (w who) note(own string) string {
 	if w.verified {
 		return own
@@ -158,9 +161,9 @@ func (o *Operator) Handler(a *server.Authenticator) http.Handler {
 		var w who
 		switch {
 		case c.Kind == store.TokenApprover:
-			w = who{name: c.Approver, via: "approver token " + c.TokenID, verified: true}
+			w = who{name: c.Approver, method: store.MethodToken, via: "approver token " + c.TokenID, verified: true}
 		case c.TokenID == "": // a credential the identity provider verified
-			w = who{name: c.Principal.Agent, via: "JWT", verified: true}
+			w = who{name: c.Principal.Agent, method: store.MethodJWT, via: "JWT", verified: true}
 		default:
 			return nil, fmt.Errorf("%w: token %s is an agent token: the operator tools need an approver token", auth.ErrInvalidToken, c.TokenID)
 		}
@@ -192,6 +195,21 @@ type Approval struct {
 	// PreviousDeniedBy who denied it: the person answering sees the agent asked again.
 	PreviousDenied   string `json:"previous_denied,omitempty"`
 	PreviousDeniedBy string `json:"previous_denied_by,omitempty"`
+	// Answers are the answers given so far, oldest first; Required is how many distinct grants
+	// the request needs and Grants how many it has (docs/approvals.md).
+	Answers  []Answer `json:"answers"`
+	Required int      `json:"required"`
+	Grants   int      `json:"grants"`
+}
+
+// Answer is one person's answer to an approval request.
+type Answer struct {
+	Approver   string `json:"approver"`
+	Method     string `json:"method"` // cli, token, jwt, session or proxy
+	Verified   bool   `json:"verified"`
+	Grant      bool   `json:"grant"`
+	Note       string `json:"note,omitempty"`
+	AnsweredAt string `json:"answered_at"`
 }
 
 // DisplayedArg is one argument read through the policy's display hints.
@@ -226,6 +244,12 @@ func (o *Operator) approvalOf(a *store.Approval) Approval {
 		CreatedAt: stamp(a.CreatedAt), ExpiresAt: stamp(a.ExpiresAt), Approver: a.Approver, Note: a.Note,
 		PreviousDenied: a.PreviousDenied, PreviousDeniedBy: a.PreviousDeniedBy}
 	_ = json.Unmarshal(d.Arguments, &out.Arguments)
+	rule := o.cfg.Guard.Policy().ApproversFor(a.ActionName)
+	out.Required, out.Grants = max(a.Required, rule.Required, 1), store.Grants(a.Answers, rule.Verified)
+	out.Answers = make([]Answer, len(a.Answers))
+	for i, x := range a.Answers {
+		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant, Note: x.Note, AnsweredAt: stamp(x.At)}
+	}
 	// The policy reads the arguments as canonical values, exactly as they were hashed.
 	if v, err := canon.Parse(d.Arguments); err == nil {
 		if args, ok := v.(map[string]any); ok {
@@ -300,7 +324,8 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, Approval] {
 		if err != nil {
 			return nil, Approval{}, err
 		}
-		a, err := o.cfg.Guard.Answer(ctx, &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name, Note: w.note(in.Note)})
+		a, err := o.cfg.Guard.Answer(ctx, &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name,
+			Method: w.method, Verified: w.verified, Note: in.Note})
 		var ae *store.AnswerError
 		switch {
 		case errors.Is(err, store.ErrNotFound):

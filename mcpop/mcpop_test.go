@@ -112,7 +112,8 @@ func TestReadOnlyAnnotations(t *testing.T) {
 }
 
 // The approver is the session's, never an argument: an "approver" argument is refused by the
-// tool's input schema, and a session with no identity cannot answer at all.
+// tool's input schema, a session with no identity cannot answer at all, and a stdio identity is
+// recorded as the command line's is: method cli, not verified.
 func TestApproverNeverFromArguments(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -148,8 +149,9 @@ func TestApproverNeverFromArguments(t *testing.T) {
 				}
 				return
 			}
-			if res.IsError || a.Status != store.Granted || a.Approver != tt.approver || !strings.Contains(a.Note, "unverified") {
-				t.Errorf("approve = %q; approval %s by %q note %q; want granted by %s marked unverified", errText(res), a.Status, a.Approver, a.Note, tt.approver)
+			if res.IsError || a.Status != store.Granted || a.Approver != tt.approver || len(a.Answers) != 1 ||
+				a.Answers[0].Method != store.MethodCLI || a.Answers[0].Verified {
+				t.Errorf("approve = %q; approval %s by %q answers %+v; want granted by %s, method cli, not verified", errText(res), a.Status, a.Approver, a.Answers, tt.approver)
 			}
 		})
 	}
@@ -233,8 +235,9 @@ func TestHTTPJWTApprover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Status != store.Granted || a.Approver != "dana" || a.Note != "ok" {
-		t.Errorf("approval = %s by %q note %q; want granted by dana, note as written", a.Status, a.Approver, a.Note)
+	if a.Status != store.Granted || a.Approver != "dana" || a.Note != "ok" || len(a.Answers) != 1 ||
+		a.Answers[0].Method != store.MethodJWT || !a.Answers[0].Verified {
+		t.Errorf("approval = %s by %q note %q answers %+v; want granted by dana, verified by JWT, note as written", a.Status, a.Approver, a.Note, a.Answers)
 	}
 }
 

@@ -533,12 +533,16 @@ type approvalView struct {
 	Arguments  map[string]any `json:"arguments"`
 	Approver   string         `json:"approver"`
 	Note       string         `json:"note"`
+	Answers    []struct {
+		Method   string `json:"method"`
+		Verified bool   `json:"verified"`
+	} `json:"answers"`
 }
 
 // TestApprovalThroughMCPOperator: an approval-gated call through `latch gateway` (a process) is
 // refused with the request's id; `latch mcp-operator --stdio --as alice` (a process, driven by
 // a go-sdk client) lists it with the exact arguments, refuses the requester approving itself,
-// and approves it as alice, recorded unverified; the agent re-sends the same call and it runs
+// and approves it as alice, recorded method cli and not verified; the agent re-sends the same call and it runs
 // exactly once.
 func TestApprovalThroughMCPOperator(t *testing.T) {
 	t.Parallel()
@@ -581,8 +585,9 @@ func TestApprovalThroughMCPOperator(t *testing.T) {
 	if err := callTool(t, op, "approve", map[string]any{"approval_id": r.ApprovalID, "note": "customer called"}, &granted); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if granted.Status != "granted" || granted.Approver != "alice" || !strings.Contains(granted.Note, "unverified") || !strings.HasSuffix(granted.Note, "customer called") {
-		t.Errorf("approve = %+v, want granted by alice with a note marked unverified", granted)
+	if granted.Status != "granted" || granted.Approver != "alice" || granted.Note != "customer called" || len(granted.Answers) != 1 ||
+		granted.Answers[0].Method != "cli" || granted.Answers[0].Verified {
+		t.Errorf("approve = %+v, want granted by alice, recorded method cli and not verified, with her note", granted)
 	}
 
 	// The agent re-sends the very same call: it runs, once.
