@@ -125,19 +125,20 @@ func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, cr
 		}
 		ev := store.NewEvent(store.EventDelegationRejected, now, "", "", "", map[string]any{
 			"parent": parent, "by": by, "reason": ae.Reason, "dimension": ae.Dimension, "detail": ae.Error()})
-		if lerr := ds.LogEvents(ctx, []store.Event{ev}); lerr != nil {
+		evs := []store.Event{ev}
+		if lerr := ds.LogEvents(ctx, evs); lerr != nil {
 			g.log.Warn("latch: delegation_rejected event not written", "err", lerr)
 		} else {
-			g.emit(ctx, nil, []store.Event{ev})
+			g.emit(ctx, nil, evs) // as written, with its id
 		}
 		return nil, &AuthorityError{Reason: ae.Reason, Dimension: ae.Dimension, Detail: ae.Error()}
 	}
 	d := &store.Delegation{ID: id, Parent: parent, Grant: grantDoc, CreatedBy: by, CreatedAt: now}
-	ev := store.NewEvent(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})
-	if err := ds.CreateDelegation(ctx, d, []store.Event{ev}); err != nil {
+	evs := []store.Event{store.NewEvent(store.EventDelegationCreated, now, "", "", "", map[string]any{"delegation_id": id, "parent": parent, "by": by})}
+	if err := ds.CreateDelegation(ctx, d, evs); err != nil {
 		return nil, wrapOp("", err)
 	}
-	g.emit(ctx, nil, []store.Event{ev})
+	g.emit(ctx, nil, evs) // as written, with its id
 	return d, nil
 }
 

@@ -42,4 +42,7 @@ type DelegationStore interface {
 	Delegations(ctx context.Context) ([]*Delegation, error)
 	// LogEvents writes events that change no state (a refused delegation) in one transaction.
 	LogEvents(ctx context.Context, events []Event) error
+	// Once CreateDelegation, RevokeDelegation (req.Events) or LogEvents has written its events,
+	// each holds the id the store gave it, and the time it was written with when it had none:
+	// what the caller hands its sinks is what the store holds.
 }

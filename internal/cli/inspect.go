@@ -117,6 +117,9 @@ func (a *app) inspectAction(st store.Store, id string) error {
 			t.row("  principal", principal(f.Principal.Agent, f.Principal.User))
 			t.row("  action hash", f.ActionHash)
 			t.row("  result", cell(f.Result))
+			if f.Error != "" {
+				t.row("  error", cell(f.Error)) // why it was refused, or what the executor said
+			}
 			if f.EffectKey != "" {
 				keys[f.EffectKey] = true
 			}

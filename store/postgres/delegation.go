@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,14 +34,31 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 		grant = []byte{}
 	}
 	args := []any{d.ID, d.Parent, grant, d.CreatedBy, created.Int64}
-	_, err = s.write(ctx, "create delegation "+d.ID, func(ctx context.Context, t *txn) error {
+	w, err := s.write(ctx, "create delegation "+d.ID, func(ctx context.Context, t *txn) error {
 		if err := t.insert(ctx, "delegation "+d.ID, s.q.insertDelegation, args, presence{s.q.delegationPresent, args}); err != nil {
 			return err
 		}
 		_, err := t.insertEvents(ctx, events, d.CreatedAt)
 		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	written(events, w.events, d.CreatedAt)
+	return nil
+}
+
+// written sets the ids the store gave events (the witness's, in order) and now as the time of
+// those that had none: a caller hands the events to sinks as they were written.
+func written(events []store.Event, ids []int64, now time.Time) {
+	for i := range events {
+		if i < len(ids) {
+			events[i].ID = ids[i]
+		}
+		if events[i].Time.IsZero() {
+			events[i].Time = now
+		}
+	}
 }
 
 // RevokeDelegation records the revocation of one delegation: store.ErrNotFound when there is no
@@ -93,6 +111,7 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 	if err != nil {
 		return nil, err
 	}
+	written(req.Events, w.events, req.Now)
 	return w.result.(*store.Delegation), nil
 }
 
@@ -113,11 +132,15 @@ func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	_, err := s.write(ctx, "log events", func(ctx context.Context, t *txn) error {
+	w, err := s.write(ctx, "log events", func(ctx context.Context, t *txn) error {
 		_, err := t.insertEvents(ctx, events, events[0].Time)
 		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	written(events, w.events, events[0].Time)
+	return nil
 }
 
 func scanDelegation(row pgx.Row) (*store.Delegation, error) {

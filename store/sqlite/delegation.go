@@ -30,7 +30,8 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at); err != nil {
 			return err
 		}
-		_, err := t.insertEvents(events, d.CreatedAt)
+		w, err := t.insertEvents(events, d.CreatedAt)
+		copy(events, w)
 		return err
 	})
 	if err != nil {
@@ -72,7 +73,8 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		}
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
 		out = d
-		_, err = t.insertEvents(req.Events, req.Now)
+		w, err := t.insertEvents(req.Events, req.Now)
+		copy(req.Events, w)
 		return err
 	})
 	if err != nil {
@@ -117,7 +119,11 @@ func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := s.write(ctx, func(t *txn) error { _, err := t.insertEvents(events, events[0].Time); return err }); err != nil {
+	if err := s.write(ctx, func(t *txn) error {
+		w, err := t.insertEvents(events, events[0].Time)
+		copy(events, w)
+		return err
+	}); err != nil {
 		return fmt.Errorf("log events: %w", err)
 	}
 	return nil

@@ -20,8 +20,8 @@ func testDelegations(t *testing.T, b Backend) {
 	grant := []byte("subject: { agent: finance-bot }\nactions: [payments.refund]\nexpires_at: 2026-12-01T00:00:00Z\n")
 	parent := &store.Delegation{ID: newID("dlg_"), Parent: "alice-payments", Grant: grant, CreatedBy: "alice", CreatedAt: t0}
 	child := &store.Delegation{ID: newID("dlg_"), Parent: parent.ID, Grant: grant, CreatedBy: "finance-bot", CreatedAt: t0.Add(time.Second)}
-	ev := store.Event{Kind: store.EventDelegationCreated, Time: t0, Payload: []byte(`{"parent":"alice-payments"}`)}
-	if err := ds.CreateDelegation(ctx, parent, []store.Event{ev}); err != nil {
+	created := []store.Event{{Kind: store.EventDelegationCreated, Time: t0, Payload: []byte(`{"parent":"alice-payments"}`)}}
+	if err := ds.CreateDelegation(ctx, parent, created); err != nil {
 		t.Fatalf("CreateDelegation: %v", err)
 	}
 	if err := ds.CreateDelegation(ctx, child, nil); err != nil {
@@ -40,13 +40,19 @@ func testDelegations(t *testing.T, b Backend) {
 	}
 	if evs := f.events(store.EventFilter{}); len(evs) != 1 || evs[0].Kind != store.EventDelegationCreated {
 		t.Errorf("events = %v, want the delegation_created event written with it", kinds(evs))
+	} else if created[0].ID != evs[0].ID {
+		t.Errorf("CreateDelegation left the event's id %d, the store gave it %d (a sink gets it as written)", created[0].ID, evs[0].ID)
 	}
 
 	at := t0.Add(time.Minute)
-	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: at, ID: parent.ID, By: "cli:alice",
-		Events: []store.Event{{Kind: store.EventDelegationRevoked, Time: at}}})
+	revoked := []store.Event{{Kind: store.EventDelegationRevoked}}
+	d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: at, ID: parent.ID, By: "cli:alice", Events: revoked})
 	if err != nil || d.RevokedBy != "cli:alice" || !d.RevokedAt.Equal(at) {
 		t.Fatalf("RevokeDelegation = %+v, %v", d, err)
+	}
+	logged := []store.Event{{Kind: store.EventDelegationRejected, Time: at}}
+	if err := ds.LogEvents(ctx, logged); err != nil {
+		t.Fatalf("LogEvents: %v", err)
 	}
 	if _, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: at, ID: parent.ID, By: "cli:alice"}); !errors.Is(err, store.ErrRevoked) {
 		t.Errorf("second revocation err = %v, want ErrRevoked", err)
@@ -58,7 +64,12 @@ func testDelegations(t *testing.T, b Backend) {
 	if len(list) != 2 || !list[0].RevokedAt.Equal(at) || list[0].RevokedBy != "cli:alice" || !list[1].RevokedAt.IsZero() {
 		t.Errorf("after revocation Delegations = %+v: only the revoked one carries the revocation", list)
 	}
-	if evs := f.events(store.EventFilter{}); len(evs) != 2 || evs[1].Kind != store.EventDelegationRevoked {
-		t.Errorf("events = %v, want delegation_revoked last", kinds(evs))
+	evs := f.events(store.EventFilter{})
+	if len(evs) != 3 || evs[1].Kind != store.EventDelegationRevoked || evs[2].Kind != store.EventDelegationRejected {
+		t.Fatalf("events = %v, want delegation_revoked, then the logged delegation_rejected", kinds(evs))
+	}
+	if revoked[0].ID != evs[1].ID || !revoked[0].Time.Equal(at) || logged[0].ID != evs[2].ID {
+		t.Errorf("events as the caller holds them: revoked id %d at %s, logged id %d; the store holds ids %d at %s and %d",
+			revoked[0].ID, revoked[0].Time, logged[0].ID, evs[1].ID, evs[1].Time, evs[2].ID)
 	}
 }
