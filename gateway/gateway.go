@@ -55,7 +55,7 @@ type Gateway struct {
 
 // Tool is one upstream tool as the gateway lists it.
 type Tool struct {
-	Name       string // <alias>.<tool>, as agents see it
+	Name       string // <alias>.<tool> as agents see it (the policy's gateway.separator in place of .)
 	Action     string // mcp.<alias>.<tool>
 	Upstream   string // the alias
 	UpstreamAs string // the upstream's own name for it
@@ -168,7 +168,7 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 		if err != nil {
 			return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
 		}
-		t := &Tool{Name: u.Alias + "." + def.Name, Action: "mcp." + u.Alias + "." + def.Name,
+		t := &Tool{Name: u.Alias + g.sep() + def.Name, Action: "mcp." + u.Alias + "." + def.Name,
 			Upstream: u.Alias, UpstreamAs: def.Name, ErrorsMean: policy.ErrorsMeanUnknown, def: def}
 		if s := u.Tools[def.Name]; s != nil {
 			t.ErrorsMean = s.ErrorsMean
@@ -176,9 +176,23 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 		if a := g.cfg.Guard.Policy().Actions[t.Action]; a != nil {
 			t.approves = asks(a)
 		}
+		for _, o := range g.tools {
+			if o.Name == t.Name {
+				return fmt.Errorf("gateway: tools %s of upstream %s and %s of upstream %s are both listed as %s: choose another gateway.separator or alias",
+					o.UpstreamAs, o.Upstream, t.UpstreamAs, t.Upstream, t.Name)
+			}
+		}
 		g.tools = append(g.tools, t)
 	}
 	return nil
+}
+
+// sep joins an alias and a tool's name in the names agents see.
+func (g *Gateway) sep() string {
+	if s := g.cfg.Guard.Policy().Gateway.Separator; s != "" {
+		return s
+	}
+	return "."
 }
 
 // dial opens a session with upstream u: it starts a command upstream's process, or connects to

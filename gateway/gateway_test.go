@@ -202,6 +202,31 @@ func TestListsUpstreamTools(t *testing.T) {
 	}
 }
 
+// gateway.separator names the tools for agents whose tool names may not hold a dot; the action
+// stays mcp.<alias>.<tool>.
+func TestSeparator(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, strings.Replace(testPolicy, "gateway:\n", "gateway:\n  separator: __\n", 1), latch.Principal{Agent: "support-bot"})
+	var names []string
+	for tool, err := range e.agent.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if got := strings.Join(names, ","); got != "payments__balance,payments__refund" {
+		t.Errorf("tools = %s, want payments__balance,payments__refund", got)
+	}
+	if _, err := e.agent.CallTool(t.Context(), &mcp.CallToolParams{Name: "payments__refund",
+		Arguments: map[string]any{"order_id": "ord_s", "amount": 100}}); err != nil {
+		t.Fatalf("payments__refund: %v", err)
+	}
+	eff, err := e.guard.Store().Effect(t.Context(), "refund:ord_s")
+	if err != nil || eff.Action != "mcp.payments.refund" || eff.State != store.Committed {
+		t.Errorf("effect = %+v, %v; want mcp.payments.refund committed", eff, err)
+	}
+}
+
 func TestAllowedCallPasses(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

@@ -10,7 +10,7 @@ import (
 
 // Keys of the gateway section, in the order error messages list them.
 var (
-	gatewayKeys  = []string{"upstreams"}
+	gatewayKeys  = []string{"upstreams", "separator"}
 	upstreamKeys = []string{"command", "url", "tools"}
 	toolKeys     = []string{"errors_mean"}
 )
@@ -24,10 +24,19 @@ const (
 	ErrorsMeanNotExecuted = "not_executed"
 )
 
+// Separators are the strings a gateway may join an upstream's alias and a tool's name with in
+// the names agents see (Gateway.Separator): "." by default; "_", "__" or "-" for agents whose
+// tool names may hold only letters, digits, _ and -.
+var Separators = []string{".", "_", "__", "-"}
+
 // Gateway is the policy's gateway section: the MCP servers `latch gateway` forwards tool calls
 // to, by alias. A call of tool T on upstream A is the action mcp.A.T (docs/gateway.md).
 type Gateway struct {
 	Upstreams map[string]*Upstream
+	// Separator joins an alias and a tool's name in the names agents see: payments.refund, or
+	// payments__refund with separator "__". One of Separators; "." when the policy says none.
+	// The action is mcp.<alias>.<tool> whatever it is.
+	Separator string
 	Pos       Position // of the gateway key
 }
 
@@ -51,9 +60,21 @@ func (p *parser) gateway(e entry) (*Gateway, *Error) {
 	if e := p.mapping(e, "gateway", "a mapping with upstreams"); e != nil {
 		return nil, e
 	}
-	g := &Gateway{Upstreams: map[string]*Upstream{}, Pos: posOf(e.k)}
+	g := &Gateway{Upstreams: map[string]*Upstream{}, Separator: ".", Pos: posOf(e.k)}
 	for _, en := range entries(e.v) {
-		if en.k.Value != "upstreams" {
+		switch en.k.Value {
+		case "upstreams":
+		case "separator":
+			s, e := p.str(en, "gateway.separator")
+			if e != nil {
+				return nil, e
+			}
+			if !slices.Contains(Separators, s) {
+				return nil, p.errf(en.v, "bad gateway.separator %s (expected one of %s)", quote(s), strings.Join(quoteAll(Separators), ", "))
+			}
+			g.Separator = s
+			continue
+		default:
 			return nil, p.unknownKey(en.k, "in gateway", gatewayKeys)
 		}
 		if e := p.mapping(en, "gateway.upstreams", "a mapping from aliases to upstream servers"); e != nil {
@@ -179,5 +200,18 @@ func normalizeGateway(g *Gateway) map[string]any {
 		}
 		ups[alias] = map[string]any{"command": cmd, "url": u2, "tools": tools}
 	}
-	return map[string]any{"upstreams": ups}
+	out := map[string]any{"upstreams": ups}
+	if g.Separator != "." && g.Separator != "" {
+		// Only when set: a policy that names none hashes as it did before separators existed.
+		out["separator"] = g.Separator
+	}
+	return out
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = quote(s)
+	}
+	return out
 }

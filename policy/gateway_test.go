@@ -57,6 +57,18 @@ func TestParseGateway(t *testing.T) {
 	if _, ok := Normalize(bare)["gateway"]; ok {
 		t.Error("Normalize of a policy without a gateway section has a gateway key")
 	}
+
+	// The separator defaults to "." and, set, is part of the hash.
+	if g.Separator != "." {
+		t.Errorf("default separator = %q, want .", g.Separator)
+	}
+	sep, err := Parse("latch.yaml", []byte(strings.Replace(src, "gateway:\n", "gateway:\n  separator: __\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sep.Gateway.Separator != "__" || sep.Hash == pol.Hash {
+		t.Errorf("separator __: got %q, hash changed %v; want __ and a new hash", sep.Gateway.Separator, sep.Hash != pol.Hash)
+	}
 }
 
 func TestParseGatewayRefusals(t *testing.T) {
@@ -69,7 +81,8 @@ func TestParseGatewayRefusals(t *testing.T) {
 		msg       string
 	}{
 		{"not a mapping", "schema: latch.policy/v1\ngateway: [a]\n", 2, 10, "gateway is a list (expected a mapping with upstreams)"},
-		{"unknown key", header + "  upstream: {}\n", 3, 3, `unknown key "upstream" in gateway (expected one of upstreams)`},
+		{"unknown key", header + "  upstream: {}\n", 3, 3, `unknown key "upstream" in gateway (expected one of upstreams, separator)`},
+		{"bad separator", header + "  separator: \"::\"\n", 3, 14, `bad gateway.separator "::" (expected one of ".", "_", "__", "-")`},
 		{"bad alias", header + "  upstreams:\n    pay.ments: { url: http://h/ }\n", 4, 5, `bad upstream alias "pay.ments"`},
 		{"neither", header + "  upstreams:\n    p: { tools: {} }\n", 4, 5, `upstream "p" has neither command nor url`},
 		{"both", header + "  upstreams:\n    p: { url: http://h/, command: [x] }\n", 4, 5, `upstream "p" has both command and url`},
