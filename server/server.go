@@ -43,6 +43,10 @@ type Config struct {
 	MaxWait time.Duration
 	// ShutdownTimeout bounds how long a shutdown waits for requests in flight; default 30s.
 	ShutdownTimeout time.Duration
+	// Sweep, when positive, runs Guard.Sweep at that interval while the server serves: lapsed
+	// leases are written ambiguous and expired approval requests expired, with their events
+	// (and alerts). Zero sweeps nothing. Several servers may sweep one store.
+	Sweep time.Duration
 
 	// Identity, when set, verifies bearer credentials that are not latch API tokens (such as
 	// JWTs, with the identity package). Give it to the server, not to the guard: the server
@@ -104,7 +108,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxBody < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxWait < 0 {
+	if c.MaxBody < 0 || c.Sweep < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxWait < 0 {
 		return nil, errors.New("server: negative limit or timeout")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
@@ -196,6 +200,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 	s.log.Info("latch serve listening", "addr", ln.Addr().String(), "tls", s.cfg.TLSCert != "")
+	sweepDone := make(chan struct{})
+	sctxSweep, stopSweep := context.WithCancel(ctx)
+	go s.sweep(sctxSweep, sweepDone)
+	defer func() { stopSweep(); <-sweepDone }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("server: %w", err)
@@ -213,4 +221,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("latch serve stopped")
 	return nil
+}
+
+// sweep runs the guard's Sweep every Config.Sweep until ctx ends.
+func (s *Server) sweep(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	if s.cfg.Sweep <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.Sweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rep, err := s.g.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("latch serve: sweep", "err", err)
+		}
+		if rep != nil && len(rep.Lapsed)+len(rep.Expired) > 0 {
+			s.log.Info("latch serve: swept", "lapsed_leases", len(rep.Lapsed), "expired_approvals", len(rep.Expired))
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/metrics"
+	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -23,6 +24,8 @@ import (
 func (a *app) serveCommand() *cobra.Command {
 	var cfg server.Config
 	var maxWait int
+	var notifyURLs []string
+	var notifyFormat, notifySecretFile string
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -57,7 +60,18 @@ stops it gracefully: requests in flight finish first.`,
 			if err != nil {
 				return err
 			}
-			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: []latch.Sink{m}})
+			sinks := []latch.Sink{m}
+			if len(notifyURLs) > 0 {
+				n, err := a.notifier(notifyURLs, notifyFormat, notifySecretFile, m, log)
+				if err != nil {
+					return err
+				}
+				defer n.Close() // after the guard's Close has handed it what was queued
+				sinks = append(sinks, n)
+			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" {
+				return usagef("--notify-format and --notify-secret-file go with --notify URL")
+			}
+			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks})
 			if err != nil {
 				return err
 			}
@@ -82,8 +96,37 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
 	f.BoolVar(&cfg.BehindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
 	f.Int64Var(&cfg.MaxBody, "max-body", server.DefaultMaxBody, "the largest request body, in `BYTES`")
+	f.DurationVar(&cfg.Sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
+	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
+	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
+	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	return cmd
+}
+
+// notifier builds the alert notifier of --notify: the secret comes from a file, never the
+// command line (which other users of the host can read), or from $LATCH_NOTIFY_SECRET.
+func (a *app) notifier(urls []string, format, secretFile string, m *metrics.Sink, log *slog.Logger) (*notify.Notifier, error) {
+	var secret []byte
+	switch {
+	case secretFile != "":
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("--notify-secret-file: %w", err)
+		}
+		if secret = []byte(strings.TrimSpace(string(b))); len(secret) == 0 {
+			return nil, fmt.Errorf("--notify-secret-file %s is empty", secretFile)
+		}
+	case a.getenv("LATCH_NOTIFY_SECRET") != "":
+		secret = []byte(a.getenv("LATCH_NOTIFY_SECRET"))
+	case format == notify.FormatJSON:
+		return nil, usagef("--notify needs a secret to sign alerts: --notify-secret-file FILE or $LATCH_NOTIFY_SECRET")
+	}
+	n, err := notify.New(&notify.Config{URLs: urls, Secret: secret, Format: format, Failures: m, Logger: log})
+	if err != nil {
+		return nil, usagef("%s", strings.TrimPrefix(err.Error(), "notify: "))
+	}
+	return n, nil
 }
 
 func (a *app) tokenCommand() *cobra.Command {

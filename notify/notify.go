@@ -1,0 +1,418 @@
+// Package notify posts alerts to webhooks when something needs a person: an approval was
+// requested, an effect became ambiguous, a lease lapsed with no outcome, a holder's outcome
+// contradicted a resolution. It is a latch.Sink: register it with a guard (latch serve does,
+// with --notify URL), and it alerts on the events the guard commits.
+//
+// Each alert is a JSON document signed with HMAC-SHA256 over the timestamp and the body (see
+// Sign and Verify), posted to every URL with a timeout, retried with exponential backoff on a
+// network error, a 5xx or a 429, and given up after Config.Attempts. Every URL has a bounded
+// queue and a goroutine of its own: a slow or failing receiver delays only its own alerts, never
+// a call, and what does not fit in its queue is dropped and counted. The store keeps every event
+// whatever happens to its alert.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Alert kinds.
+const (
+	KindApprovalRequested = "approval_requested"
+	KindEffectAmbiguous   = "effect_ambiguous" // an attempt's outcome is unknown
+	KindLeaseLapsed       = "lease_lapsed"     // a holder's lease lapsed with no outcome
+	KindOutcomeConflict   = "outcome_conflict"
+)
+
+// Body formats.
+const (
+	FormatJSON  = "json"  // the Alert document
+	FormatSlack = "slack" // {"text": …}, for a Slack incoming webhook (or anything that takes that shape)
+)
+
+// Headers of every post.
+const (
+	HeaderTimestamp = "Latch-Timestamp" // Unix seconds, signed with the body
+	HeaderSignature = "Latch-Signature" // v1=<hex HMAC-SHA256 of "timestamp.body">
+	HeaderDelivery  = "Latch-Delivery"  // the event's store id: the same for every retry of an alert
+	HeaderAlert     = "Latch-Alert"     // the alert's kind
+)
+
+// Config configures a Notifier.
+type Config struct {
+	URLs []string // where to post; http or https, at least one
+	// Secret signs every body (HeaderSignature). Required for FormatJSON; optional for
+	// FormatSlack, whose URL is itself the secret.
+	Secret []byte
+	Format string // FormatJSON (default) or FormatSlack
+
+	QueueSize int           // alerts waiting per URL; default 1000
+	Timeout   time.Duration // one post; default 5s
+	Attempts  int           // posts per alert before it is given up; default 5
+	Backoff   time.Duration // the wait before the first retry, doubled for each next (at most 1m); default 1s
+
+	Client *http.Client // default a client of the package's own
+	Logger *slog.Logger
+	// Failures, when set, is told of every alert given up ("failed") or dropped ("dropped");
+	// a *metrics.Sink counts them.
+	Failures interface{ DeliveryFailed(kind string) }
+	Now      func() time.Time // the signature's clock; default time.Now
+}
+
+// Alert is the JSON body of an alert (FormatJSON).
+type Alert struct {
+	Alert      string          `json:"alert"` // one of the Kind constants
+	EventID    int64           `json:"event_id"`
+	Event      string          `json:"event"` // the event kind it comes from
+	At         string          `json:"at"`
+	Action     string          `json:"action,omitempty"` // when this process saw the action proposed
+	ActionID   string          `json:"action_id,omitempty"`
+	EffectKey  string          `json:"effect_key,omitempty"`
+	ApprovalID string          `json:"approval_id,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	Text       string          `json:"text"` // one line for a person
+}
+
+// Notifier posts alerts. It implements latch.Sink and is safe for concurrent use.
+type Notifier struct {
+	cfg     Config
+	targets []*target
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	actions map[string]string // action id → action name, from action_proposed; bounded
+	closed  bool
+}
+
+var _ latch.Sink = (*Notifier)(nil)
+
+// maxActions bounds the action names remembered for alert texts.
+const maxActions = 10000
+
+type target struct {
+	url   string
+	queue chan *Alert
+	done  chan struct{}
+	stop  chan struct{}
+}
+
+// New validates cfg and starts one delivery goroutine per URL; Close stops them.
+func New(cfg *Config) (*Notifier, error) {
+	if cfg == nil {
+		return nil, errors.New("notify: no configuration: at least one URL")
+	}
+	c := *cfg
+	if c.Format == "" {
+		c.Format = FormatJSON
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = 1000
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.Attempts == 0 {
+		c.Attempts = 5
+	}
+	if c.Backoff == 0 {
+		c.Backoff = time.Second
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	switch {
+	case len(c.URLs) == 0:
+		return nil, errors.New("notify: no URL to post alerts to")
+	case c.Format != FormatJSON && c.Format != FormatSlack:
+		return nil, fmt.Errorf("notify: format %q is not json or slack", c.Format)
+	case c.Format == FormatJSON && len(c.Secret) == 0:
+		return nil, errors.New("notify: the json format needs a secret to sign its alerts")
+	case c.QueueSize < 0 || c.Timeout < 0 || c.Attempts < 0 || c.Backoff < 0:
+		return nil, errors.New("notify: negative queue size, timeout, attempts or backoff")
+	}
+	n := &Notifier{cfg: c, log: c.Logger, actions: map[string]string{}}
+	for _, raw := range c.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("notify: URL %q: want http:// or https:// and a host", raw)
+		}
+		n.targets = append(n.targets, &target{url: raw, queue: make(chan *Alert, c.QueueSize),
+			done: make(chan struct{}), stop: make(chan struct{})})
+	}
+	for _, t := range n.targets {
+		go n.run(t)
+	}
+	return n, nil
+}
+
+// Receipt does nothing: alerts come from events.
+func (n *Notifier) Receipt(context.Context, *latch.Receipt) error { return nil }
+
+// Event queues an alert for the events that need a person; it never blocks.
+func (n *Notifier) Event(_ context.Context, e store.Event) error {
+	if e.Kind == store.EventActionProposed {
+		var p struct{ Action string }
+		if json.Unmarshal(e.Payload, &p) == nil && p.Action != "" {
+			n.remember(e.ActionID, p.Action)
+		}
+		return nil
+	}
+	a := n.alertOf(e)
+	if a == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	for _, t := range n.targets {
+		select {
+		case t.queue <- a:
+		default:
+			n.failed("dropped", t.url, a, errors.New("queue full"))
+		}
+	}
+	return nil
+}
+
+func (n *Notifier) remember(actionID, name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.actions) >= maxActions {
+		for k := range n.actions { // drop one: a bound, not a cache policy
+			delete(n.actions, k)
+			break
+		}
+	}
+	n.actions[actionID] = name
+}
+
+// alertOf is the alert of an event, or nil when it needs nobody.
+func (n *Notifier) alertOf(e store.Event) *Alert {
+	var p struct {
+		Cause     string `json:"cause"`
+		ExpiresAt string `json:"expires_at"`
+	}
+	_ = json.Unmarshal(e.Payload, &p) // an undecodable payload alerts without its details
+	n.mu.Lock()
+	action := n.actions[e.ActionID]
+	n.mu.Unlock()
+	a := &Alert{EventID: e.ID, Event: e.Kind, At: e.Time.UTC().Format(receipt.TimeFormat), Action: action,
+		ActionID: e.ActionID, EffectKey: e.EffectKey, ApprovalID: e.ApprovalID, Payload: e.Payload}
+	what := action
+	if what == "" {
+		what = "an action"
+	}
+	switch {
+	case e.Kind == store.EventApprovalRequested:
+		a.Alert = KindApprovalRequested
+		a.Text = fmt.Sprintf("Approval requested for %s (%s)", what, e.ApprovalID)
+		if p.ExpiresAt != "" {
+			a.Text += ", expires " + p.ExpiresAt
+		}
+		a.Text += ": latch approvals"
+	case e.Kind == store.EventExecutionAmbiguous && p.Cause == "lease_expired":
+		a.Alert = KindLeaseLapsed
+		a.Text = fmt.Sprintf("Lease lapsed with no outcome: effect %s is ambiguous; find out whether it happened, then latch resolve", e.EffectKey)
+	case e.Kind == store.EventExecutionAmbiguous:
+		a.Alert = KindEffectAmbiguous
+		a.Text = fmt.Sprintf("Outcome unknown: effect %s of %s is ambiguous; retries are refused until someone runs latch resolve", e.EffectKey, what)
+	case e.Kind == store.EventOutcomeConflict:
+		a.Alert = KindOutcomeConflict
+		a.Text = fmt.Sprintf("Outcome conflict on effect %s: its holder reported otherwise than it was resolved; resolve it again", e.EffectKey)
+	default:
+		return nil
+	}
+	return a
+}
+
+// Close stops accepting alerts and waits, at most Timeout, for each queue's alert in flight;
+// alerts still queued are dropped (and counted).
+func (n *Notifier) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	for _, t := range n.targets {
+		close(t.stop)
+	}
+	deadline := time.NewTimer(n.cfg.Timeout)
+	defer deadline.Stop()
+	for _, t := range n.targets {
+		select {
+		case <-t.done:
+		case <-deadline.C:
+			return errors.New("notify: close: deliveries still in flight")
+		}
+	}
+	return nil
+}
+
+// run delivers t's alerts in order until Close.
+func (n *Notifier) run(t *target) {
+	defer close(t.done)
+	for {
+		select {
+		case <-t.stop:
+			for {
+				select {
+				case a := <-t.queue:
+					n.failed("dropped", t.url, a, errors.New("notifier closed"))
+				default:
+					return
+				}
+			}
+		case a := <-t.queue:
+			n.deliver(t, a)
+		}
+	}
+}
+
+// deliver posts a, retrying with backoff, until it is accepted, refused for good, given up, or
+// the notifier closes.
+func (n *Notifier) deliver(t *target, a *Alert) {
+	body, err := n.body(a)
+	if err != nil {
+		n.failed("failed", t.url, a, err)
+		return
+	}
+	wait := n.cfg.Backoff
+	for attempt := 1; ; attempt++ {
+		retry, err := n.post(t.url, a, body)
+		if err == nil {
+			return
+		}
+		if !retry || attempt >= n.cfg.Attempts {
+			n.failed("failed", t.url, a, fmt.Errorf("attempt %d: %w", attempt, err))
+			return
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-t.stop:
+			timer.Stop()
+			n.failed("dropped", t.url, a, errors.New("notifier closed while retrying"))
+			return
+		case <-timer.C:
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// post makes one post; retry says whether a failure may succeed later.
+func (n *Notifier) post(u string, a *Alert, body []byte) (retry bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderAlert, a.Alert)
+	req.Header.Set(HeaderDelivery, strconv.FormatInt(a.EventID, 10))
+	if len(n.cfg.Secret) > 0 {
+		ts := n.cfg.Now().Unix()
+		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(HeaderSignature, Sign(n.cfg.Secret, ts, body))
+	}
+	resp, err := n.cfg.Client.Do(req)
+	if err != nil {
+		return true, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode < 300:
+		return false, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return true, fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return false, fmt.Errorf("receiver refused the alert: %s", resp.Status)
+}
+
+func (n *Notifier) body(a *Alert) ([]byte, error) {
+	if n.cfg.Format == FormatSlack {
+		return json.Marshal(map[string]string{"text": "latch: " + a.Text})
+	}
+	return json.Marshal(a)
+}
+
+func (n *Notifier) failed(kind, u string, a *Alert, err error) {
+	n.log.Warn("latch notify: alert "+kind, "url", redact(u), "alert", a.Alert, "event_id", a.EventID, "err", err)
+	if n.cfg.Failures != nil {
+		n.cfg.Failures.DeliveryFailed(kind)
+	}
+}
+
+// redact drops a URL's query and user info, where webhook secrets often live.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery = nil, ""
+	if strings.Count(u.Path, "/") > 1 { // a Slack-style URL carries its secret in the path
+		u.Path = u.Path[:strings.Index(u.Path[1:], "/")+1] + "/…"
+	}
+	return u.String()
+}
+
+// Sign is the HeaderSignature of body sent at Unix time ts: "v1=" and the hex HMAC-SHA256, keyed
+// with secret, of the decimal timestamp, a dot, and the body.
+func Sign(secret []byte, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(strconv.FormatInt(ts, 10)))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Errors of Verify.
+var (
+	ErrBadSignature = errors.New("notify: signature does not match")
+	ErrStale        = errors.New("notify: timestamp outside the tolerance")
+)
+
+// Verify checks an alert as a receiver gets it: the HeaderTimestamp and HeaderSignature values
+// and the raw body. The timestamp must be within tolerance of now (a replayed alert is
+// refused), and the signature must match (compared in constant time).
+func Verify(secret []byte, timestamp, signature string, body []byte, now time.Time, tolerance time.Duration) error {
+	ts, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q is not Unix seconds", ErrBadSignature, HeaderTimestamp, timestamp)
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: sent %s, now %s", ErrStale, time.Unix(ts, 0).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if !hmac.Equal([]byte(Sign(secret, ts, body)), []byte(signature)) {
+		return ErrBadSignature
+	}
+	return nil
+}
