@@ -33,15 +33,19 @@ const (
 // Config configures a Guard. The zero value (or a nil *Config) means: the policy at
 // $LATCH_POLICY or ./latch.yaml, the store at $LATCH_STORE or beside the policy.
 type Config struct {
-	PolicyPath  string         // default $LATCH_POLICY, else ./latch.yaml
-	Policy      *policy.Policy // alternatively, an already parsed policy
-	StoreURL    string         // default $LATCH_STORE, else sqlite beside the policy
-	Store       store.Store    // alternatively, an open store; the guard takes it over and closes it
-	Environment string         // default $LATCH_ENVIRONMENT, else the policy's, else "production"
-	Lease       time.Duration  // default 5m
-	ApprovalTTL time.Duration  // default 15m
-	Identity    IdentityProvider
-	Sinks       []Sink // a Sink that is also an Observer is told how calls end (package metrics)
+	PolicyPath string         // default $LATCH_POLICY, else ./latch.yaml
+	Policy     *policy.Policy // alternatively, an already parsed policy
+	StoreURL   string         // default $LATCH_STORE, else sqlite beside the policy
+	Store      store.Store    // alternatively, an open store; the guard takes it over and closes it
+	// ApproverRoles gives approvers roles beyond the names the policy lists (the local approver
+	// accounts of the console; docs/approvals.md#who-may-approve). Default: the store, when it
+	// implements store.RoleLookup.
+	ApproverRoles store.RoleLookup
+	Environment   string        // default $LATCH_ENVIRONMENT, else the policy's, else "production"
+	Lease         time.Duration // default 5m
+	ApprovalTTL   time.Duration // default 15m
+	Identity      IdentityProvider
+	Sinks         []Sink // a Sink that is also an Observer is told how calls end (package metrics)
 	// TracerProvider makes the spans of each call's pipeline steps (docs/observability.md); nil
 	// means OpenTelemetry's global provider, which makes none until the program sets one.
 	TracerProvider trace.TracerProvider

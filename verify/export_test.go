@@ -4,16 +4,19 @@ package verify
 
 // The fault names.
 const (
-	FaultApprovalReusable    = faultApprovalReusable
-	FaultReserveLies         = faultReserveLies
-	FaultAmbiguousAsFailed   = faultAmbiguousAsFailed
-	FaultAllowUnknown        = faultAllowUnknown
-	FaultAnonymousPrincipal  = faultAnonymousPrincipal
-	FaultChainBlind          = faultChainBlind
-	FaultLeaseRetry          = faultLeaseRetry
-	FaultExpiryOffByOne      = faultExpiryOffByOne
-	FaultDelegationUnchecked = faultDelegationUnchecked
-	FaultRefuseAll           = faultRefuseAll
+	FaultApprovalReusable     = faultApprovalReusable
+	FaultReserveLies          = faultReserveLies
+	FaultAmbiguousAsFailed    = faultAmbiguousAsFailed
+	FaultAllowUnknown         = faultAllowUnknown
+	FaultAnonymousPrincipal   = faultAnonymousPrincipal
+	FaultChainBlind           = faultChainBlind
+	FaultLeaseRetry           = faultLeaseRetry
+	FaultExpiryOffByOne       = faultExpiryOffByOne
+	FaultDelegationUnchecked  = faultDelegationUnchecked
+	FaultRefuseAll            = faultRefuseAll
+	FaultAnyoneEntitled       = faultAnyoneEntitled
+	FaultSelfApprovalBytewise = faultSelfApprovalBytewise
+	FaultCountPerSession      = faultCountPerSession
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

@@ -48,20 +48,32 @@ const (
 	// faultRefuseAll refuses every effect reservation: each refusal check would hold, and the
 	// positive controls catch it (G3, G4, G5, G12 fail with "control failed").
 	faultRefuseAll = "refuse_all"
+	// faultAnyoneEntitled gives every approver every role, as an entitlement lookup that fails
+	// open would. G17 fails.
+	faultAnyoneEntitled = "anyone_entitled"
+	// faultSelfApprovalBytewise compares the approver with the requester byte for byte: the
+	// requester spelling their name otherwise is recorded as someone else. G18 fails.
+	faultSelfApprovalBytewise = "self_approval_bytewise"
+	// faultCountPerSession counts answers per session rather than per person: a person's further
+	// answer is recorded as someone else's. G19 fails.
+	faultCountPerSession = "count_per_session"
 )
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
 var faultTargets = map[string][]string{
-	faultApprovalReusable:    {"G1", "G2"},
-	faultReserveLies:         {"G3", "G4"},
-	faultAmbiguousAsFailed:   {"G5", "G10"},
-	faultAllowUnknown:        {"G6"},
-	faultAnonymousPrincipal:  {"G7"},
-	faultChainBlind:          {"G11"},
-	faultLeaseRetry:          {"G12"},
-	faultExpiryOffByOne:      {"G8"},
-	faultDelegationUnchecked: {"G9"},
-	faultRefuseAll:           {"G3", "G4", "G5", "G12"},
+	faultApprovalReusable:     {"G1", "G2"},
+	faultReserveLies:          {"G3", "G4"},
+	faultAmbiguousAsFailed:    {"G5", "G10"},
+	faultAllowUnknown:         {"G6"},
+	faultAnonymousPrincipal:   {"G7"},
+	faultChainBlind:           {"G11"},
+	faultLeaseRetry:           {"G12"},
+	faultExpiryOffByOne:       {"G8"},
+	faultDelegationUnchecked:  {"G9"},
+	faultRefuseAll:            {"G3", "G4", "G5", "G12"},
+	faultAnyoneEntitled:       {"G17"},
+	faultSelfApprovalBytewise: {"G18"},
+	faultCountPerSession:      {"G19"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.
@@ -108,7 +120,25 @@ func (fs faultSet) list() []string {
 // storeFaults reports whether any fault needs the store wrapper.
 func (fs faultSet) storeFaults() bool {
 	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
-		fs[faultLeaseRetry] || fs[faultRefuseAll]
+		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession]
+}
+
+// AnswerApproval implements the answer faults: the approver is recorded under another name,
+// so that the store's own checks of who answered do not see who it is.
+func (f *faultStore) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
+	if f.faults[faultSelfApprovalBytewise] || f.faults[faultCountPerSession] {
+		if a, err := f.Store.Approval(ctx, req.ID); err == nil {
+			self := store.SameName(req.Approver, a.Agent) || a.User != "" && store.SameName(req.Approver, a.User)
+			bytewise := strings.TrimSpace(req.Approver) == a.Agent || a.User != "" && strings.TrimSpace(req.Approver) == a.User
+			again := slices.ContainsFunc(a.Answers, func(x store.Answer) bool { return store.SameName(x.Name, req.Approver) })
+			if f.faults[faultSelfApprovalBytewise] && self && !bytewise || f.faults[faultCountPerSession] && again {
+				r := *req
+				r.Approver = fmt.Sprintf("%s (%s %d)", strings.TrimSpace(req.Approver), req.Method, len(a.Answers)+1)
+				req = &r
+			}
+		}
+	}
+	return f.Store.AnswerApproval(ctx, req)
 }
 
 // faultStore is a store.Store that misbehaves as its faults say, in front of a real backend.

@@ -141,6 +141,7 @@ func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now fun
 		return nil, nil, fmt.Errorf("open scratch store: %w", err)
 	}
 	cfg.Store = st
+	cfg.ApproverRoles = newApproverAccounts(pol, faults)
 	if faults.storeFaults() {
 		cfg.Store = &faultStore{Store: st, faults: faults}
 	}
@@ -200,21 +201,17 @@ func (e *env) execRecover(ctx context.Context, pk *pick, v variant, fn executor)
 	return nil, err
 }
 
-// requestApproval makes the call that stores an approval request and has a human grant it.
+// requestApproval makes the call that stores an approval request and has as many entitled
+// people grant it as the action's approvers require.
 func (e *env) requestApproval(ctx context.Context, pk *pick, v variant) (string, error) {
-	var c counter
-	_, err := e.exec(ctx, pk, v, c.commit)
-	var ar *latch.ApprovalRequiredError
-	if !errors.As(err, &ar) {
-		return "", fmt.Errorf("call without an approval: got %v, want an approval request", err)
-	}
-	if c.count() != 0 {
-		return "", errors.New("call without an approval executed")
-	}
-	if _, err := e.g.Approve(ctx, ar.ApprovalID, verifyApprover); err != nil {
+	id, err := e.ask(ctx, pk, v)
+	if err != nil {
 		return "", err
 	}
-	return ar.ApprovalID, nil
+	if _, err := e.grantAll(ctx, id, pk.Action, 0); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // run makes one call of v done right: with an approval when pk needs one.

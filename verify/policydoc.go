@@ -75,6 +75,13 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		if a.Arguments != nil {
 			e["arguments"] = encodeArguments(a)
 		}
+		if r := a.Approvers; r != nil {
+			ap := map[string]any{"required": r.Required, "verified": r.Verified}
+			if len(r.Roles) > 0 {
+				ap["roles"] = r.Roles
+			}
+			e["approvers"] = ap
+		}
 		if len(a.Rules) == 0 {
 			e["decision"] = string(a.Decision)
 		} else {
@@ -103,6 +110,13 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 	}
 	if p.Version != "" {
 		doc["version"] = p.Version
+	}
+	if p.Approvers != nil {
+		roles := make(map[string]any, len(p.Approvers.Roles))
+		for name, r := range p.Approvers.Roles {
+			roles[name] = append([]string{}, r.Members...)
+		}
+		doc["approvers"] = map[string]any{"roles": roles}
 	}
 	if p.Authority != nil && withAuthority {
 		doc["authority"] = encodeAuthority(p.Authority)

@@ -2,7 +2,7 @@
 // failure scenarios against the operator's policy, in a scratch store of the operator's backend,
 // and says which guarantees hold, which cannot be exercised by that policy and why.
 //
-// Each guarantee (G1–G12) is a scenario driven through the real pipeline — latch.Open with the
+// Each guarantee (G1–G12, and the approver guarantees G17–G19) is a scenario driven through the real pipeline — latch.Open with the
 // operator's policy, a scratch store and an injected clock — with fake executors that count their
 // calls. Nothing sleeps (time moves by advancing the clock), nothing reaches the network, and the
 // operator's store is never opened: only its backend kind is read from its URL. G4 races real OS
@@ -75,7 +75,7 @@ const (
 
 // Result is the verdict on one guarantee.
 type Result struct {
-	ID       string        // G1 … G12
+	ID       string        // G1 … G12, G17 … G19
 	Title    string        // "duplicate effect refused"
 	Status   Status        // PASS, FAIL or N/A
 	Action   string        // the action the scenario used ("" when none)
@@ -152,9 +152,12 @@ var catalogue = []guarantee{
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
 	{"G12", "lapsed lease never retried", (*runner).g12},
+	{"G17", "unentitled approver refused", (*runner).g17},
+	{"G18", "requester cannot approve", (*runner).g18},
+	{"G19", "one principal counts once", (*runner).g19},
 }
 
-// IDs returns the ids of the catalogue in order (G1 … G12).
+// IDs returns the ids of the catalogue in order (G1 … G12, G17 … G19).
 func IDs() []string {
 	ids := make([]string, len(catalogue))
 	for i, g := range catalogue {

@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 const fullPolicy = `
 schema: latch.policy/v1
 version: "verify-test"
+approvers:
+  roles:
+    leads: [alice, bob]
+    ops: []
 actions:
   billing.charge:
     effect: "charge:{invoice_id}"
@@ -43,6 +47,7 @@ actions:
       - when: { amount_gte: 0, amount_lte: 500000 }
         decision: approve
       - decision: deny
+    approvers: { roles: [leads, ops], required: 2, verified: true }
   billing.refund:
     effect: "refund:{refund_id}"
     lease: 2m
@@ -82,6 +87,9 @@ actions:
 // runs.
 const effectsPolicy = `
 schema: latch.policy/v1
+approvers:
+  roles:
+    maintainers: [ana, ben, cy]
 actions:
   git.merge:
     effect: "merge:{repo}:{number}"
@@ -89,6 +97,7 @@ actions:
       - when: { repo_prefix: "acme/" }
         decision: allow
       - decision: approve
+    approvers: { roles: [maintainers], required: 2 }
 `
 
 func parse(t *testing.T, doc string) *policy.Policy {
@@ -179,7 +188,7 @@ func fileState(t *testing.T, dir string) map[string]string {
 }
 
 // TestFullPolicy runs the whole catalogue on a policy with approvals, effects and a delegable
-// grant, with the operator's store configured: all twelve pass, the operator's store is
+// grant, with the operator's store configured: all fifteen pass, the operator's store is
 // byte-identical afterwards, and the JUnit report says so.
 func TestFullPolicy(t *testing.T) {
 	t.Parallel()
@@ -200,10 +209,10 @@ func TestFullPolicy(t *testing.T) {
 	if err := rep.WriteJUnit(&junit); err != nil {
 		t.Fatalf("WriteJUnit: %v", err)
 	}
-	checkJUnit(t, junit.Bytes(), 12, 0, 0)
+	checkJUnit(t, junit.Bytes(), 15, 0, 0)
 }
 
-// allPass checks that all twelve guarantees ran and passed.
+// allPass checks that all fifteen guarantees ran and passed.
 func allPass(t *testing.T, rep *verify.Report) {
 	t.Helper()
 	for _, r := range rep.Results {
@@ -211,8 +220,8 @@ func allPass(t *testing.T, rep *verify.Report) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if len(rep.Results) != 12 || rep.Passed != 12 || rep.Applicable != 12 || rep.NotApplicable != 0 || rep.Failed != 0 {
-		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want 12, 12, 12, 0, 0",
+	if len(rep.Results) != 15 || rep.Passed != 15 || rep.Applicable != 15 || rep.NotApplicable != 0 || rep.Failed != 0 {
+		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want 15, 15, 15, 0, 0",
 			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
 }
@@ -225,7 +234,7 @@ var paymentsEpoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 // delegable grant with constraints and environments, a grant for agents by pattern, approvals
 // and effects. Every scenario proposes as a principal a grant names (alice, through the verify
 // agent), with arguments that satisfy the grant's constraints; G8 runs at alice's expires_at, G9
-// probes every dimension her grant constrains. All twelve pass.
+// probes every dimension her grant constrains. All fifteen pass.
 func TestPaymentsExample(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "examples", "authority", "payments.yaml"))
@@ -251,7 +260,7 @@ func TestPaymentsExample(t *testing.T) {
 	}
 }
 
-// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9 and G12 are N/A with reasons, and the summary
+// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9, G12, G17 and G19 are N/A with reasons, and the summary
 // counts only the rest (G1, G2, G6, G7, G10, G11), which pass.
 func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Parallel()
@@ -262,6 +271,8 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"G3": "no action with an effect template can decide allow", "G4": "no action with an effect template can decide allow",
 		"G5": "no action with an effect template can decide allow", "G12": "no action with an effect template can decide allow",
 		"G8": "policy has no authority section", "G9": "policy has no authority section",
+		"G17": "no action that can decide approve names roles in its approvers (anyone but the requester may answer it: nobody is outside)",
+		"G19": "no action that can decide approve requires two or more grants (approvers.required): one grant decides every request",
 	}
 	for _, r := range rep.Results {
 		if reason, ok := na[r.ID]; ok {
@@ -274,10 +285,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 6 || rep.Applicable != 6 || rep.NotApplicable != 6 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 6, 6, 6, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 7 || rep.Applicable != 7 || rep.NotApplicable != 8 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 7, 7, 8, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "6/6 declared guarantees pass. 6 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "7/7 declared guarantees pass. 8 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused        N/A   no action with an effect template can decide allow\n") {
