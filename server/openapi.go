@@ -181,10 +181,10 @@ var schemas = map[string]any{
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_expired": map[string]any{"type": "boolean"},
-		"result": anyJSON, "error": nstr, "resolved_by": nstr, "created_at": stamp, "updated_at": stamp}),
+		"result": anyJSON, "error": nstr, "conflict": nstr, "resolved_by": nstr, "note": nstr, "created_at": stamp, "updated_at": stamp}),
 	"Effects": obj([]string{"effects"}, map[string]any{"effects": map[string]any{"type": "array", "items": ref("Effect")}}),
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
-		"to": map[string]any{"enum": []string{"committed", "failed"}}}},
+		"to": map[string]any{"enum": []string{"committed", "failed"}}, "result": anyJSON, "note": str}},
 	"Receipts": obj([]string{"receipts", "next_after"}, map[string]any{
 		"receipts": map[string]any{"type": "array", "items": obj([]string{"seq", "hash", "receipt"}, map[string]any{
 			"seq": integer, "hash": str, "receipt": map[string]any{"type": "object"}})},

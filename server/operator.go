@@ -135,7 +135,9 @@ type effectJSON struct {
 	LeaseExpired   bool            `json:"lease_expired"` // executing, and the lease has passed
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          *string         `json:"error"`
+	Conflict       *string         `json:"conflict"`
 	ResolvedBy     *string         `json:"resolved_by"`
+	Note           *string         `json:"note"`
 	CreatedAt      *string         `json:"created_at"`
 	UpdatedAt      *string         `json:"updated_at"`
 }
@@ -145,7 +147,7 @@ func (s *Server) newEffectJSON(e *store.Effect) effectJSON {
 		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
 		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
 		LeaseExpired: e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !s.cfg.Now().Before(e.LeaseExpiresAt),
-		Result:       e.Result, Error: jstr(e.Error), ResolvedBy: jstr(e.ResolvedBy),
+		Result:       e.Result, Error: jstr(e.Error), Conflict: jstr(e.Conflict), ResolvedBy: jstr(e.ResolvedBy), Note: jstr(e.Note),
 		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
 	}
 }
@@ -281,7 +283,9 @@ func (s *Server) getEffect(w http.ResponseWriter, r *http.Request, c *caller) {
 
 // resolveRequest is the body of POST /v1/effects/{key}/resolve.
 type resolveRequest struct {
-	To string `json:"to"`
+	To     string          `json:"to"`
+	Result json.RawMessage `json:"result"` // with committed: handed to later duplicates
+	Note   string          `json:"note"`   // why, kept on the record and in its event
 }
 
 // resolve is POST /v1/effects/{key}/resolve: settle an ambiguous effect, as the approver the
@@ -306,8 +310,32 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
+	var result json.RawMessage
+	if len(req.Result) > 0 && string(req.Result) != "null" {
+		if req.To != string(store.Committed) {
+			p := problem(http.StatusBadRequest, "invalid_field", "a result goes with to committed: a failed effect has no result")
+			p.Field = "result"
+			writeProblem(w, p)
+			return
+		}
+		_, canonical, err := canon.ParseCanonical(req.Result)
+		if err != nil {
+			p := problem(http.StatusBadRequest, "invalid_field", "result: "+trimLatch(err))
+			p.Field = "result"
+			writeProblem(w, p)
+			return
+		}
+		result = canonical
+	}
+	if err := store.CheckNote(req.Note); err != nil {
+		p := problem(http.StatusBadRequest, "invalid_field", err.Error())
+		p.Field = "note"
+		writeProblem(w, p)
+		return
+	}
 	key := r.PathValue("key")
-	e, err := s.g.Resolve(r.Context(), key, store.State(req.To), "http:"+c.approver)
+	e, err := s.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: store.State(req.To), By: "http:" + c.approver,
+		Result: result, Note: req.Note})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+key))

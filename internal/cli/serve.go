@@ -26,6 +26,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var maxWait int
 	var notifyURLs []string
 	var notifyFormat, notifySecretFile string
+	var jwt jwtFlags
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -46,6 +47,14 @@ stops it gracefully: requests in flight finish first.`,
 			if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
+			if err := jwt.check(); err != nil {
+				return err
+			}
+			idp, err := jwt.provider()
+			if err != nil {
+				return usagef("%s", err.Error())
+			}
+			cfg.Identity = idp
 			cfg.MaxWait = time.Duration(maxWait) * time.Second
 			path, err := a.policyPath()
 			if err != nil {
@@ -100,6 +109,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
+	jwt.register(f, "callers'")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	return cmd
 }
