@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,17 @@ import (
 // racerEnv makes a re-executed test binary a racer: its value is the spec Race gave.
 const racerEnv = "LATCH_BENCH_TEST_RACER"
 
+// serverEnv makes a re-executed test binary the server of Serve.
+const serverEnv = "LATCH_BENCH_TEST_SERVER"
+
 func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(serverEnv); ok {
+		if err := RunServer(context.Background(), spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if spec, ok := os.LookupEnv(racerEnv); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := RunRacer(ctx, spec)
@@ -278,5 +289,26 @@ func execOn(t *testing.T, raw, sql string) {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestServe: HTTP clients against a server process commit every call they make, and the
+// report carries both phases and the server's memory.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	rep, err := Serve(t.Context(), &ServeConfig{Workers: 2, Duration: 300 * time.Millisecond,
+		Command: func(ctx context.Context, spec string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), serverEnv+"="+spec)
+			return cmd
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.InProcess.Calls == 0 || rep.HTTP.Calls == 0 || rep.Committed != rep.HTTP.Calls || rep.Ratio <= 0 {
+		t.Errorf("Serve = %+v", rep)
+	}
+	if runtime.GOOS == "linux" && (rep.ServeRSS <= 0 || rep.ServePeakRSS < rep.ServeRSS) {
+		t.Errorf("server RSS %d, peak %d", rep.ServeRSS, rep.ServePeakRSS)
 	}
 }

@@ -26,6 +26,8 @@ type benchOptions struct {
 	receipts  int
 	child     string // the spec of a race child (hidden)
 	gateway   bool   // measure tool calls through the MCP gateway against direct ones
+	serve     bool   // measure calls over HTTP through latch serve against in-process ones
+	serveSpec string // the spec of the server process (hidden)
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -61,6 +63,11 @@ streamable HTTP on loopback) directly to an upstream whose tools do no work, the
 the MCP gateway with an effect key per call, then a read-only tool with no key through the
 gateway; it prints calls/s, p50 and p99 of each and the gateway/direct ratio.
 
+--serve runs --workers goroutines calling the pipeline in process for --duration, then
+--workers HTTP clients each doing POST /v1/actions and POST /v1/actions/{id}/outcome
+against a latch serve process (this binary, re-executed) on loopback, on the same store;
+it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU per call.
+
 --receipts N appends receipts of committed calls to the store until its chain holds N
 (so a store can be grown from 10k to 100k to 1M), then verifies the whole chain as
 'latch receipts --verify' does and reports receipts/s and the heap it used.`,
@@ -79,10 +86,20 @@ gateway; it prints calls/s, p50 and p99 of each and the gateway/direct ratio.
 			switch {
 			case o.child != "":
 				return bench.RunRacer(a.ctx, o.child)
+			case o.serveSpec != "":
+				return bench.RunServer(a.ctx, o.serveSpec)
 			case o.workers < 1:
 				return usagef("--workers %d: want at least 1", o.workers)
 			case o.receipts < 0:
 				return usagef("--receipts %d: want a positive number", o.receipts)
+			case o.serve:
+				if o.gateway || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
+					return usagef("--serve is a benchmark of its own: give it without --gateway, --race-keys or --receipts")
+				}
+				if o.duration <= 0 {
+					return usagef("--duration %v: want a positive duration", o.duration)
+				}
+				return a.benchServe(o)
 			case o.gateway:
 				if o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
 					return usagef("--gateway is a benchmark of its own: give it without --race-keys or --receipts")
@@ -122,6 +139,9 @@ gateway; it prints calls/s, p50 and p99 of each and the gateway/direct ratio.
 	f.IntVar(&o.attempts, "attempts", 0, "race mode: attempts in all (default race-keys × processes)")
 	f.IntVar(&o.receipts, "receipts", 0, "chain mode: grow the chain to `N` receipts and time its verification")
 	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
+	f.BoolVar(&o.serve, "serve", false, "serve mode: actions + outcomes over HTTP to a latch serve process vs the same calls in process (docs/performance.md)")
+	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
+	_ = f.MarkHidden("serve-child")
 	f.StringVar(&o.child, "race-child", "", "internal: run as one racer of a race")
 	_ = f.MarkHidden("race-child")
 	return cmd
@@ -149,6 +169,38 @@ func (a *app) benchCalls(o benchOptions) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\nlatch/baseline  %.2f\n", rep.Ratio)
+	return nil
+}
+
+func (a *app) benchServe(o benchOptions) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	rep, err := bench.Serve(a.ctx, &bench.ServeConfig{Store: o.store, Workers: o.workers, Duration: o.duration,
+		Command: func(ctx context.Context, spec string) *exec.Cmd {
+			return exec.CommandContext(ctx, exe, "bench", "--serve-child", spec)
+		}})
+	if err != nil {
+		return err
+	}
+	rep.Store = redact(rep.Store)
+	if o.asJSON {
+		return jsonLine(a.stdout, rep)
+	}
+	fmt.Fprintf(a.stdout, "store     %s\nworkers   %d\nduration  %s each\n\n", rep.Store, rep.Workers, rep.Duration)
+	t := newTable(a.stdout, "", "CALLS", "CALLS/S", "P50", "P99")
+	for _, r := range []struct {
+		name string
+		p    bench.Phase
+	}{{"in process", rep.InProcess}, {"http", rep.HTTP}} {
+		t.row(r.name, strconv.FormatInt(r.p.Calls, 10), fmt.Sprintf("%.0f", r.p.CallsPerSec), fmtMicros(r.p.P50Micros), fmtMicros(r.p.P99Micros))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nhttp/in process  %.2f\nserve RSS        %.1f MiB (peak %.1f MiB)\nserve CPU/call   %s\n",
+		rep.Ratio, float64(rep.ServeRSS)/(1<<20), float64(rep.ServePeakRSS)/(1<<20), fmtMicros(rep.ServeCPUPerCall))
 	return nil
 }
 

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/metrics"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+// ServeConfig configures Serve.
+type ServeConfig struct {
+	// Store, Workers and Duration are as in CallsConfig; Workers is both the in-process
+	// goroutines and the HTTP clients.
+	Store    string
+	Workers  int
+	Duration time.Duration
+	// Command returns the command that runs the server: a process that calls RunServer with
+	// spec (the latch binary runs `latch bench --serve-child <spec>`).
+	Command func(ctx context.Context, spec string) *exec.Cmd
+}
+
+// ServeReport is the result of Serve.
+type ServeReport struct {
+	Store     string `json:"store"`
+	Workers   int    `json:"workers"`
+	Duration  string `json:"duration"`
+	InProcess Phase  `json:"in_process"`
+	// HTTP is one call as a remote worker makes it: POST /v1/actions, then POST
+	// /v1/actions/{id}/outcome, over loopback; latency is the two requests together.
+	HTTP  Phase   `json:"http"`
+	Ratio float64 `json:"ratio"` // HTTP calls/s ÷ in-process calls/s
+	// ServeRSS and ServePeakRSS are the server process's resident set after the run and at its
+	// peak, in bytes (Linux; 0 elsewhere).
+	ServeRSS     int64 `json:"serve_rss_bytes"`
+	ServePeakRSS int64 `json:"serve_peak_rss_bytes"`
+	// ServeCPUPerCall is the server process's CPU time per HTTP call, in microseconds (Linux).
+	ServeCPUPerCall float64 `json:"serve_cpu_us_per_call"`
+	Committed       int64   `json:"committed"` // committed effects of the HTTP phase, checked against its calls
+}
+
+// serveSpec is what the server process is told.
+type serveSpec struct {
+	Store string `json:"store"`
+}
+
+// Serve measures the HTTP API against the pipeline in process on the same store: first
+// Workers goroutines calling Guard.Execute (as Calls does), then Workers HTTP clients each
+// beginning an action and posting its outcome to a `latch serve` process on loopback, with a
+// distinct effect key per call. Every HTTP call must commit.
+func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
+	var c ServeConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Second
+	}
+	switch {
+	case c.Workers < 0 || c.Duration < 0:
+		return nil, fmt.Errorf("bench serve: negative Workers %d or Duration %v", c.Workers, c.Duration)
+	case c.Command == nil:
+		return nil, errors.New("bench serve: no Command to start the server with")
+	}
+	storeURL, cleanup, err := ScratchStore(c.Store)
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	defer cleanup()
+	rep := &ServeReport{Store: storeURL, Workers: c.Workers, Duration: c.Duration.String()}
+
+	g, err := openGuard(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	rep.InProcess, err = benchLatch(ctx, g, CallsConfig{Workers: c.Workers, Duration: c.Duration})
+	var token string
+	if err == nil {
+		token, err = agentToken(ctx, g.Store())
+	}
+	if cerr := g.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: in process: %w", err)
+	}
+
+	spec, err := json.Marshal(serveSpec{Store: storeURL})
+	if err != nil {
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cmd := c.Command(sctx, string(spec))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench serve: start the server: %w", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: the server did not start: %v\n%s", err, &stderr)
+	}
+	base := "http://" + strings.TrimSpace(strings.TrimPrefix(addr, "listening "))
+
+	run := runID()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: c.Workers, MaxIdleConnsPerHost: c.Workers}}
+	defer client.CloseIdleConnections()
+	bufs := make([][]byte, c.Workers)
+	call := func(w, n int) error {
+		bufs[w] = append(bufs[w][:0], `{"action":"bench.charge","arguments":`...)
+		bufs[w] = Args(bufs[w], run, n*c.Workers+w)
+		bufs[w] = append(bufs[w], '}')
+		var begun struct {
+			Status   string `json:"status"`
+			ActionID string `json:"action_id"`
+		}
+		if err := post(ctx, client, base+"/v1/actions", token, bufs[w], &begun); err != nil {
+			return err
+		}
+		if begun.Status != "reserved" {
+			return fmt.Errorf("POST /v1/actions: status %q, want reserved", begun.Status)
+		}
+		var rec struct{ Result string }
+		if err := post(ctx, client, base+"/v1/actions/"+begun.ActionID+"/outcome", token, []byte(`{"outcome":"committed"}`), &rec); err != nil {
+			return err
+		}
+		if rec.Result != "committed" {
+			return fmt.Errorf("outcome recorded %q, want committed", rec.Result)
+		}
+		return nil
+	}
+	for n := range warmup {
+		if err := call(0, -1-n); err != nil {
+			return nil, fmt.Errorf("bench serve: warm-up: %w\n%s", err, &stderr)
+		}
+	}
+	cpu0 := processCPU(cmd.Process.Pid)
+	rep.HTTP, err = measure(ctx, c.Workers, c.Duration, call)
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: http: %w\n%s", err, &stderr)
+	}
+	if cpu := processCPU(cmd.Process.Pid); cpu > 0 {
+		rep.ServeCPUPerCall = micros(cpu-cpu0) / float64(rep.HTTP.Calls)
+	}
+	rep.ServeRSS, rep.ServePeakRSS = processRSS(cmd.Process.Pid)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+
+	st, err := latch.OpenStore(ctx, storeURL, &latch.StoreOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	defer st.Close()
+	effects, err := st.Effects(ctx, store.EffectFilter{State: store.Committed})
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	for _, e := range effects {
+		if strings.HasPrefix(e.Key, "charge:"+run+"_") && !strings.HasPrefix(e.Key, "charge:"+run+"_-") {
+			rep.Committed++
+		}
+	}
+	if rep.Committed != rep.HTTP.Calls {
+		return rep, fmt.Errorf("bench serve: %d committed effects for %d HTTP calls", rep.Committed, rep.HTTP.Calls)
+	}
+	rep.Ratio = rep.HTTP.CallsPerSec / rep.InProcess.CallsPerSec
+	return rep, nil
+}
+
+// agentToken creates an agent token for the bench principal.
+func agentToken(ctx context.Context, st store.Store) (string, error) {
+	ts, ok := st.(store.TokenStore)
+	if !ok {
+		return "", fmt.Errorf("store %T keeps no tokens", st)
+	}
+	tok, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenAgent, Agent: Principal.Agent}, time.Now())
+	return tok, err
+}
+
+func post(ctx context.Context, c *http.Client, url, token string, body []byte, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s %s", url, resp.Status, b)
+	}
+	return json.Unmarshal(b, into)
+}
+
+// RunServer is the server process of Serve: it serves the bench policy on the spec's store on
+// a loopback port, as `latch serve` does (metrics sink registered, no sweeper), prints
+// "listening ADDR" on stdout, and serves until SIGTERM, SIGINT or ctx ends.
+func RunServer(ctx context.Context, spec string) error {
+	var s serveSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		return fmt.Errorf("bench server: spec: %w", err)
+	}
+	p, err := policy.Parse("bench.yaml", []byte(Policy))
+	if err != nil {
+		return err
+	}
+	m, err := metrics.New(nil)
+	if err != nil {
+		return err
+	}
+	g, err := latch.Open(ctx, &latch.Config{Policy: p, StoreURL: s.Store, Sinks: []latch.Sink{m}})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	srv, err := server.New(g, &server.Config{Metrics: m})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "listening %s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return srv.Serve(ctx, ln)
+}
+
+// processRSS reads a process's resident set and its peak from /proc (Linux), in bytes.
+func processRSS(pid int) (rss, peak int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// processCPU reads a process's user and system time from /proc (Linux); 0 elsewhere.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // utime, clock ticks
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks
+}
