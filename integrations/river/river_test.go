@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,9 +49,29 @@ func (RefundArgs) Kind() string { return "refund_invoice" }
 type chargeWorker struct {
 	river.WorkerDefaults[ChargeArgs]
 	remote *remotetest.Server
+	mu     sync.Mutex
+	holds  map[string]chan struct{} // invoice → closed when its job may go on
+}
+
+// hold makes the next job for invoice wait, holding its effect key, until release is closed.
+func (w *chargeWorker) hold(invoice string, release chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holds[invoice] = release
 }
 
 func (w *chargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
+	w.mu.Lock()
+	release := w.holds[job.Args.InvoiceID]
+	delete(w.holds, job.Args.InvoiceID)
+	w.mu.Unlock()
+	if release != nil {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return latch.NotExecuted(ctx.Err())
+		}
+	}
 	_, err := w.remote.Act(ctx, job.Args.InvoiceID)
 	if errors.Is(err, remotetest.ErrRefused) {
 		return latch.NotExecuted(err)
@@ -77,6 +98,7 @@ type fixture struct {
 	guard  *latch.Guard
 	client *river.Client[pgx5Tx]
 	remote *remotetest.Server
+	worker *chargeWorker
 }
 
 type pgx5Tx = pgx.Tx
@@ -119,9 +141,10 @@ func setup(t *testing.T) *fixture {
 	}
 
 	remote := remotetest.New(t)
-	cfg := &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}}
+	cfg := &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}, InProgressSnooze: 100 * time.Millisecond}
+	worker := &chargeWorker{remote: remote, holds: map[string]chan struct{}{}}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, latchriver.Wrap(g, "billing.charge", river.Worker[ChargeArgs](&chargeWorker{remote: remote}), cfg))
+	river.AddWorker(workers, latchriver.Wrap(g, "billing.charge", river.Worker[ChargeArgs](worker), cfg))
 	// billing.refund is not in the policy: every refund is denied.
 	river.AddWorker(workers, latchriver.Wrap(g, "billing.refund", river.Worker[RefundArgs](&refundWorker{remote: remote}), cfg))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -146,7 +169,7 @@ func setup(t *testing.T) *fixture {
 			t.Errorf("stop River: %v", err)
 		}
 	})
-	return &fixture{guard: g, client: client, remote: remote}
+	return &fixture{guard: g, client: client, remote: remote, worker: worker}
 }
 
 // settle waits until job id is completed, cancelled or discarded.
@@ -166,6 +189,25 @@ func (f *fixture) settle(t *testing.T, id int64) *rivertype.JobRow {
 			t.Fatalf("job %d still %s after 30s", id, row.State)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// until waits until job id satisfies ok.
+func (f *fixture) until(t *testing.T, id int64, what string, ok func(*rivertype.JobRow) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		row, err := f.client.JobGet(t.Context(), id)
+		if err != nil {
+			t.Fatalf("JobGet(%d): %v", id, err)
+		}
+		if ok(row) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d not %s after 30s: %s, metadata %s", id, what, row.State, row.Metadata)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -276,6 +318,29 @@ func TestRiver(t *testing.T) {
 		}
 		if s := f.state(t, "charge:inv_3"); s != latch.StateCommitted {
 			t.Errorf("effect charge:inv_3 = %s, want committed", s)
+		}
+	})
+
+	t.Run("a job meeting a live attempt is snoozed, then completes as a duplicate", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		f.worker.hold("inv_5", release)
+		first := f.insert(t, ChargeArgs{InvoiceID: "inv_5", Amount: 500})
+		f.until(t, first, "running", func(row *rivertype.JobRow) bool { return row.State == rivertype.JobStateRunning })
+		// The same charge while the first attempt holds the key: snoozed, not run, not failed.
+		second := f.insert(t, ChargeArgs{InvoiceID: "inv_5", Amount: 500})
+		f.until(t, second, "snoozed", func(row *rivertype.JobRow) bool { return strings.Contains(string(row.Metadata), `"snoozes"`) })
+		if n := f.remote.Acts("inv_5"); n != 0 {
+			t.Fatalf("remote acted %d times for inv_5 while the first attempt held the key, want 0", n)
+		}
+		close(release)
+		for _, id := range []int64{first, second} {
+			if row := f.settle(t, id); row.State != rivertype.JobStateCompleted || len(row.Errors) != 0 {
+				t.Errorf("job %d = %s with errors %v, want completed without a failure", id, row.State, row.Errors)
+			}
+		}
+		if n := f.remote.Acts("inv_5"); n != 1 {
+			t.Errorf("remote acted %d times for inv_5, want 1", n)
 		}
 	})
 
