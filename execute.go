@@ -224,6 +224,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		}
 		if res.Approval != nil {
 			rc.Approver = safetext.Valid(res.Approval.Approver) // a receipt must hash, whatever an old row holds
+			rc.Approval = store.ApprovalStateOf(res.Approval)   // spent: the call's receipt chains it
 		}
 		h.written = true
 		if pr.key != "" {

@@ -101,17 +101,16 @@ func writes(t *testing.T, g *latch.Guard) int64 {
 
 func verifyChain(t *testing.T, g *latch.Guard) receipt.Report {
 	t.Helper()
-	ctx := t.Context()
-	head, err := g.Store().Head(ctx)
-	if err != nil {
-		t.Fatalf("Head: %v", err)
-	}
-	rep, err := receipt.Verify(g.Store().Receipts(ctx, store.ReceiptFilter{}), head)
+	// The chain, and the state checked against it (state_diverged).
+	rep, err := store.VerifyChain(t.Context(), g.Store())
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	if !rep.OK {
 		t.Fatalf("chain does not verify: %+v", rep.Breaks)
+	}
+	if rep.State == nil {
+		t.Fatalf("VerifyChain did not check the state of %T against the chain", g.Store())
 	}
 	return rep
 }

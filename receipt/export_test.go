@@ -54,8 +54,12 @@ func (r *Receipt) document() (map[string]any, error) {
 	if r.Attempt > 0 {
 		attempt = int64(r.Attempt)
 	}
+	if !IsCall(r.Kind) {
+		return r.changeDocument(), nil
+	}
 	doc := map[string]any{
 		"schema":            Schema,
+		"kind":              KindOf(r.Kind),
 		"receipt_id":        r.ReceiptID,
 		"seq":               r.Seq,
 		"prev_hash":         r.PrevHash,
@@ -85,5 +89,52 @@ func (r *Receipt) document() (map[string]any, error) {
 	if wouldHave != nil {
 		doc["would_have"] = wouldHave
 	}
+	r.addStates(doc)
 	return doc, nil
+}
+
+// changeDocument is a state change's record: the envelope, its subject and the state it leaves.
+func (r *Receipt) changeDocument() map[string]any {
+	var attempt any
+	if r.Attempt > 0 {
+		attempt = int64(r.Attempt)
+	}
+	doc := map[string]any{
+		"schema":      Schema,
+		"kind":        r.Kind,
+		"receipt_id":  r.ReceiptID,
+		"seq":         r.Seq,
+		"prev_hash":   r.PrevHash,
+		"action":      nullable(r.Action),
+		"approval_id": nullable(r.ApprovalID),
+		"approver":    nullable(r.Approver),
+		"effect_key":  nullable(r.EffectKey),
+		"attempt":     attempt,
+		"result":      r.Result,
+		"error":       nullable(r.Error),
+		"finished_at": stamp(r.FinishedAt),
+	}
+	r.addStates(doc)
+	return doc
+}
+
+// addStates adds the optional fields of schema v2.
+func (r *Receipt) addStates(doc map[string]any) {
+	if e := r.Effect; e != nil {
+		doc["effect"] = map[string]any{"state": e.State, "attempt": int64(e.Attempt), "holder": nullable(e.Holder),
+			"result_hash": nullable(e.ResultHash), "conflict": e.Conflict, "resolved_by": nullable(e.ResolvedBy)}
+	}
+	if a := r.Approval; a != nil {
+		doc["approval"] = map[string]any{"status": a.Status, "approver": nullable(a.Approver)}
+	}
+	if d := r.Delegation; d != nil {
+		doc["delegation"] = map[string]any{"delegation_id": d.ID, "parent": nullable(d.Parent), "grant_hash": nullable(d.GrantHash),
+			"created_by": nullable(d.CreatedBy), "revoked_by": nullable(d.RevokedBy)}
+	}
+	if r.By != "" {
+		doc["by"] = r.By
+	}
+	if r.Note != "" {
+		doc["note"] = r.Note
+	}
 }

@@ -16,8 +16,14 @@ import (
 	"github.com/latchkit/latch/canon"
 )
 
-// Schema is the schema tag of every receipt document.
-const Schema = "latch.receipt/v1"
+// Schema is the schema tag of every receipt document this version writes. Version 2 added kind
+// and the state a record leaves behind (effect, approval, delegation); documents of every earlier
+// version still verify and parse (SchemaV1).
+const Schema = "latch.receipt/v2"
+
+// SchemaV1 is the schema tag of the receipts written before kinds existed: every one of them is
+// the receipt of a call.
+const SchemaV1 = "latch.receipt/v1"
 
 // GenesisHash is the prev_hash of receipt 1.
 const GenesisHash = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
@@ -84,6 +90,19 @@ type Receipt struct {
 	PolicyVersion    string
 	Mode             string
 	WouldHave        *WouldHave
+
+	// Kind says what the record is (docs/guarantees.md#record-kinds): "" or KindCall for the
+	// receipt of a call, or the state change it chains.
+	Kind string
+	// Effect, Approval and Delegation are the records a state change leaves behind, as the
+	// chain asserts them; nil when the record changes none of them.
+	Effect     *EffectState
+	Approval   *ApprovalState
+	Delegation *DelegationState
+	// By and Note are who made a state change (a resolver, a revoker, a delegator) and what
+	// they wrote; an approval answer's approver is Approver.
+	By   string
+	Note string
 }
 
 // Sealed is a receipt as a chain stores it: its seq, its hash and its canonical document.
@@ -117,13 +136,13 @@ type Head struct {
 	Hash string
 }
 
-// Seal sets r's seq and prev_hash and returns the sealed receipt: its canonical document and
+// Seal sets r's seq and prev_hash (and its kind, KindCall when empty) and returns the sealed receipt: its canonical document and
 // the hash over that document.
 func Seal(r *Receipt, seq int64, prevHash string) (Sealed, error) {
 	if seq < 1 {
 		return Sealed{}, fmt.Errorf("seal receipt: seq %d < 1", seq)
 	}
-	r.Seq, r.PrevHash = seq, prevHash
+	r.Seq, r.PrevHash, r.Kind = seq, prevHash, KindOf(r.Kind)
 	b, err := r.canonical()
 	if err != nil {
 		return Sealed{}, fmt.Errorf("seal receipt %d: %w", seq, err)
@@ -135,8 +154,9 @@ func Seal(r *Receipt, seq int64, prevHash string) (Sealed, error) {
 // written in RFC 8785 order (every key is ASCII, so UTF-16 order is byte order) without building
 // the map document() builds. TestCanonicalMatchesMarshal holds the two to the same bytes.
 func (r *Receipt) canonical() ([]byte, error) {
+	call := IsCall(r.Kind)
 	args := []byte("{}")
-	if len(r.Arguments) > 0 {
+	if call && len(r.Arguments) > 0 {
 		var err error
 		if args, err = canon.Canonicalize(r.Arguments); err != nil {
 			return nil, fmt.Errorf("receipt arguments: %w", err)
@@ -144,50 +164,111 @@ func (r *Receipt) canonical() ([]byte, error) {
 	}
 	w := docWriter{b: make([]byte, 0, 768+len(args))}
 	w.open()
-	w.str("action", r.Action)
-	w.str("action_hash", r.ActionHash)
-	w.str("action_id", r.ActionID)
+	if call {
+		w.str("action", r.Action)
+	} else {
+		w.opt("action", r.Action)
+	}
+	if call {
+		w.str("action_hash", r.ActionHash)
+		w.str("action_id", r.ActionID)
+	}
+	if r.Approval != nil {
+		w.key("approval")
+		w.open()
+		w.opt("approver", r.Approval.Approver)
+		w.str("status", r.Approval.Status)
+		w.close()
+	}
 	w.opt("approval_id", r.ApprovalID)
 	w.opt("approver", r.Approver)
-	w.raw("arguments", args)
+	if call {
+		w.raw("arguments", args)
+	}
 	if r.Attempt > 0 {
 		w.int("attempt", int64(r.Attempt))
 	} else {
 		w.null("attempt")
 	}
-	if r.Authority != nil {
-		w.key("authority")
-		w.open()
-		w.opt("delegation_id", r.Authority.DelegationID)
-		w.opt("grant_id", r.Authority.GrantID)
-		w.close()
-	} else {
-		w.null("authority")
+	if call {
+		if r.Authority != nil {
+			w.key("authority")
+			w.open()
+			w.opt("delegation_id", r.Authority.DelegationID)
+			w.opt("grant_id", r.Authority.GrantID)
+			w.close()
+		} else {
+			w.null("authority")
+		}
 	}
-	w.str("decision", r.Decision)
-	w.opt("decision_reason", r.DecisionReason)
+	if r.By != "" {
+		w.str("by", r.By)
+	}
+	if call {
+		w.str("decision", r.Decision)
+		w.opt("decision_reason", r.DecisionReason)
+	}
+	if d := r.Delegation; d != nil {
+		w.key("delegation")
+		w.open()
+		w.opt("created_by", d.CreatedBy)
+		w.str("delegation_id", d.ID)
+		w.opt("grant_hash", d.GrantHash)
+		w.opt("parent", d.Parent)
+		w.opt("revoked_by", d.RevokedBy)
+		w.close()
+	}
+	if e := r.Effect; e != nil {
+		w.key("effect")
+		w.open()
+		w.int("attempt", int64(e.Attempt))
+		w.bool("conflict", e.Conflict)
+		w.opt("holder", e.Holder)
+		w.opt("resolved_by", e.ResolvedBy)
+		w.opt("result_hash", e.ResultHash)
+		w.str("state", e.State)
+		w.close()
+	}
 	w.opt("effect_key", r.EffectKey)
-	w.str("environment", r.Environment)
+	if call {
+		w.str("environment", r.Environment)
+	}
 	w.opt("error", r.Error)
 	w.opt("finished_at", stampText(r.FinishedAt))
-	w.opt("idempotency_token", r.IdempotencyToken)
-	w.str("mode", r.Mode)
-	w.opt("policy_hash", r.PolicyHash)
-	w.opt("policy_version", r.PolicyVersion)
+	if call {
+		w.opt("idempotency_token", r.IdempotencyToken)
+	}
+	w.str("kind", KindOf(r.Kind))
+	if call {
+		w.str("mode", r.Mode)
+	}
+	if r.Note != "" {
+		w.str("note", r.Note)
+	}
+	if call {
+		w.opt("policy_hash", r.PolicyHash)
+		w.opt("policy_version", r.PolicyVersion)
+	}
 	w.str("prev_hash", r.PrevHash)
-	w.key("principal")
-	w.open()
-	w.opt("agent", r.Principal.Agent)
-	w.opt("issuer", r.Principal.Issuer)
-	w.opt("user", r.Principal.User)
-	w.close()
+	if call {
+		w.key("principal")
+		w.open()
+		w.opt("agent", r.Principal.Agent)
+		w.opt("issuer", r.Principal.Issuer)
+		w.opt("user", r.Principal.User)
+		w.close()
+	}
 	w.str("receipt_id", r.ReceiptID)
-	w.opt("resource", r.Resource)
+	if call {
+		w.opt("resource", r.Resource)
+	}
 	w.str("result", r.Result)
 	w.str("schema", Schema)
 	w.int("seq", r.Seq)
-	w.opt("started_at", stampText(r.StartedAt))
-	if r.WouldHave != nil {
+	if call {
+		w.opt("started_at", stampText(r.StartedAt))
+	}
+	if call && r.WouldHave != nil {
 		w.key("would_have")
 		w.open()
 		w.opt("decision", r.WouldHave.Decision)
@@ -250,6 +331,15 @@ func (w *docWriter) null(k string) { w.key(k); w.b = append(w.b, "null"...) }
 
 func (w *docWriter) raw(k string, v []byte) { w.key(k); w.b = append(w.b, v...) }
 
+func (w *docWriter) bool(k string, v bool) {
+	w.key(k)
+	if v {
+		w.b = append(w.b, "true"...)
+	} else {
+		w.b = append(w.b, "false"...)
+	}
+}
+
 func (w *docWriter) int(k string, n int64) {
 	w.key(k)
 	if (n > canon.MaxSafeInt || n < -canon.MaxSafeInt) && w.err == nil {
@@ -305,6 +395,13 @@ type wire struct {
 		Reason   *string `json:"reason"`
 		Effect   *string `json:"effect"`
 	} `json:"would_have"`
+	Schema     string           `json:"schema"`
+	Kind       *string          `json:"kind"`
+	Effect     *EffectState     `json:"effect"`
+	Approval   *ApprovalState   `json:"approval"`
+	Delegation *DelegationState `json:"delegation"`
+	By         *string          `json:"by"`
+	Note       *string          `json:"note"`
 }
 
 func str(p *string) string {
@@ -335,6 +432,8 @@ func Parse(doc []byte) (*Receipt, error) {
 		ApprovalID: str(w.ApprovalID), Approver: str(w.Approver), EffectKey: str(w.EffectKey),
 		IdempotencyToken: str(w.IdempotencyToken), Result: w.Result, Error: str(w.Error),
 		PolicyHash: str(w.PolicyHash), PolicyVersion: str(w.PolicyVersion), Mode: w.Mode,
+		Kind: KindOf(str(w.Kind)), Effect: w.Effect, Approval: w.Approval, Delegation: w.Delegation,
+		By: str(w.By), Note: str(w.Note),
 	}
 	if w.Attempt != nil {
 		r.Attempt = *w.Attempt

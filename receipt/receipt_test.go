@@ -197,6 +197,7 @@ func TestParseRoundTrip(t *testing.T) {
 	in.Authority = &receipt.Authority{GrantID: "finance"}
 	in.WouldHave = &receipt.WouldHave{Decision: "deny", Reason: "unknown_action"}
 	in.ApprovalID, in.Approver, in.Error = "apr_1", "alice", "boom"
+	in.Kind = receipt.KindCall
 	s, err := receipt.Seal(in, 3, receipt.GenesisHash)
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +234,23 @@ func TestCanonicalMatchesMarshal(t *testing.T) {
 			r.StartedAt, r.FinishedAt = time.Time{}, time.Time{}
 		},
 		func(r *receipt.Receipt) { r.Arguments = nil; r.Authority = &receipt.Authority{} },
+		func(r *receipt.Receipt) {
+			r.Kind = receipt.KindLateOutcome
+			r.Effect = &receipt.EffectState{State: "committed", Attempt: 2, Holder: "act_1", ResultHash: "sha256:00", Conflict: true}
+			r.Approval = &receipt.ApprovalState{Status: "consumed", Approver: "alice"}
+		},
+		func(r *receipt.Receipt) {
+			r.Kind, r.Result, r.By, r.Note = receipt.KindResolution, "failed", "cli:bob", "called the bank: \"no\" \n ü"
+			r.Effect = &receipt.EffectState{State: "failed", Attempt: 1, Holder: "act_2", ResolvedBy: "cli:bob"}
+		},
+		func(r *receipt.Receipt) {
+			r.Kind, r.Result, r.EffectKey, r.Attempt, r.Action = receipt.KindRevocation, receipt.Revoked, "", 0, ""
+			r.Delegation = &receipt.DelegationState{ID: "dlg_1", Parent: "g", GrantHash: "sha256:11", CreatedBy: "a", RevokedBy: "b"}
+		},
+		func(r *receipt.Receipt) {
+			r.Kind, r.Result, r.ApprovalID, r.Approver = receipt.KindApprovalAnswer, receipt.Granted, "apr_1", "carol"
+			r.Approval = &receipt.ApprovalState{Status: receipt.Granted, Approver: "carol"}
+		},
 	}
 	for i, shape := range shapes {
 		r := sample(i + 1)
@@ -257,5 +275,47 @@ func TestCanonicalMatchesMarshal(t *testing.T) {
 	bad.Action = "\xff"
 	if _, err := receipt.Seal(bad, 1, receipt.GenesisHash); err == nil {
 		t.Errorf("Seal accepted invalid UTF-8")
+	}
+}
+
+// v1Doc is a receipt as schema v1 wrote it (before kinds): byte for byte what the previous
+// writer sealed, seq and prev_hash left to fill.
+const v1Doc = `{"action":"billing.refund","action_hash":"sha256:3f0c","action_id":"act_00000000000000000000000000000001",` +
+	`"approval_id":null,"approver":null,"arguments":{"amount":500},"attempt":1,"authority":null,"decision":"allow",` +
+	`"decision_reason":"allowed","effect_key":"refund:1","environment":"production","error":null,` +
+	`"finished_at":"2026-01-02T03:04:05.000Z","idempotency_token":"t","mode":"enforce","policy_hash":"sha256:ab",` +
+	`"policy_version":null,"prev_hash":"%s","principal":{"agent":"w","issuer":null,"user":null},` +
+	`"receipt_id":"rcp_00000000000000000000000000000001","resource":null,"result":"committed","schema":"latch.receipt/v1",` +
+	`"seq":%d,"started_at":"2026-01-02T03:04:05.000Z"}`
+
+// TestOlderSchemasVerify: a chain that starts with schema v1 receipts and goes on with v2
+// records of every kind verifies, and a v1 receipt parses as a call's receipt.
+func TestOlderSchemasVerify(t *testing.T) {
+	t.Parallel()
+	var rows []receipt.Sealed
+	prev := receipt.GenesisHash
+	for n := int64(1); n <= 2; n++ {
+		doc := []byte(fmt.Sprintf(v1Doc, prev, n))
+		rows = append(rows, receipt.Sealed{Seq: n, Hash: canon.Sum(doc), Doc: doc})
+		prev = rows[len(rows)-1].Hash
+	}
+	for i, kind := range []string{receipt.KindCall, receipt.KindResolution, receipt.KindApprovalAnswer, receipt.KindRevocation} {
+		r := sample(10 + i)
+		r.Kind = kind
+		s, err := receipt.Seal(r, int64(len(rows)+1), prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, s)
+		prev = s.Hash
+	}
+	last := rows[len(rows)-1]
+	rep, err := receipt.Verify(seq(rows), receipt.Head{Seq: last.Seq, Hash: last.Hash})
+	if err != nil || !rep.OK || rep.Verified != int64(len(rows)) {
+		t.Fatalf("Verify(v1, v1, v2…) = %+v, %v; want ok, %d verified", rep, err, len(rows))
+	}
+	got, err := receipt.Parse(rows[0].Doc)
+	if err != nil || got.Kind != receipt.KindCall || got.EffectKey != "refund:1" || got.Result != receipt.Committed {
+		t.Errorf("Parse(v1) = %+v, %v; want a call's receipt of refund:1, committed", got, err)
 	}
 }

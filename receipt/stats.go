@@ -34,7 +34,7 @@ type WouldHaveBlocked struct {
 	Count     int    `json:"count"`
 }
 
-// Tally counts the receipts seq yields. A stored document that no longer parses is counted as
+// Tally counts the calls' receipts seq yields (records of other kinds are skipped). A stored document that no longer parses is counted as
 // action "(unreadable receipt)", result "unreadable", rather than dropped.
 func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
 	out := Stats{Counts: []Count{}, WouldHaveBlocked: []WouldHaveBlocked{}}
@@ -47,6 +47,9 @@ func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
 		f, err := Parse(r.Doc)
 		if err != nil {
 			f = &Receipt{Action: "(unreadable receipt)", Result: "unreadable"}
+		}
+		if !IsCall(f.Kind) {
+			continue // a state change no call made: stats count calls
 		}
 		out.Receipts++
 		counts[[2]string{f.Action, f.Result}]++

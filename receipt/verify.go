@@ -20,13 +20,20 @@ const (
 	BreakContentAltered = "content_altered" // the document no longer hashes to its stored hash
 	BreakHeadMismatch   = "head_mismatch"   // the head differs from the last receipt
 	BreakIndexMismatch  = "index_mismatch"  // a column the store looks receipts up by differs from the document
+	// BreakStateDiverged: a stored record (an effect, an approval, a delegation) differs from
+	// the state the chain implies for it. Seq is the last record that asserts that state (0 when
+	// the chain asserts none); Subject names the record; Chain and Table are the two values.
+	BreakStateDiverged = "state_diverged"
 )
 
-// Break is one place where the chain does not hold.
+// Break is one place where the chain, or the state it implies, does not hold.
 type Break struct {
-	Kind   string `json:"kind"`
-	Seq    int64  `json:"seq"`
-	Detail string `json:"detail"`
+	Kind    string `json:"kind"`
+	Seq     int64  `json:"seq"`
+	Detail  string `json:"detail"`
+	Subject string `json:"subject,omitempty"` // state_diverged: "effect KEY", "approval ID", "delegation ID"
+	Chain   string `json:"chain,omitempty"`   // state_diverged: what the chain implies
+	Table   string `json:"table,omitempty"`   // state_diverged: what the table holds
 }
 
 // Report is the result of Verify.
@@ -34,6 +41,19 @@ type Report struct {
 	OK       bool    `json:"ok"`
 	Verified int64   `json:"verified"`
 	Breaks   []Break `json:"breaks"`
+	// State says how much of the stored state was checked against the chain; nil when it was
+	// not (a store that cannot read its state beside its chain, or a walk of documents alone).
+	State *StateChecked `json:"state,omitempty"`
+}
+
+// StateChecked counts the stored records compared with the state the chain implies. Unchained
+// counts records the chain cannot speak for: written before records carried their state
+// (schema v1).
+type StateChecked struct {
+	Effects     int64 `json:"effects"`
+	Approvals   int64 `json:"approvals"`
+	Delegations int64 `json:"delegations"`
+	Unchained   int64 `json:"unchained"`
 }
 
 // linkFields are the two fields of a document the walk needs to read back.

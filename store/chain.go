@@ -29,12 +29,25 @@ var ErrHeadMissing = errors.New("the chain head row is missing")
 // BreakHeadMissing is the break VerifyChain reports when the chain head row is missing.
 const BreakHeadMissing = "head_missing"
 
-// VerifyChain walks the whole receipt chain of st against its head (receipt.Verify). On a
-// ChainReader the head, the receipts and their index columns come from one snapshot, so that
+// VerifyChain walks the whole receipt chain of st against its head (receipt.Verify) and, on a
+// StateReader, checks the stored state against the state the chain implies (state_diverged).
+// On a StateReader or a ChainReader the head, the receipts and their index columns come from one snapshot, so that
 // workers appending meanwhile cannot make an intact chain look broken, and an index column
 // edited outside the hash is found. On another store the head is read before the receipts and
 // the walk is repeated, a few times, until the head held still.
 func VerifyChain(ctx context.Context, st Store) (receipt.Report, error) {
+	if sr, ok := st.(StateReader); ok {
+		var rep receipt.Report
+		err := sr.ReadEvidence(ctx, func(ev *Evidence) error {
+			var err error
+			rep, err = verifyEvidence(ev)
+			return err
+		})
+		if err != nil {
+			return receipt.Report{}, fmt.Errorf("verify chain: %w", err)
+		}
+		return rep, nil
+	}
 	if cr, ok := st.(ChainReader); ok {
 		var rep receipt.Report
 		err := cr.ReadChain(ctx, func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error {

@@ -88,8 +88,20 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 				rc.Approver = safetext.Valid(apr.Approver)
 			}
 			rc.FinishedAt = req.Now
+			// The refusal's receipt chains what the refusal wrote: an approval found expired,
+			// an effect whose lease lapsed.
+			if p.Approval != nil {
+				rc.Approval = ApprovalStateOf(&p.Approval.Next)
+			}
+			if p.Effect != nil {
+				rc.Effect = EffectStateOf(&p.Effect.Next)
+			}
 			p.Receipt = &rc
 			p.Result.Document = &rc
+		} else if p.Effect != nil {
+			// No receipt for the call (a request without a draft), but the lapse is a state
+			// change: it is chained on its own.
+			p.Receipt = LeaseLapsedRecord(&p.Effect.Next, req.Now)
 		}
 		return p
 	}
@@ -279,19 +291,26 @@ func PlanRecord(req *RecordRequest, eff *Effect) *RecordPlan {
 		p.settle(req, eff, nil)
 	case own && eff.State == Ambiguous && HolderMayAct(eff):
 		p.Result.Late = true
+		rc.Kind = receipt.KindLateOutcome
 		p.settle(req, eff, map[string]any{"late": true, "cause": "lease_expired",
 			"lease_expired_at": eff.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)})
 	case own && eff.ResolvedBy != "" && (eff.State == Committed || eff.State == Failed):
+		rc.Kind = receipt.KindLateOutcome
 		p.resolvedMeanwhile(req, eff, eff.State, eff.ResolvedBy)
 	case eff != nil && eff.Attempt > req.Attempt && eff.ActionID != req.ActionID:
 		// Only a failed attempt is renewed, and the holder did not record this one: someone
 		// resolved it failed, and the key was renewed since.
+		rc.Kind = receipt.KindLateOutcome
 		p.resolvedMeanwhile(req, eff, Failed, "")
 	default:
 		p.Result.Lost = true
 		rc.Result = receipt.Ambiguous
 		rc.Error = lostDetail(req, eff, rc.Error)
 		p.event(req, EventExecutionAmbiguous, map[string]any{"cause": "key_lost", "outcome": string(req.Outcome)})
+	}
+	if p.Effect != nil {
+		// The receipt chains the record the outcome leaves (docs/guarantees.md#record-kinds).
+		rc.Effect = EffectStateOf(&p.Effect.Next)
 	}
 	return p
 }
@@ -381,6 +400,7 @@ func (p *RecordPlan) resolvedMeanwhile(req *RecordRequest, eff *Effect, resolved
 		p.Effect = &EffectWrite{Prev: eff, Next: next}
 		p.Result.Effect = &p.Effect.Next
 		p.Result.Conflict = conflict
+		p.Receipt.Kind = receipt.KindOutcomeConflict
 		p.Receipt.Error = joinError("outcome_conflict: effect "+req.EffectKey+": "+conflict+"; the resolution stands", p.Receipt.Error)
 		payload["outcome"] = string(outcome)
 		p.event(req, EventOutcomeConflict, payload)

@@ -113,11 +113,21 @@ func (a *app) verifyChain(st store.Store, asJSON bool) error {
 		}
 	} else if rep.OK {
 		fmt.Fprintf(a.stdout, "%s chain intact: %d %s verified\n", a.mark(true), rep.Verified, plural(int(rep.Verified), "receipt", "receipts"))
+		if s := rep.State; s != nil {
+			fmt.Fprintf(a.stdout, "%s state matches the chain: %d %s, %d %s, %d %s checked", a.mark(true),
+				s.Effects, plural(int(s.Effects), "effect", "effects"), s.Approvals, plural(int(s.Approvals), "approval", "approvals"),
+				s.Delegations, plural(int(s.Delegations), "delegation", "delegations"))
+			if s.Unchained > 0 {
+				fmt.Fprintf(a.stdout, " (%d written before records carried state, not checked)", s.Unchained)
+			}
+			fmt.Fprintln(a.stdout)
+		}
 	} else {
 		t := newTable(a.stdout)
 		for _, b := range rep.Breaks {
 			t.row(a.mark(false)+" "+b.Kind, "seq "+strconv.FormatInt(b.Seq, 10), cell(b.Detail))
 		}
+		// state_diverged names its subject in the detail; the seq is the last record about it.
 		if err := t.flush(); err != nil {
 			return err
 		}
@@ -129,6 +139,9 @@ func (a *app) verifyChain(st store.Store, asJSON bool) error {
 	named := make([]string, len(rep.Breaks))
 	for i, b := range rep.Breaks {
 		named[i] = fmt.Sprintf("%s at seq %d", b.Kind, b.Seq)
+		if b.Subject != "" {
+			named[i] = fmt.Sprintf("%s of %s (seq %d)", b.Kind, b.Subject, b.Seq)
+		}
 	}
 	return errors.New("receipt chain broken: " + strings.Join(named, ", "))
 }

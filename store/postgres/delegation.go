@@ -35,10 +35,16 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 	}
 	args := []any{d.ID, d.Parent, grant, d.CreatedBy, created.Int64}
 	w, err := s.write(ctx, "create delegation "+d.ID, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		if err := t.insert(ctx, "delegation "+d.ID, s.q.insertDelegation, args, presence{s.q.delegationPresent, args}); err != nil {
 			return err
 		}
-		_, err := t.insertEvents(ctx, events, d.CreatedAt)
+		if _, err := t.insertEvents(ctx, events, d.CreatedAt); err != nil {
+			return err
+		}
+		_, err := t.appendReceipt(ctx, store.DelegationRecord(d))
 		return err
 	})
 	if err != nil {
@@ -69,6 +75,9 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 	}
 	op := "revoke " + req.ID
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		d, err := scanDelegation(t.QueryRow(ctx, s.q.readDelegation, req.ID))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -105,6 +114,9 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 			return err
 		}
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
+		if _, err := t.appendReceipt(ctx, store.RevocationRecord(d, req.Now)); err != nil {
+			return err
+		}
 		t.w.result = d
 		return nil
 	})

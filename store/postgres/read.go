@@ -179,32 +179,7 @@ func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows 
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("read chain: chain head: %w", err)
 	}
-	rows := func(yield func(receipt.Sealed, error) bool) {
-		rs, err := tx.Query(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
-			FROM `+s.q.receipts+` ORDER BY seq`)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-			return
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var r receipt.Sealed
-			var ix receipt.Index
-			if err := rs.Scan(&r.Seq, &r.Hash, &r.Doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
-				&ix.Result, &ix.FinishedAt); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-				return
-			}
-			r.Index = &ix
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rs.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-		}
-	}
-	return fn(head, rows)
+	return fn(head, s.chainRows(ctx, tx))
 }
 
 // Events lists the events matching any of f's non-empty ids (all events for the zero filter),

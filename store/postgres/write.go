@@ -100,6 +100,9 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 		return nil, fmt.Errorf("resolve: %w", err)
 	}
 	w, err := s.write(ctx, "resolve "+req.Key, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		eff, err := t.readEffect(ctx, req.Key)
 		if err != nil {
 			return err
@@ -108,7 +111,7 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 		if err != nil {
 			return refused{err}
 		}
-		if _, _, err := t.apply(ctx, ew, nil, events, req.Now, nil); err != nil {
+		if _, _, err := t.apply(ctx, ew, nil, events, req.Now, store.ResolutionRecord(req, ew)); err != nil {
 			return err
 		}
 		t.w.result = &ew.Next
@@ -184,6 +187,9 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		return nil, fmt.Errorf("answer approval: %w", err)
 	}
 	w, err := s.write(ctx, "answer approval "+req.ID, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		a, err := t.lockApproval(ctx, req.ID)
 		if err != nil {
 			return err
@@ -200,7 +206,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 				return err
 			}
 		}
-		if _, _, err := t.apply(ctx, nil, aw, events, req.Now, nil); err != nil {
+		if _, _, err := t.apply(ctx, nil, aw, events, req.Now, store.AnswerRecord(req, aw)); err != nil {
 			return err
 		}
 		t.w.result, t.w.refusal = &aw.Next, refusal

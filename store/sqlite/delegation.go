@@ -31,7 +31,11 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 			return err
 		}
 		w, err := t.insertEvents(events, d.CreatedAt)
+		if err != nil {
+			return err
+		}
 		copy(events, w)
+		_, err = t.appendReceipt(store.DelegationRecord(d))
 		return err
 	})
 	if err != nil {
@@ -74,7 +78,11 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
 		out = d
 		w, err := t.insertEvents(req.Events, req.Now)
+		if err != nil {
+			return err
+		}
 		copy(req.Events, w)
+		_, err = t.appendReceipt(store.RevocationRecord(d, req.Now))
 		return err
 	})
 	if err != nil {

@@ -202,33 +202,7 @@ func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows 
 	case !errors.Is(err, store.ErrHeadMissing):
 		return fmt.Errorf("read chain: chain head: %w", err)
 	}
-	rows := func(yield func(receipt.Sealed, error) bool) {
-		rs, err := tx.QueryContext(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
-			FROM receipts ORDER BY seq`)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-			return
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var r receipt.Sealed
-			var ix receipt.Index
-			var doc string
-			if err := rs.Scan(&r.Seq, &r.Hash, &doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
-				&ix.Result, &ix.FinishedAt); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-				return
-			}
-			r.Doc, r.Index = []byte(doc), &ix
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rs.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-		}
-	}
-	return fn(head, rows)
+	return fn(head, chainRows(ctx, tx))
 }
 
 // Events returns the events matching any of f's non-empty ids (all of them for the zero filter),

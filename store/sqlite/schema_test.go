@@ -284,8 +284,8 @@ func TestMigrateFromSchema3(t *testing.T) {
 		t.Fatalf("schema 3: sqlite_sequence has %d for events (%v), want the last id %d", autoinc, err, lastEvent)
 	}
 	head := before[3][0]
-	if len(before[0]) != 35 || len(before[1]) < 100 || lastEvent < 1100 || head[1] != int64(34) {
-		t.Fatalf("schema 3 store holds %d effects, %d events up to id %d, chain head %v; want 35, 100 or more up to 1100 or more, seq 34",
+	if len(before[0]) != 35 || len(before[1]) < 100 || lastEvent < 1100 || head[1] != int64(36) {
+		t.Fatalf("schema 3 store holds %d effects, %d events up to id %d, chain head %v; want 35, 100 or more up to 1100 or more, seq 36 (34 calls, an answer, a resolution)",
 			len(before[0]), len(before[1]), lastEvent, head)
 	}
 
@@ -294,8 +294,8 @@ func TestMigrateFromSchema3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read-only open at schema 3: %v", err)
 	}
-	if rep := verifyChain(t, r); rep.Verified != 34 {
-		t.Errorf("read-only at schema 3: %d receipts verified, want 34", rep.Verified)
+	if rep := verifyChain(t, r); rep.Verified != 36 {
+		t.Errorf("read-only at schema 3: %d receipts verified, want 36", rep.Verified)
 	}
 	aprEvents, err := r.Events(ctx, store.EventFilter{ApprovalID: "apr_1"})
 	if err != nil || len(aprEvents) < 3 {
@@ -331,8 +331,8 @@ func TestMigrateFromSchema3(t *testing.T) {
 		}
 	}
 	checkSchema4(t, db)
-	if rep := verifyChain(t, s); rep.Verified != 34 {
-		t.Errorf("after the migration: %d receipts verified, want 34", rep.Verified)
+	if rep := verifyChain(t, s); rep.Verified != 36 {
+		t.Errorf("after the migration: %d receipts verified, want 36", rep.Verified)
 	}
 	if evs, err := s.Events(ctx, store.EventFilter{ApprovalID: "apr_1"}); err != nil || !reflect.DeepEqual(evs, aprEvents) {
 		t.Errorf("after the migration: events of apr_1 = %v, %v; want those read at schema 3, %v", evs, err, aprEvents)
@@ -360,11 +360,11 @@ func TestMigrateFromSchema3(t *testing.T) {
 	if err != nil || !slices.Equal(stored, want) {
 		t.Errorf("stored events of the new call have ids %v (%v), want %v", stored, err, want)
 	}
-	if rec.Document.Seq != 35 || rec.Document.PrevHash != head[2] {
-		t.Errorf("new receipt: seq %d after %q, want 35 after the schema 3 head %q", rec.Document.Seq, rec.Document.PrevHash, head[2])
+	if rec.Document.Seq != 37 || rec.Document.PrevHash != head[2] {
+		t.Errorf("new receipt: seq %d after %q, want 37 after the schema 3 head %q", rec.Document.Seq, rec.Document.PrevHash, head[2])
 	}
-	if rep := verifyChain(t, s); rep.Verified != 35 {
-		t.Errorf("after a new call: %d receipts verified, want 35", rep.Verified)
+	if rep := verifyChain(t, s); rep.Verified != 37 {
+		t.Errorf("after a new call: %d receipts verified, want 37", rep.Verified)
 	}
 	if res, err := s.Reserve(ctx, &store.ReserveRequest{Now: now.Add(time.Hour), ActionID: "act_again", Action: "billing.charge",
 		ActionHash: "sha256:ab", EffectKey: callKey(7), Lease: time.Minute}); err != nil || res.Reserved || res.Refusal == nil {

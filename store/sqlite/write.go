@@ -158,7 +158,7 @@ func (s *Store) Resolve(ctx context.Context, req *store.ResolveRequest) (*store.
 			refusal = err
 			return errRefused
 		}
-		if _, _, err := t.apply(w, nil, events, req.Now, nil); err != nil {
+		if _, _, err := t.apply(w, nil, events, req.Now, store.ResolutionRecord(req, w)); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -273,7 +273,7 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 				return err
 			}
 		}
-		if _, _, err := t.apply(nil, w, events, req.Now, nil); err != nil {
+		if _, _, err := t.apply(nil, w, events, req.Now, store.AnswerRecord(req, w)); err != nil {
 			return err
 		}
 		out = &w.Next

@@ -1,0 +1,108 @@
+package receipt
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Record kinds (docs/guarantees.md#record-kinds). A call's receipt is KindCall, or, when the
+// call's outcome arrived after its lease lapsed or after a resolution, KindLateOutcome or
+// KindOutcomeConflict: still that call's one receipt. The other kinds chain a state change that
+// no call made: each is written in the transaction of the change it records.
+const (
+	KindCall            = "call"
+	KindLateOutcome     = "late_outcome"     // a holder's outcome that settled its lapsed, ambiguous attempt
+	KindOutcomeConflict = "outcome_conflict" // a holder's outcome that contradicts a resolution, which stands
+	KindApprovalAnswer  = "approval_answer"  // a request granted or denied, by whom, with the note
+	KindApprovalExpired = "approval_expired" // a request answered after it expired, written expired
+	KindResolution      = "resolution"       // an effect resolved by a person or a reconcile hook
+	KindLeaseLapsed     = "lease_lapsed"     // an executing effect whose lease lapsed, written ambiguous
+	KindDelegation      = "delegation"       // a delegation created
+	KindRevocation      = "revocation"       // a delegation revoked
+)
+
+// Results of the records that are not a call's receipt: the state their subject is left in.
+const (
+	Granted   = "granted"
+	Expired   = "expired"
+	Delegated = "delegated"
+	Revoked   = "revoked"
+)
+
+// KindOf returns the kind of a record whose kind field is k: a document without one (every
+// receipt of schema v1) is a call's receipt.
+func KindOf(k string) string {
+	if k == "" {
+		return KindCall
+	}
+	return k
+}
+
+// IsCall reports whether a record of kind k is the receipt of a call (a call, a late outcome or
+// an outcome conflict), as opposed to a state change no call made.
+func IsCall(k string) bool {
+	switch KindOf(k) {
+	case KindCall, KindLateOutcome, KindOutcomeConflict:
+		return true
+	}
+	return false
+}
+
+// EffectState is an effect record as a chained record leaves it: its state, its attempt, the
+// action id of the attempt that holds it, the hash of its stored result (canon.Sum of its bytes,
+// "" when none), whether it carries an outcome conflict, and who resolved it.
+type EffectState struct {
+	State      string `json:"state"`
+	Attempt    int    `json:"attempt"`
+	Holder     string `json:"holder"`
+	ResultHash string `json:"result_hash"`
+	Conflict   bool   `json:"conflict"`
+	ResolvedBy string `json:"resolved_by"`
+}
+
+// ApprovalState is an approval request as a chained record leaves it.
+type ApprovalState struct {
+	Status   string `json:"status"`
+	Approver string `json:"approver"`
+}
+
+// DelegationState is a delegation as a chained record leaves it: created (RevokedBy empty) or
+// revoked. GrantHash is canon.Sum of the grant document as stored.
+type DelegationState struct {
+	ID        string `json:"delegation_id"`
+	Parent    string `json:"parent"`
+	GrantHash string `json:"grant_hash"`
+	CreatedBy string `json:"created_by"`
+	RevokedBy string `json:"revoked_by"`
+}
+
+// NewID returns a fresh receipt id: rcp_ and 32 lowercase hex digits from a CSPRNG.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "rcp_" + hex.EncodeToString(b[:])
+}
+
+// States is what a record asserts about the state it leaves: read by a replay of the chain,
+// which needs nothing else of a document.
+type States struct {
+	Schema     string           `json:"schema"`
+	Kind       string           `json:"kind"`
+	Result     string           `json:"result"`
+	Effect     *EffectState     `json:"effect"`
+	Approval   *ApprovalState   `json:"approval"`
+	Delegation *DelegationState `json:"delegation"`
+}
+
+// ReadStates reads the states a document asserts. A document of schema v1 asserts none (its
+// Kind is KindCall).
+func ReadStates(doc []byte) (States, error) {
+	var s States
+	if err := json.Unmarshal(doc, &s); err != nil {
+		return States{}, fmt.Errorf("read record: %w", err)
+	}
+	s.Kind = KindOf(s.Kind)
+	return s, nil
+}

@@ -1,0 +1,156 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+var _ store.StateReader = (*Store)(nil)
+
+// ReadEvidence calls fn with the chain and the state, read in one REPEATABLE READ, read-only
+// transaction: one snapshot, whatever is written meanwhile (store.StateReader).
+//
+// Each table is read merged with the records that name its rows, in one query ordered by key
+// (the server sorts, spilling to disk past work_mem: the client holds one row at a time). A
+// connection runs one query at a time, so the merge is the server's, not two cursors'.
+func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("read evidence: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	ev := &store.Evidence{Receipts: s.chainRows(ctx, tx)}
+	var h receipt.Head
+	switch err := tx.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); {
+	case err == nil:
+		ev.Head = &h
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("read evidence: chain head: %w", err)
+	}
+	effectRead, approvalRead := effectColumns, approvalColumns
+	if s.q.legacy {
+		effectRead, approvalRead = effectColumnsBeforeNotes+effectStandIns, approvalColumnsBeforeNotes+approvalStandIns
+	}
+	// A record stands in for the table's columns with empty values of their types; its seq and
+	// doc lead. A row has the largest seq, so it comes after its key's records.
+	ev.Effects = keyedRows(ctx, tx, `SELECT seq, doc, effect_key, ''::text, 1::bigint, ''::text, ''::text, ''::text,
+			NULL::bigint, NULL::bytea, ''::text, ''::text, NULL::bigint, NULL::bigint, NULL::bytea, ''::text, ''::text
+		FROM `+s.q.receipts+` WHERE effect_key <> ''
+		UNION ALL SELECT 9223372036854775807, NULL::bytea, `+effectRead+` FROM `+s.quoted()+`.effects
+		ORDER BY 3, 1`, func(row pgx.Row, k *store.Keyed) error {
+		var r effectRow
+		if err := r.scan(row); err != nil {
+			return err
+		}
+		k.Key, k.Effect = r.key, r.effect()
+		return nil
+	})
+	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, ''::text, ''::text, NULL::bytea, ''::text, ''::text,
+			''::text, ''::text, NULL::bigint, NULL::bigint, ''::text, NULL::bigint, ''::text, NULL::bigint, ''::text
+		FROM `+s.q.receipts+` WHERE approval_id <> ''
+		UNION ALL SELECT 9223372036854775807, NULL::bytea, `+approvalRead+` FROM `+s.quoted()+`.approvals
+		ORDER BY 3, 1`, func(row pgx.Row, k *store.Keyed) error {
+		var r approvalRow
+		if err := r.scan(row); err != nil {
+			return err
+		}
+		k.Key, k.Approval = r.id, r.approval()
+		return nil
+	})
+	ev.Delegations = func() ([]*store.Delegation, error) {
+		if s.version < delegationsVersion {
+			return nil, nil
+		}
+		rows, err := tx.Query(ctx, s.q.listDelegations)
+		if err != nil {
+			return nil, fmt.Errorf("delegations: %w", err)
+		}
+		defer rows.Close()
+		var out []*store.Delegation
+		for rows.Next() {
+			d, err := scanDelegation(rows)
+			if err != nil {
+				return nil, fmt.Errorf("delegations: %w", err)
+			}
+			out = append(out, d)
+		}
+		return out, rows.Err()
+	}
+	return fn(ev)
+}
+
+// leadRow scans a row's seq and doc, then hands the rest to a table's scanner.
+type leadRow struct {
+	rows pgx.Rows
+	seq  *int64
+	doc  *[]byte
+}
+
+func (l leadRow) Scan(dest ...any) error { return l.rows.Scan(append([]any{l.seq, l.doc}, dest...)...) }
+
+// keyedRows yields the rows of a merged query: a record (doc not NULL) or a table's row, which
+// scan reads.
+func keyedRows(ctx context.Context, tx pgx.Tx, q string, scan func(pgx.Row, *store.Keyed) error) iter.Seq2[store.Keyed, error] {
+	return func(yield func(store.Keyed, error) bool) {
+		rows, err := tx.Query(ctx, q)
+		if err != nil {
+			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k store.Keyed
+			var seq int64
+			var doc []byte
+			if err := scan(leadRow{rows, &seq, &doc}, &k); err != nil {
+				yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
+				return
+			}
+			if doc != nil {
+				k.Seq, k.Doc, k.Effect, k.Approval = seq, doc, nil, nil
+			}
+			if !yield(k, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
+		}
+	}
+}
+
+// chainRows yields every receipt of the transaction's snapshot with its index columns, by seq.
+func (s *Store) chainRows(ctx context.Context, tx pgx.Tx) iter.Seq2[receipt.Sealed, error] {
+	return func(yield func(receipt.Sealed, error) bool) {
+		rs, err := tx.Query(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
+			FROM `+s.q.receipts+` ORDER BY seq`)
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+			return
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r receipt.Sealed
+			var ix receipt.Index
+			if err := rs.Scan(&r.Seq, &r.Hash, &r.Doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
+				&ix.Result, &ix.FinishedAt); err != nil {
+				yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+				return
+			}
+			r.Index = &ix
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := rs.Err(); err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
+		}
+	}
+}
