@@ -146,7 +146,9 @@ func everyChange(t *testing.T, e *env) changes {
 	if err := charge("inv_hook", lost, nil); !errors.Is(err, latch.ErrAmbiguous) {
 		t.Fatal(err)
 	}
-	hook := func(context.Context, *latch.Attempt) (latch.Outcome, any, error) { return latch.OutcomeNotExecuted, nil, nil }
+	hook := func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+		return latch.OutcomeNotExecuted, nil, nil
+	}
 	if err := charge("inv_hook", ok, &latch.Options{Reconcile: hook}); err != nil {
 		t.Fatal(err)
 	}
