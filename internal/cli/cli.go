@@ -213,6 +213,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.effectsCommand(),
 		a.resolveCommand(),
 		a.receiptsCommand(),
+		a.checkpointCommand(),
 		a.inspectCommand(),
 		a.statsCommand(),
 		a.delegateCommand(),

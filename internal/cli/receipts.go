@@ -14,7 +14,9 @@ import (
 
 func (a *app) receiptsCommand() *cobra.Command {
 	var last int
-	var asJSON, verify bool
+	var asJSON, verify, checkpoints bool
+	var pubFile string
+	var anchors []string
 	cmd := &cobra.Command{
 		Use:   "receipts [flags]",
 		Short: "List receipts; --verify checks the hash chain",
@@ -39,6 +41,8 @@ head can forge a consistent chain.`,
 				return usagef("--last %d: want a positive number", last)
 			case lastGiven && verify:
 				return usagef("--verify walks the whole chain; --last does not apply to it")
+			case (checkpoints || len(anchors) > 0) && (!verify || pubFile == ""):
+				return usagef("--checkpoints and --anchor go with --verify and --pubkey FILE")
 			}
 			st, err := a.openRead()
 			if err != nil {
@@ -46,7 +50,7 @@ head can forge a consistent chain.`,
 			}
 			defer st.Close()
 			if verify {
-				return a.verifyChain(st, asJSON)
+				return a.verifyChain(st, asJSON, checkpoints, pubFile, anchors)
 			}
 			rows := st.Receipts(a.ctx, store.ReceiptFilter{Last: last})
 			if asJSON {
@@ -66,7 +70,10 @@ head can forge a consistent chain.`,
 	f := cmd.Flags()
 	f.IntVar(&last, "last", 0, "only the last `N` receipts")
 	f.BoolVar(&asJSON, "json", false, "print JSON Lines (with --verify: one report object)")
-	f.BoolVar(&verify, "verify", false, "verify the hash chain; exit 1 on any break")
+	f.BoolVar(&verify, "verify", false, "verify the hash chain, and the state against it; exit 1 on any break")
+	f.BoolVar(&checkpoints, "checkpoints", false, "with --verify: check every signed checkpoint against the chain (needs --pubkey)")
+	f.StringVar(&pubFile, "pubkey", "", "the checkpoint public key `FILE` (PEM, from latch checkpoint keygen)")
+	f.StringArrayVar(&anchors, "anchor", nil, "with --checkpoints: also check an exported checkpoint `FILE` (repeatable)")
 	return cmd
 }
 
@@ -90,8 +97,13 @@ func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
 		if f.DecisionReason != "" {
 			decision += " (" + cell(f.DecisionReason) + ")"
 		}
+		who := principal(f.Principal.Agent, f.Principal.User)
+		if !receipt.IsCall(f.Kind) {
+			// A state change no call made: its kind, and who made it.
+			decision, who = f.Kind, dash(cell(f.By+f.Approver))
+		}
 		t.row(strconv.FormatInt(f.Seq, 10), stamp(f.FinishedAt), cell(f.Action), decision, cell(f.Result),
-			principal(f.Principal.Agent, f.Principal.User), dash(f.EffectKey), dash(f.ActionID), dash(f.Error))
+			who, dash(f.EffectKey), dash(f.ActionID), dash(f.Error))
 	}
 	if n == 0 {
 		fmt.Fprintln(a.stdout, "no receipts")
@@ -102,10 +114,20 @@ func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
 
 // verifyChain walks the chain against the head, both read in one snapshot (store.VerifyChain):
 // workers appending meanwhile cannot make an intact chain look broken.
-func (a *app) verifyChain(st store.Store, asJSON bool) error {
+func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile string, anchors []string) error {
 	rep, err := store.VerifyChain(a.ctx, st)
 	if err != nil {
 		return err
+	}
+	held := -1
+	if checkpoints {
+		brk, n, err := a.verifyCheckpoints(st, pubFile, anchors)
+		if err != nil {
+			return err
+		}
+		rep.Breaks = append(rep.Breaks, brk...)
+		rep.OK = len(rep.Breaks) == 0
+		held = n
 	}
 	if asJSON {
 		if err := jsonLine(a.stdout, rep); err != nil {
@@ -121,6 +143,9 @@ func (a *app) verifyChain(st store.Store, asJSON bool) error {
 				fmt.Fprintf(a.stdout, " (%d written before records carried state, not checked)", s.Unchained)
 			}
 			fmt.Fprintln(a.stdout)
+		}
+		if held >= 0 {
+			fmt.Fprintf(a.stdout, "%s %d signed %s hold\n", a.mark(true), held, plural(held, "checkpoint", "checkpoints"))
 		}
 	} else {
 		t := newTable(a.stdout)

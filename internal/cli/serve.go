@@ -27,6 +27,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var notifyURLs []string
 	var notifyFormat, notifySecretFile string
 	var jwt jwtFlags
+	var ckpt scheduledCheckpoints
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -96,6 +97,9 @@ stops it gracefully: requests in flight finish first.`,
 			}
 			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			if err := ckpt.start(ctx, g.Store(), log); err != nil {
+				return err
+			}
 			return s.ListenAndServe(ctx)
 		},
 	}
@@ -111,6 +115,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	jwt.register(f, "callers'")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
+	ckpt.flags(f)
 	return cmd
 }
 
