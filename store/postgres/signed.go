@@ -11,8 +11,8 @@ import (
 
 var _ store.CheckpointStore = (*Store)(nil)
 
-// checkpointsVersion is the schema that added signed checkpoints (migration 6).
-const checkpointsVersion = 6
+// checkpointsVersion is the schema that added signed checkpoints (migration 7).
+const checkpointsVersion = 7
 
 // StoreID returns the store's identity.
 func (s *Store) StoreID(ctx context.Context) (string, error) {

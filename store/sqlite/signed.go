@@ -12,8 +12,8 @@ import (
 
 var _ store.CheckpointStore = (*Store)(nil)
 
-// checkpointsVersion is the schema that added signed checkpoints (migration 7).
-const checkpointsVersion = 7
+// checkpointsVersion is the schema that added signed checkpoints (migration 8).
+const checkpointsVersion = 8
 
 func (s *Store) keepsCheckpoints() error {
 	if s.readOnly && s.version != 0 && s.version < checkpointsVersion {
