@@ -100,3 +100,12 @@ func RevocationRecord(d *Delegation, now time.Time) *receipt.Receipt {
 	rc.Delegation = DelegationStateOf(d)
 	return rc
 }
+
+// ExpiryRecord is the record of an approval request written expired because its expiry passed
+// (a sweeper's write; an answer that finds it expired is AnswerRecord's).
+func ExpiryRecord(next *Approval, now time.Time) *receipt.Receipt {
+	rc := changeRecord(receipt.KindApprovalExpired, string(next.Status), now)
+	rc.Action, rc.ApprovalID = safetext.Valid(next.ActionName), next.ID
+	rc.Approval = ApprovalStateOf(next)
+	return rc
+}

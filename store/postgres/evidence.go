@@ -34,10 +34,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
-	effectRead, approvalRead := effectColumns, approvalColumns
-	if s.q.legacy {
-		effectRead, approvalRead = effectColumnsBeforeNotes+effectStandIns, approvalColumnsBeforeNotes+approvalStandIns
-	}
+	effectRead, approvalRead := s.q.effectRead, s.q.approvalRead
 	// A record stands in for the table's columns with empty values of their types; its seq and
 	// doc lead. A row has the largest seq, so it comes after its key's records.
 	ev.Effects = keyedRows(ctx, tx, `SELECT seq, doc, effect_key, ''::text, 1::bigint, ''::text, ''::text, ''::text,
@@ -53,7 +50,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		return nil
 	})
 	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, ''::text, ''::text, NULL::bytea, ''::text, ''::text,
-			''::text, ''::text, NULL::bigint, NULL::bigint, ''::text, NULL::bigint, ''::text, NULL::bigint, ''::text
+			''::text, ''::text, NULL::bigint, NULL::bigint, ''::text, NULL::bigint, ''::text, NULL::bigint, ''::text, ''::text, ''::text
 		FROM `+s.q.receipts+` WHERE approval_id <> ''
 		UNION ALL SELECT 9223372036854775807, NULL::bytea, `+approvalRead+` FROM `+s.quoted()+`.approvals
 		ORDER BY 3, 1`, func(row pgx.Row, k *store.Keyed) error {

@@ -39,6 +39,7 @@ type queries struct {
 	receipts                                                string        // the qualified table, for filtered queries
 	legacy                                                  bool          // the schema is older than notesVersion
 	answers                                                 answerQueries // zero before answersVersion
+	effectRead, approvalRead                                string        // the column lists the scanners read, at this schema
 }
 
 // notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
@@ -76,6 +77,8 @@ func newQueries(schema string, version int) queries {
 	}
 	return queries{
 		answers:               answers,
+		effectRead:            effectRead,
+		approvalRead:          approvalRead,
 		legacy:                version < notesVersion,
 		approvalInsertColumns: insertColumns,
 		// The requests of one action hash (ApprovalRequest): those pending, the last answered.

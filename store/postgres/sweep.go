@@ -22,6 +22,9 @@ func (s *Store) LapseLease(ctx context.Context, req *store.LapseRequest) (*store
 		return nil, nil, errors.New("lapse lease: nil request")
 	}
 	w, err := s.write(ctx, "lapse lease on "+req.Key, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		eff, err := t.readEffect(ctx, req.Key)
 		if err != nil {
 			return err
@@ -30,7 +33,7 @@ func (s *Store) LapseLease(ctx context.Context, req *store.LapseRequest) (*store
 		if err != nil {
 			return refused{err}
 		}
-		written, _, err := t.apply(ctx, ew, nil, evs, req.Now, nil)
+		written, _, err := t.apply(ctx, ew, nil, evs, req.Now, store.LeaseLapsedRecord(&ew.Next, req.Now))
 		if err != nil {
 			return err
 		}
@@ -52,6 +55,9 @@ func (s *Store) ExpireApproval(ctx context.Context, req *store.ExpireRequest) (*
 		return nil, nil, errors.New("expire approval: nil request")
 	}
 	w, err := s.write(ctx, "expire approval "+req.ID, func(ctx context.Context, t *txn) error {
+		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
+			return err
+		}
 		a, err := t.readApproval(ctx, req.ID)
 		if err != nil {
 			return err
@@ -60,7 +66,7 @@ func (s *Store) ExpireApproval(ctx context.Context, req *store.ExpireRequest) (*
 		if err != nil {
 			return refused{err}
 		}
-		written, _, err := t.apply(ctx, nil, aw, evs, req.Now, nil)
+		written, _, err := t.apply(ctx, nil, aw, evs, req.Now, store.ExpiryRecord(&aw.Next, req.Now))
 		if err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		}
 		return err
 	})
-	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, ''
+	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, '', '', ''
 		FROM receipts WHERE approval_id <> ''
 		UNION ALL SELECT 9223372036854775807, NULL, `+s.approvalSelect()+` FROM approvals
 		ORDER BY 3, 1`, func(sc scanner, k *store.Keyed) error {

@@ -27,7 +27,7 @@ func (s *Store) LapseLease(ctx context.Context, req *store.LapseRequest) (*store
 			refusal = err
 			return errRefused
 		}
-		if events, _, err = t.apply(w, nil, evs, req.Now, nil); err != nil {
+		if events, _, err = t.apply(w, nil, evs, req.Now, store.LeaseLapsedRecord(&w.Next, req.Now)); err != nil {
 			return err
 		}
 		out = &w.Next
@@ -62,7 +62,7 @@ func (s *Store) ExpireApproval(ctx context.Context, req *store.ExpireRequest) (*
 			refusal = err
 			return errRefused
 		}
-		if events, _, err = t.apply(nil, w, evs, req.Now, nil); err != nil {
+		if events, _, err = t.apply(nil, w, evs, req.Now, store.ExpiryRecord(&w.Next, req.Now)); err != nil {
 			return err
 		}
 		out = &w.Next
