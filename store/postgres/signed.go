@@ -11,8 +11,8 @@ import (
 
 var _ store.CheckpointStore = (*Store)(nil)
 
-// checkpointsVersion is the schema that added signed checkpoints (migration 7).
-const checkpointsVersion = 7
+// checkpointsVersion is the schema that added signed checkpoints (migration 8).
+const checkpointsVersion = 8
 
 // StoreID returns the store's identity.
 func (s *Store) StoreID(ctx context.Context) (string, error) {

@@ -12,8 +12,8 @@ import (
 
 var _ store.CheckpointStore = (*Store)(nil)
 
-// checkpointsVersion is the schema that added signed checkpoints (migration 8).
-const checkpointsVersion = 8
+// checkpointsVersion is the schema that added signed checkpoints (migration 9).
+const checkpointsVersion = 9
 
 func (s *Store) keepsCheckpoints() error {
 	if s.readOnly && s.version != 0 && s.version < checkpointsVersion {

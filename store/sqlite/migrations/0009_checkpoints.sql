@@ -1,4 +1,4 @@
--- latch schema 8: signed checkpoints of the receipt chain (docs/guarantees.md#signed-checkpoints).
+-- latch schema 9: signed checkpoints of the receipt chain (docs/guarantees.md#signed-checkpoints).
 --
 --   store_identity  one row: the store's id, made here once, which every checkpoint names.
 --   checkpoints     signed statements "the receipt at seq has this hash, in this store", each

@@ -1,4 +1,4 @@
--- latch schema 7: signed checkpoints of the receipt chain (docs/guarantees.md#signed-checkpoints).
+-- latch schema 8: signed checkpoints of the receipt chain (docs/guarantees.md#signed-checkpoints).
 -- {schema} is replaced by the quoted schema name before this runs.
 --
 --   store_identity  one row: the store's id, made here once, which every checkpoint names.
