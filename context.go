@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -95,7 +96,8 @@ type execution struct {
 	actionID    string
 	attempt     int
 	token       string // IdempotencyToken: per attempt
-	effectToken string // EffectToken: per effect key
+	effectToken string // EffectToken: per effect key; derived from key when first asked for
+	effectOnce  sync.Once
 	// extend extends the lease of a call begun in another process (ExecutorContext).
 	extend func(ctx context.Context, d time.Duration) error
 }
@@ -141,6 +143,11 @@ func IdempotencyToken(ctx context.Context) string {
 // compares the two. Outside an executor, or for a call with no effect key, it returns "".
 func EffectToken(ctx context.Context) string {
 	if e := executionFrom(ctx); e != nil {
+		e.effectOnce.Do(func() { // most executors never ask: derived on demand, once
+			if e.effectToken == "" && e.key != "" {
+				e.effectToken = effectToken(e.key)
+			}
+		})
 		return e.effectToken
 	}
 	return ""

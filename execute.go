@@ -243,6 +243,7 @@ type hold struct {
 	key     string
 	attempt int
 	lease   time.Time // when the lease on key lapses
+	token   string    // the attempt's IdempotencyToken, once derived ("" until then)
 	written bool
 }
 
@@ -281,8 +282,8 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, fn Executor) (*Receipt, error) {
 	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt}
 	if h.key != "" {
-		exec.token = idempotencyToken(h.key, h.attempt)
-		exec.effectToken = effectToken(h.key)
+		h.token = idempotencyToken(h.key, h.attempt)
+		exec.token = h.token // EffectToken is derived from exec.key when asked for
 	}
 	ectx, span := g.startSpan(ctx, SpanExecute, AttrAction.String(pr.call.Action), AttrActionID.String(rc.ActionID),
 		AttrEffectKey.String(h.key), AttrAttempt.Int(h.attempt))
@@ -303,7 +304,10 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, value any, execErr error, panicked any) (*Receipt, error) {
 	if h.key != "" {
 		rc.Attempt = h.attempt
-		rc.IdempotencyToken = idempotencyToken(h.key, h.attempt)
+		if h.token == "" {
+			h.token = idempotencyToken(h.key, h.attempt)
+		}
+		rc.IdempotencyToken = h.token
 	}
 	outcome := store.Committed
 	var result json.RawMessage

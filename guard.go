@@ -239,8 +239,14 @@ func uuidOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	sum[6] = sum[6]&0x0f | 0x80 // version 8: a custom, name-derived UUID
 	sum[8] = sum[8]&0x3f | 0x80 // RFC 9562 variant
-	h := hex.EncodeToString(sum[:16])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	var u [36]byte              // written in place: one allocation, the string
+	hex.Encode(u[0:8], sum[0:4])
+	hex.Encode(u[9:13], sum[4:6])
+	hex.Encode(u[14:18], sum[6:8])
+	hex.Encode(u[19:23], sum[8:10])
+	hex.Encode(u[24:36], sum[10:16])
+	u[8], u[13], u[18], u[23] = '-', '-', '-', '-'
+	return string(u[:])
 }
 
 // effectToken derives the token of EffectToken from the effect key alone.

@@ -89,6 +89,9 @@ var ErrNotWritable = errors.New("store not writable")
 // readOnlyError names the store when SQLite refuses a write because the database is read-only
 // (its file, its -wal or -shm file, or its directory changed mode after the store opened).
 func (s *Store) readOnlyError(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target would escape: two allocations a write
+	}
 	var se *sqlitedriver.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_READONLY {
 		return fmt.Errorf("%w: %s, its -wal or -shm file or its directory is read-only to this process: %w",
