@@ -672,3 +672,28 @@ func TestHTTPJWTSession(t *testing.T) {
 	}
 	t.Error("no receipt for refund:ord_jwt")
 }
+
+// The example configuration is the one docs/gateway.md shows, and it starts with no warning, so
+// `latch gateway --strict` runs it.
+func TestExampleConfiguration(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile("../examples/gateway/latch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || !strings.Contains(string(example), block) {
+		t.Fatalf("the first yaml block of docs/gateway.md is not examples/gateway/latch.yaml:\n%s", block)
+	}
+	// The example runs its upstream with go run; the test runs the same program, built.
+	src := strings.Replace(string(example), "command: [go, run, ./payments]", "command: [%q, -ledger, %q]", 1)
+	e := setupWith(t, src, latch.Principal{Agent: "support-bot"})
+	if w := e.gw.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() = %q, want none", w)
+	}
+}

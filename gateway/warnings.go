@@ -9,8 +9,8 @@ import (
 )
 
 // Unkeyed returns the listed tools the policy lets run (allow or approve, by any rule) without
-// an effect key, in listing order. Nothing holds such a call to at most once: a re-sent call runs
-// again, so a tool that writes should have an effect template. `latch gateway` names them in a
+// an effect key and does not mark read_only, in listing order. Nothing holds such a call to at
+// most once: a re-sent call runs again, so a tool that writes should have an effect template. `latch gateway` names them in a
 // warning at startup; a strict gateway refuses to start with any.
 func Unkeyed(pol *policy.Policy, tools []*Tool) []*Tool {
 	var out []*Tool
@@ -19,11 +19,27 @@ func Unkeyed(pol *policy.Policy, tools []*Tool) []*Tool {
 		if a == nil || a.Effect != nil {
 			continue // unlisted (denied) or keyed
 		}
+		if readOnly(pol, t) {
+			continue // the policy says it changes nothing
+		}
 		if runs(a) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// readOnly reports whether the policy marks t read_only in its upstream's tool settings.
+func readOnly(pol *policy.Policy, t *Tool) bool {
+	if pol.Gateway == nil {
+		return false
+	}
+	u := pol.Gateway.Upstreams[t.Upstream]
+	if u == nil {
+		return false
+	}
+	s := u.Tools[t.UpstreamAs]
+	return s != nil && s.ReadOnly
 }
 
 func runs(a *policy.Action) bool {
@@ -47,7 +63,8 @@ func (g *Gateway) Warnings() []string {
 	pol := g.cfg.Guard.Policy()
 	var out []string
 	for _, t := range Unkeyed(pol, g.tools) {
-		out = append(out, fmt.Sprintf("tool %s runs without an effect key (policy action %s has no effect: template): a re-sent call runs again", t.Name, t.Action))
+		out = append(out, fmt.Sprintf("tool %s runs without an effect key (policy action %s has no effect: template): a re-sent call runs again; if it changes nothing, say so with read_only: true in gateway.upstreams.%s.tools.%s",
+			t.Name, t.Action, t.Upstream, t.UpstreamAs))
 	}
 	offered := map[string]bool{}
 	for _, t := range g.tools {

@@ -10,7 +10,14 @@ import (
 func TestUnkeyed(t *testing.T) {
 	t.Parallel()
 	pol, err := policy.Parse("latch.yaml", []byte(`schema: latch.policy/v1
+gateway:
+  upstreams:
+    p:
+      url: http://127.0.0.1:1/mcp
+      tools:
+        reads: { read_only: true }
 actions:
+  mcp.p.reads: { decision: allow }
   mcp.p.keyed: { effect: "k:{id}", decision: allow }
   mcp.p.open: { decision: allow }
   mcp.p.gated:
@@ -24,8 +31,8 @@ actions:
 		t.Fatal(err)
 	}
 	var tools []*Tool
-	for _, n := range []string{"keyed", "open", "gated", "denied", "unlisted"} {
-		tools = append(tools, &Tool{Name: "p." + n, Action: "mcp.p." + n})
+	for _, n := range []string{"keyed", "open", "gated", "denied", "unlisted", "reads"} {
+		tools = append(tools, &Tool{Name: "p." + n, Action: "mcp.p." + n, Upstream: "p", UpstreamAs: n})
 	}
 	var got []string
 	for _, tl := range Unkeyed(pol, tools) {

@@ -12,7 +12,7 @@ import (
 var (
 	gatewayKeys  = []string{"upstreams", "separator"}
 	upstreamKeys = []string{"command", "url", "tools"}
-	toolKeys     = []string{"errors_mean"}
+	toolKeys     = []string{"errors_mean", "read_only"}
 )
 
 // What a tool's isError result means (Tool.ErrorsMean).
@@ -53,7 +53,10 @@ type Upstream struct {
 // Tool is the per-tool setting of an upstream.
 type Tool struct {
 	ErrorsMean string // ErrorsMeanUnknown (default) or ErrorsMeanNotExecuted
-	Pos        Position
+	// ReadOnly is the policy author's statement that the tool changes nothing, so running it
+	// without an effect key is intended: `latch gateway` does not warn about it.
+	ReadOnly bool
+	Pos      Position
 }
 
 func (p *parser) gateway(e entry) (*Gateway, *Error) {
@@ -158,11 +161,20 @@ func (p *parser) tool(e entry, where string) (*Tool, *Error) {
 	}
 	where = "in tool " + quote(name) + " " + where
 	if e.v.Kind != yaml.MappingNode {
-		return nil, p.errf(at(e), "tool %s is %s (expected a mapping with errors_mean)", quote(name), describeNode(e.v))
+		return nil, p.errf(at(e), "tool %s is %s (expected a mapping with errors_mean or read_only)", quote(name), describeNode(e.v))
 	}
 	t := &Tool{ErrorsMean: ErrorsMeanUnknown, Pos: posOf(e.k)}
 	for _, en := range entries(e.v) {
-		if en.k.Value != "errors_mean" {
+		switch en.k.Value {
+		case "errors_mean":
+		case "read_only":
+			b, err := p.bool(en, "read_only "+where)
+			if err != nil {
+				return nil, err
+			}
+			t.ReadOnly = b
+			continue
+		default:
 			return nil, p.unknownKey(en.k, where, toolKeys)
 		}
 		s, err := p.str(en, "errors_mean "+where)
@@ -196,7 +208,11 @@ func normalizeGateway(g *Gateway) map[string]any {
 		}
 		tools := make(map[string]any, len(u.Tools))
 		for name, t := range u.Tools {
-			tools[name] = map[string]any{"errors_mean": t.ErrorsMean}
+			tm := map[string]any{"errors_mean": t.ErrorsMean}
+			if t.ReadOnly {
+				tm["read_only"] = true // only when set: older policies hash as before
+			}
+			tools[name] = tm
 		}
 		ups[alias] = map[string]any{"command": cmd, "url": u2, "tools": tools}
 	}

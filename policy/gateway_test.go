@@ -16,7 +16,7 @@ func TestParseGateway(t *testing.T) {
 		"    payments:\n" +
 		"      command: [./payments, -v]\n" +
 		"      tools:\n" +
-		"        quote: { errors_mean: not_executed }\n" +
+		"        quote: { errors_mean: not_executed, read_only: true }\n" +
 		"        refund: {}\n" +
 		"    files:\n" +
 		"      url: http://127.0.0.1:9000/mcp\n"
@@ -32,8 +32,11 @@ func TestParseGateway(t *testing.T) {
 	if p == nil || !cmp.Equal(p.Command, []string{"./payments", "-v"}) || p.URL != "" {
 		t.Fatalf("payments = %+v, want command [./payments -v]", p)
 	}
-	if got := p.Tools["quote"].ErrorsMean; got != ErrorsMeanNotExecuted {
-		t.Errorf("quote errors_mean = %q, want not_executed", got)
+	if got := p.Tools["quote"]; got.ErrorsMean != ErrorsMeanNotExecuted || !got.ReadOnly {
+		t.Errorf("quote = %+v, want errors_mean not_executed, read_only", got)
+	}
+	if p.Tools["refund"].ReadOnly {
+		t.Error("refund is read_only, want the default false")
 	}
 	if got := p.Tools["refund"].ErrorsMean; got != ErrorsMeanUnknown {
 		t.Errorf("refund errors_mean = %q, want the default unknown", got)
@@ -92,6 +95,7 @@ func TestParseGatewayRefusals(t *testing.T) {
 		{"unknown upstream key", header + "  upstreams:\n    p: { url: http://h/, env: {} }\n", 4, 26, `unknown key "env" in upstream "p" (expected one of command, url, tools)`},
 		{"bad errors_mean", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { errors_mean: never }\n", 7, 32, `bad errors_mean "never" in tool "refund" in upstream "p" (expected unknown or not_executed)`},
 		{"unknown tool key", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { effect: x }\n", 7, 19, `unknown key "effect" in tool "refund"`},
+		{"read_only not a bool", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { read_only: yes please }\n", 7, 30, `read_only in tool "refund"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
