@@ -76,6 +76,7 @@ func Run(t *testing.T, b Backend) {
 		{"Delegations", testDelegations},
 		{"Tokens", testTokens},
 		{"Sweep", testSweep},
+		{"Accounts", testAccounts},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
