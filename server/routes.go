@@ -65,6 +65,11 @@ func (s *Server) routes() http.Handler {
 		})
 		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
 	}
+	if s.con != nil {
+		for _, p := range s.con.Routes() {
+			mux.Handle(p, s.con)
+		}
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// The mux sends here what no route matched: a known path with another method, or an
 		// unknown path.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/metrics"
+	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
 
@@ -56,8 +57,13 @@ type Config struct {
 	// /metrics. Nil serves a sink of the server's own, which can count only what it reads
 	// from the store at scrape (effects by state, approvals by status).
 	Metrics *metrics.Sink
-	Logger  *slog.Logger
-	Now     func() time.Time // token expiry clock; default time.Now
+	// Console configures the web console served under / (docs/approvals.md); nil is the
+	// defaults. Its cookies are Secure whenever TLSCert or BehindProxy is set. NoConsole serves
+	// the API alone.
+	Console   *console.Config
+	NoConsole bool
+	Logger    *slog.Logger
+	Now       func() time.Time // token expiry clock; default time.Now
 }
 
 // Server is the HTTP API of one guard. It is safe for concurrent use.
@@ -66,6 +72,7 @@ type Server struct {
 	cfg    Config
 	tokens store.TokenStore
 	auth   *Authenticator
+	con    *console.Console // nil when NoConsole
 	log    *slog.Logger
 	h      http.Handler
 	doc    []byte // the OpenAPI document
@@ -130,6 +137,24 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	}
 	c.Metrics.UseStore(g.Store())
 	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now}, log: c.Logger, stopping: make(chan struct{})}
+	if !c.NoConsole {
+		var cc console.Config
+		if c.Console != nil {
+			cc = *c.Console
+		}
+		cc.Secure = cc.Secure || c.TLSCert != "" || c.BehindProxy
+		if cc.Logger == nil {
+			cc.Logger = c.Logger
+		}
+		if cc.Now == nil {
+			cc.Now = c.Now
+		}
+		con, err := console.New(g, &cc)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.con = con
+	}
 	s.h = s.routes()
 	s.doc = s.openAPI()
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -18,16 +19,20 @@ import (
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
 
 func (a *app) serveCommand() *cobra.Command {
 	var cfg server.Config
+	var con console.Config
 	var maxWait int
 	var notifyURLs []string
 	var notifyFormat, notifySecretFile string
 	var jwt jwtFlags
 	var ckpt scheduledCheckpoints
+	var proxies []string
+	var sessionTTL string
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -35,7 +40,9 @@ func (a *app) serveCommand() *cobra.Command {
 begins an action (POST /v1/actions: decide, approve, reserve), acts, and reports the outcome
 (POST /v1/actions/{id}/outcome); approvers answer and resolve over the same API.
 
-Callers authenticate with tokens from 'latch token create'. The server listens on
+Callers authenticate with tokens from 'latch token create'. The web console is served
+under / (docs/approvals.md): people log in with accounts from 'latch approver add', or
+through a single-sign-on proxy whose address --trusted-proxy names. The server listens on
 127.0.0.1:7420 by default and refuses a non-loopback address unless --tls-cert and
 --tls-key are given, or --behind-proxy says a proxy terminates TLS. SIGTERM or SIGINT
 stops it gracefully: requests in flight finish first.`,
@@ -57,6 +64,21 @@ stops it gracefully: requests in flight finish first.`,
 			}
 			cfg.Identity = idp
 			cfg.MaxWait = time.Duration(maxWait) * time.Second
+			for _, p := range proxies {
+				pfx, err := parseProxy(p)
+				if err != nil {
+					return usagef("--trusted-proxy: %s", err.Error())
+				}
+				con.TrustedProxies = append(con.TrustedProxies, pfx)
+			}
+			if sessionTTL != "" {
+				d, err := parseTTL(sessionTTL)
+				if err != nil {
+					return usagef("--session-ttl: %s", strings.TrimPrefix(err.Error(), "--expires "))
+				}
+				con.SessionTTL = d
+			}
+			cfg.Console = &con
 			path, err := a.policyPath()
 			if err != nil {
 				return err
@@ -114,6 +136,10 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	jwt.register(f, "callers'")
+	f.BoolVar(&cfg.NoConsole, "no-console", false, "serve the API only, without the web console under /")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
+	f.StringVar(&con.ProxyHeader, "proxy-header", console.DefaultProxyHeader, "the `HEADER` a trusted proxy names the console user in")
+	f.StringVar(&sessionTTL, "session-ttl", "", "console sessions end this long after login (`DURATION`: 8h, 1d); default 8h, and after 30m idle")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	ckpt.flags(f)
 	return cmd
@@ -358,4 +384,21 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// parseProxy reads an address or a CIDR prefix.
+func parseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR prefix", s)
+		}
+		return p.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR prefix", s)
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
 }

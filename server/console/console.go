@@ -1,0 +1,444 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL  = 8 * time.Hour
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultProxyHeader = "X-Forwarded-User"
+)
+
+// Methods by which a console user was authenticated, recorded with each answer.
+const (
+	MethodSession = "session" // a local approver account's password, then a session cookie
+	MethodProxy   = "proxy"   // the trusted proxy's header
+)
+
+// Config configures a Console. The zero value (or nil) is a console for local accounts only,
+// with insecure cookies (for http://127.0.0.1).
+type Config struct {
+	// Secure marks the cookies Secure (and names the session cookie with the __Host- prefix):
+	// set it whenever browsers reach the console over HTTPS, directly or through a proxy.
+	Secure bool
+	// SessionTTL bounds a session from login; IdleTimeout from its last request.
+	SessionTTL  time.Duration
+	IdleTimeout time.Duration
+	// TrustedProxies are the addresses of the single-sign-on proxies whose ProxyHeader names the
+	// person. A request that carries the header from any other address is refused. Empty: no
+	// proxy mode, and the header is refused from everyone.
+	TrustedProxies []netip.Prefix
+	// ProxyHeader names the person in proxy mode; default X-Forwarded-User.
+	ProxyHeader string
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+// Console is the web console of one guard. It is safe for concurrent use.
+type Console struct {
+	g        *latch.Guard
+	accounts store.AccountStore
+	cfg      Config
+	log      *slog.Logger
+	pages    map[string]*template.Template
+	sessions *sessions
+	limit    *limiter
+	mux      *http.ServeMux
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New builds the console of guard g, whose store must keep approver accounts (both built-in
+// stores do).
+func New(g *latch.Guard, cfg *Config) (*Console, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if g == nil {
+		return nil, errors.New("console: no guard")
+	}
+	as, ok := g.Store().(store.AccountStore)
+	if !ok {
+		return nil, fmt.Errorf("console: store %T keeps no approver accounts", g.Store())
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.SessionTTL < 0 || c.IdleTimeout < 0 {
+		return nil, errors.New("console: negative session lifetime")
+	}
+	if c.ProxyHeader == "" {
+		c.ProxyHeader = DefaultProxyHeader
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
+		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), limit: newLimiter(c.Now)}
+	cs.mux = cs.routes()
+	return cs, nil
+}
+
+// Routes lists the path patterns the console serves, for a server that mounts it beside its
+// own routes.
+func (cs *Console) Routes() []string {
+	return []string{"/{$}", "/login", "/logout", "/approvals", "/approvals/{id}", "/approvals/{id}/answer",
+		"/attention", "/effects/{key}/resolve", "/receipts", "/receipts/{seq}", "/static/"}
+}
+
+// ServeHTTP serves the console's pages.
+func (cs *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if cs.cfg.Secure {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	cs.mux.ServeHTTP(w, r)
+}
+
+func (cs *Console) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /login", cs.loginPage)
+	mux.HandleFunc("POST /login", cs.login)
+	mux.HandleFunc("POST /logout", cs.signedIn(cs.logout))
+	mux.HandleFunc("GET /approvals", cs.signedIn(cs.approvalsPage))
+	mux.HandleFunc("GET /approvals/{id}", cs.signedIn(cs.approvalPage))
+	mux.HandleFunc("POST /approvals/{id}/answer", cs.signedIn(cs.answer))
+	mux.HandleFunc("GET /attention", cs.signedIn(cs.attentionPage))
+	mux.HandleFunc("POST /effects/{key}/resolve", cs.signedIn(cs.resolve))
+	mux.HandleFunc("GET /receipts", cs.signedIn(cs.receiptsPage))
+	mux.HandleFunc("GET /receipts/{seq}", cs.signedIn(cs.receiptPage))
+	return mux
+}
+
+// viewer is the person a request is from.
+type viewer struct {
+	Name   string
+	Method string // MethodSession or MethodProxy
+	Roles  []string
+	CSRF   string
+	sess   *session
+	secret string
+}
+
+// sessionCookie is the name of the session cookie.
+func (cs *Console) sessionCookie() string {
+	if cs.cfg.Secure {
+		return "__Host-latch_session"
+	}
+	return "latch_session"
+}
+
+func (cs *Console) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: cs.cfg.Secure, SameSite: http.SameSiteStrictMode})
+}
+
+// refusal is a request refused before any handler ran.
+type refusal struct {
+	status int
+	msg    string
+}
+
+// who authenticates r: by the trusted proxy's header, or by a session cookie. A nil viewer
+// and a nil refusal mean nobody is logged in.
+func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusal) {
+	ctx := r.Context()
+	var secret string
+	if ck, err := r.Cookie(cs.sessionCookie()); err == nil {
+		secret = ck.Value
+	}
+	s := cs.sessions.get(secret)
+	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
+		if !cs.fromProxy(r) {
+			cs.log.Warn("latch console: proxy header from an untrusted address refused", "remote", r.RemoteAddr, "header", cs.cfg.ProxyHeader)
+			return nil, &refusal{http.StatusForbidden, fmt.Sprintf("The %s header is accepted only from the configured proxy addresses; this request came from %s.", cs.cfg.ProxyHeader, remoteIP(r))}
+		}
+		name, err := store.NormalizeApprover(strings.Join(hv, ","))
+		if err != nil || len(hv) != 1 {
+			return nil, &refusal{http.StatusForbidden, "The proxy's " + cs.cfg.ProxyHeader + " header does not name one person."}
+		}
+		if s == nil || s.method != MethodProxy || s.name != name {
+			if s != nil {
+				cs.sessions.end(secret)
+			}
+			secret, s = cs.sessions.create(name, MethodProxy)
+			cs.setCookie(w, cs.sessionCookie(), secret, 0)
+		}
+		return cs.viewerOf(ctx, s, secret), nil
+	}
+	if s == nil {
+		return nil, nil
+	}
+	if s.method == MethodProxy {
+		// The proxy authenticates every request: a proxy session used without it is void.
+		cs.sessions.end(secret)
+		return nil, nil
+	}
+	if _, err := cs.accounts.Account(ctx, s.name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			cs.sessions.endAll(s.name) // the account was removed
+			return nil, nil
+		}
+		return nil, &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
+	}
+	return cs.viewerOf(ctx, s, secret), nil
+}
+
+func (cs *Console) viewerOf(ctx context.Context, s *session, secret string) *viewer {
+	v := &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, sess: s, secret: secret}
+	if a, err := cs.accounts.Account(ctx, s.name); err == nil {
+		v.Roles = a.Roles
+	}
+	return v
+}
+
+// fromProxy reports whether r came from a trusted proxy address.
+func (cs *Console) fromProxy(r *http.Request) bool {
+	ip := remoteIP(r)
+	if !ip.IsValid() {
+		return false
+	}
+	for _, p := range cs.cfg.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func remoteIP(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, _ := netip.ParseAddr(host)
+	return ip.Unmap()
+}
+
+// Approver returns the name of the person r is logged in as, for the routes of the HTTP API
+// that a logged-in console may read (the event stream). It never creates a session.
+func (cs *Console) Approver(r *http.Request) (string, bool) {
+	ck, err := r.Cookie(cs.sessionCookie())
+	if err != nil {
+		return "", false
+	}
+	s := cs.sessions.get(ck.Value)
+	if s == nil {
+		return "", false
+	}
+	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
+		name, err := store.NormalizeApprover(strings.Join(hv, ","))
+		if !cs.fromProxy(r) || err != nil || len(hv) != 1 || s.method != MethodProxy || s.name != name {
+			return "", false
+		}
+		return s.name, true
+	}
+	if s.method != MethodSession {
+		return "", false
+	}
+	if _, err := cs.accounts.Account(r.Context(), s.name); err != nil {
+		return "", false
+	}
+	return s.name, true
+}
+
+// signedIn runs h for a logged-in person; a POST also needs the session's CSRF token and a
+// same-origin Origin (when the browser sends one). Anyone else is sent to the login page (a
+// GET) or refused (a POST), and nothing is written.
+func (cs *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		v, ref := cs.who(w, r)
+		if ref != nil {
+			cs.fail(w, r, nil, ref.status, ref.msg)
+			return
+		}
+		if v == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			cs.fail(w, r, nil, http.StatusUnauthorized, "You are not logged in, or your session expired: log in again. Nothing was changed.")
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				cs.fail(w, r, v, http.StatusBadRequest, "The form could not be read: "+err.Error())
+				return
+			}
+			if !sameOrigin(r) || !sameToken(r.PostForm.Get("csrf"), v.CSRF) {
+				cs.log.Warn("latch console: form without a valid CSRF token refused", "user", v.Name, "path", r.URL.Path)
+				cs.fail(w, r, v, http.StatusForbidden, "The form's security token is missing or wrong (was it sent from another site, or from a page older than your session?). Nothing was changed: reload the page and try again.")
+				return
+			}
+		}
+		h(w, r, v)
+	}
+}
+
+// sameOrigin refuses a POST whose Origin header names another origin. Browsers send Origin on
+// every POST; a request without one (a script) still needs the CSRF token.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	if o == "null" {
+		return false
+	}
+	_, host, ok := strings.Cut(o, "://")
+	return ok && strings.EqualFold(host, r.Host)
+}
+
+// safeNext keeps a local path to return to after login; anything else returns to /approvals.
+func safeNext(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
+		return "/approvals"
+	}
+	return p
+}
+
+// loginData is the login page.
+type loginData struct {
+	base
+	Next   string
+	Name   string
+	Token  string
+	Error  string
+	Proxy  bool
+	Header string
+}
+
+const loginCookie = "latch_login"
+
+// loginPage is GET /login.
+func (cs *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if v, _ := cs.who(w, r); v != nil {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	cs.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", "")
+}
+
+func (cs *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next, name, msg string) {
+	tok := randomToken()
+	cs.setCookie(w, loginCookie, tok, 600)
+	cs.render(w, status, "login", &loginData{base: base{Title: "Log in"}, Next: safeNext(next), Name: name, Token: tok,
+		Error: msg, Proxy: len(cs.cfg.TrustedProxies) > 0, Header: cs.cfg.ProxyHeader})
+}
+
+// login is POST /login: a local account's name and password. Wrong passwords are counted per
+// account and per client address, and too many lock both for a while.
+func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if err := r.ParseForm(); err != nil {
+		cs.renderLogin(w, r, http.StatusBadRequest, "", "", "The form could not be read.")
+		return
+	}
+	next, name, password := r.PostForm.Get("next"), r.PostForm.Get("name"), r.PostForm.Get("password")
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !sameOrigin(r) || !sameToken(r.PostForm.Get("csrf"), ck.Value) {
+		cs.renderLogin(w, r, http.StatusForbidden, next, name, "The login form's security token is missing or wrong: try again from this page.")
+		return
+	}
+	n, nerr := store.NormalizeApprover(name)
+	keys := []string{"ip:" + remoteIP(r).String()}
+	if nerr == nil {
+		keys = append(keys, "name:"+store.NameKey(n))
+	}
+	if d := cs.limit.locked(keys...); d > 0 {
+		cs.log.Warn("latch console: login refused while locked", "name", n, "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", fmt.Sprint(int(d.Seconds())+1))
+		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name,
+			fmt.Sprintf("Too many wrong passwords: try again in %s.", d.Round(time.Second)))
+		return
+	}
+	var acct *store.Account
+	if nerr == nil {
+		acct, err = cs.accounts.Account(r.Context(), n)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The store does not answer; try again.")
+			return
+		}
+	}
+	ok := false
+	if acct != nil {
+		err := CheckPassword(acct.PasswordHash, password)
+		if err != nil && !errors.Is(err, ErrWrongPassword) {
+			cs.log.Error("latch console: unreadable password hash", "name", acct.Name, "err", err)
+		}
+		ok = err == nil
+	} else {
+		_ = CheckPassword(string(dummyHash), password) // as slow as a real check
+	}
+	if !ok {
+		cs.limit.fail(keys...)
+		cs.log.Info("latch console: wrong name or password", "name", n, "remote", r.RemoteAddr)
+		cs.renderLogin(w, r, http.StatusUnauthorized, next, name, "Wrong name or password.")
+		return
+	}
+	cs.limit.clear("name:" + store.NameKey(acct.Name))
+	secret, _ := cs.sessions.create(acct.Name, MethodSession)
+	cs.setCookie(w, cs.sessionCookie(), secret, 0)
+	cs.setCookie(w, loginCookie, "", -1)
+	cs.log.Info("latch console: logged in", "name", acct.Name, "remote", r.RemoteAddr)
+	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+}
+
+// logout is POST /logout.
+func (cs *Console) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
+	cs.sessions.end(v.secret)
+	cs.setCookie(w, cs.sessionCookie(), "", -1)
+	if v.Method == MethodProxy {
+		cs.render(w, http.StatusOK, "message", &messageData{base: base{Title: "Logged out"},
+			Message: "You are logged out of latch. Your single sign-on session may still be open."})
+		return
+	}
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}

@@ -1,0 +1,704 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// base is what every page's layout needs.
+type base struct {
+	Title     string
+	Nav       string // the current section: approvals, attention, receipts
+	Me        *viewer
+	Flash     string
+	Error     string
+	Pending   int
+	Attention int
+}
+
+// messageData is a page that only says something.
+type messageData struct {
+	base
+	Message string
+}
+
+var funcs = template.FuncMap{
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"join": strings.Join,
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*template.Template{}
+	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt"} {
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+p+".html")
+		if err != nil {
+			return nil, err
+		}
+		out[p] = t
+	}
+	return out, nil
+}
+
+// pageBase is the layout data of a logged-in page; it takes the session's flash message.
+func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string) base {
+	b := base{Title: title, Nav: nav, Me: v}
+	if v != nil && v.sess != nil {
+		cs.sessions.mu.Lock()
+		b.Flash, v.sess.flash = v.sess.flash, ""
+		cs.sessions.mu.Unlock()
+	}
+	if list, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Pending}); err == nil {
+		now := cs.cfg.Now()
+		for _, a := range list {
+			if now.Before(a.ExpiresAt) {
+				b.Pending++
+			}
+		}
+	}
+	if list, err := cs.attention(r); err == nil {
+		b.Attention = len(list)
+	}
+	return b
+}
+
+func (cs *Console) flash(v *viewer, msg string) {
+	if v.sess == nil {
+		return
+	}
+	cs.sessions.mu.Lock()
+	v.sess.flash = msg
+	cs.sessions.mu.Unlock()
+}
+
+func (cs *Console) render(w http.ResponseWriter, status int, page string, data any) {
+	var buf bytes.Buffer
+	if err := cs.pages[page].ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		cs.log.Error("latch console: template failed", "page", page, "err", err)
+		http.Error(w, "the page could not be drawn", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail answers with a page that says what was refused.
+func (cs *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
+	b := base{Title: http.StatusText(status), Me: v}
+	if v != nil {
+		b = cs.pageBase(r, v, http.StatusText(status), "")
+	}
+	b.Error = msg
+	cs.render(w, status, "message", &messageData{base: b})
+}
+
+// approvalView is one approval request as a person reads it before answering.
+type approvalView struct {
+	ID          string
+	Status      string
+	Action      string
+	Hash        string
+	Resource    string
+	Agent       string
+	User        string
+	Environment string
+	Summary     string
+	Args        []policy.ArgumentView
+	ArgsJSON    string
+	Rule        string
+	RuleLine    int
+	PolicyHash  string
+	PolicyVer   string
+	PolicyNow   bool // the request was made under the policy the server runs now
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	TimeLeft    string
+	Expired     bool
+	Approver    string
+	Note        string
+	AnsweredAt  time.Time
+	Denials     []denialView
+	Answers     []answerView
+	Required    int
+	Given       int
+	CanAnswer   bool
+	WhyNot      string
+	CSRF        string
+}
+
+type denialView struct {
+	ID        string
+	Approver  string
+	At        time.Time
+	Note      string
+	SameHash  bool
+	Arguments string
+}
+
+type answerView struct {
+	Approver string
+	Grant    bool
+	Method   string
+	At       time.Time
+	Note     string
+}
+
+// actionDoc is the canonical action document an approval request is bound to.
+type actionDoc struct {
+	Name        string          `json:"name"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Resource    string          `json:"resource"`
+	Environment string          `json:"environment"`
+	Principal   struct {
+		Agent string `json:"agent"`
+		User  string `json:"user"`
+	} `json:"principal"`
+}
+
+func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval, all []*store.Approval) *approvalView {
+	now := cs.cfg.Now()
+	var d actionDoc
+	_ = json.Unmarshal(a.Action, &d)
+	if d.Name == "" {
+		d.Name = a.ActionName
+	}
+	if d.Principal.Agent == "" {
+		d.Principal.Agent, d.Principal.User = a.Agent, a.User
+	}
+	pol := cs.g.Policy()
+	av := &approvalView{ID: a.ID, Status: string(a.Status), Action: d.Name, Hash: a.ActionHash, Resource: d.Resource,
+		Agent: d.Principal.Agent, User: d.Principal.User, Environment: d.Environment, PolicyHash: a.PolicyHash,
+		PolicyNow: a.PolicyHash == pol.Hash, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Approver: a.Approver, Note: a.Note, AnsweredAt: a.AnsweredAt, Required: 1, CSRF: v.CSRF}
+	if av.PolicyNow {
+		av.PolicyVer = pol.Version
+	}
+	av.ArgsJSON = prettyJSON(d.Arguments)
+	if val, err := canon.Parse(d.Arguments); err == nil {
+		if args, ok := val.(map[string]any); ok {
+			av.Args = pol.View(d.Name, args)
+		}
+	}
+	av.Summary = summary(&d, av.Args)
+	left := a.ExpiresAt.Sub(now)
+	av.Expired = left <= 0
+	av.TimeLeft = timeLeft(left)
+	// The rule that asked: the policy_evaluated event of the call that made the request.
+	if evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{ApprovalID: a.ID}); err == nil {
+		for _, e := range evs {
+			if e.Kind != store.EventPolicyEvaluated {
+				continue
+			}
+			var p struct {
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			av.Rule = p.Reason
+			break
+		}
+	}
+	if av.PolicyNow {
+		if act := pol.Actions[d.Name]; act != nil {
+			var i int
+			if n, err := fmt.Sscanf(av.Rule, "rule[%d]", &i); err == nil && n == 1 && i >= 0 && i < len(act.Rules) {
+				av.RuleLine = act.Rules[i].Pos.Line
+			} else if act.Decision != "" {
+				av.RuleLine = act.Pos.Line
+			}
+		}
+	}
+	for _, o := range all {
+		if o.ID == a.ID || o.Status != store.Denied || o.ActionName != a.ActionName {
+			continue
+		}
+		var od actionDoc
+		_ = json.Unmarshal(o.Action, &od)
+		av.Denials = append(av.Denials, denialView{ID: o.ID, Approver: o.Approver, At: o.AnsweredAt, Note: o.Note,
+			SameHash: o.ActionHash == a.ActionHash, Arguments: string(od.Arguments)})
+	}
+	slices.SortFunc(av.Denials, func(x, y denialView) int { return y.At.Compare(x.At) })
+	if len(av.Denials) > 5 {
+		av.Denials = av.Denials[:5]
+	}
+	if a.Approver != "" {
+		av.Answers = []answerView{{Approver: a.Approver, Grant: a.Status != store.Denied, At: a.AnsweredAt, Note: a.Note}}
+		av.Given = 1
+	}
+	av.CanAnswer, av.WhyNot = cs.mayAnswer(v, a, &d)
+	return av
+}
+
+// mayAnswer says whether v may answer a, and if not, why.
+func (cs *Console) mayAnswer(v *viewer, a *store.Approval, d *actionDoc) (bool, string) {
+	now := cs.cfg.Now()
+	switch {
+	case a.Status != store.Pending:
+		return false, "This request is " + string(a.Status) + "."
+	case !now.Before(a.ExpiresAt):
+		return false, "This request has expired."
+	case store.SameName(v.Name, d.Principal.Agent) || d.Principal.User != "" && store.SameName(v.Name, d.Principal.User):
+		return false, "You asked for this action: someone else must answer it."
+	}
+	return true, ""
+}
+
+// summary says in words what will happen if the request is granted.
+func summary(d *actionDoc, args []policy.ArgumentView) string {
+	var b strings.Builder
+	b.WriteString(d.Principal.Agent)
+	if d.Principal.User != "" {
+		b.WriteString(" (for " + d.Principal.User + ")")
+	}
+	b.WriteString(" will run " + d.Name)
+	if d.Resource != "" {
+		b.WriteString(" on " + d.Resource)
+	}
+	if d.Environment != "" {
+		b.WriteString(" in " + d.Environment)
+	}
+	var parts []string
+	for _, a := range args {
+		name := a.Name
+		if a.Label != "" {
+			name = a.Label
+		}
+		val := a.Raw
+		if a.Human != "" {
+			val = a.Human
+		}
+		parts = append(parts, name+" "+val)
+	}
+	if len(parts) > 0 {
+		b.WriteString(": " + strings.Join(parts, ", "))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+func timeLeft(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "expired"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds left", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm left", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm left", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd left", int(d.Hours()/24))
+}
+
+func prettyJSON(raw []byte) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+type approvalsData struct {
+	base
+	Requests []*approvalView
+	LastID   int64
+}
+
+// approvalsPage is GET /approvals: the pending requests, each with all it needs to be answered.
+func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	all, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{})
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return
+	}
+	data := &approvalsData{base: cs.pageBase(r, v, "Pending approvals", "approvals"), LastID: cs.lastEvent(r)}
+	now := cs.cfg.Now()
+	for _, a := range all {
+		if a.Status == store.Pending && now.Before(a.ExpiresAt) {
+			data.Requests = append(data.Requests, cs.newApprovalView(r, v, a, all))
+		}
+	}
+	cs.render(w, http.StatusOK, "approvals", data)
+}
+
+// lastEvent is the id of the newest event, where the page's live updates start.
+func (cs *Console) lastEvent(r *http.Request) int64 {
+	var last int64
+	for {
+		evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{AfterID: last, Limit: 1000})
+		if err != nil || len(evs) == 0 {
+			return last
+		}
+		last = evs[len(evs)-1].ID
+	}
+}
+
+type approvalData struct {
+	base
+	R      *approvalView
+	LastID int64
+}
+
+// approvalPage is GET /approvals/{id}: one request, in any status.
+func (cs *Console) approvalPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	a, all, ok := cs.loadApproval(w, r, v)
+	if !ok {
+		return
+	}
+	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(r, v, "Approval "+a.ID, "approvals"),
+		R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
+}
+
+func (cs *Console) loadApproval(w http.ResponseWriter, r *http.Request, v *viewer) (*store.Approval, []*store.Approval, bool) {
+	id := r.PathValue("id")
+	a, err := cs.g.Store().Approval(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cs.fail(w, r, v, http.StatusNotFound, "There is no approval request "+id+".")
+		return nil, nil, false
+	case err != nil:
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return nil, nil, false
+	}
+	all, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Denied})
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return nil, nil, false
+	}
+	return a, all, true
+}
+
+// answer is POST /approvals/{id}/answer: decision grant or deny, with an optional note.
+func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
+	id := r.PathValue("id")
+	grant := false
+	switch r.PostForm.Get("decision") {
+	case "grant":
+		grant = true
+	case "deny":
+	default:
+		cs.fail(w, r, v, http.StatusBadRequest, "Say grant or deny. Nothing was changed.")
+		return
+	}
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	a, all, ok := cs.loadApproval(w, r, v)
+	if !ok {
+		return
+	}
+	var d actionDoc
+	_ = json.Unmarshal(a.Action, &d)
+	if d.Principal.Agent == "" {
+		d.Principal.Agent, d.Principal.User = a.Agent, a.User
+	}
+	if ok, why := cs.mayAnswer(v, a, &d); !ok && a.Status == store.Pending && cs.cfg.Now().Before(a.ExpiresAt) {
+		cs.refuseAnswer(w, r, v, a, all, http.StatusForbidden, why+" Nothing was changed.")
+		return
+	}
+	_, err := cs.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note})
+	var ae *store.AnswerError
+	switch {
+	case errors.As(err, &ae):
+		status := http.StatusConflict
+		if ae.Reason == "self_approval" {
+			status = http.StatusForbidden
+		}
+		if ae.Reason == "invalid_note" || ae.Reason == "invalid_approver" {
+			status = http.StatusBadRequest
+		}
+		if cur, err := cs.g.Store().Approval(r.Context(), id); err == nil {
+			a = cur
+		}
+		cs.refuseAnswer(w, r, v, a, all, status, "Refused ("+ae.Reason+"): "+answerRefusal(ae.Reason))
+		return
+	case err != nil:
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The answer was not recorded: "+err.Error())
+		return
+	}
+	verb := "Denied"
+	if grant {
+		verb = "Approved"
+	}
+	cs.flash(v, fmt.Sprintf("%s %s (%s) as %s.", verb, id, a.ActionName, v.Name))
+	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+}
+
+func answerRefusal(reason string) string {
+	switch reason {
+	case "already_granted", "already_denied", "already_consumed", "already_expired":
+		return "the request was already answered (" + strings.TrimPrefix(reason, "already_") + "); your answer was not recorded."
+	case "expired":
+		return "the request expired before your answer; it is now marked expired."
+	case "self_approval":
+		return "you asked for this action, so you cannot answer it."
+	case "invalid_note":
+		return "the note is not valid text (a control character, or too long); nothing was changed."
+	}
+	return "nothing was changed."
+}
+
+func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewer, a *store.Approval, all []*store.Approval, status int, msg string) {
+	b := cs.pageBase(r, v, "Approval "+a.ID, "approvals")
+	b.Error = msg
+	cs.render(w, status, "approval", &approvalData{base: b, R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
+}
+
+// effectView is an effect whose outcome a person must settle.
+type effectView struct {
+	Key        string
+	State      string
+	Why        string
+	Action     string
+	Attempt    int
+	Error      string
+	Conflict   string
+	Lease      time.Time
+	Updated    time.Time
+	ArgsJSON   string
+	Events     []eventView
+	Receipts   []receiptRow
+	Resolvable bool
+}
+
+type eventView struct {
+	ID      int64
+	Kind    string
+	At      time.Time
+	Payload string
+}
+
+// attention returns the effects that need a person: ambiguous, executing under a lapsed
+// lease, and resolved ones whose holder reported otherwise afterwards.
+func (cs *Console) attention(r *http.Request) ([]*store.Effect, error) {
+	all, err := cs.g.Store().Effects(r.Context(), store.EffectFilter{})
+	if err != nil {
+		return nil, err
+	}
+	now := cs.cfg.Now()
+	var out []*store.Effect
+	for _, e := range all {
+		if e.State == store.Ambiguous || store.LeaseLapsed(e, now) || e.Conflict != "" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+type attentionData struct {
+	base
+	Effects []*effectView
+}
+
+// attentionPage is GET /attention.
+func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	list, err := cs.attention(r)
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return
+	}
+	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention")}
+	for _, e := range list {
+		data.Effects = append(data.Effects, cs.newEffectView(r, e))
+	}
+	cs.render(w, http.StatusOK, "attention", data)
+}
+
+func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
+	ev := &effectView{Key: e.Key, State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
+		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(e.Arguments), Resolvable: true}
+	switch {
+	case e.State == store.Ambiguous:
+		ev.Why = "The outcome of attempt " + strconv.Itoa(e.Attempt) + " is unknown: it may or may not have happened. Retries are refused until someone says which."
+	case e.State == store.Executing:
+		ev.Why = "The holder's lease lapsed at " + e.LeaseExpiresAt.UTC().Format(time.RFC3339) + " without an outcome: it may still be acting, or it died."
+	default:
+		ev.Why = "Resolved " + string(e.State) + " by " + e.ResolvedBy + ", but the holder reported otherwise afterwards."
+	}
+	if evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{EffectKey: e.Key}); err == nil {
+		if len(evs) > 50 {
+			evs = evs[len(evs)-50:]
+		}
+		for _, x := range evs {
+			ev.Events = append(ev.Events, eventView{ID: x.ID, Kind: x.Kind, At: x.Time, Payload: string(x.Payload)})
+		}
+	}
+	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{EffectKey: e.Key}) {
+		if err != nil {
+			break
+		}
+		ev.Receipts = append(ev.Receipts, newReceiptRow(rc))
+	}
+	return ev
+}
+
+// resolve is POST /effects/{key}/resolve: to committed (with an optional result) or failed,
+// with an optional note.
+func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
+	key := r.PathValue("key")
+	to := store.State(r.PostForm.Get("to"))
+	if to != store.Committed && to != store.Failed {
+		cs.fail(w, r, v, http.StatusBadRequest, "Say committed or failed. Nothing was changed.")
+		return
+	}
+	var result json.RawMessage
+	if s := strings.TrimSpace(r.PostForm.Get("result")); s != "" {
+		if to != store.Committed {
+			cs.fail(w, r, v, http.StatusBadRequest, "A result goes with committed only. Nothing was changed.")
+			return
+		}
+		if _, err := canon.Parse([]byte(s)); err != nil {
+			cs.fail(w, r, v, http.StatusBadRequest, "The result is not valid JSON: "+err.Error()+". Nothing was changed.")
+			return
+		}
+		result = json.RawMessage(s)
+	}
+	_, err := cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
+		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note"))})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cs.fail(w, r, v, http.StatusNotFound, "There is no effect "+key+". Nothing was changed.")
+		return
+	case errors.Is(err, store.ErrNotAmbiguous):
+		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" no longer needs resolving (someone settled it). Nothing was changed.")
+		return
+	case err != nil:
+		cs.fail(w, r, v, http.StatusBadRequest, "Not resolved: "+err.Error())
+		return
+	}
+	cs.flash(v, fmt.Sprintf("Resolved %s as %s.", key, to))
+	http.Redirect(w, r, "/attention", http.StatusSeeOther)
+}
+
+// receiptRow is one receipt in a list.
+type receiptRow struct {
+	Seq        int64
+	Hash       string
+	Action     string
+	Result     string
+	Decision   string
+	EffectKey  string
+	Principal  string
+	Approver   string
+	FinishedAt time.Time
+	Error      string
+	doc        []byte
+}
+
+func newReceiptRow(rc receipt.Sealed) receiptRow {
+	row := receiptRow{Seq: rc.Seq, Hash: rc.Hash, doc: rc.Doc}
+	if d, err := receipt.Parse(rc.Doc); err == nil {
+		row.Action, row.Result, row.Decision, row.EffectKey = d.Action, d.Result, d.Decision, d.EffectKey
+		row.Principal = d.Principal.Agent
+		if d.Principal.User != "" {
+			row.Principal += " / " + d.Principal.User
+		}
+		row.Approver, row.FinishedAt, row.Error = d.Approver, d.FinishedAt, d.Error
+	} else {
+		row.Result = "unreadable"
+	}
+	return row
+}
+
+type receiptsData struct {
+	base
+	Query    string
+	Rows     []receiptRow
+	Chain    receipt.Report
+	ChainErr string
+	More     bool
+}
+
+const receiptsShown = 100
+
+// receiptsPage is GET /receipts[?q=]: the newest receipts (those whose document contains q,
+// without regard to case), with the chain's verification.
+func (cs *Console) receiptsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	data := &receiptsData{base: cs.pageBase(r, v, "Receipts", "receipts"), Query: q}
+	rep, err := store.VerifyChain(r.Context(), cs.g.Store())
+	if err != nil {
+		data.ChainErr = err.Error()
+	}
+	data.Chain = rep
+	lq := strings.ToLower(q)
+	var rows []receiptRow
+	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{}) {
+		if err != nil {
+			cs.fail(w, r, v, http.StatusServiceUnavailable, "The receipts could not be read: "+err.Error())
+			return
+		}
+		if lq != "" && !strings.Contains(strings.ToLower(string(rc.Doc)), lq) {
+			continue
+		}
+		rows = append(rows, newReceiptRow(rc))
+		if len(rows) > 4*receiptsShown {
+			rows = slices.Clone(rows[len(rows)-receiptsShown-1:])
+		}
+	}
+	if len(rows) > receiptsShown {
+		data.More = true
+		rows = rows[len(rows)-receiptsShown:]
+	}
+	slices.Reverse(rows)
+	data.Rows = rows
+	cs.render(w, http.StatusOK, "receipts", data)
+}
+
+type receiptData struct {
+	base
+	Row     receiptRow
+	Doc     string
+	Breaks  []receipt.Break
+	Checked bool
+}
+
+// receiptPage is GET /receipts/{seq}: one receipt's document, and whether the chain breaks there.
+func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
+	if err != nil || seq < 1 {
+		cs.fail(w, r, v, http.StatusNotFound, "A receipt is named by its seq, a positive integer.")
+		return
+	}
+	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{AfterSeq: seq - 1}) {
+		if err != nil {
+			cs.fail(w, r, v, http.StatusServiceUnavailable, "The receipt could not be read: "+err.Error())
+			return
+		}
+		if rc.Seq != seq {
+			break
+		}
+		data := &receiptData{base: cs.pageBase(r, v, fmt.Sprintf("Receipt %d", seq), "receipts"), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
+		if rep, err := store.VerifyChain(r.Context(), cs.g.Store()); err == nil {
+			data.Checked = true
+			for _, b := range rep.Breaks {
+				if b.Seq == seq {
+					data.Breaks = append(data.Breaks, b)
+				}
+			}
+		}
+		cs.render(w, http.StatusOK, "receipt", data)
+		return
+	}
+	cs.fail(w, r, v, http.StatusNotFound, fmt.Sprintf("There is no receipt %d.", seq))
+}
