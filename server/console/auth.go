@@ -58,12 +58,16 @@ func CheckPassword(hash, password string) error {
 	return fmt.Errorf("check password: %w", err)
 }
 
+// dummyCost is the bcrypt cost of dummyHash: PasswordCost, lowered by the package's tests (the
+// race detector makes it take seconds).
+var dummyCost = PasswordCost
+
 // dummyHash is compared against when a login names no account, so that an unknown name takes
 // as long to refuse as a wrong password.
-var dummyHash = func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("latch console timing equaliser"), PasswordCost)
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("latch console timing equaliser"), dummyCost)
 	return h
-}()
+})
 
 // limiter counts wrong passwords per key (an account name, a client address) and refuses
 // further attempts for a while once there are too many: after limitFree failures the key is

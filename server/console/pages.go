@@ -47,7 +47,7 @@ var funcs = template.FuncMap{
 }
 
 func parsePages() (map[string]*template.Template, error) {
-	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/request.html")
 	if err != nil {
 		return nil, err
 	}

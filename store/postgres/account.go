@@ -122,3 +122,16 @@ func scanAccount(row pgx.Row) (*store.Account, error) {
 	a.CreatedAt = fromNanos(stamp{Int64: created, Valid: true})
 	return &a, nil
 }
+
+// ApproverRoles returns the roles of the account named name (compared as SameName compares
+// names); none when there is no such account.
+func (s *Store) ApproverRoles(ctx context.Context, name string) ([]string, error) {
+	a, err := s.Account(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return a.Roles, nil
+}

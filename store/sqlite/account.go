@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -118,4 +119,17 @@ func scanAccount(sc scanner) (*store.Account, error) {
 	}
 	a.CreatedAt = fromNanos(created)
 	return &a, nil
+}
+
+// ApproverRoles returns the roles of the account named name (compared as SameName compares
+// names); none when there is no such account.
+func (s *Store) ApproverRoles(ctx context.Context, name string) ([]string, error) {
+	a, err := s.Account(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return a.Roles, nil
 }

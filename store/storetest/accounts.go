@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -83,6 +84,19 @@ func testAccounts(t *testing.T, b Backend) {
 	want := map[string][]string{"payments-leads": {"Alice", "bob"}, "sre": {"Alice"}}
 	if err != nil || !cmp.Equal(roles, want) {
 		t.Errorf("AccountRoles = %v, %v; want %v", roles, err, want)
+	}
+
+	rl, ok := f.st.(interface {
+		ApproverRoles(ctx context.Context, name string) ([]string, error)
+	})
+	if !ok {
+		t.Fatalf("backend %s does not give approvers' account roles (ApproverRoles)", b.Name)
+	}
+	if r, err := rl.ApproverRoles(ctx, "ALICE"); err != nil || !cmp.Equal(r, alice.Roles) {
+		t.Errorf("ApproverRoles(ALICE) = %v, %v; want %v", r, err, alice.Roles)
+	}
+	if r, err := rl.ApproverRoles(ctx, "nobody"); err != nil || len(r) != 0 {
+		t.Errorf("ApproverRoles(nobody) = %v, %v; want none", r, err)
 	}
 
 	got, err := as.RemoveAccount(ctx, "BOB")

@@ -1,0 +1,243 @@
+// Package consoletest starts a real `latch serve` server — guard, store, HTTP on 127.0.0.1 —
+// with its web console, for the tests of the console: the Go tests of server/console and the
+// browser tests that drive it with chromium.
+package consoletest
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/server/console"
+	"github.com/latchkit/latch/store"
+)
+
+// Policy is the policy of the test servers: refunds above 500.00 need an approval.
+const Policy = `schema: latch.policy/v1
+version: "2026-11-29"
+actions:
+  billing.refund:
+    effect: "refund:{order_id}"
+    resource: "order:{order_id}"
+    arguments:
+      order_id: { type: string, max_length: 64, display: { label: Order } }
+      amount:
+        type: integer
+        min: 1
+        display: { label: Refund, money: { minor_units: 2, currency_arg: currency } }
+      currency: { type: string, enum: [EUR, USD] }
+    rules:
+      - when: { amount_lte: 50000 }
+        decision: allow
+      - decision: approve
+  git.merge:
+    effect: "merge:{repo}:{number}"
+    arguments:
+      repo: { type: string }
+      number: { type: integer, min: 1 }
+    decision: allow
+`
+
+// Clock is real time shifted by an offset a test moves forward.
+type Clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+// Now is the shifted time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+// Add moves the clock forward by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// Options adjusts a test server.
+type Options struct {
+	Backend string // "sqlite" (default) or "postgres"
+	Policy  string // default Policy
+	Console console.Config
+}
+
+// Server is a running test server.
+type Server struct {
+	URL   string
+	Guard *latch.Guard
+	Clock *Clock
+	// Agent is an agent token of billing-worker; Approver an approver token of "operator".
+	Agent, Approver string
+}
+
+// Start runs a server on 127.0.0.1 until the test ends.
+func Start(t testing.TB, o *Options) *Server {
+	t.Helper()
+	if o == nil {
+		o = &Options{}
+	}
+	backend, doc := o.Backend, o.Policy
+	if backend == "" {
+		backend = "sqlite"
+	}
+	if doc == "" {
+		doc = Policy
+	}
+	p, err := policy.Parse("latch.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &Clock{}
+	g, err := latch.Open(context.Background(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_console"), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := o.Console
+	s, err := server.New(g, &server.Config{Now: clk.Now, Console: &cc})
+	if err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		g.Close()
+	})
+	out := &Server{URL: "http://" + ln.Addr().String(), Guard: g, Clock: clk}
+	ts := g.Store().(store.TokenStore)
+	mk := func(req *server.NewToken) string {
+		secret, _, err := server.CreateToken(context.Background(), ts, req, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
+	out.Agent = mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
+	out.Approver = mk(&server.NewToken{Kind: store.TokenApprover, Approver: "operator"})
+	return out
+}
+
+// AddAccount creates a local approver account as `latch approver add` does, but with bcrypt's
+// lowest cost: the race detector makes the default cost take seconds.
+func (s *Server) AddAccount(t testing.TB, name, password string, roles ...string) {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &store.Account{Name: name, PasswordHash: string(h), Roles: store.SortRoles(roles), CreatedAt: s.Clock.Now().UTC()}
+	if err := s.Guard.Store().(store.AccountStore).CreateAccount(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Client is a browser-like HTTP client (a cookie jar, no redirects followed) bound to a local
+// address: a Server's trusted proxy is told apart from others by its address on the loopback.
+func Client(t testing.TB, local string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		Transport:     &http.Transport{DialContext: d.DialContext},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// CSRF returns the CSRF token of the first form of an HTML page.
+func CSRF(page string) string {
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// Page is a response read whole.
+type Page struct {
+	Status   int
+	Header   http.Header
+	Body     string
+	Location string // of a redirect
+}
+
+// Login logs c in through the login form and returns the answer to the form's POST.
+func Login(t testing.TB, c *http.Client, base, name, password string) *Page {
+	t.Helper()
+	page := Get(t, c, base+"/login")
+	return Post(t, c, base+"/login", url.Values{"csrf": {CSRF(page.Body)}, "name": {name}, "password": {password}, "next": {"/approvals"}})
+}
+
+// Get fetches u.
+func Get(t testing.TB, c *http.Client, u string) *Page {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Do(t, c, req)
+}
+
+// Post sends a form to u.
+func Post(t testing.TB, c *http.Client, u string, form url.Values) *Page {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return Do(t, c, req)
+}
+
+// Do sends req and reads the whole answer.
+func Do(t testing.TB, c *http.Client, req *http.Request) *Page {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Page{Status: resp.StatusCode, Header: resp.Header, Body: string(b), Location: resp.Header.Get("Location")}
+}
+
+// Prefix is the one-address prefix of ip, for Console.TrustedProxies.
+func Prefix(ip string) netip.Prefix {
+	a := netip.MustParseAddr(ip)
+	return netip.PrefixFrom(a, a.BitLen())
+}

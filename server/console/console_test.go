@@ -1,0 +1,459 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/server/console"
+	"github.com/latchkit/latch/store"
+)
+
+const pw = "correct horse battery"
+
+// pending proposes a refund of 2,500.00 EUR that needs an approval and returns the request.
+func pending(t *testing.T, s *consoletest.Server, order string) *latch.Pending {
+	t.Helper()
+	p, err := s.Guard.Begin(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"` + order + `","amount":250000,"currency":"EUR"}`)})
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("Begin = %+v, %v; want an approval required", p, err)
+	}
+	return &latch.Pending{ApprovalID: ar.ApprovalID}
+}
+
+// written is what the store holds that an answer or a resolution would change: the number of
+// events and of receipts.
+func written(t *testing.T, s *consoletest.Server) (events, receipts int) {
+	t.Helper()
+	evs, err := s.Guard.Store().Events(t.Context(), store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range s.Guard.Store().Receipts(t.Context(), store.ReceiptFilter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts++
+	}
+	return len(evs), receipts
+}
+
+func approval(t *testing.T, s *consoletest.Server, id string) *store.Approval {
+	t.Helper()
+	a, err := s.Guard.Store().Approval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func login(t *testing.T, s *consoletest.Server, name string) (*http.Client, string) {
+	t.Helper()
+	c := consoletest.Client(t, "")
+	if p := consoletest.Login(t, c, s.URL, name, pw); p.Status != http.StatusSeeOther || p.Location != "/approvals" {
+		t.Fatalf("login as %s = %d %q, want 303 to /approvals: %s", name, p.Status, p.Location, p.Body)
+	}
+	page := consoletest.Get(t, c, s.URL+"/approvals")
+	return c, consoletest.CSRF(page.Body)
+}
+
+func TestPendingPageAndAnswer(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	p := pending(t, s, "ord_1")
+	c, csrf := login(t, s, "alice")
+	page := consoletest.Get(t, c, s.URL+"/approvals")
+	for _, want := range []string{
+		"billing-worker will run billing.refund on order:ord_1 in production",
+		"€2,500.00 (250000 minor units)", p.ApprovalID, "rule[1]", "2026-11-29", "0 of 1",
+		`name="decision" value="grant"`, `<label for="note-` + p.ApprovalID + `">Note (optional)</label>`,
+	} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("GET /approvals lacks %q", want)
+		}
+	}
+	a := approval(t, s, p.ApprovalID)
+	if !strings.Contains(page.Body, a.ActionHash) {
+		t.Errorf("GET /approvals lacks the action hash %s", a.ActionHash)
+	}
+	r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}, "note": {"checked the ticket"}})
+	if r.Status != http.StatusSeeOther {
+		t.Fatalf("answer = %d: %s", r.Status, r.Body)
+	}
+	a = approval(t, s, p.ApprovalID)
+	if a.Status != store.Granted || a.Approver != "alice" || a.Note != "checked the ticket" {
+		t.Errorf("after the answer the request is %s by %q note %q; want granted by alice with the note", a.Status, a.Approver, a.Note)
+	}
+	if page := consoletest.Get(t, c, s.URL+"/approvals"); !strings.Contains(page.Body, "Approved "+p.ApprovalID) {
+		t.Errorf("the page after the answer does not say it was approved")
+	}
+}
+
+func TestSecurityHeadersAndCookies(t *testing.T) {
+	t.Parallel()
+	for _, secure := range []bool{false, true} {
+		s := consoletest.Start(t, &consoletest.Options{Console: console.Config{Secure: secure}})
+		s.AddAccount(t, "alice", pw)
+		c := consoletest.Client(t, "")
+		login := consoletest.Get(t, c, s.URL+"/login")
+		csp := login.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("CSP %q lacks %q", csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("CSP %q allows inline code", csp)
+		}
+		// A Secure cookie is not sent back over http, so read the Set-Cookie header itself.
+		r := consoletest.Post(t, c, s.URL+"/login", url.Values{"csrf": {consoletest.CSRF(login.Body)}, "name": {"alice"}, "password": {pw}})
+		sc := r.Header.Get("Set-Cookie")
+		name := "latch_session="
+		if secure {
+			name = "__Host-latch_session="
+		}
+		if !secure && r.Status != http.StatusSeeOther {
+			t.Fatalf("login = %d: %s", r.Status, r.Body)
+		}
+		cookies := strings.Join(r.Header.Values("Set-Cookie"), "\n")
+		if !strings.Contains(cookies, name) || !strings.Contains(sc, "HttpOnly") || !strings.Contains(sc, "SameSite=Strict") || strings.Contains(sc, "Secure") != secure {
+			t.Errorf("Secure=%t: Set-Cookie %q; want %s HttpOnly, SameSite=Strict, Secure only when secure", secure, cookies, name)
+		}
+	}
+}
+
+func TestCSRFRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	p := pending(t, s, "ord_1")
+	c, csrf := login(t, s, "alice")
+	ev, rc := written(t, s)
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no token":     {url.Values{"decision": {"grant"}}, ""},
+		"wrong token":  {url.Values{"decision": {"grant"}, "csrf": {csrf[1:] + "x"}}, ""},
+		"other origin": {url.Values{"decision": {"grant"}, "csrf": {csrf}}, "http://evil.example"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/approvals/"+p.ApprovalID+"/answer", strings.NewReader(tc.form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		if r := consoletest.Do(t, c, req); r.Status != http.StatusForbidden || !strings.Contains(r.Body, "security token") {
+			t.Errorf("%s: answer = %d, want 403 naming the security token", name, r.Status)
+		}
+	}
+	// The login form has its own token.
+	if r := consoletest.Post(t, consoletest.Client(t, ""), s.URL+"/login", url.Values{"name": {"alice"}, "password": {pw}}); r.Status != http.StatusForbidden {
+		t.Errorf("login without its token = %d, want 403", r.Status)
+	}
+	if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
+		t.Errorf("after refused forms the request is %s, want pending", a.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("refused forms wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+}
+
+func TestWrongPasswordsRateLimited(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	c := consoletest.Client(t, "")
+	for i := range 5 {
+		if r := consoletest.Login(t, c, s.URL, "alice", "wrong password "+string(rune('a'+i))); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, "Wrong name or password") {
+			t.Fatalf("wrong password %d = %d, want 401", i+1, r.Status)
+		}
+	}
+	// Locked: even the right password is refused, from this address and for this name.
+	r := consoletest.Login(t, c, s.URL, "alice", pw)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, "Too many wrong passwords") {
+		t.Fatalf("right password while locked = %d (Retry-After %q), want 429", r.Status, r.Header.Get("Retry-After"))
+	}
+	if r := consoletest.Login(t, c, s.URL, "ALICE", pw); r.Status != http.StatusTooManyRequests {
+		t.Errorf("another spelling of the name while locked = %d, want 429", r.Status)
+	}
+	s.Clock.Add(31 * time.Second)
+	if r := consoletest.Login(t, c, s.URL, "alice", pw); r.Status != http.StatusSeeOther {
+		t.Errorf("right password after the lock = %d, want 303", r.Status)
+	}
+	// An unknown name is refused like a wrong password.
+	if r := consoletest.Login(t, consoletest.Client(t, ""), s.URL, "mallory", pw); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, "Wrong name or password") {
+		t.Errorf("unknown name = %d, want 401 as for a wrong password", r.Status)
+	}
+}
+
+func TestExpiredSessionRefused(t *testing.T) {
+	t.Parallel()
+	for name, wait := range map[string]time.Duration{"idle": 31 * time.Minute, "lifetime": 0} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := consoletest.Start(t, &consoletest.Options{Console: console.Config{SessionTTL: time.Hour}})
+			s.AddAccount(t, "alice", pw)
+			p := pending(t, s, "ord_1")
+			c, csrf := login(t, s, "alice")
+			if wait == 0 { // keep the session busy until its lifetime ends
+				for range 3 {
+					s.Clock.Add(20 * time.Minute)
+					consoletest.Get(t, c, s.URL+"/approvals")
+				}
+				s.Clock.Add(time.Minute)
+			} else {
+				s.Clock.Add(wait)
+			}
+			ev, rc := written(t, s)
+			r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}})
+			if r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, "session expired") {
+				t.Errorf("answer with an expired session = %d, want 401", r.Status)
+			}
+			if g := consoletest.Get(t, c, s.URL+"/approvals"); g.Status != http.StatusSeeOther || !strings.HasPrefix(g.Location, "/login") {
+				t.Errorf("GET /approvals with an expired session = %d %q, want a redirect to /login", g.Status, g.Location)
+			}
+			if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
+				t.Errorf("the request is %s, want pending", a.Status)
+			}
+			if e, r := written(t, s); e != ev || r != rc {
+				t.Errorf("an expired session wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+			}
+		})
+	}
+}
+
+func TestProxyHeader(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, &consoletest.Options{Console: console.Config{TrustedProxies: []netip.Prefix{consoletest.Prefix("127.0.0.2")}}})
+	p := pending(t, s, "ord_1")
+	ev, rc := written(t, s)
+
+	// From 127.0.0.1, which is not the proxy: refused, whatever the page.
+	forger := consoletest.Client(t, "127.0.0.1")
+	for _, path := range []string{"/approvals", "/receipts", "/login"} {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		req.Header.Set("X-Forwarded-User", "alice")
+		r := consoletest.Do(t, forger, req)
+		if path == "/login" {
+			if r.Status != http.StatusOK || strings.Contains(r.Body, "Log out") {
+				t.Errorf("GET /login with a forged header = %d, logged in %t; want the login form", r.Status, strings.Contains(r.Body, "Log out"))
+			}
+			continue
+		}
+		if r.Status != http.StatusForbidden || !strings.Contains(r.Body, "accepted only from the configured proxy") {
+			t.Errorf("GET %s with a forged header = %d, want 403", path, r.Status)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/approvals/"+p.ApprovalID+"/answer", strings.NewReader("decision=grant"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-User", "alice")
+	if r := consoletest.Do(t, forger, req); r.Status != http.StatusForbidden {
+		t.Errorf("POST answer with a forged header = %d, want 403", r.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a forged header wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+
+	// From the proxy: logged in as the header says, and answers as that person.
+	proxy := consoletest.Client(t, "127.0.0.2")
+	get := func(path string) *consoletest.Page {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		req.Header.Set("X-Forwarded-User", "alice")
+		return consoletest.Do(t, proxy, req)
+	}
+	page := get("/approvals")
+	if page.Status != http.StatusOK || !strings.Contains(page.Body, "alice <small>(proxy") {
+		t.Fatalf("GET /approvals through the proxy = %d; want alice logged in by proxy", page.Status)
+	}
+	form := url.Values{"csrf": {consoletest.CSRF(page.Body)}, "decision": {"grant"}}
+	req, _ = http.NewRequest(http.MethodPost, s.URL+"/approvals/"+p.ApprovalID+"/answer", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-User", "alice")
+	if r := consoletest.Do(t, proxy, req); r.Status != http.StatusSeeOther {
+		t.Fatalf("POST answer through the proxy = %d: %s", r.Status, r.Body)
+	}
+	if a := approval(t, s, p.ApprovalID); a.Status != store.Granted || a.Approver != "alice" {
+		t.Errorf("after the proxy's answer the request is %s by %q, want granted by alice", a.Status, a.Approver)
+	}
+	// The proxy session's cookie is worthless without the proxy's header.
+	req, _ = http.NewRequest(http.MethodGet, s.URL+"/approvals", nil)
+	if r := consoletest.Do(t, proxy, req); r.Status != http.StatusSeeOther {
+		t.Errorf("the proxy session's cookie without the header = %d, want a redirect to the login", r.Status)
+	}
+}
+
+func TestAnsweredRequestRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "bob", pw)
+	p := pending(t, s, "ord_1")
+	ca, csrfA := login(t, s, "alice")
+	cb, csrfB := login(t, s, "bob")
+	if r := consoletest.Post(t, ca, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrfA}, "decision": {"deny"}, "note": {"no"}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("alice's answer = %d: %s", r.Status, r.Body)
+	}
+	ev, rc := written(t, s)
+	// bob's page was drawn before alice answered; his answer arrives after.
+	r := consoletest.Post(t, cb, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrfB}, "decision": {"grant"}})
+	if r.Status != http.StatusConflict || !strings.Contains(r.Body, "already answered") {
+		t.Errorf("bob's late answer = %d, want 409 saying it was already answered", r.Status)
+	}
+	if a := approval(t, s, p.ApprovalID); a.Status != store.Denied || a.Approver != "alice" {
+		t.Errorf("the request is %s by %q, want denied by alice", a.Status, a.Approver)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a late answer wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+	// The denial shows beside the next request for the same action.
+	p2 := pending(t, s, "ord_1")
+	if page := consoletest.Get(t, cb, s.URL+"/approvals/"+p2.ApprovalID); !strings.Contains(page.Body, "Previously denied") || !strings.Contains(page.Body, "this exact action") {
+		t.Errorf("the next request of the same action does not show the earlier denial")
+	}
+}
+
+func TestSelfApprovalRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "Billing-Worker", pw)
+	p := pending(t, s, "ord_1")
+	c, csrf := login(t, s, "billing-worker")
+	if page := consoletest.Get(t, c, s.URL+"/approvals"); strings.Contains(page.Body, `value="grant"`) || !strings.Contains(page.Body, "someone else must answer") {
+		t.Errorf("the requester sees an approve button on its own request")
+	}
+	ev, rc := written(t, s)
+	if r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}}); r.Status != http.StatusForbidden {
+		t.Errorf("the requester's own answer = %d, want 403", r.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a refused self-approval wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+}
+
+func TestResolveAmbiguous(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
+	_, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
+		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("connection reset by peer") })
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute = %v, want ambiguous", err)
+	}
+	c, _ := login(t, s, "alice")
+	page := consoletest.Get(t, c, s.URL+"/attention")
+	for _, want := range []string{"merge:latch:7", "connection reset by peer", "execution_ambiguous", "It happened (committed)"} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("GET /attention lacks %q", want)
+		}
+	}
+	csrf := consoletest.CSRF(page.Body)
+	ev, rc := written(t, s)
+	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc`}}); r.Status != http.StatusBadRequest {
+		t.Errorf("resolve with a result that is not JSON = %d, want 400", r.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc"}`}, "note": {"merged on GitHub"}})
+	if r.Status != http.StatusSeeOther {
+		t.Fatalf("resolve = %d: %s", r.Status, r.Body)
+	}
+	e, err := s.Guard.Store().Effect(t.Context(), "merge:latch:7")
+	if err != nil || e.State != store.Committed || e.ResolvedBy != "console:alice" || e.Note != "merged on GitHub" || string(e.Result) != `{"sha":"abc"}` {
+		t.Errorf("after resolving the effect is %+v, %v", e, err)
+	}
+	if page := consoletest.Get(t, c, s.URL+"/attention"); !strings.Contains(page.Body, "Nothing needs attention") {
+		t.Errorf("the resolved effect still needs attention")
+	}
+	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}}); r.Status != http.StatusConflict {
+		t.Errorf("resolving again = %d, want 409", r.Status)
+	}
+}
+
+func TestReceiptsPage(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
+	for _, n := range []string{"1", "2"} {
+		if _, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":` + n + `}`)},
+			func(context.Context, json.RawMessage) (any, error) { return map[string]string{"sha": "abc" + n}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := login(t, s, "alice")
+	page := consoletest.Get(t, c, s.URL+"/receipts")
+	if !strings.Contains(page.Body, "Chain verified: 2 receipts") || !strings.Contains(page.Body, "merge:latch:1") || !strings.Contains(page.Body, "merge:latch:2") {
+		t.Errorf("GET /receipts lacks the verified chain or a receipt")
+	}
+	page = consoletest.Get(t, c, s.URL+"/receipts?q=LATCH:2")
+	if strings.Contains(page.Body, "merge:latch:1") || !strings.Contains(page.Body, "merge:latch:2") {
+		t.Errorf("searching LATCH:2 does not find exactly the second receipt")
+	}
+	page = consoletest.Get(t, c, s.URL+"/receipts/2")
+	if page.Status != http.StatusOK || !strings.Contains(page.Body, "intact in the verified chain") || !strings.Contains(page.Body, `&#34;effect_key&#34;: &#34;merge:latch:2&#34;`) {
+		t.Errorf("GET /receipts/2 = %d, lacks the document or the chain status", page.Status)
+	}
+	if page := consoletest.Get(t, c, s.URL+"/receipts/9"); page.Status != http.StatusNotFound {
+		t.Errorf("GET /receipts/9 = %d, want 404", page.Status)
+	}
+}
+
+func TestEventsWithSessionCookie(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	c, _ := login(t, s, "alice")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/v1/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("GET /v1/events with a session = %d %s, want the stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	// Only the event stream takes the cookie: the API's other routes want a token.
+	if r := consoletest.Get(t, c, s.URL+"/v1/approvals"); r.Status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/approvals with a session cookie = %d, want 401", r.Status)
+	}
+	if r := consoletest.Get(t, consoletest.Client(t, ""), s.URL+"/v1/events"); r.Status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/events without a session = %d, want 401", r.Status)
+	}
+}
+
+func TestAccountRemovedEndsSession(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	c, _ := login(t, s, "alice")
+	if _, err := s.Guard.Store().(store.AccountStore).RemoveAccount(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := consoletest.Get(t, c, s.URL+"/approvals"); r.Status != http.StatusSeeOther || !strings.HasPrefix(r.Location, "/login") {
+		t.Errorf("GET /approvals after the account was removed = %d %q, want a redirect to /login", r.Status, r.Location)
+	}
+}
+
+func TestPasswordRules(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"short", strings.Repeat("x", 73), "\xff\xfe invalid utf8"} {
+		if _, err := console.HashPassword(bad); err == nil {
+			t.Errorf("HashPassword(%q) succeeded", bad)
+		}
+	}
+}
