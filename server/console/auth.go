@@ -75,6 +75,7 @@ var dummyHash = sync.OnceValue(func() []byte {
 // clears the account's count. While a key is locked, even a right password is refused.
 type limiter struct {
 	mu   sync.Mutex
+	free int // failures allowed before a lock
 	keys map[string]*strikes
 	now  func() time.Time
 }
@@ -86,15 +87,18 @@ type strikes struct {
 }
 
 const (
-	limitFree = 5
-	limitBase = 30 * time.Second
-	limitMax  = 15 * time.Minute
-	limitKeep = time.Hour // a key with no failure for this long is forgotten
-	limitKeys = 100_000   // beyond this many keys, forgotten ones are swept first
+	// limitFree failures lock an account name; limitFreeAddr lock a client address, which may
+	// be a proxy that many people share.
+	limitFree     = 5
+	limitFreeAddr = 50
+	limitBase     = 30 * time.Second
+	limitMax      = 15 * time.Minute
+	limitKeep     = time.Hour // a key with no failure for this long is forgotten
+	limitKeys     = 100_000   // beyond this many keys, forgotten ones are swept first
 )
 
-func newLimiter(now func() time.Time) *limiter {
-	return &limiter{keys: map[string]*strikes{}, now: now}
+func newLimiter(free int, now func() time.Time) *limiter {
+	return &limiter{free: free, keys: map[string]*strikes{}, now: now}
 }
 
 // locked returns how long the longest lock among keys still runs; 0 when none is locked.
@@ -131,8 +135,8 @@ func (l *limiter) fail(keys ...string) {
 		}
 		s.n++
 		s.last = now
-		if s.n >= limitFree {
-			lock := limitBase << min(s.n-limitFree, 10)
+		if s.n >= l.free {
+			lock := limitBase << min(s.n-l.free, 10)
 			s.until = now.Add(min(lock, limitMax))
 		}
 	}

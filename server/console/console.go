@@ -58,7 +58,8 @@ type Console struct {
 	log      *slog.Logger
 	pages    map[string]*template.Template
 	sessions *sessions
-	limit    *limiter
+	names    *limiter // wrong passwords per account name
+	addrs    *limiter // and per client address
 	mux      *http.ServeMux
 }
 
@@ -105,7 +106,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
-		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), limit: newLimiter(c.Now)}
+		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now)}
 	cs.mux = cs.routes()
 	return cs, nil
 }
@@ -388,11 +389,8 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, nerr := store.NormalizeApprover(name)
-	keys := []string{"ip:" + remoteIP(r).String()}
-	if nerr == nil {
-		keys = append(keys, "name:"+store.NameKey(n))
-	}
-	if d := cs.limit.locked(keys...); d > 0 {
+	addr, key := remoteIP(r).String(), store.NameKey(n)
+	if d := max(cs.names.locked(key), cs.addrs.locked(addr)); d > 0 {
 		cs.log.Warn("latch console: login refused while locked", "name", n, "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", fmt.Sprint(int(d.Seconds())+1))
 		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name,
@@ -418,12 +416,13 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 		_ = CheckPassword(string(dummyHash()), password) // as slow as a real check
 	}
 	if !ok {
-		cs.limit.fail(keys...)
+		cs.names.fail(key)
+		cs.addrs.fail(addr)
 		cs.log.Info("latch console: wrong name or password", "name", n, "remote", r.RemoteAddr)
 		cs.renderLogin(w, r, http.StatusUnauthorized, next, name, "Wrong name or password.")
 		return
 	}
-	cs.limit.clear("name:" + store.NameKey(acct.Name))
+	cs.names.clear(store.NameKey(acct.Name))
 	secret, _ := cs.sessions.create(acct.Name, MethodSession)
 	cs.setCookie(w, cs.sessionCookie(), secret, 0)
 	cs.setCookie(w, loginCookie, "", -1)

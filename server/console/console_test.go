@@ -347,7 +347,9 @@ func TestResolveAmbiguous(t *testing.T) {
 	s.AddAccount(t, "alice", pw)
 	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
 	_, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
-		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("connection reset by peer") })
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("connection reset by peer")
+		})
 	if !errors.Is(err, latch.ErrAmbiguous) {
 		t.Fatalf("Execute = %v, want ambiguous", err)
 	}

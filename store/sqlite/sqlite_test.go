@@ -518,6 +518,12 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	if _, err := r.TokenByHash(t.Context(), "sha256:00"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("TokenByHash on schema 1: %v, want ErrNotFound", err)
 	}
+	if as, err := r.Accounts(t.Context()); err != nil || len(as) != 0 {
+		t.Errorf("Accounts on schema 1 = %v, %v; want none", as, err)
+	}
+	if _, err := r.Account(t.Context(), "alice"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Account on schema 1: %v, want ErrNotFound", err)
+	}
 	if v, _ := schemaVersion(t.Context(), db); v != 1 {
 		t.Errorf("a reader migrated the store to %d", v)
 	}
