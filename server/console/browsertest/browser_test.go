@@ -1,0 +1,378 @@
+package browsertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/server/console"
+	"github.com/latchkit/latch/store"
+)
+
+const pw = "correct horse battery"
+
+// chromium finds the browser: $LATCH_CHROMIUM, else chromium or chromium-browser on PATH. With
+// LATCH_REQUIRE_BROWSER=1 (scripts/test.sh sets it) a missing browser fails the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LATCH_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("LATCH_REQUIRE_BROWSER") == "1" {
+		t.Fatal("LATCH_REQUIRE_BROWSER=1 and no chromium on PATH (apt-get install chromium, or set LATCH_CHROMIUM)")
+	}
+	t.Skip("no chromium on PATH; scripts/test.sh installs it and requires it")
+	return ""
+}
+
+// browser starts a headless chromium of its own (its own cookies) at a phone's width.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, chromedp.WindowSize(375, 812), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	// The first action starts the browser: its context has no deadline, or the deadline
+	// would stop the browser.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 812)); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// step bounds one step of a flow in time.
+const step = 60 * time.Second
+
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	v, err := chromedp.Run(sctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// shot writes a full-page PNG of what the browser shows to $LATCH_SCREENSHOTS (else a temporary
+// directory), named name.png.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("LATCH_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return value(t, ctx, "read "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// login logs in through the form with the keyboard alone: the name field has focus, Tab
+// moves to the password, Enter submits.
+func login(t *testing.T, ctx context.Context, base, name string, screenshot bool) {
+	t.Helper()
+	run(t, ctx, "open the console", chromedp.Navigate(base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	run(t, ctx, "type the name and password",
+		chromedp.Focus(chromedp.CSS("#name")), chromedp.KeyEvent(name), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(pw))
+	if screenshot {
+		shot(t, ctx, "login")
+	}
+	run(t, ctx, "submit the login", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("form.who")))
+}
+
+func propose(t *testing.T, s *consoletest.Server, order string, amount int, wait bool) (<-chan *latch.Receipt, <-chan error) {
+	t.Helper()
+	rcs, errs := make(chan *latch.Receipt, 1), make(chan error, 1)
+	ctx, cancel := context.WithTimeout(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}), 2*time.Minute)
+	go func() {
+		defer cancel()
+		args, _ := json.Marshal(map[string]any{"order_id": order, "amount": amount, "currency": "EUR"})
+		rc, err := s.Guard.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args, Options: &latch.Options{Wait: wait}},
+			func(context.Context, json.RawMessage) (any, error) { return map[string]string{"refund_id": "re_" + order}, nil })
+		rcs <- rc
+		errs <- err
+	}()
+	return rcs, errs
+}
+
+func pendingID(t *testing.T, s *consoletest.Server) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := s.Guard.Store().Approvals(context.Background(), store.ApprovalFilter{Status: store.Pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 0 {
+			return list[len(list)-1].ID
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no approval request appeared")
+	return ""
+}
+
+func written(t *testing.T, s *consoletest.Server) (events, receipts int) {
+	t.Helper()
+	evs, err := s.Guard.Store().Events(context.Background(), store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range s.Guard.Store().Receipts(context.Background(), store.ReceiptFilter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts++
+	}
+	return len(evs), receipts
+}
+
+// A person logs in, sees a request appear that a real waiting call made (live, without
+// reloading), reads it, approves it with a note, and the waiting call proceeds and commits.
+func TestApproveWaitingCall(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", true)
+	if got := text(t, ctx, "main"); !strings.Contains(got, "Nothing is waiting") {
+		t.Fatalf("before any call the page says %q", got)
+	}
+	rcs, errs := propose(t, s, "ord_1", 250000, true)
+	// The page follows the event stream and shows the request without being told to reload.
+	run(t, ctx, "wait for the request to appear", chromedp.WaitVisible(chromedp.CSS("article.request")))
+	summary := text(t, ctx, "article.request .summary")
+	if !strings.Contains(summary, "Refund €2,500.00 (250000 minor units)") || !strings.Contains(summary, "billing-worker will run billing.refund on order:ord_1") {
+		t.Errorf("the request reads %q", summary)
+	}
+	id := pendingID(t, s)
+	facts := text(t, ctx, "article.request .facts")
+	a, _ := s.Guard.Store().Approval(context.Background(), id)
+	for _, want := range []string{a.ActionHash, "rule[1]", "2026-11-29", "0 of 1", "left"} {
+		if !strings.Contains(facts, want) {
+			t.Errorf("the request's facts lack %q: %s", want, facts)
+		}
+	}
+	shot(t, ctx, "approvals")
+	run(t, ctx, "approve with a note",
+		chromedp.SendKeys(chromedp.CSS("#note-"+id), "refund agreed with the customer"),
+		chromedp.Click(chromedp.CSS("button.grant")),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if got := text(t, ctx, "p.flash"); !strings.Contains(got, "Approved "+id) {
+		t.Errorf("after approving, the page says %q", got)
+	}
+	select {
+	case rc := <-rcs:
+		if err := <-errs; err != nil {
+			t.Fatalf("the waiting call ended with %v", err)
+		}
+		if rc.Result != "committed" || rc.Approver != "alice" || rc.ApprovalID != id {
+			t.Errorf("the waiting call's receipt: result %s, approver %q, approval %s; want committed by alice with %s", rc.Result, rc.Approver, rc.ApprovalID, id)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting call did not proceed after the approval")
+	}
+	// The receipts page shows the call's receipt and the verified chain.
+	run(t, ctx, "open the receipts", chromedp.Navigate(s.URL+"/receipts"), chromedp.WaitVisible(chromedp.CSS("#chain")))
+	if got := text(t, ctx, "#chain"); !strings.Contains(got, "Chain verified") {
+		t.Errorf("the receipts page says %q", got)
+	}
+	shot(t, ctx, "receipts")
+	run(t, ctx, "open one receipt", chromedp.Click(chromedp.CSS("table.receipts tbody tr:first-child a")), chromedp.WaitVisible(chromedp.CSS("pre.doc")))
+	if got := text(t, ctx, "pre.doc"); !strings.Contains(got, `"approver": "alice"`) {
+		t.Errorf("the receipt's document lacks the approver: %s", got)
+	}
+	shot(t, ctx, "receipt")
+}
+
+// A form sent without its CSRF token is refused and writes nothing.
+func TestCSRFlessPostRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	propose(t, s, "ord_2", 250000, false)
+	id := pendingID(t, s)
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	run(t, ctx, "show the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("button.grant")))
+	ev, rc := written(t, s)
+	removed := value(t, ctx, "remove the token", chromedp.Evaluate[int](`(function(){var n=0;document.querySelectorAll('article input[name=csrf]').forEach(function(e){e.remove();n++});return n})()`))
+	if removed != 1 {
+		t.Fatalf("removed %d token fields, want 1", removed)
+	}
+	run(t, ctx, "approve without a token", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "security token is missing or wrong") {
+		t.Errorf("the refusal says %q", got)
+	}
+	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Pending {
+		t.Errorf("the request is %s, want pending", a.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a CSRF-less POST wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+}
+
+// A browser that sends the proxy's header itself, from an address that is not the proxy's,
+// is refused; the same header from the proxy's address logs the person in.
+func TestForgedProxyHeaderRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, &consoletest.Options{Console: console.Config{TrustedProxies: []netip.Prefix{consoletest.Prefix("127.0.0.2")}}})
+	ctx := browser(t)
+	run(t, ctx, "send a forged header",
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
+				return err
+			}
+			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"X-Forwarded-User": "alice"}})
+			return err
+		}),
+		chromedp.Navigate(s.URL+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "accepted only from the configured proxy addresses") || !strings.Contains(got, "127.0.0.1") {
+		t.Errorf("the refusal says %q", got)
+	}
+	shot(t, ctx, "forged-proxy-header")
+	// From the proxy's address the header is believed.
+	c := consoletest.Client(t, "127.0.0.2")
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/approvals", nil)
+	req.Header.Set("X-Forwarded-User", "alice")
+	if p := consoletest.Do(t, c, req); p.Status != http.StatusOK || !strings.Contains(p.Body, "alice <small>(proxy") {
+		t.Errorf("the header from the proxy's address = %d; want alice logged in by proxy", p.Status)
+	}
+}
+
+// A session past its lifetime answers nothing: the form is refused and the request stays pending.
+func TestExpiredSessionRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	propose(t, s, "ord_3", 250000, false)
+	id := pendingID(t, s)
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	run(t, ctx, "show the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("button.grant")))
+	s.Clock.Add(console.DefaultSessionTTL + time.Minute)
+	ev, rc := written(t, s)
+	run(t, ctx, "approve after expiry", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "session expired") {
+		t.Errorf("the refusal says %q", got)
+	}
+	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Pending {
+		t.Errorf("the request is %s, want pending", a.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("an expired session wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+	run(t, ctx, "reload", chromedp.Navigate(s.URL+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	loc := value(t, ctx, "read the location", chromedp.Location())
+	if !strings.Contains(loc, "/login") {
+		t.Errorf("an expired session's page goes to %s, want the login", loc)
+	}
+}
+
+// Someone else answers while a person is typing a note: the page says something changed
+// instead of reloading (the note is kept), and the late answer is refused with nothing written.
+func TestAnswerToAnsweredRequestRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	propose(t, s, "ord_4", 250000, false)
+	id := pendingID(t, s)
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	run(t, ctx, "start a note", chromedp.WaitVisible(chromedp.CSS("#note-"+id)),
+		chromedp.SendKeys(chromedp.CSS("#note-"+id), "looks fine"))
+	if _, err := s.Guard.Deny(context.Background(), id, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "see the change announced", chromedp.WaitVisible(chromedp.CSS("#live")))
+	if got := text(t, ctx, "#live"); !strings.Contains(got, "Something changed") {
+		t.Errorf("the live notice says %q", got)
+	}
+	ev, rc := written(t, s)
+	run(t, ctx, "approve late", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "already answered (denied)") {
+		t.Errorf("the refusal says %q", got)
+	}
+	shot(t, ctx, "already-answered")
+	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Denied || a.Approver != "operator" {
+		t.Errorf("the request is %s by %q, want denied by operator", a.Status, a.Approver)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a late answer wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+}
+
+// An effect whose outcome is unknown shows under Needs attention with its error and
+// receipts, and a person resolves it committed with a note.
+func TestResolveAmbiguousEffect(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw)
+	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
+		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read tcp: connection reset by peer") })
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute = %v, want ambiguous", err)
+	}
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	run(t, ctx, "open needs attention", chromedp.Navigate(s.URL+"/attention"), chromedp.WaitVisible(chromedp.CSS("article.effect")))
+	if got := text(t, ctx, "article.effect"); !strings.Contains(got, "merge:latch:7") || !strings.Contains(got, "connection reset by peer") {
+		t.Errorf("the effect reads %q", got)
+	}
+	shot(t, ctx, "attention")
+	run(t, ctx, "resolve committed",
+		chromedp.Click(chromedp.CSS(`input[name=to][value=committed]`)),
+		chromedp.SendKeys(chromedp.CSS(`textarea[name=note]`), "the merge is on main"),
+		chromedp.Click(chromedp.CSS("form.resolve button")),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if got := text(t, ctx, "p.flash"); !strings.Contains(got, "Resolved merge:latch:7 as committed") {
+		t.Errorf("after resolving, the page says %q", got)
+	}
+	e, err := s.Guard.Store().Effect(context.Background(), "merge:latch:7")
+	if err != nil || e.State != store.Committed || e.ResolvedBy != "console:alice" || e.Note != "the merge is on main" {
+		t.Errorf("the effect after resolving: %+v, %v", e, err)
+	}
+}
+
