@@ -129,7 +129,9 @@ func propose(t *testing.T, s *consoletest.Server, order string, amount int, wait
 		defer cancel()
 		args, _ := json.Marshal(map[string]any{"order_id": order, "amount": amount, "currency": "EUR"})
 		rc, err := s.Guard.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args, Options: &latch.Options{Wait: wait}},
-			func(context.Context, json.RawMessage) (any, error) { return map[string]string{"refund_id": "re_" + order}, nil })
+			func(context.Context, json.RawMessage) (any, error) {
+				return map[string]string{"refund_id": "re_" + order}, nil
+			})
 		rcs <- rc
 		errs <- err
 	}()
@@ -351,7 +353,9 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 	s.AddAccount(t, "alice", pw)
 	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
 		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
-		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read tcp: connection reset by peer") })
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("read tcp: connection reset by peer")
+		})
 	if !errors.Is(err, latch.ErrAmbiguous) {
 		t.Fatalf("Execute = %v, want ambiguous", err)
 	}
@@ -375,4 +379,3 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 		t.Errorf("the effect after resolving: %+v, %v", e, err)
 	}
 }
-
