@@ -1,4 +1,4 @@
--- latch schema 7: local approver accounts of the console (latch approver add). Only a bcrypt
+-- latch schema 8: local approver accounts of the console (latch approver add). Only a bcrypt
 -- hash of a password is kept. name_key is the name as names are compared (case folded, NFKC,
 -- without white space or invisible characters): "Alice" and "alice" are one account.
 
