@@ -27,9 +27,14 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// Policy is the policy of the test servers: refunds above 500.00 need an approval.
+// Policy is the policy of the test servers: refunds above 500.00 need an approval by one of
+// the payments leads (listed, or accounts with the role); payouts need two, verified.
 const Policy = `schema: latch.policy/v1
 version: "2026-11-29"
+approvers:
+  roles:
+    payments-leads: [dana]
+    treasury: []
 actions:
   billing.refund:
     effect: "refund:{order_id}"
@@ -45,6 +50,18 @@ actions:
       - when: { amount_lte: 50000 }
         decision: allow
       - decision: approve
+    approvers:
+      roles: [payments-leads]
+  payout.send:
+    effect: "payout:{payout_id}"
+    arguments:
+      payout_id: { type: string }
+      amount: { type: integer, min: 1, display: { label: Amount, money: { minor_units: 2, currency: EUR } } }
+    decision: approve
+    approvers:
+      roles: [treasury]
+      required: 2
+      verified: true
   git.merge:
     effect: "merge:{repo}:{number}"
     arguments:

@@ -27,8 +27,8 @@ const (
 
 // Methods by which a console user was authenticated, recorded with each answer.
 const (
-	MethodSession = "session" // a local approver account's password, then a session cookie
-	MethodProxy   = "proxy"   // the trusted proxy's header
+	MethodSession = store.MethodSession // a local approver account's password, then a session cookie
+	MethodProxy   = store.MethodProxy   // the trusted proxy's header
 )
 
 // Config configures a Console. The zero value (or nil) is a console for local accounts only,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
@@ -76,7 +77,7 @@ func TestPendingPageAndAnswer(t *testing.T) {
 	page := consoletest.Get(t, c, s.URL+"/approvals")
 	for _, want := range []string{
 		"billing-worker will run billing.refund on order:ord_1 in production",
-		"€2,500.00 (250000 minor units)", p.ApprovalID, "rule[1]", "2026-11-29", "0 of 1",
+		"€2,500.00 (250000 minor units)", p.ApprovalID, "rule[1]", "2026-11-29", `<span class="tally">0 of 1</span>`, "members of payments-leads",
 		`name="decision" value="grant"`, `<label for="note-` + p.ApprovalID + `">Note (optional)</label>`,
 	} {
 		if !strings.Contains(page.Body, want) {
@@ -95,6 +96,9 @@ func TestPendingPageAndAnswer(t *testing.T) {
 	if a.Status != store.Granted || a.Approver != "alice" || a.Note != "checked the ticket" {
 		t.Errorf("after the answer the request is %s by %q note %q; want granted by alice with the note", a.Status, a.Approver, a.Note)
 	}
+	if len(a.Answers) != 1 || a.Answers[0].Method != store.MethodSession || !a.Answers[0].Verified {
+		t.Errorf("the answer is stored as %+v, want one verified answer by session", a.Answers)
+	}
 	if page := consoletest.Get(t, c, s.URL+"/approvals"); !strings.Contains(page.Body, "Approved "+p.ApprovalID) {
 		t.Errorf("the page after the answer does not say it was approved")
 	}
@@ -104,7 +108,7 @@ func TestSecurityHeadersAndCookies(t *testing.T) {
 	t.Parallel()
 	for _, secure := range []bool{false, true} {
 		s := consoletest.Start(t, &consoletest.Options{Console: console.Config{Secure: secure}})
-		s.AddAccount(t, "alice", pw)
+		s.AddAccount(t, "alice", pw, "payments-leads")
 		c := consoletest.Client(t, "")
 		login := consoletest.Get(t, c, s.URL+"/login")
 		csp := login.Header.Get("Content-Security-Policy")
@@ -136,7 +140,7 @@ func TestSecurityHeadersAndCookies(t *testing.T) {
 func TestCSRFRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	p := pending(t, s, "ord_1")
 	c, csrf := login(t, s, "alice")
 	ev, rc := written(t, s)
@@ -172,7 +176,7 @@ func TestCSRFRefused(t *testing.T) {
 func TestWrongPasswordsRateLimited(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	c := consoletest.Client(t, "")
 	for i := range 5 {
 		if r := consoletest.Login(t, c, s.URL, "alice", "wrong password "+string(rune('a'+i))); r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, "Wrong name or password") {
@@ -203,7 +207,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := consoletest.Start(t, &consoletest.Options{Console: console.Config{SessionTTL: time.Hour}})
-			s.AddAccount(t, "alice", pw)
+			s.AddAccount(t, "alice", pw, "payments-leads")
 			p := pending(t, s, "ord_1")
 			c, csrf := login(t, s, "alice")
 			if wait == 0 { // keep the session busy until its lifetime ends
@@ -243,7 +247,7 @@ func TestProxyHeader(t *testing.T) {
 	forger := consoletest.Client(t, "127.0.0.1")
 	for _, path := range []string{"/approvals", "/receipts", "/login"} {
 		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
-		req.Header.Set("X-Forwarded-User", "alice")
+		req.Header.Set("X-Forwarded-User", "dana")
 		r := consoletest.Do(t, forger, req)
 		if path == "/login" {
 			if r.Status != http.StatusOK || strings.Contains(r.Body, "Log out") {
@@ -257,7 +261,7 @@ func TestProxyHeader(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/approvals/"+p.ApprovalID+"/answer", strings.NewReader("decision=grant"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Forwarded-User", "alice")
+	req.Header.Set("X-Forwarded-User", "dana")
 	if r := consoletest.Do(t, forger, req); r.Status != http.StatusForbidden {
 		t.Errorf("POST answer with a forged header = %d, want 403", r.Status)
 	}
@@ -269,22 +273,22 @@ func TestProxyHeader(t *testing.T) {
 	proxy := consoletest.Client(t, "127.0.0.2")
 	get := func(path string) *consoletest.Page {
 		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
-		req.Header.Set("X-Forwarded-User", "alice")
+		req.Header.Set("X-Forwarded-User", "dana")
 		return consoletest.Do(t, proxy, req)
 	}
 	page := get("/approvals")
-	if page.Status != http.StatusOK || !strings.Contains(page.Body, "alice <small>(proxy") {
-		t.Fatalf("GET /approvals through the proxy = %d; want alice logged in by proxy", page.Status)
+	if page.Status != http.StatusOK || !strings.Contains(page.Body, "dana <small>(proxy") {
+		t.Fatalf("GET /approvals through the proxy = %d; want dana logged in by proxy", page.Status)
 	}
 	form := url.Values{"csrf": {consoletest.CSRF(page.Body)}, "decision": {"grant"}}
 	req, _ = http.NewRequest(http.MethodPost, s.URL+"/approvals/"+p.ApprovalID+"/answer", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Forwarded-User", "alice")
+	req.Header.Set("X-Forwarded-User", "dana")
 	if r := consoletest.Do(t, proxy, req); r.Status != http.StatusSeeOther {
 		t.Fatalf("POST answer through the proxy = %d: %s", r.Status, r.Body)
 	}
-	if a := approval(t, s, p.ApprovalID); a.Status != store.Granted || a.Approver != "alice" {
-		t.Errorf("after the proxy's answer the request is %s by %q, want granted by alice", a.Status, a.Approver)
+	if a := approval(t, s, p.ApprovalID); a.Status != store.Granted || a.Approver != "dana" || len(a.Answers) != 1 || a.Answers[0].Method != store.MethodProxy || !a.Answers[0].Verified {
+		t.Errorf("after the proxy's answer the request is %s by %q with answers %+v, want granted by dana, verified by proxy", a.Status, a.Approver, a.Answers)
 	}
 	// The proxy session's cookie is worthless without the proxy's header.
 	req, _ = http.NewRequest(http.MethodGet, s.URL+"/approvals", nil)
@@ -296,8 +300,8 @@ func TestProxyHeader(t *testing.T) {
 func TestAnsweredRequestRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
-	s.AddAccount(t, "bob", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	s.AddAccount(t, "bob", pw, "payments-leads")
 	p := pending(t, s, "ord_1")
 	ca, csrfA := login(t, s, "alice")
 	cb, csrfB := login(t, s, "bob")
@@ -326,7 +330,7 @@ func TestAnsweredRequestRefused(t *testing.T) {
 func TestSelfApprovalRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "Billing-Worker", pw)
+	s.AddAccount(t, "Billing-Worker", pw, "payments-leads")
 	p := pending(t, s, "ord_1")
 	c, csrf := login(t, s, "billing-worker")
 	if page := consoletest.Get(t, c, s.URL+"/approvals"); strings.Contains(page.Body, `value="grant"`) || !strings.Contains(page.Body, "someone else must answer") {
@@ -344,7 +348,7 @@ func TestSelfApprovalRefused(t *testing.T) {
 func TestResolveAmbiguous(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
 	_, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
 		func(context.Context, json.RawMessage) (any, error) {
@@ -387,7 +391,7 @@ func TestResolveAmbiguous(t *testing.T) {
 func TestReceiptsPage(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
 	for _, n := range []string{"1", "2"} {
 		if _, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":` + n + `}`)},
@@ -416,7 +420,7 @@ func TestReceiptsPage(t *testing.T) {
 func TestEventsWithSessionCookie(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	c, _ := login(t, s, "alice")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -441,7 +445,7 @@ func TestEventsWithSessionCookie(t *testing.T) {
 func TestAccountRemovedEndsSession(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	c, _ := login(t, s, "alice")
 	if _, err := s.Guard.Store().(store.AccountStore).RemoveAccount(t.Context(), "alice"); err != nil {
 		t.Fatal(err)
@@ -457,5 +461,89 @@ func TestPasswordRules(t *testing.T) {
 		if _, err := console.HashPassword(bad); err == nil {
 			t.Errorf("HashPassword(%q) succeeded", bad)
 		}
+	}
+}
+
+// payout proposes a payout, which needs two verified grants from treasury.
+func payout(t *testing.T, s *consoletest.Server, id string) string {
+	t.Helper()
+	_, err := s.Guard.Begin(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"payout_id":"` + id + `","amount":900000}`)})
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("Begin(payout) = %v; want an approval required", err)
+	}
+	return ar.ApprovalID
+}
+
+func TestTwoOfN(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "tess", pw, "treasury")
+	s.AddAccount(t, "tom", pw, "treasury")
+	id := payout(t, s, "po_1")
+	c1, csrf1 := login(t, s, "tess")
+	if page := consoletest.Get(t, c1, s.URL+"/approvals"); !strings.Contains(page.Body, "0 of 2") || !strings.Contains(page.Body, "members of treasury; verified answers only") {
+		t.Errorf("the payout's page lacks 0 of 2 or who may answer")
+	}
+	if r := consoletest.Post(t, c1, s.URL+"/approvals/"+id+"/answer", url.Values{"csrf": {csrf1}, "decision": {"grant"}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("tess's grant = %d: %s", r.Status, r.Body)
+	}
+	page := consoletest.Get(t, c1, s.URL+"/approvals/"+id)
+	if !strings.Contains(page.Body, "1 of 2 approvals so far") || !strings.Contains(page.Body, `<span class="tally">1 of 2</span>`) || strings.Contains(page.Body, `value="grant"`) {
+		t.Errorf("after one grant tess's page does not say 1 of 2, or still offers her an answer")
+	}
+	if a := approval(t, s, id); a.Status != store.Pending {
+		t.Fatalf("after one of two grants the request is %s, want pending", a.Status)
+	}
+	// One person counts once: tess's second answer is refused and writes nothing.
+	ev, rc := written(t, s)
+	if r := consoletest.Post(t, c1, s.URL+"/approvals/"+id+"/answer", url.Values{"csrf": {csrf1}, "decision": {"grant"}}); r.Status != http.StatusForbidden && r.Status != http.StatusConflict {
+		t.Errorf("tess's second grant = %d, want refused", r.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("a second grant by one person wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+	c2, csrf2 := login(t, s, "tom")
+	if page := consoletest.Get(t, c2, s.URL+"/approvals"); !strings.Contains(page.Body, `id="req-`+id+`"`) || !strings.Contains(page.Body, `value="grant"`) {
+		t.Errorf("tom's pending approvals lack the payout tess granted, or its approve button")
+	}
+	if r := consoletest.Post(t, c2, s.URL+"/approvals/"+id+"/answer", url.Values{"csrf": {csrf2}, "decision": {"grant"}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("tom's grant = %d: %s", r.Status, r.Body)
+	}
+	if a := approval(t, s, id); a.Status != store.Granted || len(a.Answers) != 2 {
+		t.Errorf("after two grants the request is %s with %d answers, want granted with 2", a.Status, len(a.Answers))
+	}
+}
+
+func TestUnentitledRefused(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "eve", pw, "treasury") // a role, but not one billing.refund names
+	p := pending(t, s, "ord_1")
+	c, csrf := login(t, s, "eve")
+	page := consoletest.Get(t, c, s.URL+"/approvals")
+	if !strings.Contains(page.Body, p.ApprovalID) || strings.Contains(page.Body, `value="grant"`) || !strings.Contains(page.Body, "not among the approvers") {
+		t.Errorf("an unentitled approver sees the request without an explanation, or with an approve button")
+	}
+	ev, rc := written(t, s)
+	if r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}}); r.Status != http.StatusForbidden {
+		t.Errorf("an unentitled approver's answer = %d, want 403", r.Status)
+	}
+	// The HTTP API refuses an approver token of the same person alike.
+	secret, _, err := server.CreateToken(t.Context(), s.Guard.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "eve"}, s.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/approvals/"+p.ApprovalID+"/approve", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if r := consoletest.Do(t, consoletest.Client(t, ""), req); r.Status != http.StatusForbidden || !strings.Contains(r.Body, "approver_not_entitled") {
+		t.Errorf("the API's answer for eve = %d %s, want 403 approver_not_entitled", r.Status, r.Body)
+	}
+	if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
+		t.Errorf("the request is %s, want pending", a.Status)
+	}
+	if e, r := written(t, s); e != ev || r != rc {
+		t.Errorf("unentitled answers wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }

@@ -147,6 +147,8 @@ type approvalView struct {
 	CanAnswer   bool
 	WhyNot      string
 	CSRF        string
+	Roles       string // the roles the policy names for the action's approvers
+	Verified    bool   // the policy counts verified answers only
 }
 
 type denialView struct {
@@ -162,6 +164,7 @@ type answerView struct {
 	Approver string
 	Grant    bool
 	Method   string
+	Verified bool
 	At       time.Time
 	Note     string
 }
@@ -243,15 +246,32 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	if len(av.Denials) > 5 {
 		av.Denials = av.Denials[:5]
 	}
-	if a.Approver != "" {
-		av.Answers = []answerView{{Approver: a.Approver, Grant: a.Status != store.Denied, At: a.AnsweredAt, Note: a.Note}}
-		av.Given = 1
+	rule := pol.ApproversFor(d.Name)
+	av.Required = rule.Required
+	if a.Required > 0 && a.Status != store.Pending {
+		av.Required = a.Required // as it stood when the request was decided
 	}
+	for _, an := range a.Answers {
+		av.Answers = append(av.Answers, answerView{Approver: an.Name, Grant: an.Grant, Method: an.Method, Verified: an.Verified, At: an.At, Note: an.Note})
+	}
+	av.Given = store.Grants(a.Answers, rule.Verified)
+	if len(a.Answers) == 0 && a.Approver != "" { // answered before answers were kept
+		av.Answers = []answerView{{Approver: a.Approver, Grant: a.Status != store.Denied, At: a.AnsweredAt, Note: a.Note}}
+		if a.Status != store.Denied {
+			av.Given = 1
+		}
+	}
+	if len(rule.Roles) > 0 {
+		av.Roles = strings.Join(rule.Roles, ", ")
+	}
+	av.Verified = rule.Verified
 	av.CanAnswer, av.WhyNot = cs.mayAnswer(v, a, &d)
 	return av
 }
 
-// mayAnswer says whether v may answer a, and if not, why.
+// mayAnswer says whether v may answer a, and if not, why: the request is still open, v did
+// not ask for it, v has not answered it yet, and the policy's approvers of the action include v
+// (a role listing v, or v's account's role).
 func (cs *Console) mayAnswer(v *viewer, a *store.Approval, d *actionDoc) (bool, string) {
 	now := cs.cfg.Now()
 	switch {
@@ -261,6 +281,16 @@ func (cs *Console) mayAnswer(v *viewer, a *store.Approval, d *actionDoc) (bool, 
 		return false, "This request has expired."
 	case store.SameName(v.Name, d.Principal.Agent) || d.Principal.User != "" && store.SameName(v.Name, d.Principal.User):
 		return false, "You asked for this action: someone else must answer it."
+	}
+	for _, an := range a.Answers {
+		if store.SameName(an.Name, v.Name) {
+			return false, "You have answered this request; it waits for the other approvers."
+		}
+	}
+	pol := cs.g.Policy()
+	rule := pol.ApproversFor(d.Name)
+	if ent := pol.Entitled(rule, v.Name, v.Roles); !ent.Entitled {
+		return false, "You are not among the approvers of " + d.Name + " (the policy names " + strings.Join(rule.Roles, ", ") + "): you can read this request but not answer it."
 	}
 	return true, ""
 }
@@ -416,12 +446,13 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 		cs.refuseAnswer(w, r, v, a, all, http.StatusForbidden, why+" Nothing was changed.")
 		return
 	}
-	_, err := cs.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note})
+	after, err := cs.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note,
+		Method: v.Method, Verified: true})
 	var ae *store.AnswerError
 	switch {
 	case errors.As(err, &ae):
 		status := http.StatusConflict
-		if ae.Reason == "self_approval" {
+		if ae.Reason == store.ReasonSelfApproval || ae.Reason == store.ReasonNotEntitled || ae.Reason == store.ReasonNotVerified {
 			status = http.StatusForbidden
 		}
 		if ae.Reason == "invalid_note" || ae.Reason == "invalid_approver" {
@@ -440,7 +471,12 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 	if grant {
 		verb = "Approved"
 	}
-	cs.flash(v, fmt.Sprintf("%s %s (%s) as %s.", verb, id, a.ActionName, v.Name))
+	msg := fmt.Sprintf("%s %s (%s) as %s.", verb, id, a.ActionName, v.Name)
+	if after != nil && after.Status == store.Pending {
+		rule := cs.g.Policy().ApproversFor(a.ActionName)
+		msg += fmt.Sprintf(" %d of %d approvals so far: it waits for another approver.", store.Grants(after.Answers, rule.Verified), rule.Required)
+	}
+	cs.flash(v, msg)
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
 }
 
@@ -448,6 +484,12 @@ func answerRefusal(reason string) string {
 	switch reason {
 	case "already_granted", "already_denied", "already_consumed", "already_expired":
 		return "the request was already answered (" + strings.TrimPrefix(reason, "already_") + "); your answer was not recorded."
+	case store.ReasonAlreadyAnswered:
+		return "you have already answered this request; one person counts once."
+	case store.ReasonNotEntitled:
+		return "you are not among the approvers the policy names for this action; nothing was changed."
+	case store.ReasonNotVerified:
+		return "this action counts verified answers only; nothing was changed."
 	case "expired":
 		return "the request expired before your answer; it is now marked expired."
 	case "self_approval":

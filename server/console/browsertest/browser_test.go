@@ -20,6 +20,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
@@ -69,6 +70,19 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	sctx, cancel := context.WithTimeout(ctx, step)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
+		// What the browser showed when the step failed, for the test's artifacts.
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if png, serr := chromedp.Run(fctx, chromedp.FullScreenshot(100)); serr == nil {
+			dir := os.Getenv("LATCH_SCREENSHOTS")
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			p := filepath.Join(dir, "failed-"+strings.ReplaceAll(t.Name(), "/", "-")+".png")
+			if os.WriteFile(p, png, 0o644) == nil {
+				t.Logf("the page when %q failed: %s", what, p)
+			}
+		}
 		t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -191,7 +205,7 @@ func TestApproveWaitingCall(t *testing.T) {
 	id := pendingID(t, s)
 	facts := text(t, ctx, "article.request .facts")
 	a, _ := s.Guard.Store().Approval(context.Background(), id)
-	for _, want := range []string{a.ActionHash, "rule[1]", "2026-11-29", "0 of 1", "left"} {
+	for _, want := range []string{a.ActionHash, "rule[1]", "2026-11-29", "0 of 1", "left", "members of payments-leads"} {
 		if !strings.Contains(facts, want) {
 			t.Errorf("the request's facts lack %q: %s", want, facts)
 		}
@@ -199,11 +213,7 @@ func TestApproveWaitingCall(t *testing.T) {
 	shot(t, ctx, "approvals")
 	run(t, ctx, "approve with a note",
 		chromedp.SendKeys(chromedp.CSS("#note-"+id), "refund agreed with the customer"),
-		chromedp.Click(chromedp.CSS("button.grant")),
-		chromedp.WaitVisible(chromedp.CSS("p.flash")))
-	if got := text(t, ctx, "p.flash"); !strings.Contains(got, "Approved "+id) {
-		t.Errorf("after approving, the page says %q", got)
-	}
+		chromedp.Click(chromedp.CSS("button.grant")))
 	select {
 	case rc := <-rcs:
 		if err := <-errs; err != nil {
@@ -232,7 +242,7 @@ func TestApproveWaitingCall(t *testing.T) {
 func TestCSRFlessPostRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	propose(t, s, "ord_2", 250000, false)
 	id := pendingID(t, s)
 	ctx := browser(t)
@@ -287,7 +297,7 @@ func TestForgedProxyHeaderRefused(t *testing.T) {
 func TestExpiredSessionRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	propose(t, s, "ord_3", 250000, false)
 	id := pendingID(t, s)
 	ctx := browser(t)
@@ -317,14 +327,14 @@ func TestExpiredSessionRefused(t *testing.T) {
 func TestAnswerToAnsweredRequestRefused(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	propose(t, s, "ord_4", 250000, false)
 	id := pendingID(t, s)
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
 	run(t, ctx, "start a note", chromedp.WaitVisible(chromedp.CSS("#note-"+id)),
 		chromedp.SendKeys(chromedp.CSS("#note-"+id), "looks fine"))
-	if _, err := s.Guard.Deny(context.Background(), id, "operator"); err != nil {
+	if _, err := s.Guard.Deny(context.Background(), id, "dana"); err != nil {
 		t.Fatal(err)
 	}
 	run(t, ctx, "see the change announced", chromedp.WaitVisible(chromedp.CSS("#live")))
@@ -337,8 +347,8 @@ func TestAnswerToAnsweredRequestRefused(t *testing.T) {
 		t.Errorf("the refusal says %q", got)
 	}
 	shot(t, ctx, "already-answered")
-	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Denied || a.Approver != "operator" {
-		t.Errorf("the request is %s by %q, want denied by operator", a.Status, a.Approver)
+	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Denied || a.Approver != "dana" {
+		t.Errorf("the request is %s by %q, want denied by dana", a.Status, a.Approver)
 	}
 	if e, r := written(t, s); e != ev || r != rc {
 		t.Errorf("a late answer wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
@@ -350,7 +360,7 @@ func TestAnswerToAnsweredRequestRefused(t *testing.T) {
 func TestResolveAmbiguousEffect(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
-	s.AddAccount(t, "alice", pw)
+	s.AddAccount(t, "alice", pw, "payments-leads")
 	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
 		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
 		func(context.Context, json.RawMessage) (any, error) {
@@ -377,5 +387,103 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 	e, err := s.Guard.Store().Effect(context.Background(), "merge:latch:7")
 	if err != nil || e.State != store.Committed || e.ResolvedBy != "console:alice" || e.Note != "the merge is on main" {
 		t.Errorf("the effect after resolving: %+v, %v", e, err)
+	}
+}
+
+// A payout needs two people: the first approver's grant leaves it pending ("1 of 2"), the
+// second's grants it and the waiting call proceeds.
+func TestTwoApproversNeeded(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "tess", pw, "treasury")
+	s.AddAccount(t, "tom", pw, "treasury")
+	rcs, errs := make(chan *latch.Receipt, 1), make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}), 2*time.Minute)
+		defer cancel()
+		rc, err := s.Guard.Execute(ctx, &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"payout_id":"po_9","amount":900000}`), Options: &latch.Options{Wait: true}},
+			func(context.Context, json.RawMessage) (any, error) { return map[string]string{"payout": "sent"}, nil })
+		rcs <- rc
+		errs <- err
+	}()
+	id := pendingID(t, s)
+	first := browser(t)
+	login(t, first, s.URL, "tess", false)
+	run(t, first, "tess grants", chromedp.WaitVisible(chromedp.CSS("#req-"+id+" button.grant")), chromedp.Click(chromedp.CSS("#req-"+id+" button.grant")))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		a, err := s.Guard.Store().Approval(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Answers) == 1 {
+			if a.Status != store.Pending || a.Answers[0].Name != "tess" || a.Answers[0].Method != store.MethodSession || !a.Answers[0].Verified {
+				t.Fatalf("after tess's grant the request is %s with %+v; want pending with her verified session answer", a.Status, a.Answers)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("tess's grant was not recorded")
+		}
+	}
+	run(t, first, "open the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS(".tally")))
+	if got := text(t, first, ".tally"); got != "1 of 2" {
+		t.Errorf("the tally reads %q, want 1 of 2", got)
+	}
+	if n := value(t, first, "count buttons", chromedp.Evaluate[int](`document.querySelectorAll("button.grant").length`)); n != 0 {
+		t.Errorf("tess is offered %d approve buttons after answering", n)
+	}
+	shot(t, first, "two-of-n")
+	select {
+	case <-rcs:
+		t.Fatal("the call proceeded after one of two grants")
+	default:
+	}
+	second := browser(t)
+	login(t, second, s.URL, "tom", false)
+	if a, err := s.Guard.Store().Approval(context.Background(), id); err != nil || a.Status != store.Pending {
+		t.Fatalf("before the second grant the request is %+v, %v; want pending", a, err)
+	}
+	// The grant lets the waiting call run at once, and the page reloads on its events: the
+	// call's receipt, not the page's flash message, is what to wait for.
+	run(t, second, "tom grants", chromedp.WaitVisible(chromedp.CSS("#req-"+id+" button.grant")), chromedp.Click(chromedp.CSS("#req-"+id+" button.grant")))
+	select {
+	case rc := <-rcs:
+		if err := <-errs; err != nil || rc.Result != "committed" {
+			t.Fatalf("the waiting payout ended %v, %v; want committed", rc, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting payout did not proceed after the second grant")
+	}
+}
+
+// An approver whose roles the action does not name reads the request but gets no approve
+// button, and the HTTP API refuses the same person's token.
+func TestUnentitledSeesNoButton(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "eve", pw, "treasury")
+	propose(t, s, "ord_5", 250000, false)
+	id := pendingID(t, s)
+	ctx := browser(t)
+	login(t, ctx, s.URL, "eve", false)
+	run(t, ctx, "show the request", chromedp.WaitVisible(chromedp.CSS("#req-"+id+" .why-not")))
+	if got := text(t, ctx, "#req-"+id+" .why-not"); !strings.Contains(got, "not among the approvers of billing.refund") {
+		t.Errorf("eve reads %q", got)
+	}
+	if n := value(t, ctx, "count buttons", chromedp.Evaluate[int](`document.querySelectorAll("button.grant, button.deny").length`)); n != 0 {
+		t.Errorf("eve is offered %d answer buttons", n)
+	}
+	shot(t, ctx, "not-entitled")
+	secret, _, err := server.CreateToken(context.Background(), s.Guard.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "eve"}, s.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/approvals/"+id+"/approve", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if r := consoletest.Do(t, consoletest.Client(t, ""), req); r.Status != http.StatusForbidden || !strings.Contains(r.Body, "approver_not_entitled") {
+		t.Errorf("the API's answer for eve = %d %s, want 403 approver_not_entitled", r.Status, r.Body)
+	}
+	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Pending {
+		t.Errorf("the request is %s, want pending", a.Status)
 	}
 }
