@@ -10,6 +10,8 @@
 #    `go test -race -count=1 ./...` (extra arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
 #    PostgreSQL (scripts/soak.sh, $LATCH_SOAK_DURATION, default 2m) and a bounded run of every
 #    fuzz target (scripts/fuzz.sh, $LATCH_FUZZ_TIME per target, default 10s).
+#    Then the console's browser tests (server/console/browsertest: chromium, installed when
+#    missing, driven by chromedp; LATCH_REQUIRE_BROWSER=1 fails them without a browser).
 #    Then each integration module (integrations/river, asynq, temporal: each its own go.mod, built
 #    against this checkout) as its own stage: go vet and go test -race, bounded in time. River's
 #    tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs Debian's
@@ -74,4 +76,19 @@ integration() {
 for m in river asynq temporal; do
 	stage "integration $m (go vet, go test -race)" integration "$m"
 done
+# The console's browser tests (server/console/browsertest, a module of its own so that chromedp
+# is no dependency of latch): Debian's chromium, headless. LATCH_REQUIRE_BROWSER=1 makes a
+# missing browser a failure, not a skip. Screenshots go to $LATCH_SCREENSHOTS when it is set.
+if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]]; then
+	echo "test.sh: installing chromium (for the console's browser tests)" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+export LATCH_REQUIRE_BROWSER=1
+browser_tests() {
+	(cd server/console/browsertest &&
+		{ go mod tidy -diff || { echo "test.sh: server/console/browsertest/go.mod or go.sum is out of date: run (cd server/console/browsertest && go mod tidy)" >&2; false; }; } &&
+		timeout --kill-after=30 600 go vet ./... &&
+		timeout --kill-after=30 900 go test -count=1 -timeout 12m ./...)
+}
+stage "console browser tests (chromium)" browser_tests
 echo "test.sh: all stages passed in $(($(date +%s) - start))s" >&2
