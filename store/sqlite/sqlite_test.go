@@ -491,6 +491,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE tokens`)
 	exec(t, db, `DROP TABLE checkpoints`)
 	exec(t, db, `DROP TABLE store_identity`)
+	exec(t, db, `DROP TABLE accounts`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
