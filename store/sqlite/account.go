@@ -14,7 +14,7 @@ import (
 var _ store.AccountStore = (*Store)(nil)
 
 // accountsVersion is the schema version that added approver accounts.
-const accountsVersion = 9
+const accountsVersion = 10
 
 const accountColumns = `name, password_hash, roles, created_at`
 

@@ -2,10 +2,10 @@
 -- hash of a password is kept. name_key is the name as names are compared (case folded, NFKC,
 -- without white space or invisible characters): "Alice" and "alice" are one account.
 
-CREATE TABLE accounts (
-	name          TEXT    PRIMARY KEY,
-	name_key      TEXT    NOT NULL UNIQUE,
-	password_hash TEXT    NOT NULL,
-	roles         TEXT    NOT NULL, -- a JSON array of role names, sorted
-	created_at    INTEGER NOT NULL
-) STRICT;
+CREATE TABLE {schema}.accounts (
+	name          text   PRIMARY KEY,
+	name_key      text   NOT NULL UNIQUE,
+	password_hash text   NOT NULL,
+	roles         text   NOT NULL, -- a JSON array of role names, sorted
+	created_at    bigint NOT NULL
+);
