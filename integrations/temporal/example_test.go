@@ -82,7 +82,7 @@ actions:
 	defer g.Close()
 
 	// The lines latch adds: the interceptor on the worker's options.
-	opts := worker.Options{Interceptors: []interceptor.WorkerInterceptor{
+	opts := worker.Options{DeadlockDetectionTimeout: time.Minute, Interceptors: []interceptor.WorkerInterceptor{
 		latchtemporal.NewInterceptor(g, &latchtemporal.Config{
 			Principal: latch.Principal{Agent: "billing-worker"},
 			Actions:   map[string]string{"ChargeInvoice": "billing.charge"},

@@ -97,12 +97,16 @@ func setup(t *testing.T) *fixture {
 }
 
 func (f *fixture) interceptors() worker.Options {
-	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{
-		latchtemporal.NewInterceptor(f.guard, &latchtemporal.Config{
-			Principal: latch.Principal{Agent: "billing-worker"},
-			Actions:   map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
-		}),
-	}}
+	return worker.Options{
+		// The test environment's workflow goroutine must yield within this, or it is reported as a
+		// deadlock: 1s by default, which a loaded machine running -race can exceed.
+		DeadlockDetectionTimeout: time.Minute,
+		Interceptors: []interceptor.WorkerInterceptor{
+			latchtemporal.NewInterceptor(f.guard, &latchtemporal.Config{
+				Principal: latch.Principal{Agent: "billing-worker"},
+				Actions:   map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
+			}),
+		}}
 }
 
 // runWorkflow runs ChargeWorkflow in a fresh test environment (one workflow execution) with the
