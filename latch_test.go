@@ -836,6 +836,14 @@ func TestJSONLSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stored, err := g.Store().Events(t.Context(), store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call waits for its sinks only briefly (SinkWait); Close delivers what is still queued.
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -860,7 +868,6 @@ func TestJSONLSink(t *testing.T) {
 			hash = l.Hash
 		}
 	}
-	stored, _ := g.Store().Events(t.Context(), store.EventFilter{})
 	if len(kinds) != len(stored) || strings.Join(kinds, " ") != "action_proposed policy_evaluated effect_reserved execution_committed" {
 		t.Errorf("sink events = %v, store has %d", kinds, len(stored))
 	}
