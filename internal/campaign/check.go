@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
@@ -36,6 +37,9 @@ type Report struct {
 	Attributed map[string]int
 	// Chain is what `latch receipts --verify --json` reported.
 	Chain ChainReport
+	// CallReceipts counts the chain's receipts of calls (the other records are state changes
+	// such as approval answers and lease lapses).
+	CallReceipts int64
 }
 
 // ChainReport is the JSON of `latch receipts --verify --json`.
@@ -66,6 +70,24 @@ func Check(ctx context.Context, url, ledgerPath string, attr Attribution) (*Repo
 		return nil, fmt.Errorf("check: list effects: %w", err)
 	}
 	rep := judge(execs, effects, attr)
+	for r, err := range st.Receipts(ctx, store.ReceiptFilter{}) {
+		if err != nil {
+			return nil, fmt.Errorf("check: read receipts: %w", err)
+		}
+		var k struct {
+			Kind *string `json:"kind"`
+		}
+		if err := json.Unmarshal(r.Doc, &k); err != nil {
+			return nil, fmt.Errorf("check: receipt %d: %w", r.Seq, err)
+		}
+		kind := ""
+		if k.Kind != nil {
+			kind = *k.Kind
+		}
+		if receipt.IsCall(receipt.KindOf(kind)) {
+			rep.CallReceipts++
+		}
+	}
 	if rep.Chain, err = verifyChain(ctx, url); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
