@@ -98,6 +98,12 @@ func FuzzMarshalObject(f *testing.F) {
 		out, err := Marshal(m)
 		valid := utf8.ValidString(k1) && utf8.ValidString(k2) && n >= -MaxSafeInt && n <= MaxSafeInt &&
 			(k1 == k2 || utf8.ValidString(s))
+		var ce *Error
+		if err != nil && k1 != k2 && errors.As(err, &ce) && ce.KeyClash {
+			// Two keys that fold alike are refused on purpose; FuzzFoldKeys holds that refusal to
+			// exactly the keys encoding/json would merge.
+			return
+		}
 		if err != nil {
 			if valid {
 				t.Fatalf("Marshal(%#v) error = %v", m, err)
