@@ -33,7 +33,6 @@ package latchasynq
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -148,93 +147,17 @@ func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h a
 		return nil
 	}
 	id, _ := asynq.GetTaskID(ctx)
-	key := effectKey(err)
-	switch verdictOf(err) {
-	case duplicate:
+	key := latch.EffectKeyOf(err)
+	switch latch.TaskVerdictOf(err) {
+	case latch.TaskDuplicate:
 		c.Logger.InfoContext(ctx, "latchasynq: effect already committed; task completed without running",
 			"task_id", id, "type", t.Type(), "effect_key", key)
 		return nil
-	case inProgress, retry:
+	case latch.TaskInProgress, latch.TaskRetry:
 		return err
 	}
-	te := &TaskError{TaskID: id, Type: t.Type(), Key: key, Reason: reason(err), Err: err}
+	te := &TaskError{TaskID: id, Type: t.Type(), Key: key, Reason: latch.TaskReason(err), Err: err}
 	c.Logger.WarnContext(ctx, "latchasynq: task not retried", "task_id", id, "type", t.Type(),
 		"effect_key", key, "reason", te.Reason, "error", err)
 	return te
-}
-
-// verdict is what a queue does with a task after latch's answer.
-type verdict int
-
-const (
-	done       verdict = iota // the effect committed in this attempt
-	duplicate                 // the effect committed earlier: complete without running
-	inProgress                // another attempt holds the key: try later
-	retry                     // nothing happened (NotExecuted, or latch could not reach its store): retry
-	stop                      // ambiguous or refused: never retry until a person acts
-)
-
-// verdictOf maps the error of a protected call to a verdict.
-func verdictOf(err error) verdict {
-	var ee *latch.EffectError
-	switch {
-	case err == nil:
-		return done
-	case errors.As(err, &ee) && ee.Reason == "key_conflict":
-		return stop // another call's arguments under this key: a person must look
-	case errors.Is(err, latch.ErrAlreadyCommitted):
-		return duplicate
-	case errors.Is(err, latch.ErrInProgress):
-		return inProgress
-	case errors.Is(err, latch.ErrAmbiguous), errors.Is(err, latch.ErrAmbiguousEffect),
-		errors.Is(err, latch.ErrAttemptsExhausted), errors.Is(err, latch.ErrDenied),
-		errors.Is(err, latch.ErrApprovalRequired), errors.Is(err, latch.ErrApprovalMismatch),
-		errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity),
-		errors.Is(err, latch.ErrInvalidArgument), errors.Is(err, latch.ErrDuplicateEffect):
-		return stop
-	}
-	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
-	// through latch again, which refuses it if anything was reserved meanwhile.
-	return retry
-}
-
-func reason(err error) string {
-	var ee *latch.EffectError
-	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
-		return ee.Reason
-	}
-	switch {
-	case errors.Is(err, latch.ErrAmbiguous):
-		return "ambiguous"
-	case errors.Is(err, latch.ErrAmbiguousEffect):
-		return "ambiguous_effect"
-	case errors.Is(err, latch.ErrAttemptsExhausted):
-		return "attempts_exhausted"
-	case errors.Is(err, latch.ErrApprovalRequired):
-		return "approval_required"
-	case errors.Is(err, latch.ErrApprovalMismatch):
-		return "approval_refused"
-	case errors.Is(err, latch.ErrInvalidArgument):
-		return "invalid_argument"
-	case errors.Is(err, latch.ErrDenied):
-		return "denied"
-	case errors.Is(err, latch.ErrAuthority):
-		return "authority"
-	case errors.Is(err, latch.ErrIdentity):
-		return "identity"
-	}
-	return "refused"
-}
-
-// effectKey is the effect key latch's error names, or "".
-func effectKey(err error) string {
-	var ae *latch.AmbiguousError
-	if errors.As(err, &ae) {
-		return ae.Key
-	}
-	var ee *latch.EffectError
-	if errors.As(err, &ee) {
-		return ee.Key
-	}
-	return ""
 }

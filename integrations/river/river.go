@@ -26,7 +26,6 @@ package latchriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -149,95 +148,19 @@ func (p *protected[T]) outcome(ctx context.Context, job *rivertype.JobRow, err e
 	if err == nil {
 		return nil
 	}
-	key := effectKey(err)
-	switch verdictOf(err) {
-	case duplicate:
+	key := latch.EffectKeyOf(err)
+	switch latch.TaskVerdictOf(err) {
+	case latch.TaskDuplicate:
 		p.cfg.Logger.InfoContext(ctx, "latchriver: effect already committed; job completed without running",
 			"job_id", job.ID, "kind", job.Kind, "effect_key", key)
 		return nil
-	case inProgress:
+	case latch.TaskInProgress:
 		return river.JobSnooze(p.cfg.InProgressSnooze)
-	case retry:
+	case latch.TaskRetry:
 		return err
 	}
-	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: key, Reason: reason(err), Err: err}
+	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: key, Reason: latch.TaskReason(err), Err: err}
 	p.cfg.Logger.WarnContext(ctx, "latchriver: job cancelled", "job_id", job.ID, "kind", job.Kind,
 		"effect_key", key, "reason", je.Reason, "error", err)
 	return river.JobCancel(je)
-}
-
-// verdict is what a queue does with a job after latch's answer.
-type verdict int
-
-const (
-	done       verdict = iota // the effect committed in this attempt
-	duplicate                 // the effect committed earlier: complete without running
-	inProgress                // another attempt holds the key: try later, without counting a failure
-	retry                     // nothing happened (NotExecuted, or latch could not reach its store): retry
-	stop                      // ambiguous or refused: never retry until a person acts
-)
-
-// verdictOf maps the error of a protected call to a verdict.
-func verdictOf(err error) verdict {
-	var ee *latch.EffectError
-	switch {
-	case err == nil:
-		return done
-	case errors.As(err, &ee) && ee.Reason == "key_conflict":
-		return stop // another call's arguments under this key: a person must look
-	case errors.Is(err, latch.ErrAlreadyCommitted):
-		return duplicate
-	case errors.Is(err, latch.ErrInProgress):
-		return inProgress
-	case errors.Is(err, latch.ErrAmbiguous), errors.Is(err, latch.ErrAmbiguousEffect),
-		errors.Is(err, latch.ErrAttemptsExhausted), errors.Is(err, latch.ErrDenied),
-		errors.Is(err, latch.ErrApprovalRequired), errors.Is(err, latch.ErrApprovalMismatch),
-		errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity),
-		errors.Is(err, latch.ErrInvalidArgument), errors.Is(err, latch.ErrDuplicateEffect):
-		return stop
-	}
-	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
-	// through latch again, which refuses it if anything was reserved meanwhile.
-	return retry
-}
-
-func reason(err error) string {
-	var ee *latch.EffectError
-	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
-		return ee.Reason
-	}
-	switch {
-	case errors.Is(err, latch.ErrAmbiguous):
-		return "ambiguous"
-	case errors.Is(err, latch.ErrAmbiguousEffect):
-		return "ambiguous_effect"
-	case errors.Is(err, latch.ErrAttemptsExhausted):
-		return "attempts_exhausted"
-	case errors.Is(err, latch.ErrApprovalRequired):
-		return "approval_required"
-	case errors.Is(err, latch.ErrApprovalMismatch):
-		return "approval_refused"
-	case errors.Is(err, latch.ErrInvalidArgument):
-		return "invalid_argument"
-	case errors.Is(err, latch.ErrDenied):
-		return "denied"
-	case errors.Is(err, latch.ErrAuthority):
-		return "authority"
-	case errors.Is(err, latch.ErrIdentity):
-		return "identity"
-	}
-	return "refused"
-}
-
-// effectKey is the effect key latch's error names, or "".
-func effectKey(err error) string {
-	var ae *latch.AmbiguousError
-	if errors.As(err, &ae) {
-		return ae.Key
-	}
-	var ee *latch.EffectError
-	if errors.As(err, &ee) {
-		return ee.Key
-	}
-	return ""
 }

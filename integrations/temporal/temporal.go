@@ -158,10 +158,10 @@ func (a *activityInterceptor) ExecuteActivity(ctx context.Context, in *intercept
 
 // outcome turns latch's refusal or an attempt's failure into what Temporal should do.
 func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, err error) (any, error) {
-	key := effectKey(err)
+	key := latch.EffectKeyOf(err)
 	name := info.ActivityType.Name
-	switch verdictOf(err) {
-	case duplicate:
+	switch latch.TaskVerdictOf(err) {
+	case latch.TaskDuplicate:
 		a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: effect already committed; activity not run, stored result returned",
 			"activity", name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key)
 		var ee *latch.EffectError
@@ -169,14 +169,14 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, e
 			return ee.Result, nil
 		}
 		return nil, nil
-	case inProgress:
+	case latch.TaskInProgress:
 		return nil, temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("latchtemporal: activity %s: effect %q is held by another attempt; retrying later", name, key),
 			ErrTypeInProgress, temporal.ApplicationErrorOptions{Cause: err, Details: []any{Details{EffectKey: key, Reason: "in_progress"}}})
-	case retry:
+	case latch.TaskRetry:
 		return nil, err
 	}
-	r := reason(err)
+	r := latch.TaskReason(err)
 	a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name,
 		"workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key, "reason", r, "error", err)
 	if r == "ambiguous" || r == "ambiguous_effect" {
@@ -189,80 +189,4 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, e
 	}
 	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: %s: %v", name, r, err),
 		ErrTypeRefused, err, Details{EffectKey: key, Reason: r})
-}
-
-// verdict is what the worker does with an attempt after latch's answer.
-type verdict int
-
-const (
-	done       verdict = iota // the effect committed in this attempt
-	duplicate                 // the effect committed earlier: answer without running
-	inProgress                // another attempt holds the key: retry later
-	retry                     // nothing happened (NotExecuted, or latch could not reach its store): retry
-	stop                      // ambiguous or refused: never retry until a person acts
-)
-
-// verdictOf maps the error of a protected call to a verdict.
-func verdictOf(err error) verdict {
-	var ee *latch.EffectError
-	switch {
-	case err == nil:
-		return done
-	case errors.As(err, &ee) && ee.Reason == "key_conflict":
-		return stop // another call's arguments under this key: a person must look
-	case errors.Is(err, latch.ErrAlreadyCommitted):
-		return duplicate
-	case errors.Is(err, latch.ErrInProgress):
-		return inProgress
-	case errors.Is(err, latch.ErrAmbiguous), errors.Is(err, latch.ErrAmbiguousEffect),
-		errors.Is(err, latch.ErrAttemptsExhausted), errors.Is(err, latch.ErrDenied),
-		errors.Is(err, latch.ErrApprovalRequired), errors.Is(err, latch.ErrApprovalMismatch),
-		errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity),
-		errors.Is(err, latch.ErrInvalidArgument), errors.Is(err, latch.ErrDuplicateEffect):
-		return stop
-	}
-	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
-	// through latch again, which refuses it if anything was reserved meanwhile.
-	return retry
-}
-
-func reason(err error) string {
-	var ee *latch.EffectError
-	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
-		return ee.Reason
-	}
-	switch {
-	case errors.Is(err, latch.ErrAmbiguous):
-		return "ambiguous"
-	case errors.Is(err, latch.ErrAmbiguousEffect):
-		return "ambiguous_effect"
-	case errors.Is(err, latch.ErrAttemptsExhausted):
-		return "attempts_exhausted"
-	case errors.Is(err, latch.ErrApprovalRequired):
-		return "approval_required"
-	case errors.Is(err, latch.ErrApprovalMismatch):
-		return "approval_refused"
-	case errors.Is(err, latch.ErrInvalidArgument):
-		return "invalid_argument"
-	case errors.Is(err, latch.ErrDenied):
-		return "denied"
-	case errors.Is(err, latch.ErrAuthority):
-		return "authority"
-	case errors.Is(err, latch.ErrIdentity):
-		return "identity"
-	}
-	return "refused"
-}
-
-// effectKey is the effect key latch's error names, or "".
-func effectKey(err error) string {
-	var ae *latch.AmbiguousError
-	if errors.As(err, &ae) {
-		return ae.Key
-	}
-	var ee *latch.EffectError
-	if errors.As(err, &ee) {
-		return ee.Key
-	}
-	return ""
 }
