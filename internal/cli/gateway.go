@@ -36,11 +36,8 @@ const DefaultGatewayAddr = "127.0.0.1:7421"
 type gatewayFlags struct {
 	stdio       bool
 	agent, user string
-	listen      string
 	strict      bool
-	tlsCert     string
-	tlsKey      string
-	behindProxy bool
+	http        httpFlags
 	jwt         jwtFlags
 }
 
@@ -78,11 +75,8 @@ SIGTERM or SIGINT stops it: calls in flight finish first.`,
 	f.BoolVar(&gf.stdio, "stdio", false, "speak MCP on standard input and output instead of HTTP")
 	f.StringVar(&gf.agent, "agent", "", "with --stdio: the principal's agent `NAME` (required)")
 	f.StringVar(&gf.user, "user", "", "with --stdio: the user the agent acts for (optional)")
-	f.StringVar(&gf.listen, "listen", DefaultGatewayAddr, "the `ADDR` to serve streamable HTTP on")
 	f.BoolVar(&gf.strict, "strict", false, "refuse to start when there is any startup warning")
-	f.StringVar(&gf.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
-	f.StringVar(&gf.tlsKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
-	f.BoolVar(&gf.behindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	return cmd
 }
@@ -106,11 +100,8 @@ func (gf *gatewayFlags) check(f *pflag.FlagSet) error {
 	if f.Changed("agent") || f.Changed("user") {
 		return usagef("--agent and --user go with --stdio; over HTTP the principal is each request's credential")
 	}
-	if (gf.tlsCert == "") != (gf.tlsKey == "") {
-		return usagef("--tls-cert and --tls-key go together")
-	}
-	if err := server.CheckAddr(gf.listen, gf.tlsCert != "", gf.behindProxy); err != nil {
-		return usagef("%s", err.Error())
+	if err := gf.http.check(); err != nil {
+		return err
 	}
 	return gf.jwt.check()
 }
@@ -138,8 +129,8 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		fmt.Fprintln(a.stderr, observeBanner)
 		warnings = append(warnings, "the policy is in observe mode: every tool call runs, and refusals are only recorded")
 	}
-	if !gf.stdio && !loopback(gf.listen) {
-		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.listen))
+	if !gf.stdio && !loopback(gf.http.listen) {
+		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.http.listen))
 	}
 	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now}
 	if gf.stdio {
@@ -172,7 +163,7 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		return err
 	}
 	h := gw.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
-	return serveHTTP(ctx, log, "latch gateway", &httpFlags{listen: gf.listen, tlsCert: gf.tlsCert, tlsKey: gf.tlsKey}, h,
+	return serveHTTP(ctx, log, "latch gateway", &gf.http, h,
 		"tools", len(gw.Tools()))
 }
 
@@ -193,6 +184,27 @@ func (nopWriteCloser) Close() error { return nil }
 type httpFlags struct {
 	listen          string
 	tlsCert, tlsKey string
+	behindProxy     bool
+}
+
+// register defines --listen (defaulting to addr), --tls-cert, --tls-key and --behind-proxy.
+func (hf *httpFlags) register(f *pflag.FlagSet, addr string) {
+	f.StringVar(&hf.listen, "listen", addr, "the `ADDR` to serve streamable HTTP on")
+	f.StringVar(&hf.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
+	f.StringVar(&hf.tlsKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
+	f.BoolVar(&hf.behindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+}
+
+// check refuses a certificate without its key (or the reverse) and a non-loopback address
+// without TLS or --behind-proxy.
+func (hf *httpFlags) check() error {
+	if (hf.tlsCert == "") != (hf.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if err := server.CheckAddr(hf.listen, hf.tlsCert != "", hf.behindProxy); err != nil {
+		return usagef("%s", err.Error())
+	}
+	return nil
 }
 
 // serveHTTP serves h under /mcp until ctx ends, then shuts down gracefully: the calls in flight

@@ -20,13 +20,10 @@ import (
 const DefaultOperatorAddr = "127.0.0.1:7422"
 
 type operatorFlags struct {
-	stdio       bool
-	as          string
-	listen      string
-	tlsCert     string
-	tlsKey      string
-	behindProxy bool
-	jwt         jwtFlags
+	stdio bool
+	as    string
+	http  httpFlags
+	jwt   jwtFlags
 }
 
 func (a *app) mcpOperatorCommand() *cobra.Command {
@@ -54,10 +51,7 @@ recorded as unverified in each answer's note; without --as a stdio session can o
 	f := cmd.Flags()
 	f.BoolVar(&of.stdio, "stdio", false, "speak MCP on standard input and output instead of HTTP")
 	f.StringVar(&of.as, "as", "", "with --stdio: who answers and resolves, recorded unverified (`NAME`)")
-	f.StringVar(&of.listen, "listen", DefaultOperatorAddr, "the `ADDR` to serve streamable HTTP on")
-	f.StringVar(&of.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM)")
-	f.StringVar(&of.tlsKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
-	f.BoolVar(&of.behindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
+	of.http.register(f, DefaultOperatorAddr)
 	of.jwt.register(f, "approvers'")
 	return cmd
 }
@@ -82,11 +76,8 @@ func (of *operatorFlags) check(f *pflag.FlagSet) error {
 	if f.Changed("as") {
 		return usagef("--as goes with --stdio; over HTTP the approver is each request's credential")
 	}
-	if (of.tlsCert == "") != (of.tlsKey == "") {
-		return usagef("--tls-cert and --tls-key go together")
-	}
-	if err := server.CheckAddr(of.listen, of.tlsCert != "", of.behindProxy); err != nil {
-		return usagef("%s", err.Error())
+	if err := of.http.check(); err != nil {
+		return err
 	}
 	return of.jwt.check()
 }
@@ -135,9 +126,9 @@ func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
 	if err != nil {
 		return err
 	}
-	if !loopback(of.listen) {
-		log.Warn(fmt.Sprintf("latch mcp-operator: listening on %s, beyond loopback", of.listen))
+	if !loopback(of.http.listen) {
+		log.Warn(fmt.Sprintf("latch mcp-operator: listening on %s, beyond loopback", of.http.listen))
 	}
 	h := op.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
-	return serveHTTP(ctx, log, "latch mcp-operator", &httpFlags{listen: of.listen, tlsCert: of.tlsCert, tlsKey: of.tlsKey}, h)
+	return serveHTTP(ctx, log, "latch mcp-operator", &of.http, h)
 }
