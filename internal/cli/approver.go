@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
@@ -39,25 +38,7 @@ on a terminal) and only its bcrypt hash is stored.`,
 
 // openAccounts opens the store for approver accounts, creating and migrating it when write.
 func (a *app) openAccounts(write bool) (store.Store, store.AccountStore, error) {
-	var st store.Store
-	var err error
-	if write {
-		var u string
-		if u, err = a.storeURL(); err != nil {
-			return nil, nil, err
-		}
-		if st, err = latch.OpenStore(a.ctx, u, nil); err != nil {
-			return nil, nil, errors.New(reason(err))
-		}
-	} else if st, err = a.openRead(); err != nil {
-		return nil, nil, err
-	}
-	as, ok := st.(store.AccountStore)
-	if !ok {
-		st.Close()
-		return nil, nil, fmt.Errorf("store %T keeps no approver accounts", st)
-	}
-	return st, as, nil
+	return openStoreAs[store.AccountStore](a, write, "approver accounts")
 }
 
 // readPassword reads a new password: prompted twice without echo on a terminal, else the first

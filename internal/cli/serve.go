@@ -227,25 +227,32 @@ func parseTTL(s string) (time.Duration, error) {
 // openTokens opens the store for writing tokens, creating and migrating it if needed: the
 // first token is usually created before the first `latch serve`.
 func (a *app) openTokens(write bool) (store.Store, store.TokenStore, error) {
+	return openStoreAs[store.TokenStore](a, write, "tokens")
+}
+
+// openStoreAs opens the store — for writing, creating and migrating it if needed; else
+// read-only — and returns it with its T side (the tokens or accounts it keeps, named what).
+func openStoreAs[T any](a *app, write bool, what string) (store.Store, T, error) {
 	var st store.Store
+	var zero T
 	var err error
 	if write {
 		var u string
 		if u, err = a.storeURL(); err != nil {
-			return nil, nil, err
+			return nil, zero, err
 		}
 		if st, err = latch.OpenStore(a.ctx, u, nil); err != nil {
-			return nil, nil, errors.New(reason(err))
+			return nil, zero, errors.New(reason(err))
 		}
 	} else if st, err = a.openRead(); err != nil {
-		return nil, nil, err
+		return nil, zero, err
 	}
-	ts, ok := st.(store.TokenStore)
+	t, ok := st.(T)
 	if !ok {
 		st.Close()
-		return nil, nil, fmt.Errorf("store %T keeps no tokens", st)
+		return nil, zero, fmt.Errorf("store %T keeps no %s", st, what)
 	}
-	return st, ts, nil
+	return st, t, nil
 }
 
 func (a *app) tokenCreateCommand() *cobra.Command {
