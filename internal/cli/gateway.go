@@ -110,16 +110,8 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 	if err := gf.check(f); err != nil {
 		return err
 	}
-	path, err := a.policyPath()
-	if err != nil {
-		return err
-	}
-	u, err := a.storeURL()
-	if err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(a.stderr, nil))
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	g, path, err := a.openServer(log)
 	if err != nil {
 		return err
 	}
@@ -179,6 +171,22 @@ func serveStdio(ctx context.Context, s *mcp.Server, r io.Reader, w io.Writer) er
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// openServer opens the guard of a long-running MCP command on the policy and store the flags
+// name (creating and migrating the store if needed), logging to log; it returns the policy's
+// path with it.
+func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
+	path, err := a.policyPath()
+	if err != nil {
+		return nil, "", err
+	}
+	u, err := a.storeURL()
+	if err != nil {
+		return nil, "", err
+	}
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	return g, path, err
+}
 
 // httpFlags say where and how an MCP command serves HTTP.
 type httpFlags struct {

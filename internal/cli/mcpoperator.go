@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -86,16 +85,8 @@ func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
 	if err := of.check(f); err != nil {
 		return err
 	}
-	path, err := a.policyPath()
-	if err != nil {
-		return err
-	}
-	u, err := a.storeURL()
-	if err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(a.stderr, nil))
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	g, _, err := a.openServer(log)
 	if err != nil {
 		return err
 	}
