@@ -167,6 +167,10 @@ type caller struct {
 	principal latch.Principal
 	approver  string
 	method    string // how the approver was authenticated: store.MethodToken, MethodJWT…
+	// verified is a credential the identity provider verified (a JWT): it proposes as its
+	// principal and, on the routes where people act, answers and resolves as the person its
+	// agent claim names — as in latch mcp-operator, one credential means one person.
+	verified bool
 }
 
 // authenticate reads the bearer credential of r. Each way it can be wrong is its own problem,
@@ -196,7 +200,11 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 		}
 		return nil, problem(ae.Status, ae.Reason, ae.Detail)
 	}
-	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method}, nil
+	out := &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method}
+	if c.TokenID == "" && c.Kind == store.TokenAgent { // a credential Config.Identity verified
+		out.verified, out.approver, out.method = true, c.Principal.Agent, store.MethodJWT
+	}
+	return out, nil
 }
 
 // agentOnly refuses an approver credential where a principal proposes.
@@ -207,10 +215,11 @@ func (c *caller) agentOnly() *Problem {
 	return nil
 }
 
-// approverOnly refuses an agent credential where a person answers or resolves.
+// approverOnly refuses an agent token where a person answers or resolves. Approver tokens and
+// credentials the identity provider verified pass.
 func (c *caller) approverOnly() *Problem {
-	if c.kind != store.TokenApprover {
-		return problem(http.StatusForbidden, "forbidden", "this route needs an approver token (latch token create --approver NAME)")
+	if c.kind != store.TokenApprover && !c.verified {
+		return problem(http.StatusForbidden, "forbidden", "this route needs an approver token (latch token create --approver NAME) or a JWT this server verifies")
 	}
 	return nil
 }

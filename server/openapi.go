@@ -84,7 +84,7 @@ func (s *Server) openAPI() []byte {
 		"paths": paths,
 		"components": map[string]any{
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
-				"description": "An API token from latch token create (agent or approver)"}},
+				"description": "An API token from latch token create (agent or approver), or a JWT the server verifies (latch serve --jwt-*): its principal proposes, and on the approver routes it acts as the person its agent claim names"}},
 			"schemas": schemas,
 		},
 	}

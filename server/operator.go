@@ -187,7 +187,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 	case err != nil:
 		writeProblem(w, problemOf(err))
 		return
-	case c.kind == store.TokenAgent && (a.Agent != c.principal.Agent || a.User != c.principal.User):
+	case c.kind == store.TokenAgent && !c.verified && (a.Agent != c.principal.Agent || a.User != c.principal.User):
 		// Another principal's request reads as absent: approval ids are bearer capabilities.
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
@@ -200,8 +200,10 @@ type answerRequest struct {
 	Note string `json:"note"`
 }
 
-// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the token names: a
-// verified answer (method token), counted under the action's approvers (docs/approvals.md).
+// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the credential names: a
+// verified answer (method token for an approver token, jwt for a JWT the identity provider
+// verified, as the person its agent claim names), counted under the action's approvers
+// (docs/approvals.md).
 func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *caller) {
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		if p := c.approverOnly(); p != nil {
