@@ -107,7 +107,7 @@ func fitsFor(a *policy.Authority, keep func(*policy.Grant) bool, check func(auth
 }
 
 // authorityMargin is how long after the scenario clock's start a grant must stay valid for the
-// scenarios to use it: the clock moves during a scenario (past a lease in G12, through an approval's
+// scenarios to use it: the clock moves during a scenario (past a lease in L1, through an approval's
 // lifetime), and a grant that expired midway would refuse a call for a reason the scenario does
 // not test.
 func authorityMargin(p *policy.Policy) time.Duration {

@@ -36,7 +36,7 @@ const (
 	// faultChainBlind ignores what receipt verification found. G11 fails.
 	faultChainBlind = "chain_blind"
 	// faultLeaseRetry treats an executing record whose lease expired as reservable, without
-	// making it ambiguous. G12 fails.
+	// making it ambiguous. L1 fails.
 	faultLeaseRetry = "lease_retry"
 	// faultExpiryOffByOne evaluates every call with the clock 1µs behind, as an expiry check
 	// that treats expires_at as exclusive of the next instant would. G8 fails.
@@ -46,7 +46,7 @@ const (
 	// fails.
 	faultDelegationUnchecked = "delegation_unchecked"
 	// faultRefuseAll refuses every effect reservation: each refusal check would hold, and the
-	// positive controls catch it (G3, G4, G5, G12 fail with "control failed").
+	// positive controls catch it (G3, G4, G5, L1 fail with "control failed").
 	faultRefuseAll = "refuse_all"
 	// faultAnyoneEntitled gives every approver every role, as an entitlement lookup that fails
 	// open would. G17 fails.
@@ -67,10 +67,10 @@ var faultTargets = map[string][]string{
 	faultAllowUnknown:         {"G6"},
 	faultAnonymousPrincipal:   {"G7"},
 	faultChainBlind:           {"G11"},
-	faultLeaseRetry:           {"G12"},
+	faultLeaseRetry:           {"L1"},
 	faultExpiryOffByOne:       {"G8"},
 	faultDelegationUnchecked:  {"G9"},
-	faultRefuseAll:            {"G3", "G4", "G5", "G12"},
+	faultRefuseAll:            {"G3", "G4", "G5", "L1"},
 	faultAnyoneEntitled:       {"G17"},
 	faultSelfApprovalBytewise: {"G18"},
 	faultCountPerSession:      {"G19"},

@@ -655,16 +655,16 @@ func alterDocument(doc []byte) ([]byte, error) {
 	return out, nil
 }
 
-// g12: a holder's lease lapses and a contender arrives: the record becomes ambiguous, the
+// l1: a holder's lease lapses and a contender arrives: the record becomes ambiguous, the
 // contender is refused, nothing executes again, and the late holder cannot record its outcome;
 // control: a contender during a live lease is refused in_progress and the holder commits.
-func (r *runner) g12(ctx context.Context) (outcome, error) {
+func (r *runner) l1(ctx context.Context) (outcome, error) {
 	pk, why := r.effectPick(2)
 	if pk == nil {
 		return notApplicable(why), nil
 	}
 	v, cv := pk.variants[0], pk.variants[1]
-	e, err := r.newEnv(ctx, "g12", r.sp)
+	e, err := r.newEnv(ctx, "l1", r.sp)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -59,7 +59,12 @@ type runner struct {
 	start  time.Time // every scenario's clock starts here
 	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
+	dry    bool      // List's runner: newEnv stops every scenario with errDry
 }
+
+// errDry stops a scenario of List's dry runner at its first scratch environment: by then it has
+// found the policy able to exercise its guarantee.
+var errDry = errors.New("verify: dry run")
 
 func newRunner(cfg *Config, faults faultSet, sc scratch) (*runner, error) {
 	sp, err := newScenarioPolicy(cfg.Policy, nil, true)
@@ -91,7 +96,11 @@ func environment(p *policy.Policy) string {
 	return "production"
 }
 
-func (r *runner) close() { os.RemoveAll(r.tmp) }
+func (r *runner) close() {
+	if r.tmp != "" {
+		os.RemoveAll(r.tmp)
+	}
+}
 
 // pol is the policy the scenarios run.
 func (r *runner) pol() *policy.Policy { return r.sp.pol }
@@ -112,6 +121,9 @@ type env struct {
 
 // newEnv opens a guard with the scenario policy sp over a fresh scratch store.
 func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*env, error) {
+	if r.dry {
+		return nil, errDry
+	}
 	u, err := r.sc.location(ctx, name)
 	if err != nil {
 		return nil, err

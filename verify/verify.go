@@ -2,9 +2,10 @@
 // failure scenarios against the operator's policy, in a scratch store of the operator's backend,
 // and says which guarantees hold, which cannot be exercised by that policy and why.
 //
-// Each guarantee (G1–G12, and the approver guarantees G17–G19) is a scenario driven through the real pipeline — latch.Open with the
-// operator's policy, a scratch store and an injected clock — with fake executors that count their
-// calls. Nothing sleeps (time moves by advancing the clock), nothing reaches the network, and the
+// Each guarantee is a scenario driven through the real pipeline — latch.Open with the operator's
+// policy, a scratch store and an injected clock — with fake executors that count their calls.
+// Guarantees whose meaning latch shares with the reference catalogue carry its number (G1 … G31);
+// latch's own carry the prefix L (L1 …). An id never changes meaning once released. Nothing sleeps (time moves by advancing the clock), nothing reaches the network, and the
 // operator's store is never opened: only its backend kind is read from its URL. G4 races real OS
 // processes: the running binary is re-executed, and the re-executed copy must call Child first
 // thing in main (or TestMain) to play its part.
@@ -50,7 +51,8 @@ type Config struct {
 	// in private schemas named latch_verify_<random> on that server, created and dropped by Run.
 	// The operator's store itself is never opened.
 	StoreURL string
-	// Only selects guarantees by id (G1, g3…; comma-separated entries are split). Empty runs all.
+	// Only selects guarantees by id (G1, g3, L1…; comma-separated entries are split). Empty runs
+	// all.
 	Only []string
 	// faults injects named faults, to show that each guarantee is able to fail: set by this
 	// package's tests only (export_test.go), never in production.
@@ -75,7 +77,7 @@ const (
 
 // Result is the verdict on one guarantee.
 type Result struct {
-	ID       string        // G1 … G12, G17 … G19
+	ID       string        // G1, G17, L1… (Catalogue lists them)
 	Title    string        // "duplicate effect refused"
 	Status   Status        // PASS, FAIL or N/A
 	Action   string        // the action the scenario used ("" when none)
@@ -137,8 +139,14 @@ type guarantee struct {
 	run   func(r *runner, ctx context.Context) (outcome, error)
 }
 
-// catalogue is the table of docs/verify.md, in order. Each run function is a hook of its own so that a
-// guarantee can be deepened without touching the others.
+// catalogue is the table of docs/verify.md, in order: the ids latch shares with the reference
+// numbering (G…) by number, then latch's own (L…). Each run function is a hook of its own so that
+// a guarantee can be deepened without touching the others. An id never changes meaning once
+// released: a guarantee that is withdrawn leaves its id unused, and a new meaning takes a new id.
+//
+// Every run function decides whether the policy can exercise its guarantee (N/A with a reason)
+// before it opens its first scratch environment (runner.newEnv): List relies on that, running
+// each function in a dry runner whose newEnv stops it there.
 var catalogue = []guarantee{
 	{"G1", "mutated approval refused", (*runner).g1},
 	{"G2", "replayed approval refused", (*runner).g2},
@@ -151,13 +159,13 @@ var catalogue = []guarantee{
 	{"G9", "delegation cannot escalate", (*runner).g9},
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
-	{"G12", "lapsed lease never retried", (*runner).g12},
 	{"G17", "unentitled approver refused", (*runner).g17},
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
+	{"L1", "lapsed lease never retried", (*runner).l1},
 }
 
-// IDs returns the ids of the catalogue in order (G1 … G12, G17 … G19).
+// IDs returns the ids of the catalogue in order.
 func IDs() []string {
 	ids := make([]string, len(catalogue))
 	for i, g := range catalogue {

@@ -260,7 +260,7 @@ func TestPaymentsExample(t *testing.T) {
 	}
 }
 
-// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9, G12, G17 and G19 are N/A with reasons, and the summary
+// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9, G17, G19 and L1 are N/A with reasons, and the summary
 // counts only the rest (G1, G2, G6, G7, G10, G11), which pass.
 func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Parallel()
@@ -269,7 +269,7 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Logf("\n%s", out)
 	na := map[string]string{
 		"G3": "no action with an effect template can decide allow", "G4": "no action with an effect template can decide allow",
-		"G5": "no action with an effect template can decide allow", "G12": "no action with an effect template can decide allow",
+		"G5": "no action with an effect template can decide allow", "L1": "no action with an effect template can decide allow",
 		"G8": "policy has no authority section", "G9": "policy has no authority section",
 		"G17": "no action that can decide approve names roles in its approvers (anyone but the requester may answer it: nobody is outside)",
 		"G19": "no action that can decide approve requires two or more grants (approvers.required): one grant decides every request",
@@ -406,7 +406,7 @@ func TestOnly(t *testing.T) {
 // TestNothingApplicable: when every selected guarantee is N/A the exit status is 2, not 0.
 func TestNothingApplicable(t *testing.T) {
 	t.Parallel()
-	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G8", "G9", "G12"}})
+	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G8", "G9", "L1"}})
 	if rep.Applicable != 0 || rep.NotApplicable != 3 {
 		t.Fatalf("applicable %d, N/A %d; want 0, 3", rep.Applicable, rep.NotApplicable)
 	}
@@ -571,7 +571,7 @@ func TestKeysThePolicyCannotVary(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			only := []string{"G3", "G5", "G10", "G12"}
+			only := []string{"G3", "G5", "G10", "L1"}
 			if tc.name == "constant" {
 				only = append(only, "G4")
 			}
@@ -678,7 +678,7 @@ authority:
 			status: map[string]verify.Status{
 				"G1": verify.NotApplicable, "G2": verify.NotApplicable, "G3": verify.NotApplicable, "G4": verify.NotApplicable,
 				"G5": verify.NotApplicable, "G7": verify.NotApplicable, "G8": verify.NotApplicable, "G9": verify.NotApplicable,
-				"G10": verify.NotApplicable, "G12": verify.NotApplicable,
+				"G10": verify.NotApplicable, "L1": verify.NotApplicable,
 			},
 			reason: map[string]string{
 				"G3": "no grant allows what the scenario needs: pay.out can decide allow, but no grant",
@@ -708,7 +708,7 @@ authority:
 			// to its expires_at, G9 to two days before it.
 			status: map[string]verify.Status{
 				"G1": verify.NotApplicable, "G2": verify.NotApplicable, "G3": verify.NotApplicable, "G4": verify.NotApplicable,
-				"G5": verify.NotApplicable, "G7": verify.NotApplicable, "G10": verify.NotApplicable, "G12": verify.NotApplicable,
+				"G5": verify.NotApplicable, "G7": verify.NotApplicable, "G10": verify.NotApplicable, "L1": verify.NotApplicable,
 			},
 			reason: map[string]string{"G3": "no grant allows what the scenario needs"},
 			detail: map[string][]string{"G8": {"expires_at 2020-01-01T00:00:00Z"}, "G9": {"through it: ran"}},
@@ -717,7 +717,7 @@ authority:
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: []string{"G1", "G2", "G3", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12"}})
+			rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: []string{"G1", "G2", "G3", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "L1"}})
 			t.Logf("\n%s", text(t, rep))
 			for _, r := range rep.Results {
 				want, ok := tc.status[r.ID]
@@ -737,5 +737,86 @@ authority:
 				}
 			}
 		})
+	}
+}
+
+// TestList: the catalogue with its applicability agrees with what Run finds — the same
+// guarantees N/A with the same reasons — without creating any scratch store; --only selects.
+func TestList(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{readOnlyPolicy, fullPolicy} {
+		pol := parse(t, doc)
+		cat, err := verify.List(t.Context(), &verify.Config{Policy: pol})
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		var b bytes.Buffer
+		if err := cat.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", b.String())
+		if len(cat.Entries) != len(verify.IDs()) || cat.Applicable+cat.NotApplicable != len(cat.Entries) {
+			t.Fatalf("%d entries (%d applicable, %d N/A), want %d", len(cat.Entries), cat.Applicable, cat.NotApplicable, len(verify.IDs()))
+		}
+		listed := map[string]string{}
+		for i, e := range cat.Entries {
+			if e.ID != verify.IDs()[i] {
+				t.Errorf("entry %d is %s, want %s", i, e.ID, verify.IDs()[i])
+			}
+			if want := map[bool]string{true: verify.NumberingLatch, false: verify.NumberingShared}[strings.HasPrefix(e.ID, "L")]; e.Numbering != want {
+				t.Errorf("%s numbering %q, want %q", e.ID, e.Numbering, want)
+			}
+			if !e.Applicable {
+				listed[e.ID] = e.Reason
+			}
+		}
+		if doc == fullPolicy {
+			if len(listed) != 0 {
+				t.Errorf("full policy: N/A %v, want none", listed)
+			}
+			continue
+		}
+		rep := run(t, &verify.Config{Policy: pol})
+		ran := map[string]string{}
+		for _, r := range rep.Results {
+			if r.Status == verify.NotApplicable {
+				ran[r.ID] = r.Reason
+			}
+		}
+		if len(ran) == 0 {
+			t.Fatal("the read-only policy left nothing N/A")
+		}
+		if diff := cmp.Diff(ran, listed); diff != "" {
+			t.Errorf("List and Run disagree on N/A (-run +list):\n%s", diff)
+		}
+	}
+	cat, err := verify.List(t.Context(), &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"l1,G3"}})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var b bytes.Buffer
+	if err := cat.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Schema     string `json:"schema"`
+		Guarantees []struct {
+			ID         string `json:"id"`
+			Numbering  string `json:"numbering"`
+			Applicable bool   `json:"applicable"`
+			Reason     string `json:"reason"`
+		} `json:"guarantees"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b.String())
+	}
+	if got.Schema != verify.ListSchema || len(got.Guarantees) != 2 || got.Guarantees[0].ID != "G3" || got.Guarantees[1].ID != "L1" ||
+		got.Guarantees[1].Numbering != "latch" || got.Guarantees[0].Applicable || got.Guarantees[0].Reason == "" {
+		t.Errorf("JSON catalogue: %s", b.String())
+	}
+	_, err = verify.List(t.Context(), &verify.Config{Policy: parse(t, readOnlyPolicy), Only: []string{"G99"}})
+	var ue *verify.UsageError
+	if !errors.As(err, &ue) {
+		t.Errorf("List --only G99 = %v, want a *UsageError", err)
 	}
 }

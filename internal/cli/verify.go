@@ -21,11 +21,11 @@ func (e *exitCoder) Error() string { return e.err.Error() }
 func (e *exitCoder) Unwrap() error { return e.err }
 
 func (a *app) verifyCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, list bool
 	var junit, only string
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Run the guarantee catalogue (G1–G12) against this policy in a scratch store",
+		Short: "Run the guarantee catalogue (G1–G31, L1–L5) against this policy in a scratch store",
 		Long: `Run latch's own failure scenarios against this policy, in a scratch store of the same
 backend as the configured one (the configured store is never opened), with fake executors,
 an injected clock and no network. Each guarantee has a positive control; a guarantee the
@@ -33,8 +33,11 @@ policy cannot exercise is N/A with the reason, and N/A is never counted as a pas
 
 Exit codes: 0 every applicable guarantee passes; 1 one fails; 2 nothing applicable or bad
 usage (an observe-mode policy is refused: verify grades enforcement); 3 internal error.
+
+--list prints the catalogue instead, with whether this policy can exercise each guarantee and,
+when it cannot, why; it runs nothing and exits 0.
 See docs/verify.md.`,
-		Example: "  latch verify\n  latch verify --only G1,G3 --json\n  latch verify --junit verify.xml",
+		Example: "  latch verify\n  latch verify --list\n  latch verify --only G1,L3 --json\n  latch verify --junit verify.xml",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := a.loadPolicy()
@@ -48,6 +51,12 @@ See docs/verify.md.`,
 			cfg := &verify.Config{Policy: p, StoreURL: url}
 			if only != "" {
 				cfg.Only = strings.Split(only, ",")
+			}
+			if list {
+				if junit != "" {
+					return usagef("--list runs nothing: give it without --junit")
+				}
+				return a.verifyList(cfg, asJSON)
 			}
 			rep, err := verify.Run(a.ctx, cfg)
 			code := verify.ExitCode(rep, err)
@@ -90,6 +99,28 @@ See docs/verify.md.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON report")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write a JUnit XML report to `FILE`")
-	cmd.Flags().StringVar(&only, "only", "", "run only these guarantees, e.g. `G1,G3`")
+	cmd.Flags().StringVar(&only, "only", "", "run only these guarantees, e.g. `G1,L3`")
+	cmd.Flags().BoolVar(&list, "list", false, "print the catalogue with each guarantee's applicability to this policy; run nothing")
 	return cmd
+}
+
+// verifyList serves latch verify --list.
+func (a *app) verifyList(cfg *verify.Config, asJSON bool) error {
+	cat, err := verify.List(a.ctx, cfg)
+	if err != nil {
+		var ue *verify.UsageError
+		if errors.As(err, &ue) {
+			return usagef("%s", err)
+		}
+		return &exitCoder{code: verify.ExitInternal, err: err}
+	}
+	if asJSON {
+		err = cat.WriteJSON(a.stdout)
+	} else {
+		err = cat.WriteText(a.stdout)
+	}
+	if err != nil {
+		return &exitCoder{code: verify.ExitInternal, err: err}
+	}
+	return nil
 }
