@@ -381,6 +381,13 @@ type Store interface {
 	Close() error
 }
 
+// EventHead is implemented by backends that can name their newest event without reading the
+// log: a reader that follows events from "now on" (a console page, say) resumes from it.
+type EventHead interface {
+	// LastEventID returns the greatest committed event id, 0 when there is none.
+	LastEventID(ctx context.Context) (int64, error)
+}
+
 // WriteCounter is implemented by stores that count their committed write transactions; the
 // two-transaction hot path (docs/guarantees.md#the-pipeline-of-one-call) is tested with it.
 type WriteCounter interface {

@@ -375,6 +375,11 @@ func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *view
 
 // lastEvent is the id of the newest event, where the page's live updates start.
 func (cs *Console) lastEvent(r *http.Request) int64 {
+	if h, ok := cs.g.Store().(store.EventHead); ok {
+		if id, err := h.LastEventID(r.Context()); err == nil {
+			return id
+		}
+	}
 	var last int64
 	for {
 		evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{AfterID: last, Limit: 1000})
@@ -550,6 +555,7 @@ func (cs *Console) attention(r *http.Request) ([]*store.Effect, error) {
 type attentionData struct {
 	base
 	Effects []*effectView
+	LastID  int64
 }
 
 // attentionPage is GET /attention.
@@ -559,7 +565,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
 	}
-	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention")}
+	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention"), LastID: cs.lastEvent(r)}
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, e))
 	}

@@ -182,6 +182,15 @@ func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows 
 	return fn(head, s.chainRows(ctx, tx))
 }
 
+// LastEventID returns the greatest event id, 0 for an empty log: one index lookup.
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, s.q.lastEventID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("last event id: %w", err)
+	}
+	return id, nil
+}
+
 // Events lists the events matching any of f's non-empty ids (all events for the zero filter),
 // in id order.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {

@@ -218,6 +218,12 @@ func testReceiptChain(t *testing.T, b Backend) {
 // in id order.
 func testEvents(t *testing.T, b Backend) {
 	f := newFixture(t, b)
+	head, _ := f.st.(store.EventHead)
+	if head != nil {
+		if id, err := head.LastEventID(t.Context()); err != nil || id != 0 {
+			t.Errorf("LastEventID of an empty log = %d, %v; want 0", id, err)
+		}
+	}
 	c := newCall("charge:inv_1")
 	proposed := store.Event{Kind: store.EventActionProposed, Time: t0, ActionID: c.ActionID, EffectKey: c.Key,
 		Payload: json.RawMessage(`{"name":"billing.charge"}`)}
@@ -291,6 +297,11 @@ func testEvents(t *testing.T, b Backend) {
 	for _, e := range all {
 		if e.Time.IsZero() {
 			t.Errorf("event %d %s has no time", e.ID, e.Kind)
+		}
+	}
+	if head != nil {
+		if id, err := head.LastEventID(t.Context()); err != nil || id != all[len(all)-1].ID {
+			t.Errorf("LastEventID = %d, %v; want the newest event's id %d", id, err, all[len(all)-1].ID)
 		}
 	}
 }

@@ -390,6 +390,32 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 	}
 }
 
+// Needs attention follows the event stream: an effect that becomes ambiguous while the page
+// is open appears without the person reloading it.
+func TestAttentionLive(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	run(t, ctx, "open needs attention", chromedp.Navigate(s.URL+"/attention"), chromedp.WaitVisible(chromedp.CSS("p.empty")))
+	if got := text(t, ctx, "main"); !strings.Contains(got, "Nothing needs attention") {
+		t.Fatalf("before any call the page says %q", got)
+	}
+	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":9}`)},
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("read tcp: i/o timeout")
+		})
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute = %v, want ambiguous", err)
+	}
+	run(t, ctx, "wait for the effect to appear", chromedp.WaitVisible(chromedp.CSS("article.effect")))
+	if got := text(t, ctx, "article.effect"); !strings.Contains(got, "merge:latch:9") || !strings.Contains(got, "i/o timeout") {
+		t.Errorf("the effect reads %q", got)
+	}
+}
+
 // A payout needs two people: the first approver's grant leaves it pending ("1 of 2"), the
 // second's grants it and the waiting call proceeds.
 func TestTwoApproversNeeded(t *testing.T) {

@@ -9,7 +9,7 @@
   var live = document.getElementById("live");
   var kinds = ["approval_requested", "approval_granted", "approval_denied", "approval_consumed",
     "approval_invalidated", "approval_answered", "execution_committed", "execution_failed",
-    "execution_ambiguous", "effect_resolved"];
+    "execution_ambiguous", "effect_resolved", "reconcile_resolved", "outcome_conflict"];
   var es = new EventSource("/v1/events?after=" + encodeURIComponent(after));
   function busy() {
     var el = document.activeElement;
