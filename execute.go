@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
@@ -186,8 +185,8 @@ func (g *Guard) refuse(ctx context.Context, pr *prepared, actionID string, start
 
 // reserve reserves the effect key of a decided call and spends its approval.
 func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID string, started time.Time) (_ *begun, _ *Receipt, err error) {
+	span := noSpan
 	if pr.key != "" || approvalID != "" {
-		var span trace.Span
 		ctx, span = g.startSpan(ctx, SpanReserve, AttrAction.String(pr.call.Action), AttrActionID.String(actionID),
 			AttrEffectKey.String(pr.key), AttrApprovalID.String(approvalID))
 		defer func() { endSpan(span, err) }()
@@ -216,7 +215,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			return nil, nil, wrapOp("reserve "+pr.key, err)
 		}
 		if res.Effect != nil && res.Refusal == nil {
-			trace.SpanFromContext(ctx).SetAttributes(AttrAttempt.Int(res.Effect.Attempt))
+			span.SetAttributes(AttrAttempt.Int(res.Effect.Attempt))
 		}
 		g.emit(ctx, newReceipt(res.Document, derefSealed(res.Receipt), nil), res.Events)
 		if res.Refusal != nil {

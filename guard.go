@@ -47,7 +47,8 @@ type Config struct {
 	Identity      IdentityProvider
 	Sinks         []Sink // a Sink that is also an Observer is told how calls end (package metrics)
 	// TracerProvider makes the spans of each call's pipeline steps (docs/observability.md); nil
-	// means OpenTelemetry's global provider, which makes none until the program sets one.
+	// means OpenTelemetry's global provider, read on every call: until the program sets one, no
+	// span is made at all (no allocation).
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
 	Now            func() time.Time // injectable clock

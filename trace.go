@@ -3,11 +3,14 @@ package latch
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // TracerName is the instrumentation scope of latch's spans.
@@ -38,16 +41,56 @@ const (
 	AttrResult     = attribute.Key("latch.result")
 )
 
+// newTracer is the tracer of Config.TracerProvider, or nil when the program configured none:
+// then every call asks OpenTelemetry's global provider (spanTracer).
 func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		return nil
 	}
 	return tp.Tracer(TracerName)
 }
 
-// startSpan starts a span of the guard's tracer beneath ctx's.
+// unsetGlobal is OpenTelemetry's global tracer provider as it stands before a program sets one:
+// it makes spans that record nothing, but each still costs allocations (the span, the context
+// that carries it, the options). It is recognized by its package, once; nil when the provider
+// found at start-up is not that one (an imported package set one in its init), so that nothing
+// is ever skipped by mistake.
+var unsetGlobal = func() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	if t := reflect.TypeOf(tp); t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return tp
+	}
+	return nil
+}()
+
+// noSpan is what startSpan returns when no span is made: ending it, or setting its attributes
+// or status, does nothing.
+var noSpan trace.Span = noop.Span{}
+
+// spanTracer is the tracer a call's spans come from, or nil when no span is to be made: the
+// program configured no Config.TracerProvider and has not set OpenTelemetry's global provider
+// (docs/observability.md#traces). The global provider is read on every call (one atomic load),
+// so one set after Open is used from the next call on.
+func (g *Guard) spanTracer() trace.Tracer {
+	if g.tracer != nil {
+		return g.tracer
+	}
+	tp := otel.GetTracerProvider()
+	if unsetGlobal != nil && tp == unsetGlobal {
+		return nil
+	}
+	return tp.Tracer(TracerName)
+}
+
+// startSpan starts a span of the guard's tracer beneath ctx's; with no tracer it returns ctx as
+// it is and noSpan, and allocates nothing.
 func (g *Guard) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return g.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	t := g.spanTracer()
+	if t == nil {
+		return ctx, noSpan
+	}
+	// The copy keeps attrs from escaping, so that callers build them on the stack.
+	return t.Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
 }
 
 // endSpan ends a span, marking it failed when err is not a refusal or an approval request: a

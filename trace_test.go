@@ -4,14 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/policy"
@@ -188,5 +195,115 @@ func TestSpans(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// untraced opens a guard with no TracerProvider, on a scratch SQLite file.
+func untraced(t *testing.T) *latch.Guard {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "state.db") + "?synchronous=normal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// TestNoTracerNoSpans: with no TracerProvider configured and OpenTelemetry's global provider
+// never set, a call makes no span at all — the executor sees the caller's context as it was —
+// and costs fewer allocations than with a provider that records nothing.
+func TestNoTracerNoSpans(t *testing.T) {
+	if os.Getenv(globalTracerEnv) != "" {
+		t.Skip("runs in its own process only")
+	}
+	g := untraced(t)
+	ctx := agent(t.Context())
+	caller := trace.SpanFromContext(ctx)
+	var seen trace.Span
+	if _, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(`{"invoice_id":"inv_1","amount":100}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			seen = trace.SpanFromContext(ctx)
+			return nil, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != caller {
+		t.Errorf("the executor's context carries span %T, want the caller's (%T): no span is made without a provider", seen, caller)
+	}
+
+	// The same calls with a provider that records nothing still make seven spans (call, decide,
+	// reserve, execute, record) and their contexts.
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nooped, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "noop.db") + "?synchronous=normal",
+		TracerProvider: noop.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nooped.Close()
+	allocs := func(g *latch.Guard) float64 {
+		i := 0
+		return testing.AllocsPerRun(50, func() {
+			i++
+			args := fmt.Sprintf(`{"invoice_id":"inv_a%d","amount":100}`, i)
+			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(args)},
+				func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	without, with := allocs(g), allocs(nooped)
+	if without > with-5 {
+		t.Errorf("a call without a tracer provider allocates %.0f times, with a no-op provider %.0f: want at least 5 fewer (no spans)", without, with)
+	}
+}
+
+// globalTracerEnv makes TestGlobalTracerAfterOpen run the part that sets OpenTelemetry's global
+// provider, in a process of its own (the global provider cannot be unset).
+const globalTracerEnv = "LATCH_TEST_GLOBAL_TRACER"
+
+// TestGlobalTracerAfterOpen: a guard opened without a TracerProvider makes no spans while the
+// global provider is unset, and uses the global provider from the first call after the program
+// sets it, even though it was set after Open.
+func TestGlobalTracerAfterOpen(t *testing.T) {
+	if os.Getenv(globalTracerEnv) == "" {
+		t.Parallel()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGlobalTracerAfterOpen$", "-test.count=1")
+		cmd.Env = append(os.Environ(), globalTracerEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("the test in its own process: %v\n%s", err, out)
+		}
+		return
+	}
+	g := untraced(t)
+	call := func(id string) {
+		if _, err := g.Execute(agent(t.Context()), &latch.Call{Action: "billing.charge", Arguments: []byte(`{"invoice_id":"` + id + `","amount":100}`)},
+			func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call("inv_before")
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	otel.SetTracerProvider(tp)
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("%d spans before the first call after the global provider was set", n)
+	}
+	call("inv_after")
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	want := []string{"latch.decide", "latch.reserve", "latch.execute", "latch.record", "latch.call"}
+	if d := cmp.Diff(want, names); d != "" {
+		t.Errorf("spans after the global provider was set (-want +got):\n%s", d)
 	}
 }
