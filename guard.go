@@ -69,6 +69,8 @@ type Guard struct {
 	// finishing holds the action ids whose outcome Finish is recording in this process, so
 	// that two concurrent posts of one outcome record it once.
 	finishing sync.Map
+	// begun keeps the calls Begin began here until Finish records them (remote.go).
+	begun begunCache
 	// protected records what each Protect call was given, for Check.
 	protected protections
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/latchkit/latch/authority"
@@ -97,8 +98,60 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
 			return nil, wrapOp("begin "+safetext.Quote(call.Action), err)
 		}
 		g.emit(ctx, nil, evs)
+		b.h.written = true
 	}
+	g.begun.put(b)
 	return b.pending(), nil
+}
+
+// begunCacheMax bounds the begun calls a guard keeps in memory for their outcome.
+const begunCacheMax = 4096
+
+// begunCache keeps the calls this process began with Begin until their outcome is recorded, so
+// that Finish, Extend and Pending here need not rebuild them from the store's events. What it
+// keeps is what Begin wrote, and that never changes once written; a call begun by another
+// process, or before a restart, or evicted past begunCacheMax, is rebuilt from the store
+// instead, and is the same call. The store stays the only judge of whether an outcome may be
+// recorded.
+type begunCache struct {
+	mu    sync.Mutex
+	m     map[string]*begun
+	order []string // ids in the order they were put, for eviction
+}
+
+func (c *begunCache) put(b *begun) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]*begun)
+	}
+	for len(c.m) >= begunCacheMax && len(c.order) > 0 {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	if len(c.order) > 2*begunCacheMax { // ids removed by Finish still queued: compact
+		live := make([]string, 0, len(c.m))
+		for _, id := range c.order {
+			if _, ok := c.m[id]; ok {
+				live = append(live, id)
+			}
+		}
+		c.order = live
+	}
+	c.m[b.rc.ActionID] = b
+	c.order = append(c.order, b.rc.ActionID)
+}
+
+func (c *begunCache) get(id string) *begun {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id]
+}
+
+func (c *begunCache) remove(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
 }
 
 func (b *begun) pending() *Pending {
@@ -178,7 +231,16 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 		}
 		execErr = errors.New(errText)
 	}
-	return g.record(ctx, b.pr, b.rc, b.h, value, execErr, nil)
+	// record completes the draft receipt: complete a copy, so that a Pending or Extend reading
+	// the cached call meanwhile reads it unchanged.
+	draft := new(receipt.Receipt)
+	*draft = *b.rc
+	if draft.WouldHave != nil {
+		w := *draft.WouldHave
+		draft.WouldHave = &w
+	}
+	defer g.begun.remove(actionID) // recorded, or to be read again from the store
+	return g.record(ctx, b.pr, draft, b.h, value, execErr, nil)
 }
 
 // Extend extends the lease of a call begun with Begin to now+d, as ExtendLease does inside an
@@ -233,9 +295,11 @@ func (g *Guard) held(ctx context.Context, actionID string) (*begun, error) {
 	case p.Agent == "":
 		return nil, &DeniedError{Action: "finish", Reason: "no_principal"}
 	}
-	b, err := g.loadBegun(ctx, actionID)
-	if err != nil {
-		return nil, err
+	b := g.begun.get(actionID)
+	if b == nil {
+		if b, err = g.loadBegun(ctx, actionID); err != nil {
+			return nil, err
+		}
 	}
 	if b.pr.principal.Agent != p.Agent || b.pr.principal.User != p.User {
 		return nil, &OutcomeError{ActionID: actionID, Reason: "not_holder", Detail: "the call was begun by another principal"}
@@ -352,6 +416,7 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) 
 	if apr != "" {
 		if a, err := g.store.Approval(ctx, apr); err == nil {
 			rc.Approver = safetext.Valid(a.Approver)
+			rc.Approval = store.ApprovalStateOf(a) // spent by this call: its receipt chains it, as Execute's does
 		}
 	}
 	if rm.Mode == string(policy.ModeObserve) {

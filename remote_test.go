@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/testdb"
@@ -348,5 +352,106 @@ func TestBeginObserveMode(t *testing.T) {
 	rc, err = e.g.Finish(ctx, p.ActionID, latch.OutcomeCommitted, nil, "")
 	if err != nil || rc.Result != "observed" || rc.WouldHave.Effect != "committed" || rc.EffectKey != "charge:inv_1" {
 		t.Fatalf("second Finish in observe mode = %+v, %v", rc, err)
+	}
+}
+
+// TestFinishFromMemoryIsFinishFromStore: the guard that began a call keeps it in memory for its
+// outcome; another guard on the same store (another serve process, or this one restarted)
+// rebuilds it from the store's events. Both record the same receipt, field for field but for
+// what names the call itself, for every kind of begun call.
+func TestFinishFromMemoryIsFinishFromStore(t *testing.T) {
+	t.Parallel()
+	const observe = "schema: latch.policy/v1\nmode: observe\nactions:\n  billing.charge:\n    effect: \"charge:{invoice_id}\"\n    decision: deny\n"
+	type scenario struct {
+		name, policy, action string
+		args                 func(n int) string // n tells the two copies of the call apart
+		approve              bool
+		outcome              latch.Outcome
+		result               json.RawMessage
+		errText              string
+		before               func(t *testing.T, g *latch.Guard, ctx context.Context, n int) // runs before the Begin
+	}
+	charge := func(amount int) func(int) string {
+		return func(n int) string { return fmt.Sprintf(`{"invoice_id":"inv_%d","amount":%d}`, n, amount) }
+	}
+	cases := []scenario{
+		{name: "committed with a result", policy: testPolicy, action: "billing.charge", args: charge(100), outcome: latch.OutcomeCommitted, result: json.RawMessage(`{"charge":"ch_1"}`)},
+		{name: "not executed", policy: testPolicy, action: "billing.charge", args: charge(100), outcome: latch.OutcomeNotExecuted, errText: "card declined"},
+		{name: "unknown", policy: testPolicy, action: "billing.charge", args: charge(100), outcome: latch.OutcomeUnknown},
+		{name: "approved", policy: testPolicy, action: "billing.charge", args: charge(90000), approve: true, outcome: latch.OutcomeCommitted},
+		{name: "no effect key", policy: testPolicy, action: "report.read", args: func(n int) string { return fmt.Sprintf(`{"q":%d}`, n) }, outcome: latch.OutcomeCommitted, result: json.RawMessage(`[1]`)},
+		{name: "observe, reserved", policy: observe, action: "billing.charge", args: func(n int) string { return fmt.Sprintf(`{"invoice_id":"inv_%d"}`, n) }, outcome: latch.OutcomeCommitted},
+		{name: "observe, holding nothing", policy: observe, action: "billing.charge", args: func(n int) string { return fmt.Sprintf(`{"invoice_id":"inv_%d"}`, n) }, outcome: latch.OutcomeCommitted,
+			before: func(t *testing.T, g *latch.Guard, ctx context.Context, n int) {
+				call := &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(fmt.Sprintf(`{"invoice_id":"inv_%d"}`, n))}
+				if _, err := g.Execute(ctx, call, func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	}
+	// volatile are the receipt fields that name the call itself.
+	volatile := []string{"action_id", "receipt_id", "seq", "prev_hash", "arguments", "action_hash", "effect_key", "resource",
+		"idempotency_token", "approval_id", "started_at", "finished_at"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.policy)
+			p, err := policy.Parse("latch.yaml", []byte(tc.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			ctx := agent(t.Context())
+			docs := make([]map[string]any, 2)
+			for n, finisher := range []*latch.Guard{e.g, other} {
+				if tc.before != nil {
+					tc.before(t, e.g, ctx, n)
+				}
+				call := &latch.Call{Action: tc.action, Arguments: json.RawMessage(tc.args(n))}
+				bctx := ctx
+				if tc.approve {
+					_, err := e.g.Begin(ctx, call)
+					var ar *latch.ApprovalRequiredError
+					if !errors.As(err, &ar) {
+						t.Fatalf("Begin: %v, want approval required", err)
+					}
+					if _, err := e.g.Approve(t.Context(), ar.ApprovalID, "alice"); err != nil {
+						t.Fatal(err)
+					}
+					bctx = latch.WithApproval(ctx, ar.ApprovalID)
+				}
+				pd, err := e.g.Begin(bctx, call)
+				if err != nil {
+					t.Fatalf("Begin: %v", err)
+				}
+				rc, _ := finisher.Finish(ctx, pd.ActionID, tc.outcome, tc.result, tc.errText)
+				if rc == nil {
+					t.Fatalf("Finish on guard %d recorded nothing", n)
+				}
+				sameAsStored(t, rc)
+				if tc.approve && (rc.Approval == nil || rc.Approval.Status != "consumed" || rc.Approval.Approver != "alice") {
+					t.Errorf("Finish on guard %d: receipt's approval = %+v, want the spent approval (consumed, alice) chained as Execute chains it", n, rc.Approval)
+				}
+				if err := json.Unmarshal(rc.Doc, &docs[n]); err != nil {
+					t.Fatal(err)
+				}
+				if s, ok := docs[n]["error"].(string); ok {
+					docs[n]["error"] = strings.ReplaceAll(s, fmt.Sprintf("inv_%d", n), "inv_N")
+				}
+				for _, k := range volatile {
+					delete(docs[n], k)
+				}
+				if eff, ok := docs[n]["effect"].(map[string]any); ok {
+					delete(eff, "holder") // the action id again
+				}
+			}
+			if diff := cmp.Diff(docs[0], docs[1]); diff != "" {
+				t.Errorf("receipt finished from memory vs from the store (-memory +store):\n%s", diff)
+			}
+		})
 	}
 }

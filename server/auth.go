@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -88,6 +89,50 @@ type Authenticator struct {
 	Tokens   store.TokenStore
 	Identity latch.IdentityProvider
 	Now      func() time.Time // the clock tokens expire by; nil is time.Now
+	// CacheTTL, when positive, keeps each API token read from Tokens in memory for that long
+	// (by the monotonic clock), so that a busy caller does not cost a store read per request: a
+	// token revoked meanwhile is refused from at most CacheTTL after the revocation (on every
+	// server sharing the store). Expiry is still checked on every request. Zero reads the store
+	// on every request. Only tokens the store knows are kept, at most tokenCacheMax of them.
+	CacheTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedToken // by HashToken of the secret: the secret itself is never kept
+}
+
+// tokenCacheMax bounds the tokens an Authenticator keeps in memory; past it the cache starts
+// again empty (a server with that many live callers reads each one again once).
+const tokenCacheMax = 4096
+
+type cachedToken struct {
+	tk   *store.Token
+	read time.Time // when it was read from the store (monotonic)
+}
+
+// token reads the token whose secret hashes to hash, from the cache when it was read less than
+// CacheTTL ago.
+func (a *Authenticator) token(ctx context.Context, hash string) (*store.Token, error) {
+	if a.CacheTTL <= 0 {
+		return a.Tokens.TokenByHash(ctx, hash)
+	}
+	a.mu.Lock()
+	c, ok := a.cache[hash]
+	a.mu.Unlock()
+	if ok && time.Since(c.read) < a.CacheTTL {
+		return c.tk, nil
+	}
+	read := time.Now()
+	tk, err := a.Tokens.TokenByHash(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if a.cache == nil || len(a.cache) >= tokenCacheMax {
+		a.cache = make(map[string]cachedToken)
+	}
+	a.cache[hash] = cachedToken{tk: tk, read: read}
+	a.mu.Unlock()
+	return tk, nil
 }
 
 // Caller is an authenticated credential.
@@ -137,7 +182,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, cred string) (*Caller,
 		}
 		return &Caller{Kind: store.TokenAgent, Principal: p, ExpiresAt: p.ExpiresAt}, nil
 	}
-	tk, err := a.Tokens.TokenByHash(ctx, HashToken(cred))
+	tk, err := a.token(ctx, HashToken(cred))
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now

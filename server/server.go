@@ -26,6 +26,7 @@ const (
 	DefaultIdleTimeout     = 120 * time.Second
 	DefaultMaxWait         = 60 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultTokenCache      = time.Second
 )
 
 // Config configures a Server. The zero value (or nil) is a server on 127.0.0.1:7420 with the
@@ -64,6 +65,10 @@ type Config struct {
 	NoConsole bool
 	Logger    *slog.Logger
 	Now       func() time.Time // token expiry clock; default time.Now
+	// TokenCache is how long a verified API token is trusted before the store is read again
+	// (Authenticator.CacheTTL): a revoked token is refused from at most this long after its
+	// revocation. Default DefaultTokenCache; negative reads the store on every request.
+	TokenCache time.Duration
 }
 
 // Server is the HTTP API of one guard. It is safe for concurrent use.
@@ -112,6 +117,9 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.TokenCache == 0 {
+		c.TokenCache = DefaultTokenCache
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -136,7 +144,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 		c.Metrics = m
 	}
 	c.Metrics.UseStore(g.Store())
-	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now}, log: c.Logger, stopping: make(chan struct{})}
+	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
 	if !c.NoConsole {
 		var cc console.Config
 		if c.Console != nil {

@@ -616,3 +616,37 @@ func mustPolicy(t *testing.T) *policy.Policy {
 	}
 	return p
 }
+
+// TestRevokedTokenRefusedWithinCache: a token the server verified is trusted from memory for
+// at most Config.TokenCache; then the store is read again and its revocation refuses it. With
+// the cache off, the next request is refused.
+func TestRevokedTokenRefusedWithinCache(t *testing.T) {
+	t.Parallel()
+	const ttl = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		cache time.Duration
+	}{{"cached", ttl}, {"uncached", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, "sqlite", &server.Config{TokenCache: tc.cache})
+			ts := s.g.Store().(store.TokenStore)
+			secret, tk, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, s.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := s.do("GET", "/v1/approvals/apr_00000000000000000000000000000000", secret, nil); r.status != 404 {
+				t.Fatalf("before revocation: %d %s, want 404 approval_not_found (authenticated)", r.status, r.raw)
+			}
+			revokedAt := time.Now()
+			if _, err := ts.RevokeToken(t.Context(), tk.ID, s.clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.cache > 0 {
+				// Within the bound the cached record may still answer; past it, never.
+				time.Sleep(time.Until(revokedAt.Add(tc.cache + 10*time.Millisecond)))
+			}
+			wantProblem(t, "after revocation", s.do("GET", "/v1/approvals/apr_00000000000000000000000000000000", secret, nil), 401, "token_revoked")
+		})
+	}
+}

@@ -64,6 +64,12 @@ stops it gracefully: requests in flight finish first.`,
 			}
 			cfg.Identity = idp
 			cfg.MaxWait = time.Duration(maxWait) * time.Second
+			switch {
+			case cfg.TokenCache < 0:
+				return usagef("--token-cache %v: want a duration, or 0 to read the store on every request", cfg.TokenCache)
+			case cfg.TokenCache == 0:
+				cfg.TokenCache = -1 // server.Config's "no cache"
+			}
 			for _, p := range proxies {
 				pfx, err := parseProxy(p)
 				if err != nil {
@@ -140,6 +146,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
 	f.StringVar(&con.ProxyHeader, "proxy-header", console.DefaultProxyHeader, "the `HEADER` a trusted proxy names the console user in")
 	f.StringVar(&sessionTTL, "session-ttl", "", "console sessions end this long after login (`DURATION`: 8h, 1d); default 8h, and after 30m idle")
+	f.DurationVar(&cfg.TokenCache, "token-cache", server.DefaultTokenCache, "trust a verified API token this long before reading the store again: a revoked token is refused within it (0: read the store on every request)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	ckpt.flags(f)
 	return cmd
@@ -366,7 +373,7 @@ func (a *app) tokenListCommand() *cobra.Command {
 func (a *app) tokenRevokeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a token: the server refuses it from its next request",
+		Short: "Revoke a token: servers refuse it within their --token-cache (1s)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			st, ts, err := a.openTokens(false)
