@@ -131,6 +131,13 @@ func (r *Receipt) addStates(doc map[string]any) {
 		doc["delegation"] = map[string]any{"delegation_id": d.ID, "parent": nullable(d.Parent), "grant_hash": nullable(d.GrantHash),
 			"created_by": nullable(d.CreatedBy), "revoked_by": nullable(d.RevokedBy)}
 	}
+	if p := r.Prune; p != nil {
+		doc["prune"] = map[string]any{"start": p.Start, "start_hash": p.StartHash, "checkpoint_signed_at": nullable(p.CheckpointSignedAt),
+			"checkpoint_key": nullable(p.CheckpointKey), "removed": p.Removed, "carried": p.Carried, "carried_hash": nullable(p.CarriedHash)}
+	}
+	if h := r.Hold; h != nil {
+		doc["hold"] = map[string]any{"hold_id": h.ID, "from": h.From, "to": h.To, "released": h.Released}
+	}
 	if r.By != "" {
 		doc["by"] = r.By
 	}

@@ -21,6 +21,9 @@ const (
 	KindLeaseLapsed     = "lease_lapsed"     // an executing effect whose lease lapsed, written ambiguous
 	KindDelegation      = "delegation"       // a delegation created
 	KindRevocation      = "revocation"       // a delegation revoked
+	KindPrune           = "prune"            // receipts below a signed checkpoint removed (docs/retention.md)
+	KindHold            = "hold"             // a legal hold placed on a range of seqs
+	KindHoldReleased    = "hold_released"    // a legal hold released
 )
 
 // Results of the records that are not a call's receipt: the state their subject is left in.
@@ -29,6 +32,9 @@ const (
 	Expired   = "expired"
 	Delegated = "delegated"
 	Revoked   = "revoked"
+	Pruned    = "pruned"
+	Held      = "held"
+	Released  = "released"
 )
 
 // KindOf returns the kind of a record whose kind field is k: a document without one (every
@@ -78,6 +84,30 @@ type DelegationState struct {
 	RevokedBy string `json:"revoked_by"`
 }
 
+// PruneState is what a prune record says (docs/retention.md): the chain now starts at Start,
+// the receipt that hashes to StartHash, which the checkpoint signed at CheckpointSignedAt with
+// key CheckpointKey covers; Removed receipts below it were removed; Carried records of rows still
+// kept, whose own records were removed, were carried beside the chain, and CarriedHash is the
+// hash of them all (store.CarriedHash).
+type PruneState struct {
+	Start              int64  `json:"start"`
+	StartHash          string `json:"start_hash"`
+	CheckpointSignedAt string `json:"checkpoint_signed_at"`
+	CheckpointKey      string `json:"checkpoint_key"`
+	Removed            int64  `json:"removed"`
+	Carried            int64  `json:"carried"`
+	CarriedHash        string `json:"carried_hash"`
+}
+
+// HoldState is a legal hold as a hold or hold_released record leaves it: the range of seqs it
+// keeps from any prune, and whether it was released. Its reason is the record's note.
+type HoldState struct {
+	ID       string `json:"hold_id"`
+	From     int64  `json:"from"`
+	To       int64  `json:"to"`
+	Released bool   `json:"released"`
+}
+
 // NewID returns a fresh receipt id: rcp_ and 32 lowercase hex digits from a CSPRNG.
 func NewID() string {
 	var b [16]byte
@@ -94,6 +124,8 @@ type States struct {
 	Effect     *EffectState     `json:"effect"`
 	Approval   *ApprovalState   `json:"approval"`
 	Delegation *DelegationState `json:"delegation"`
+	Hold       *HoldState       `json:"hold"`
+	Prune      *PruneState      `json:"prune"`
 }
 
 // ReadStates reads the states a document asserts. A document of schema v1 asserts none (its

@@ -99,6 +99,10 @@ type Receipt struct {
 	Effect     *EffectState
 	Approval   *ApprovalState
 	Delegation *DelegationState
+	// Prune is what a prune record says; Hold the legal hold a hold or hold_released record
+	// places or releases. nil on every other record.
+	Prune *PruneState
+	Hold  *HoldState
 	// By and Note are who made a state change (a resolver, a revoker, a delegator) and what
 	// they wrote; an approval answer's approver is Approver.
 	By   string
@@ -235,6 +239,15 @@ func (r *Receipt) canonical() ([]byte, error) {
 	}
 	w.opt("error", r.Error)
 	w.opt("finished_at", stampText(r.FinishedAt))
+	if h := r.Hold; h != nil {
+		w.key("hold")
+		w.open()
+		w.int("from", h.From)
+		w.str("hold_id", h.ID)
+		w.bool("released", h.Released)
+		w.int("to", h.To)
+		w.close()
+	}
 	if call {
 		w.opt("idempotency_token", r.IdempotencyToken)
 	}
@@ -256,6 +269,18 @@ func (r *Receipt) canonical() ([]byte, error) {
 		w.opt("agent", r.Principal.Agent)
 		w.opt("issuer", r.Principal.Issuer)
 		w.opt("user", r.Principal.User)
+		w.close()
+	}
+	if p := r.Prune; p != nil {
+		w.key("prune")
+		w.open()
+		w.int("carried", p.Carried)
+		w.opt("carried_hash", p.CarriedHash)
+		w.opt("checkpoint_key", p.CheckpointKey)
+		w.opt("checkpoint_signed_at", p.CheckpointSignedAt)
+		w.int("removed", p.Removed)
+		w.int("start", p.Start)
+		w.str("start_hash", p.StartHash)
 		w.close()
 	}
 	w.str("receipt_id", r.ReceiptID)
@@ -400,6 +425,8 @@ type wire struct {
 	Effect     *EffectState     `json:"effect"`
 	Approval   *ApprovalState   `json:"approval"`
 	Delegation *DelegationState `json:"delegation"`
+	Prune      *PruneState      `json:"prune"`
+	Hold       *HoldState       `json:"hold"`
 	By         *string          `json:"by"`
 	Note       *string          `json:"note"`
 }
@@ -433,7 +460,7 @@ func Parse(doc []byte) (*Receipt, error) {
 		IdempotencyToken: str(w.IdempotencyToken), Result: w.Result, Error: str(w.Error),
 		PolicyHash: str(w.PolicyHash), PolicyVersion: str(w.PolicyVersion), Mode: w.Mode,
 		Kind: KindOf(str(w.Kind)), Effect: w.Effect, Approval: w.Approval, Delegation: w.Delegation,
-		By: str(w.By), Note: str(w.Note),
+		Prune: w.Prune, Hold: w.Hold, By: str(w.By), Note: str(w.Note),
 	}
 	if w.Attempt != nil {
 		r.Attempt = *w.Attempt

@@ -251,6 +251,15 @@ func TestCanonicalMatchesMarshal(t *testing.T) {
 			r.Kind, r.Result, r.ApprovalID, r.Approver = receipt.KindApprovalAnswer, receipt.Granted, "apr_1", "carol"
 			r.Approval = &receipt.ApprovalState{Status: receipt.Granted, Approver: "carol"}
 		},
+		func(r *receipt.Receipt) {
+			r.Kind, r.Result, r.EffectKey, r.Attempt, r.Action, r.By = receipt.KindPrune, receipt.Pruned, "", 0, "", "cli:ops"
+			r.Prune = &receipt.PruneState{Start: 40, StartHash: "sha256:22", CheckpointSignedAt: "2026-03-01T12:00:00.000Z",
+				CheckpointKey: "ed25519:aa", Removed: 39, Carried: 3, CarriedHash: "sha256:33"}
+		},
+		func(r *receipt.Receipt) {
+			r.Kind, r.Result, r.EffectKey, r.Attempt, r.Action, r.Note = receipt.KindHoldReleased, receipt.Released, "", 0, "", "case closed"
+			r.Hold = &receipt.HoldState{ID: "hold_1", From: 3, To: 9, Released: true}
+		},
 	}
 	for i, shape := range shapes {
 		r := sample(i + 1)

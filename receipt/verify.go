@@ -24,7 +24,20 @@ const (
 	// the state the chain implies for it. Seq is the last record that asserts that state (0 when
 	// the chain asserts none); Subject names the record; Chain and Table are the two values.
 	BreakStateDiverged = "state_diverged"
+	// BreakStartMismatch: the first receipt of a pruned chain is not the one its prune kept: it
+	// no longer hashes to the hash the checkpoint it was pruned below signed.
+	BreakStartMismatch = "start_mismatch"
 )
+
+// Start is where a pruned chain begins (docs/retention.md): the receipt at Seq, kept by a prune
+// as the new genesis, must hash to Hash, the hash a signed checkpoint signed; its prev_hash names
+// a receipt that was removed, so it is not checked. Reason says why the chain starts there, for
+// a reader ("pruned below the checkpoint signed at … on …").
+type Start struct {
+	Seq    int64  `json:"seq"`
+	Hash   string `json:"hash"`
+	Reason string `json:"reason"`
+}
 
 // Break is one place where the chain, or the state it implies, does not hold.
 type Break struct {
@@ -44,6 +57,8 @@ type Report struct {
 	// State says how much of the stored state was checked against the chain; nil when it was
 	// not (a store that cannot read its state beside its chain, or a walk of documents alone).
 	State *StateChecked `json:"state,omitempty"`
+	// Start is where the chain starts when it was pruned, and why; nil when it starts at seq 1.
+	Start *Start `json:"start,omitempty"`
 }
 
 // StateChecked counts the stored records compared with the state the chain implies. Unchained
@@ -71,7 +86,17 @@ type linkFields struct {
 // checks the ones before. rows must therefore yield rows it does not change afterwards, as every
 // store's Receipts does. At most verifyChunks chunks of verifyChunkRows rows are held at once.
 func Verify(rows iter.Seq2[Sealed, error], head Head) (Report, error) {
-	w := walk{rep: Report{Breaks: []Break{}}}
+	return VerifyFrom(rows, head, nil)
+}
+
+// VerifyFrom is Verify for a chain that starts at start (nil: at seq 1, after GenesisHash): its
+// first receipt must be start.Seq and hash to start.Hash (else start_mismatch), and every one
+// after it links as usual. A receipt below start is named content_altered: a prune removed it.
+func VerifyFrom(rows iter.Seq2[Sealed, error], head Head, start *Start) (Report, error) {
+	w := walk{rep: Report{Breaks: []Break{}, Start: start}, start: start}
+	if start != nil {
+		w.prev.Seq = start.Seq - 1
+	}
 	full := make(chan []Sealed, verifyChunks) // read, in order, to be checked
 	free := make(chan []Sealed, verifyChunks) // checked, to be filled again
 	for range verifyChunks {
@@ -141,14 +166,23 @@ const (
 
 // walk is the state of Verify between rows.
 type walk struct {
-	rep  Report
-	prev Sealed
-	err  error // a walk that cannot go on: rows out of order
+	rep   Report
+	prev  Sealed
+	err   error  // a walk that cannot go on: rows out of order
+	start *Start // where a pruned chain starts; nil: seq 1
+	begun bool   // a row at or past start was read
 }
 
 // step checks one row against the one before it.
 func (w *walk) step(row Sealed) error {
 	w.rep.Verified++
+	if w.start != nil && !w.begun && row.Seq < w.start.Seq {
+		w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakContentAltered, Seq: row.Seq,
+			Detail: fmt.Sprintf("receipt %d is below the chain's start at seq %d: a prune removed it, and it is stored again", row.Seq, w.start.Seq)})
+		return nil
+	}
+	atStart := w.start != nil && !w.begun
+	w.begun = true
 	want := w.prev.Seq + 1
 	gap := row.Seq > want
 	switch {
@@ -175,6 +209,12 @@ func (w *walk) step(row Sealed) error {
 	}
 	if altered != "" {
 		w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakContentAltered, Seq: row.Seq, Detail: altered})
+	} else if atStart && !gap {
+		// The predecessor was pruned: the kept receipt is held to the hash its checkpoint signed.
+		if row.Hash != w.start.Hash {
+			w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakStartMismatch, Seq: row.Seq,
+				Detail: fmt.Sprintf("the chain starts here (%s), and this receipt was kept as %s; it is stored as %s", w.start.Reason, w.start.Hash, row.Hash)})
+		}
 	} else if !gap {
 		wantPrev := GenesisHash
 		if w.prev.Seq > 0 {

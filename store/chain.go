@@ -53,7 +53,7 @@ func VerifyChain(ctx context.Context, st Store) (receipt.Report, error) {
 		err := cr.ReadChain(ctx, func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error {
 			if head == nil {
 				var err error
-				rep, err = verifyHeadless(rows)
+				rep, err = verifyHeadless(rows, nil)
 				return err
 			}
 			var err error
@@ -69,7 +69,7 @@ func VerifyChain(ctx context.Context, st Store) (receipt.Report, error) {
 	for try := 1; ; try++ {
 		before, err := st.Head(ctx)
 		if errors.Is(err, ErrHeadMissing) {
-			return verifyHeadless(st.Receipts(ctx, ReceiptFilter{}))
+			return verifyHeadless(st.Receipts(ctx, ReceiptFilter{}), nil)
 		}
 		if err != nil {
 			return receipt.Report{}, fmt.Errorf("verify chain: %w", err)
@@ -89,8 +89,8 @@ func VerifyChain(ctx context.Context, st Store) (receipt.Report, error) {
 
 // verifyHeadless walks a chain whose head row is missing: every other break is named as usual,
 // and the missing head is a break of its own instead of a comparison with nothing.
-func verifyHeadless(rows iter.Seq2[receipt.Sealed, error]) (receipt.Report, error) {
-	rep, err := receipt.Verify(rows, receipt.Head{})
+func verifyHeadless(rows iter.Seq2[receipt.Sealed, error], start *receipt.Start) (receipt.Report, error) {
+	rep, err := receipt.VerifyFrom(rows, receipt.Head{}, start)
 	if err != nil {
 		return receipt.Report{}, fmt.Errorf("verify chain: %w", err)
 	}

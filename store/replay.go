@@ -44,6 +44,14 @@ type Evidence struct {
 	Approvals iter.Seq2[Keyed, error]
 	// Delegations returns every delegation row, revoked ones included.
 	Delegations func() ([]*Delegation, error)
+	// Start is where the chain starts since its last prune; nil when it was never pruned. The
+	// records that prune carried are merged into Effects and Approvals (Doc and Seq set) like
+	// the chain's own, and Carried yields all of them, by kind and key in byte order, to be
+	// held to the hash the prune's record chains.
+	Start   *ChainStart
+	Carried iter.Seq2[Carried, error]
+	// Holds returns every legal hold, released ones included; nil on a store without them.
+	Holds func() ([]*Hold, error)
 }
 
 // Keyed is one item of a merged walk: a record that names Key (Doc and Seq), or the table's row
@@ -65,7 +73,9 @@ type StateReader interface {
 // verifyEvidence walks the chain of ev and checks the state against it.
 func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	var dels []receipt.Sealed // the delegation records, few: the authority check holds them all too
-	var legacy bool           // the chain holds receipts written before records carried state
+	var holds []receipt.Sealed
+	var pruned []byte // the last prune's record
+	var legacy bool   // the chain holds receipts written before records carried state
 	rows := func(yield func(receipt.Sealed, error) bool) {
 		first := true
 		for r, err := range ev.Receipts {
@@ -77,6 +87,12 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 				if r.Index != nil && (r.Index.Result == receipt.Delegated || r.Index.Result == receipt.Revoked) {
 					dels = append(dels, receipt.Sealed{Seq: r.Seq, Doc: bytes.Clone(r.Doc)})
 				}
+				if r.Index != nil && (r.Index.Result == receipt.Held || r.Index.Result == receipt.Released) {
+					holds = append(holds, receipt.Sealed{Seq: r.Seq, Doc: bytes.Clone(r.Doc)})
+				}
+				if ev.Start != nil && r.Seq == ev.Start.RecordSeq {
+					pruned = bytes.Clone(r.Doc)
+				}
 			}
 			if !yield(r, err) {
 				return
@@ -86,14 +102,22 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	var rep receipt.Report
 	var err error
 	if ev.Head == nil {
-		rep, err = verifyHeadless(rows)
+		rep, err = verifyHeadless(rows, ev.Start.Start())
 	} else {
-		rep, err = receipt.Verify(rows, *ev.Head)
+		rep, err = receipt.VerifyFrom(rows, *ev.Head, ev.Start.Start())
 	}
 	if err != nil {
 		return receipt.Report{}, err
 	}
 	c := stateCheck{legacy: legacy, rep: &rep, checked: &receipt.StateChecked{}}
+	if ev.Start != nil {
+		carriedDels, carriedHolds, err := c.carried(ev.Start, pruned, ev.Carried)
+		if err != nil {
+			return receipt.Report{}, err
+		}
+		dels = append(carriedDels, dels...)
+		holds = append(carriedHolds, holds...)
+	}
 	if err := c.effects(ev.Effects); err != nil {
 		return receipt.Report{}, err
 	}
@@ -101,6 +125,9 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 		return receipt.Report{}, err
 	}
 	if err := c.delegations(dels, ev.Delegations); err != nil {
+		return receipt.Report{}, err
+	}
+	if err := c.holds(holds, ev.Holds); err != nil {
 		return receipt.Report{}, err
 	}
 	rep.State = c.checked
@@ -309,4 +336,92 @@ func delegationText(s *receipt.DelegationState) string {
 		return t + ", revoked by " + safetext.Quote(s.RevokedBy)
 	}
 	return t + ", not revoked"
+}
+
+// carried checks what the last prune carried against its record (pruned, the document at
+// start.RecordSeq; nil when the chain lacks it) and returns the carried delegation and hold
+// records, for the in-memory checks; the carried effect and approval records reach the walk
+// through the merged iterators.
+func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[Carried, error]) (dels, holds []receipt.Sealed, err error) {
+	var h CarriedHasher
+	if items != nil {
+		for it, err := range items {
+			if err != nil {
+				return nil, nil, fmt.Errorf("check state: carried records: %w", err)
+			}
+			h.Add(it)
+			switch it.Kind {
+			case CarriedDelegation:
+				dels = append(dels, receipt.Sealed{Seq: it.Seq, Doc: it.Doc})
+			case CarriedHold:
+				holds = append(holds, receipt.Sealed{Seq: it.Seq, Doc: it.Doc})
+			}
+		}
+	}
+	n, sum := h.Sum()
+	brk := func(kind, detail string) {
+		c.rep.Breaks = append(c.rep.Breaks, receipt.Break{Kind: kind, Seq: start.RecordSeq, Detail: detail})
+	}
+	var st receipt.States
+	if pruned != nil {
+		st, _ = receipt.ReadStates(pruned)
+	}
+	p := st.Prune
+	switch {
+	case p == nil:
+		brk(receipt.BreakStartMismatch, fmt.Sprintf("the store says the chain starts at seq %d (%s), and the chain holds no prune record at seq %d",
+			start.Seq, start.Reason(), start.RecordSeq))
+	case p.Start != start.Seq || p.StartHash != start.Hash:
+		brk(receipt.BreakStartMismatch, fmt.Sprintf("the prune record says the chain starts at seq %d %s, the store says seq %d %s",
+			p.Start, p.StartHash, start.Seq, start.Hash))
+	case p.Carried != n || p.CarriedHash != sum:
+		brk(BreakCarriedAltered, fmt.Sprintf("the prune record carried %d records hashing to %s, the store holds %d hashing to %s: a carried record was edited, added or deleted",
+			p.Carried, orNone(p.CarriedHash), n, orNone(sum)))
+	}
+	return dels, holds, nil
+}
+
+// BreakCarriedAltered: the records a prune carried past it (what removed records said of rows
+// still kept) are not the ones its record chains.
+const BreakCarriedAltered = "carried_altered"
+
+func (c *stateCheck) holds(records []receipt.Sealed, rows func() ([]*Hold, error)) error {
+	if rows == nil {
+		return nil
+	}
+	list, err := rows()
+	if err != nil {
+		return fmt.Errorf("check state: %w", err)
+	}
+	implied := map[string]*receipt.HoldState{}
+	seqs := map[string]int64{}
+	for _, r := range records {
+		st, err := receipt.ReadStates(r.Doc)
+		if err != nil || st.Hold == nil {
+			continue
+		}
+		implied[st.Hold.ID], seqs[st.Hold.ID] = st.Hold, r.Seq
+	}
+	text := func(s *receipt.HoldState) string {
+		if s == nil {
+			return "no record"
+		}
+		t := fmt.Sprintf("seq %d to %d", s.From, s.To)
+		if s.Released {
+			return t + ", released"
+		}
+		return t + ", active"
+	}
+	for _, h := range list {
+		want, ok := implied[h.ID]
+		delete(implied, h.ID)
+		table := HoldStateOf(h)
+		if !ok || *want != *table {
+			c.diverged(seqs[h.ID], "hold "+safetext.Quote(h.ID), text(want), text(table))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(implied)) {
+		c.diverged(seqs[id], "hold "+safetext.Quote(id), text(implied[id]), text(nil))
+	}
+	return nil
 }

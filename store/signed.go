@@ -78,7 +78,8 @@ func SignCheckpoint(ctx context.Context, st Store, key ed25519.PrivateKey, now t
 // VerifyCheckpoints checks the checkpoints st keeps, and extra ones (exported copies kept
 // elsewhere), against pub and against st's chain: each must be signed by pub, name st, and the
 // receipt at its seq must still be there, hash to the signed hash, and be stored under it. It
-// returns the breaks and how many checkpoints held.
+// returns the breaks and how many checkpoints held. A checkpoint below the start of a pruned
+// chain is neither: what it signed was pruned (docs/retention.md).
 func VerifyCheckpoints(ctx context.Context, st Store, pub ed25519.PublicKey, extra []*receipt.Checkpoint) ([]receipt.Break, int, error) {
 	cs, err := checkpointStore(st)
 	if err != nil {
@@ -96,9 +97,22 @@ func VerifyCheckpoints(ctx context.Context, st Store, pub ed25519.PublicKey, ext
 	if err != nil {
 		return nil, 0, fmt.Errorf("verify checkpoints: %w", err)
 	}
+	var start int64
+	if rs, ok := st.(RetentionStore); ok {
+		cs, err := rs.ChainStart(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("verify checkpoints: %w", err)
+		}
+		if cs != nil {
+			start = cs.Seq
+		}
+	}
 	breaks := []receipt.Break{}
 	held := 0
 	for _, c := range append(stored, extra...) {
+		if c.Seq < start {
+			continue // below the chain's start: its receipts were pruned (docs/retention.md)
+		}
 		brk := func(kind, detail string) {
 			breaks = append(breaks, receipt.Break{Kind: kind, Seq: c.Seq, Detail: fmt.Sprintf("checkpoint signed at %s: %s",
 				c.SignedAt.UTC().Format(receipt.TimeFormat), detail)})

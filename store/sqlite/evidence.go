@@ -32,10 +32,41 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 	case !errors.Is(err, store.ErrHeadMissing):
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
+	retention := s.keepsRetention() == nil
+	var carriedEffects, carriedApprovals string
+	if retention {
+		if ev.Start, err = scanChainStart(tx.QueryRowContext(ctx, chainStartQuery)); errors.Is(err, sql.ErrNoRows) {
+			ev.Start = nil
+		} else if err != nil {
+			return fmt.Errorf("read evidence: chain start: %w", err)
+		}
+		ev.Carried = carriedRows(ctx, tx)
+		ev.Holds = func() ([]*store.Hold, error) {
+			rows, err := tx.QueryContext(ctx, holdQuery+` ORDER BY n`)
+			if err != nil {
+				return nil, fmt.Errorf("holds: %w", err)
+			}
+			defer rows.Close()
+			var out []*store.Hold
+			for rows.Next() {
+				h, err := scanHold(rows)
+				if err != nil {
+					return nil, fmt.Errorf("holds: %w", err)
+				}
+				out = append(out, h)
+			}
+			return out, rows.Err()
+		}
+		// What the last prune carried stands in for the records it removed.
+		carriedEffects = ` UNION ALL SELECT seq, doc, key, '', 1, '', '', '', NULL, NULL, '', '', NULL, NULL, NULL, '', ''
+			FROM carried WHERE kind = 'effect'`
+		carriedApprovals = ` UNION ALL SELECT seq, doc, key, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, '', '', ''
+			FROM carried WHERE kind = 'approval'`
+	}
 	// A record stands in for the table's columns with empty values of the scanners' types; its
 	// seq and doc lead. A row has the largest seq, so it comes after its key's records.
 	ev.Effects = keyedRows(ctx, tx, `SELECT seq, doc, effect_key, '', 1, '', '', '', NULL, NULL, '', '', NULL, NULL, NULL, '', ''
-		FROM receipts WHERE effect_key <> ''
+		FROM receipts WHERE effect_key <> ''`+carriedEffects+`
 		UNION ALL SELECT 9223372036854775807, NULL, `+s.effectSelect()+` FROM effects
 		ORDER BY 3, 1`, func(sc scanner, k *store.Keyed) error {
 		e, err := scanEffect(sc)
@@ -45,7 +76,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		return err
 	})
 	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, '', '', ''
-		FROM receipts WHERE approval_id <> ''
+		FROM receipts WHERE approval_id <> ''`+carriedApprovals+`
 		UNION ALL SELECT 9223372036854775807, NULL, `+s.approvalSelect()+` FROM approvals
 		ORDER BY 3, 1`, func(sc scanner, k *store.Keyed) error {
 		a, err := scanApproval(sc)
@@ -144,6 +175,34 @@ func chainRows(ctx context.Context, tx *sql.Tx) iter.Seq2[receipt.Sealed, error]
 		}
 		if err := rs.Err(); err != nil {
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+		}
+	}
+}
+
+// carriedRows yields what the last prune carried, by kind and key (byte order: SQLite's BINARY
+// collation).
+func carriedRows(ctx context.Context, tx *sql.Tx) iter.Seq2[store.Carried, error] {
+	return func(yield func(store.Carried, error) bool) {
+		rows, err := tx.QueryContext(ctx, `SELECT kind, key, seq, doc FROM carried ORDER BY kind, key`)
+		if err != nil {
+			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var it store.Carried
+			var doc string
+			if err := rows.Scan(&it.Kind, &it.Key, &it.Seq, &doc); err != nil {
+				yield(store.Carried{}, fmt.Errorf("carried: %w", err))
+				return
+			}
+			it.Doc = []byte(doc)
+			if !yield(it, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
 		}
 	}
 }

@@ -77,6 +77,8 @@ func Run(t *testing.T, b Backend) {
 		{"Tokens", testTokens},
 		{"Sweep", testSweep},
 		{"Accounts", testAccounts},
+		{"Retention", testRetention},
+		{"PruneWhileWriting", testPruneWhileWriting},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}

@@ -1,0 +1,375 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+var _ store.RetentionStore = (*Store)(nil)
+
+// retentionVersion is the schema that added holds and prunes (migration 11).
+const retentionVersion = 11
+
+func (s *Store) keepsRetention() error {
+	if s.version != 0 && s.version < retentionVersion {
+		return store.ErrNoRetention
+	}
+	return nil
+}
+
+// dryRun rolls back a prune that only says what it would do.
+type dryRun struct{ res *store.PruneResult }
+
+func (dryRun) Error() string { return "dry run" }
+
+// Prune removes the receipts below a signed checkpoint (store.RetentionStore). It runs as one
+// write request: under the write lock, all or nothing, with the calls queued meanwhile waiting
+// for it.
+func (s *Store) Prune(ctx context.Context, req *store.PruneRequest) (*store.PruneResult, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.keepsRetention(); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	var res *store.PruneResult
+	err := s.write(ctx, func(t *txn) error {
+		r, err := t.prune(req)
+		if err != nil {
+			return err
+		}
+		if req.DryRun {
+			return dryRun{r}
+		}
+		res = r
+		return nil
+	})
+	var dr dryRun
+	if errors.As(err, &dr) {
+		return dr.res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
+	prev, err := t.chainStart()
+	if err != nil {
+		return nil, err
+	}
+	from := int64(1)
+	if prev != nil {
+		from = prev.Seq
+	}
+	var cps []*receipt.Checkpoint
+	err = t.c.query(`SELECT seq, hash, signed_at, store_id, key_id, signature FROM checkpoints`, nil, func(sc scanner) error {
+		var c receipt.Checkpoint
+		var at sql.NullInt64
+		if err := sc.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
+			return err
+		}
+		c.SignedAt = fromNanos(at)
+		cps = append(cps, &c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prune: checkpoints: %w", err)
+	}
+	cp, err := store.SelectCheckpoint(req, cps, from)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	holds, err := t.holds()
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckHolds(holds, from, cp.Seq-1); err != nil {
+		return nil, err
+	}
+	// The part to remove must verify, up to the checkpoint's own receipt; what it says of kept
+	// rows is gathered on the way, with what the last prune carried.
+	carry := store.NewCarrier()
+	err = t.c.query(`SELECT kind, key, seq, doc FROM carried`, nil, func(sc scanner) error {
+		var it store.Carried
+		var doc string
+		if err := sc.Scan(&it.Kind, &it.Key, &it.Seq, &doc); err != nil {
+			return err
+		}
+		it.Doc = []byte(doc)
+		carry.Carry(it)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prune: carried: %w", err)
+	}
+	if err := store.VerifyBelow(t.segment(from, cp.Seq), prev.Start(), cp, carry); err != nil {
+		return nil, err
+	}
+	var cutAt int64
+	if _, err := t.c.queryRow(`SELECT finished_at FROM receipts WHERE seq = ?`, []any{cp.Seq}, func(sc scanner) error {
+		return sc.Scan(&cutAt)
+	}); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	res := &store.PruneResult{DryRun: req.DryRun}
+	if req.KeepSettled > 0 {
+		var b binder
+		before := b.time(req.Now.Add(-req.KeepSettled))
+		if b.err != nil {
+			return nil, fmt.Errorf("prune: %w", b.err)
+		}
+		if res.Effects, err = t.c.exec(`DELETE FROM effects WHERE state IN ('committed', 'failed') AND conflict = '' AND updated_at < ?
+			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.effect_key = effects.effect_key AND r.seq >= ?)`, before, cp.Seq); err != nil {
+			return nil, fmt.Errorf("prune: effects: %w", err)
+		}
+	}
+	const settledApproval = `status IN ('consumed', 'denied', 'expired')
+		AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.approval_id = approvals.approval_id AND r.approval_id <> '' AND r.seq >= ?)`
+	if _, err := t.c.exec(`DELETE FROM approval_answers WHERE approval_id IN (SELECT approval_id FROM approvals WHERE `+settledApproval+`)`, cp.Seq); err != nil {
+		return nil, fmt.Errorf("prune: approval answers: %w", err)
+	}
+	if res.Approvals, err = t.c.exec(`DELETE FROM approvals WHERE `+settledApproval, cp.Seq); err != nil {
+		return nil, fmt.Errorf("prune: approvals: %w", err)
+	}
+	// The newest event always stays: event ids are rowids, which restart from an empty table.
+	if res.Events, err = t.c.exec(`DELETE FROM events WHERE at < ? AND id < (SELECT MAX(id) FROM events)
+		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE state IN ('executing', 'ambiguous'))
+		AND approval_id NOT IN (SELECT approval_id FROM approvals WHERE status IN ('pending', 'granted'))`, cutAt); err != nil {
+		return nil, fmt.Errorf("prune: events: %w", err)
+	}
+	if res.Receipts, err = t.c.exec(`DELETE FROM receipts WHERE seq < ?`, cp.Seq); err != nil {
+		return nil, fmt.Errorf("prune: receipts: %w", err)
+	}
+	// Carry what the removed records said of the rows that are kept.
+	if _, err := t.c.exec(`DELETE FROM carried`); err != nil {
+		return nil, fmt.Errorf("prune: carried: %w", err)
+	}
+	exists := map[string]string{
+		store.CarriedEffect:     `SELECT 1 FROM effects WHERE effect_key = ?`,
+		store.CarriedApproval:   `SELECT 1 FROM approvals WHERE approval_id = ?`,
+		store.CarriedDelegation: `SELECT 1 FROM delegations WHERE delegation_id = ?`,
+		store.CarriedHold:       `SELECT 1 FROM holds WHERE hold_id = ?`,
+	}
+	var h store.CarriedHasher
+	for _, it := range carry.All() {
+		n, err := t.c.exec(`INSERT INTO carried (kind, key, seq, doc) SELECT ?, ?, ?, ? WHERE EXISTS (`+exists[it.Kind]+`)`,
+			it.Kind, it.Key, it.Seq, string(it.Doc), it.Key)
+		if err != nil {
+			return nil, fmt.Errorf("prune: carry %s %s: %w", it.Kind, it.Key, err)
+		}
+		if n == 1 {
+			h.Add(it)
+		}
+	}
+	cs := store.ChainStart{Seq: cp.Seq, Hash: cp.Hash, Checkpoint: *cp, PrunedAt: req.Now, By: req.By, Removed: res.Receipts}
+	cs.Carried, cs.CarriedHash = h.Sum()
+	sealed, err := t.appendReceipt(store.PruneRecord(&cs))
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	cs.RecordSeq = sealed.Seq
+	var b binder
+	signed, at := b.time(cp.SignedAt), b.time(req.Now)
+	if b.err != nil {
+		return nil, fmt.Errorf("prune: %w", b.err)
+	}
+	if _, err := t.c.exec(`INSERT INTO prunes (start_seq, start_hash, cp_signed_at, cp_store_id, cp_key_id, cp_signature, pruned_at, pruned_by,
+		record_seq, removed, carried, carried_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		cs.Seq, cs.Hash, signed, cp.StoreID, cp.KeyID, cp.Signature, at, cs.By, cs.RecordSeq, cs.Removed, cs.Carried, cs.CarriedHash); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	res.Start = cs
+	return res, nil
+}
+
+// segment yields the receipts from seq from to seq to, inclusive, in the transaction.
+func (t *txn) segment(from, to int64) iter.Seq2[receipt.Sealed, error] {
+	stop := errors.New("stop")
+	return func(yield func(receipt.Sealed, error) bool) {
+		err := t.c.query(`SELECT seq, hash, doc FROM receipts WHERE seq >= ? AND seq <= ? ORDER BY seq`, []any{from, to}, func(sc scanner) error {
+			var r receipt.Sealed
+			var doc string
+			if err := sc.Scan(&r.Seq, &r.Hash, &doc); err != nil {
+				return err
+			}
+			r.Doc = []byte(doc)
+			if !yield(r, nil) {
+				return stop
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, stop) {
+			yield(receipt.Sealed{}, err)
+		}
+	}
+}
+
+const chainStartQuery = `SELECT start_seq, start_hash, cp_signed_at, cp_store_id, cp_key_id, cp_signature, pruned_at, pruned_by,
+	record_seq, removed, carried, carried_hash FROM prunes ORDER BY id DESC LIMIT 1`
+
+func scanChainStart(sc scanner) (*store.ChainStart, error) {
+	var c store.ChainStart
+	var signed, at sql.NullInt64
+	if err := sc.Scan(&c.Seq, &c.Hash, &signed, &c.Checkpoint.StoreID, &c.Checkpoint.KeyID, &c.Checkpoint.Signature, &at, &c.By,
+		&c.RecordSeq, &c.Removed, &c.Carried, &c.CarriedHash); err != nil {
+		return nil, err
+	}
+	c.Checkpoint.Seq, c.Checkpoint.Hash, c.Checkpoint.SignedAt, c.PrunedAt = c.Seq, c.Hash, fromNanos(signed), fromNanos(at)
+	return &c, nil
+}
+
+func (t *txn) chainStart() (*store.ChainStart, error) {
+	var c *store.ChainStart
+	_, err := t.c.queryRow(chainStartQuery, nil, func(sc scanner) (err error) {
+		c, err = scanChainStart(sc)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chain start: %w", err)
+	}
+	return c, nil
+}
+
+// ChainStart returns where the chain starts since its last prune; nil when never pruned.
+func (s *Store) ChainStart(ctx context.Context) (*store.ChainStart, error) {
+	if s.keepsRetention() != nil {
+		return nil, nil
+	}
+	c, err := scanChainStart(s.r.QueryRowContext(ctx, chainStartQuery))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("chain start: %w", err)
+	}
+	return c, nil
+}
+
+const holdQuery = `SELECT hold_id, from_seq, to_seq, reason, created_by, created_at, released_at, released_by, release_reason FROM holds`
+
+func scanHold(sc scanner) (*store.Hold, error) {
+	var h store.Hold
+	var created, released sql.NullInt64
+	if err := sc.Scan(&h.ID, &h.From, &h.To, &h.Reason, &h.By, &created, &released, &h.ReleasedBy, &h.ReleaseReason); err != nil {
+		return nil, err
+	}
+	h.CreatedAt, h.ReleasedAt = fromNanos(created), fromNanos(released)
+	return &h, nil
+}
+
+func (t *txn) holds() ([]*store.Hold, error) {
+	var out []*store.Hold
+	err := t.c.query(holdQuery+` ORDER BY n`, nil, func(sc scanner) error {
+		h, err := scanHold(sc)
+		if err == nil {
+			out = append(out, h)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("holds: %w", err)
+	}
+	return out, nil
+}
+
+// Holds returns every hold, released ones included, in the order they were placed.
+func (s *Store) Holds(ctx context.Context) ([]*store.Hold, error) {
+	if s.keepsRetention() != nil {
+		return nil, nil
+	}
+	out, err := collect(ctx, s.r, holdQuery+` ORDER BY n`, nil, scanHold)
+	if err != nil {
+		return nil, fmt.Errorf("holds: %w", err)
+	}
+	return out, nil
+}
+
+// PlaceHold stores a legal hold and its record in one transaction.
+func (s *Store) PlaceHold(ctx context.Context, req *store.HoldRequest) (*store.Hold, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.keepsRetention(); err != nil {
+		return nil, fmt.Errorf("hold: %w", err)
+	}
+	h := &store.Hold{ID: req.ID, From: req.From, To: req.To, Reason: req.Reason, By: req.By, CreatedAt: req.Now}
+	if h.ID == "" {
+		h.ID = store.NewHoldID()
+	}
+	err := s.write(ctx, func(t *txn) error {
+		start, err := t.chainStart()
+		if err != nil {
+			return err
+		}
+		if start != nil && h.To < start.Seq {
+			return fmt.Errorf("seq %d to %d was pruned already: the chain starts at seq %d", h.From, h.To, start.Seq)
+		}
+		var b binder
+		at := b.time(req.Now)
+		if b.err != nil {
+			return b.err
+		}
+		if _, err := t.c.exec(`INSERT INTO holds (hold_id, n, from_seq, to_seq, reason, created_by, created_at)
+			VALUES (?, (SELECT COALESCE(MAX(n), 0) + 1 FROM holds), ?, ?, ?, ?, ?)`, h.ID, h.From, h.To, h.Reason, h.By, at); err != nil {
+			return err
+		}
+		_, err = t.appendReceipt(store.HoldRecord(h, req.Now))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hold %d to %d: %w", req.From, req.To, err)
+	}
+	return h, nil
+}
+
+// ReleaseHold releases an active hold and appends the release's record in one transaction.
+func (s *Store) ReleaseHold(ctx context.Context, req *store.ReleaseRequest) (*store.Hold, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.keepsRetention(); err != nil {
+		return nil, fmt.Errorf("release hold: %w", err)
+	}
+	var out *store.Hold
+	err := s.write(ctx, func(t *txn) error {
+		var h *store.Hold
+		found, err := t.c.queryRow(holdQuery+` WHERE hold_id = ?`, []any{req.ID}, func(sc scanner) (err error) {
+			h, err = scanHold(sc)
+			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return store.ErrNotFound
+		case !h.Active():
+			return fmt.Errorf("%w (by %s on %s)", store.ErrHoldReleased, h.ReleasedBy, h.ReleasedAt.UTC().Format(receipt.TimeFormat))
+		}
+		var b binder
+		at := b.time(req.Now)
+		if b.err != nil {
+			return b.err
+		}
+		n, err := t.c.exec(`UPDATE holds SET released_at = ?, released_by = ?, release_reason = ? WHERE hold_id = ? AND released_at IS NULL`,
+			at, req.By, req.Reason, req.ID)
+		if err := checkRows(n, err, "hold "+req.ID); err != nil {
+			return err
+		}
+		h.ReleasedAt, h.ReleasedBy, h.ReleaseReason = req.Now, req.By, req.Reason
+		out = h
+		_, err = t.appendReceipt(store.HoldRecord(h, req.Now))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release hold %s: %w", req.ID, err)
+	}
+	return out, nil
+}
