@@ -35,11 +35,26 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
 	effectRead, approvalRead := s.q.effectRead, s.q.approvalRead
+	var carriedEffects, carriedApprovals string
+	if s.keepsRetention() == nil {
+		if ev.Start, err = s.chainStart(ctx, tx); err != nil {
+			return fmt.Errorf("read evidence: %w", err)
+		}
+		ev.Carried = s.carriedRows(ctx, tx)
+		ev.Holds = s.holdsFunc(ctx, tx)
+		// What the last prune carried stands in for the records it removed.
+		carriedEffects = ` UNION ALL SELECT seq, doc, key, ''::text, 1::bigint, ''::text, ''::text, ''::text,
+			NULL::bigint, NULL::bytea, ''::text, ''::text, NULL::bigint, NULL::bigint, NULL::bytea, ''::text, ''::text
+			FROM ` + s.tbl("carried") + ` WHERE kind = 'effect'`
+		carriedApprovals = ` UNION ALL SELECT seq, doc, key, ''::text, ''::text, NULL::bytea, ''::text, ''::text,
+			''::text, ''::text, NULL::bigint, NULL::bigint, ''::text, NULL::bigint, ''::text, NULL::bigint, ''::text, ''::text, ''::text
+			FROM ` + s.tbl("carried") + ` WHERE kind = 'approval'`
+	}
 	// A record stands in for the table's columns with empty values of their types; its seq and
 	// doc lead. A row has the largest seq, so it comes after its key's records.
 	ev.Effects = keyedRows(ctx, tx, `SELECT seq, doc, effect_key, ''::text, 1::bigint, ''::text, ''::text, ''::text,
 			NULL::bigint, NULL::bytea, ''::text, ''::text, NULL::bigint, NULL::bigint, NULL::bytea, ''::text, ''::text
-		FROM `+s.q.receipts+` WHERE effect_key <> ''
+		FROM `+s.q.receipts+` WHERE effect_key <> ''`+carriedEffects+`
 		UNION ALL SELECT 9223372036854775807, NULL::bytea, `+effectRead+` FROM `+s.quoted()+`.effects
 		ORDER BY 3, 1`, func(row pgx.Row, k *store.Keyed) error {
 		var r effectRow
@@ -51,7 +66,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 	})
 	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, ''::text, ''::text, NULL::bytea, ''::text, ''::text,
 			''::text, ''::text, NULL::bigint, NULL::bigint, ''::text, NULL::bigint, ''::text, NULL::bigint, ''::text, ''::text, ''::text
-		FROM `+s.q.receipts+` WHERE approval_id <> ''
+		FROM `+s.q.receipts+` WHERE approval_id <> ''`+carriedApprovals+`
 		UNION ALL SELECT 9223372036854775807, NULL::bytea, `+approvalRead+` FROM `+s.quoted()+`.approvals
 		ORDER BY 3, 1`, func(row pgx.Row, k *store.Keyed) error {
 		var r approvalRow

@@ -492,6 +492,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE checkpoints`)
 	exec(t, db, `DROP TABLE store_identity`)
 	exec(t, db, `DROP TABLE accounts`)
+	exec(t, db, `DROP TABLE holds`)
+	exec(t, db, `DROP TABLE prunes`)
+	exec(t, db, `DROP TABLE carried`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
@@ -524,6 +527,12 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	}
 	if _, err := r.Account(t.Context(), "alice"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Account on schema 1: %v, want ErrNotFound", err)
+	}
+	if hs, err := r.Holds(t.Context()); err != nil || len(hs) != 0 {
+		t.Errorf("Holds on schema 1 = %v, %v; want none", hs, err)
+	}
+	if rep, err := store.VerifyChain(t.Context(), r); err != nil || rep.Start != nil {
+		t.Errorf("VerifyChain on schema 1 = %+v, %v; want it read without the retention tables", rep, err)
 	}
 	if v, _ := schemaVersion(t.Context(), db); v != 1 {
 		t.Errorf("a reader migrated the store to %d", v)

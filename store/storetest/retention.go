@@ -207,8 +207,8 @@ func testRetention(t *testing.T, b Backend) {
 		f.noEffect(key)
 	}
 	f.effect("ret-ambiguous")
-	f.effect("ret-later") // its receipt is the checkpoint's, the start
-	f.effect("ret-last")  // its receipt is past the checkpoint
+	f.effect("ret-later")        // its receipt is the checkpoint's, the start
+	f.effect("ret-last")         // its receipt is past the checkpoint
 	f.reserved(old.retry(), now) // past the age limit, the key runs again: what the policy asked for
 }
 

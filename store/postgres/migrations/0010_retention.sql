@@ -44,6 +44,6 @@ CREATE TABLE {schema}.carried (
 	kind text    NOT NULL CHECK (kind IN ('effect', 'approval', 'delegation', 'hold')),
 	key  text    NOT NULL,
 	seq  bigint NOT NULL,
-	doc  text    NOT NULL,
+	doc  bytea   NOT NULL,
 	PRIMARY KEY (kind, key)
 );
