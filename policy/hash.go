@@ -52,6 +52,9 @@ func Normalize(p *Policy) map[string]any {
 	if p.Approvers != nil {
 		n["approvers"] = normalizeApprovers(p.Approvers)
 	}
+	if p.Retention != nil {
+		n["retention"] = normalizeRetention(p.Retention)
+	}
 	return n
 }
 

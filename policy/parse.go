@@ -15,7 +15,7 @@ import (
 
 // Keys of each mapping, in the order error messages list them.
 var (
-	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers"}
+	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention"}
 	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
@@ -146,6 +146,8 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 			pol.Gateway, e = p.gateway(en)
 		case "approvers":
 			pol.Approvers, e = p.approvers(en)
+		case "retention":
+			pol.Retention, e = p.retention(en)
 		default:
 			e = p.unknownKey(en.k, "at the top level", topKeys)
 		}

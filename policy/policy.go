@@ -81,6 +81,7 @@ type Policy struct {
 	Authority   *Authority // nil when the document has no authority section
 	Gateway     *Gateway   // nil when the document has no gateway section
 	Approvers   *Approvers // nil when the document has no approvers section
+	Retention   *Retention // nil when the document has no retention section
 	Hash        string     // "sha256:…" of the parsed document, docs/policy.md
 
 	compiled map[*Action]*compiledAction

@@ -1,0 +1,48 @@
+package policy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/policy"
+)
+
+// TestRetention: retention.settled_effects reads days and Go durations; a policy without the
+// section keeps settled effects for ever (nil) and hashes as before the section existed.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	const base = "schema: latch.policy/v1\nactions:\n  t.op: { decision: allow }\n"
+	without, err := policy.Parse("p.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if without.Retention != nil {
+		t.Errorf("Retention without the section = %+v, want nil", without.Retention)
+	}
+	for _, tc := range []struct {
+		text string
+		want time.Duration
+	}{
+		{"90d", 90 * 24 * time.Hour},
+		{"1d", 24 * time.Hour},
+		{"2160h", 90 * 24 * time.Hour},
+		{"36500d", policy.MaxRetention},
+	} {
+		p, err := policy.Parse("p.yaml", []byte(base+"retention:\n  settled_effects: "+tc.text+"\n"))
+		if err != nil {
+			t.Errorf("Parse(settled_effects: %s) = %v", tc.text, err)
+			continue
+		}
+		if p.Retention == nil || p.Retention.SettledEffects != tc.want {
+			t.Errorf("Parse(settled_effects: %s).Retention = %+v, want %s", tc.text, p.Retention, tc.want)
+		}
+		if p.Hash == without.Hash {
+			t.Errorf("settled_effects: %s hashes like no retention section", tc.text)
+		}
+	}
+	for _, bad := range []string{"0d", "-1d", "36501d", "1.5d", "d", "forever"} {
+		if _, err := policy.Parse("p.yaml", []byte(base+"retention:\n  settled_effects: "+bad+"\n")); err == nil {
+			t.Errorf("Parse(settled_effects: %s) succeeded, want an error", bad)
+		}
+	}
+}
