@@ -214,6 +214,8 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.resolveCommand(),
 		a.receiptsCommand(),
 		a.checkpointCommand(),
+		a.pruneCommand(),
+		a.holdCommand(),
 		a.inspectCommand(),
 		a.statsCommand(),
 		a.delegateCommand(),

@@ -129,6 +129,10 @@ func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile stri
 		rep.OK = len(rep.Breaks) == 0
 		held = n
 	}
+	if !asJSON && rep.Start != nil {
+		// A pruned chain: where it starts, and why, before anything else.
+		fmt.Fprintf(a.stdout, "chain starts at seq %d: %s\n", rep.Start.Seq, cell(rep.Start.Reason))
+	}
 	if asJSON {
 		if err := jsonLine(a.stdout, rep); err != nil {
 			return err
@@ -145,7 +149,12 @@ func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile stri
 			fmt.Fprintln(a.stdout)
 		}
 		if held >= 0 {
-			fmt.Fprintf(a.stdout, "%s %d signed %s hold\n", a.mark(true), held, plural(held, "checkpoint", "checkpoints"))
+			fmt.Fprintf(a.stdout, "%s %d signed %s", a.mark(true), held, plural(held, "checkpoint holds", "checkpoints hold"))
+			if below := a.checkpointsBelow(st, rep.Start); below > 0 {
+				fmt.Fprintf(a.stdout, " (%d older %s the chain's start: what %s signed was pruned)", below,
+					plural(below, "one is below", "ones are below"), plural(below, "it", "they"))
+			}
+			fmt.Fprintln(a.stdout)
 		}
 	} else {
 		t := newTable(a.stdout)
@@ -169,4 +178,23 @@ func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile stri
 		}
 	}
 	return errors.New("receipt chain broken: " + strings.Join(named, ", "))
+}
+
+// checkpointsBelow counts the stored checkpoints below a pruned chain's start.
+func (a *app) checkpointsBelow(st store.Store, start *receipt.Start) int {
+	cs, ok := st.(store.CheckpointStore)
+	if start == nil || !ok {
+		return 0
+	}
+	cps, err := cs.Checkpoints(a.ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range cps {
+		if c.Seq < start.Seq {
+			n++
+		}
+	}
+	return n
 }
