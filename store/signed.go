@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -105,6 +106,12 @@ func VerifyCheckpoints(ctx context.Context, st Store, pub ed25519.PublicKey, ext
 		}
 		if cs != nil {
 			start = cs.Seq
+			// The checkpoint a prune pruned below is checked too, from the copy its row keeps,
+			// unless it is stored as well: a start no key signed does not verify.
+			if !slices.ContainsFunc(stored, func(c *receipt.Checkpoint) bool { return *c == cs.Checkpoint }) {
+				cp := cs.Checkpoint
+				extra = append([]*receipt.Checkpoint{&cp}, extra...)
+			}
 		}
 	}
 	breaks := []receipt.Break{}
