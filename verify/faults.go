@@ -74,6 +74,9 @@ var faultTargets = map[string][]string{
 	faultAnyoneEntitled:       {"G17"},
 	faultSelfApprovalBytewise: {"G18"},
 	faultCountPerSession:      {"G19"},
+	faultPrunePastCheckpoint:  {"G29"},
+	faultHoldIgnored:          {"G30"},
+	faultPruneReseals:         {"G32"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.

@@ -183,7 +183,7 @@ func TestPostgresRun(t *testing.T) {
 	t.Parallel()
 	server := postgresURL(t)
 	p := parsePolicyForRun(t)
-	rep, err := Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: []string{"G3", "G11"}})
+	rep, err := Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: []string{"G3", "G11", "G29", "G30", "G32"}})
 	if err != nil && strings.Contains(err.Error(), "postgres backend not built") {
 		t.Skipf("the root package does not open Postgres stores yet: %v", err)
 	}
@@ -192,8 +192,19 @@ func TestPostgresRun(t *testing.T) {
 	}
 	var b bytes.Buffer
 	rep.WriteText(&b)
-	if rep.Backend != "postgres" || rep.Passed != 2 {
+	if rep.Backend != "postgres" || rep.Passed != 5 {
 		t.Errorf("Run on postgres:\n%s", b.String())
+	}
+	// The retention guarantees' flow faults edit a Postgres scratch store too.
+	rep, err = Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: []string{"G29", "G30", "G32"},
+		faults: []string{faultPrunePastCheckpoint, faultHoldIgnored, faultPruneReseals}})
+	if err != nil {
+		t.Fatalf("Run with the retention faults: %v", err)
+	}
+	b.Reset()
+	rep.WriteText(&b)
+	if rep.Failed != 3 || rep.Results[0].Reason == controlFailedReason {
+		t.Errorf("Run on postgres with the retention faults, want G29, G30, G32 to fail:\n%s", b.String())
 	}
 }
 

@@ -162,6 +162,9 @@ var catalogue = []guarantee{
 	{"G17", "unentitled approver refused", (*runner).g17},
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
+	{"G29", "a prune adds no new chain break", (*runner).g29},
+	{"G30", "a held range refuses to prune", (*runner).g30},
+	{"G32", "an honest prune keeps its checkpoints", (*runner).g32},
 	{"L1", "lapsed lease never retried", (*runner).l1},
 }
 
