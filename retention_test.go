@@ -1,0 +1,231 @@
+package latch_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// TestPruneBelowACheckpoint: after one of every kind of state change, a prune below a signed
+// checkpoint is refused over a legal hold (writing nothing) and, once the hold is released,
+// leaves a chain that verifies from the checkpoint's receipt with every kept row still checked:
+// an edit of an effect whose records were pruned is state_diverged, the same edit made to its
+// carried record too is carried_altered, a deleted hold is state_diverged, and a consistent
+// rewrite of everything after the prune (rows, head, the prune's row) is caught by the signed
+// checkpoint pruned below.
+func TestPruneBelowACheckpoint(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, evidencePolicy)
+			c := everyChange(t, e)
+			ctx := t.Context()
+			rs, err := store.Retention(e.g.Store())
+			if err != nil {
+				t.Fatal(err)
+			}
+			privPEM, pubPEM, err := receipt.NewSigningKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := receipt.ParseSigningKey(privPEM)
+			pub, _ := receipt.ParsePublicKey(pubPEM)
+			hold, err := rs.PlaceHold(ctx, &store.HoldRequest{Now: e.clock.Now(), From: 2, To: 4, Reason: "audit 2026", By: "cli:legal"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := latch.Protect(e.g, "billing.charge", func(context.Context, Charge) (string, error) { return "ch", nil }, nil)(
+				agent(ctx), Charge{InvoiceID: "inv_after", Amount: 1}); err != nil {
+				t.Fatal(err)
+			}
+
+			headOf := func() receipt.Head {
+				t.Helper()
+				h, err := e.g.Store().Head(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return h
+			}
+			head := headOf()
+			_, err = rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq})
+			var he *store.HoldError
+			if !errors.As(err, &he) || he.Hold.ID != hold.ID || !strings.Contains(err.Error(), "audit 2026") {
+				t.Fatalf("Prune over a hold = %v, want a HoldError naming %s and its reason", err, hold.ID)
+			}
+			if h := headOf(); h != head {
+				t.Fatalf("a refused prune moved the head from %+v to %+v", head, h)
+			}
+			if _, err := rs.ReleaseHold(ctx, &store.ReleaseRequest{Now: e.clock.Now(), ID: hold.ID, Reason: "audit done", By: "cli:legal"}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq})
+			if err != nil || res.Start.Seq != cp.Seq || res.Receipts != cp.Seq-1 {
+				t.Fatalf("Prune = %+v, %v; want the %d receipts below %d removed", res, err, cp.Seq-1, cp.Seq)
+			}
+			rep := verifyChain(t, e.g)
+			if rep.Start == nil || rep.Start.Seq != cp.Seq || !strings.Contains(rep.Start.Reason, "pruned below the signed checkpoint") {
+				t.Errorf("VerifyChain().Start = %+v, want seq %d and why", rep.Start, cp.Seq)
+			}
+			if s := rep.State; s.Effects != 8 || s.Delegations != 2 || s.Unchained != 0 {
+				t.Errorf("state checked after the prune = %+v, want the 8 effects and 2 delegations kept, every one checked", *s)
+			}
+			if brk, held, err := store.VerifyCheckpoints(ctx, e.g.Store(), pub, []*receipt.Checkpoint{cp}); err != nil || len(brk) != 0 || held != 2 {
+				t.Errorf("VerifyCheckpoints after the prune = %+v, %d held, %v; want the checkpoint (stored, exported) holding", brk, held, err)
+			}
+			// The duplicate of a committed charge whose receipts were pruned is still refused.
+			if _, err := latch.Protect(e.g, "billing.charge", func(context.Context, Charge) (string, error) { return "again", nil }, nil)(
+				agent(ctx), Charge{InvoiceID: "inv_ok", Amount: 100}); !errors.Is(err, latch.ErrDuplicateEffect) {
+				t.Fatalf("duplicate of inv_ok = %v, want ErrDuplicateEffect", err)
+			}
+			if got, err := e.g.Store().Effect(ctx, "charge:inv_ok"); err != nil || got.State != store.Committed || string(got.Result) != `"ch"` {
+				t.Errorf("inv_ok after its duplicate = %+v, %v; want committed with its first result", got, err)
+			}
+			verifyChain(t, e.g)
+
+			db := openRaw(t, e.url)
+			one := func(what, kind, subject string) {
+				t.Helper()
+				rep, err := store.VerifyChain(ctx, e.g.Store())
+				if err != nil {
+					t.Fatalf("%s: VerifyChain = %v", what, err)
+				}
+				if rep.OK || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != kind || !strings.Contains(rep.Breaks[0].Subject, subject) {
+					t.Errorf("%s: VerifyChain breaks = %+v, want one %s of %q", what, rep.Breaks, kind, subject)
+				}
+			}
+			// The effect's own records were pruned: the carried one speaks for it.
+			db.exec(`UPDATE effects SET state = 'failed' WHERE effect_key = 'charge:inv_nx'`)
+			one("a pruned effect edited", receipt.BreakStateDiverged, "charge:inv_nx")
+			// Its carried record edited to match: the prune's chained hash catches it.
+			var doc []byte
+			var docText string
+			if backend == "sqlite" {
+				db.query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&docText})
+				doc = []byte(docText)
+			} else {
+				db.query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&doc})
+			}
+			forged := strings.Replace(string(doc), `"state":"committed"`, `"state":"failed"`, 1)
+			if forged == string(doc) {
+				t.Fatalf("carried record %s does not say committed", doc)
+			}
+			if backend == "sqlite" {
+				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, forged)
+			} else {
+				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []byte(forged))
+			}
+			if rep, err := store.VerifyChain(ctx, e.g.Store()); err != nil || rep.OK || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != store.BreakCarriedAltered {
+				t.Errorf("row and carried record edited: VerifyChain = %+v, %v; want one carried_altered", rep.Breaks, err)
+			}
+			if backend == "sqlite" {
+				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, string(doc))
+			} else {
+				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, doc)
+			}
+			db.exec(`UPDATE effects SET state = 'committed' WHERE effect_key = 'charge:inv_nx'`)
+			verifyChain(t, e.g)
+			// A delegation whose records were pruned: its revocation deleted (behind the triggers).
+			if backend == "sqlite" {
+				db.exec(`DROP TRIGGER revocations_insert_only_delete`)
+				db.exec(`DELETE FROM revocations WHERE delegation_id = ?`, c.revoked)
+				one("a pruned revocation deleted", receipt.BreakStateDiverged, c.revoked)
+			}
+			// A hold deleted.
+			db.exec(`DELETE FROM holds`)
+			rep2, err := store.VerifyChain(ctx, e.g.Store())
+			if err != nil || rep2.OK || !hasBreak(rep2.Breaks, receipt.BreakStateDiverged, hold.ID) {
+				t.Errorf("hold deleted: VerifyChain = %+v, %v; want state_diverged of %s", rep2.Breaks, err, hold.ID)
+			}
+		})
+	}
+}
+
+// TestSignedCheckpointCatchesARewriteAfterAPrune: after a prune, someone rewrites every remaining
+// receipt, the head and the prune's own row consistently: the chain verifies, and the checkpoint
+// the prune kept as the start (signed with a key outside the store) names the rewrite.
+func TestSignedCheckpointCatchesARewriteAfterAPrune(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, evidencePolicy)
+			everyChange(t, e)
+			ctx := t.Context()
+			privPEM, pubPEM, _ := receipt.NewSigningKey()
+			key, _ := receipt.ParseSigningKey(privPEM)
+			pub, _ := receipt.ParsePublicKey(pubPEM)
+			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, _ := store.Retention(e.g.Store())
+			if _, err := rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq}); err != nil {
+				t.Fatal(err)
+			}
+			verifyChain(t, e.g)
+
+			db := openRaw(t, e.url)
+			var rows []receipt.Sealed
+			for r, err := range e.g.Store().Receipts(ctx, store.ReceiptFilter{}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, r)
+			}
+			var prev, start string
+			for i, r := range rows {
+				doc, err := receipt.Parse(r.Doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				doc.Note += " (rewritten)"
+				if doc.Prune != nil {
+					doc.Prune.StartHash = start
+				}
+				if i == 0 {
+					prev = doc.PrevHash // the pruned predecessor's hash, as the start keeps it
+				}
+				s, err := receipt.Seal(doc, r.Seq, prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if backend == "sqlite" {
+					db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, string(s.Doc), s.Hash, r.Seq)
+				} else {
+					db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, s.Doc, s.Hash, r.Seq)
+				}
+				if i == 0 {
+					start = s.Hash
+				}
+				prev = s.Hash
+			}
+			db.exec(`UPDATE chain_head SET hash = ? WHERE id = 1`, prev)
+			db.exec(`UPDATE prunes SET start_hash = ?`, start)
+			verifyChain(t, e.g) // the chain alone sees nothing
+			brk, _, err := store.VerifyCheckpoints(ctx, e.g.Store(), pub, nil)
+			if err != nil || !hasBreak(brk, store.BreakCheckpointMismatch, "") || brk[0].Seq != cp.Seq {
+				t.Errorf("VerifyCheckpoints after the rewrite = %+v, %v; want checkpoint_mismatch at %d", brk, err, cp.Seq)
+			}
+		})
+	}
+}
+
+func hasBreak(bs []receipt.Break, kind, subject string) bool {
+	for _, b := range bs {
+		if b.Kind == kind && strings.Contains(b.Subject, subject) {
+			return true
+		}
+	}
+	return false
+}
