@@ -354,6 +354,18 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 }
 
 func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
+	if !pr.remote {
+		// The usual call: both payloads written directly, without building maps.
+		proposed, ok1 := stringObject("action", pr.call.Action, "action_hash", pr.hash, "agent", pr.principal.Agent,
+			"environment", pr.env, "resource", pr.resource, "user", pr.principal.User)
+		evaluated, ok2 := stringObject("decision", string(pr.eval.Decision), "policy_hash", g.policy.Hash, "reason", pr.eval.Reason)
+		if ok1 && ok2 {
+			return []store.Event{
+				{Kind: store.EventActionProposed, Time: now, ActionID: actionID, EffectKey: pr.key, Payload: proposed},
+				{Kind: store.EventPolicyEvaluated, Time: now, ActionID: actionID, EffectKey: pr.key, Payload: evaluated},
+			}
+		}
+	}
 	proposed := map[string]any{
 		"action": pr.call.Action, "action_hash": pr.hash, "agent": pr.principal.Agent, "user": pr.principal.User,
 		"environment": pr.env, "resource": pr.resource,
@@ -367,4 +379,31 @@ func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []s
 			"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash,
 		}),
 	}
+}
+
+// stringObject writes the JSON object of keys kv[0], kv[2], … (given in canonical order) and
+// their string values kv[1], kv[3], …, byte for byte as canon.Marshal writes the same map, in
+// one allocation; false when a value is not valid UTF-8 (then the caller uses Marshal, which
+// refuses it, and its fallback).
+func stringObject(kv ...string) ([]byte, bool) {
+	n := 2
+	for _, s := range kv {
+		n += len(s) + 4
+	}
+	out := make([]byte, 0, n+n/8)
+	out = append(out, '{')
+	for i := 0; i < len(kv); i += 2 {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = canon.AppendString(out, kv[i]); err != nil {
+			return nil, false
+		}
+		out = append(out, ':')
+		if out, err = canon.AppendString(out, kv[i+1]); err != nil {
+			return nil, false
+		}
+	}
+	return append(out, '}'), true
 }

@@ -21,7 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 // traced opens a guard whose spans go to an in-memory recorder.
@@ -305,5 +307,59 @@ func TestGlobalTracerAfterOpen(t *testing.T) {
 	want := []string{"latch.decide", "latch.reserve", "latch.execute", "latch.record", "latch.call"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Errorf("spans after the global provider was set (-want +got):\n%s", d)
+	}
+}
+
+// TestProposalPayloadsCanonical: the payloads of action_proposed and policy_evaluated, written
+// without building maps, are the canonical JSON canon.Marshal writes for the same members,
+// whatever the text in them (quotes, backslashes, control characters, non-ASCII, line
+// separators).
+func TestProposalPayloadsCanonical(t *testing.T) {
+	t.Parallel()
+	g := untraced(t)
+	const who, user, invoice = "agent \"q\" <é>\u2028", "user\\\x01\t", "inv/ü\u00a0\"x\""
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: who, User: user})
+	args, err := json.Marshal(map[string]any{"invoice_id": invoice, "amount": 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: args},
+		func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := g.Store().Events(t.Context(), store.EventFilter{EffectKey: "charge:" + invoice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]any{
+		store.EventActionProposed:  {"action": "billing.charge", "agent": who, "user": user, "resource": "invoice:" + invoice, "environment": "production"},
+		store.EventPolicyEvaluated: {"decision": "allow", "reason": "rule[0]"},
+	}
+	seen := 0
+	for _, ev := range evs {
+		w, ok := want[ev.Kind]
+		if !ok {
+			continue
+		}
+		seen++
+		var got map[string]any
+		if err := json.Unmarshal(ev.Payload, &got); err != nil {
+			t.Fatalf("%s payload %s: %v", ev.Kind, ev.Payload, err)
+		}
+		for k, v := range w {
+			if got[k] != v {
+				t.Errorf("%s payload %s = %q, want %q", ev.Kind, k, got[k], v)
+			}
+		}
+		canonical, err := canon.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(canonical) != string(ev.Payload) {
+			t.Errorf("%s payload\n%s\nis not canonical; canon.Marshal writes\n%s", ev.Kind, ev.Payload, canonical)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("found %d of the two opening events in %d events", seen, len(evs))
 	}
 }

@@ -41,6 +41,7 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
+	zombiezen.com/go/sqlite v1.4.2 // indirect
 )
 
 replace github.com/latchkit/latch => ../..

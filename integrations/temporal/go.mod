@@ -13,6 +13,7 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	zombiezen.com/go/sqlite v1.4.2 // indirect
 )
 
 require (

@@ -9,6 +9,7 @@ import (
 
 	sqlitedriver "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
+	zsqlite "zombiezen.com/go/sqlite"
 )
 
 // createPrivate creates the database file at path with mode 0600 if it does not exist. SQLite
@@ -93,7 +94,7 @@ func (s *Store) readOnlyError(err error) error {
 		return nil // before errors.As, whose target would escape: two allocations a write
 	}
 	var se *sqlitedriver.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_READONLY {
+	if errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_READONLY || zsqlite.ErrCode(err).ToPrimary() == zsqlite.ResultReadOnly {
 		return fmt.Errorf("%w: %s, its -wal or -shm file or its directory is read-only to this process: %w",
 			ErrNotWritable, s.path, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -24,6 +25,11 @@ func (b *binder) time(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
+	return b.nanos(t)
+}
+
+// nanos is t as unix nanoseconds.
+func (b *binder) nanos(t time.Time) int64 {
 	n := t.UnixNano()
 	if !time.Unix(0, n).Equal(t) && b.err == nil {
 		b.err = fmt.Errorf("time %s is outside the range the store keeps (years 1678 to 2262)", t.UTC().Format(time.RFC3339))
@@ -37,6 +43,23 @@ func (b *binder) json(raw json.RawMessage) any {
 		return nil
 	}
 	return string(raw)
+}
+
+// timeArg is time as a typed argument: unix nanoseconds, or NULL for the zero time.
+func (b *binder) timeArg(t time.Time) arg {
+	if t.IsZero() {
+		return arg{}
+	}
+	return integer(b.nanos(t))
+}
+
+// jsonArg is raw as a typed text argument, or NULL when empty. The argument shares raw's bytes
+// (no copy): it must be bound before raw can change, which the statement methods do at once.
+func jsonArg(raw json.RawMessage) arg {
+	if len(raw) == 0 {
+		return arg{}
+	}
+	return text(unsafe.String(&raw[0], len(raw)))
 }
 
 func fromNanos(n sql.NullInt64) time.Time {
@@ -137,11 +160,30 @@ func (t *txn) effect(key string) (*store.Effect, error) {
 	if t.legacy {
 		q = selectEffectBeforeNotes
 	}
-	_, err := t.c.queryRow(q, []any{key}, func(sc scanner) (err error) {
-		e, err = scanEffect(sc)
+	_, err := t.c.queryRowArgs(q, []arg{text(key)}, func(sc scanner) (err error) {
+		e, err = scanEffectRow(sc.(*zrow))
 		return err
 	})
 	return e, err
+}
+
+// scanEffectRow is scanEffect reading the writer's row directly, with the same checks.
+func scanEffectRow(r *zrow) (*store.Effect, error) {
+	if n := r.st.ColumnCount(); n != 15 {
+		return nil, fmt.Errorf("scan: 15 destinations for %d columns", n)
+	}
+	var rc rowCheck
+	e := &store.Effect{
+		Key: rc.text(r, 0), State: store.State(rc.text(r, 1)), Attempt: int(rc.integer(r, 2)), ActionID: rc.text(r, 3),
+		Action: rc.text(r, 4), ActionHash: rc.text(r, 5), LeaseExpiresAt: fromNanos(rc.nullInteger(r, 6)),
+		Result: fromText(rc.nullText(r, 7)), Error: rc.text(r, 8), ResolvedBy: rc.text(r, 9),
+		CreatedAt: fromNanos(rc.nullInteger(r, 10)), UpdatedAt: fromNanos(rc.nullInteger(r, 11)),
+		Arguments: fromText(rc.nullText(r, 12)), Note: rc.text(r, 13), Conflict: rc.text(r, 14),
+	}
+	if rc.err != nil {
+		return nil, rc.err
+	}
+	return e, nil
 }
 
 const approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
@@ -216,8 +258,8 @@ var errConcurrent = errors.New("the row changed under the transaction's lock")
 func (t *txn) applyEffect(w *store.EffectWrite) error {
 	var b binder
 	n := w.Next
-	lease, result, created, updated := b.time(n.LeaseExpiresAt), b.json(n.Result), b.time(n.CreatedAt), b.time(n.UpdatedAt)
-	args := b.json(n.Arguments)
+	lease, result, created, updated := b.timeArg(n.LeaseExpiresAt), jsonArg(n.Result), b.timeArg(n.CreatedAt), b.timeArg(n.UpdatedAt)
+	args := jsonArg(n.Arguments)
 	if b.err != nil {
 		return fmt.Errorf("effect %s: %w", n.Key, b.err)
 	}
@@ -226,13 +268,14 @@ func (t *txn) applyEffect(w *store.EffectWrite) error {
 		// overwriting.
 		var err error
 		if t.legacy {
-			_, err = t.c.exec(`INSERT INTO effects (effect_key, state, attempt, action_id, action, action_hash, lease_expires_at,
+			_, err = t.c.execArgs(`INSERT INTO effects (effect_key, state, attempt, action_id, action, action_hash, lease_expires_at,
 				result, error, resolved_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated)
+				text(n.Key), text(string(n.State)), integer(int64(n.Attempt)), text(n.ActionID), text(n.Action), text(n.ActionHash),
+				lease, result, text(n.Error), text(n.ResolvedBy), created, updated)
 		} else {
-			_, err = t.c.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				n.Key, string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
-				args, n.Note, n.Conflict)
+			_, err = t.c.execArgs(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				text(n.Key), text(string(n.State)), integer(int64(n.Attempt)), text(n.ActionID), text(n.Action), text(n.ActionHash),
+				lease, result, text(n.Error), text(n.ResolvedBy), created, updated, args, text(n.Note), text(n.Conflict))
 		}
 		if err != nil {
 			return fmt.Errorf("effect %s: %w", n.Key, err)
@@ -241,19 +284,21 @@ func (t *txn) applyEffect(w *store.EffectWrite) error {
 	}
 	p := w.Prev
 	if t.legacy {
-		rows, err := t.c.exec(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
+		rows, err := t.c.execArgs(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
 			lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?
 			WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
-			string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
-			p.Key, string(p.State), p.Attempt, p.ActionID)
+			text(string(n.State)), integer(int64(n.Attempt)), text(n.ActionID), text(n.Action), text(n.ActionHash), lease, result,
+			text(n.Error), text(n.ResolvedBy), created, updated,
+			text(p.Key), text(string(p.State)), integer(int64(p.Attempt)), text(p.ActionID))
 		return checkRows(rows, err, "effect "+p.Key)
 	}
-	rows, err := t.c.exec(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
+	rows, err := t.c.execArgs(`UPDATE effects SET state = ?, attempt = ?, action_id = ?, action = ?, action_hash = ?,
 		lease_expires_at = ?, result = ?, error = ?, resolved_by = ?, created_at = ?, updated_at = ?, arguments = ?, note = ?,
 		conflict = ?
 		WHERE effect_key = ? AND state = ? AND attempt = ? AND action_id = ?`,
-		string(n.State), n.Attempt, n.ActionID, n.Action, n.ActionHash, lease, result, n.Error, n.ResolvedBy, created, updated,
-		args, n.Note, n.Conflict, p.Key, string(p.State), p.Attempt, p.ActionID)
+		text(string(n.State)), integer(int64(n.Attempt)), text(n.ActionID), text(n.Action), text(n.ActionHash), lease, result,
+		text(n.Error), text(n.ResolvedBy), created, updated, args, text(n.Note), text(n.Conflict),
+		text(p.Key), text(string(p.State)), integer(int64(p.Attempt)), text(p.ActionID))
 	return checkRows(rows, err, "effect "+p.Key)
 }
 
@@ -304,7 +349,7 @@ const eventsPerInsert = 8
 // deleted. (SQLite would pick a random unused rowid only once the largest reached 2^63-1.)
 func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, error) {
 	written := make([]store.Event, 0, len(events))
-	var args [eventsPerInsert * 6]any
+	var args [eventsPerInsert * 6]arg
 	for len(events) > 0 {
 		chunk := events[:min(len(events), eventsPerInsert)]
 		events = events[len(chunk):]
@@ -314,17 +359,18 @@ func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, 
 				e.Time = now
 			}
 			var b binder
-			at := b.time(e.Time)
+			at := b.timeArg(e.Time)
 			if b.err != nil {
 				return nil, fmt.Errorf("event %s: %w", e.Kind, b.err)
 			}
 			if e.Kind == "" {
 				return nil, errors.New("event without a kind")
 			}
-			copy(args[i*6:], []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, b.json(e.Payload)})
+			args[i*6], args[i*6+1], args[i*6+2] = text(e.Kind), at, text(e.ActionID)
+			args[i*6+3], args[i*6+4], args[i*6+5] = text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload)
 			written = append(written, e)
 		}
-		last, err := t.c.insert(insertEventsSQL[len(chunk)], args[:len(chunk)*6]...)
+		last, err := t.c.insertArgs(insertEventsSQL[len(chunk)], args[:len(chunk)*6]...)
 		if err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
@@ -359,16 +405,17 @@ func (t *txn) appendReceipt(rc *receipt.Receipt) (receipt.Sealed, error) {
 		return receipt.Sealed{}, err
 	}
 	var b binder
-	finished := b.time(rc.FinishedAt)
+	finished := b.timeArg(rc.FinishedAt)
 	if b.err != nil {
 		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, b.err)
 	}
-	if finished == nil {
-		finished = int64(0)
+	if finished.kind == argNull {
+		finished = integer(0)
 	}
-	_, err = t.c.exec(`INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
+	_, err = t.c.execArgs(`INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		seq, sealed.Hash, rc.ReceiptID, rc.ActionID, rc.Action, rc.EffectKey, rc.ApprovalID, rc.Result, finished, string(sealed.Doc))
+		integer(seq), text(sealed.Hash), text(rc.ReceiptID), text(rc.ActionID), text(rc.Action), text(rc.EffectKey),
+		text(rc.ApprovalID), text(rc.Result), finished, jsonArg(sealed.Doc))
 	if err != nil {
 		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, err)
 	}

@@ -393,19 +393,18 @@ func walFramesPerCall(t *testing.T, version int) float64 {
 	for i := range warm {
 		protectedCall(t, s, i, now)
 	}
-	ctx := t.Context()
 	// Copy the log into the database and empty it: the next commit writes from its start.
 	var busy, logged, copied int
-	if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &copied); err != nil || busy != 0 {
-		t.Fatalf("wal_checkpoint(TRUNCATE) = %d, %v", busy, err)
+	if writerQuery(t, s, `PRAGMA wal_checkpoint(TRUNCATE)`, &busy, &logged, &copied); busy != 0 {
+		t.Fatalf("wal_checkpoint(TRUNCATE) = %d", busy)
 	}
 	for i := warm; i < warm+calls; i++ {
 		protectedCall(t, s, i, now)
 	}
 	// A PASSIVE checkpoint reports the frames in the log (and copies them, which no longer
 	// matters).
-	if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied); err != nil || busy != 0 {
-		t.Fatalf("wal_checkpoint(PASSIVE) = %d, %v", busy, err)
+	if writerQuery(t, s, `PRAGMA wal_checkpoint(PASSIVE)`, &busy, &logged, &copied); busy != 0 {
+		t.Fatalf("wal_checkpoint(PASSIVE) = %d", busy)
 	}
 	if s.WriteTransactions() != 2*(warm+calls) {
 		t.Fatalf("%d commits for %d calls, want two each", s.WriteTransactions(), warm+calls)

@@ -93,11 +93,12 @@ type Store struct {
 	path     string
 	readOnly bool
 	log      *slog.Logger
-	w        *sql.DB      // the one writer connection; nil when read-only
-	wr       *writer      // runs the write requests on w, in batches
-	r        *sql.DB      // the reader pool
-	writes   atomic.Int64 // committed write transactions (batches)
-	version  int          // the schema version read at a read-only open (a writer migrates to the latest)
+	w        *sql.DB // the connection the migrations run on while Open runs; nil after it
+
+	wr      *writer      // runs the write requests on w, in batches
+	r       *sql.DB      // the reader pool
+	writes  atomic.Int64 // committed write transactions (batches)
+	version int          // the schema version read at a read-only open (a writer migrates to the latest)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -164,6 +165,9 @@ func parseURL(raw string) (location, error) {
 	loc.path = abs
 	return loc, nil
 }
+
+// uri is path as a SQLite file: URI (the writer connection opens it with SQLITE_OPEN_URI).
+func uri(path string) string { return strings.TrimSuffix(dsn(path), "?") }
 
 // dsn builds the driver's data source name: a SQLite file: URI (so that the path is escaped and
 // mode=ro reaches SQLite) followed by the driver's own parameters.
@@ -243,11 +247,27 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 		s.Close()
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	s.wr = newWriter(s.w, plock, ckpt, &s.writes)
 	if err := s.migrate(ctx, version); err != nil {
+		plock.close()
+		ckpt.close()
 		s.Close()
 		return nil, fmt.Errorf("%s: %w", op, s.readOnlyError(err))
 	}
+	// The migrations ran on a database/sql connection; every write from here on runs on the
+	// writer connection (writer.go), and this one is closed so that one connection writes.
+	err = s.w.Close()
+	s.w = nil
+	var wc *wconn
+	if err == nil {
+		wc, err = openWConn(loc)
+	}
+	if err != nil {
+		plock.close()
+		ckpt.close()
+		s.Close()
+		return nil, fmt.Errorf("%s: writer connection: %w", op, s.readOnlyError(err))
+	}
+	s.wr = newWriter(wc, plock, ckpt, &s.writes)
 	s.version = min(version, latestVersion())
 	s.wr.legacy, s.wr.version = s.version < notesVersion, s.version
 	s.wr.noAnswers = s.version < answersVersion

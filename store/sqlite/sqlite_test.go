@@ -291,9 +291,7 @@ func TestPragmas(t *testing.T) {
 		for q, dst := range map[string]any{
 			"PRAGMA synchronous": &sync, "PRAGMA busy_timeout": &busy, "PRAGMA foreign_keys": &fk, "PRAGMA journal_mode": &journal,
 		} {
-			if err := s.w.QueryRowContext(t.Context(), q).Scan(dst); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
+			writerQuery(t, s, q, dst)
 		}
 		if sync != c.want || busy != busyTimeoutMillis || fk != 1 || journal != "wal" {
 			t.Errorf("URL suffix %q: synchronous=%d busy_timeout=%d foreign_keys=%d journal_mode=%s; want %d %d 1 wal",
@@ -308,16 +306,34 @@ func TestBeginImmediate(t *testing.T) {
 	t.Parallel()
 	url := backend.New(t)
 	s := open(t, url, nil)
-	tx, err := s.w.BeginTx(t.Context(), nil)
+	// A write request that, once it has begun (the writer's BEGIN IMMEDIATE), lets another
+	// connection try to write, before it reads anything.
+	err := s.write(t.Context(), func(*txn) error {
+		other := rawDB(t, strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(0)")
+		_, err := other.ExecContext(t.Context(), `BEGIN IMMEDIATE`)
+		var se *sqlitedriver.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlitelib.SQLITE_BUSY {
+			t.Errorf("BEGIN IMMEDIATE beside an open write transaction = %v, want SQLITE_BUSY", err)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
-	other := rawDB(t, strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(0)")
-	_, err = other.ExecContext(t.Context(), `BEGIN IMMEDIATE`)
-	var se *sqlitedriver.Error
-	if !errors.As(err, &se) || se.Code()&0xff != sqlitelib.SQLITE_BUSY {
-		t.Errorf("BEGIN IMMEDIATE beside an open write transaction = %v, want SQLITE_BUSY", err)
+}
+
+// writerQuery runs a query for one row on the store's writer connection.
+func writerQuery(t *testing.T, s *Store, q string, dest ...any) {
+	t.Helper()
+	err := s.wr.onConn(func(c *wconn) error {
+		found, err := c.queryRow(q, nil, func(sc scanner) error { return sc.Scan(dest...) })
+		if err == nil && !found {
+			err = errors.New("no row")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 }
 

@@ -21,14 +21,8 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 	if err := req.Check(); err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	op := "reserve"
-	switch {
-	case req == nil:
+	if req == nil {
 		return nil, errors.New("reserve: nil request")
-	case req.EffectKey != "":
-		op += " " + req.EffectKey
-	case req.ApprovalID != "":
-		op += " approval " + req.ApprovalID
 	}
 	var res *store.ReserveResult
 	err := s.write(ctx, func(t *txn) error {
@@ -55,6 +49,14 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 		return nil
 	})
 	if err != nil {
+		// The operation is named only here: building its name costs an allocation a call.
+		op := "reserve"
+		switch {
+		case req.EffectKey != "":
+			op += " " + req.EffectKey
+		case req.ApprovalID != "":
+			op += " approval " + req.ApprovalID
+		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return res, nil
@@ -68,10 +70,6 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 	}
 	if req == nil || req.Receipt == nil {
 		return nil, errors.New("record: no receipt")
-	}
-	op := "record " + req.Receipt.ActionID
-	if req.EffectKey != "" {
-		op = "record " + req.EffectKey
 	}
 	var res *store.RecordResult
 	err := s.write(ctx, func(t *txn) error {
@@ -92,6 +90,10 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 		return nil
 	})
 	if err != nil {
+		op := "record " + req.Receipt.ActionID
+		if req.EffectKey != "" {
+			op = "record " + req.EffectKey
+		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return res, nil

@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	zsqlite "zombiezen.com/go/sqlite"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store/internal/groupcommit"
@@ -50,7 +50,6 @@ var errClosed = errors.New("store is closed")
 
 // writer runs the write requests of one Store on its one writer connection.
 type writer struct {
-	db      *sql.DB
 	plock   *procLock     // nil where there is none
 	ckpt    *checkpointer // nil: SQLite's own checkpoints only
 	commits *atomic.Int64
@@ -62,7 +61,7 @@ type writer struct {
 	queue  []*request
 	closed bool
 
-	conn *wconn // the statements prepared on the driver connection; used by the leader only
+	conn *wconn // the one writer connection, with its prepared statements; used by the leader only
 
 	// legacy is set for a store kept at a schema before notesVersion (tests build the stores
 	// older binaries left): its transactions read and write the columns that schema has.
@@ -73,8 +72,8 @@ type writer struct {
 	noAnswers bool
 }
 
-func newWriter(db *sql.DB, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
-	return &writer{db: db, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1),
+func newWriter(conn *wconn, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
+	return &writer{conn: conn, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1),
 		gather: groupcommit.New(groupcommit.Window)}
 }
 
@@ -137,37 +136,17 @@ func (w *writer) lead() {
 }
 
 // run runs a batch on the writer connection and sets every request's reply.
-func (w *writer) run(batch []*request) {
-	fail := func(err error) {
-		for _, r := range batch {
-			if r.err == nil {
-				r.err = err
-			}
-		}
+func (w *writer) run(batch []*request) { w.runOn(w.conn, batch) }
+
+// onConn runs fn on the writer connection while no batch runs (tests read its settings and
+// hold its transactions with it).
+func (w *writer) onConn(fn func(*wconn) error) error {
+	w.lock <- struct{}{}
+	defer func() { <-w.lock }()
+	if w.conn == nil {
+		return errClosed
 	}
-	// The connection is taken from the pool for one batch (the pool holds only it), so that
-	// nothing else is locked out of it between batches.
-	ctx := context.Background()
-	conn, err := w.db.Conn(ctx)
-	if err != nil {
-		fail(err)
-		return
-	}
-	defer conn.Close()
-	ran := false
-	err = conn.Raw(func(dc any) error {
-		ran = true
-		c, err := w.wconn(dc)
-		if err != nil {
-			fail(err)
-			return nil
-		}
-		w.runOn(c, batch)
-		return nil // never driver.ErrBadConn: the connection and its statements are kept
-	})
-	if err != nil && !ran {
-		fail(err)
-	}
+	return fn(w.conn)
 }
 
 // failQueued answers every queued request with errClosed. The caller holds w.mu.
@@ -179,20 +158,6 @@ func (w *writer) failQueued() {
 		}
 	}
 	w.queue = nil
-}
-
-// wconn returns the prepared-statement cache of driver connection dc, starting a new one if the
-// pool replaced the connection.
-func (w *writer) wconn(dc any) (*wconn, error) {
-	if w.conn != nil && w.conn.dc == dc {
-		return w.conn, nil
-	}
-	prep, ok := dc.(driver.ConnPrepareContext)
-	if !ok {
-		return nil, fmt.Errorf("driver connection %T cannot prepare statements", dc)
-	}
-	w.conn = &wconn{dc: dc, prep: prep, stmts: map[string]driver.Stmt{}}
-	return w.conn, nil
 }
 
 // runOn runs a batch in one transaction on c. A savepoint per request costs two statements
@@ -303,179 +268,333 @@ func (w *writer) close() error {
 	return errors.Join(err, w.plock.close(), w.ckpt.close())
 }
 
-// closeStatements finalizes the statements prepared on the writer connection: a connection with
-// statements left open is never really closed.
+// closeStatements finalizes the statements prepared on the writer connection and closes it.
 func (w *writer) closeStatements() error {
 	if w.conn == nil {
 		return nil
 	}
-	conn, err := w.db.Conn(context.Background())
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var errs []error
-	err = conn.Raw(func(dc any) error {
-		if dc == w.conn.dc {
-			for _, st := range w.conn.stmts {
-				errs = append(errs, st.Close())
-			}
-		}
-		return nil
-	})
+	err := w.conn.close()
 	w.conn = nil
-	return errors.Join(append(errs, err)...)
+	return err
 }
 
-// wconn is the writer connection as the driver exposes it, with every statement the writer runs
-// prepared once: parsing SQL would otherwise cost more than executing it.
+// wconn is the writer connection: a SQLite connection used through its own statement API
+// (zombiezen.com/go/sqlite over the same SQLite library the readers use), not through
+// database/sql. Every statement the writer runs is prepared once and kept; arguments are bound
+// straight to it and columns read straight from it, without the driver interface's boxing of
+// each argument, its copies of every column name and its result and rows objects (docs/performance.md).
+// It is used by the leader only (the writer's lock), or by Open and Close when no leader runs.
 type wconn struct {
-	dc    any
-	prep  driver.ConnPrepareContext
-	stmts map[string]driver.Stmt
-	args  []driver.NamedValue // reused for every statement
-	vals  []driver.Value      // reused for every row read
+	c    *zsqlite.Conn
+	row  zrow  // the row a scanner reads; reused for every row
+	args []arg // the arguments of exec, insert and the queries as arg; reused
 }
 
-func (c *wconn) stmt(q string) (driver.Stmt, error) {
-	if st, ok := c.stmts[q]; ok {
-		return st, nil
+// argKind is the SQLite type an arg binds as.
+type argKind uint8
+
+const (
+	argNull argKind = iota
+	argText
+	argInt
+)
+
+// arg is one argument of a statement, typed, so that binding it boxes nothing: the hot
+// statements of a call are built from them (execArgs, insertArgs); the others pass any values.
+type arg struct {
+	kind argKind
+	s    string
+	n    int64
+}
+
+func text(s string) arg   { return arg{kind: argText, s: s} }
+func integer(n int64) arg { return arg{kind: argInt, n: n} }
+
+// argOf converts a value as the any-taking methods accept it.
+func argOf(a any) (arg, bool) {
+	switch v := a.(type) {
+	case nil:
+		return arg{}, true
+	case string:
+		return text(v), true
+	case int64:
+		return integer(v), true
+	case int:
+		return integer(int64(v)), true
+	case bool:
+		if v {
+			return integer(1), true
+		}
+		return integer(0), true
 	}
-	st, err := c.prep.PrepareContext(context.Background(), q)
+	return arg{}, false
+}
+
+// anyArgs converts args into c.args.
+func (c *wconn) anyArgs(q string, args []any) ([]arg, error) {
+	c.args = c.args[:0]
+	for i, a := range args {
+		v, ok := argOf(a)
+		if !ok {
+			return nil, fmt.Errorf("%s: argument %d: cannot bind a %T", q, i+1, a)
+		}
+		c.args = append(c.args, v)
+	}
+	return c.args, nil
+}
+
+// openWConn opens the writer connection to loc with the settings every write relies on
+// (TestPragmas): WAL, the URL's synchronous, foreign keys, busy_timeout and the backstop
+// checkpoint interval. The file exists already (openWriter created it with its mode).
+func openWConn(loc location) (*wconn, error) {
+	c, err := zsqlite.OpenConn(uri(loc.path), zsqlite.OpenReadWrite|zsqlite.OpenURI|zsqlite.OpenNoMutex)
 	if err != nil {
 		return nil, err
 	}
-	c.stmts[q] = st
+	// SQLite's own busy handler (sleeps of 1, 2, 5 … 100 ms) for busyTimeoutMillis, as the
+	// readers and the bare baseline have it.
+	c.SetBusyTimeout(busyTimeoutMillis * time.Millisecond)
+	w := &wconn{c: c}
+	for _, q := range []string{
+		`PRAGMA journal_mode = WAL`,
+		`PRAGMA synchronous = ` + loc.synchronous,
+		`PRAGMA foreign_keys = ON`,
+		fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, walCheckpointPages),
+	} {
+		if err := w.pragma(q); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return w, nil
+}
+
+// pragma runs a statement once, without keeping it prepared.
+func (c *wconn) pragma(q string) error {
+	st, _, err := c.c.PrepareTransient(q)
+	if err != nil {
+		return err
+	}
+	defer st.Finalize()
+	for {
+		row, err := st.Step()
+		if err != nil || !row {
+			return err
+		}
+	}
+}
+
+// close finalizes the prepared statements and closes the connection.
+func (c *wconn) close() error { return c.c.Close() }
+
+// prepare returns the statement for q, prepared on first use and kept, reset and with its
+// arguments bound.
+func (c *wconn) prepare(q string, args []arg) (*zsqlite.Stmt, error) {
+	st, err := c.c.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range args {
+		switch a.kind {
+		case argNull:
+			st.BindNull(i + 1)
+		case argText:
+			st.BindText(i+1, a.s) // copied into SQLite's memory here
+		case argInt:
+			st.BindInt64(i+1, a.n)
+		}
+	}
 	return st, nil
 }
 
-// named converts arguments as database/sql would for this driver: int becomes int64.
-func (c *wconn) named(args []any) []driver.NamedValue {
-	c.args = c.args[:0]
-	for i, a := range args {
-		if n, ok := a.(int); ok {
-			a = int64(n)
+// run steps a statement to its end.
+func run(st *zsqlite.Stmt) error {
+	for {
+		row, err := st.Step()
+		if err != nil || !row {
+			return err
 		}
-		c.args = append(c.args, driver.NamedValue{Ordinal: i + 1, Value: a})
 	}
-	return c.args
 }
 
-// exec runs a statement and returns the number of rows it changed. Statements run with a
-// context that never ends: an interrupt would roll back the whole batch, not one request.
+// exec runs a statement and returns the number of rows it changed.
 func (c *wconn) exec(q string, args ...any) (int64, error) {
-	st, err := c.stmt(q)
+	a, err := c.anyArgs(q, args)
 	if err != nil {
 		return 0, err
 	}
-	res, err := st.(driver.StmtExecContext).ExecContext(context.Background(), c.named(args))
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return c.execArgs(q, a...)
 }
 
-// insert runs an INSERT and returns the rowid of the last row it inserted.
-func (c *wconn) insert(q string, args ...any) (int64, error) {
-	st, err := c.stmt(q)
+// execArgs is exec with typed arguments.
+func (c *wconn) execArgs(q string, args ...arg) (int64, error) {
+	st, err := c.prepare(q, args)
 	if err != nil {
 		return 0, err
 	}
-	res, err := st.(driver.StmtExecContext).ExecContext(context.Background(), c.named(args))
+	if err := run(st); err != nil {
+		return 0, err
+	}
+	return int64(c.c.Changes()), nil
+}
+
+// insertArgs runs an INSERT and returns the rowid of the last row it inserted.
+func (c *wconn) insertArgs(q string, args ...arg) (int64, error) {
+	st, err := c.prepare(q, args)
 	if err != nil {
 		return 0, err
 	}
-	return res.LastInsertId()
+	if err := run(st); err != nil {
+		return 0, err
+	}
+	return c.c.LastInsertRowID(), nil
 }
 
 // queryRow runs a query for at most one row and passes it to scan; found is false when there
 // is none.
 func (c *wconn) queryRow(q string, args []any, scan func(scanner) error) (found bool, err error) {
-	st, err := c.stmt(q)
+	a, err := c.anyArgs(q, args)
 	if err != nil {
 		return false, err
 	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), c.named(args))
+	return c.queryRowArgs(q, a, scan)
+}
+
+// queryRowArgs is queryRow with typed arguments.
+func (c *wconn) queryRowArgs(q string, args []arg, scan func(scanner) error) (found bool, err error) {
+	st, err := c.prepare(q, args)
 	if err != nil {
 		return false, err
 	}
-	defer func() {
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	n := len(rows.Columns())
-	if cap(c.vals) < n {
-		c.vals = make([]driver.Value, n)
-	}
-	vals := c.vals[:n]
-	switch err := rows.Next(vals); {
-	case errors.Is(err, io.EOF):
-		return false, nil
-	case err != nil:
+	defer resetStmt(st, &err)
+	row, err := st.Step()
+	if err != nil || !row {
 		return false, err
 	}
-	return true, scan(valueRow(vals))
+	c.row.st = st
+	return true, scan(&c.row)
 }
 
 // query runs a query and passes each row to scan.
 func (c *wconn) query(q string, args []any, scan func(scanner) error) (err error) {
-	st, err := c.stmt(q)
+	a, err := c.anyArgs(q, args)
 	if err != nil {
 		return err
 	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), c.named(args))
+	st, err := c.prepare(q, a)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	vals := make([]driver.Value, len(rows.Columns()))
+	defer resetStmt(st, &err)
+	r := &zrow{st: st} // scan may run another query on c
 	for {
-		switch err := rows.Next(vals); {
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
+		row, err := st.Step()
+		if err != nil || !row {
 			return err
 		}
-		if err := scan(valueRow(vals)); err != nil {
+		if err := scan(r); err != nil {
 			return err
 		}
 	}
 }
 
-// valueRow is a row as the driver returns it, scanned as database/sql would into the
-// destinations the scanners here use.
-type valueRow []driver.Value
+// resetStmt ends a query that may not have been stepped to its end, so that it holds nothing
+// open; its error goes to *err when there is none yet.
+func resetStmt(st *zsqlite.Stmt, err *error) {
+	if rerr := st.Reset(); *err == nil {
+		*err = rerr
+	}
+}
 
-func (r valueRow) Scan(dest ...any) error {
-	if len(dest) != len(r) {
-		return fmt.Errorf("scan: %d destinations for %d columns", len(dest), len(r))
+// zrow is the current row of a statement, scanned into the destinations the scanners here use,
+// as database/sql would scan them: a NULL only into a sql.Null* (or another sql.Scanner).
+type zrow struct{ st *zsqlite.Stmt }
+
+func (r *zrow) Scan(dest ...any) error {
+	if n := r.st.ColumnCount(); len(dest) != n {
+		return fmt.Errorf("scan: %d destinations for %d columns", len(dest), n)
 	}
 	for i, d := range dest {
-		v := r[i]
-		var ok bool
+		typ := r.st.ColumnType(i)
+		ok := true
 		switch d := d.(type) {
 		case *string:
-			*d, ok = v.(string)
+			*d, ok = r.st.ColumnText(i), typ == zsqlite.TypeText
 		case *int64:
-			*d, ok = v.(int64)
+			*d, ok = r.st.ColumnInt64(i), typ == zsqlite.TypeInteger
 		case *int:
-			var n int64
-			n, ok = v.(int64)
-			*d = int(n)
+			*d, ok = int(r.st.ColumnInt64(i)), typ == zsqlite.TypeInteger
+		case *sql.NullString:
+			d.Valid = typ != zsqlite.TypeNull
+			d.String, ok = "", typ == zsqlite.TypeNull || typ == zsqlite.TypeText
+			if d.Valid {
+				d.String = r.st.ColumnText(i)
+			}
+		case *sql.NullInt64:
+			d.Valid = typ != zsqlite.TypeNull
+			d.Int64, ok = r.st.ColumnInt64(i), typ == zsqlite.TypeNull || typ == zsqlite.TypeInteger
 		case sql.Scanner:
-			if err := d.Scan(v); err != nil {
+			if err := d.Scan(r.value(i, typ)); err != nil {
 				return fmt.Errorf("scan column %d: %w", i, err)
 			}
-			ok = true
+		default:
+			ok = false
 		}
 		if !ok {
-			return fmt.Errorf("scan column %d: cannot store %T in %T", i, v, d)
+			return fmt.Errorf("scan column %d: cannot store a %s value in %T", i, typ, d)
 		}
+	}
+	return nil
+}
+
+// rowCheck reads columns of a zrow with the types zrow.Scan requires, keeping the first
+// mismatch.
+type rowCheck struct{ err error }
+
+func (c *rowCheck) want(r *zrow, i int, ok bool) {
+	if !ok && c.err == nil {
+		c.err = fmt.Errorf("scan column %d: unexpected %s value", i, r.st.ColumnType(i))
+	}
+}
+
+func (c *rowCheck) text(r *zrow, i int) string {
+	c.want(r, i, r.st.ColumnType(i) == zsqlite.TypeText)
+	return r.st.ColumnText(i)
+}
+
+func (c *rowCheck) integer(r *zrow, i int) int64 {
+	c.want(r, i, r.st.ColumnType(i) == zsqlite.TypeInteger)
+	return r.st.ColumnInt64(i)
+}
+
+func (c *rowCheck) nullText(r *zrow, i int) sql.NullString {
+	typ := r.st.ColumnType(i)
+	c.want(r, i, typ == zsqlite.TypeText || typ == zsqlite.TypeNull)
+	if typ == zsqlite.TypeNull {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: r.st.ColumnText(i), Valid: true}
+}
+
+func (c *rowCheck) nullInteger(r *zrow, i int) sql.NullInt64 {
+	typ := r.st.ColumnType(i)
+	c.want(r, i, typ == zsqlite.TypeInteger || typ == zsqlite.TypeNull)
+	return sql.NullInt64{Int64: r.st.ColumnInt64(i), Valid: typ != zsqlite.TypeNull}
+}
+
+// value is column i as database/sql's driver would return it.
+func (r *zrow) value(i int, typ zsqlite.ColumnType) any {
+	switch typ {
+	case zsqlite.TypeInteger:
+		return r.st.ColumnInt64(i)
+	case zsqlite.TypeFloat:
+		return r.st.ColumnFloat(i)
+	case zsqlite.TypeText:
+		return r.st.ColumnText(i)
+	case zsqlite.TypeBlob:
+		b := make([]byte, r.st.ColumnLen(i))
+		r.st.ColumnBytes(i, b)
+		return b
 	}
 	return nil
 }
@@ -520,7 +639,7 @@ func (t *txn) flushHead() error {
 	if !t.headRead || t.head == t.base {
 		return nil
 	}
-	n, err := t.c.exec(`UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1 AND seq = ?`, t.head.Seq, t.head.Hash, t.base.Seq)
+	n, err := t.c.execArgs(`UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1 AND seq = ?`, integer(t.head.Seq), text(t.head.Hash), integer(t.base.Seq))
 	return checkRows(n, err, "chain head")
 }
 

@@ -2,15 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	sqlitedriver "modernc.org/sqlite"
-	sqlitelib "modernc.org/sqlite/lib"
+	zsqlite "zombiezen.com/go/sqlite"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -215,8 +213,7 @@ func TestBatchFailureIsolated(t *testing.T) {
 	before := s.WriteTransactions()
 	release()
 	errs := wait()
-	var se *sqlitedriver.Error
-	if errs[0] != nil || !errors.Is(errs[1], boom) || !errors.As(errs[2], &se) || se.Code()&0xff != sqlitelib.SQLITE_CONSTRAINT || errs[3] != nil {
+	if errs[0] != nil || !errors.Is(errs[1], boom) || zsqlite.ErrCode(errs[2]).ToPrimary() != zsqlite.ResultConstraint || errs[3] != nil {
 		t.Fatalf("errors = %v; want nil, boom, a constraint failure, nil", errs)
 	}
 	if got := s.WriteTransactions() - before; got != 1 {
@@ -346,12 +343,12 @@ func TestCheckpointPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for name, q := range map[string]interface {
-		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	}{"store": s.w, "OpenDB": db} {
-		var n int
-		if err := q.QueryRowContext(t.Context(), `PRAGMA wal_autocheckpoint`).Scan(&n); err != nil || n != walCheckpointPages {
-			t.Errorf("%s: wal_autocheckpoint = %d, %v; want %d", name, n, err, walCheckpointPages)
-		}
+	var n int
+	writerQuery(t, s, `PRAGMA wal_autocheckpoint`, &n)
+	if n != walCheckpointPages {
+		t.Errorf("store: wal_autocheckpoint = %d; want %d", n, walCheckpointPages)
+	}
+	if err := db.QueryRowContext(t.Context(), `PRAGMA wal_autocheckpoint`).Scan(&n); err != nil || n != walCheckpointPages {
+		t.Errorf("OpenDB: wal_autocheckpoint = %d, %v; want %d", n, err, walCheckpointPages)
 	}
 }
