@@ -92,11 +92,23 @@ if has targets || has scaling; then
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	workers="1 8"
 	has scaling && workers="1 2 4 8 16 32"
+	: >"$tmp/targets"
 	for sync in normal full; do
 		for w in $workers; do
 			bench "sqlite:?synchronous=$sync" "$w"
 			row "$sync" "$w"
+			# The medians the targets of issue 14 are read from.
+			echo "$sync $w $(field .latch.calls_per_s) $(field .ratio) $(field .latch.p99_us) $(field .baseline.p99_us) $(field .latch.allocs_per_call)" >>"$tmp/targets"
 		done
+	done
+	echo
+	echo "## Targets: SQLite, one worker (latch/baseline ≥ 0.70, p99 ≤ 3× the baseline's, ≤ 120 allocations a call) and 8 workers ÷ 1 (normal: ≥ 3)"
+	echo
+	echo "| synchronous | latch/baseline, 1 worker | latch p99 ÷ baseline p99, 1 worker | allocs/call, 1 worker | 8 workers ÷ 1 worker (calls/s) |"
+	echo "|---|---:|---:|---:|---:|"
+	for sync in normal full; do
+		awk -v s="$sync" '$1 == s && $2 == 1 {c1 = $3; r = $4; p = $5 / $6; a = $7} $1 == s && $2 == 8 {c8 = $3}
+			END {printf "| %s | %.2f | %.2f | %.0f | %.2f |\n", s, r, p, a, c8 / c1}' "$tmp/targets"
 	done
 	echo
 fi
