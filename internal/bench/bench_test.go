@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/store"
 )
 
 // racerEnv makes a re-executed test binary a racer: its value is the spec Race gave.
@@ -310,5 +312,43 @@ func TestServe(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && (rep.ServeRSS <= 0 || rep.ServePeakRSS < rep.ServeRSS) {
 		t.Errorf("server RSS %d, peak %d", rep.ServeRSS, rep.ServePeakRSS)
+	}
+}
+
+// TestChainWithState grows a chain through the pipeline with every common state change: the
+// chain and the state it implies verify, and the replay checked effects and approvals.
+func TestChainWithState(t *testing.T) {
+	t.Parallel()
+	u := "sqlite:" + filepath.Join(t.TempDir(), "evidence.db")
+	rep, err := Chain(t.Context(), &ChainConfig{Store: u, Receipts: 300, State: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || !rep.StateOK || rep.Receipts < 300 || rep.Receipts > 400 || rep.Appended != rep.Receipts {
+		t.Errorf("Chain(300, state) = %+v, want 300 to 400 receipts appended, chain and state verified", rep)
+	}
+	// 300 receipts are over 200 rounds: the shares of evidenceRound give effects of each kind
+	// and 20 approvals.
+	if rep.Effects < 150 || rep.Approvals < 15 {
+		t.Errorf("checked %d effects, %d approvals; want at least 150 and 15", rep.Effects, rep.Approvals)
+	}
+	g, err := latch.OpenStore(t.Context(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	states := map[store.State]int{}
+	effs, err := g.Effects(t.Context(), store.EffectFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range effs {
+		states[e.State]++
+		if e.Attempt > 1 {
+			states["renewed"]++
+		}
+	}
+	if states[store.Committed] == 0 || states[store.Failed] == 0 || states["renewed"] == 0 {
+		t.Errorf("effect states %v: want committed, failed (resolved) and renewed effects", states)
 	}
 }

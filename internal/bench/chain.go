@@ -24,6 +24,11 @@ type ChainConfig struct {
 	Store string
 	// Receipts is the length the chain is grown to (a longer chain is verified as it is).
 	Receipts int
+	// State grows the chain through the real pipeline with state changes of every common kind
+	// (effects committed, failed and renewed, ambiguous and resolved, duplicates refused,
+	// approvals requested, granted and spent: EvidencePolicy) instead of appending receipts of
+	// committed calls without effect rows.
+	State bool
 }
 
 // ChainReport is the result of Chain.
@@ -36,6 +41,15 @@ type ChainReport struct {
 	PerSec        float64 `json:"receipts_per_s"`
 	PeakHeapMiB   float64 `json:"peak_heap_mib"` // the most heap in use while verifying
 	OK            bool    `json:"ok"`
+	// The same chain verified as latch receipts --verify does (store.VerifyChain): the walk, and
+	// the state it implies replayed and compared with the stored effects, approvals and
+	// delegations.
+	StateVerifySeconds float64 `json:"state_verify_seconds"`
+	StatePerSec        float64 `json:"state_receipts_per_s"`
+	StatePeakHeapMiB   float64 `json:"state_peak_heap_mib"`
+	StateOK            bool    `json:"state_ok"`
+	Effects            int64   `json:"effects_checked"`
+	Approvals          int64   `json:"approvals_checked"`
 }
 
 // fillWorkers is how many appends are in flight while a chain is grown: enough for group commit
@@ -67,13 +81,60 @@ func Chain(ctx context.Context, cfg *ChainConfig) (*ChainReport, error) {
 	}
 	if missing := int64(cfg.Receipts) - head.Seq; missing > 0 {
 		start := time.Now()
-		if err := appendReceipts(ctx, st, missing); err != nil {
+		if cfg.State {
+			err = appendEvidence(ctx, storeURL, int64(cfg.Receipts))
+		} else {
+			err = appendReceipts(ctx, st, missing)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("bench: append receipts: %w", err)
 		}
-		rep.Appended, rep.AppendSeconds = missing, time.Since(start).Seconds()
+		after, err := st.Head(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		rep.Appended, rep.AppendSeconds = after.Seq-head.Seq, time.Since(start).Seconds()
 	}
 
-	// The heap is sampled while the walk runs: a chain must be verified in constant memory.
+	var peak uint64
+	rep.VerifySeconds, peak, err = sampleHeap(func() error {
+		head, err := st.Head(ctx)
+		if err != nil {
+			return err
+		}
+		vr, err := receipt.Verify(st.Receipts(ctx, store.ReceiptFilter{}), head)
+		rep.Receipts, rep.OK = vr.Verified, vr.OK
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: verify: %w", err)
+	}
+	rep.PerSec = float64(rep.Receipts) / rep.VerifySeconds
+	rep.PeakHeapMiB = float64(peak) / (1 << 20)
+
+	var stateReceipts int64
+	rep.StateVerifySeconds, peak, err = sampleHeap(func() error {
+		vr, err := store.VerifyChain(ctx, st)
+		stateReceipts, rep.StateOK = vr.Verified, vr.OK
+		if vr.State != nil {
+			rep.Effects, rep.Approvals = vr.State.Effects, vr.State.Approvals
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: verify with state: %w", err)
+	}
+	rep.StatePerSec = float64(stateReceipts) / rep.StateVerifySeconds
+	rep.StatePeakHeapMiB = float64(peak) / (1 << 20)
+	if !rep.OK || !rep.StateOK {
+		return rep, errors.New("bench: the chain does not verify: run latch receipts --verify")
+	}
+	return rep, nil
+}
+
+// sampleHeap runs fn, sampling the heap in use meanwhile (a chain must be verified in constant
+// memory), and returns how long fn took and the most heap in use.
+func sampleHeap(fn func() error) (float64, uint64, error) {
 	runtime.GC()
 	var peak atomic.Uint64
 	stop := make(chan struct{})
@@ -96,23 +157,11 @@ func Chain(ctx context.Context, cfg *ChainConfig) (*ChainReport, error) {
 		}
 	}()
 	start := time.Now()
-	if head, err = st.Head(ctx); err == nil {
-		var vr receipt.Report
-		vr, err = receipt.Verify(st.Receipts(ctx, store.ReceiptFilter{}), head)
-		rep.Receipts, rep.OK = vr.Verified, vr.OK
-	}
-	rep.VerifySeconds = time.Since(start).Seconds()
+	err := fn()
+	secs := time.Since(start).Seconds()
 	close(stop)
 	<-sampled
-	if err != nil {
-		return nil, fmt.Errorf("bench: verify: %w", err)
-	}
-	rep.PerSec = float64(rep.Receipts) / rep.VerifySeconds
-	rep.PeakHeapMiB = float64(peak.Load()) / (1 << 20)
-	if !rep.OK {
-		return rep, errors.New("bench: the chain does not verify: run latch receipts --verify")
-	}
-	return rep, nil
+	return secs, peak.Load(), err
 }
 
 // appendReceipts appends n receipts of committed calls, each in its own Record, from

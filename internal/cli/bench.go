@@ -24,6 +24,7 @@ type benchOptions struct {
 	processes int
 	attempts  int
 	receipts  int
+	withState bool
 	child     string // the spec of a race child (hidden)
 	gateway   bool   // measure tool calls through the MCP gateway against direct ones
 	serve     bool   // measure calls over HTTP through latch serve against in-process ones
@@ -69,12 +70,18 @@ against a latch serve process (this binary, re-executed) on loopback, on the sam
 it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU per call.
 
 --receipts N appends receipts of committed calls to the store until its chain holds N
-(so a store can be grown from 10k to 100k to 1M), then verifies the whole chain as
-'latch receipts --verify' does and reports receipts/s and the heap it used.`,
+(so a store can be grown from 10k to 100k to 1M), then verifies the whole chain, first the
+hash chain alone, then as 'latch receipts --verify' does (the chain, and the state it implies
+compared with the stored effects, approvals and delegations), and reports receipts/s and the
+heap each used. With --with-state the chain is grown through the real pipeline with state
+changes of every common kind (commits, duplicates refused, NotExecuted and renewals,
+ambiguous outcomes resolved by a person, approvals requested, granted and spent), so every
+receipt has the effect or approval row it speaks of.`,
 		Example: "  latch bench --workers 8 --duration 10s\n" +
 			"  latch bench --store 'sqlite:?synchronous=normal' --json\n" +
 			"  latch bench --race-keys 1000 --processes 8 --workers 8\n" +
-			"  latch bench --store sqlite:/tmp/chain.db --receipts 1000000",
+			"  latch bench --store sqlite:/tmp/chain.db --receipts 1000000\n" +
+			"  latch bench --store sqlite:/tmp/evidence.db --receipts 1000000 --with-state",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f := a.flags.Lookup("store"); f != nil && f.Changed {
@@ -92,6 +99,8 @@ it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU 
 				return usagef("--workers %d: want at least 1", o.workers)
 			case o.receipts < 0:
 				return usagef("--receipts %d: want a positive number", o.receipts)
+			case o.withState && o.receipts == 0:
+				return usagef("--with-state grows a chain: give it with --receipts N")
 			case o.serve:
 				if o.gateway || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
 					return usagef("--serve is a benchmark of its own: give it without --gateway, --race-keys or --receipts")
@@ -138,6 +147,7 @@ it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU 
 	f.IntVar(&o.processes, "processes", 0, "race mode: the number of OS processes")
 	f.IntVar(&o.attempts, "attempts", 0, "race mode: attempts in all (default race-keys × processes)")
 	f.IntVar(&o.receipts, "receipts", 0, "chain mode: grow the chain to `N` receipts and time its verification")
+	f.BoolVar(&o.withState, "with-state", false, "chain mode: grow the chain through the pipeline, with effects, approvals and resolutions")
 	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
 	f.BoolVar(&o.serve, "serve", false, "serve mode: actions + outcomes over HTTP to a latch serve process vs the same calls in process (docs/performance.md)")
 	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
@@ -250,7 +260,7 @@ func (a *app) benchRace(o benchOptions) error {
 }
 
 func (a *app) benchReceipts(o benchOptions) error {
-	rep, err := bench.Chain(a.ctx, &bench.ChainConfig{Store: o.store, Receipts: o.receipts})
+	rep, err := bench.Chain(a.ctx, &bench.ChainConfig{Store: o.store, Receipts: o.receipts, State: o.withState})
 	if rep == nil {
 		return err
 	}
@@ -267,5 +277,7 @@ func (a *app) benchReceipts(o benchOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "verified    %d receipts %s in %.3fs (%.0f receipts/s)\npeak heap   %.1f MiB\n",
 		rep.Receipts, a.mark(rep.OK), rep.VerifySeconds, rep.PerSec, rep.PeakHeapMiB)
+	fmt.Fprintf(a.stdout, "with state  %s in %.3fs (%.0f receipts/s, %d effects, %d approvals checked)\npeak heap   %.1f MiB\n",
+		a.mark(rep.StateOK), rep.StateVerifySeconds, rep.StatePerSec, rep.Effects, rep.Approvals, rep.StatePeakHeapMiB)
 	return err
 }
