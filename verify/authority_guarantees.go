@@ -119,9 +119,21 @@ func (r *runner) expiry(ctx context.Context, g *policy.Grant, pk *pick) (outcome
 // G8 about expiry). Each probe is that child with one dimension changed. Actions cannot be left
 // out (a grant without actions is not a grant), so they are probed by widening only.
 func (r *runner) g9(ctx context.Context) (outcome, error) {
+	g, pk, t0, why := r.delegablePick(1)
+	if pk == nil {
+		return notApplicable(why), nil
+	}
+	return r.escalation(ctx, g, pk, t0)
+}
+
+// delegablePick finds, as G9 and G20 need, the first delegable grant under which an action the
+// policy can run (allow, else approve) is allowed to a principal it names, with the clock it
+// is allowed at (moved back to two days before the grant's expiry when that is sooner), or
+// says why there is none.
+func (r *runner) delegablePick(n int) (*policy.Grant, *pick, time.Time, string) {
 	a := r.cfg.Policy.Authority
 	if a == nil {
-		return notApplicable(naNoAuthority), nil
+		return nil, nil, time.Time{}, naNoAuthority
 	}
 	delegable := 0
 	for _, g := range a.Grants {
@@ -130,7 +142,7 @@ func (r *runner) g9(ctx context.Context) (outcome, error) {
 		}
 		delegable++
 		if a.MaxDelegationDepth == 0 {
-			return notApplicable("max_delegation_depth is 0: nothing can be delegated"), nil
+			return nil, nil, time.Time{}, "max_delegation_depth is 0: nothing can be delegated"
 		}
 		t0 := r.start
 		if limit := g.ExpiresAt.Add(-48 * time.Hour); t0.After(limit) {
@@ -141,30 +153,23 @@ func (r *runner) g9(ctx context.Context) (outcome, error) {
 			req.Environment, req.Now = r.env, t0
 			return authority.Evaluate(only, nil, req).Allowed
 		}
-		o := chooseOpts{n: 1, fits: fitsFor(a, func(x *policy.Grant) bool { return x == g }, check)}
+		o := chooseOpts{n: n, fits: fitsFor(a, func(x *policy.Grant) bool { return x == g }, check)}
 		for _, want := range []policy.Decision{policy.Allow, policy.Approve} {
 			if pk, _ := choose(r.pol(), want, o); pk != nil {
-				return r.escalation(ctx, g, pk, t0)
+				return g, pk, t0, ""
 			}
 		}
 	}
 	if delegable == 0 {
-		return notApplicable(naNoDelegable), nil
+		return nil, nil, time.Time{}, naNoDelegable
 	}
-	return notApplicable("no delegable grant allows an action the policy can run (allow or approve) to a principal it names, with arguments that satisfy both the rule and the grant's constraints: the control, a narrowed child that works, cannot be made"), nil
+	return nil, nil, time.Time{}, "no delegable grant allows an action the policy can run (allow or approve) to a principal it names, with arguments that satisfy both the rule and the grant's constraints: the control, a narrowed child that works, cannot be made"
 }
 
-// probe is one child grant G9 tries to create.
-type probe struct {
-	kind  string // "widened" or "omitting"
-	dim   string // the dimension changed, as authority names it
-	grant policy.Grant
-}
-
-// escalation plays G9 beneath g, with pk allowed under g at t0.
-func (r *runner) escalation(ctx context.Context, g *policy.Grant, pk *pick, t0 time.Time) (outcome, error) {
-	creator := pk.principal()
-	v := pk.variants[0]
+// narrowed is the child G9 and G20 create beneath g for pk's call v: for one agent
+// (latch-verify-delegate), that one action, the call's resource when g declares resources, g's
+// constraints and environments, and an expiry a day after t0.
+func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 time.Time) policy.Grant {
 	base := policy.Grant{
 		Subject:      policy.Subject{Agent: delegateAgent},
 		Actions:      []string{pk.Action},
@@ -178,6 +183,32 @@ func (r *runner) escalation(ctx context.Context, g *policy.Grant, pk *pick, t0 t
 	if g.Resources != nil {
 		base.Resources = []string{pk.resourceOf(v)}
 	}
+	return base
+}
+
+// asDelegate is pk proposed as the delegate of a narrowed child.
+func asDelegate(pk *pick, base policy.Grant) *pick {
+	dpk := *pk
+	if pk.fit != nil {
+		fit := *pk.fit
+		fit.principal = latch.Principal{Agent: delegateAgent, User: base.Subject.User}
+		dpk.fit = &fit
+	}
+	return &dpk
+}
+
+// probe is one child grant G9 tries to create.
+type probe struct {
+	kind  string // "widened" or "omitting"
+	dim   string // the dimension changed, as authority names it
+	grant policy.Grant
+}
+
+// escalation plays G9 beneath g, with pk allowed under g at t0.
+func (r *runner) escalation(ctx context.Context, g *policy.Grant, pk *pick, t0 time.Time) (outcome, error) {
+	creator := pk.principal()
+	v := pk.variants[0]
+	base := narrowed(g, pk, v, creator, t0)
 	probes, skipped := probesFor(g, base)
 
 	e, err := r.newEnv(ctx, "g9", r.sp)
@@ -218,12 +249,8 @@ func (r *runner) escalation(ctx context.Context, g *policy.Grant, pk *pick, t0 t
 	ctlOK := false
 	if cerr == nil {
 		delegate := latch.Principal{Agent: delegateAgent, User: base.Subject.User}
-		dpk := *pk
-		fit := *pk.fit
-		fit.principal = delegate
-		dpk.fit = &fit
 		var c counter
-		rc, err := e.runReceipt(ctx, &dpk, v, c.commit)
+		rc, err := e.runReceipt(ctx, asDelegate(pk, base), v, c.commit)
 		via := "no receipt"
 		if rc != nil && rc.Authority != nil {
 			via = "via " + rc.Authority.DelegationID
@@ -455,4 +482,60 @@ func newDelegationID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "dlg_" + hex.EncodeToString(b[:])
+}
+
+// g20: beneath the first delegable grant (as G9 finds it), a narrowed child is created for
+// latch-verify-delegate and a call through it runs; the creator revokes it; a day before its
+// expiry, a call through it must be refused authority_revoked without executing. Control: the
+// child is created, the call through it runs (its receipt names the delegation), and the
+// revocation is recorded.
+func (r *runner) g20(ctx context.Context) (outcome, error) {
+	g, pk, t0, why := r.delegablePick(2)
+	if pk == nil {
+		return notApplicable(why), nil
+	}
+	creator := pk.principal()
+	v, after := pk.variants[0], pk.variant(1)
+	if pk.resourceOf(after) != pk.resourceOf(v) {
+		after = v // the child names v's resource: the later call must be within it
+	}
+	base := narrowed(g, pk, v, creator, t0)
+	e, err := r.newEnv(ctx, "g20", r.sp)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer e.close()
+	e.clock.set(t0)
+
+	d, derr := r.delegate(ctx, e, g.ID, base, creator)
+	if derr != nil {
+		return controlFailed(pk.Action, "the narrowed child: "+outcomeOf(derr)), nil
+	}
+	dpk := asDelegate(pk, base)
+	var c counter
+	rc, err1 := e.runReceipt(ctx, dpk, v, c.commit)
+	via := ""
+	if rc != nil && rc.Authority != nil {
+		via = rc.Authority.DelegationID
+	}
+	revoked, rerr := e.g.Revoke(ctx, d.ID, principalText(creator))
+	e.clock.setAfter(t0)
+	var c2 counter
+	_, err2 := e.runReceipt(ctx, dpk, after, c2.commit)
+	refused := outcomeOf(err2)
+	var ae *latch.AuthorityError
+	isRevoked := errors.As(err2, &ae) && ae.Reason == authority.ReasonRevoked
+
+	detail := fmt.Sprintf("beneath %s, created by %s: child %s for %s until %s; %s through it: %s (via %q), executions: %d; revoked by %s: %s; %s later, %s before its expiry, %s through it: %s, executions: %d",
+		g.ID, principalText(creator), d.ID, delegateAgent, base.ExpiresAt.UTC().Format(time.RFC3339), v.describe(), outcomeOf(err1), via, c.count(),
+		principalText(creator), errText(rerr), time.Millisecond, base.ExpiresAt.Sub(e.clock.Now()).Round(time.Minute), after.describe(), refused, c2.count())
+	switch {
+	case err1 != nil || c.count() != 1 || via != d.ID || rerr != nil || revoked == nil || revoked.RevokedAt.IsZero():
+		return controlFailed(pk.Action, detail), nil
+	case c2.count() != 0:
+		return fail(pk.Action, "the call through the revoked delegation executed", detail), nil
+	case !isRevoked:
+		return fail(pk.Action, "the call through the revoked delegation was not refused authority_revoked", detail), nil
+	}
+	return pass(pk.Action, detail), nil
 }

@@ -4,19 +4,28 @@ package verify
 
 // The fault names.
 const (
-	FaultApprovalReusable     = faultApprovalReusable
-	FaultReserveLies          = faultReserveLies
-	FaultAmbiguousAsFailed    = faultAmbiguousAsFailed
-	FaultAllowUnknown         = faultAllowUnknown
-	FaultAnonymousPrincipal   = faultAnonymousPrincipal
-	FaultChainBlind           = faultChainBlind
-	FaultLeaseRetry           = faultLeaseRetry
-	FaultExpiryOffByOne       = faultExpiryOffByOne
-	FaultDelegationUnchecked  = faultDelegationUnchecked
-	FaultRefuseAll            = faultRefuseAll
-	FaultAnyoneEntitled       = faultAnyoneEntitled
-	FaultSelfApprovalBytewise = faultSelfApprovalBytewise
-	FaultCountPerSession      = faultCountPerSession
+	FaultApprovalReusable      = faultApprovalReusable
+	FaultReserveLies           = faultReserveLies
+	FaultAmbiguousAsFailed     = faultAmbiguousAsFailed
+	FaultAllowUnknown          = faultAllowUnknown
+	FaultAnonymousPrincipal    = faultAnonymousPrincipal
+	FaultChainBlind            = faultChainBlind
+	FaultLeaseRetry            = faultLeaseRetry
+	FaultExpiryOffByOne        = faultExpiryOffByOne
+	FaultDelegationUnchecked   = faultDelegationUnchecked
+	FaultRefuseAll             = faultRefuseAll
+	FaultAnyoneEntitled        = faultAnyoneEntitled
+	FaultSelfApprovalBytewise  = faultSelfApprovalBytewise
+	FaultCountPerSession       = faultCountPerSession
+	FaultTokenStale            = faultTokenStale
+	FaultAttemptsUnbounded     = faultAttemptsUnbounded
+	FaultLateOutcomeAnyAttempt = faultLateOutcomeAnyAttempt
+	FaultConflictUnnamed       = faultConflictUnnamed
+	FaultArgumentsOptional     = faultArgumentsOptional
+	FaultStateBlind            = faultStateBlind
+	FaultCheckpointsBlind      = faultCheckpointsBlind
+	FaultSchemaV2Only          = faultSchemaV2Only
+	FaultRevocationIgnored     = faultRevocationIgnored
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

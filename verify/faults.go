@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/receipt"
@@ -57,26 +59,64 @@ const (
 	// faultCountPerSession counts answers per session rather than per person: a person's further
 	// answer is recorded as someone else's. G19 fails.
 	faultCountPerSession = "count_per_session"
+	// faultTokenStale hands a renewal the attempt number of the first attempt (the store still
+	// records the real one), so its idempotency token is the first attempt's, as a token derived
+	// from the key alone would be. G14 fails.
+	faultTokenStale = "token_stale"
+	// faultAttemptsUnbounded reserves renewals without their action's max_attempts, as a store
+	// that forgot the ceiling would. G15 fails.
+	faultAttemptsUnbounded = "attempts_unbounded"
+	// faultLateOutcomeAnyAttempt records a holder's outcome against whichever attempt holds the
+	// key, as a compare-and-set on the key alone would. L2 fails.
+	faultLateOutcomeAnyAttempt = "late_outcome_any_attempt"
+	// faultConflictUnnamed reports a key_conflict as the plain refusal of the record's state
+	// (committed, in_progress), as a store comparing keys alone would. L3 fails.
+	faultConflictUnnamed = "conflict_unnamed"
+	// faultArgumentsOptional declares the argument L5 misspells optional, undeclared arguments
+	// allowed, as a policy engine that skips a condition on an absent argument would behave: a
+	// rule that denies on that argument no longer fires. L5 fails where such a rule comes first.
+	faultArgumentsOptional = "arguments_optional"
+	// faultStateBlind ignores the state_diverged breaks of verification, as a check of the chain
+	// alone would. L4 fails.
+	faultStateBlind = "state_blind"
+	// faultCheckpointsBlind counts every checkpoint as held whatever its check found, as a
+	// verifier that only checked signatures would. G28 fails.
+	faultCheckpointsBlind = "checkpoints_blind"
+	// faultSchemaV2Only treats a document of an earlier receipt schema as altered, as a verifier
+	// that dropped the older versions would. G31 fails.
+	faultSchemaV2Only = "schema_v2_only"
+	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
+	// cache that never learns of one would. G20 fails.
+	faultRevocationIgnored = "revocation_ignored"
 )
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
 var faultTargets = map[string][]string{
-	faultApprovalReusable:     {"G1", "G2"},
-	faultReserveLies:          {"G3", "G4"},
-	faultAmbiguousAsFailed:    {"G5", "G10"},
-	faultAllowUnknown:         {"G6"},
-	faultAnonymousPrincipal:   {"G7"},
-	faultChainBlind:           {"G11"},
-	faultLeaseRetry:           {"L1"},
-	faultExpiryOffByOne:       {"G8"},
-	faultDelegationUnchecked:  {"G9"},
-	faultRefuseAll:            {"G3", "G4", "G5", "L1"},
-	faultAnyoneEntitled:       {"G17"},
-	faultSelfApprovalBytewise: {"G18"},
-	faultCountPerSession:      {"G19"},
-	faultPrunePastCheckpoint:  {"G29"},
-	faultHoldIgnored:          {"G30"},
-	faultPruneReseals:         {"G32"},
+	faultApprovalReusable:      {"G1", "G2"},
+	faultReserveLies:           {"G3", "G4"},
+	faultAmbiguousAsFailed:     {"G5", "G10"},
+	faultAllowUnknown:          {"G6"},
+	faultAnonymousPrincipal:    {"G7"},
+	faultChainBlind:            {"G11"},
+	faultLeaseRetry:            {"L1"},
+	faultExpiryOffByOne:        {"G8"},
+	faultDelegationUnchecked:   {"G9"},
+	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "L1", "L2", "L3"},
+	faultAnyoneEntitled:        {"G17"},
+	faultSelfApprovalBytewise:  {"G18"},
+	faultCountPerSession:       {"G19"},
+	faultTokenStale:            {"G14"},
+	faultAttemptsUnbounded:     {"G15"},
+	faultLateOutcomeAnyAttempt: {"L2"},
+	faultConflictUnnamed:       {"L3"},
+	faultArgumentsOptional:     {"L5"},
+	faultStateBlind:            {"L4"},
+	faultCheckpointsBlind:      {"G28"},
+	faultSchemaV2Only:          {"G31"},
+	faultRevocationIgnored:     {"G20"},
+	faultPrunePastCheckpoint:   {"G29"},
+	faultHoldIgnored:           {"G30"},
+	faultPruneReseals:          {"G32"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.
@@ -123,7 +163,9 @@ func (fs faultSet) list() []string {
 // storeFaults reports whether any fault needs the store wrapper.
 func (fs faultSet) storeFaults() bool {
 	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
-		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession]
+		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession] ||
+		fs[faultTokenStale] || fs[faultAttemptsUnbounded] || fs[faultLateOutcomeAnyAttempt] || fs[faultConflictUnnamed] ||
+		fs[faultRevocationIgnored]
 }
 
 // AnswerApproval implements the answer faults: the approver is recorded under another name,
@@ -148,10 +190,45 @@ func (f *faultStore) AnswerApproval(ctx context.Context, req *store.AnswerReques
 type faultStore struct {
 	store.Store
 	faults faultSet
+	mu     sync.Mutex
+	real   map[string]int // faultTokenStale: the attempt each renewed key really holds
 }
 
 // Reserve implements the reservation faults.
 func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
+	if f.faults[faultAttemptsUnbounded] && req.MaxAttempts > 0 {
+		r := *req
+		r.MaxAttempts = 0
+		req = &r
+	}
+	res, err := f.reserve(ctx, req)
+	if err == nil && f.faults[faultTokenStale] && res.Reserved && res.Effect != nil && res.Effect.Attempt > 1 {
+		f.mu.Lock()
+		if f.real == nil {
+			f.real = map[string]int{}
+		}
+		f.real[req.EffectKey] = res.Effect.Attempt
+		f.mu.Unlock()
+		stale := *res
+		eff := *res.Effect
+		eff.Attempt = 1
+		stale.Effect = &eff
+		return &stale, nil
+	}
+	if err == nil && f.faults[faultConflictUnnamed] && res.Refusal != nil && res.Refusal.Reason == "key_conflict" && res.Effect != nil {
+		plain := *res
+		ref := *res.Refusal
+		ref.Reason = "committed"
+		if res.Effect.State == store.Executing {
+			ref.Reason = "in_progress"
+		}
+		plain.Refusal = &ref
+		return &plain, nil
+	}
+	return res, err
+}
+
+func (f *faultStore) reserve(ctx context.Context, req *store.ReserveRequest) (*store.ReserveResult, error) {
 	if f.faults[faultRefuseAll] && req.EffectKey != "" {
 		return &store.ReserveResult{Refusal: &store.Refusal{Reason: "in_progress", Detail: "fault refuse_all"}}, nil
 	}
@@ -203,8 +280,26 @@ func (f *faultStore) lie(req *store.ReserveRequest, attempt int) *store.ReserveR
 	}}
 }
 
-// Record implements faultAmbiguousAsFailed.
+// Record implements faultAmbiguousAsFailed, faultTokenStale and faultLateOutcomeAnyAttempt.
 func (f *faultStore) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
+	if f.faults[faultTokenStale] && req.EffectKey != "" && req.Attempt == 1 {
+		f.mu.Lock()
+		a, ok := f.real[req.EffectKey]
+		f.mu.Unlock()
+		if ok {
+			r := *req
+			r.Attempt = a
+			req = &r
+		}
+	}
+	if f.faults[faultLateOutcomeAnyAttempt] && req.EffectKey != "" {
+		if eff, err := f.Store.Effect(ctx, req.EffectKey); err == nil && eff.State == store.Executing &&
+			(eff.Attempt != req.Attempt || eff.ActionID != req.ActionID) {
+			r := *req
+			r.Attempt, r.ActionID = eff.Attempt, eff.ActionID
+			req = &r
+		}
+	}
 	if f.faults[faultAmbiguousAsFailed] && req.Receipt != nil && req.Receipt.Result == receipt.Ambiguous {
 		r := *req
 		rc := *req.Receipt
@@ -236,4 +331,61 @@ func (anonymousIdentity) Principal(ctx context.Context) (latch.Principal, error)
 		return p, nil
 	}
 	return latch.Principal{Agent: "anonymous"}, nil
+}
+
+// The delegation methods forward to the backend, so that a policy's authority section is read
+// through a faulty store as through the backend itself.
+
+// CreateDelegation implements store.DelegationStore.
+func (f *faultStore) CreateDelegation(ctx context.Context, d *store.Delegation, events []store.Event) error {
+	ds, err := f.delegations()
+	if err != nil {
+		return err
+	}
+	return ds.CreateDelegation(ctx, d, events)
+}
+
+// RevokeDelegation implements store.DelegationStore.
+func (f *faultStore) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) (*store.Delegation, error) {
+	ds, err := f.delegations()
+	if err != nil {
+		return nil, err
+	}
+	return ds.RevokeDelegation(ctx, req)
+}
+
+// Delegations implements store.DelegationStore.
+func (f *faultStore) Delegations(ctx context.Context) ([]*store.Delegation, error) {
+	ds, err := f.delegations()
+	if err != nil {
+		return nil, err
+	}
+	all, err := ds.Delegations(ctx)
+	if err != nil || !f.faults[faultRevocationIgnored] {
+		return all, err
+	}
+	out := make([]*store.Delegation, len(all))
+	for i, d := range all {
+		c := *d
+		c.RevokedAt, c.RevokedBy = time.Time{}, ""
+		out[i] = &c
+	}
+	return out, nil
+}
+
+// LogEvents implements store.DelegationStore.
+func (f *faultStore) LogEvents(ctx context.Context, events []store.Event) error {
+	ds, err := f.delegations()
+	if err != nil {
+		return err
+	}
+	return ds.LogEvents(ctx, events)
+}
+
+func (f *faultStore) delegations() (store.DelegationStore, error) {
+	ds, ok := f.Store.(store.DelegationStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no delegations", f.Store)
+	}
+	return ds, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -31,6 +32,10 @@ type scratch interface {
 	// exec runs one statement on the store at url behind latch's back, for the flow faults of
 	// the retention guarantees: {t} before a table name is its qualifier, ? its parameters.
 	exec(ctx context.Context, url, q string, args ...any) error
+	// edit runs statements on the store at url in one transaction, behind latch's back, and
+	// returns how many rows each changed. A statement names tables as {name} and its parameters
+	// as ?: each backend writes them its own way.
+	edit(ctx context.Context, url string, stmts ...stmt) ([]int64, error)
 	// close removes every store handed out.
 	close(ctx context.Context) error
 }
@@ -104,6 +109,59 @@ func fileDSN(path string) string {
 	}
 	return "file:" + p + "?_pragma=busy_timeout(10000)"
 }
+
+// stmt is one statement of scratch.edit.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// docValue is a receipt document as a stmt argument: SQLite keeps it as TEXT, Postgres as bytea.
+type docValue []byte
+
+func (s *sqliteScratch) edit(ctx context.Context, u string, stmts ...stmt) ([]int64, error) {
+	path, ok := strings.CutPrefix(u, "sqlite:")
+	if !ok || filepath.Dir(path) != s.dir {
+		return nil, fmt.Errorf("edit store: %s is not a scratch store", u)
+	}
+	db, err := sql.Open("sqlite", fileDSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	defer tx.Rollback()
+	var n []int64
+	for _, st := range stmts {
+		q := tableRef.ReplaceAllString(st.sql, "$1")
+		args := make([]any, len(st.args))
+		for i, a := range st.args {
+			if d, ok := a.(docValue); ok {
+				a = string(d)
+			}
+			args[i] = a
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("edit store: %s: %w", q, err)
+		}
+		c, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("edit store: %w", err)
+		}
+		n = append(n, c)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	return n, nil
+}
+
+// tableRef is a table named in a stmt: {receipts}.
+var tableRef = regexp.MustCompile(`\{([a-z_]+)\}`)
 
 func checkAltered(res sql.Result, err error) error {
 	if err != nil {
@@ -224,6 +282,57 @@ func (s *postgresScratch) exec(ctx context.Context, u, q string, args ...any) er
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil
+}
+
+func (s *postgresScratch) edit(ctx context.Context, u string, stmts ...stmt) ([]int64, error) {
+	s.mu.Lock()
+	schema, ok := s.names[u]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("edit store: %s is not a scratch store", redactURL(u))
+	}
+	c, err := s.connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var n []int64
+	for _, st := range stmts {
+		q := tableRef.ReplaceAllStringFunc(st.sql, func(m string) string {
+			return pgx.Identifier{schema, m[1 : len(m)-1]}.Sanitize()
+		})
+		var b strings.Builder
+		arg := 0
+		for _, r := range q {
+			if r == '?' {
+				arg++
+				fmt.Fprintf(&b, "$%d", arg)
+				continue
+			}
+			b.WriteRune(r)
+		}
+		args := make([]any, len(st.args))
+		for i, a := range st.args {
+			if d, ok := a.(docValue); ok {
+				a = []byte(d)
+			}
+			args[i] = a
+		}
+		tag, err := tx.Exec(ctx, b.String(), args...)
+		if err != nil {
+			return nil, fmt.Errorf("edit store: %s: %w", b.String(), err)
+		}
+		n = append(n, tag.RowsAffected())
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("edit store: %w", err)
+	}
+	return n, nil
 }
 
 func (s *postgresScratch) close(ctx context.Context) error {

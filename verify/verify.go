@@ -159,13 +159,22 @@ var catalogue = []guarantee{
 	{"G9", "delegation cannot escalate", (*runner).g9},
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
+	{"G14", "token changes across a renewal", (*runner).g14},
+	{"G15", "renewal past the ceiling refused", (*runner).g15},
 	{"G17", "unentitled approver refused", (*runner).g17},
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
+	{"G20", "revoked credential refused", (*runner).g20},
+	{"G28", "truncation past a checkpoint fails", (*runner).g28},
 	{"G29", "a prune adds no new chain break", (*runner).g29},
 	{"G30", "a held range refuses to prune", (*runner).g30},
+	{"G31", "every receipt schema verifies", (*runner).g31},
 	{"G32", "an honest prune keeps its checkpoints", (*runner).g32},
 	{"L1", "lapsed lease never retried", (*runner).l1},
+	{"L2", "late outcome settles only its own", (*runner).l2},
+	{"L3", "reused key with other arguments named", (*runner).l3},
+	{"L4", "state edit outside latch detected", (*runner).l4},
+	{"L5", "misspelt argument fails closed", (*runner).l5},
 }
 
 // IDs returns the ids of the catalogue in order.

@@ -100,6 +100,19 @@ actions:
     approvers: { roles: [maintainers], required: 2 }
 `
 
+// failOpenPolicy denies on an argument before it allows: were an absent argument to make the
+// deny's condition merely false, misspelling it would let the call run (L5's fault).
+const failOpenPolicy = `
+schema: latch.policy/v1
+actions:
+  pay.out:
+    effect: "payout:{payout_id}"
+    rules:
+      - when: { country_in: [XX] }
+        decision: deny
+      - decision: allow
+`
+
 func parse(t *testing.T, doc string) *policy.Policy {
 	t.Helper()
 	p, err := policy.Parse("latch.yaml", []byte(doc))
@@ -188,7 +201,7 @@ func fileState(t *testing.T, dir string) map[string]string {
 }
 
 // TestFullPolicy runs the whole catalogue on a policy with approvals, effects and a delegable
-// grant, with the operator's store configured: all eighteen pass, the operator's store is
+// grant, with the operator's store configured: every guarantee passes, the operator's store is
 // byte-identical afterwards, and the JUnit report says so.
 func TestFullPolicy(t *testing.T) {
 	t.Parallel()
@@ -209,10 +222,11 @@ func TestFullPolicy(t *testing.T) {
 	if err := rep.WriteJUnit(&junit); err != nil {
 		t.Fatalf("WriteJUnit: %v", err)
 	}
-	checkJUnit(t, junit.Bytes(), 18, 0, 0)
+	n := len(verify.IDs())
+	checkJUnit(t, junit.Bytes(), n, 0, 0)
 }
 
-// allPass checks that all eighteen guarantees ran and passed.
+// allPass checks that every guarantee of the catalogue ran and passed.
 func allPass(t *testing.T, rep *verify.Report) {
 	t.Helper()
 	for _, r := range rep.Results {
@@ -220,9 +234,10 @@ func allPass(t *testing.T, rep *verify.Report) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if len(rep.Results) != 18 || rep.Passed != 18 || rep.Applicable != 18 || rep.NotApplicable != 0 || rep.Failed != 0 {
-		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want 18, 18, 18, 0, 0",
-			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	n := len(verify.IDs())
+	if len(rep.Results) != n || rep.Passed != n || rep.Applicable != n || rep.NotApplicable != 0 || rep.Failed != 0 {
+		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want %d, %[6]d, %[6]d, 0, 0",
+			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed, n)
 	}
 }
 
@@ -234,7 +249,7 @@ var paymentsEpoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 // delegable grant with constraints and environments, a grant for agents by pattern, approvals
 // and effects. Every scenario proposes as a principal a grant names (alice, through the verify
 // agent), with arguments that satisfy the grant's constraints; G8 runs at alice's expires_at, G9
-// probes every dimension her grant constrains. All eighteen pass.
+// probes every dimension her grant constrains. Every guarantee passes.
 func TestPaymentsExample(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "examples", "authority", "payments.yaml"))
@@ -260,8 +275,9 @@ func TestPaymentsExample(t *testing.T) {
 	}
 }
 
-// TestNoEffectsNoAuthority: G3, G4, G5, G8, G9, G17, G19 and L1 are N/A with reasons, and the summary
-// counts only the rest (G1, G2, G6, G7, G10, G11, G18, G29, G30, G32), which pass.
+// TestNoEffectsNoAuthority: the guarantees that need an effect template, an authority section,
+// roles or M-of-N are N/A with reasons, and the summary counts only the rest (G1, G2, G6, G7,
+// G10, G11, G18, G28–G32, L5), which pass.
 func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Parallel()
 	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy)})
@@ -273,6 +289,11 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"G8": "policy has no authority section", "G9": "policy has no authority section",
 		"G17": "no action that can decide approve names roles in its approvers (anyone but the requester may answer it: nobody is outside)",
 		"G19": "no action that can decide approve requires two or more grants (approvers.required): one grant decides every request",
+		"G14": "no action with an effect template can decide allow",
+		"G15": "no action with an effect template that can decide allow sets max_attempts: renewals have no ceiling to refuse past",
+		"G20": "policy has no authority section",
+		"L2":  "no action with an effect template can decide allow", "L3": "no action with an effect template can decide allow",
+		"L4": "no action with an effect template can run (none can decide allow or approve)",
 	}
 	for _, r := range rep.Results {
 		if reason, ok := na[r.ID]; ok {
@@ -285,10 +306,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 10 || rep.Applicable != 10 || rep.NotApplicable != 8 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 10, 10, 8, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 13 || rep.Applicable != 13 || rep.NotApplicable != 14 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 13, 13, 14, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "10/10 declared guarantees pass. 8 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "13/13 declared guarantees pass. 14 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused               N/A   no action with an effect template can decide allow\n") {
@@ -323,6 +344,10 @@ func TestFaults(t *testing.T) {
 	policyFor := map[string]string{
 		verify.FaultExpiryOffByOne:      fullPolicy,
 		verify.FaultDelegationUnchecked: fullPolicy,
+		verify.FaultAttemptsUnbounded:   fullPolicy, // billing.charge has max_attempts: 3
+		verify.FaultRefuseAll:           fullPolicy,
+		verify.FaultArgumentsOptional:   failOpenPolicy,
+		verify.FaultRevocationIgnored:   fullPolicy,
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -818,5 +843,25 @@ func TestList(t *testing.T) {
 	var ue *verify.UsageError
 	if !errors.As(err, &ue) {
 		t.Errorf("List --only G99 = %v, want a *UsageError", err)
+	}
+}
+
+// TestNewGuaranteesHold runs the guarantees added with the reference numbering on the small
+// policies the fault tests use, without faults: each passes where its fault makes it fail.
+func TestNewGuaranteesHold(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		doc  string
+		only []string
+	}{
+		{effectsPolicy, []string{"G14", "G28", "G31", "L2", "L3", "L4", "L5"}},
+		{fullPolicy, []string{"G15", "G20"}},
+		{failOpenPolicy, []string{"L5"}},
+	}
+	for _, tc := range tests {
+		rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: tc.only})
+		if rep.Passed != len(tc.only) {
+			t.Errorf("%v: passed %d of %d:\n%s", tc.only, rep.Passed, len(tc.only), text(t, rep))
+		}
 	}
 }
