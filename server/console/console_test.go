@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
@@ -414,6 +415,30 @@ func TestReceiptsPage(t *testing.T) {
 	}
 	if page := consoletest.Get(t, c, s.URL+"/receipts/9"); page.Status != http.StatusNotFound {
 		t.Errorf("GET /receipts/9 = %d, want 404", page.Status)
+	}
+	if strings.Contains(page.Body, "chain-start") {
+		t.Errorf("GET /receipts of a chain never pruned names a start")
+	}
+
+	// Pruned below a checkpoint of receipt 2: the page says where the chain starts, and why.
+	priv, _, err := receipt.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := receipt.ParseSigningKey(priv)
+	if _, err := store.SignCheckpoint(t.Context(), s.Guard.Store(), key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := store.Retention(s.Guard.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Prune(t.Context(), &store.PruneRequest{Now: time.Now(), By: "cli:ops", BeforeSeq: 2}); err != nil {
+		t.Fatal(err)
+	}
+	page = consoletest.Get(t, c, s.URL+"/receipts")
+	if !strings.Contains(page.Body, "Chain verified: 2 receipts") || !strings.Contains(page.Body, "The chain starts at #2: pruned below the signed checkpoint of seq 2") {
+		t.Errorf("GET /receipts after a prune lacks the verified chain or where it starts:\n%s", page.Body)
 	}
 }
 
