@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latch/store"
 )
 
 // childEnv names the environment variable that makes a re-executed test binary a racer. Its
@@ -22,6 +24,14 @@ const childEnv = "LATCH_STORETEST_CHILD"
 
 // roleReserve reserves Key (with ApprovalID, if set) and, when it wins, "executes".
 const roleReserve = "reserve"
+
+// Roles of a prune racing writers: roleCommit reserves Key and records it committed, then does
+// the same for Key-2 … Key-5 (a writer appending receipts); rolePrune prunes below the newest
+// checkpoint at or below seq Before.
+const (
+	roleCommit = "commit"
+	rolePrune  = "prune"
+)
 
 // raceTimeout bounds a process race from the first start to the last exit.
 const raceTimeout = 2 * time.Minute
@@ -37,6 +47,7 @@ type childSpec struct {
 	ActionHash string `json:"action_hash"`
 	Executed   string `json:"executed"` // created O_EXCL by a winner: a second creation fails
 	Now        int64  `json:"now"`      // the injected clock, unix nanoseconds
+	Before     int64  `json:"before,omitempty"`
 }
 
 // Child must be the first call in TestMain of a backend's test package. When the test binary was
@@ -62,7 +73,7 @@ func Child(b Backend) {
 func (c childSpec) path(name string) string { return filepath.Join(c.Dir, name) }
 
 func (c childSpec) run(b Backend) error {
-	if c.Role != roleReserve {
+	if c.Role != roleReserve && c.Role != roleCommit && c.Role != rolePrune {
 		return fmt.Errorf("unknown role %q", c.Role)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), raceTimeout)
@@ -79,8 +90,40 @@ func (c childSpec) run(b Backend) error {
 		return err
 	}
 
+	now := time.Unix(0, c.Now).UTC()
+	switch c.Role {
+	case roleCommit:
+		for i := 1; i <= 5; i++ {
+			k := c.Key
+			if i > 1 {
+				k = fmt.Sprintf("%s-%d", c.Key, i)
+			}
+			cl := newCall(k)
+			res, err := st.Reserve(ctx, cl.reserve(now))
+			if err != nil {
+				return err
+			}
+			if !res.Reserved {
+				return fmt.Errorf("reserve %s refused: %+v", k, res.Refusal)
+			}
+			if _, err := st.Record(ctx, cl.record(now.Add(time.Second), 1, store.Committed)); err != nil {
+				return err
+			}
+		}
+		return os.WriteFile(c.path("result-"+c.Name), []byte("committed"), 0o600)
+	case rolePrune:
+		rs, err := store.Retention(st)
+		if err != nil {
+			return err
+		}
+		res, err := rs.Prune(ctx, &store.PruneRequest{Now: now, By: "cli:ops", BeforeSeq: c.Before})
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(c.path("result-"+c.Name), []byte(fmt.Sprintf("pruned %d", res.Receipts)), 0o600)
+	}
 	call := call{ActionID: newID("act_"), Hash: c.ActionHash, Key: c.Key, ApprovalID: c.ApprovalID}
-	res, err := st.Reserve(ctx, call.reserve(time.Unix(0, c.Now).UTC()))
+	res, err := st.Reserve(ctx, call.reserve(now))
 	if err != nil {
 		return err
 	}

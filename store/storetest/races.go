@@ -170,6 +170,11 @@ func testProcessRaces(t *testing.T, b Backend) {
 		f.verify()
 	})
 
+	t.Run("PruneWhileWriting", func(t *testing.T) {
+		t.Parallel()
+		testPruneWhileProcessesWrite(t, b)
+	})
+
 	t.Run("ReserveDistinctKeys", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, b)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -244,4 +245,44 @@ func testPruneWhileWriting(t *testing.T, b Backend) {
 	}
 	wg.Wait()
 	f.verifyFrom(cp.Seq)
+}
+
+// testPruneWhileProcessesWrite: a prune in one OS process while four others append: every
+// write lands, the prune removes exactly what was below its checkpoint, and the chain and the
+// state verify from the checkpoint's receipt.
+func testPruneWhileProcessesWrite(t *testing.T, b Backend) {
+	f := newRetentionFixture(t, b)
+	for i := range 20 {
+		f.run(newCall(fmt.Sprintf("ret-%d", i)), t0.Add(time.Duration(i)*time.Second), store.Committed)
+	}
+	cp := f.checkpoint(t0.Add(time.Minute))
+	dir := t.TempDir()
+	specs := []childSpec{{Role: rolePrune, URL: f.url, Dir: dir, Name: "pruner", Now: t0.Add(time.Hour).UnixNano(), Before: cp.Seq}}
+	for i := range 4 {
+		specs = append(specs, childSpec{Role: roleCommit, URL: f.url, Dir: dir, Name: fmt.Sprint("writer-", i),
+			Key: fmt.Sprintf("ret-w%d", i), Now: t0.Add(time.Hour).UnixNano()})
+	}
+	out := runChildren(t, specs)
+	if got := out.outcomes["pruner"]; got != fmt.Sprintf("pruned %d", cp.Seq-1) {
+		t.Errorf("pruner: %q, want pruned %d", got, cp.Seq-1)
+	}
+	for i := range 4 {
+		if got := out.outcomes[fmt.Sprint("writer-", i)]; got != "committed" {
+			t.Errorf("writer %d: %q, want committed", i, got)
+		}
+		for j := 1; j <= 5; j++ {
+			k := fmt.Sprintf("ret-w%d", i)
+			if j > 1 {
+				k = fmt.Sprintf("%s-%d", k, j)
+			}
+			if e := f.effect(k); e.State != store.Committed {
+				t.Errorf("effect %s = %s, want committed", k, e.State)
+			}
+		}
+	}
+	// The 20 receipts below and the checkpoint's kept, 4 × 5 written, the prune's own record.
+	rep := f.verifyFrom(cp.Seq)
+	if want := f.head().Seq - cp.Seq + 1; rep.Verified != want || f.head().Seq != cp.Seq+20+1 {
+		t.Errorf("after the race: %d receipts verified from %d, head %d; want %d, head %d", rep.Verified, cp.Seq, f.head().Seq, want, cp.Seq+21)
+	}
 }
