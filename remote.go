@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
@@ -100,7 +103,7 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
 		g.emit(ctx, nil, evs)
 		b.h.written = true
 	}
-	g.begun.put(b)
+	g.begun.put(&remoteBegun{begun: b, ready: time.Now()})
 	return b.pending(), nil
 }
 
@@ -115,15 +118,23 @@ const begunCacheMax = 4096
 // recorded.
 type begunCache struct {
 	mu    sync.Mutex
-	m     map[string]*begun
+	m     map[string]*remoteBegun
 	order []string // ids in the order they were put, for eviction
 }
 
-func (c *begunCache) put(b *begun) {
+// remoteBegun is a call begun with Begin, as Finish, Extend and Pending find it.
+type remoteBegun struct {
+	*begun
+	// ready is when Begin had written all it writes: the remote executor's start, as far as
+	// the guard can tell (its latch.execute span begins there).
+	ready time.Time
+}
+
+func (c *begunCache) put(b *remoteBegun) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]*begun)
+		c.m = make(map[string]*remoteBegun)
 	}
 	for len(c.m) >= begunCacheMax && len(c.order) > 0 {
 		delete(c.m, c.order[0])
@@ -142,7 +153,7 @@ func (c *begunCache) put(b *begun) {
 	c.order = append(c.order, b.rc.ActionID)
 }
 
-func (c *begunCache) get(id string) *begun {
+func (c *begunCache) get(id string) *remoteBegun {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[id]
@@ -231,6 +242,7 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 		}
 		execErr = errors.New(errText)
 	}
+	g.executeSpan(ctx, b, execErr)
 	// record completes the draft receipt: complete a copy, so that a Pending or Extend reading
 	// the cached call meanwhile reads it unchanged.
 	draft := new(receipt.Receipt)
@@ -241,6 +253,23 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 	}
 	defer g.begun.remove(actionID) // recorded, or to be read again from the store
 	return g.record(ctx, b.pr, draft, b.h, value, execErr, nil)
+}
+
+// executeSpan is the latch.execute span of a call whose executor ran elsewhere: from when Begin
+// had written all it writes to now, when the outcome arrives — the executor's run as the guard
+// sees it — failed as an in-process executor's span is when the outcome is not committed.
+func (g *Guard) executeSpan(ctx context.Context, b *remoteBegun, execErr error) {
+	t := g.spanTracer()
+	if t == nil || b.ready.IsZero() {
+		return
+	}
+	_, span := t.Start(ctx, SpanExecute, trace.WithTimestamp(b.ready), trace.WithAttributes(
+		AttrAction.String(b.pr.call.Action), AttrActionID.String(b.rc.ActionID), AttrEffectKey.String(b.h.key),
+		AttrExecutor.String("remote")))
+	if execErr != nil {
+		span.SetStatus(codes.Error, execErr.Error())
+	}
+	span.End()
 }
 
 // Extend extends the lease of a call begun with Begin to now+d, as ExtendLease does inside an
@@ -284,7 +313,7 @@ func (g *Guard) Pending(ctx context.Context, actionID string) (*Pending, error) 
 }
 
 // held loads a call begun with Begin and checks that the caller's principal began it.
-func (g *Guard) held(ctx context.Context, actionID string) (*begun, error) {
+func (g *Guard) held(ctx context.Context, actionID string) (*remoteBegun, error) {
 	p, err := g.principal(ctx)
 	var expired *ExpiredCredentialError
 	switch {
@@ -340,7 +369,7 @@ type proposedPayload struct {
 
 // loadBegun rebuilds a begun call from the events its Begin wrote: the same prepared call and
 // draft receipt that Execute holds in memory while its executor runs.
-func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) {
+func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, error) {
 	none := &OutcomeError{ActionID: actionID, Reason: "no_such_action"}
 	if actionID == "" {
 		return nil, none
@@ -357,10 +386,18 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) 
 		reserved bool
 		refused  string
 		policyH  string
+		ready    time.Time // the last of the events Begin wrote
 	)
 	for _, e := range evs {
 		if e.ActionID != actionID {
 			continue
+		}
+		switch e.Kind {
+		case store.EventActionProposed, store.EventPolicyEvaluated, store.EventAuthorityResolved, store.EventEffectReserved,
+			store.EventEffectRefused, store.EventApprovalConsumed:
+			if e.Time.After(ready) {
+				ready = e.Time
+			}
 		}
 		switch e.Kind {
 		case store.EventActionProposed:
@@ -431,5 +468,5 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*begun, error) 
 	if !reserved {
 		h.key = "" // observe mode, reservation refused: the executor runs holding nothing
 	}
-	return &begun{pr: pr, rc: rc, h: h}, nil
+	return &remoteBegun{begun: &begun{pr: pr, rc: rc, h: h}, ready: ready}, nil
 }

@@ -39,6 +39,9 @@ const (
 	AttrReason     = attribute.Key("latch.reason")
 	AttrApprovalID = attribute.Key("latch.approval_id")
 	AttrResult     = attribute.Key("latch.result")
+	// AttrExecutor is "remote" on the latch.execute span of a call begun with Begin: the span
+	// runs from Begin's answer to the outcome's arrival.
+	AttrExecutor = attribute.Key("latch.executor")
 )
 
 // newTracer is the tracer of Config.TracerProvider, or nil when the program configured none:

@@ -155,11 +155,27 @@ func TestSpans(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			spans: []string{"latch.begin > latch.decide", "latch.begin > latch.reserve", "latch.begin", "latch.finish > latch.record", "latch.finish"},
+			spans: []string{"latch.begin > latch.decide", "latch.begin > latch.reserve", "latch.begin", "latch.finish > latch.execute", "latch.finish > latch.record", "latch.finish"},
 			attrs: map[string]map[attribute.Key]string{
-				"latch.begin":  {latch.AttrEffectKey: "charge:inv_88"},
-				"latch.finish": {latch.AttrAction: "billing.charge", latch.AttrResult: "committed"},
+				"latch.begin":   {latch.AttrEffectKey: "charge:inv_88"},
+				"latch.execute": {latch.AttrEffectKey: "charge:inv_88", latch.AttrExecutor: "remote", latch.AttrAction: "billing.charge"},
+				"latch.finish":  {latch.AttrAction: "billing.charge", latch.AttrResult: "committed"},
 			},
+		},
+		{
+			name: "begin and finish unknown",
+			run: func(t *testing.T, g *latch.Guard, ctx context.Context) {
+				p, err := g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: []byte(charge)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Finish(ctx, p.ActionID, latch.OutcomeUnknown, nil, "read timed out"); !errors.Is(err, latch.ErrAmbiguous) {
+					t.Fatal(err)
+				}
+			},
+			spans:  []string{"latch.begin > latch.decide", "latch.begin > latch.reserve", "latch.begin", "latch.finish > latch.execute", "latch.finish > latch.record", "latch.finish"},
+			attrs:  map[string]map[attribute.Key]string{"latch.finish": {latch.AttrResult: "ambiguous"}, "latch.execute": {latch.AttrExecutor: "remote"}},
+			failed: []string{"latch.execute", "latch.finish"},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/metrics"
@@ -33,6 +34,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var ckpt scheduledCheckpoints
 	var proxies []string
 	var sessionTTL string
+	var otelEndpoint string
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -94,6 +96,20 @@ stops it gracefully: requests in flight finish first.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, nil))
+			spans, err := a.decideSpanExport(otelEndpoint)
+			if err != nil {
+				return err
+			}
+			var tp trace.TracerProvider // nil: no spans
+			if spans != nil {
+				sdk, shutdown, err := tracerProvider(a.ctx, spans, log)
+				if err != nil {
+					return err
+				}
+				defer shutdown() // after the guard's Close: the last spans are sent
+				tp = sdk
+				log.Info("latch serve: exporting spans over OTLP/HTTP", "to", spans.describe())
+			}
 			m, err := metrics.New(nil)
 			if err != nil {
 				return err
@@ -109,7 +125,7 @@ stops it gracefully: requests in flight finish first.`,
 			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" {
 				return usagef("--notify-format and --notify-secret-file go with --notify URL")
 			}
-			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks})
+			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks, TracerProvider: tp})
 			if err != nil {
 				return err
 			}
@@ -148,6 +164,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&sessionTTL, "session-ttl", "", "console sessions end this long after login (`DURATION`: 8h, 1d); default 8h, and after 30m idle")
 	f.DurationVar(&cfg.TokenCache, "token-cache", server.DefaultTokenCache, "trust a verified API token this long before reading the store again: a revoked token is refused within it (0: read the store on every request)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
+	f.StringVar(&otelEndpoint, "otel-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to the collector at `URL` (http://127.0.0.1:4318; else the OTEL_EXPORTER_OTLP_* variables)")
 	ckpt.flags(f)
 	return cmd
 }
