@@ -132,9 +132,48 @@ type States struct {
 // Kind is KindCall).
 func ReadStates(doc []byte) (States, error) {
 	var s States
+	if readStatesScan(doc, &s) {
+		s.Kind = KindOf(s.Kind)
+		return s, nil
+	}
+	s = States{}
 	if err := json.Unmarshal(doc, &s); err != nil {
 		return States{}, fmt.Errorf("read record: %w", err)
 	}
 	s.Kind = KindOf(s.Kind)
 	return s, nil
+}
+
+// statesKeys are the members of States, in the order readStatesScan reads them.
+var statesKeys = []string{"schema", "kind", "result", "effect", "approval", "delegation", "hold", "prune"}
+
+// readStatesScan reads the members of States with one scan of doc (scanTop), decoding only the
+// state objects themselves: a replay reads every record, whose arguments and other members it
+// does not need. It answers only what json.Unmarshal of the whole document would: false (with
+// s half read) leaves the document to it, on anything scanTop declines, a string member of
+// another shape than plain, or a state object that does not decode.
+func readStatesScan(doc []byte, s *States) bool {
+	var raw [8][]byte
+	if !scanTop(doc, statesKeys, raw[:]) {
+		return false
+	}
+	for i, p := range []*string{&s.Schema, &s.Kind, &s.Result} {
+		v := raw[i]
+		if v == nil || string(v) == "null" {
+			continue
+		}
+		str, ok := plainString(v)
+		if !ok {
+			return false
+		}
+		*p = str
+	}
+	for i, p := range []any{&s.Effect, &s.Approval, &s.Delegation, &s.Hold, &s.Prune} {
+		if v := raw[3+i]; v != nil && string(v) != "null" {
+			if json.Unmarshal(v, p) != nil {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -194,16 +194,27 @@ func (w *walk) step(row Sealed) error {
 		}
 	}
 	var lf linkFields
+	var ixf indexFields
+	scanned := false // lf and ixf were read by one scan of the document
 	altered := ""
 	if got := canon.Sum(row.Doc); got != row.Hash {
 		altered = fmt.Sprintf("document hashes to %s, stored hash is %s", got, row.Hash)
+	} else if row.Index != nil && scanWalk(row.Doc, &lf, &ixf) {
+		scanned = true
 	} else if err := readLinks(row.Doc, &lf); err != nil {
 		altered = fmt.Sprintf("document unreadable: %v", err)
-	} else if lf.Seq != row.Seq {
+	}
+	if altered == "" && lf.Seq != row.Seq {
 		altered = fmt.Sprintf("document says seq %d, stored at seq %d", lf.Seq, row.Seq)
 	}
 	if altered == "" && row.Index != nil {
-		if detail := checkIndex(row.Doc, row.Index); detail != "" {
+		detail := ""
+		if scanned {
+			detail = checkIndexFields(&ixf, row.Index)
+		} else {
+			detail = checkIndex(row.Doc, row.Index)
+		}
+		if detail != "" {
 			w.rep.Breaks = append(w.rep.Breaks, Break{Kind: BreakIndexMismatch, Seq: row.Seq, Detail: detail})
 		}
 	}
@@ -319,6 +330,126 @@ func scanLinks(doc []byte) (seq int64, prev string, ok bool) {
 		return 0, "", false
 	}
 	return seq, prev, true
+}
+
+// walkKeys are the top-level members a walk reads of a document with index columns: its links,
+// then the fields of indexFields in order.
+var walkKeys = []string{"seq", "prev_hash", "receipt_id", "action_id", "action", "effect_key", "approval_id", "result", "finished_at"}
+
+// scanWalk reads a document's links into lf and its index fields into f in one scan (scanTop),
+// exactly as readLinks and json.Unmarshal into indexFields would; false leaves the document to
+// them: a link or field of another shape than the plain one Seal writes, or anything scanTop
+// declines.
+func scanWalk(doc []byte, lf *linkFields, f *indexFields) bool {
+	var raw [9][]byte
+	if !scanTop(doc, walkKeys, raw[:]) || raw[0] == nil || raw[1] == nil {
+		return false
+	}
+	s := linkScanner{b: raw[0]}
+	seq, ok := s.uint()
+	if !ok || s.i != len(raw[0]) {
+		return false
+	}
+	prev, ok := plainString(raw[1])
+	if !ok {
+		return false
+	}
+	for i, p := range []**string{&f.ReceiptID, &f.ActionID, &f.Action, &f.EffectKey, &f.ApprovalID, &f.Result, &f.FinishedAt} {
+		v := raw[2+i]
+		if v == nil || string(v) == "null" {
+			*p = nil
+			continue
+		}
+		str, ok := plainString(v)
+		if !ok {
+			return false
+		}
+		*p = &str
+	}
+	lf.Seq, lf.PrevHash = seq, prev
+	return true
+}
+
+// plainString returns the contents of v, a JSON string of printable ASCII without escapes (what
+// json.Unmarshal would read as it is), or false.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	s := linkScanner{b: v, i: 1}
+	start, end, plain, ok := s.str()
+	if !ok || !plain || s.i != len(v) {
+		return "", false
+	}
+	return string(v[start:end]), true
+}
+
+// scanTop reads the raw values of the top-level members of doc named in keys into vals (nil for
+// a member that is absent), without decoding anything. Like scanLinks, it answers only when
+// json.Unmarshal would certainly read those members the same: the whole document must be valid
+// JSON and an object; every key must be printable ASCII without escapes; no key may appear twice
+// or be spelt as one of keys in another case (encoding/json matches keys case-insensitively, and
+// the last one wins).
+func scanTop(doc []byte, keys []string, vals [][]byte) bool {
+	for i := range vals {
+		vals[i] = nil
+	}
+	s := linkScanner{b: doc}
+	s.space()
+	if !s.next('{') {
+		return false
+	}
+	s.space()
+	if s.next('}') {
+		s.space()
+		return s.i == len(doc)
+	}
+	for {
+		s.space()
+		if !s.next('"') {
+			return false
+		}
+		start, end, plain, good := s.str()
+		if !good || !plain {
+			return false
+		}
+		key := doc[start:end]
+		s.space()
+		if !s.next(':') {
+			return false
+		}
+		s.space()
+		at := -1
+		for i, k := range keys {
+			if string(key) == k {
+				at = i
+				break
+			}
+			if foldsTo(key, k) {
+				return false
+			}
+		}
+		vstart := s.i
+		if !s.value(0) {
+			return false
+		}
+		if at >= 0 {
+			if vals[at] != nil {
+				return false
+			}
+			vals[at] = doc[vstart:s.i]
+		}
+		s.space()
+		if s.next(',') {
+			continue
+		}
+		if !s.next('}') {
+			return false
+		}
+		break
+	}
+	s.space()
+	return s.i == len(doc)
 }
 
 // foldsTo reports whether key equals name under ASCII case folding (keys with other bytes
@@ -597,6 +728,11 @@ func checkIndex(doc []byte, ix *Index) string {
 	if err := json.Unmarshal(doc, &f); err != nil {
 		return fmt.Sprintf("document unreadable: %v", err)
 	}
+	return checkIndexFields(&f, ix)
+}
+
+// checkIndexFields is checkIndex for the fields read from the document.
+func checkIndexFields(f *indexFields, ix *Index) string {
 	str := func(p *string) string {
 		if p == nil {
 			return ""
