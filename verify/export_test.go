@@ -26,6 +26,7 @@ const (
 	FaultCheckpointsBlind      = faultCheckpointsBlind
 	FaultSchemaV2Only          = faultSchemaV2Only
 	FaultRevocationIgnored     = faultRevocationIgnored
+	FaultTransportNotExecuted  = faultTransportNotExecuted
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

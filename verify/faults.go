@@ -88,6 +88,10 @@ const (
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
 	// cache that never learns of one would. G20 fails.
 	faultRevocationIgnored = "revocation_ignored"
+	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
+	// as a hand-written classifier that took any connection error for "never sent" would. G12
+	// fails.
+	faultTransportNotExecuted = "transport_errors_not_executed"
 )
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
@@ -114,6 +118,7 @@ var faultTargets = map[string][]string{
 	faultCheckpointsBlind:      {"G28"},
 	faultSchemaV2Only:          {"G31"},
 	faultRevocationIgnored:     {"G20"},
+	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},
 	faultPruneReseals:          {"G32"},

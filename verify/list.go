@@ -38,7 +38,7 @@ type Catalogue struct {
 
 // List describes the catalogue for cfg.Policy without running anything: each guarantee with
 // whether the policy can exercise it and, when it cannot, why (the reason Run would give for
-// N/A). Only Policy, Only and Now of cfg are read; no store is opened, no scratch store created,
+// N/A). Only Policy, Only, LatchHTTP and Now of cfg are read; no store is opened, no scratch store created,
 // no process started. Run remains the judge: a scenario may still find, once running, that the
 // policy leaves it nothing to exercise (G1 when no argument can be mutated), and says so as N/A.
 func List(ctx context.Context, cfg *Config) (*Catalogue, error) {

@@ -60,6 +60,10 @@ type Config struct {
 	// Executable is the binary re-executed as a G4 racer; default os.Executable(). It must call
 	// Child first thing in main.
 	Executable string
+	// LatchHTTP says the operator's executors call their remotes through latchhttp, the HTTP
+	// classifier: G12 exercises it against a server on 127.0.0.1 (verify cannot see executors;
+	// without it G12 is N/A).
+	LatchHTTP bool
 	// Now is the instant every scenario's clock starts at; default the wall clock when Run
 	// starts. Grants expire: a test that verifies a policy with expiring grants pins it.
 	Now time.Time
@@ -159,6 +163,7 @@ var catalogue = []guarantee{
 	{"G9", "delegation cannot escalate", (*runner).g9},
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
+	{"G12", "byte written is ambiguous", (*runner).g12},
 	{"G14", "token changes across a renewal", (*runner).g14},
 	{"G15", "renewal past the ceiling refused", (*runner).g15},
 	{"G17", "unentitled approver refused", (*runner).g17},

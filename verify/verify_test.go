@@ -208,7 +208,7 @@ func TestFullPolicy(t *testing.T) {
 	u, dir := operatorStore(t)
 	before := fileState(t, dir)
 
-	rep := run(t, &verify.Config{Policy: parse(t, fullPolicy), StoreURL: u})
+	rep := run(t, &verify.Config{Policy: parse(t, fullPolicy), StoreURL: u, LatchHTTP: true})
 	t.Logf("\n%s", text(t, rep))
 	allPass(t, rep)
 	if got := verify.ExitCode(rep, nil); got != verify.ExitPass {
@@ -256,7 +256,7 @@ func TestPaymentsExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := run(t, &verify.Config{Policy: parse(t, string(doc)), Now: paymentsEpoch})
+	rep := run(t, &verify.Config{Policy: parse(t, string(doc)), Now: paymentsEpoch, LatchHTTP: true})
 	t.Logf("\n%s", text(t, rep))
 	allPass(t, rep)
 	got := byID(rep)
@@ -293,7 +293,8 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"G15": "no action with an effect template that can decide allow sets max_attempts: renewals have no ceiling to refuse past",
 		"G20": "policy has no authority section",
 		"L2":  "no action with an effect template can decide allow", "L3": "no action with an effect template can decide allow",
-		"L4": "no action with an effect template can run (none can decide allow or approve)",
+		"L4":  "no action with an effect template can run (none can decide allow or approve)",
+		"G12": "no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp",
 	}
 	for _, r := range rep.Results {
 		if reason, ok := na[r.ID]; ok {
@@ -306,10 +307,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 13 || rep.Applicable != 13 || rep.NotApplicable != 14 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 13, 13, 14, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 13 || rep.Applicable != 13 || rep.NotApplicable != 15 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 13, 13, 15, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "13/13 declared guarantees pass. 14 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "13/13 declared guarantees pass. 15 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused               N/A   no action with an effect template can decide allow\n") {
@@ -357,7 +358,7 @@ func TestFaults(t *testing.T) {
 			if d, ok := policyFor[name]; ok {
 				doc = d
 			}
-			rep := run(t, verify.WithFaults(&verify.Config{Policy: parse(t, doc), Only: targets}, name))
+			rep := run(t, verify.WithFaults(&verify.Config{Policy: parse(t, doc), Only: targets, LatchHTTP: true}, name))
 			got := byID(rep)
 			for _, id := range targets {
 				r, ok := got[id]
@@ -771,7 +772,7 @@ func TestList(t *testing.T) {
 	t.Parallel()
 	for _, doc := range []string{readOnlyPolicy, fullPolicy} {
 		pol := parse(t, doc)
-		cat, err := verify.List(t.Context(), &verify.Config{Policy: pol})
+		cat, err := verify.List(t.Context(), &verify.Config{Policy: pol, LatchHTTP: true})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -801,7 +802,7 @@ func TestList(t *testing.T) {
 			}
 			continue
 		}
-		rep := run(t, &verify.Config{Policy: pol})
+		rep := run(t, &verify.Config{Policy: pol, LatchHTTP: true})
 		ran := map[string]string{}
 		for _, r := range rep.Results {
 			if r.Status == verify.NotApplicable {
@@ -854,12 +855,12 @@ func TestNewGuaranteesHold(t *testing.T) {
 		doc  string
 		only []string
 	}{
-		{effectsPolicy, []string{"G14", "G28", "G31", "L2", "L3", "L4", "L5"}},
+		{effectsPolicy, []string{"G12", "G14", "G28", "G31", "L2", "L3", "L4", "L5"}},
 		{fullPolicy, []string{"G15", "G20"}},
 		{failOpenPolicy, []string{"L5"}},
 	}
 	for _, tc := range tests {
-		rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: tc.only})
+		rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: tc.only, LatchHTTP: true})
 		if rep.Passed != len(tc.only) {
 			t.Errorf("%v: passed %d of %d:\n%s", tc.only, rep.Passed, len(tc.only), text(t, rep))
 		}

@@ -21,7 +21,7 @@ func (e *exitCoder) Error() string { return e.err.Error() }
 func (e *exitCoder) Unwrap() error { return e.err }
 
 func (a *app) verifyCommand() *cobra.Command {
-	var asJSON, list bool
+	var asJSON, list, withHTTP bool
 	var junit, only string
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -48,7 +48,7 @@ See docs/verify.md.`,
 			if err != nil {
 				return err
 			}
-			cfg := &verify.Config{Policy: p, StoreURL: url}
+			cfg := &verify.Config{Policy: p, StoreURL: url, LatchHTTP: withHTTP}
 			if only != "" {
 				cfg.Only = strings.Split(only, ",")
 			}
@@ -100,6 +100,7 @@ See docs/verify.md.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON report")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write a JUnit XML report to `FILE`")
 	cmd.Flags().StringVar(&only, "only", "", "run only these guarantees, e.g. `G1,L3`")
+	cmd.Flags().BoolVar(&withHTTP, "latchhttp", false, "your executors call their remotes through latchhttp: exercise its classification (G12)")
 	cmd.Flags().BoolVar(&list, "list", false, "print the catalogue with each guarantee's applicability to this policy; run nothing")
 	return cmd
 }
