@@ -40,10 +40,11 @@ bench() {
 field() { jq -r "$1" "$tmp/runs" | median; }
 # row LABEL WORKERS: the last bench's medians as a row of the calls table.
 row() {
-	printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n" "$1" "$2" \
+	printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.0f |\n" "$1" "$2" \
 		"$(field .latch.calls_per_s)" "$(field .latch.p50_us)" "$(field .latch.p99_us)" \
 		"$(field .latch.allocs_per_call)" "$(field .latch.commits_per_call)" \
-		"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)"
+		"$(field .baseline.calls_per_s)" "$(field .baseline.p99_us)" "$(field .ratio)" \
+		"$(field '.latch.cpu_us_per_call // 0')" "$(field '.baseline.cpu_us_per_call // 0')"
 }
 
 # race_row LABEL RUN: the race in $tmp/race as a row (deadlocks: "" on SQLite).
@@ -88,8 +89,10 @@ fi
 if has targets || has scaling; then
 	echo "## latch bench: calls through the pipeline vs the bare transactions (median of $RUNS)"
 	echo
-	echo "| synchronous | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "CPU µs/call: the process's CPU time (every thread) per call, latch and baseline; it depends far less on other load than calls/s."
+	echo
+	echo "| synchronous | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline | latch CPU µs/call | baseline CPU µs/call |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	workers="1 8"
 	has scaling && workers="1 2 4 8 16 32"
 	: >"$tmp/targets"
@@ -159,8 +162,8 @@ if has postgres; then
 	[[ $LATCH_BENCH_POSTGRES == *\?* ]] && sep='&'
 	echo "## Postgres: latch bench (median of $RUNS; cache_statement is the default, exec the pooler mode)"
 	echo
-	echo "| statements | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| statements | workers | latch calls/s | p50 µs | p99 µs | allocs/call | commits/call | baseline calls/s | baseline p99 µs | latch/baseline | latch CPU µs/call | baseline CPU µs/call |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for mode in cache_statement exec; do
 		for w in ${PG_WORKERS:-1 2 4 8 32}; do
 			bench "$LATCH_BENCH_POSTGRES${sep}schema=latch_bench&default_query_exec_mode=$mode" "$w"

@@ -167,13 +167,14 @@ func (a *app) benchCalls(o benchOptions) error {
 		return jsonLine(a.stdout, rep)
 	}
 	fmt.Fprintf(a.stdout, "store     %s\nworkers   %d\nduration  %s each\n\n", rep.Store, rep.Workers, rep.Duration)
-	t := newTable(a.stdout, "", "CALLS", "CALLS/S", "P50", "P99", "ALLOCS/CALL", "COMMITS/CALL")
+	t := newTable(a.stdout, "", "CALLS", "CALLS/S", "P50", "P99", "ALLOCS/CALL", "COMMITS/CALL", "CPU/CALL")
 	for _, r := range []struct {
 		name string
 		p    bench.Phase
 	}{{"latch", rep.Latch}, {"baseline", rep.Baseline}} {
 		t.row(r.name, strconv.FormatInt(r.p.Calls, 10), fmt.Sprintf("%.0f", r.p.CallsPerSec), fmtMicros(r.p.P50Micros),
-			fmtMicros(r.p.P99Micros), fmt.Sprintf("%.0f", r.p.AllocsPerCall), fmt.Sprintf("%.2f", r.p.CommitsPerCall))
+			fmtMicros(r.p.P99Micros), fmt.Sprintf("%.0f", r.p.AllocsPerCall), fmt.Sprintf("%.2f", r.p.CommitsPerCall),
+			fmtMicros(r.p.CPUMicrosPerCall))
 	}
 	if err := t.flush(); err != nil {
 		return err
