@@ -282,10 +282,10 @@ func PruneRecord(c *ChainStart) *receipt.Receipt {
 }
 
 // SelectCheckpoint returns the checkpoint a prune removes the receipts below: the newest of cps
-// that req selects and req.Check accepts. It returns ErrNoCheckpoint when none qualifies and
-// ErrNothingToPrune when the chain already starts at or past the one selected (start: where it
-// starts now, 1 when never pruned).
-func SelectCheckpoint(req *PruneRequest, cps []*receipt.Checkpoint, start int64) (*receipt.Checkpoint, error) {
+// that req selects, that names the store storeID and that req.Check accepts. It returns
+// ErrNoCheckpoint when none qualifies and ErrNothingToPrune when the chain already starts at or
+// past the one selected (start: where it starts now, 1 when never pruned).
+func SelectCheckpoint(req *PruneRequest, cps []*receipt.Checkpoint, start int64, storeID string) (*receipt.Checkpoint, error) {
 	var best *receipt.Checkpoint
 	var passed []string
 	for _, c := range cps {
@@ -293,6 +293,9 @@ func SelectCheckpoint(req *PruneRequest, cps []*receipt.Checkpoint, start int64)
 		case req.BeforeSeq > 0 && c.Seq > req.BeforeSeq:
 			continue
 		case !req.Before.IsZero() && !c.SignedAt.Before(req.Before):
+			continue
+		case c.StoreID != storeID:
+			passed = append(passed, fmt.Sprintf("seq %d: it names store %s, this store is %s", c.Seq, c.StoreID, storeID))
 			continue
 		}
 		if req.Check != nil {
@@ -311,7 +314,7 @@ func SelectCheckpoint(req *PruneRequest, cps []*receipt.Checkpoint, start int64)
 	}
 	switch {
 	case best == nil && len(passed) > 0:
-		return nil, fmt.Errorf("%w %s that the public key accepts (passed over: %s)", ErrNoCheckpoint, what, joinSemi(passed))
+		return nil, fmt.Errorf("%w %s that names this store and that the public key accepts (passed over: %s)", ErrNoCheckpoint, what, joinSemi(passed))
 	case best == nil:
 		return nil, fmt.Errorf("%w %s: sign one first (latch checkpoint --key FILE)", ErrNoCheckpoint, what)
 	case best.Seq <= start:

@@ -90,7 +90,11 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if err != nil {
 		return nil, err
 	}
-	cp, err := store.SelectCheckpoint(req, cps, from)
+	var id string
+	if err := t.QueryRow(ctx, `SELECT store_id FROM `+s.tbl("store_identity")+` WHERE id = 1`).Scan(&id); err != nil {
+		return nil, fmt.Errorf("prune: store id: %w", err)
+	}
+	cp, err := store.SelectCheckpoint(req, cps, from, id)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}

@@ -83,7 +83,11 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: checkpoints: %w", err)
 	}
-	cp, err := store.SelectCheckpoint(req, cps, from)
+	var id string
+	if _, err := t.c.queryRow(`SELECT store_id FROM store_identity WHERE id = 1`, nil, func(sc scanner) error { return sc.Scan(&id) }); err != nil {
+		return nil, fmt.Errorf("prune: store id: %w", err)
+	}
+	cp, err := store.SelectCheckpoint(req, cps, from, id)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}

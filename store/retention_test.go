@@ -1,0 +1,122 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// TestSelectCheckpoint: a prune goes below the newest checkpoint its request selects (by seq or
+// by signing time) that names this store and that its check accepts; none is ErrNoCheckpoint,
+// one at or below the chain's start is ErrNothingToPrune.
+func TestSelectCheckpoint(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	cps := []*receipt.Checkpoint{
+		{Seq: 10, SignedAt: t0, StoreID: "st_a", KeyID: "k1"},
+		{Seq: 20, SignedAt: t0.Add(24 * time.Hour), StoreID: "st_a", KeyID: "k2"},
+		{Seq: 30, SignedAt: t0.Add(48 * time.Hour), StoreID: "st_b", KeyID: "k1"},
+		{Seq: 40, SignedAt: t0.Add(72 * time.Hour), StoreID: "st_a", KeyID: "k1"},
+	}
+	onlyK1 := func(c *receipt.Checkpoint) error {
+		if c.KeyID != "k1" {
+			return errors.New("another key")
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name    string
+		req     store.PruneRequest
+		start   int64
+		want    int64
+		wantErr error
+		detail  string
+	}{
+		{"by seq, exact", store.PruneRequest{BeforeSeq: 20}, 1, 20, nil, ""},
+		{"by seq, between", store.PruneRequest{BeforeSeq: 39}, 1, 20, nil, ""},
+		{"by seq, head", store.PruneRequest{BeforeSeq: 100}, 1, 40, nil, ""},
+		{"by time", store.PruneRequest{Before: t0.Add(25 * time.Hour)}, 1, 20, nil, ""},
+		{"signed at the instant is not before it", store.PruneRequest{Before: t0.Add(24 * time.Hour)}, 1, 10, nil, ""},
+		{"another store passed over", store.PruneRequest{BeforeSeq: 35}, 1, 20, nil, ""},
+		{"the check passes over another key", store.PruneRequest{BeforeSeq: 39, Check: onlyK1}, 1, 10, nil, ""},
+		{"below the first", store.PruneRequest{BeforeSeq: 9}, 1, 0, store.ErrNoCheckpoint, "at or below seq 9: sign one first"},
+		{"before the first", store.PruneRequest{Before: t0}, 1, 0, store.ErrNoCheckpoint, "signed before 2026-03-01T00:00:00.000Z"},
+		{"only another store's", store.PruneRequest{BeforeSeq: 30, Check: func(c *receipt.Checkpoint) error {
+			if c.Seq != 30 {
+				return errors.New("no")
+			}
+			return nil
+		}}, 1, 0, store.ErrNoCheckpoint, "seq 30: it names store st_b"},
+		{"already the start", store.PruneRequest{BeforeSeq: 25}, 20, 0, store.ErrNothingToPrune, "already starts at seq 20"},
+		{"below every checkpoint", store.PruneRequest{BeforeSeq: 5}, 1, 0, store.ErrNoCheckpoint, "at or below seq 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := store.SelectCheckpoint(&tc.req, cps, tc.start, "st_a")
+			switch {
+			case tc.wantErr != nil:
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.detail) {
+					t.Errorf("SelectCheckpoint = %+v, %v; want %v mentioning %q", got, err, tc.wantErr, tc.detail)
+				}
+			case err != nil || got.Seq != tc.want:
+				t.Errorf("SelectCheckpoint = %+v, %v; want seq %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckHolds: only an active hold that overlaps the removed range refuses.
+func TestCheckHolds(t *testing.T) {
+	t.Parallel()
+	released := &store.Hold{ID: "hold_r", From: 1, To: 100, ReleasedAt: time.Now()}
+	later := &store.Hold{ID: "hold_l", From: 50, To: 60, Reason: "case 1"}
+	for _, tc := range []struct {
+		from, to int64
+		want     string
+	}{
+		{1, 49, ""},
+		{1, 50, "hold_l"},
+		{60, 70, "hold_l"},
+		{61, 99, ""},
+	} {
+		err := store.CheckHolds([]*store.Hold{released, later}, tc.from, tc.to)
+		var he *store.HoldError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckHolds(%d, %d) = %v, want none", tc.from, tc.to, err)
+		case tc.want != "" && (!errors.As(err, &he) || he.Hold.ID != tc.want || !strings.Contains(err.Error(), `"case 1"`)):
+			t.Errorf("CheckHolds(%d, %d) = %v, want a HoldError of %s with its reason", tc.from, tc.to, err, tc.want)
+		}
+	}
+}
+
+// TestRetentionRequests: requests without what they need are refused before any store is touched.
+func TestRetentionRequests(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"prune by seq and time", (&store.PruneRequest{Now: now, By: "ops", BeforeSeq: 3, Before: now}).Validate()},
+		{"prune by neither", (&store.PruneRequest{Now: now, By: "ops"}).Validate()},
+		{"prune negative age", (&store.PruneRequest{Now: now, By: "ops", BeforeSeq: 3, KeepSettled: -time.Hour}).Validate()},
+		{"prune by nobody", (&store.PruneRequest{Now: now, BeforeSeq: 3}).Validate()},
+		{"hold reversed", (&store.HoldRequest{Now: now, By: "ops", From: 5, To: 4, Reason: "x"}).Validate()},
+		{"hold from 0", (&store.HoldRequest{Now: now, By: "ops", From: 0, To: 4, Reason: "x"}).Validate()},
+		{"hold without reason", (&store.HoldRequest{Now: now, By: "ops", From: 1, To: 4}).Validate()},
+		{"release without reason", (&store.ReleaseRequest{Now: now, By: "ops", ID: "hold_1"}).Validate()},
+		{"release without id", (&store.ReleaseRequest{Now: now, By: "ops", Reason: "x"}).Validate()},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if err := (&store.PruneRequest{Now: now, By: "cli:ops", BeforeSeq: 3}).Validate(); err != nil {
+		t.Errorf("a good prune request: %v", err)
+	}
+}
