@@ -23,6 +23,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -346,9 +347,11 @@ type ListEffectsArgs struct {
 
 // Effect is an effect record as the tools show it; the fields are those of `latch effects --json`.
 type Effect struct {
-	EffectKey      string `json:"effect_key"`
-	State          string `json:"state"`
-	LeaseExpired   bool   `json:"lease_expired,omitempty"` // executing, and its lease has passed
+	EffectKey string `json:"effect_key"`
+	State     string `json:"state"`
+	// LeaseLapsed: the holder's lease passed without an outcome (executing past it, or written
+	// ambiguous by a contender or the sweeper), as in `latch effects --json`.
+	LeaseLapsed    bool   `json:"lease_lapsed,omitempty"`
 	Attempt        int    `json:"attempt"`
 	Action         string `json:"action"`
 	ActionID       string `json:"action_id"`
@@ -370,7 +373,7 @@ func (o *Operator) effectOf(e *store.Effect) Effect {
 	out := Effect{EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action, ActionID: e.ActionID,
 		ActionHash: e.ActionHash, LeaseExpiresAt: stamp(e.LeaseExpiresAt), Error: e.Error, ResolvedBy: e.ResolvedBy,
 		CreatedAt: stamp(e.CreatedAt), UpdatedAt: stamp(e.UpdatedAt),
-		LeaseExpired: e.State == store.Executing && store.LeaseLapsed(e, o.cfg.Now())}
+		LeaseLapsed: jsonview.LeaseLapsed(e, o.cfg.Now())}
 	if len(e.Result) > 0 {
 		_ = json.Unmarshal(e.Result, &out.Result)
 	}
@@ -398,7 +401,7 @@ func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in L
 	out := Effects{Effects: []Effect{}}
 	for _, e := range list {
 		v := o.effectOf(e)
-		if state == "attention" && e.State != store.Ambiguous && !v.LeaseExpired {
+		if state == "attention" && e.State != store.Ambiguous && !v.LeaseLapsed {
 			continue
 		}
 		out.Effects = append(out.Effects, v)

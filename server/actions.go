@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -44,10 +45,7 @@ type actionJSON struct {
 	ReceiptHash      string             `json:"receipt_hash,omitempty"`
 }
 
-type principalJSON struct {
-	Agent *string `json:"agent"`
-	User  *string `json:"user"`
-}
+type principalJSON = jsonview.Principal
 
 func newActionJSON(p *latch.Pending) *actionJSON {
 	a := &actionJSON{

@@ -172,7 +172,10 @@ var schemas = map[string]any{
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
 		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
-		"created_at": stamp, "expires_at": stamp, "approver": nstr, "required": integer, "grants": integer,
+		"created_at": stamp, "expires_at": stamp, "approver": nstr, "previous_denied": nstr, "previous_denied_by": nstr,
+		"required": integer, "grants": integer,
+		"display": map[string]any{"type": "array", "items": obj([]string{"name", "raw"}, map[string]any{
+			"name": str, "label": nstr, "raw": str, "human": nstr})},
 		"answers": map[string]any{"type": "array", "items": obj([]string{"approver", "method", "verified", "grant"}, map[string]any{
 			"approver": str, "method": map[string]any{"enum": store.Methods}, "verified": map[string]any{"type": "boolean"},
 			"grant": map[string]any{"type": "boolean"}, "note": nstr, "answered_at": stamp})}}),
@@ -180,7 +183,7 @@ var schemas = map[string]any{
 	"Approvals":     obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
-		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_expired": map[string]any{"type": "boolean"},
+		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},
 		"result": anyJSON, "error": nstr, "conflict": nstr, "resolved_by": nstr, "note": nstr, "created_at": stamp, "updated_at": stamp}),
 	"Effects": obj([]string{"effects"}, map[string]any{"effects": map[string]any{"type": "array", "items": ref("Effect")}}),
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{

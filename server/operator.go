@@ -10,147 +10,30 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
 // jstamp is a latch timestamp (RFC 3339, UTC, milliseconds, Z) for JSON: null for the zero time.
-func jstamp(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(receipt.TimeFormat)
-	return &s
-}
+func jstamp(t time.Time) *string { return jsonview.Stamp(t) }
 
 // jstr is a JSON string, null when empty.
-func jstr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
+func jstr(s string) *string { return jsonview.Str(s) }
 
-// approvalJSON is an approval request as `latch approvals --json` prints it.
-type approvalJSON struct {
-	ApprovalID string          `json:"approval_id"`
-	Status     string          `json:"status"`
-	Action     string          `json:"action"`
-	ActionHash string          `json:"action_hash"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Principal  principalJSON   `json:"principal"`
-	Resource   *string         `json:"resource"`
-	CreatedAt  *string         `json:"created_at"`
-	ExpiresAt  *string         `json:"expires_at"`
-	Approver   *string         `json:"approver"`
-	// PreviousDenied is the request for the same action denied before this one was asked,
-	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
-	PreviousDenied   *string `json:"previous_denied"`
-	PreviousDeniedBy *string `json:"previous_denied_by"`
-	// Display reads the arguments the policy gives display hints for as a person should read
-	// them (a label, money in major units); presentation only, never part of the hash.
-	Display []displayJSON `json:"display,omitempty"`
-	// Answers are the answers given so far, oldest first; Required is how many distinct
-	// grants the request needs and Grants how many it has (docs/approvals.md).
-	Answers  []answerJSON `json:"answers"`
-	Required int          `json:"required"`
-	Grants   int          `json:"grants"`
-}
+// approvalJSON is an approval request as `latch approvals --json` prints it: one shape for the
+// CLI and the API (package jsonview).
+type approvalJSON = jsonview.Approval
 
-// answerJSON is one person's answer to an approval request.
-type answerJSON struct {
-	Approver   string  `json:"approver"`
-	Method     string  `json:"method"` // cli, token, jwt, session or proxy
-	Verified   bool    `json:"verified"`
-	Grant      bool    `json:"grant"`
-	Note       *string `json:"note"`
-	AnsweredAt *string `json:"answered_at"`
-}
-
-// displayJSON is one argument read through the policy's display hints.
-type displayJSON struct {
-	Name  string  `json:"name"`
-	Label *string `json:"label"`
-	Raw   string  `json:"raw"`   // the value as canonical JSON, exactly as hashed
-	Human *string `json:"human"` // "€2,500.00 (250000 minor units)", null when no hint reads it
-}
+// effectJSON is an effect record as `latch effects --json` prints it.
+type effectJSON = jsonview.Effect
 
 // newApprovalJSON is a as the API shows it, with the display hints of the server's policy.
 func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON {
-	aj := approvalOf(a)
-	rule := s.g.Policy().ApproversFor(a.ActionName)
-	aj.Required = max(a.Required, rule.Required)
-	aj.Grants = store.Grants(a.Answers, rule.Verified)
-	aj.Answers = make([]answerJSON, len(a.Answers))
-	for i, x := range a.Answers {
-		aj.Answers[i] = answerJSON{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,
-			Note: jstr(x.Note), AnsweredAt: jstamp(x.At)}
-	}
-	if v, err := canon.Parse(aj.Arguments); err == nil {
-		if args, ok := v.(map[string]any); ok {
-			for _, av := range s.g.Policy().View(aj.Action, args) {
-				if av.Label != "" || av.Human != "" {
-					aj.Display = append(aj.Display, displayJSON{Name: av.Name, Label: jstr(av.Label), Raw: av.Raw, Human: jstr(av.Human)})
-				}
-			}
-		}
-	}
-	return aj
+	return jsonview.NewApproval(a, s.g.Policy())
 }
 
-// approvalOf is a as the API shows it, before the policy's reading of its arguments.
-func approvalOf(a *store.Approval) approvalJSON {
-	var d struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Resource  *string         `json:"resource"`
-		Principal principalJSON   `json:"principal"`
-	}
-	if len(a.Action) == 0 || json.Unmarshal(a.Action, &d) != nil {
-		d.Name, d.Principal = a.ActionName, principalJSON{Agent: jstr(a.Agent), User: jstr(a.User)}
-	}
-	if len(d.Arguments) == 0 {
-		d.Arguments = json.RawMessage("null")
-	}
-	if d.Name == "" {
-		d.Name = a.ActionName
-	}
-	return approvalJSON{
-		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
-		Arguments: d.Arguments, Principal: d.Principal, Resource: d.Resource,
-		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
-		PreviousDenied: jstr(a.PreviousDenied), PreviousDeniedBy: jstr(a.PreviousDeniedBy),
-	}
-}
-
-// effectJSON is an effect record as `latch effects --json` prints it.
-type effectJSON struct {
-	EffectKey      string          `json:"effect_key"`
-	State          string          `json:"state"`
-	Attempt        int             `json:"attempt"`
-	Action         string          `json:"action"`
-	ActionID       string          `json:"action_id"`
-	ActionHash     string          `json:"action_hash"`
-	LeaseExpiresAt *string         `json:"lease_expires_at"`
-	LeaseExpired   bool            `json:"lease_expired"` // executing, and the lease has passed
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          *string         `json:"error"`
-	Conflict       *string         `json:"conflict"`
-	ResolvedBy     *string         `json:"resolved_by"`
-	Note           *string         `json:"note"`
-	CreatedAt      *string         `json:"created_at"`
-	UpdatedAt      *string         `json:"updated_at"`
-}
-
-func (s *Server) newEffectJSON(e *store.Effect) effectJSON {
-	return effectJSON{
-		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
-		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
-		LeaseExpired: e.State == store.Executing && !e.LeaseExpiresAt.IsZero() && !s.cfg.Now().Before(e.LeaseExpiresAt),
-		Result:       e.Result, Error: jstr(e.Error), Conflict: jstr(e.Conflict), ResolvedBy: jstr(e.ResolvedBy), Note: jstr(e.Note),
-		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
-	}
-}
+func (s *Server) newEffectJSON(e *store.Effect) effectJSON { return jsonview.NewEffect(e, s.cfg.Now()) }
 
 var approvalStatuses = map[string]bool{"": true, "pending": true, "granted": true, "denied": true, "expired": true, "consumed": true}
 

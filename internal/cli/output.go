@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -25,21 +26,10 @@ func stamp(t time.Time) string {
 }
 
 // jstamp is stamp for JSON: null for the zero time.
-func jstamp(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(receipt.TimeFormat)
-	return &s
-}
+func jstamp(t time.Time) *string { return jsonview.Stamp(t) }
 
 // jstr is a JSON string, null when empty.
-func jstr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
+func jstr(s string) *string { return jsonview.Str(s) }
 
 // dash is s, or "-" when empty, for a table cell.
 func dash(s string) string {
@@ -87,69 +77,16 @@ func principal(agent, user string) string {
 	return cell(agent + "/" + user)
 }
 
-// actionDoc is the part of a canonical action document (docs/guarantees.md#the-canonical-form) an operator reads.
-type actionDoc struct {
-	Name        string          `json:"name"`
-	Arguments   json.RawMessage `json:"arguments"`
-	Resource    *string         `json:"resource"`
-	Principal   principalJSON   `json:"principal"`
-	Environment string          `json:"environment"`
-}
-
-type principalJSON struct {
-	Agent *string `json:"agent"`
-	User  *string `json:"user"`
-}
+// principalJSON is a principal in JSON output.
+type principalJSON = jsonview.Principal
 
 // approvalAction reads the action an approval is bound to, falling back to the request's own
 // columns when the document is absent or unreadable.
-func approvalAction(a *store.Approval) actionDoc {
-	var d actionDoc
-	if len(a.Action) > 0 && json.Unmarshal(a.Action, &d) == nil {
-		return d
-	}
-	return actionDoc{Name: a.ActionName, Principal: principalJSON{Agent: jstr(a.Agent), User: jstr(a.User)}}
-}
-
-// approvalJSON is one line of `latch approvals --json` (docs/cli.md#json-shapes).
-type approvalJSON struct {
-	ApprovalID string          `json:"approval_id"`
-	Status     string          `json:"status"`
-	Action     string          `json:"action"`
-	ActionHash string          `json:"action_hash"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Principal  principalJSON   `json:"principal"`
-	Resource   *string         `json:"resource"`
-	CreatedAt  *string         `json:"created_at"`
-	ExpiresAt  *string         `json:"expires_at"`
-	Approver   *string         `json:"approver"`
-	// PreviousDenied is the request for the same action denied before this one was asked,
-	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
-	PreviousDenied   *string `json:"previous_denied"`
-	PreviousDeniedBy *string `json:"previous_denied_by"`
-	// Answers so far, oldest first; Required distinct grants decide, Grants counts them
-	// (docs/approvals.md).
-	Answers  []answerJSON `json:"answers"`
-	Required int          `json:"required"`
-	Grants   int          `json:"grants"`
-}
-
-// answerJSON is one person's answer to a request.
-type answerJSON struct {
-	Approver   string  `json:"approver"`
-	Method     string  `json:"method"`
-	Verified   bool    `json:"verified"`
-	Grant      bool    `json:"grant"`
-	Note       *string `json:"note"`
-	AnsweredAt *string `json:"answered_at"`
-}
+func approvalAction(a *store.Approval) jsonview.ActionDoc { return jsonview.ActionOf(a) }
 
 // required is how many distinct grants a decides on: the most of what its answers recorded and
 // what the policy's approvers of its action say (1 without a policy).
-func required(pol *policy.Policy, a *store.Approval) (int, bool) {
-	rule := pol.ApproversFor(a.ActionName)
-	return max(a.Required, rule.Required, 1), rule.Verified
-}
+func required(pol *policy.Policy, a *store.Approval) (int, bool) { return jsonview.Required(pol, a) }
 
 // answersCell is the APPROVER cell of latch approvals: the approver who decided, or for a
 // request still pending the grants so far ("1 of 2: session:alice"); "-" when nobody answered
@@ -175,65 +112,15 @@ func answersCell(pol *policy.Policy, a *store.Approval) string {
 	return dash(a.Approver)
 }
 
-func newApprovalJSON(a *store.Approval, pol *policy.Policy) approvalJSON {
-	d := approvalAction(a)
-	args := d.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("null")
-	}
-	name := d.Name
-	if name == "" {
-		name = a.ActionName
-	}
-	n, verified := required(pol, a)
-	answers := make([]answerJSON, len(a.Answers))
-	for i, x := range a.Answers {
-		answers[i] = answerJSON{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,
-			Note: jstr(x.Note), AnsweredAt: jstamp(x.At)}
-	}
-	return approvalJSON{
-		ApprovalID: a.ID, Status: string(a.Status), Action: name, ActionHash: a.ActionHash,
-		Arguments: args, Principal: d.Principal, Resource: d.Resource,
-		CreatedAt: jstamp(a.CreatedAt), ExpiresAt: jstamp(a.ExpiresAt), Approver: jstr(a.Approver),
-		PreviousDenied: jstr(a.PreviousDenied), PreviousDeniedBy: jstr(a.PreviousDeniedBy),
-		Answers: answers, Required: n, Grants: store.Grants(a.Answers, verified),
-	}
+// newApprovalJSON is one line of `latch approvals --json` (docs/cli.md#json-shapes): the shape
+// latch serve answers with too.
+func newApprovalJSON(a *store.Approval, pol *policy.Policy) jsonview.Approval {
+	return jsonview.NewApproval(a, pol)
 }
 
-// effectJSON is one line of `latch effects --json` (docs/cli.md#json-shapes).
-type effectJSON struct {
-	EffectKey      string  `json:"effect_key"`
-	State          string  `json:"state"`
-	Attempt        int     `json:"attempt"`
-	Action         string  `json:"action"`
-	ActionID       string  `json:"action_id"`
-	ActionHash     string  `json:"action_hash"`
-	LeaseExpiresAt *string `json:"lease_expires_at"`
-	// LeaseLapsed: the holder's lease has passed and it has not reported (executing, or made
-	// ambiguous by a contender): it never finished, or may still be acting.
-	LeaseLapsed bool            `json:"lease_lapsed"`
-	Error       *string         `json:"error"`
-	Conflict    *string         `json:"conflict"`
-	Result      json.RawMessage `json:"result"`
-	ResolvedBy  *string         `json:"resolved_by"`
-	Note        *string         `json:"note"`
-	CreatedAt   *string         `json:"created_at"`
-	UpdatedAt   *string         `json:"updated_at"`
-}
-
-func newEffectJSON(e *store.Effect, now time.Time) effectJSON {
-	res := e.Result
-	if len(res) == 0 {
-		res = json.RawMessage("null")
-	}
-	return effectJSON{
-		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
-		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: jstamp(e.LeaseExpiresAt),
-		LeaseLapsed: store.LeaseLapsed(e, now) || e.State == store.Ambiguous && store.HolderMayAct(e),
-		Error:       jstr(e.Error), Conflict: jstr(e.Conflict), Result: res, ResolvedBy: jstr(e.ResolvedBy), Note: jstr(e.Note),
-		CreatedAt: jstamp(e.CreatedAt), UpdatedAt: jstamp(e.UpdatedAt),
-	}
-}
+// newEffectJSON is one line of `latch effects --json` (docs/cli.md#json-shapes): the shape
+// latch serve answers with too.
+func newEffectJSON(e *store.Effect, now time.Time) jsonview.Effect { return jsonview.NewEffect(e, now) }
 
 // effectState is the state an operator reads: an executing record whose lease has passed says
 // so, and so does an ambiguous one whose holder's lease lapsed without a report. Reading never

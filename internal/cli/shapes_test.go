@@ -1,0 +1,203 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/cli"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
+)
+
+// shapesPolicy has a display hint, an approval and an effect per call.
+const shapesPolicy = `schema: latch.policy/v1
+actions:
+  refund.issue:
+    effect: "refund:{id}"
+    resource: "order:{id}"
+    arguments:
+      id: { type: string }
+      amount: { type: integer, min: 1, display: { money: { minor_units: 2, currency: EUR } } }
+    rules:
+      - when: { amount_lte: 1000 }
+        decision: allow
+      - decision: approve
+`
+
+// TestOperatorJSONShapesAgree: the same approval request and the same effect records read
+// through `latch approvals --json` / `latch effects --json` and through latch serve's
+// /v1/approvals/{id} and /v1/effects/{key} are the same JSON objects — every field, its name and
+// its null — and the OpenAPI document names exactly those fields. A field renamed, added or
+// omitted on one side only fails here.
+func TestOperatorJSONShapesAgree(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "latch.yaml")
+	if err := os.WriteFile(policyPath, []byte(shapesPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeURL := "sqlite:" + filepath.Join(dir, "state.db")
+	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: storeURL, Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "refunder", User: "u1"})
+	call := func(id string, amount int, run func(context.Context, json.RawMessage) (any, error)) error {
+		args, _ := json.Marshal(map[string]any{"id": id, "amount": amount})
+		_, err := g.Execute(ctx, &latch.Call{Action: "refund.issue", Arguments: args}, run)
+		return err
+	}
+	// committed with a result; not executed (failed, no result); ambiguous; a lease that lapsed
+	// (made ambiguous by the next contender); a request waiting for approval with one denial
+	// before it.
+	if err := call("o1", 500, func(context.Context, json.RawMessage) (any, error) { return map[string]string{"refund": "re_1"}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	_ = call("o2", 500, func(context.Context, json.RawMessage) (any, error) { return nil, latch.NotExecuted(io.EOF) })
+	_ = call("o3", 500, func(context.Context, json.RawMessage) (any, error) { return nil, io.ErrUnexpectedEOF })
+	p, err := g.Begin(ctx, &latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"id":"o4","amount":500}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // o4's lease lapses
+	_ = call("o4", 500, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+	_ = p
+	_ = call("o5", 250000, nil)
+	asked, err := g.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+	if err != nil || len(asked) != 1 {
+		t.Fatalf("approvals: %v %d", err, len(asked))
+	}
+	if _, err := g.Deny(t.Context(), asked[0].ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_ = call("o5", 250000, nil) // asked again after the denial
+	asked, err = g.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+	if err != nil || len(asked) != 1 {
+		t.Fatalf("approvals: %v %d", err, len(asked))
+	}
+
+	// The CLI's lines, by key.
+	cliLines := func(args ...string) []map[string]any {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := cli.Main(t.Context(), append([]string{"--policy", policyPath, "--store", storeURL}, args...), &stdout, &stderr, func(string) string { return "" }); code != 0 {
+			t.Fatalf("latch %v = exit %d\n%s", args, code, stderr.String())
+		}
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("latch %v: %v\n%s", args, err, line)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	effects := cliLines("effects", "--json")
+	approvals := cliLines("approvals", "--json")
+
+	ts := g.Store().(store.TokenStore)
+	secret, _, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(g, &server.Config{NoConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(sctx, ln) }()
+	defer func() { stop(); <-done }()
+	get := func(path string, into any) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || json.Unmarshal(b, into) != nil {
+			t.Fatalf("GET %s = %d %s", path, resp.StatusCode, b)
+		}
+	}
+
+	keys := map[string][]string{} // schema → the fields the CLI printed
+	if len(effects) != 4 {
+		t.Fatalf("latch effects --json printed %d effects, want 4", len(effects))
+	}
+	seen := map[string]bool{}
+	for _, want := range effects {
+		var got map[string]any
+		get("/v1/effects/"+want["effect_key"].(string), &got)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("effect %s: latch effects --json (-) vs GET /v1/effects/{key} (+):\n%s", want["effect_key"], d)
+		}
+		seen[want["state"].(string)] = true
+		if want["lease_lapsed"] == true {
+			seen["lapsed"] = true
+		}
+		keys["Effect"] = sortedKeys(want)
+	}
+	if !seen["committed"] || !seen["failed"] || !seen["ambiguous"] || !seen["lapsed"] {
+		t.Errorf("the effects did not cover committed, failed, ambiguous and a lapsed lease: %v", seen)
+	}
+	if len(approvals) != 2 {
+		t.Fatalf("latch approvals --json printed %d requests, want 2", len(approvals))
+	}
+	for _, want := range approvals {
+		var got map[string]any
+		get("/v1/approvals/"+want["approval_id"].(string), &got)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("approval %s: latch approvals --json (-) vs GET /v1/approvals/{id} (+):\n%s", want["approval_id"], d)
+		}
+		if d, _ := want["display"].([]any); len(d) != 1 {
+			t.Errorf("approval %s: display = %v, want the amount read through its money hint", want["approval_id"], want["display"])
+		}
+		keys["Approval"] = sortedKeys(want)
+	}
+
+	// The OpenAPI document names the same fields.
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	get("/v1/openapi.json", &doc)
+	for name, want := range keys {
+		if d := cmp.Diff(want, sortedKeys(doc.Components.Schemas[name].Properties)); d != "" {
+			t.Errorf("OpenAPI schema %s fields (-CLI +OpenAPI):\n%s", name, d)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

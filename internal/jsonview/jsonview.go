@@ -1,0 +1,205 @@
+// Package jsonview is the one JSON shape of the records an operator reads — approval requests
+// and effects — wherever latch shows them: `latch approvals --json` and `latch effects --json`
+// print these types, and latch serve's /v1/approvals and /v1/effects routes answer with them,
+// so that a field has the same name, the same meaning and the same null everywhere
+// (docs/cli.md#json-shapes, docs/http.md). Every field is always present: an absent value is
+// null, never a missing key.
+package jsonview
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Stamp is a latch timestamp (RFC 3339, UTC, milliseconds, Z) for JSON: null for the zero time.
+func Stamp(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(receipt.TimeFormat)
+	return &s
+}
+
+// Str is a JSON string, null when empty.
+func Str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Principal is who a call acts as.
+type Principal struct {
+	Agent *string `json:"agent"`
+	User  *string `json:"user"`
+}
+
+// Approval is an approval request.
+type Approval struct {
+	ApprovalID string          `json:"approval_id"`
+	Status     string          `json:"status"`
+	Action     string          `json:"action"`
+	ActionHash string          `json:"action_hash"`
+	Arguments  json.RawMessage `json:"arguments"`
+	// Display reads the arguments the policy gives display hints for as a person should read
+	// them (a label, money in major units); presentation only, never part of the hash. Empty
+	// when no hint applies.
+	Display   []Display `json:"display"`
+	Principal Principal `json:"principal"`
+	Resource  *string   `json:"resource"`
+	CreatedAt *string   `json:"created_at"`
+	ExpiresAt *string   `json:"expires_at"`
+	Approver  *string   `json:"approver"`
+	// PreviousDenied is the request for the same action denied before this one was asked,
+	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
+	PreviousDenied   *string `json:"previous_denied"`
+	PreviousDeniedBy *string `json:"previous_denied_by"`
+	// Answers are the answers given so far, oldest first; Required is how many distinct
+	// grants the request needs and Grants how many it has (docs/approvals.md).
+	Answers  []Answer `json:"answers"`
+	Required int      `json:"required"`
+	Grants   int      `json:"grants"`
+}
+
+// Answer is one person's answer to an approval request.
+type Answer struct {
+	Approver   string  `json:"approver"`
+	Method     string  `json:"method"` // cli, token, jwt, session or proxy
+	Verified   bool    `json:"verified"`
+	Grant      bool    `json:"grant"`
+	Note       *string `json:"note"`
+	AnsweredAt *string `json:"answered_at"`
+}
+
+// Display is one argument read through the policy's display hints.
+type Display struct {
+	Name  string  `json:"name"`
+	Label *string `json:"label"`
+	Raw   string  `json:"raw"`   // the value as canonical JSON, exactly as hashed
+	Human *string `json:"human"` // "€2,500.00 (250000 minor units)", null when no hint reads it
+}
+
+// ActionDoc is the part of a canonical action document (docs/guarantees.md#the-canonical-form)
+// an operator reads.
+type ActionDoc struct {
+	Name        string          `json:"name"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Resource    *string         `json:"resource"`
+	Principal   Principal       `json:"principal"`
+	Environment string          `json:"environment"`
+}
+
+// ActionOf reads the action an approval request is bound to, falling back to the request's own
+// columns when the document is absent or unreadable.
+func ActionOf(a *store.Approval) ActionDoc {
+	var d ActionDoc
+	if len(a.Action) > 0 && json.Unmarshal(a.Action, &d) == nil {
+		if d.Name == "" {
+			d.Name = a.ActionName
+		}
+		return d
+	}
+	return ActionDoc{Name: a.ActionName, Principal: Principal{Agent: Str(a.Agent), User: Str(a.User)}}
+}
+
+// Required is how many distinct grants a decides on — the most of what its answers recorded
+// and what pol's approvers of its action say, and at least 1 — and whether only verified
+// answers count. pol may be nil.
+func Required(pol *policy.Policy, a *store.Approval) (int, bool) {
+	if pol == nil {
+		return max(a.Required, 1), false
+	}
+	rule := pol.ApproversFor(a.ActionName)
+	return max(a.Required, rule.Required, 1), rule.Verified
+}
+
+// NewApproval is a as an operator reads it, its arguments read through pol's display hints
+// (pol may be nil: no hints).
+func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
+	d := ActionOf(a)
+	args := d.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	}
+	n, verified := Required(pol, a)
+	out := Approval{
+		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
+		Arguments: args, Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
+		CreatedAt: Stamp(a.CreatedAt), ExpiresAt: Stamp(a.ExpiresAt), Approver: Str(a.Approver),
+		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy),
+		Answers: make([]Answer, len(a.Answers)), Required: n, Grants: store.Grants(a.Answers, verified),
+	}
+	for i, x := range a.Answers {
+		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,
+			Note: Str(x.Note), AnsweredAt: Stamp(x.At)}
+	}
+	return out
+}
+
+// Displayed reads the canonical arguments of action through pol's display hints: one entry
+// per argument a hint applies to (empty, never nil, when none does or pol is nil).
+func Displayed(pol *policy.Policy, action string, canonical json.RawMessage) []Display {
+	out := []Display{}
+	if pol == nil || pol.Actions[action] == nil {
+		return out
+	}
+	v, err := canon.Parse(canonical)
+	args, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return out
+	}
+	for _, av := range pol.View(action, args) {
+		if av.Label != "" || av.Human != "" {
+			out = append(out, Display{Name: av.Name, Label: Str(av.Label), Raw: av.Raw, Human: Str(av.Human)})
+		}
+	}
+	return out
+}
+
+// Effect is an effect record.
+type Effect struct {
+	EffectKey      string  `json:"effect_key"`
+	State          string  `json:"state"`
+	Attempt        int     `json:"attempt"`
+	Action         string  `json:"action"`
+	ActionID       string  `json:"action_id"`
+	ActionHash     string  `json:"action_hash"`
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	// LeaseLapsed: the holder's lease has passed and it has not reported (executing, or made
+	// ambiguous by a contender or the sweeper): it never finished, or may still be acting.
+	LeaseLapsed bool            `json:"lease_lapsed"`
+	Error       *string         `json:"error"`
+	Conflict    *string         `json:"conflict"`
+	Result      json.RawMessage `json:"result"` // the stored result; null when none
+	ResolvedBy  *string         `json:"resolved_by"`
+	Note        *string         `json:"note"`
+	CreatedAt   *string         `json:"created_at"`
+	UpdatedAt   *string         `json:"updated_at"`
+}
+
+// NewEffect is e as an operator reads it at now.
+func NewEffect(e *store.Effect, now time.Time) Effect {
+	res := e.Result
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
+	return Effect{
+		EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action,
+		ActionID: e.ActionID, ActionHash: e.ActionHash, LeaseExpiresAt: Stamp(e.LeaseExpiresAt),
+		LeaseLapsed: LeaseLapsed(e, now),
+		Error:       Str(e.Error), Conflict: Str(e.Conflict), Result: res, ResolvedBy: Str(e.ResolvedBy), Note: Str(e.Note),
+		CreatedAt: Stamp(e.CreatedAt), UpdatedAt: Stamp(e.UpdatedAt),
+	}
+}
+
+// LeaseLapsed reports whether e's holder let its lease pass without reporting: executing past
+// the lease, or ambiguous while the holder may still act (written so by a contender or the
+// sweeper rather than by an outcome).
+func LeaseLapsed(e *store.Effect, now time.Time) bool {
+	return store.LeaseLapsed(e, now) || e.State == store.Ambiguous && store.HolderMayAct(e)
+}
