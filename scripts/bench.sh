@@ -7,7 +7,7 @@
 #
 #   scripts/bench.sh                 # all of it (about 10 minutes on 2 cores)
 #   DURATION=10s RUNS=5 scripts/bench.sh
-#   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain, postgres
+#   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain, serve, postgres
 #   LATCH_BENCH_POSTGRES='postgres://user@host:5432/db?sslmode=disable' scripts/bench.sh
 #                                    # adds the postgres section (scratch schema latch_bench)
 #
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
-SECTIONS=${SECTIONS:-go targets scaling race chain${LATCH_BENCH_POSTGRES:+ postgres}}
+SECTIONS=${SECTIONS:-go targets scaling race chain serve${LATCH_BENCH_POSTGRES:+ postgres}}
 command -v jq >/dev/null || { echo "bench.sh: jq is required" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/latch-bench.XXXXXX")
@@ -152,6 +152,42 @@ if has chain; then
 		secs=$(cut -d' ' -f1 "$tmp/verify" | median)
 		rss=$(cut -d' ' -f2 "$tmp/verify" | median)
 		printf "| %d | %.3f | %.0f | %.1f |\n" "$n" "$secs" "$(echo "$n / $secs" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
+	done
+	echo
+fi
+
+if has serve; then
+	# latch serve: 8 HTTP clients (POST /v1/actions + POST /v1/actions/{id}/outcome) on loopback
+	# against 8 goroutines calling the pipeline in process, on one store; the target is a ratio
+	# of at least 0.50. Each run is both phases, so the ratio is taken under one load; the
+	# table shows each run and the median.
+	echo "## latch serve: HTTP vs in process, 8 workers (each run, then the median of $RUNS)"
+	echo
+	echo "| store | run | in process calls/s | HTTP calls/s | HTTP p50 µs | HTTP p99 µs | HTTP / in process | serve RSS MiB (peak) | serve CPU µs/call |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+	serve_stores=("sqlite:")
+	serve_labels=("SQLite (FULL)")
+	if [[ -n ${LATCH_BENCH_POSTGRES:-} ]]; then
+		psep='?'
+		[[ $LATCH_BENCH_POSTGRES == *\?* ]] && psep='&'
+		serve_stores+=("$LATCH_BENCH_POSTGRES${psep}schema=latch_bench_serve")
+		serve_labels+=("Postgres")
+	fi
+	for i in "${!serve_stores[@]}"; do
+		: >"$tmp/serve"
+		for r in $(seq "$RUNS"); do
+			if [[ ${serve_stores[$i]} == sqlite: ]]; then
+				"$latch" bench --serve --workers 8 --duration "$DURATION" --json >"$tmp/one"
+			else
+				"$latch" bench --serve --store "${serve_stores[$i]}" --workers 8 --duration "$DURATION" --json >"$tmp/one"
+			fi
+			cat "$tmp/one" >>"$tmp/serve"
+			jq -r --arg l "${serve_labels[$i]}" --arg r "$r" '"| \($l) | \($r) | \(.in_process.calls_per_s | round) | \(.http.calls_per_s | round) | \(.http.p50_us | round) | \(.http.p99_us | round) | \(.ratio * 100 | round / 100) | \(.serve_rss_bytes / 1048576 * 10 | round / 10) (\(.serve_peak_rss_bytes / 1048576 * 10 | round / 10)) | \(.serve_cpu_us_per_call | round) |"' "$tmp/one"
+		done
+		sfield() { jq -r "$1" "$tmp/serve" | median; }
+		printf "| %s | **median** | %.0f | %.0f | %.0f | %.0f | **%.2f** | %.1f | %.0f |\n" "${serve_labels[$i]}" \
+			"$(sfield .in_process.calls_per_s)" "$(sfield .http.calls_per_s)" "$(sfield .http.p50_us)" "$(sfield .http.p99_us)" \
+			"$(sfield .ratio)" "$(jq -r '.serve_rss_bytes / 1048576' "$tmp/serve" | median)" "$(sfield .serve_cpu_us_per_call)"
 	done
 	echo
 fi
