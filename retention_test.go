@@ -229,3 +229,64 @@ func hasBreak(bs []receipt.Break, kind, subject string) bool {
 	}
 	return false
 }
+
+// TestPruneRefusesABrokenChain: a receipt below the checkpoint edited behind latch's back: the
+// prune is refused, naming the break, and writes nothing — it never removes the evidence.
+func TestPruneRefusesABrokenChain(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, evidencePolicy)
+			everyChange(t, e)
+			ctx := t.Context()
+			privPEM, _, _ := receipt.NewSigningKey()
+			key, _ := receipt.ParseSigningKey(privPEM)
+			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc []byte
+			for r, err := range e.g.Store().Receipts(ctx, store.ReceiptFilter{AfterSeq: 1}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				doc = r.Doc
+				break
+			}
+			rc, err := receipt.Parse(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Error += " (edited)"
+			edited, err := receipt.Seal(rc, 2, rc.PrevHash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := openRaw(t, e.url)
+			if backend == "sqlite" {
+				db.exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, string(edited.Doc))
+			} else {
+				db.exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, edited.Doc)
+			}
+			head, _ := e.g.Store().Head(ctx)
+			rs, _ := store.Retention(e.g.Store())
+			_, err = rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq})
+			var pe *store.PruneRefusedError
+			if !errors.Is(err, store.ErrPruneRefused) || !errors.As(err, &pe) || pe.Breaks[0].Kind != receipt.BreakContentAltered ||
+				pe.Breaks[0].Seq != 2 || !strings.Contains(err.Error(), "content_altered at seq 2") {
+				t.Fatalf("Prune over an edited receipt = %v, want refused naming content_altered at seq 2", err)
+			}
+			after, _ := e.g.Store().Head(ctx)
+			if after != head {
+				t.Errorf("a refused prune moved the head from %+v to %+v", head, after)
+			}
+			for r, err := range e.g.Store().Receipts(ctx, store.ReceiptFilter{}) {
+				if err != nil || r.Seq != 1 {
+					t.Errorf("first receipt after a refused prune: %d, %v; want 1", r.Seq, err)
+				}
+				break
+			}
+		})
+	}
+}
