@@ -199,7 +199,10 @@ var schemas = map[string]any{
 		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
 			"action": str, "would_have": str, "reason": str, "count": integer})}}),
 	"Report": obj([]string{"ok", "verified", "breaks"}, map[string]any{
-		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"}}),
+		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"},
+		"state": map[string]any{"type": "object"},
+		// A pruned chain: where it starts and why (docs/retention.md).
+		"start": obj([]string{"seq", "hash", "reason"}, map[string]any{"seq": integer, "hash": str, "reason": str})}),
 }
 
 // openAPIDoc is GET /v1/openapi.json.

@@ -17,6 +17,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -478,12 +479,34 @@ func TestApprovalOverHTTP(t *testing.T) {
 					t.Errorf("stats lacks %v: %s", want, st.raw)
 				}
 			}
-			if v := s.do("GET", "/v1/receipts/verify", s.approver, nil); v.status != 200 || v.body["ok"] != true {
+			if v := s.do("GET", "/v1/receipts/verify", s.approver, nil); v.status != 200 || v.body["ok"] != true || v.body["start"] != nil {
 				t.Errorf("verify = %d %s", v.status, v.raw)
 			}
 			rs := s.do("GET", "/v1/receipts?limit=1", s.approver, nil)
 			if rs.status != 200 || len(rs.body["receipts"].([]any)) != 1 || rs.body["next_after"] != float64(1) {
 				t.Errorf("receipts page = %d %s", rs.status, rs.raw)
+			}
+			// Pruned below a checkpoint of the head: the report says where the chain starts.
+			priv, _, err := receipt.NewSigningKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := receipt.ParseSigningKey(priv)
+			cp, err := store.SignCheckpoint(t.Context(), s.g.Store(), key, s.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ret, err := store.Retention(s.g.Store())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ret.Prune(t.Context(), &store.PruneRequest{Now: s.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq}); err != nil {
+				t.Fatal(err)
+			}
+			v := s.do("GET", "/v1/receipts/verify", s.approver, nil)
+			if start, _ := v.body["start"].(map[string]any); v.status != 200 || v.body["ok"] != true || start == nil ||
+				start["seq"] != float64(cp.Seq) || !strings.Contains(start["reason"].(string), "pruned below the signed checkpoint") {
+				t.Errorf("verify after a prune = %d %s", v.status, v.raw)
 			}
 		})
 	}
