@@ -32,7 +32,10 @@ type childSpec struct {
 	Step   Step     `json:"step,omitempty"`
 	Keys   []string `json:"keys,omitempty"`
 	Prefix string   `json:"prefix,omitempty"`
-	Soak   *soakRun `json:"soak,omitempty"`
+	// Gate, for a loop driver: once its store is open it waits for this file to appear in Dir
+	// before its first call, so that several drivers start on Prefix-0 together.
+	Gate string   `json:"gate,omitempty"`
+	Soak *soakRun `json:"soak,omitempty"`
 }
 
 // Files in a campaign directory.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
@@ -121,6 +122,16 @@ func (c *childSpec) crash(ctx context.Context) error {
 	if c.Role == roleLoop {
 		if err := os.WriteFile(c.path("ready-"+c.Prefix), nil, 0o600); err != nil {
 			return err
+		}
+		if c.Gate != "" {
+			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Millisecond) {
+				if _, err := os.Stat(c.path(c.Gate)); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("loop driver: gate %s not opened in 2 minutes", c.Gate)
+				}
+			}
 		}
 		for i := 0; ; i++ {
 			if err := call(c.Prefix + "-" + strconv.Itoa(i)); err != nil {

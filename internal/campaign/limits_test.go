@@ -34,7 +34,7 @@ func TestHardLinkedPaths(t *testing.T) {
 		}
 		var procs []*os.Process
 		for _, p := range []string{a, b} {
-			spec := &childSpec{Role: roleLoop, URL: "sqlite:" + p, Dir: dir, Prefix: "k"}
+			spec := &childSpec{Role: roleLoop, URL: "sqlite:" + p, Dir: dir, Prefix: "k", Gate: "go"}
 			cmd, err := spec.command(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -48,6 +48,11 @@ func TestHardLinkedPaths(t *testing.T) {
 			// the window below starts only once both are calling.
 			waitReady(t, spec)
 			_ = os.Remove(spec.path("ready-k"))
+		}
+		// Both start on k-0 together: a driver that started first would run ahead of the other,
+		// which would then find every key it reaches committed long ago and never race it.
+		if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+			t.Fatal(err)
 		}
 		// One path: both drivers call for 3 s and nothing may run twice. Linked paths: they call
 		// until something runs twice, for up to a minute (a loaded machine can take far longer
