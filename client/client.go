@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/latchkit/latch"
 )
 
@@ -127,6 +129,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, act
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	// The caller's span, if ctx carries one, becomes the parent of the server's spans (W3C
+	// traceparent, which latch serve reads).
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/client"
@@ -315,5 +317,58 @@ func TestProtectFloatRefused(t *testing.T) {
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != 401 || ce.Reason != "invalid_token" {
 		t.Errorf("forged token: err = %v, want a 401 invalid_token *client.Error", err)
+	}
+}
+
+// TestTraceparent: a call through client.Protect from inside the caller's span carries its W3C
+// traceparent, so that the server's spans (a guard with a tracer provider) are its children.
+func TestTraceparent(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL(t, "sqlite"),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	s, err := server.New(g, &server.Config{NoConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(sctx, ln) }()
+	defer func() { cancel(); <-done }()
+	tok, _, err := server.CreateToken(t.Context(), g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New("http://"+ln.Addr().String(), tok)
+	charge := client.Protect(c, "billing.charge", func(context.Context, Charge) (string, error) { return "ch_1", nil }, nil)
+
+	ctx, caller := sdktrace.NewTracerProvider().Tracer("test").Start(t.Context(), "caller")
+	if _, err := charge(ctx, Charge{InvoiceID: "inv_tp", Amount: 100}); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	var got []string
+	for _, sp := range rec.Ended() {
+		if n := sp.Name(); n == latch.SpanBegin || n == latch.SpanFinish {
+			got = append(got, n)
+			if sp.Parent().TraceID() != caller.SpanContext().TraceID() || sp.Parent().SpanID() != caller.SpanContext().SpanID() {
+				t.Errorf("server span %s has parent %v, want the caller's span %v", n, sp.Parent(), caller.SpanContext())
+			}
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("server spans begin/finish = %v, want both", got)
 	}
 }
