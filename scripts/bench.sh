@@ -165,21 +165,25 @@ if has serve; then
 	echo
 	echo "| store | run | in process calls/s | HTTP calls/s | HTTP p50 µs | HTTP p99 µs | HTTP / in process | serve RSS MiB (peak) | serve CPU µs/call |"
 	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-	serve_stores=("sqlite:")
-	serve_labels=("SQLite (FULL)")
+	# Each store twice: latch serve's default (the token read on every request) and with
+	# --token-cache 1s.
+	serve_stores=("sqlite:" "sqlite:")
+	serve_caches=(0s 1s)
+	serve_labels=("SQLite (FULL)" "SQLite (FULL), --token-cache 1s")
 	if [[ -n ${LATCH_BENCH_POSTGRES:-} ]]; then
 		psep='?'
 		[[ $LATCH_BENCH_POSTGRES == *\?* ]] && psep='&'
-		serve_stores+=("$LATCH_BENCH_POSTGRES${psep}schema=latch_bench_serve")
-		serve_labels+=("Postgres")
+		serve_stores+=("$LATCH_BENCH_POSTGRES${psep}schema=latch_bench_serve" "$LATCH_BENCH_POSTGRES${psep}schema=latch_bench_serve")
+		serve_caches+=(0s 1s)
+		serve_labels+=("Postgres" "Postgres, --token-cache 1s")
 	fi
 	for i in "${!serve_stores[@]}"; do
 		: >"$tmp/serve"
 		for r in $(seq "$RUNS"); do
 			if [[ ${serve_stores[$i]} == sqlite: ]]; then
-				"$latch" bench --serve --workers 8 --duration "$DURATION" --json >"$tmp/one"
+				"$latch" bench --serve --token-cache "${serve_caches[$i]}" --workers 8 --duration "$DURATION" --json >"$tmp/one"
 			else
-				"$latch" bench --serve --store "${serve_stores[$i]}" --workers 8 --duration "$DURATION" --json >"$tmp/one"
+				"$latch" bench --serve --token-cache "${serve_caches[$i]}" --store "${serve_stores[$i]}" --workers 8 --duration "$DURATION" --json >"$tmp/one"
 			fi
 			cat "$tmp/one" >>"$tmp/serve"
 			jq -r --arg l "${serve_labels[$i]}" --arg r "$r" '"| \($l) | \($r) | \(.in_process.calls_per_s | round) | \(.http.calls_per_s | round) | \(.http.p50_us | round) | \(.http.p99_us | round) | \(.ratio * 100 | round / 100) | \(.serve_rss_bytes / 1048576 * 10 | round / 10) (\(.serve_peak_rss_bytes / 1048576 * 10 | round / 10)) | \(.serve_cpu_us_per_call | round) |"' "$tmp/one"

@@ -26,7 +26,6 @@ const (
 	DefaultIdleTimeout     = 120 * time.Second
 	DefaultMaxWait         = 60 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultTokenCache      = time.Second
 )
 
 // Config configures a Server. The zero value (or nil) is a server on 127.0.0.1:7420 with the
@@ -65,9 +64,10 @@ type Config struct {
 	NoConsole bool
 	Logger    *slog.Logger
 	Now       func() time.Time // token expiry clock; default time.Now
-	// TokenCache is how long a verified API token is trusted before the store is read again
-	// (Authenticator.CacheTTL): a revoked token is refused from at most this long after its
-	// revocation. Default DefaultTokenCache; negative reads the store on every request.
+	// TokenCache, when positive, is how long a verified API token is trusted before the store
+	// is read again (Authenticator.CacheTTL): a revoked token is then refused from at most this
+	// long after its revocation. Zero (the default) or negative reads the store on every
+	// request, so a revoked token is refused from the next one.
 	TokenCache time.Duration
 }
 
@@ -116,9 +116,6 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.TokenCache == 0 {
-		c.TokenCache = DefaultTokenCache
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -642,14 +642,14 @@ func mustPolicy(t *testing.T) *policy.Policy {
 
 // TestRevokedTokenRefusedWithinCache: a token the server verified is trusted from memory for
 // at most Config.TokenCache; then the store is read again and its revocation refuses it. With
-// the cache off, the next request is refused.
+// the cache off — the default — the next request is refused.
 func TestRevokedTokenRefusedWithinCache(t *testing.T) {
 	t.Parallel()
 	const ttl = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
 		cache time.Duration
-	}{{"cached", ttl}, {"uncached", -1}} {
+	}{{"cached", ttl}, {"default", 0}, {"uncached", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := start(t, "sqlite", &server.Config{TokenCache: tc.cache})

@@ -32,6 +32,9 @@ type ServeConfig struct {
 	Store    string
 	Workers  int
 	Duration time.Duration
+	// TokenCache is the server's server.Config.TokenCache (0: read the token on every request,
+	// the default of latch serve).
+	TokenCache time.Duration
 	// Command returns the command that runs the server: a process that calls RunServer with
 	// spec (the latch binary runs `latch bench --serve-child <spec>`).
 	Command func(ctx context.Context, spec string) *exec.Cmd
@@ -58,7 +61,8 @@ type ServeReport struct {
 
 // serveSpec is what the server process is told.
 type serveSpec struct {
-	Store string `json:"store"`
+	Store      string        `json:"store"`
+	TokenCache time.Duration `json:"token_cache,omitempty"`
 }
 
 // Serve measures the HTTP API against the pipeline in process on the same store: first
@@ -105,7 +109,7 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 		return nil, fmt.Errorf("bench serve: in process: %w", err)
 	}
 
-	spec, err := json.Marshal(serveSpec{Store: storeURL})
+	spec, err := json.Marshal(serveSpec{Store: storeURL, TokenCache: c.TokenCache})
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +249,7 @@ func RunServer(ctx context.Context, spec string) error {
 		return err
 	}
 	defer g.Close()
-	srv, err := server.New(g, &server.Config{Metrics: m})
+	srv, err := server.New(g, &server.Config{Metrics: m, TokenCache: s.TokenCache})
 	if err != nil {
 		return err
 	}

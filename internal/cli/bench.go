@@ -29,6 +29,7 @@ type benchOptions struct {
 	gateway   bool   // measure tool calls through the MCP gateway against direct ones
 	serve     bool   // measure calls over HTTP through latch serve against in-process ones
 	serveSpec string // the spec of the server process (hidden)
+	tokenTTL  time.Duration
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -108,6 +109,9 @@ receipt has the effect or approval row it speaks of.`,
 				if o.duration <= 0 {
 					return usagef("--duration %v: want a positive duration", o.duration)
 				}
+				if o.tokenTTL < 0 {
+					return usagef("--token-cache %v: want a duration, or 0", o.tokenTTL)
+				}
 				return a.benchServe(o)
 			case o.gateway:
 				if o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
@@ -151,6 +155,7 @@ receipt has the effect or approval row it speaks of.`,
 	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
 	f.BoolVar(&o.serve, "serve", false, "serve mode: actions + outcomes over HTTP to a latch serve process vs the same calls in process (docs/performance.md)")
 	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
+	f.DurationVar(&o.tokenTTL, "token-cache", 0, "with --serve: the server's --token-cache (default 0: a token read on every request)")
 	_ = f.MarkHidden("serve-child")
 	f.StringVar(&o.child, "race-child", "", "internal: run as one racer of a race")
 	_ = f.MarkHidden("race-child")
@@ -188,7 +193,7 @@ func (a *app) benchServe(o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := bench.Serve(a.ctx, &bench.ServeConfig{Store: o.store, Workers: o.workers, Duration: o.duration,
+	rep, err := bench.Serve(a.ctx, &bench.ServeConfig{Store: o.store, Workers: o.workers, Duration: o.duration, TokenCache: o.tokenTTL,
 		Command: func(ctx context.Context, spec string) *exec.Cmd {
 			return exec.CommandContext(ctx, exe, "bench", "--serve-child", spec)
 		}})

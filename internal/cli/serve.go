@@ -69,8 +69,6 @@ stops it gracefully: requests in flight finish first.`,
 			switch {
 			case cfg.TokenCache < 0:
 				return usagef("--token-cache %v: want a duration, or 0 to read the store on every request", cfg.TokenCache)
-			case cfg.TokenCache == 0:
-				cfg.TokenCache = -1 // server.Config's "no cache"
 			}
 			for _, p := range proxies {
 				pfx, err := parseProxy(p)
@@ -162,7 +160,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
 	f.StringVar(&con.ProxyHeader, "proxy-header", console.DefaultProxyHeader, "the `HEADER` a trusted proxy names the console user in")
 	f.StringVar(&sessionTTL, "session-ttl", "", "console sessions end this long after login (`DURATION`: 8h, 1d); default 8h, and after 30m idle")
-	f.DurationVar(&cfg.TokenCache, "token-cache", server.DefaultTokenCache, "trust a verified API token this long before reading the store again: a revoked token is refused within it (0: read the store on every request)")
+	f.DurationVar(&cfg.TokenCache, "token-cache", 0, "trust a verified API token this long before reading the store again, so a revoked token is refused only within it (default 0: read the store on every request)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	f.StringVar(&otelEndpoint, "otel-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to the collector at `URL` (http://127.0.0.1:4318; else the OTEL_EXPORTER_OTLP_* variables)")
 	ckpt.flags(f)
@@ -390,7 +388,7 @@ func (a *app) tokenListCommand() *cobra.Command {
 func (a *app) tokenRevokeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a token: servers refuse it within their --token-cache (1s)",
+		Short: "Revoke a token: servers refuse it from their next request (or within their --token-cache)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			st, ts, err := a.openTokens(false)
