@@ -80,20 +80,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		if s.version < delegationsVersion {
 			return nil, nil
 		}
-		rows, err := tx.Query(ctx, s.q.listDelegations)
-		if err != nil {
-			return nil, fmt.Errorf("delegations: %w", err)
-		}
-		defer rows.Close()
-		var out []*store.Delegation
-		for rows.Next() {
-			d, err := scanDelegation(rows)
-			if err != nil {
-				return nil, fmt.Errorf("delegations: %w", err)
-			}
-			out = append(out, d)
-		}
-		return out, rows.Err()
+		return listIn(ctx, tx, "delegations", s.q.listDelegations, nil, scanDelegation)
 	}
 	return fn(ev)
 }

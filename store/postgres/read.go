@@ -207,9 +207,14 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 	return list(ctx, s, "events", s.q.listEvents, []any{f.ActionID, f.EffectKey, f.ApprovalID}, scanEvent)
 }
 
-// list runs a query and scans every row; what names the rows in errors.
+// list runs a query on the pool and scans every row; what names the rows in errors.
 func list[T any](ctx context.Context, s *Store, what, q string, args []any, scan func(pgx.Row) (*T, error)) ([]*T, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
+	return listIn(ctx, s.pool, what, q, args, scan)
+}
+
+// listIn is list in a transaction, or on any querier.
+func listIn[T any](ctx context.Context, db pgQuerier, what, q string, args []any, scan func(pgx.Row) (*T, error)) ([]*T, error) {
+	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}

@@ -269,22 +269,11 @@ func (s *Store) carriedRows(ctx context.Context, q pgQuerier) iter.Seq2[store.Ca
 }
 
 func (s *Store) checkpointsIn(ctx context.Context, q pgQuerier) ([]*receipt.Checkpoint, error) {
-	rows, err := q.Query(ctx, `SELECT seq, hash, signed_at, store_id, key_id, signature FROM `+s.tbl("checkpoints"))
+	out, err := listIn(ctx, q, "checkpoints", `SELECT `+checkpointColumns+` FROM `+s.tbl("checkpoints"), nil, scanCheckpoint)
 	if err != nil {
-		return nil, fmt.Errorf("prune: checkpoints: %w", err)
+		return nil, fmt.Errorf("prune: %w", err)
 	}
-	defer rows.Close()
-	var out []*receipt.Checkpoint
-	for rows.Next() {
-		var c receipt.Checkpoint
-		var at stamp
-		if err := rows.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
-			return nil, fmt.Errorf("prune: checkpoints: %w", err)
-		}
-		c.SignedAt = fromNanos(at)
-		out = append(out, &c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Store) chainStart(ctx context.Context, q pgQuerier) (*store.ChainStart, error) {
@@ -324,23 +313,7 @@ func scanHold(row pgx.Row) (*store.Hold, error) {
 }
 
 func (s *Store) holdsIn(ctx context.Context, q pgQuerier) ([]*store.Hold, error) {
-	rows, err := q.Query(ctx, `SELECT `+holdColumns+` FROM `+s.tbl("holds")+` ORDER BY n`)
-	if err != nil {
-		return nil, fmt.Errorf("holds: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Hold
-	for rows.Next() {
-		h, err := scanHold(rows)
-		if err != nil {
-			return nil, fmt.Errorf("holds: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("holds: %w", err)
-	}
-	return out, nil
+	return listIn(ctx, q, "holds", `SELECT `+holdColumns+` FROM `+s.tbl("holds")+` ORDER BY n`, nil, scanHold)
 }
 
 // Holds returns every hold, released ones included, in the order they were placed.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -50,23 +52,18 @@ func (s *Store) Checkpoints(ctx context.Context) ([]*receipt.Checkpoint, error) 
 	if s.version < checkpointsVersion {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, hash, signed_at, store_id, key_id, signature FROM `+s.quoted()+`.checkpoints ORDER BY seq, signed_at`)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
+	return list(ctx, s, "checkpoints", `SELECT `+checkpointColumns+` FROM `+s.quoted()+`.checkpoints ORDER BY seq, signed_at`, nil, scanCheckpoint)
+}
+
+// checkpointColumns are what scanCheckpoint reads.
+const checkpointColumns = `seq, hash, signed_at, store_id, key_id, signature`
+
+func scanCheckpoint(row pgx.Row) (*receipt.Checkpoint, error) {
+	var c receipt.Checkpoint
+	var at stamp
+	if err := row.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
+		return nil, err
 	}
-	defer rows.Close()
-	var out []*receipt.Checkpoint
-	for rows.Next() {
-		var c receipt.Checkpoint
-		var at stamp
-		if err := rows.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
-			return nil, fmt.Errorf("checkpoints: %w", err)
-		}
-		c.SignedAt = fromNanos(at)
-		out = append(out, &c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	return out, nil
+	c.SignedAt = fromNanos(at)
+	return &c, nil
 }
