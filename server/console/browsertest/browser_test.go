@@ -87,6 +87,27 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	}
 }
 
+// navigate opens url and waits for sel to show. A page that follows the event stream reloads
+// itself when something changes, and a reload that starts while the browser is navigating
+// aborts the navigation (net::ERR_ABORTED): then it navigates again, a few times at most.
+func navigate(t *testing.T, ctx context.Context, what, url, sel string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		sctx, cancel := context.WithTimeout(ctx, step)
+		err := chromedp.Do(sctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if try < 4 && strings.Contains(err.Error(), "ERR_ABORTED") {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		run(t, ctx, what, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(sel))) // fails with the page's screenshot
+		return
+	}
+}
+
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, step)
@@ -126,7 +147,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // moves to the password, Enter submits.
 func login(t *testing.T, ctx context.Context, base, name string, screenshot bool) {
 	t.Helper()
-	run(t, ctx, "open the console", chromedp.Navigate(base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	navigate(t, ctx, "open the console", base+"/approvals", "#name")
 	run(t, ctx, "type the name and password",
 		chromedp.Focus(chromedp.CSS("#name")), chromedp.KeyEvent(name), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(pw))
 	if screenshot {
@@ -226,7 +247,7 @@ func TestApproveWaitingCall(t *testing.T) {
 		t.Fatal("the waiting call did not proceed after the approval")
 	}
 	// The receipts page shows the call's receipt and the verified chain.
-	run(t, ctx, "open the receipts", chromedp.Navigate(s.URL+"/receipts"), chromedp.WaitVisible(chromedp.CSS("#chain")))
+	navigate(t, ctx, "open the receipts", s.URL+"/receipts", "#chain")
 	if got := text(t, ctx, "#chain"); !strings.Contains(got, "Chain verified") {
 		t.Errorf("the receipts page says %q", got)
 	}
@@ -247,7 +268,7 @@ func TestCSRFlessPostRefused(t *testing.T) {
 	id := pendingID(t, s)
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
-	run(t, ctx, "show the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("button.grant")))
+	navigate(t, ctx, "show the request", s.URL+"/approvals/"+id, "button.grant")
 	ev, rc := written(t, s)
 	removed := value(t, ctx, "remove the token", chromedp.Evaluate[int](`(function(){var n=0;document.querySelectorAll('article input[name=csrf]').forEach(function(e){e.remove();n++});return n})()`))
 	if removed != 1 {
@@ -302,7 +323,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 	id := pendingID(t, s)
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
-	run(t, ctx, "show the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("button.grant")))
+	navigate(t, ctx, "show the request", s.URL+"/approvals/"+id, "button.grant")
 	s.Clock.Add(console.DefaultSessionTTL + time.Minute)
 	ev, rc := written(t, s)
 	run(t, ctx, "approve after expiry", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
@@ -315,7 +336,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 	if e, r := written(t, s); e != ev || r != rc {
 		t.Errorf("an expired session wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
-	run(t, ctx, "reload", chromedp.Navigate(s.URL+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	navigate(t, ctx, "reload", s.URL+"/approvals", "#name")
 	loc := value(t, ctx, "read the location", chromedp.Location())
 	if !strings.Contains(loc, "/login") {
 		t.Errorf("an expired session's page goes to %s, want the login", loc)
@@ -371,7 +392,7 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 	}
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
-	run(t, ctx, "open needs attention", chromedp.Navigate(s.URL+"/attention"), chromedp.WaitVisible(chromedp.CSS("article.effect")))
+	navigate(t, ctx, "open needs attention", s.URL+"/attention", "article.effect")
 	if got := text(t, ctx, "article.effect"); !strings.Contains(got, "merge:latch:7") || !strings.Contains(got, "connection reset by peer") {
 		t.Errorf("the effect reads %q", got)
 	}
@@ -398,7 +419,7 @@ func TestAttentionLive(t *testing.T) {
 	s.AddAccount(t, "alice", pw, "payments-leads")
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
-	run(t, ctx, "open needs attention", chromedp.Navigate(s.URL+"/attention"), chromedp.WaitVisible(chromedp.CSS("p.empty")))
+	navigate(t, ctx, "open needs attention", s.URL+"/attention", "p.empty")
 	if got := text(t, ctx, "main"); !strings.Contains(got, "Nothing needs attention") {
 		t.Fatalf("before any call the page says %q", got)
 	}
@@ -451,7 +472,7 @@ func TestTwoApproversNeeded(t *testing.T) {
 			t.Fatal("tess's grant was not recorded")
 		}
 	}
-	run(t, first, "open the request", chromedp.Navigate(s.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS(".tally")))
+	navigate(t, first, "open the request", s.URL+"/approvals/"+id, ".tally")
 	if got := text(t, first, ".tally"); got != "1 of 2" {
 		t.Errorf("the tally reads %q, want 1 of 2", got)
 	}
