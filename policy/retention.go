@@ -14,7 +14,7 @@ var retentionKeys = []string{"settled_effects"}
 
 // MaxRetention bounds retention.settled_effects: longer than a century is "for ever", which is
 // what leaving the key out says.
-const MaxRetention = 100 * 365 * 24 * time.Hour
+const MaxRetention = MaxDays * 24 * time.Hour
 
 // Retention is the policy's retention section (docs/retention.md): how long `latch prune` keeps
 // what a prune could otherwise remove.
@@ -59,24 +59,34 @@ func (p *parser) retentionDuration(e entry, what string) (time.Duration, *Error)
 	if err != nil {
 		return 0, err
 	}
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, perr := strconv.ParseInt(n, 10, 64)
-		if perr != nil || days < 0 || days > int64(MaxRetention/(24*time.Hour)) {
-			return 0, p.errf(e.v, "bad duration %s for %s (%s)", quote(s), what, expected)
-		}
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		var perr error
-		if d, perr = time.ParseDuration(s); perr != nil {
-			return 0, p.errf(e.v, "bad duration %s for %s (%s)", quote(s), what, expected)
-		}
+	d, ok := ParseDays(s)
+	if !ok {
+		return 0, p.errf(e.v, "bad duration %s for %s (%s)", quote(s), what, expected)
 	}
 	if d < 24*time.Hour || d > MaxRetention {
 		return 0, p.errf(e.v, "%s is %s (expected from 1d to %dd; leave it out to keep settled effects for ever)", what, quote(s),
 			MaxRetention/(24*time.Hour))
 	}
 	return d, nil
+}
+
+// MaxDays is the most days ParseDays reads: a century.
+const MaxDays = 36500
+
+// ParseDays reads a duration written as a whole number of days ("30d", at most MaxDays) or as a
+// Go duration ("12h", "90m"): the form every latch duration that runs to days takes — retention,
+// token expiry, console sessions, stats windows. ok is false when s is neither; bounds (such as
+// "positive") are the caller's.
+func ParseDays(s string) (d time.Duration, ok bool) {
+	if n, isDays := strings.CutSuffix(s, "d"); isDays {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days < 0 || days > MaxDays {
+			return 0, false
+		}
+		return time.Duration(days) * 24 * time.Hour, true
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil
 }
 
 // normalizeRetention is the retention section's part of the policy hash.

@@ -46,3 +46,32 @@ func TestRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDays: whole days up to MaxDays or a Go duration; anything else is not ok. Bounds
+// such as "positive" are the caller's, so 0d and -5m read.
+func TestParseDays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"30d", 30 * 24 * time.Hour, true},
+		{"0d", 0, true},
+		{"36500d", policy.MaxDays * 24 * time.Hour, true},
+		{"12h", 12 * time.Hour, true},
+		{"-5m", -5 * time.Minute, true},
+		{"36501d", 0, false},
+		{"-1d", 0, false},
+		{"1.5d", 0, false},
+		{"d", 0, false},
+		{"7 d", 0, false},
+		{"forever", 0, false},
+		{"", 0, false},
+	} {
+		d, ok := policy.ParseDays(tc.in)
+		if d != tc.want || ok != tc.ok {
+			t.Errorf("ParseDays(%q) = %s, %v; want %s, %v", tc.in, d, ok, tc.want, tc.ok)
+		}
+	}
+}

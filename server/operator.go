@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -360,11 +360,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, c *caller) {
 
 // parseWindow reads a window: a Go duration (90m, 36h) or a number of days (7d).
 func parseWindow(v string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(v, "d"); ok {
-		if days, err := strconv.Atoi(n); err == nil && days > 0 && days <= 36500 {
-			return time.Duration(days) * 24 * time.Hour, nil
-		}
-	} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+	if d, ok := policy.ParseDays(v); ok && d > 0 {
 		return d, nil
 	}
 	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", v)

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/notify"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
@@ -232,15 +232,8 @@ func newTokenJSON(t *store.Token) tokenJSON {
 
 // parseTTL reads a duration with a day unit as well: 30d, 12h, 90m.
 func parseTTL(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err != nil || n <= 0 || n > 36500 {
-			return 0, fmt.Errorf("--expires %q: want a positive number of days (30d) or a duration (12h)", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
+	d, ok := policy.ParseDays(s)
+	if !ok || d <= 0 {
 		return 0, fmt.Errorf("--expires %q: want a positive number of days (30d) or a duration (12h)", s)
 	}
 	return d, nil

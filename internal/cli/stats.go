@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -25,15 +26,8 @@ type statsJSON struct {
 
 // parseSince reads a window: a Go duration (90m, 36h) or a number of days (7d).
 func parseSince(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days <= 0 {
-			return 0, fmt.Errorf("--since %q: want a positive duration such as 90m, 24h or 7d", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
+	d, ok := policy.ParseDays(s)
+	if !ok || d <= 0 {
 		return 0, fmt.Errorf("--since %q: want a positive duration such as 90m, 24h or 7d", s)
 	}
 	return d, nil
