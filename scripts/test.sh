@@ -65,33 +65,31 @@ stage "go test -race" go test -race -count=1 -timeout 25m ./... "$@"
 stage "crash matrix" scripts/crash.sh "${LATCH_CRASH_ROUNDS:-3}"
 stage soak scripts/soak.sh "${LATCH_SOAK_DURATION:-2m}"
 stage fuzz scripts/fuzz.sh "${LATCH_FUZZ_TIME:-10s}"
-# The integration modules: each go.mod replaces github.com/latchkit/latch with this checkout.
-# A core dependency changed without tidying them is tidied for the run, with a warning naming the module.
-integration() {
-	(cd "integrations/$1" &&
+# The modules of their own (integrations/*, server/console/browsertest): each go.mod replaces
+# github.com/latchkit/latch with this checkout. A core dependency changed without tidying one is
+# tidied for the run, with a warning naming the module.
+# module_tests DIR GO-TEST-FLAGS…: go vet and go test in DIR, bounded in time.
+module_tests() {
+	local dir=$1
+	shift
+	(cd "$dir" &&
 		{ go mod tidy -diff >/dev/null || {
-			echo "test.sh: WARNING: integrations/$1/go.mod or go.sum is out of date (the core's dependencies changed): commit (cd integrations/$1 && go mod tidy); tidied for this run" >&2
+			echo "test.sh: WARNING: $dir/go.mod or go.sum is out of date (the core's dependencies changed): commit (cd $dir && go mod tidy); tidied for this run" >&2
 			go mod tidy
 		}; } &&
 		timeout --kill-after=30 900 go vet ./... &&
-		timeout --kill-after=30 1200 go test -race -count=1 -timeout 15m ./...)
+		timeout --kill-after=30 1200 go test -count=1 "$@" ./...)
 }
 for m in river asynq temporal; do
-	stage "integration $m (go vet, go test -race)" integration "$m"
+	stage "integration $m (go vet, go test -race)" module_tests "integrations/$m" -race -timeout 15m
 done
-# The console's browser tests (server/console/browsertest, a module of its own so that chromedp
-# is no dependency of latch): Debian's chromium, headless. LATCH_REQUIRE_BROWSER=1 makes a
-# missing browser a failure, not a skip. Screenshots go to $LATCH_SCREENSHOTS when it is set.
+# The console's browser tests (a module of its own so that chromedp is no dependency of latch):
+# Debian's chromium, headless. LATCH_REQUIRE_BROWSER=1 makes a missing browser a failure, not a
+# skip. Screenshots go to $LATCH_SCREENSHOTS when it is set.
 if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]]; then
 	echo "test.sh: installing chromium (for the console's browser tests)" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq chromium >/dev/null
 fi
 export LATCH_REQUIRE_BROWSER=1
-browser_tests() {
-	(cd server/console/browsertest &&
-		{ go mod tidy -diff || { echo "test.sh: server/console/browsertest/go.mod or go.sum is out of date: run (cd server/console/browsertest && go mod tidy)" >&2; false; }; } &&
-		timeout --kill-after=30 600 go vet ./... &&
-		timeout --kill-after=30 900 go test -count=1 -timeout 12m ./...)
-}
-stage "console browser tests (chromium)" browser_tests
+stage "console browser tests (chromium)" module_tests server/console/browsertest -timeout 12m
 echo "test.sh: all stages passed in $(($(date +%s) - start))s" >&2
