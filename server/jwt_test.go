@@ -18,8 +18,9 @@ import (
 
 // TestJWTApprovers: a JWT the identity provider verifies answers approval requests as the person
 // its subject names — a verified answer with method jwt, held to the same entitlement,
-// self-approval and count-once rules as an approver token — while an agent token is refused
-// and a JWT signed by another key is refused 401. A refused answer writes nothing.
+// self-approval and count-once rules as an approver token — and resolves as that person, while
+// an agent token is refused and a JWT signed by another key is refused 401. A refused answer
+// writes nothing.
 func TestJWTApprovers(t *testing.T) {
 	t.Parallel()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -97,6 +98,13 @@ func TestJWTApprovers(t *testing.T) {
 				"arguments": map[string]any{"invoice_id": "inv_1", "amount": 100}, "approval_id": apr})
 			if ok.status != 200 || ok.body["status"] != "reserved" {
 				t.Fatalf("with 2 of 2 = %d %s", ok.status, ok.raw)
+			}
+			// The same person resolves what became ambiguous, recorded under the JWT's name.
+			s.do("POST", "/v1/actions/"+ok.body["action_id"].(string)+"/outcome", s.alice, map[string]any{"outcome": "unknown"})
+			wantProblem(t, "an agent token resolving", s.do("POST", "/v1/effects/charge:inv_1/resolve", s.bob, map[string]any{"to": "committed"}), 403, "forbidden")
+			res := s.do("POST", "/v1/effects/charge:inv_1/resolve", dave, map[string]any{"to": "committed", "note": "seen"})
+			if res.status != 200 || res.body["state"] != "committed" || res.body["resolved_by"] != "http:dave" {
+				t.Fatalf("dave resolves = %d %s, want committed by http:dave", res.status, res.raw)
 			}
 		})
 	}
