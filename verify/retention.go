@@ -122,7 +122,7 @@ func (r *runner) g29(ctx context.Context) (outcome, error) {
 		return controlFailed(e.action, fmt.Sprintf("prune below the checkpoint of seq %d: %v", cp.Seq, err)), nil
 	}
 	if r.faults[faultPrunePastCheckpoint] {
-		if err := r.sc.exec(ctx, e.url, `DELETE FROM {t}receipts WHERE seq = ?`, cp.Seq); err != nil {
+		if _, err := r.sc.edit(ctx, e.url, stmt{"DELETE FROM {receipts} WHERE seq = ?", []any{cp.Seq}}); err != nil {
 			return outcome{}, err
 		}
 	}
@@ -174,7 +174,7 @@ func (r *runner) g30(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	if r.faults[faultHoldIgnored] {
-		if err := r.sc.exec(ctx, e.url, `DELETE FROM {t}holds`); err != nil {
+		if _, err := r.sc.edit(ctx, e.url, stmt{"DELETE FROM {holds}", nil}); err != nil {
 			return outcome{}, err
 		}
 	}
@@ -278,10 +278,10 @@ func (r *runner) reseal(ctx context.Context, e *retentionEnv, seq int64) error {
 		if err != nil {
 			return err
 		}
-		if err := r.sc.exec(ctx, e.url, `UPDATE {t}receipts SET doc = ?, hash = ? WHERE seq = ?`, sealed.Doc, sealed.Hash, seq); err != nil {
-			return err
-		}
-		return r.sc.exec(ctx, e.url, `UPDATE {t}prunes SET start_hash = ?`, sealed.Hash)
+		_, err = r.sc.edit(ctx, e.url,
+			stmt{"UPDATE {receipts} SET doc = ?, hash = ? WHERE seq = ?", []any{docValue(sealed.Doc), sealed.Hash, seq}},
+			stmt{"UPDATE {prunes} SET start_hash = ?", []any{sealed.Hash}})
+		return err
 	}
 	return errors.New("reseal: no receipt")
 }

@@ -29,9 +29,6 @@ type scratch interface {
 	// alterReceipt overwrites the stored document of receipt seq in the store at url, behind
 	// latch's back, as someone editing the database would.
 	alterReceipt(ctx context.Context, url string, seq int64, doc []byte) error
-	// exec runs one statement on the store at url behind latch's back, for the flow faults of
-	// the retention guarantees: {t} before a table name is its qualifier, ? its parameters.
-	exec(ctx context.Context, url, q string, args ...any) error
 	// edit runs statements on the store at url in one transaction, behind latch's back, and
 	// returns how many rows each changed. A statement names tables as {name} and its parameters
 	// as ?: each backend writes them its own way.
@@ -78,27 +75,6 @@ func (s *sqliteScratch) alterReceipt(ctx context.Context, u string, seq int64, d
 	}
 	defer db.Close()
 	return checkAltered(db.ExecContext(ctx, "UPDATE receipts SET doc = ? WHERE seq = ?", string(doc), seq))
-}
-
-func (s *sqliteScratch) exec(ctx context.Context, u, q string, args ...any) error {
-	path, ok := strings.CutPrefix(u, "sqlite:")
-	if !ok || filepath.Dir(path) != s.dir {
-		return fmt.Errorf("exec: %s is not a scratch store", u)
-	}
-	db, err := sql.Open("sqlite", fileDSN(path))
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	defer db.Close()
-	for i, a := range args {
-		if b, ok := a.([]byte); ok {
-			args[i] = string(b) // documents are TEXT in SQLite
-		}
-	}
-	if _, err := db.ExecContext(ctx, strings.ReplaceAll(q, "{t}", ""), args...); err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	return nil
 }
 
 // fileDSN is the data source name of the SQLite file at path.
@@ -251,35 +227,6 @@ func (s *postgresScratch) alterReceipt(ctx context.Context, u string, seq int64,
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("alter receipt: %d rows changed, want 1", tag.RowsAffected())
-	}
-	return nil
-}
-
-func (s *postgresScratch) exec(ctx context.Context, u, q string, args ...any) error {
-	s.mu.Lock()
-	schema, ok := s.names[u]
-	s.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("exec: %s is not a scratch store", redactURL(u))
-	}
-	c, err := s.connect(ctx)
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	defer c.Close(context.WithoutCancel(ctx))
-	q = strings.ReplaceAll(q, "{t}", pgx.Identifier{schema}.Sanitize()+".")
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	if _, err := c.Exec(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("exec: %w", err)
 	}
 	return nil
 }
