@@ -622,12 +622,8 @@ func (r *runner) g11(ctx context.Context) (outcome, error) {
 		got = receipt.Report{OK: true, Verified: got.Verified, Breaks: []receipt.Break{}}
 	}
 
-	var breaks []string
-	for _, b := range got.Breaks {
-		breaks = append(breaks, fmt.Sprintf("%s at %d", b.Kind, b.Seq))
-	}
-	detail := fmt.Sprintf("chain of %d receipts: unaltered verifies %v (%d verified, %d breaks); receipt %d altered (decision_reason): ok %v, breaks [%s]",
-		head.Seq, ctl.OK, ctl.Verified, len(ctl.Breaks), seq, got.OK, strings.Join(breaks, ", "))
+	detail := fmt.Sprintf("chain of %d receipts: unaltered verifies %v (%d verified, %d breaks); receipt %d altered (decision_reason): ok %v, breaks: %s",
+		head.Seq, ctl.OK, ctl.Verified, len(ctl.Breaks), seq, got.OK, breaksText(got.Breaks))
 	switch {
 	case !ctl.OK || ctl.Verified != head.Seq:
 		return controlFailed(action, detail), nil

@@ -3,12 +3,9 @@ package verify
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -41,9 +38,8 @@ type retentionEnv struct {
 	action string
 }
 
-// newRetentionEnv opens a scratch environment and makes n calls: of the first action the policy
-// lets run (when there is one), and of an unlisted action, which is denied: every call leaves a
-// receipt either way.
+// newRetentionEnv opens a scratch environment with its store's retention operations and a
+// checkpoint key made for the scenario; it makes no call (calls does).
 func (r *runner) newRetentionEnv(ctx context.Context, name string) (*retentionEnv, error) {
 	e, err := r.newEnv(ctx, name, r.sp)
 	if err != nil {
@@ -62,20 +58,10 @@ func (r *runner) newRetentionEnv(ctx context.Context, name string) (*retentionEn
 	return &retentionEnv{env: e, rs: rs, key: key, pub: pub}, nil
 }
 
-// calls makes n calls; the action is the runnable one when the policy has one.
+// calls makes n calls that leave receipts (chainCalls) and keeps the action they name.
 func (e *retentionEnv) calls(ctx context.Context, n int) {
-	pk, _ := e.r.runnable(n)
-	unlisted := &latch.Call{Action: unlistedName(e.r.pol()), Arguments: json.RawMessage(`{"verify":"retention"}`)}
-	e.action = unlisted.Action
-	for i := range n {
-		var c counter
-		if pk != nil && i%2 == 0 && i/2 < len(pk.variants) {
-			e.action = pk.Action
-			_ = e.run(ctx, pk, pk.variants[i/2], c.commit) // a refusal leaves a receipt too
-			continue
-		}
-		_, _ = e.g.Execute(withPrincipal(ctx, latch.Principal{Agent: verifyAgent}), unlisted, c.commit)
-	}
+	var c counter
+	e.action = e.r.chainCalls(ctx, e.env, n, c.commit)
 }
 
 func (e *retentionEnv) checkpoint(ctx context.Context) (*receipt.Checkpoint, error) {
@@ -89,14 +75,6 @@ func (e *retentionEnv) checkpoint(ctx context.Context) (*receipt.Checkpoint, err
 func (e *retentionEnv) prune(ctx context.Context, cp *receipt.Checkpoint) (*store.PruneResult, error) {
 	return e.rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "verify", BeforeSeq: cp.Seq,
 		Check: func(c *receipt.Checkpoint) error { return c.VerifySignature(e.pub) }})
-}
-
-func breakList(bs []receipt.Break) string {
-	var out []string
-	for _, b := range bs {
-		out = append(out, fmt.Sprintf("%s at %d", b.Kind, b.Seq))
-	}
-	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // g29: a prune below a signed checkpoint leaves a chain (and a state) that verifies, starting at
@@ -135,8 +113,8 @@ func (r *runner) g29(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	detail := fmt.Sprintf("checkpoint of seq %d; before the prune: ok %v, %d verified, breaks %s; pruned %d receipts; after: ok %v, %d verified from seq %d, breaks %s",
-		cp.Seq, before.OK, before.Verified, breakList(before.Breaks), res.Receipts, after.OK, after.Verified, startSeq(after.Start),
-		breakList(after.Breaks))
+		cp.Seq, before.OK, before.Verified, breaksText(before.Breaks), res.Receipts, after.OK, after.Verified, startSeq(after.Start),
+		breaksText(after.Breaks))
 	switch {
 	case !before.OK || res.Receipts != cp.Seq-1:
 		return controlFailed(e.action, detail), nil
@@ -254,7 +232,7 @@ func (r *runner) g32(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	detail := fmt.Sprintf("checkpoints of seq %d and %d, stored and exported: before the prune %d hold, breaks %s; pruned %d receipts below %d; after: %d hold, breaks %s",
-		cp1.Seq, cp2.Seq, hBefore, breakList(bBefore), res.Receipts, cp1.Seq, hAfter, breakList(bAfter))
+		cp1.Seq, cp2.Seq, hBefore, breaksText(bBefore), res.Receipts, cp1.Seq, hAfter, breaksText(bAfter))
 	switch {
 	case len(bBefore) != 0 || hBefore != 4:
 		return controlFailed(e.action, detail), nil
