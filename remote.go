@@ -211,6 +211,10 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 	if err != nil {
 		return nil, err
 	}
+	// Whatever follows — recorded, found recorded already (by another process, or by the sweep
+	// when the lease lapsed), or a failed read or write — the call is not kept in memory past it:
+	// the store holds what it needs.
+	defer g.begun.remove(actionID)
 	action = b.pr.call.Action
 	span.SetAttributes(AttrAction.String(action))
 	var found bool
@@ -251,7 +255,6 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 		w := *draft.WouldHave
 		draft.WouldHave = &w
 	}
-	defer g.begun.remove(actionID) // recorded, or to be read again from the store
 	return g.record(ctx, b.pr, draft, b.h, value, execErr, nil)
 }
 

@@ -455,3 +455,71 @@ func TestFinishFromMemoryIsFinishFromStore(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishForgetsBegunCall: the guard that began a call keeps it in memory only until its
+// Finish ends, however it ends — recorded here, found recorded by another process, or recorded as
+// a late outcome after the sweep made the lapsed lease ambiguous — and not after a refusal to
+// someone else.
+func TestFinishForgetsBegunCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := agent(t.Context())
+	begin := func(invoice string) string {
+		t.Helper()
+		pd, err := e.g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"` + invoice + `","amount":100}`)})
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		if !e.g.BegunCached(pd.ActionID) {
+			t.Fatalf("Begin did not keep %s in memory", pd.ActionID)
+		}
+		return pd.ActionID
+	}
+
+	id := begin("inv_1")
+	stranger := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "other-worker"})
+	if _, err := e.g.Finish(stranger, id, latch.OutcomeCommitted, nil, ""); outcomeReason(err) != "not_holder" {
+		t.Fatalf("Finish by another principal: %v, want not_holder", err)
+	}
+	if !e.g.BegunCached(id) {
+		t.Errorf("a refusal to another principal dropped the begun call")
+	}
+	if _, err := e.g.Finish(ctx, id, latch.OutcomeCommitted, nil, ""); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if e.g.BegunCached(id) {
+		t.Errorf("recorded: still kept in memory")
+	}
+
+	id = begin("inv_2")
+	if _, err := other.Finish(ctx, id, latch.OutcomeCommitted, nil, ""); err != nil {
+		t.Fatalf("Finish from another guard: %v", err)
+	}
+	if _, err := e.g.Finish(ctx, id, latch.OutcomeCommitted, nil, ""); outcomeReason(err) != "already_recorded" {
+		t.Fatalf("Finish after another guard's: %v, want already_recorded", err)
+	}
+	if e.g.BegunCached(id) {
+		t.Errorf("recorded by another guard: still kept in memory after Finish found it recorded")
+	}
+
+	id = begin("inv_3")
+	e.clock.Add(latch.DefaultLease + time.Second)
+	if _, err := e.g.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := e.g.Finish(ctx, id, latch.OutcomeCommitted, nil, ""); rc == nil {
+		t.Fatalf("Finish after the lease lapsed and was swept: %v, want its late outcome recorded", err)
+	}
+	if e.g.BegunCached(id) {
+		t.Errorf("lease lapsed and swept: still kept in memory after Finish")
+	}
+}
