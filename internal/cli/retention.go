@@ -83,15 +83,11 @@ does not verify below the checkpoint. --dry-run says what a prune would remove.`
 				return err
 			}
 			req.KeepSettled = keep
-			st, err := a.openWrite()
+			rs, closeStore, err := a.retentionStore(a.openWrite)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			rs, err := store.Retention(st)
-			if err != nil {
-				return fmt.Errorf("prune: %w", err)
-			}
+			defer closeStore()
 			res, err := rs.Prune(a.ctx, req)
 			if errors.Is(err, store.ErrNothingToPrune) {
 				fmt.Fprintln(a.stdout, reason(err))
@@ -222,7 +218,7 @@ naming the hold and its reason. Placing and releasing a hold are chained records
 			if err != nil {
 				return err
 			}
-			rs, closeStore, err := a.retentionStore()
+			rs, closeStore, err := a.retentionStore(a.openWrite)
 			if err != nil {
 				return err
 			}
@@ -245,9 +241,10 @@ naming the hold and its reason. Placing and releasing a hold are chained records
 	return cmd
 }
 
-// retentionStore opens the existing store for writing as a RetentionStore.
-func (a *app) retentionStore() (store.RetentionStore, func(), error) {
-	st, err := a.openWrite()
+// retentionStore opens the existing store with open (a.openRead or a.openWrite) as a
+// RetentionStore, and returns the function that closes it.
+func (a *app) retentionStore(open func() (store.Store, error)) (store.RetentionStore, func(), error) {
+	st, err := open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -266,15 +263,11 @@ func (a *app) holdListCommand() *cobra.Command {
 		Short: "List the active legal holds (--all: released ones too)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.openRead()
+			rs, closeStore, err := a.retentionStore(a.openRead)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			rs, err := store.Retention(st)
-			if err != nil {
-				return err
-			}
+			defer closeStore()
 			holds, err := rs.Holds(a.ctx)
 			if err != nil {
 				return err
@@ -347,7 +340,7 @@ func (a *app) holdReleaseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rs, closeStore, err := a.retentionStore()
+			rs, closeStore, err := a.retentionStore(a.openWrite)
 			if err != nil {
 				return err
 			}
