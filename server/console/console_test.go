@@ -373,12 +373,13 @@ func TestResolveAmbiguous(t *testing.T) {
 	if e, r := written(t, s); e != ev || r != rc {
 		t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
-	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc"}`}, "note": {"merged on GitHub"}})
+	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{ "sha": "abc",
+  "n": 1 }`}, "note": {"merged on GitHub"}})
 	if r.Status != http.StatusSeeOther {
 		t.Fatalf("resolve = %d: %s", r.Status, r.Body)
 	}
 	e, err := s.Guard.Store().Effect(t.Context(), "merge:latch:7")
-	if err != nil || e.State != store.Committed || e.ResolvedBy != "console:alice" || e.Note != "merged on GitHub" || string(e.Result) != `{"sha":"abc"}` {
+	if err != nil || e.State != store.Committed || e.ResolvedBy != "console:alice" || e.Note != "merged on GitHub" || string(e.Result) != `{"n":1,"sha":"abc"}` {
 		t.Errorf("after resolving the effect is %+v, %v", e, err)
 	}
 	if page := consoletest.Get(t, c, s.URL+"/attention"); !strings.Contains(page.Body, "Nothing needs attention") {

@@ -615,11 +615,14 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 			cs.fail(w, r, v, http.StatusBadRequest, "A result goes with committed only. Nothing was changed.")
 			return
 		}
-		if _, err := canon.Parse([]byte(s)); err != nil {
+		// Stored canonical, as the API and `latch resolve --result` store it: the resolution's
+		// receipt hashes these bytes.
+		_, canonical, err := canon.ParseCanonical([]byte(s))
+		if err != nil {
 			cs.fail(w, r, v, http.StatusBadRequest, "The result is not valid JSON: "+err.Error()+". Nothing was changed.")
 			return
 		}
-		result = json.RawMessage(s)
+		result = canonical
 	}
 	_, err := cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
 		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note"))})
