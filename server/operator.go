@@ -106,14 +106,7 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		case errors.Is(err, store.ErrNotFound):
 			writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+id))
 		case errors.As(err, &ae):
-			status := http.StatusConflict
-			switch ae.Reason {
-			case store.ReasonSelfApproval, store.ReasonNotEntitled, store.ReasonNotVerified:
-				status = http.StatusForbidden
-			case "invalid_note", "invalid_approver":
-				status = http.StatusBadRequest
-			}
-			p := problem(status, ae.Reason, trimLatch(err))
+			p := problem(jsonview.AnswerStatus(ae.Reason), ae.Reason, trimLatch(err))
 			p.ApprovalID = id
 			writeProblem(w, p)
 		case err != nil:

@@ -3,11 +3,13 @@
 // print these types, and latch serve's /v1/approvals and /v1/effects routes answer with them,
 // so that a field has the same name, the same meaning and the same null everywhere
 // (docs/cli.md#json-shapes, docs/http.md). Every field is always present: an absent value is
-// null, never a missing key.
+// null, never a missing key. AnswerStatus is the one HTTP status of a refused answer, for the
+// API and the web console alike.
 package jsonview
 
 import (
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -202,4 +204,19 @@ func NewEffect(e *store.Effect, now time.Time) Effect {
 // sweeper rather than by an outcome).
 func LeaseLapsed(e *store.Effect, now time.Time) bool {
 	return store.LeaseLapsed(e, now) || e.State == store.Ambiguous && store.HolderMayAct(e)
+}
+
+// AnswerStatus is the HTTP status of an answer the store refused with reason (a
+// store.AnswerError's): 403 for a person who may not answer (self_approval,
+// approver_not_entitled, approver_not_verified), 400 for an answer that cannot be kept
+// (invalid_note, invalid_approver), 409 for a request no longer open to it (already answered,
+// expired, and the rest).
+func AnswerStatus(reason string) int {
+	switch reason {
+	case store.ReasonSelfApproval, store.ReasonNotEntitled, store.ReasonNotVerified:
+		return http.StatusForbidden
+	case "invalid_note", "invalid_approver":
+		return http.StatusBadRequest
+	}
+	return http.StatusConflict
 }

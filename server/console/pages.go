@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -456,17 +457,10 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 	var ae *store.AnswerError
 	switch {
 	case errors.As(err, &ae):
-		status := http.StatusConflict
-		if ae.Reason == store.ReasonSelfApproval || ae.Reason == store.ReasonNotEntitled || ae.Reason == store.ReasonNotVerified {
-			status = http.StatusForbidden
-		}
-		if ae.Reason == "invalid_note" || ae.Reason == "invalid_approver" {
-			status = http.StatusBadRequest
-		}
 		if cur, err := cs.g.Store().Approval(r.Context(), id); err == nil {
 			a = cur
 		}
-		cs.refuseAnswer(w, r, v, a, all, status, "Refused ("+ae.Reason+"): "+answerRefusal(ae.Reason))
+		cs.refuseAnswer(w, r, v, a, all, jsonview.AnswerStatus(ae.Reason), "Refused ("+ae.Reason+"): "+answerRefusal(ae.Reason))
 		return
 	case err != nil:
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The answer was not recorded: "+err.Error())
