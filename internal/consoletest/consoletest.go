@@ -95,6 +95,9 @@ type Options struct {
 	Backend string // "sqlite" (default) or "postgres"
 	Policy  string // default Policy
 	Console console.Config
+	// Wrap, when set, is given the opened store and returns the one the guard uses (a test
+	// that counts what the console reads wraps it).
+	Wrap func(store.Store) store.Store
 }
 
 // Server is a running test server.
@@ -124,7 +127,15 @@ func Start(t testing.TB, o *Options) *Server {
 		t.Fatal(err)
 	}
 	clk := &Clock{}
-	g, err := latch.Open(context.Background(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_console"), Now: clk.Now})
+	cfg := &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_console"), Now: clk.Now}
+	if o.Wrap != nil {
+		st, err := latch.OpenStore(context.Background(), cfg.StoreURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store, cfg.StoreURL = o.Wrap(st), ""
+	}
+	g, err := latch.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

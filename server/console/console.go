@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -212,7 +211,11 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 			secret, s = cs.sessions.create(name, MethodProxy)
 			cs.setCookie(w, cs.sessionCookie(), secret, 0)
 		}
-		return cs.viewerOf(ctx, s, secret), nil
+		v := cs.viewerOf(s, secret)
+		if a, err := cs.accounts.Account(ctx, name); err == nil {
+			v.Roles = a.Roles // a proxy's person may also have an account with roles
+		}
+		return v, nil
 	}
 	if s == nil {
 		return nil, nil
@@ -222,22 +225,21 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 		cs.sessions.end(secret)
 		return nil, nil
 	}
-	if _, err := cs.accounts.Account(ctx, s.name); err != nil {
+	a, err := cs.accounts.Account(ctx, s.name)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			cs.sessions.endAll(s.name) // the account was removed
 			return nil, nil
 		}
 		return nil, &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
 	}
-	return cs.viewerOf(ctx, s, secret), nil
+	v := cs.viewerOf(s, secret)
+	v.Roles = a.Roles // the one read of the account serves both
+	return v, nil
 }
 
-func (cs *Console) viewerOf(ctx context.Context, s *session, secret string) *viewer {
-	v := &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, sess: s, secret: secret}
-	if a, err := cs.accounts.Account(ctx, s.name); err == nil {
-		v.Roles = a.Roles
-	}
-	return v
+func (cs *Console) viewerOf(s *session, secret string) *viewer {
+	return &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, sess: s, secret: secret}
 }
 
 // fromProxy reports whether r came from a trusted proxy address.

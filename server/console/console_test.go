@@ -1,13 +1,16 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/sqlite"
 )
 
 const pw = "correct horse battery"
@@ -571,5 +575,72 @@ func TestUnentitledRefused(t *testing.T) {
 	}
 	if e, r := written(t, s); e != ev || r != rc {
 		t.Errorf("unentitled answers wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+	}
+}
+
+// reads counts what a page reads of a real SQLite store: the listings of approval requests (by
+// status) and of effects, and the account reads.
+type reads struct {
+	*sqlite.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *reads) count(what string) {
+	c.mu.Lock()
+	c.n[what]++
+	c.mu.Unlock()
+}
+
+func (c *reads) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func (c *reads) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	c.count("approvals:" + cmp.Or(string(f.Status), "all"))
+	return c.Store.Approvals(ctx, f)
+}
+
+func (c *reads) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
+	c.count("effects:" + cmp.Or(string(f.State), "all"))
+	return c.Store.Effects(ctx, f)
+}
+
+func (c *reads) Account(ctx context.Context, name string) (*store.Account, error) {
+	c.count("account")
+	return c.Store.Account(ctx, name)
+}
+
+// A page load reads each listing it shows once: the approvals page the pending and the denied
+// requests (never the whole history) and the effects once for the layout's count; Needs
+// attention the effects once, shared with the layout; and the account once per request.
+func TestPageReads(t *testing.T) {
+	t.Parallel()
+	var rd *reads
+	s := consoletest.Start(t, &consoletest.Options{Wrap: func(st store.Store) store.Store {
+		rd = &reads{Store: st.(*sqlite.Store), n: map[string]int{}}
+		return rd
+	}})
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	pending(t, s, "ord_1")
+	c, _ := login(t, s, "alice")
+	for _, tc := range []struct {
+		path string
+		want map[string]int
+	}{
+		{"/approvals", map[string]int{"approvals:pending": 1, "approvals:denied": 1, "effects:all": 1, "account": 1}},
+		{"/attention", map[string]int{"approvals:pending": 1, "effects:all": 1, "account": 1}},
+	} {
+		rd.take()
+		if p := consoletest.Get(t, c, s.URL+tc.path); p.Status != http.StatusOK {
+			t.Fatalf("GET %s = %d", tc.path, p.Status)
+		}
+		if got := rd.take(); !maps.Equal(got, tc.want) {
+			t.Errorf("GET %s read %v, want %v", tc.path, got, tc.want)
+		}
 	}
 }

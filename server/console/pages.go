@@ -63,24 +63,44 @@ func parsePages() (map[string]*template.Template, error) {
 	return out, nil
 }
 
-// pageBase is the layout data of a logged-in page; it takes the session's flash message.
-func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string) base {
+// counted is what a page has read already of what the layout counts, so that the layout does
+// not read it again: the pending requests, and the effects that need attention. A nil field is
+// read by pageBase.
+type counted struct {
+	pending   []*store.Approval
+	attention []*store.Effect
+}
+
+// pageBase is the layout data of a logged-in page; it takes the session's flash message. c
+// (which may be nil) holds what the page has read already.
+func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string, c *counted) base {
 	b := base{Title: title, Nav: nav, Me: v}
 	if v != nil && v.sess != nil {
 		cs.sessions.mu.Lock()
 		b.Flash, v.sess.flash = v.sess.flash, ""
 		cs.sessions.mu.Unlock()
 	}
-	if list, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Pending}); err == nil {
+	if c == nil {
+		c = &counted{}
+	}
+	pending, err := c.pending, error(nil)
+	if pending == nil {
+		pending, err = cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Pending})
+	}
+	if err == nil {
 		now := cs.cfg.Now()
-		for _, a := range list {
+		for _, a := range pending {
 			if now.Before(a.ExpiresAt) {
 				b.Pending++
 			}
 		}
 	}
-	if list, err := cs.attention(r); err == nil {
-		b.Attention = len(list)
+	attention, err := c.attention, error(nil)
+	if attention == nil {
+		attention, err = cs.attention(r)
+	}
+	if err == nil {
+		b.Attention = len(attention)
 	}
 	return b
 }
@@ -110,7 +130,7 @@ func (cs *Console) render(w http.ResponseWriter, status int, page string, data a
 func (cs *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
 	b := base{Title: http.StatusText(status), Me: v}
 	if v != nil {
-		b = cs.pageBase(r, v, http.StatusText(status), "")
+		b = cs.pageBase(r, v, http.StatusText(status), "", nil)
 	}
 	b.Error = msg
 	cs.render(w, status, "message", &messageData{base: b})
@@ -182,7 +202,9 @@ type actionDoc struct {
 	} `json:"principal"`
 }
 
-func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval, all []*store.Approval) *approvalView {
+// newApprovalView is a as v reads it; denied are the denied requests, among which the earlier
+// denials of a's action are found.
+func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval, denied []*store.Approval) *approvalView {
 	now := cs.cfg.Now()
 	var d actionDoc
 	_ = json.Unmarshal(a.Action, &d)
@@ -234,7 +256,7 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 			}
 		}
 	}
-	for _, o := range all {
+	for _, o := range denied {
 		if o.ID == a.ID || o.Status != store.Denied || o.ActionName != a.ActionName {
 			continue
 		}
@@ -357,18 +379,28 @@ type approvalsData struct {
 	LastID   int64
 }
 
-// approvalsPage is GET /approvals: the pending requests, each with all it needs to be answered.
+// approvalsPage is GET /approvals: the pending requests, each with all it needs to be answered
+// (among it the earlier denials of its action). It reads the pending and the denied requests
+// once each, never the whole history.
 func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	all, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{})
+	pending, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Pending})
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
 	}
-	data := &approvalsData{base: cs.pageBase(r, v, "Pending approvals", "approvals"), LastID: cs.lastEvent(r)}
+	denied, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Denied})
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return
+	}
+	if pending == nil {
+		pending = []*store.Approval{} // read: the layout need not read it again
+	}
+	data := &approvalsData{base: cs.pageBase(r, v, "Pending approvals", "approvals", &counted{pending: pending}), LastID: cs.lastEvent(r)}
 	now := cs.cfg.Now()
-	for _, a := range all {
-		if a.Status == store.Pending && now.Before(a.ExpiresAt) {
-			data.Requests = append(data.Requests, cs.newApprovalView(r, v, a, all))
+	for _, a := range pending {
+		if now.Before(a.ExpiresAt) {
+			data.Requests = append(data.Requests, cs.newApprovalView(r, v, a, denied))
 		}
 	}
 	cs.render(w, http.StatusOK, "approvals", data)
@@ -403,7 +435,7 @@ func (cs *Console) approvalPage(w http.ResponseWriter, r *http.Request, v *viewe
 	if !ok {
 		return
 	}
-	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(r, v, "Approval "+a.ID, "approvals"),
+	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil),
 		R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
 
@@ -500,7 +532,7 @@ func answerRefusal(reason string) string {
 }
 
 func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewer, a *store.Approval, all []*store.Approval, status int, msg string) {
-	b := cs.pageBase(r, v, "Approval "+a.ID, "approvals")
+	b := cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil)
 	b.Error = msg
 	cs.render(w, status, "approval", &approvalData{base: b, R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
@@ -559,7 +591,10 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
 	}
-	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention"), LastID: cs.lastEvent(r)}
+	if list == nil {
+		list = []*store.Effect{} // read: the layout need not read it again
+	}
+	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, e))
 	}
@@ -680,7 +715,7 @@ const receiptsShown = 100
 // without regard to case), with the chain's verification.
 func (cs *Console) receiptsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	data := &receiptsData{base: cs.pageBase(r, v, "Receipts", "receipts"), Query: q}
+	data := &receiptsData{base: cs.pageBase(r, v, "Receipts", "receipts", nil), Query: q}
 	rep, err := store.VerifyChain(r.Context(), cs.g.Store())
 	if err != nil {
 		data.ChainErr = err.Error()
@@ -733,7 +768,7 @@ func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer
 		if rc.Seq != seq {
 			break
 		}
-		data := &receiptData{base: cs.pageBase(r, v, fmt.Sprintf("Receipt %d", seq), "receipts"), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
+		data := &receiptData{base: cs.pageBase(r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
 		if rep, err := store.VerifyChain(r.Context(), cs.g.Store()); err == nil {
 			data.Checked = true
 			for _, b := range rep.Breaks {
