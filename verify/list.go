@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/latchkit/latch/policy"
 )
 
 // Entry is one guarantee of the catalogue as List describes it for a policy.
@@ -42,14 +40,7 @@ type Catalogue struct {
 // no process started. Run remains the judge: a scenario may still find, once running, that the
 // policy leaves it nothing to exercise (G1 when no argument can be mutated), and says so as N/A.
 func List(ctx context.Context, cfg *Config) (*Catalogue, error) {
-	if cfg == nil || cfg.Policy == nil {
-		return nil, &UsageError{Msg: "no policy"}
-	}
-	c := *cfg
-	if c.Policy.Mode == policy.ModeObserve {
-		return nil, &UsageError{Msg: "the policy is in observe mode: verify grades enforcement; run it against the policy with mode: enforce"}
-	}
-	selected, err := selectIDs(c.Only)
+	c, selected, err := checkConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -218,6 +218,22 @@ func notApplicable(reason string) outcome {
 	return outcome{status: NotApplicable, reason: reason}
 }
 
+// checkConfig refuses a configuration Run and List cannot use, as *UsageError, and returns a
+// copy of it with the guarantees it selects.
+func checkConfig(cfg *Config) (Config, map[string]bool, error) {
+	if cfg == nil || cfg.Policy == nil {
+		return Config{}, nil, &UsageError{Msg: "no policy"}
+	}
+	if cfg.Policy.Mode == policy.ModeObserve {
+		return Config{}, nil, &UsageError{Msg: "the policy is in observe mode: verify grades enforcement; run it against the policy with mode: enforce"}
+	}
+	selected, err := selectIDs(cfg.Only)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return *cfg, selected, nil
+}
+
 // Run runs the selected guarantees against cfg.Policy in scratch stores and reports on each. A
 // returned error means verify itself could not run (exit 3), or, as a *UsageError, that the
 // configuration is unusable (exit 2); a guarantee that does not hold is a FAIL in the report, not
@@ -228,14 +244,7 @@ func Run(ctx context.Context, cfg *Config) (rep *Report, err error) {
 		// and re-execute itself again.
 		return nil, errors.New("verify: run inside a G4 racer process: call verify.Child() first in main")
 	}
-	if cfg == nil || cfg.Policy == nil {
-		return nil, &UsageError{Msg: "no policy"}
-	}
-	c := *cfg
-	if c.Policy.Mode == policy.ModeObserve {
-		return nil, &UsageError{Msg: "the policy is in observe mode: verify grades enforcement; run it against the policy with mode: enforce"}
-	}
-	selected, err := selectIDs(c.Only)
+	c, selected, err := checkConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

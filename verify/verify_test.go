@@ -845,6 +845,13 @@ func TestList(t *testing.T) {
 	if !errors.As(err, &ue) {
 		t.Errorf("List --only G99 = %v, want a *UsageError", err)
 	}
+	// List refuses what Run refuses (checkConfig): no policy, a policy in observe mode.
+	observe := parse(t, "schema: latch.policy/v1\nmode: observe\nactions:\n  a.b:\n    decision: allow\n")
+	for name, cfg := range map[string]*verify.Config{"no policy": {}, "observe mode": {Policy: observe}} {
+		if _, err := verify.List(t.Context(), cfg); !errors.As(err, &ue) {
+			t.Errorf("List with %s = %v, want a *UsageError", name, err)
+		}
+	}
 }
 
 // TestNewGuaranteesHold runs the guarantees added with the reference numbering on the small
