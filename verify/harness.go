@@ -249,14 +249,26 @@ const noRecord store.State = "absent"
 
 // effectState returns the state of the effect record under key (noRecord when there is none).
 func (e *env) effectState(ctx context.Context, key string) (store.State, error) {
-	rec, err := e.st.Effect(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
+	rec, err := e.effectRecord(ctx, key)
+	switch {
+	case err != nil:
+		return "", err
+	case rec == nil:
 		return noRecord, nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("read effect %s: %w", key, err)
-	}
 	return rec.State, nil
+}
+
+// effectRecord reads the record under key (nil when there is none).
+func (e *env) effectRecord(ctx context.Context, key string) (*store.Effect, error) {
+	rec, err := e.st.Effect(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read effect %s: %w", key, err)
+	}
+	return rec, nil
 }
 
 // lastReceipt returns the seq and result of the newest receipt (0, "" when there is none).

@@ -47,18 +47,6 @@ func refusedBeforeActing(seen *[2]string) executor {
 	}
 }
 
-// effectRecord reads the record under key (nil when there is none).
-func (e *env) effectRecord(ctx context.Context, key string) (*store.Effect, error) {
-	rec, err := e.st.Effect(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read effect %s: %w", key, err)
-	}
-	return rec, nil
-}
-
 func recordText(rec *store.Effect) string {
 	if rec == nil {
 		return string(noRecord)
