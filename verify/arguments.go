@@ -21,58 +21,30 @@ const (
 
 // sameKeyVariant returns a variant of base with other arguments and the same effect key, still
 // decided as pk is: one argument the key does not render changed, else an argument added that no
-// condition reads. desc says what changed.
+// condition reads (vary). desc says what changed.
 func (pk *pick) sameKeyVariant(p *policy.Policy, base variant) (variant, string, bool) {
-	keyOf := func(m variant, args map[string]any) (string, bool) {
-		if base.Effect == "" {
-			return m.Key, true
-		}
-		t, err := policy.ParseTemplate(base.Effect)
-		if err != nil {
-			return "", false
-		}
-		res := m.Resource
-		if res == "" {
-			res = pk.resourceOf(m)
-		}
-		k, err := t.Render(args, res)
-		return k, err == nil
-	}
-	try := func(args map[string]any) (variant, bool) {
-		m, ok := pk.finish(p, args, base.Resource, pk.Decision, "")
-		if !ok {
-			return variant{}, false
-		}
+	return pk.vary(p, base, "verify_other", "other", func(m variant, args map[string]any, _ bool) (variant, bool) {
 		m.Effect = base.Effect
-		k, ok := keyOf(m, args)
-		if !ok || k == "" || k != base.Key {
+		k := m.Key
+		if base.Effect != "" {
+			t, err := policy.ParseTemplate(base.Effect)
+			if err != nil {
+				return variant{}, false
+			}
+			res := m.Resource
+			if res == "" {
+				res = pk.resourceOf(m)
+			}
+			if k, err = t.Render(args, res); err != nil {
+				return variant{}, false
+			}
+		}
+		if k == "" || k != base.Key {
 			return variant{}, false
 		}
 		m.Key = k
 		return m, true
-	}
-	for _, arg := range pk.args {
-		if arg == resourceArg {
-			continue
-		}
-		for _, v := range pk.cands[arg] {
-			if sameValue(v, base.Args[arg]) {
-				continue
-			}
-			args := maps.Clone(base.Args)
-			args[arg] = v
-			if m, ok := try(args); ok {
-				return m, fmt.Sprintf("%s %s → %s", arg, valueString(base.Args[arg]), valueString(v)), true
-			}
-		}
-	}
-	arg := "verify_other"
-	args := maps.Clone(base.Args)
-	args[arg] = "other"
-	if m, ok := try(args); ok {
-		return m, "added argument " + arg, true
-	}
-	return variant{}, "", false
+	})
 }
 
 // l3: a call commits; the same key asked again with other arguments must be refused

@@ -350,6 +350,21 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 // argument the rule tests (an amount), then any other, and as a last resort adds an argument no
 // condition reads; desc says what changed.
 func (pk *pick) mutate(p *policy.Policy, base variant) (variant, string, bool) {
+	return pk.vary(p, base, "verify_mutation", "mutated", func(m variant, _ map[string]any, added bool) (variant, bool) {
+		m.Effect = base.Effect
+		if m.Effect != "" || added {
+			m.Key = base.Key
+		}
+		return m, true
+	})
+}
+
+// vary returns a variant of base with other arguments, still decided as pk is, that keep
+// accepts (keep may adjust it; added says the variant adds an argument): one argument changed,
+// the arguments the rules test first, else an argument named name (or name_1, name_2… when base
+// has it) added with value. desc says what changed.
+func (pk *pick) vary(p *policy.Policy, base variant, name string, value any,
+	keep func(m variant, args map[string]any, added bool) (variant, bool)) (variant, string, bool) {
 	for _, arg := range pk.args {
 		if arg == resourceArg {
 			continue
@@ -361,26 +376,25 @@ func (pk *pick) mutate(p *policy.Policy, base variant) (variant, string, bool) {
 			args := maps.Clone(base.Args)
 			args[arg] = v
 			if m, ok := pk.finish(p, args, base.Resource, pk.Decision, ""); ok {
-				m.Effect = base.Effect
-				if m.Effect != "" {
-					m.Key = base.Key
+				if m, ok := keep(m, args, false); ok {
+					return m, fmt.Sprintf("%s %s → %s", arg, valueString(base.Args[arg]), valueString(v)), true
 				}
-				return m, fmt.Sprintf("%s %s → %s", arg, valueString(base.Args[arg]), valueString(v)), true
 			}
 		}
 	}
-	arg := "verify_mutation"
+	arg := name
 	for i := 1; ; i++ {
 		if _, used := base.Args[arg]; !used {
 			break
 		}
-		arg = fmt.Sprintf("verify_mutation_%d", i)
+		arg = fmt.Sprintf("%s_%d", name, i)
 	}
 	args := maps.Clone(base.Args)
-	args[arg] = "mutated"
+	args[arg] = value
 	if m, ok := pk.finish(p, args, base.Resource, pk.Decision, ""); ok {
-		m.Effect, m.Key = base.Effect, base.Key
-		return m, "added argument " + arg, true
+		if m, ok := keep(m, args, true); ok {
+			return m, "added argument " + arg, true
+		}
 	}
 	return variant{}, "", false
 }
