@@ -1,10 +1,8 @@
 package cli_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,19 +20,8 @@ import (
 // real receiver when a call over HTTP needs an approval; /metrics answers without a token.
 func TestServeNotify(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	latchBin := filepath.Join(dir, "latch")
-	if err := os.Symlink(exe, latchBin); err != nil {
-		t.Fatal(err)
-	}
-	policyPath := filepath.Join(dir, "latch.yaml")
-	if err := os.WriteFile(policyPath, []byte(sweepPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	latchBin, policyPath := latchDir(t, sweepPolicy)
+	dir := filepath.Dir(policyPath)
 	secretFile := filepath.Join(dir, "notify.key")
 	if err := os.WriteFile(secretFile, []byte("k3y\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -55,20 +42,7 @@ func TestServeNotify(t *testing.T) {
 	}))
 	defer recv.Close()
 
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(latchBin, append([]string{"--policy", policyPath}, args...)...)
-		cmd.Env = cleanEnv()
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("latch %v: %v", args, err)
-		}
-		return string(out)
-	}
-	var tok struct{ Token string }
-	if err := json.Unmarshal([]byte(run("token", "create", "--agent", "billing-worker", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
+	token := createToken(t, latchBin, nil, policyPath, "--agent", "billing-worker")
 	// Without a secret, a json notifier is refused before anything starts.
 	cmd := exec.Command(latchBin, "--policy", policyPath, "serve", "--notify", recv.URL)
 	cmd.Env = cleanEnv()
@@ -76,30 +50,18 @@ func TestServeNotify(t *testing.T) {
 		t.Errorf("serve --notify without a secret = %v\n%s", err, out)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var stderr bytes.Buffer
-	srv := exec.Command(latchBin, "--policy", policyPath, "serve", "--listen", addr, "--notify", recv.URL, "--notify-secret-file", secretFile)
-	srv.Env = cleanEnv()
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Process.Kill()
-	base := "http://" + addr
+	p := startServe(t, latchBin, nil, "--policy", policyPath, "serve", "--notify", recv.URL, "--notify-secret-file", secretFile)
+	srv, stderr, base := p.cmd, p.stderr, p.base
 	var resp *http.Response
+	var err error
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		req, _ := http.NewRequest("POST", base+"/v1/actions", strings.NewReader(`{"action":"billing.charge","arguments":{"invoice_id":"inv_9","amount":90000}}`))
-		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("Authorization", "Bearer "+token)
 		if resp, err = http.DefaultClient.Do(req); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer: %v\n%s", err, &stderr)
+			t.Fatalf("serve did not answer: %v\n%s", err, stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -113,7 +75,7 @@ func TestServeNotify(t *testing.T) {
 			t.Errorf("alert = %+v", a)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no alert\n%s", &stderr)
+		t.Fatalf("no alert\n%s", stderr)
 	}
 	m, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -128,6 +90,6 @@ func TestServeNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := srv.Wait(); err != nil {
-		t.Errorf("serve: %v\n%s", err, &stderr)
+		t.Errorf("serve: %v\n%s", err, stderr)
 	}
 }

@@ -11,14 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -113,67 +111,22 @@ func (r *otlpReceiver) received() ([]receivedSpan, []string) {
 // the trace of the caller's traceparent.
 func TestServeExportsSpans(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, how := range []string{"flag", "env"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			rcv := startOTLPReceiver(t)
-			dir := t.TempDir()
-			latchBin := filepath.Join(dir, "latch") // TestMain runs the CLI under this name
-			if err := os.Symlink(exe, latchBin); err != nil {
-				t.Fatal(err)
-			}
-			policy := filepath.Join(dir, "latch.yaml")
-			if err := os.WriteFile(policy, []byte("schema: latch.policy/v1\nactions:\n  refund.issue:\n    effect: \"refund:{id}\"\n    decision: approve\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			latchBin, policy := latchDir(t, "schema: latch.policy/v1\nactions:\n  refund.issue:\n    effect: \"refund:{id}\"\n    decision: approve\n")
 			env := otelFreeEnv()
-			tokenOf := func(args ...string) string {
-				t.Helper()
-				cmd := exec.Command(latchBin, append([]string{"--policy", policy, "token", "create", "--json"}, args...)...)
-				cmd.Env = env
-				out, err := cmd.Output()
-				var tok struct{ Token string }
-				if err != nil || json.Unmarshal(out, &tok) != nil || tok.Token == "" {
-					t.Fatalf("token create %v: %v %s", args, err, out)
-				}
-				return tok.Token
-			}
-			agent, approver := tokenOf("--agent", "refunder"), tokenOf("--approver", "alice")
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close()
-			args := []string{"--policy", policy, "serve", "--listen", addr, "--no-console"}
+			agent, approver := createToken(t, latchBin, env, policy, "--agent", "refunder"), createToken(t, latchBin, env, policy, "--approver", "alice")
+			args := []string{"--policy", policy, "serve", "--no-console"}
 			srvEnv := env
 			if how == "flag" {
 				args = append(args, "--otel-endpoint", rcv.url)
 			} else {
 				srvEnv = append(slices.Clone(env), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.url, "OTEL_BSP_SCHEDULE_DELAY=100")
 			}
-			var stderr bytes.Buffer
-			srv := exec.Command(latchBin, args...)
-			srv.Env = srvEnv
-			srv.Stderr = &stderr
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Process.Kill()
-			base := "http://" + addr
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if resp, err := http.Get(base + "/readyz"); err == nil {
-					resp.Body.Close()
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("serve never became ready:\n%s", stderr.String())
-				}
-			}
+			p := startServe(t, latchBin, srvEnv, args...)
+			srv, stderr, base := p.cmd, p.stderr, p.base
 			// The caller's trace: the server's spans must join it.
 			const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 			call := func(method, path, token, body string, traced bool) map[string]any {

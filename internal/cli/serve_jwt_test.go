@@ -1,17 +1,14 @@
 package cli_test
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,19 +22,8 @@ import (
 // principal from a verified JWT; a JWT signed with another key is refused 401 and writes nothing.
 func TestServeJWT(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	latchBin := filepath.Join(dir, "latch")
-	if err := os.Symlink(exe, latchBin); err != nil {
-		t.Fatal(err)
-	}
-	policyPath := filepath.Join(dir, "latch.yaml")
-	if err := os.WriteFile(policyPath, []byte(sweepPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	latchBin, policyPath := latchDir(t, sweepPolicy)
+	dir := filepath.Dir(policyPath)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	der, err := x509.MarshalPKIXPublicKey(pub)
@@ -58,31 +44,19 @@ func TestServeJWT(t *testing.T) {
 		return tok
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var stderr bytes.Buffer
-	srv := exec.Command(latchBin, "--policy", policyPath, "serve", "--listen", addr,
+	p := startServe(t, latchBin, nil, "--policy", policyPath, "serve",
 		"--jwt-issuer", "https://issuer.test", "--jwt-audience", "latch", "--jwt-key", keyFile)
-	srv.Env = cleanEnv()
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Process.Kill()
+	srv, stderr := p.cmd, p.stderr
 	post := func(bearer, invoice string) (int, map[string]any) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); ; {
-			req, _ := http.NewRequest("POST", "http://"+addr+"/v1/actions",
+			req, _ := http.NewRequest("POST", p.base+"/v1/actions",
 				strings.NewReader(`{"action":"billing.charge","arguments":{"invoice_id":"`+invoice+`","amount":100}}`))
 			req.Header.Set("Authorization", "Bearer "+bearer)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				if time.Now().After(deadline) {
-					t.Fatalf("serve did not answer: %v\n%s", err, &stderr)
+					t.Fatalf("serve did not answer: %v\n%s", err, stderr)
 				}
 				time.Sleep(50 * time.Millisecond)
 				continue
@@ -105,15 +79,10 @@ func TestServeJWT(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := srv.Wait(); err != nil {
-		t.Errorf("serve: %v\n%s", err, &stderr)
+		t.Errorf("serve: %v\n%s", err, stderr)
 	}
 	// Only the verified call was written.
-	cmd := exec.Command(latchBin, "--policy", policyPath, "effects", "--json")
-	cmd.Env = cleanEnv()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runLatch(t, latchBin, nil, "--policy", policyPath, "effects", "--json")
 	if n := strings.Count(string(out), "\n"); n != 1 || !strings.Contains(string(out), "charge:inv_1") {
 		t.Errorf("latch effects --json:\n%s\nwant only charge:inv_1", out)
 	}

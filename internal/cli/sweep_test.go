@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -38,22 +35,10 @@ actions:
 // one event each, whichever process gets there first.
 func TestSweepProcesses(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			latchBin := filepath.Join(dir, "latch")
-			if err := os.Symlink(exe, latchBin); err != nil {
-				t.Fatal(err)
-			}
-			policyPath := filepath.Join(dir, "latch.yaml")
-			if err := os.WriteFile(policyPath, []byte(sweepPolicy), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			latchBin, policyPath := latchDir(t, sweepPolicy)
 			url := testdb.URL(t, backend, "cli_sweep")
 			g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: url})
 			if err != nil {
@@ -82,13 +67,7 @@ func TestSweepProcesses(t *testing.T) {
 			}
 			var procs []proc
 			for range 3 {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				addr := ln.Addr().String()
-				ln.Close()
-				cmd := exec.Command(latchBin, "--policy", policyPath, "--store", url, "serve", "--listen", addr, "--sweep", "20ms")
+				cmd := exec.Command(latchBin, "--policy", policyPath, "--store", url, "serve", "--listen", freeAddr(t), "--sweep", "20ms")
 				cmd.Env = cleanEnv()
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
