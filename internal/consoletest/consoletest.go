@@ -5,6 +5,9 @@ package consoletest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,17 +164,56 @@ func Start(t testing.TB, o *Options) *Server {
 		g.Close()
 	})
 	out := &Server{URL: "http://" + ln.Addr().String(), Guard: g, Clock: clk}
-	ts := g.Store().(store.TokenStore)
-	mk := func(req *server.NewToken) string {
-		secret, _, err := server.CreateToken(context.Background(), ts, req, clk.Now())
+	out.Agent = out.token(t, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
+	out.Approver = out.ApproverToken(t, "operator")
+	return out
+}
+
+func (s *Server) token(t testing.TB, req *server.NewToken) string {
+	t.Helper()
+	secret, _, err := server.CreateToken(context.Background(), s.Guard.Store().(store.TokenStore), req, s.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// ApproverToken creates an approver token of name, as `latch token create --approver` does,
+// and returns its secret.
+func (s *Server) ApproverToken(t testing.TB, name string) string {
+	t.Helper()
+	return s.token(t, &server.NewToken{Kind: store.TokenApprover, Approver: name})
+}
+
+// Written is what the store holds that an answer or a resolution would change: the number of
+// events and of receipts. A refused form must leave both as they were.
+func (s *Server) Written(t testing.TB) (events, receipts int) {
+	t.Helper()
+	evs, err := s.Guard.Store().Events(context.Background(), store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range s.Guard.Store().Receipts(context.Background(), store.ReceiptFilter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return secret
+		receipts++
 	}
-	out.Agent = mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
-	out.Approver = mk(&server.NewToken{Kind: store.TokenApprover, Approver: "operator"})
-	return out
+	return len(evs), receipts
+}
+
+// Ambiguous runs git.merge of pull request number in repository latch as billing-worker, with
+// an executor that fails with msg — a lost reply — so that effect merge:latch:NUMBER is left
+// ambiguous; it returns the effect key.
+func (s *Server) Ambiguous(t testing.TB, number int, msg string) string {
+	t.Helper()
+	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(fmt.Sprintf(`{"repo":"latch","number":%d}`, number))},
+		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New(msg) })
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute(git.merge %d) = %v, want ambiguous", number, err)
+	}
+	return fmt.Sprintf("merge:latch:%d", number)
 }
 
 // AddAccount creates a local approver account as `latch approver add` does, but with bcrypt's

@@ -17,7 +17,6 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/consoletest"
 	"github.com/latchkit/latch/receipt"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/sqlite"
@@ -35,23 +34,6 @@ func pending(t *testing.T, s *consoletest.Server, order string) *latch.Pending {
 		t.Fatalf("Begin = %+v, %v; want an approval required", p, err)
 	}
 	return &latch.Pending{ApprovalID: ar.ApprovalID}
-}
-
-// written is what the store holds that an answer or a resolution would change: the number of
-// events and of receipts.
-func written(t *testing.T, s *consoletest.Server) (events, receipts int) {
-	t.Helper()
-	evs, err := s.Guard.Store().Events(t.Context(), store.EventFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range s.Guard.Store().Receipts(t.Context(), store.ReceiptFilter{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		receipts++
-	}
-	return len(evs), receipts
 }
 
 func approval(t *testing.T, s *consoletest.Server, id string) *store.Approval {
@@ -148,7 +130,7 @@ func TestCSRFRefused(t *testing.T) {
 	s.AddAccount(t, "alice", pw, "payments-leads")
 	p := pending(t, s, "ord_1")
 	c, csrf := login(t, s, "alice")
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	for name, tc := range map[string]struct {
 		form   url.Values
 		origin string
@@ -173,7 +155,7 @@ func TestCSRFRefused(t *testing.T) {
 	if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
 		t.Errorf("after refused forms the request is %s, want pending", a.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("refused forms wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }
@@ -224,7 +206,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 			} else {
 				s.Clock.Add(wait)
 			}
-			ev, rc := written(t, s)
+			ev, rc := s.Written(t)
 			r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}})
 			if r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, "session expired") {
 				t.Errorf("answer with an expired session = %d, want 401", r.Status)
@@ -235,7 +217,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 			if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
 				t.Errorf("the request is %s, want pending", a.Status)
 			}
-			if e, r := written(t, s); e != ev || r != rc {
+			if e, r := s.Written(t); e != ev || r != rc {
 				t.Errorf("an expired session wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 			}
 		})
@@ -246,7 +228,7 @@ func TestProxyHeader(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, &consoletest.Options{Console: console.Config{TrustedProxies: []netip.Prefix{consoletest.Prefix("127.0.0.2")}}})
 	p := pending(t, s, "ord_1")
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 
 	// From 127.0.0.1, which is not the proxy: refused, whatever the page.
 	forger := consoletest.Client(t, "127.0.0.1")
@@ -270,7 +252,7 @@ func TestProxyHeader(t *testing.T) {
 	if r := consoletest.Do(t, forger, req); r.Status != http.StatusForbidden {
 		t.Errorf("POST answer with a forged header = %d, want 403", r.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a forged header wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 
@@ -313,7 +295,7 @@ func TestAnsweredRequestRefused(t *testing.T) {
 	if r := consoletest.Post(t, ca, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrfA}, "decision": {"deny"}, "note": {"no"}}); r.Status != http.StatusSeeOther {
 		t.Fatalf("alice's answer = %d: %s", r.Status, r.Body)
 	}
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	// bob's page was drawn before alice answered; his answer arrives after.
 	r := consoletest.Post(t, cb, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrfB}, "decision": {"grant"}})
 	if r.Status != http.StatusConflict || !strings.Contains(r.Body, "already answered") {
@@ -322,7 +304,7 @@ func TestAnsweredRequestRefused(t *testing.T) {
 	if a := approval(t, s, p.ApprovalID); a.Status != store.Denied || a.Approver != "alice" {
 		t.Errorf("the request is %s by %q, want denied by alice", a.Status, a.Approver)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a late answer wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 	// The denial shows beside the next request for the same action.
@@ -341,11 +323,11 @@ func TestSelfApprovalRefused(t *testing.T) {
 	if page := consoletest.Get(t, c, s.URL+"/approvals"); strings.Contains(page.Body, `value="grant"`) || !strings.Contains(page.Body, "someone else must answer") {
 		t.Errorf("the requester sees an approve button on its own request")
 	}
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	if r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}}); r.Status != http.StatusForbidden {
 		t.Errorf("the requester's own answer = %d, want 403", r.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a refused self-approval wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }
@@ -354,14 +336,7 @@ func TestResolveAmbiguous(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
 	s.AddAccount(t, "alice", pw, "payments-leads")
-	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
-	_, err := s.Guard.Execute(ctx, &latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
-		func(context.Context, json.RawMessage) (any, error) {
-			return nil, errors.New("connection reset by peer")
-		})
-	if !errors.Is(err, latch.ErrAmbiguous) {
-		t.Fatalf("Execute = %v, want ambiguous", err)
-	}
+	s.Ambiguous(t, 7, "connection reset by peer")
 	c, _ := login(t, s, "alice")
 	page := consoletest.Get(t, c, s.URL+"/attention")
 	for _, want := range []string{"merge:latch:7", "connection reset by peer", "execution_ambiguous", "It happened (committed)"} {
@@ -370,11 +345,11 @@ func TestResolveAmbiguous(t *testing.T) {
 		}
 	}
 	csrf := consoletest.CSRF(page.Body)
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc`}}); r.Status != http.StatusBadRequest {
 		t.Errorf("resolve with a result that is not JSON = %d, want 400", r.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{ "sha": "abc",
@@ -527,11 +502,11 @@ func TestTwoOfN(t *testing.T) {
 		t.Fatalf("after one of two grants the request is %s, want pending", a.Status)
 	}
 	// One person counts once: tess's second answer is refused and writes nothing.
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	if r := consoletest.Post(t, c1, s.URL+"/approvals/"+id+"/answer", url.Values{"csrf": {csrf1}, "decision": {"grant"}}); r.Status != http.StatusForbidden && r.Status != http.StatusConflict {
 		t.Errorf("tess's second grant = %d, want refused", r.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a second grant by one person wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 	c2, csrf2 := login(t, s, "tom")
@@ -556,24 +531,20 @@ func TestUnentitledRefused(t *testing.T) {
 	if !strings.Contains(page.Body, p.ApprovalID) || strings.Contains(page.Body, `value="grant"`) || !strings.Contains(page.Body, "not among the approvers") {
 		t.Errorf("an unentitled approver sees the request without an explanation, or with an approve button")
 	}
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	if r := consoletest.Post(t, c, s.URL+"/approvals/"+p.ApprovalID+"/answer", url.Values{"csrf": {csrf}, "decision": {"grant"}}); r.Status != http.StatusForbidden {
 		t.Errorf("an unentitled approver's answer = %d, want 403", r.Status)
 	}
 	// The HTTP API refuses an approver token of the same person alike.
-	secret, _, err := server.CreateToken(t.Context(), s.Guard.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "eve"}, s.Clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/approvals/"+p.ApprovalID+"/approve", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Authorization", "Bearer "+s.ApproverToken(t, "eve"))
 	if r := consoletest.Do(t, consoletest.Client(t, ""), req); r.Status != http.StatusForbidden || !strings.Contains(r.Body, "approver_not_entitled") {
 		t.Errorf("the API's answer for eve = %d %s, want 403 approver_not_entitled", r.Status, r.Body)
 	}
 	if a := approval(t, s, p.ApprovalID); a.Status != store.Pending {
 		t.Errorf("the request is %s, want pending", a.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("unentitled answers wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }

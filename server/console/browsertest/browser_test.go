@@ -3,7 +3,6 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/netip"
 	"os"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/consoletest"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
 )
@@ -190,21 +188,6 @@ func pendingID(t *testing.T, s *consoletest.Server) string {
 	return ""
 }
 
-func written(t *testing.T, s *consoletest.Server) (events, receipts int) {
-	t.Helper()
-	evs, err := s.Guard.Store().Events(context.Background(), store.EventFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range s.Guard.Store().Receipts(context.Background(), store.ReceiptFilter{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		receipts++
-	}
-	return len(evs), receipts
-}
-
 // A person logs in, sees a request appear that a real waiting call made (live, without
 // reloading), reads it, approves it with a note, and the waiting call proceeds and commits.
 func TestApproveWaitingCall(t *testing.T) {
@@ -269,7 +252,7 @@ func TestCSRFlessPostRefused(t *testing.T) {
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
 	navigate(t, ctx, "show the request", s.URL+"/approvals/"+id, "button.grant")
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	removed := value(t, ctx, "remove the token", chromedp.Evaluate[int](`(function(){var n=0;document.querySelectorAll('article input[name=csrf]').forEach(function(e){e.remove();n++});return n})()`))
 	if removed != 1 {
 		t.Fatalf("removed %d token fields, want 1", removed)
@@ -281,7 +264,7 @@ func TestCSRFlessPostRefused(t *testing.T) {
 	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Pending {
 		t.Errorf("the request is %s, want pending", a.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a CSRF-less POST wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }
@@ -325,7 +308,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 	login(t, ctx, s.URL, "alice", false)
 	navigate(t, ctx, "show the request", s.URL+"/approvals/"+id, "button.grant")
 	s.Clock.Add(console.DefaultSessionTTL + time.Minute)
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	run(t, ctx, "approve after expiry", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
 	if got := text(t, ctx, "#error"); !strings.Contains(got, "session expired") {
 		t.Errorf("the refusal says %q", got)
@@ -333,7 +316,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Pending {
 		t.Errorf("the request is %s, want pending", a.Status)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("an expired session wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 	navigate(t, ctx, "reload", s.URL+"/approvals", "#name")
@@ -362,7 +345,7 @@ func TestAnswerToAnsweredRequestRefused(t *testing.T) {
 	if got := text(t, ctx, "#live"); !strings.Contains(got, "Something changed") {
 		t.Errorf("the live notice says %q", got)
 	}
-	ev, rc := written(t, s)
+	ev, rc := s.Written(t)
 	run(t, ctx, "approve late", chromedp.Click(chromedp.CSS("button.grant")), chromedp.WaitVisible(chromedp.CSS("#error")))
 	if got := text(t, ctx, "#error"); !strings.Contains(got, "already answered (denied)") {
 		t.Errorf("the refusal says %q", got)
@@ -371,7 +354,7 @@ func TestAnswerToAnsweredRequestRefused(t *testing.T) {
 	if a, _ := s.Guard.Store().Approval(context.Background(), id); a.Status != store.Denied || a.Approver != "dana" {
 		t.Errorf("the request is %s by %q, want denied by dana", a.Status, a.Approver)
 	}
-	if e, r := written(t, s); e != ev || r != rc {
+	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a late answer wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
 }
@@ -382,14 +365,7 @@ func TestResolveAmbiguousEffect(t *testing.T) {
 	t.Parallel()
 	s := consoletest.Start(t, nil)
 	s.AddAccount(t, "alice", pw, "payments-leads")
-	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
-		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":7}`)},
-		func(context.Context, json.RawMessage) (any, error) {
-			return nil, errors.New("read tcp: connection reset by peer")
-		})
-	if !errors.Is(err, latch.ErrAmbiguous) {
-		t.Fatalf("Execute = %v, want ambiguous", err)
-	}
+	s.Ambiguous(t, 7, "read tcp: connection reset by peer")
 	ctx := browser(t)
 	login(t, ctx, s.URL, "alice", false)
 	navigate(t, ctx, "open needs attention", s.URL+"/attention", "article.effect")
@@ -423,14 +399,7 @@ func TestAttentionLive(t *testing.T) {
 	if got := text(t, ctx, "main"); !strings.Contains(got, "Nothing needs attention") {
 		t.Fatalf("before any call the page says %q", got)
 	}
-	_, err := s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
-		&latch.Call{Action: "git.merge", Arguments: json.RawMessage(`{"repo":"latch","number":9}`)},
-		func(context.Context, json.RawMessage) (any, error) {
-			return nil, errors.New("read tcp: i/o timeout")
-		})
-	if !errors.Is(err, latch.ErrAmbiguous) {
-		t.Fatalf("Execute = %v, want ambiguous", err)
-	}
+	s.Ambiguous(t, 9, "read tcp: i/o timeout")
 	run(t, ctx, "wait for the effect to appear", chromedp.WaitVisible(chromedp.CSS("article.effect")))
 	if got := text(t, ctx, "article.effect"); !strings.Contains(got, "merge:latch:9") || !strings.Contains(got, "i/o timeout") {
 		t.Errorf("the effect reads %q", got)
@@ -521,12 +490,8 @@ func TestUnentitledSeesNoButton(t *testing.T) {
 		t.Errorf("eve is offered %d answer buttons", n)
 	}
 	shot(t, ctx, "not-entitled")
-	secret, _, err := server.CreateToken(context.Background(), s.Guard.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "eve"}, s.Clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/approvals/"+id+"/approve", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Authorization", "Bearer "+s.ApproverToken(t, "eve"))
 	if r := consoletest.Do(t, consoletest.Client(t, ""), req); r.Status != http.StatusForbidden || !strings.Contains(r.Body, "approver_not_entitled") {
 		t.Errorf("the API's answer for eve = %d %s, want 403 approver_not_entitled", r.Status, r.Body)
 	}
