@@ -78,6 +78,10 @@ func TestJWTApprovers(t *testing.T) {
 			if l := s.do("GET", "/v1/approvals?status=pending", dave, nil); l.status != 200 || len(l.body["approvals"].([]any)) != 1 {
 				t.Fatalf("dave lists pending = %d %s", l.status, l.raw)
 			}
+			// and reads any one request, not only those its own principal made (docs/http.md).
+			if g := s.do("GET", path, dave, nil); g.status != 200 || g.body["approval_id"] != apr {
+				t.Fatalf("dave reads %s = %d %s, want 200", path, g.status, g.raw)
+			}
 			a := s.do("POST", path+"/approve", dave, map[string]any{"note": "checked"})
 			if a.status != 200 || a.body["status"] != "pending" || a.body["grants"] != float64(1) {
 				t.Fatalf("dave's grant = %d %s, want pending 1 of 2", a.status, a.raw)

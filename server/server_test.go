@@ -673,3 +673,55 @@ func TestRevokedTokenRefusedWithinCache(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiredTokenRefusedWhileCached: the token cache trusts a verified token's record, never
+// its expiry — an expired token is refused at once, however long the cache (docs/http.md#tokens).
+func TestExpiredTokenRefusedWhileCached(t *testing.T) {
+	t.Parallel()
+	s := start(t, "sqlite", &server.Config{TokenCache: time.Hour})
+	secret, _, err := server.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Minute}, s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.do("GET", "/v1/approvals/apr_00000000000000000000000000000000", secret, nil); r.status != 404 {
+		t.Fatalf("before expiry: %d %s, want 404 approval_not_found (authenticated, and now cached)", r.status, r.raw)
+	}
+	s.clock.Add(2 * time.Minute)
+	wantProblem(t, "after expiry", s.do("GET", "/v1/approvals/apr_00000000000000000000000000000000", secret, nil), 401, "token_expired")
+}
+
+// TestConsoleMounted: the console is served under / beside the API unless NoConsole, and its
+// cookies are Secure when the server is behind a TLS-terminating proxy (docs/approvals.md).
+func TestConsoleMounted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cfg    server.Config
+		status int
+		secure bool
+	}{
+		{"default", server.Config{}, http.StatusOK, false},
+		{"behind proxy", server.Config{BehindProxy: true}, http.StatusOK, true},
+		{"no console", server.Config{NoConsole: true}, http.StatusNotFound, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, "sqlite", &tc.cfg)
+			resp, err := http.Get(s.url + "/login")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("GET /login = %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status != http.StatusOK {
+				return
+			}
+			ck := resp.Header.Get("Set-Cookie")
+			if !strings.HasPrefix(ck, "latch_login=") || strings.Contains(ck, "; Secure") != tc.secure {
+				t.Errorf("the login form's cookie is %q, want Secure %t", ck, tc.secure)
+			}
+		})
+	}
+}

@@ -107,6 +107,12 @@ func TestSecurityHeadersAndCookies(t *testing.T) {
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 			t.Errorf("CSP %q allows inline code", csp)
 		}
+		for h, want := range map[string]string{"X-Frame-Options": "DENY", "Referrer-Policy": "same-origin",
+			"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"} {
+			if got := login.Header.Get(h); got != want {
+				t.Errorf("GET /login: %s = %q, want %q", h, got, want)
+			}
+		}
 		// A Secure cookie is not sent back over http, so read the Set-Cookie header itself.
 		r := consoletest.Post(t, c, s.URL+"/login", url.Values{"csrf": {consoletest.CSRF(login.Body)}, "name": {"alice"}, "password": {pw}})
 		sc := r.Header.Get("Set-Cookie")
