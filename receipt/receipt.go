@@ -431,6 +431,46 @@ type wire struct {
 	Note       *string          `json:"note"`
 }
 
+// callField names the first field present in w that only a call's receipt carries, or "" when
+// there is none. Seal writes none of them for a record of another kind, so a document that has
+// one was not written by Seal and would not read back the same.
+func (w *wire) callField() string {
+	p := w.Principal
+	switch {
+	case w.ActionID != "":
+		return "action_id"
+	case w.ActionHash != "":
+		return "action_hash"
+	case len(w.Arguments) > 0 && string(w.Arguments) != "null":
+		return "arguments"
+	case w.Resource != nil:
+		return "resource"
+	case p.Agent != nil || p.User != nil || p.Issuer != nil:
+		return "principal"
+	case w.Environment != "":
+		return "environment"
+	case w.Decision != "":
+		return "decision"
+	case w.DecisionReason != nil:
+		return "decision_reason"
+	case w.Authority != nil:
+		return "authority"
+	case w.IdempotencyToken != nil:
+		return "idempotency_token"
+	case w.StartedAt != nil:
+		return "started_at"
+	case w.PolicyHash != nil:
+		return "policy_hash"
+	case w.PolicyVersion != nil:
+		return "policy_version"
+	case w.Mode != "":
+		return "mode"
+	case w.WouldHave != nil:
+		return "would_have"
+	}
+	return ""
+}
+
 func str(p *string) string {
 	if p == nil {
 		return ""
@@ -470,6 +510,11 @@ func Parse(doc []byte) (*Receipt, error) {
 	}
 	if w.WouldHave != nil {
 		r.WouldHave = &WouldHave{Decision: str(w.WouldHave.Decision), Reason: str(w.WouldHave.Reason), Effect: str(w.WouldHave.Effect)}
+	}
+	if !IsCall(r.Kind) {
+		if field := w.callField(); field != "" {
+			return nil, fmt.Errorf("parse receipt %d: a %s record carries %s, which only a call's receipt has", w.Seq, r.Kind, field)
+		}
 	}
 	var err error
 	if r.StartedAt, err = parseStamp(w.StartedAt); err != nil {

@@ -215,6 +215,30 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParseRefusesCallFieldsElsewhere: a record of another kind that carries a field only a
+// call's receipt has (one Seal never writes for it, so it would not read back the same) is
+// refused, naming the record and the field; without the field it reads.
+func TestParseRefusesCallFieldsElsewhere(t *testing.T) {
+	t.Parallel()
+	for _, field := range []string{
+		`"started_at":"0000-01-01T00:00:00.000Z"`, `"resource":"inv_1"`, `"principal":{"user":"bob"}`,
+		`"arguments":{"a":1}`, `"decision":"allow"`, `"would_have":{}`, `"mode":"enforce"`,
+	} {
+		doc := `{"seq":4,"kind":"resolution","effect_key":"k",` + field + `}`
+		name := field[1 : strings.Index(field[1:], `"`)+1]
+		_, err := receipt.Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "parse receipt 4: a resolution record carries "+name) {
+			t.Errorf("Parse(%s) = %v, want it refused naming %s", doc, err, name)
+		}
+	}
+	if _, err := receipt.Parse([]byte(`{"seq":4,"kind":"resolution","effect_key":"k","arguments":null}`)); err != nil {
+		t.Errorf("a resolution without call fields: %v", err)
+	}
+	if _, err := receipt.Parse([]byte(`{"seq":4,"kind":"call","started_at":"2026-01-01T00:00:00.000Z","resource":null}`)); err != nil {
+		t.Errorf("a call with its fields: %v", err)
+	}
+}
+
 // TestCanonicalMatchesMarshal holds Seal's direct writer to canon.Marshal of the map document:
 // the same bytes for every shape of receipt (optional fields empty and set, authority,
 // would_have, escapes, non-ASCII).
