@@ -214,16 +214,12 @@ naming the hold and its reason. Placing and releasing a hold are chained records
 			case strings.TrimSpace(why) == "":
 				return usagef("--reason TEXT is required: a hold says why it keeps what it keeps")
 			}
-			name, err := a.operator(as, cmd.Flags().Changed("as"))
-			if err != nil {
-				return err
-			}
-			rs, closeStore, err := a.retentionStore(a.openWrite)
+			rs, by, closeStore, err := a.retentionAs(as, cmd.Flags().Changed("as"))
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			h, err := rs.PlaceHold(a.ctx, &store.HoldRequest{Now: a.now(), From: from, To: to, Reason: why, By: "cli:" + name})
+			h, err := rs.PlaceHold(a.ctx, &store.HoldRequest{Now: a.now(), From: from, To: to, Reason: why, By: by})
 			if err != nil {
 				return err
 			}
@@ -239,6 +235,20 @@ naming the hold and its reason. Placing and releasing a hold are chained records
 	f.StringVar(&as, "as", "", "who places the hold: recorded as cli:`NAME` (default $LATCH_APPROVER, else $USER)")
 	cmd.AddCommand(a.holdListCommand(), a.holdReleaseCommand())
 	return cmd
+}
+
+// retentionAs is the operator who places or releases a hold (by: cli:NAME, from --as, given or
+// not) and the retention store, opened for writing, with the function that closes it.
+func (a *app) retentionAs(as string, given bool) (_ store.RetentionStore, by string, closeStore func(), _ error) {
+	name, err := a.operator(as, given)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	rs, closeStore, err := a.retentionStore(a.openWrite)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return rs, "cli:" + name, closeStore, nil
 }
 
 // retentionStore opens the existing store with open (a.openRead or a.openWrite) as a
@@ -336,16 +346,12 @@ func (a *app) holdReleaseCommand() *cobra.Command {
 			if strings.TrimSpace(why) == "" {
 				return usagef("--reason TEXT is required: a release says why")
 			}
-			name, err := a.operator(as, cmd.Flags().Changed("as"))
-			if err != nil {
-				return err
-			}
-			rs, closeStore, err := a.retentionStore(a.openWrite)
+			rs, by, closeStore, err := a.retentionAs(as, cmd.Flags().Changed("as"))
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			h, err := rs.ReleaseHold(a.ctx, &store.ReleaseRequest{Now: a.now(), ID: args[0], Reason: why, By: "cli:" + name})
+			h, err := rs.ReleaseHold(a.ctx, &store.ReleaseRequest{Now: a.now(), ID: args[0], Reason: why, By: by})
 			if errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("no hold %s (latch hold list --all lists them)", args[0])
 			}
