@@ -178,7 +178,10 @@ func (o *Operator) Handler(a *server.Authenticator) http.Handler {
 }
 
 // Approval is an approval request as the tools show it; the fields are those of
-// `latch approvals --json`, with display.
+// `latch approvals --json`, with display. It is a type of its own rather than the CLI's and the
+// API's shape because the tools' output schema is derived from it and already published: absent
+// values are omitted here where those print null, display lists every argument (not only the
+// hinted ones), and the request's own note is kept.
 type Approval struct {
 	ApprovalID string         `json:"approval_id"`
 	Status     string         `json:"status"`
@@ -245,8 +248,9 @@ func (o *Operator) approvalOf(a *store.Approval) Approval {
 		CreatedAt: stamp(a.CreatedAt), ExpiresAt: stamp(a.ExpiresAt), Approver: a.Approver, Note: a.Note,
 		PreviousDenied: a.PreviousDenied, PreviousDeniedBy: a.PreviousDeniedBy}
 	_ = json.Unmarshal(d.Arguments, &out.Arguments)
-	rule := o.cfg.Guard.Policy().ApproversFor(a.ActionName)
-	out.Required, out.Grants = max(a.Required, rule.Required, 1), store.Grants(a.Answers, rule.Verified)
+	// The count as `latch approvals --json` and latch serve give it (package jsonview).
+	n, verified := jsonview.Required(o.cfg.Guard.Policy(), a)
+	out.Required, out.Grants = n, store.Grants(a.Answers, verified)
 	out.Answers = make([]Answer, len(a.Answers))
 	for i, x := range a.Answers {
 		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant, Note: x.Note, AnsweredAt: stamp(x.At)}
