@@ -173,6 +173,9 @@ func TestListApprovalsDisplay(t *testing.T) {
 	if len(out.Approvals) != 1 || out.Approvals[0].ApprovalID != id {
 		t.Fatalf("approvals = %s, want %s", b, id)
 	}
+	if a := out.Approvals[0]; a.Required != 1 || a.Grants != 0 || len(a.Answers) != 0 {
+		t.Errorf("a fresh request reads required %d, grants %d, %d answers; want 1, 0, none", a.Required, a.Grants, len(a.Answers))
+	}
 	var human string
 	for _, d := range out.Approvals[0].Display {
 		if d.Name == "amount" {
