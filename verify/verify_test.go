@@ -845,6 +845,29 @@ func TestList(t *testing.T) {
 	if !errors.As(err, &ue) {
 		t.Errorf("List --only G99 = %v, want a *UsageError", err)
 	}
+	// docs/verify.md's listing of the payments example without --latchhttp: every guarantee
+	// applicable but G12, with the reason it prints.
+	doc, err := os.ReadFile(filepath.Join("..", "examples", "authority", "payments.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err = verify.List(t.Context(), &verify.Config{Policy: parse(t, string(doc)), Now: paymentsEpoch})
+	if err != nil {
+		t.Fatalf("List payments: %v", err)
+	}
+	b.Reset()
+	if err := cat.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"G12  byte written is ambiguous              N/A         no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp\n",
+		"L5   misspelt argument fails closed         applicable\n",
+		"28 guarantees: 27 applicable to this policy, 1 not applicable.\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("payments listing lacks %q:\n%s", want, b.String())
+		}
+	}
 	// List refuses what Run refuses (checkConfig): no policy, a policy in observe mode.
 	observe := parse(t, "schema: latch.policy/v1\nmode: observe\nactions:\n  a.b:\n    decision: allow\n")
 	for name, cfg := range map[string]*verify.Config{"no policy": {}, "observe mode": {Policy: observe}} {
