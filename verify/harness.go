@@ -60,6 +60,7 @@ type runner struct {
 	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
 	dry    bool      // List's runner: newEnv stops every scenario with errDry
+	envs   int       // scratch environments opened so far (newEnv)
 }
 
 // errDry stops a scenario of List's dry runner at its first scratch environment: by then it has
@@ -124,6 +125,7 @@ func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*
 	if r.dry {
 		return nil, errDry
 	}
+	r.envs++
 	u, err := r.sc.location(ctx, name)
 	if err != nil {
 		return nil, err

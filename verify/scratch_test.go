@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -226,4 +227,44 @@ func TestPostgresRun(t *testing.T) {
 func parsePolicyForRun(t *testing.T) *policy.Policy {
 	t.Helper()
 	return parsePolicy(t, "schema: latch.policy/v1\nactions:\n  a.b:\n    effect: \"a:{id}\"\n    decision: allow\n")
+}
+
+// TestNotApplicableBeforeScratch: List judges applicability by stopping each scenario at its
+// first scratch environment, so Run refuses an N/A found after one (it would be listed
+// applicable) and keeps one found before it.
+func TestNotApplicableBeforeScratch(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sc, err := newScratch(ctx, "")
+	if err != nil {
+		t.Fatalf("newScratch: %v", err)
+	}
+	defer sc.close(context.WithoutCancel(ctx))
+	r, err := newRunner(&Config{Policy: parsePolicyForRun(t), Now: time.Now()}, faultSet{}, sc)
+	if err != nil {
+		t.Fatalf("newRunner: %v", err)
+	}
+	defer r.close()
+	early := guarantee{"X1", "decides first", func(r *runner, ctx context.Context) (outcome, error) {
+		return notApplicable("nothing to exercise"), nil
+	}}
+	late := guarantee{"X2", "decides late", func(r *runner, ctx context.Context) (outcome, error) {
+		e, err := r.newEnv(ctx, "x2", r.sp)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer e.close()
+		return notApplicable("found while running"), nil
+	}}
+	if o, err := r.verdict(ctx, early); err != nil || o.status != NotApplicable {
+		t.Errorf("N/A before any scratch store: %+v, %v; want the N/A", o, err)
+	}
+	if o, err := r.verdict(ctx, late); err == nil || !strings.Contains(err.Error(), "verify X2: found N/A (found while running) after opening a scratch store") {
+		t.Errorf("N/A after a scratch store: %+v, %v; want an error naming X2", o, err)
+	}
+	// List sees the late one as applicable, which is why Run refuses it.
+	r.dry = true
+	if _, err := late.run(r, ctx); !errors.Is(err, errDry) {
+		t.Errorf("dry run of X2 = %v, want errDry", err)
+	}
 }

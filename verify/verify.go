@@ -218,6 +218,25 @@ func notApplicable(reason string) outcome {
 	return outcome{status: NotApplicable, reason: reason}
 }
 
+// verdict runs one guarantee's scenario for Run.
+func (r *runner) verdict(ctx context.Context, g guarantee) (outcome, error) {
+	envs := r.envs
+	o, err := g.run(r, ctx)
+	if err == nil {
+		// A cancelled run is not a verdict: whatever the scenario saw, it did not finish.
+		err = ctx.Err()
+	}
+	if err == nil && o.status == NotApplicable && r.envs != envs {
+		// List judges applicability by stopping each scenario at its first scratch
+		// environment: an N/A found after one would be listed applicable.
+		err = fmt.Errorf("found N/A (%s) after opening a scratch store, where List cannot see it", o.reason)
+	}
+	if err != nil {
+		return outcome{}, fmt.Errorf("verify %s: %w", g.id, err)
+	}
+	return o, nil
+}
+
 // checkConfig refuses a configuration Run and List cannot use, as *UsageError, and returns a
 // copy of it with the guarantees it selects.
 func checkConfig(cfg *Config) (Config, map[string]bool, error) {
@@ -273,13 +292,9 @@ func Run(ctx context.Context, cfg *Config) (rep *Report, err error) {
 			continue
 		}
 		start := time.Now()
-		o, err := g.run(r, ctx)
-		if err == nil {
-			// A cancelled run is not a verdict: whatever the scenario saw, it did not finish.
-			err = ctx.Err()
-		}
+		o, err := r.verdict(ctx, g)
 		if err != nil {
-			return nil, fmt.Errorf("verify %s: %w", g.id, err)
+			return nil, err
 		}
 		rep.Results = append(rep.Results, Result{
 			ID: g.id, Title: g.title, Status: o.status, Action: o.action, Reason: o.reason,
