@@ -87,69 +87,39 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 
 // leadRow scans a row's seq and doc, then hands the rest to a table's scanner.
 type leadRow struct {
-	rows pgx.Rows
-	seq  *int64
-	doc  *[]byte
+	row pgx.Row
+	seq *int64
+	doc *[]byte
 }
 
-func (l leadRow) Scan(dest ...any) error { return l.rows.Scan(append([]any{l.seq, l.doc}, dest...)...) }
+func (l leadRow) Scan(dest ...any) error { return l.row.Scan(append([]any{l.seq, l.doc}, dest...)...) }
 
 // keyedRows yields the rows of a merged query: a record (doc not NULL) or a table's row, which
 // scan reads.
 func keyedRows(ctx context.Context, tx pgx.Tx, q string, scan func(pgx.Row, *store.Keyed) error) iter.Seq2[store.Keyed, error] {
-	return func(yield func(store.Keyed, error) bool) {
-		rows, err := tx.Query(ctx, q)
-		if err != nil {
-			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-			return
+	return eachIn(ctx, tx, "read state", q, nil, func(row pgx.Row, k *store.Keyed) error {
+		var seq int64
+		var doc []byte
+		if err := scan(leadRow{row, &seq, &doc}, k); err != nil {
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var k store.Keyed
-			var seq int64
-			var doc []byte
-			if err := scan(leadRow{rows, &seq, &doc}, &k); err != nil {
-				yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-				return
-			}
-			if doc != nil {
-				k.Seq, k.Doc, k.Effect, k.Approval = seq, doc, nil, nil
-			}
-			if !yield(k, nil) {
-				return
-			}
+		if doc != nil {
+			k.Seq, k.Doc, k.Effect, k.Approval = seq, doc, nil, nil
 		}
-		if err := rows.Err(); err != nil {
-			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-		}
-	}
+		return nil
+	})
 }
 
 // chainRows yields every receipt of the transaction's snapshot with its index columns, by seq.
 func (s *Store) chainRows(ctx context.Context, tx pgx.Tx) iter.Seq2[receipt.Sealed, error] {
-	return func(yield func(receipt.Sealed, error) bool) {
-		rs, err := tx.Query(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
-			FROM `+s.q.receipts+` ORDER BY seq`)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-			return
+	return eachIn(ctx, tx, "list receipts", `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
+		FROM `+s.q.receipts+` ORDER BY seq`, nil, func(row pgx.Row, r *receipt.Sealed) error {
+		var ix receipt.Index
+		if err := row.Scan(&r.Seq, &r.Hash, &r.Doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
+			&ix.Result, &ix.FinishedAt); err != nil {
+			return err
 		}
-		defer rs.Close()
-		for rs.Next() {
-			var r receipt.Sealed
-			var ix receipt.Index
-			if err := rs.Scan(&r.Seq, &r.Hash, &r.Doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
-				&ix.Result, &ix.FinishedAt); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-				return
-			}
-			r.Index = &ix
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rs.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("list receipts: %w", err))
-		}
-	}
+		r.Index = &ix
+		return nil
+	})
 }

@@ -127,25 +127,9 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 		} else {
 			q += ` ORDER BY seq`
 		}
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r receipt.Sealed
-			if err := rows.Scan(&r.Seq, &r.Hash, &r.Doc); err != nil {
-				fail(err)
-				return
-			}
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			fail(err)
-		}
+		eachIn(ctx, s.pool, "list receipts", q, args, func(row pgx.Row, r *receipt.Sealed) error {
+			return row.Scan(&r.Seq, &r.Hash, &r.Doc)
+		})(yield)
 	}
 }
 
@@ -231,4 +215,32 @@ func listIn[T any](ctx context.Context, db pgQuerier, what, q string, args []any
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// eachIn yields the rows of a query on db one at a time, each scanned by scan into a fresh T;
+// what names the rows in errors. The query runs when the sequence is ranged over, and its rows
+// are closed when the range ends.
+func eachIn[T any](ctx context.Context, db pgQuerier, what, q string, args []any, scan func(pgx.Row, *T) error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
+		rows, err := db.Query(ctx, q, args...)
+		if err != nil {
+			yield(zero, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v T
+			if err := scan(rows, &v); err != nil {
+				yield(zero, fmt.Errorf("%s: %w", what, err))
+				return
+			}
+			if !yield(v, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(zero, fmt.Errorf("%s: %w", what, err))
+		}
+	}
 }

@@ -220,52 +220,14 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 
 // segment yields the receipts from seq from to seq to, inclusive, in the transaction.
 func (s *Store) segment(ctx context.Context, q pgQuerier, from, to int64) iter.Seq2[receipt.Sealed, error] {
-	return func(yield func(receipt.Sealed, error) bool) {
-		rows, err := q.Query(ctx, `SELECT seq, hash, doc FROM `+s.tbl("receipts")+` WHERE seq >= $1 AND seq <= $2 ORDER BY seq`, from, to)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r receipt.Sealed
-			if err := rows.Scan(&r.Seq, &r.Hash, &r.Doc); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-				return
-			}
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-		}
-	}
+	return eachIn(ctx, q, "receipts", `SELECT seq, hash, doc FROM `+s.tbl("receipts")+` WHERE seq >= $1 AND seq <= $2 ORDER BY seq`,
+		[]any{from, to}, func(row pgx.Row, r *receipt.Sealed) error { return row.Scan(&r.Seq, &r.Hash, &r.Doc) })
 }
 
 // carriedRows yields what the last prune carried, by kind and key in byte order.
 func (s *Store) carriedRows(ctx context.Context, q pgQuerier) iter.Seq2[store.Carried, error] {
-	return func(yield func(store.Carried, error) bool) {
-		rows, err := q.Query(ctx, `SELECT kind, key, seq, doc FROM `+s.tbl("carried")+` ORDER BY kind COLLATE "C", key COLLATE "C"`)
-		if err != nil {
-			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var it store.Carried
-			if err := rows.Scan(&it.Kind, &it.Key, &it.Seq, &it.Doc); err != nil {
-				yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-				return
-			}
-			if !yield(it, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-		}
-	}
+	return eachIn(ctx, q, "carried", `SELECT kind, key, seq, doc FROM `+s.tbl("carried")+` ORDER BY kind COLLATE "C", key COLLATE "C"`,
+		nil, func(row pgx.Row, it *store.Carried) error { return row.Scan(&it.Kind, &it.Key, &it.Seq, &it.Doc) })
 }
 
 func (s *Store) checkpointsIn(ctx context.Context, q pgQuerier) ([]*receipt.Checkpoint, error) {
