@@ -42,20 +42,11 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		}
 		ev.Carried = carriedRows(ctx, tx)
 		ev.Holds = func() ([]*store.Hold, error) {
-			rows, err := tx.QueryContext(ctx, holdQuery+` ORDER BY n`)
+			out, err := collect(ctx, tx, holdQuery+` ORDER BY n`, nil, scanHold)
 			if err != nil {
 				return nil, fmt.Errorf("holds: %w", err)
 			}
-			defer rows.Close()
-			var out []*store.Hold
-			for rows.Next() {
-				h, err := scanHold(rows)
-				if err != nil {
-					return nil, fmt.Errorf("holds: %w", err)
-				}
-				out = append(out, h)
-			}
-			return out, rows.Err()
+			return out, nil
 		}
 		// What the last prune carried stands in for the records it removed.
 		carriedEffects = ` UNION ALL SELECT seq, doc, key, '', 1, '', '', '', NULL, NULL, '', '', NULL, NULL, NULL, '', ''
@@ -89,120 +80,69 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		if s.readOnly && s.version < 2 {
 			return nil, nil
 		}
-		rows, err := tx.QueryContext(ctx, delegationQuery+` ORDER BY d.seq`)
+		out, err := collect(ctx, tx, delegationQuery+` ORDER BY d.seq`, nil, scanDelegation)
 		if err != nil {
 			return nil, fmt.Errorf("delegations: %w", err)
 		}
-		defer rows.Close()
-		var out []*store.Delegation
-		for rows.Next() {
-			d, err := scanDelegation(rows)
-			if err != nil {
-				return nil, fmt.Errorf("delegations: %w", err)
-			}
-			out = append(out, d)
-		}
-		return out, rows.Err()
+		return out, nil
 	}
 	return fn(ev)
 }
 
 // leadScanner scans a row's seq and doc, then hands the rest to a table's scanner.
 type leadScanner struct {
-	rows *sql.Rows
-	seq  *int64
-	doc  *sql.NullString
+	row scanner
+	seq *int64
+	doc *sql.NullString
 }
 
 func (l leadScanner) Scan(dest ...any) error {
-	return l.rows.Scan(append([]any{l.seq, l.doc}, dest...)...)
+	return l.row.Scan(append([]any{l.seq, l.doc}, dest...)...)
 }
 
 // keyedRows yields the rows of a merged query: a record (doc not NULL) or a table's row, which
 // scan reads.
 func keyedRows(ctx context.Context, tx *sql.Tx, q string, scan func(scanner, *store.Keyed) error) iter.Seq2[store.Keyed, error] {
-	return func(yield func(store.Keyed, error) bool) {
-		rows, err := tx.QueryContext(ctx, q)
-		if err != nil {
-			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-			return
+	return each(ctx, tx, "read state", q, nil, func(row scanner, k *store.Keyed) error {
+		var seq int64
+		var doc sql.NullString
+		if err := scan(leadScanner{row, &seq, &doc}, k); err != nil {
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var k store.Keyed
-			var seq int64
-			var doc sql.NullString
-			if err := scan(leadScanner{rows, &seq, &doc}, &k); err != nil {
-				yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-				return
-			}
-			if doc.Valid {
-				k.Seq, k.Doc, k.Effect, k.Approval = seq, []byte(doc.String), nil, nil
-			}
-			if !yield(k, nil) {
-				return
-			}
+		if doc.Valid {
+			k.Seq, k.Doc, k.Effect, k.Approval = seq, []byte(doc.String), nil, nil
 		}
-		if err := rows.Err(); err != nil {
-			yield(store.Keyed{}, fmt.Errorf("read state: %w", err))
-		}
-	}
+		return nil
+	})
 }
 
 // chainRows yields every receipt of the transaction's snapshot with its index columns, by seq.
 func chainRows(ctx context.Context, tx *sql.Tx) iter.Seq2[receipt.Sealed, error] {
-	return func(yield func(receipt.Sealed, error) bool) {
-		rs, err := tx.QueryContext(ctx, `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
-			FROM receipts ORDER BY seq`)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-			return
+	return each(ctx, tx, "receipts", `SELECT seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at
+		FROM receipts ORDER BY seq`, nil, func(sc scanner, r *receipt.Sealed) error {
+		var ix receipt.Index
+		var doc string
+		if err := sc.Scan(&r.Seq, &r.Hash, &doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
+			&ix.Result, &ix.FinishedAt); err != nil {
+			return err
 		}
-		defer rs.Close()
-		for rs.Next() {
-			var r receipt.Sealed
-			var ix receipt.Index
-			var doc string
-			if err := rs.Scan(&r.Seq, &r.Hash, &doc, &ix.ReceiptID, &ix.ActionID, &ix.Action, &ix.EffectKey, &ix.ApprovalID,
-				&ix.Result, &ix.FinishedAt); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-				return
-			}
-			r.Doc, r.Index = []byte(doc), &ix
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rs.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-		}
-	}
+		r.Doc, r.Index = []byte(doc), &ix
+		return nil
+	})
 }
 
 // carriedRows yields what the last prune carried, by kind and key (byte order: SQLite's BINARY
 // collation).
 func carriedRows(ctx context.Context, tx *sql.Tx) iter.Seq2[store.Carried, error] {
-	return func(yield func(store.Carried, error) bool) {
-		rows, err := tx.QueryContext(ctx, `SELECT kind, key, seq, doc FROM carried ORDER BY kind, key`)
-		if err != nil {
-			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var it store.Carried
-			var doc string
-			if err := rows.Scan(&it.Kind, &it.Key, &it.Seq, &doc); err != nil {
-				yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-				return
-			}
-			it.Doc = []byte(doc)
-			if !yield(it, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(store.Carried{}, fmt.Errorf("carried: %w", err))
-		}
+	return each(ctx, tx, "carried", `SELECT kind, key, seq, doc FROM carried ORDER BY kind, key`, nil, scanCarried)
+}
+
+// scanCarried reads a row of the carried table.
+func scanCarried(sc scanner, it *store.Carried) error {
+	var doc string
+	if err := sc.Scan(&it.Kind, &it.Key, &it.Seq, &doc); err != nil {
+		return err
 	}
+	it.Doc = []byte(doc)
+	return nil
 }

@@ -141,27 +141,14 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 		} else {
 			q += ` ORDER BY seq`
 		}
-		rows, err := s.r.QueryContext(ctx, q, args...)
-		if err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r receipt.Sealed
+		each(ctx, s.r, "receipts", q, args, func(sc scanner, r *receipt.Sealed) error {
 			var doc string
-			if err := rows.Scan(&r.Seq, &r.Hash, &doc); err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-				return
+			if err := sc.Scan(&r.Seq, &r.Hash, &doc); err != nil {
+				return err
 			}
 			r.Doc = []byte(doc)
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
-		}
+			return nil
+		})(yield)
 	}
 }
 
@@ -267,8 +254,13 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 	return out, nil
 }
 
+// rowsQuerier is the reader pool or a read transaction on it.
+type rowsQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // collect runs a query and scans every row.
-func collect[T any](ctx context.Context, db *sql.DB, q string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
+func collect[T any](ctx context.Context, db rowsQuerier, q string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -283,4 +275,32 @@ func collect[T any](ctx context.Context, db *sql.DB, q string, args []any, scan 
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// each yields the rows of a query on db one at a time, each scanned by scan into a fresh T;
+// what names the rows in errors. The query runs when the sequence is ranged over, and its rows
+// are closed when the range ends.
+func each[T any](ctx context.Context, db rowsQuerier, what, q string, args []any, scan func(scanner, *T) error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			yield(zero, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v T
+			if err := scan(rows, &v); err != nil {
+				yield(zero, fmt.Errorf("%s: %w", what, err))
+				return
+			}
+			if !yield(v, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(zero, fmt.Errorf("%s: %w", what, err))
+		}
+	}
 }

@@ -103,11 +103,9 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	carry := store.NewCarrier()
 	err = t.c.query(`SELECT kind, key, seq, doc FROM carried`, nil, func(sc scanner) error {
 		var it store.Carried
-		var doc string
-		if err := sc.Scan(&it.Kind, &it.Key, &it.Seq, &doc); err != nil {
+		if err := scanCarried(sc, &it); err != nil {
 			return err
 		}
-		it.Doc = []byte(doc)
 		carry.Carry(it)
 		return nil
 	})
