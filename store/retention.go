@@ -250,6 +250,24 @@ func (r *ReleaseRequest) Validate() error {
 	return checkTexts("release reason", r.Reason, "hold id", r.ID)
 }
 
+// Hold is the hold r places: its id, or a fresh one (NewHoldID) when r gives none.
+func (r *HoldRequest) Hold() *Hold {
+	h := &Hold{ID: r.ID, From: r.From, To: r.To, Reason: r.Reason, By: r.By, CreatedAt: r.Now}
+	if h.ID == "" {
+		h.ID = NewHoldID()
+	}
+	return h
+}
+
+// CheckHoldable refuses a hold whose whole range an earlier prune removed (start: where the chain
+// starts, nil when it was never pruned).
+func CheckHoldable(h *Hold, start *ChainStart) error {
+	if start != nil && h.To < start.Seq {
+		return fmt.Errorf("seq %d to %d was pruned already: the chain starts at seq %d", h.From, h.To, start.Seq)
+	}
+	return nil
+}
+
 // NewHoldID returns a fresh hold id: hold_ and 32 hex digits.
 func NewHoldID() string { return "hold_" + receipt.NewID()[len("rcp_"):] }
 
@@ -332,6 +350,32 @@ func joinSemi(s []string) string {
 		b.WriteString(x)
 	}
 	return b.String()
+}
+
+// PlanPrune decides, from what the store holds, what a prune removes: the receipts from seq from
+// (where the chain starts now: prev's seq, 1 when never pruned) to below cp, the checkpoint
+// SelectCheckpoint selects among cps. It refuses, as those do, when no checkpoint qualifies,
+// when there is nothing to prune, and when an active hold covers a seq it would remove.
+func PlanPrune(req *PruneRequest, prev *ChainStart, cps []*receipt.Checkpoint, storeID string, holds []*Hold) (from int64, cp *receipt.Checkpoint, err error) {
+	from = 1
+	if prev != nil {
+		from = prev.Seq
+	}
+	if cp, err = SelectCheckpoint(req, cps, from, storeID); err != nil {
+		return 0, nil, fmt.Errorf("prune: %w", err)
+	}
+	if err := CheckHolds(holds, from, cp.Seq-1); err != nil {
+		return 0, nil, err
+	}
+	return from, cp, nil
+}
+
+// PrunedStart is where the chain starts after a prune below cp that removed removed receipts
+// and carried kept (in kind and key order): the prune's record asserts it (PruneRecord).
+func PrunedStart(req *PruneRequest, cp *receipt.Checkpoint, removed int64, kept []Carried) ChainStart {
+	cs := ChainStart{Seq: cp.Seq, Hash: cp.Hash, Checkpoint: *cp, PrunedAt: req.Now, By: req.By, Removed: removed}
+	cs.Carried, cs.CarriedHash = CarriedHash(kept)
+	return cs
 }
 
 // CheckHolds returns a *HoldError for the first active hold that covers a seq from from to to.

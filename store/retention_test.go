@@ -120,3 +120,76 @@ func TestRetentionRequests(t *testing.T) {
 		t.Errorf("a good prune request: %v", err)
 	}
 }
+
+// TestPlanPrune: a prune removes from where the chain starts now (seq 1, or the last prune's
+// start) to below the checkpoint it selects, and an active hold over that range refuses it; the
+// chain start it leaves counts and hashes only what was carried.
+func TestPlanPrune(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	cps := []*receipt.Checkpoint{{Seq: 10, Hash: "sha256:10", SignedAt: t0, StoreID: "st_a"}, {Seq: 40, Hash: "sha256:40", SignedAt: t0, StoreID: "st_a"}}
+	hold := &store.Hold{ID: "hold_h", From: 12, To: 15, Reason: "case 2"}
+	prev := &store.ChainStart{Seq: 20}
+	for _, tc := range []struct {
+		name     string
+		prev     *store.ChainStart
+		before   int64
+		holds    []*store.Hold
+		from, cp int64
+		wantErr  error
+	}{
+		{"never pruned", nil, 10, nil, 1, 10, nil},
+		{"from the last start", prev, 40, []*store.Hold{hold}, 20, 40, nil},
+		{"held", nil, 40, []*store.Hold{hold}, 0, 0, store.ErrHeld},
+		{"a hold past the checkpoint", nil, 10, []*store.Hold{hold}, 1, 10, nil},
+		{"nothing to prune", prev, 10, nil, 0, 0, store.ErrNothingToPrune},
+		{"no checkpoint", nil, 5, nil, 0, 0, store.ErrNoCheckpoint},
+	} {
+		from, cp, err := store.PlanPrune(&store.PruneRequest{BeforeSeq: tc.before}, tc.prev, cps, "st_a", tc.holds)
+		switch {
+		case tc.wantErr != nil:
+			if !errors.Is(err, tc.wantErr) || cp != nil {
+				t.Errorf("%s: PlanPrune = %d, %+v, %v; want %v", tc.name, from, cp, err, tc.wantErr)
+			}
+		case err != nil || from != tc.from || cp.Seq != tc.cp:
+			t.Errorf("%s: PlanPrune = %d, %+v, %v; want from %d below seq %d", tc.name, from, cp, err, tc.from, tc.cp)
+		}
+	}
+
+	req := &store.PruneRequest{Now: t0.Add(time.Hour), By: "cli:ops", BeforeSeq: 40}
+	kept := []store.Carried{{Kind: store.CarriedEffect, Key: "k1", Seq: 3, Doc: []byte(`{"effect":{}}`)}}
+	cs := store.PrunedStart(req, cps[1], 39, kept)
+	n, hash := store.CarriedHash(kept)
+	if cs.Seq != 40 || cs.Hash != "sha256:40" || cs.Checkpoint.Seq != 40 || cs.Removed != 39 || cs.By != "cli:ops" ||
+		!cs.PrunedAt.Equal(req.Now) || cs.Carried != 1 || n != 1 || cs.CarriedHash != hash || hash == "" {
+		t.Errorf("PrunedStart = %+v; want seq 40, 39 removed, 1 carried hashed %s", cs, hash)
+	}
+	if cs := store.PrunedStart(req, cps[1], 39, nil); cs.Carried != 0 || cs.CarriedHash != "" {
+		t.Errorf("PrunedStart with nothing carried = %d, %q; want 0 and no hash", cs.Carried, cs.CarriedHash)
+	}
+}
+
+// TestHoldRequestHold: a hold gets a fresh id when the request gives none, and a hold whose
+// whole range was pruned is refused.
+func TestHoldRequestHold(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a, b := (&store.HoldRequest{Now: now, From: 2, To: 5, Reason: "x", By: "ops"}).Hold(), (&store.HoldRequest{From: 2, To: 5}).Hold()
+	if !strings.HasPrefix(a.ID, "hold_") || len(a.ID) != len("hold_")+32 || a.ID == b.ID || a.From != 2 || a.To != 5 || !a.CreatedAt.Equal(now) || !a.Active() {
+		t.Errorf("Hold() = %+v and %+v; want fresh distinct ids and the request's range", a, b)
+	}
+	if h := (&store.HoldRequest{ID: "hold_given"}).Hold(); h.ID != "hold_given" {
+		t.Errorf("Hold() id = %s, want the request's", h.ID)
+	}
+	start := &store.ChainStart{Seq: 10}
+	for _, tc := range []struct {
+		start  *store.ChainStart
+		to     int64
+		refuse bool
+	}{{nil, 1, false}, {start, 9, true}, {start, 10, false}} {
+		err := store.CheckHoldable(&store.Hold{From: 1, To: tc.to}, tc.start)
+		if (err != nil) != tc.refuse || tc.refuse && !strings.Contains(err.Error(), "pruned already") {
+			t.Errorf("CheckHoldable(to %d, start %+v) = %v, want refused %v", tc.to, tc.start, err, tc.refuse)
+		}
+	}
+}

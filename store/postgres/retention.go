@@ -82,10 +82,6 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if err != nil {
 		return nil, err
 	}
-	from := int64(1)
-	if prev != nil {
-		from = prev.Seq
-	}
 	cps, err := s.checkpointsIn(ctx, t)
 	if err != nil {
 		return nil, err
@@ -94,15 +90,12 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if err := t.QueryRow(ctx, `SELECT store_id FROM `+s.tbl("store_identity")+` WHERE id = 1`).Scan(&id); err != nil {
 		return nil, fmt.Errorf("prune: store id: %w", err)
 	}
-	cp, err := store.SelectCheckpoint(req, cps, from, id)
-	if err != nil {
-		return nil, fmt.Errorf("prune: %w", err)
-	}
 	holds, err := s.holdsIn(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.CheckHolds(holds, from, cp.Seq-1); err != nil {
+	from, cp, err := store.PlanPrune(req, prev, cps, id, holds)
+	if err != nil {
 		return nil, err
 	}
 	carry := store.NewCarrier()
@@ -187,14 +180,13 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("prune: carry: %w", err)
 	}
-	var h store.CarriedHasher
+	carried := make([]store.Carried, 0, len(kept))
 	for _, it := range all {
 		if kept[[2]string{it.Kind, it.Key}] {
-			h.Add(it)
+			carried = append(carried, it)
 		}
 	}
-	cs := store.ChainStart{Seq: cp.Seq, Hash: cp.Hash, Checkpoint: *cp, PrunedAt: req.Now, By: req.By, Removed: res.Receipts}
-	cs.Carried, cs.CarriedHash = h.Sum()
+	cs := store.PrunedStart(req, cp, res.Receipts, carried)
 	sealed, err := t.appendReceipt(ctx, store.PruneRecord(&cs))
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
@@ -294,10 +286,7 @@ func (s *Store) PlaceHold(ctx context.Context, req *store.HoldRequest) (*store.H
 	if err := s.keepsRetention(); err != nil {
 		return nil, fmt.Errorf("hold: %w", err)
 	}
-	h := &store.Hold{ID: req.ID, From: req.From, To: req.To, Reason: req.Reason, By: req.By, CreatedAt: req.Now}
-	if h.ID == "" {
-		h.ID = store.NewHoldID()
-	}
+	h := req.Hold()
 	at, err := nanos(req.Now)
 	if err != nil {
 		return nil, fmt.Errorf("hold: %w", err)
@@ -311,8 +300,8 @@ func (s *Store) PlaceHold(ctx context.Context, req *store.HoldRequest) (*store.H
 		if err != nil {
 			return err
 		}
-		if start != nil && h.To < start.Seq {
-			return refused{fmt.Errorf("%s: seq %d to %d was pruned already: the chain starts at seq %d", op, h.From, h.To, start.Seq)}
+		if err := store.CheckHoldable(h, start); err != nil {
+			return refused{fmt.Errorf("%s: %w", op, err)}
 		}
 		args := []any{h.ID, h.From, h.To, h.Reason, h.By, at.Int64}
 		if err := t.insert(ctx, "hold", `INSERT INTO `+s.tbl("holds")+` (hold_id, n, from_seq, to_seq, reason, created_by, created_at)

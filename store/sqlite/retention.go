@@ -65,10 +65,6 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	from := int64(1)
-	if prev != nil {
-		from = prev.Seq
-	}
 	var cps []*receipt.Checkpoint
 	err = t.c.query(`SELECT seq, hash, signed_at, store_id, key_id, signature FROM checkpoints`, nil, func(sc scanner) error {
 		var c receipt.Checkpoint
@@ -87,15 +83,12 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	if _, err := t.c.queryRow(`SELECT store_id FROM store_identity WHERE id = 1`, nil, func(sc scanner) error { return sc.Scan(&id) }); err != nil {
 		return nil, fmt.Errorf("prune: store id: %w", err)
 	}
-	cp, err := store.SelectCheckpoint(req, cps, from, id)
-	if err != nil {
-		return nil, fmt.Errorf("prune: %w", err)
-	}
 	holds, err := t.holds()
 	if err != nil {
 		return nil, err
 	}
-	if err := store.CheckHolds(holds, from, cp.Seq-1); err != nil {
+	from, cp, err := store.PlanPrune(req, prev, cps, id, holds)
+	if err != nil {
 		return nil, err
 	}
 	// The part to remove must verify, up to the checkpoint's own receipt; what it says of kept
@@ -160,19 +153,19 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		store.CarriedDelegation: `SELECT 1 FROM delegations WHERE delegation_id = ?`,
 		store.CarriedHold:       `SELECT 1 FROM holds WHERE hold_id = ?`,
 	}
-	var h store.CarriedHasher
-	for _, it := range carry.All() {
+	all := carry.All()
+	kept := all[:0]
+	for _, it := range all {
 		n, err := t.c.exec(`INSERT INTO carried (kind, key, seq, doc) SELECT ?, ?, ?, ? WHERE EXISTS (`+exists[it.Kind]+`)`,
 			it.Kind, it.Key, it.Seq, string(it.Doc), it.Key)
 		if err != nil {
 			return nil, fmt.Errorf("prune: carry %s %s: %w", it.Kind, it.Key, err)
 		}
 		if n == 1 {
-			h.Add(it)
+			kept = append(kept, it)
 		}
 	}
-	cs := store.ChainStart{Seq: cp.Seq, Hash: cp.Hash, Checkpoint: *cp, PrunedAt: req.Now, By: req.By, Removed: res.Receipts}
-	cs.Carried, cs.CarriedHash = h.Sum()
+	cs := store.PrunedStart(req, cp, res.Receipts, kept)
 	sealed, err := t.appendReceipt(store.PruneRecord(&cs))
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
@@ -302,17 +295,14 @@ func (s *Store) PlaceHold(ctx context.Context, req *store.HoldRequest) (*store.H
 	if err := s.keepsRetention(); err != nil {
 		return nil, fmt.Errorf("hold: %w", err)
 	}
-	h := &store.Hold{ID: req.ID, From: req.From, To: req.To, Reason: req.Reason, By: req.By, CreatedAt: req.Now}
-	if h.ID == "" {
-		h.ID = store.NewHoldID()
-	}
+	h := req.Hold()
 	err := s.write(ctx, func(t *txn) error {
 		start, err := t.chainStart()
 		if err != nil {
 			return err
 		}
-		if start != nil && h.To < start.Seq {
-			return fmt.Errorf("seq %d to %d was pruned already: the chain starts at seq %d", h.From, h.To, start.Seq)
+		if err := store.CheckHoldable(h, start); err != nil {
+			return err
 		}
 		var b binder
 		at := b.time(req.Now)
