@@ -274,7 +274,8 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 	return s, nil
 }
 
-// openWriter opens the one writer connection to loc, creating the file's directory if needed.
+// openWriter opens the connection the migrations run on, creating the file and its directory if
+// needed.
 func openWriter(loc location) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
 		return nil, err
@@ -291,8 +292,8 @@ func openWriter(loc location) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One connection: this process's writers queue for it in Go. It is never closed while idle,
-	// so its per-connection settings (synchronous) hold for the life of the store.
+	// One connection, kept while the migrations run on it (openAt then closes it and opens the
+	// writer connection, writer.go): its per-connection settings hold for all of them.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)

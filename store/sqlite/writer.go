@@ -30,7 +30,7 @@ import (
 // that of running them one after the other. In a batch of more than one, each request runs
 // inside its own SAVEPOINT, so a request that fails is rolled back alone and the others commit.
 // (A batch runs without savepoints first, and with them only when one of its requests fails: see
-// runOn.) A reply is given only after the COMMIT: if the COMMIT fails, every request in the batch
+// run.) A reply is given only after the COMMIT: if the COMMIT fails, every request in the batch
 // fails, and no caller is ever told of a reservation, outcome or receipt that was not committed.
 
 // maxBatch bounds the requests of one transaction, so that another process waiting for the
@@ -135,9 +135,6 @@ func (w *writer) lead() {
 	}
 }
 
-// run runs a batch on the writer connection and sets every request's reply.
-func (w *writer) run(batch []*request) { w.runOn(w.conn, batch) }
-
 // onConn runs fn on the writer connection while no batch runs (tests read its settings and
 // hold its transactions with it).
 func (w *writer) onConn(fn func(*wconn) error) error {
@@ -160,13 +157,15 @@ func (w *writer) failQueued() {
 	w.queue = nil
 }
 
-// runOn runs a batch in one transaction on c. A savepoint per request costs two statements
+// run runs a batch in one transaction on the writer connection and sets every request's reply.
+// A savepoint per request costs two statements
 // and a journal of the pages each request changes, a tenth of a request's work, and requests
 // almost never fail: so a batch first runs without them, and only if one of its requests fails
 // is it rolled back whole and run again, each request inside its own savepoint. A request
 // therefore may run twice, which is harmless: it only reads and writes in the transaction, and
 // its reply is the last run's.
-func (w *writer) runOn(c *wconn, batch []*request) {
+func (w *writer) run(batch []*request) {
+	c := w.conn
 	if len(batch) > 1 && w.attempt(c, batch, false) {
 		return
 	}
@@ -253,8 +252,8 @@ func (w *writer) commit(t *txn, abort func(error)) {
 	w.ckpt.committed()
 }
 
-// close refuses new requests, fails the queued ones, waits for a running batch, finalizes the
-// prepared statements and stops the checkpointer.
+// close refuses new requests, fails the queued ones, waits for a running batch, closes the writer
+// connection (finalizing its prepared statements) and stops the checkpointer.
 func (w *writer) close() error {
 	w.mu.Lock()
 	w.closed = true
@@ -264,18 +263,12 @@ func (w *writer) close() error {
 	w.mu.Lock()
 	w.failQueued()
 	w.mu.Unlock()
-	err := w.closeStatements()
-	return errors.Join(err, w.plock.close(), w.ckpt.close())
-}
-
-// closeStatements finalizes the statements prepared on the writer connection and closes it.
-func (w *writer) closeStatements() error {
-	if w.conn == nil {
-		return nil
+	var err error
+	if w.conn != nil {
+		err = w.conn.c.Close()
+		w.conn = nil
 	}
-	err := w.conn.close()
-	w.conn = nil
-	return err
+	return errors.Join(err, w.plock.close(), w.ckpt.close())
 }
 
 // wconn is the writer connection: a SQLite connection used through its own statement API
@@ -383,9 +376,6 @@ func (c *wconn) pragma(q string) error {
 		}
 	}
 }
-
-// close finalizes the prepared statements and closes the connection.
-func (c *wconn) close() error { return c.c.Close() }
 
 // prepare returns the statement for q, prepared on first use and kept, reset and with its
 // arguments bound.
