@@ -122,3 +122,16 @@ func AccountRoles(ctx context.Context, s Store) (map[string][]string, error) {
 	}
 	return out, nil
 }
+
+// ApproverRoles returns the roles of the account of as named name (compared as SameName
+// compares names); none when there is no such account. Backends give it as their RoleLookup.
+func ApproverRoles(ctx context.Context, as AccountStore, name string) ([]string, error) {
+	a, err := as.Account(ctx, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return a.Roles, nil
+}

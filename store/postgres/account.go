@@ -126,12 +126,5 @@ func scanAccount(row pgx.Row) (*store.Account, error) {
 // ApproverRoles returns the roles of the account named name (compared as SameName compares
 // names); none when there is no such account.
 func (s *Store) ApproverRoles(ctx context.Context, name string) ([]string, error) {
-	a, err := s.Account(ctx, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	return a.Roles, nil
+	return store.ApproverRoles(ctx, s, name)
 }
