@@ -99,9 +99,17 @@ func testAccounts(t *testing.T, b Backend) {
 		t.Errorf("ApproverRoles(nobody) = %v, %v; want none", r, err)
 	}
 
+	wc, counted := f.st.(store.WriteCounter)
+	var writes int64
+	if counted {
+		writes = wc.WriteTransactions()
+	}
 	got, err := as.RemoveAccount(ctx, "BOB")
 	if err != nil || !cmp.Equal(got, bob) {
 		t.Fatalf("RemoveAccount(BOB) = %+v, %v; want %+v", got, err, bob)
+	}
+	if counted && wc.WriteTransactions()-writes != 1 {
+		t.Errorf("RemoveAccount committed %d write transactions, want 1", wc.WriteTransactions()-writes)
 	}
 	if _, err := as.RemoveAccount(ctx, "bob"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RemoveAccount again err = %v, want ErrNotFound", err)

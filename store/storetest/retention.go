@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +155,7 @@ func testRetention(t *testing.T, b Backend) {
 		t.Fatalf("Prune(dry run) = %+v, %v; want %d receipts to remove", dry, err, cp.Seq-1)
 	}
 	f.unchanged("a dry run", before)
+	f.approval(a.ID) // the spent approval a prune removes is still there after a dry run
 
 	// The prune: everything below the checkpoint goes; the rows still referenced stay.
 	res, err := f.rs.Prune(ctx, &store.PruneRequest{Now: t0.Add(3 * time.Hour), By: "cli:ops", BeforeSeq: f.head().Seq})
@@ -189,8 +191,12 @@ func testRetention(t *testing.T, b Backend) {
 	if _, err := f.rs.Prune(ctx, &store.PruneRequest{Now: t0.Add(4 * time.Hour), By: "cli:ops", BeforeSeq: f.head().Seq}); !errors.Is(err, store.ErrNothingToPrune) {
 		t.Errorf("Prune again below the same checkpoint = %v, want ErrNothingToPrune", err)
 	}
-	if _, err := f.rs.PlaceHold(ctx, &store.HoldRequest{Now: t0, From: 1, To: cp.Seq - 1, Reason: "late", By: "cli:legal"}); err == nil {
-		t.Errorf("PlaceHold over a pruned range succeeded")
+	if _, err := f.rs.PlaceHold(ctx, &store.HoldRequest{Now: t0, From: 1, To: cp.Seq - 1, Reason: "late", By: "cli:legal"}); err == nil ||
+		!strings.Contains(err.Error(), "pruned already") {
+		t.Errorf("PlaceHold over a pruned range = %v, want refused: pruned already", err)
+	}
+	if holds, err := f.rs.Holds(ctx); err != nil || len(holds) != 1 {
+		t.Errorf("Holds after a refused hold = %+v, %v; want only the first", holds, err)
 	}
 
 	// Twice, by time, with an age limit: settled effects older than it go, the ambiguous stays.
