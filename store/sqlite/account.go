@@ -53,14 +53,11 @@ func (s *Store) Account(ctx context.Context, name string) (*store.Account, error
 	if s.readOnly && s.version < accountsVersion {
 		return nil, fmt.Errorf("account: %w", store.ErrNotFound)
 	}
-	out, err := collect(ctx, s.r, `SELECT `+accountColumns+` FROM accounts WHERE name_key = ?`, []any{store.NameKey(name)}, scanAccount)
-	switch {
-	case err != nil:
+	a, err := collectOne(ctx, s.r, `SELECT `+accountColumns+` FROM accounts WHERE name_key = ?`, []any{store.NameKey(name)}, scanAccount)
+	if err != nil {
 		return nil, fmt.Errorf("account: %w", err)
-	case len(out) == 0:
-		return nil, fmt.Errorf("account: %w", store.ErrNotFound)
 	}
-	return out[0], nil
+	return a, nil
 }
 
 // Accounts returns every account, by name as names are compared.
@@ -79,15 +76,9 @@ func (s *Store) Accounts(ctx context.Context) ([]*store.Account, error) {
 func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account, error) {
 	var out *store.Account
 	err := s.write(ctx, func(t *txn) error {
-		found, err := t.c.queryRow(`SELECT `+accountColumns+` FROM accounts WHERE name_key = ?`, []any{store.NameKey(name)}, func(sc scanner) (err error) {
-			out, err = scanAccount(sc)
+		var err error
+		if out, err = readRow(t, `SELECT `+accountColumns+` FROM accounts WHERE name_key = ?`, []any{store.NameKey(name)}, scanAccount); err != nil {
 			return err
-		})
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return store.ErrNotFound
 		}
 		_, err = t.c.exec(`DELETE FROM accounts WHERE name = ?`, out.Name)
 		return err

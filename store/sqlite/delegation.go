@@ -51,16 +51,10 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 	}
 	var out *store.Delegation
 	err := s.write(ctx, func(t *txn) error {
-		var d *store.Delegation
-		found, err := t.c.queryRow(delegationQuery+` WHERE d.delegation_id = ?`, []any{req.ID}, func(sc scanner) (err error) {
-			d, err = scanDelegation(sc)
-			return err
-		})
+		d, err := readRow(t, delegationQuery+` WHERE d.delegation_id = ?`, []any{req.ID}, scanDelegation)
 		switch {
 		case err != nil:
 			return err
-		case !found:
-			return store.ErrNotFound
 		case !d.RevokedAt.IsZero():
 			return fmt.Errorf("%w (by %s)", store.ErrRevoked, d.RevokedBy)
 		}

@@ -277,6 +277,19 @@ func collect[T any](ctx context.Context, db rowsQuerier, q string, args []any, s
 	return out, rows.Err()
 }
 
+// collectOne runs a query for the one row a unique key selects; store.ErrNotFound when there is
+// none.
+func collectOne[T any](ctx context.Context, db rowsQuerier, q string, args []any, scan func(scanner) (*T, error)) (*T, error) {
+	out, err := collect(ctx, db, q, args, scan)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) == 0:
+		return nil, store.ErrNotFound
+	}
+	return out[0], nil
+}
+
 // each yields the rows of a query on db one at a time, each scanned by scan into a fresh T;
 // what names the rows in errors. The query runs when the sequence is ranged over, and its rows
 // are closed when the range ends.

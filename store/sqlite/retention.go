@@ -332,16 +332,10 @@ func (s *Store) ReleaseHold(ctx context.Context, req *store.ReleaseRequest) (*st
 	}
 	var out *store.Hold
 	err := s.write(ctx, func(t *txn) error {
-		var h *store.Hold
-		found, err := t.c.queryRow(holdQuery+` WHERE hold_id = ?`, []any{req.ID}, func(sc scanner) (err error) {
-			h, err = scanHold(sc)
-			return err
-		})
+		h, err := readRow(t, holdQuery+` WHERE hold_id = ?`, []any{req.ID}, scanHold)
 		switch {
 		case err != nil:
 			return err
-		case !found:
-			return store.ErrNotFound
 		case !h.Active():
 			return fmt.Errorf("%w (by %s on %s)", store.ErrHoldReleased, h.ReleasedBy, h.ReleasedAt.UTC().Format(receipt.TimeFormat))
 		}

@@ -167,6 +167,23 @@ func (t *txn) effect(key string) (*store.Effect, error) {
 	return e, err
 }
 
+// readRow reads, in a write, the one row q selects (scan reads it); store.ErrNotFound when there
+// is none.
+func readRow[T any](t *txn, q string, args []any, scan func(scanner) (*T, error)) (*T, error) {
+	var v *T
+	found, err := t.c.queryRow(q, args, func(sc scanner) (err error) {
+		v, err = scan(sc)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, store.ErrNotFound
+	}
+	return v, nil
+}
+
 // scanEffectRow is scanEffect reading the writer's row directly, with the same checks.
 func scanEffectRow(r *zrow) (*store.Effect, error) {
 	if n := r.st.ColumnCount(); n != 15 {

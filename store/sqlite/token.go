@@ -45,14 +45,11 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, err
 	if s.readOnly && s.version < tokensVersion {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
-	out, err := collect(ctx, s.r, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, []any{hash}, scanToken)
-	switch {
-	case err != nil:
+	tk, err := collectOne(ctx, s.r, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, []any{hash}, scanToken)
+	if err != nil {
 		return nil, fmt.Errorf("token: %w", err)
-	case len(out) == 0:
-		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
-	return out[0], nil
+	return tk, nil
 }
 
 // Tokens returns every token in creation order.
@@ -74,16 +71,10 @@ func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (*sto
 	}
 	var out *store.Token
 	err := s.write(ctx, func(t *txn) error {
-		var tk *store.Token
-		found, err := t.c.queryRow(`SELECT `+tokenColumns+` FROM tokens WHERE token_id = ?`, []any{id}, func(sc scanner) (err error) {
-			tk, err = scanToken(sc)
-			return err
-		})
+		tk, err := readRow(t, `SELECT `+tokenColumns+` FROM tokens WHERE token_id = ?`, []any{id}, scanToken)
 		switch {
 		case err != nil:
 			return err
-		case !found:
-			return store.ErrNotFound
 		case !tk.RevokedAt.IsZero():
 			return store.ErrRevoked
 		}
