@@ -84,15 +84,10 @@ func (s *Store) Accounts(ctx context.Context) ([]*store.Account, error) {
 func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account, error) {
 	op := "remove account " + name
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
-		a, err := scanAccount(t.QueryRow(ctx, `SELECT `+accountColumns+` FROM `+s.quoted()+`.accounts WHERE name_key = $1 FOR UPDATE`, store.NameKey(name)))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if err := t.checkPending(ctx); err != nil {
-				return err
-			}
-			return refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
-		case err != nil:
-			return fmt.Errorf("read account: %w", err)
+		a, err := readForWrite(ctx, t, op, "account",
+			t.QueryRow(ctx, `SELECT `+accountColumns+` FROM `+s.quoted()+`.accounts WHERE name_key = $1 FOR UPDATE`, store.NameKey(name)), scanAccount)
+		if err != nil {
+			return err
 		}
 		if _, err := t.Exec(ctx, `DELETE FROM `+s.quoted()+`.accounts WHERE name = $1`, a.Name); err != nil {
 			return fmt.Errorf("delete account: %w", err)

@@ -78,17 +78,8 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
 			return err
 		}
-		d, err := scanDelegation(t.QueryRow(ctx, s.q.readDelegation, req.ID))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if err := t.checkPending(ctx); err != nil {
-				return err
-			}
-			return refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
-		case err != nil:
-			return fmt.Errorf("read delegation: %w", err)
-		}
-		if err := t.checkPending(ctx); err != nil {
+		d, err := readForWrite(ctx, t, op, "delegation", t.QueryRow(ctx, s.q.readDelegation, req.ID), scanDelegation)
+		if err != nil {
 			return err
 		}
 		if !d.RevokedAt.IsZero() {

@@ -336,17 +336,8 @@ func (s *Store) ReleaseHold(ctx context.Context, req *store.ReleaseRequest) (*st
 		if err := t.lockHead(ctx); err != nil {
 			return err
 		}
-		h, err := scanHold(t.QueryRow(ctx, `SELECT `+holdColumns+` FROM `+s.tbl("holds")+` WHERE hold_id = $1 FOR UPDATE`, req.ID))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if err := t.checkPending(ctx); err != nil {
-				return err
-			}
-			return refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
-		case err != nil:
-			return fmt.Errorf("read hold: %w", err)
-		}
-		if err := t.checkPending(ctx); err != nil {
+		h, err := readForWrite(ctx, t, op, "hold", t.QueryRow(ctx, `SELECT `+holdColumns+` FROM `+s.tbl("holds")+` WHERE hold_id = $1 FOR UPDATE`, req.ID), scanHold)
+		if err != nil {
 			return err
 		}
 		if !h.Active() {

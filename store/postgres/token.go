@@ -74,17 +74,8 @@ func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (*sto
 		return nil, fmt.Errorf("%s: time: %v", op, errors.Join(err, errors.New("time required")))
 	}
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
-		tk, err := scanToken(t.QueryRow(ctx, `SELECT `+tokenColumns+` FROM `+s.quoted()+`.tokens WHERE token_id = $1`, id))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if err := t.checkPending(ctx); err != nil {
-				return err
-			}
-			return refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
-		case err != nil:
-			return fmt.Errorf("read token: %w", err)
-		}
-		if err := t.checkPending(ctx); err != nil {
+		tk, err := readForWrite(ctx, t, op, "token", t.QueryRow(ctx, `SELECT `+tokenColumns+` FROM `+s.quoted()+`.tokens WHERE token_id = $1`, id), scanToken)
+		if err != nil {
 			return err
 		}
 		if !tk.RevokedAt.IsZero() {

@@ -269,6 +269,26 @@ func (s *Store) landed(ctx context.Context, q queryRower, w *witness) (bool, err
 	return true, nil // everything it wrote is there as written (or it wrote nothing)
 }
 
+// readForWrite reads, in a write, the row the write changes (scan reads row). None is refused
+// as store.ErrNotFound, named by op; what names the row in other errors. Either way a pending
+// attempt of the same write is settled first (checkPending): errLanded when it landed after all.
+func readForWrite[T any](ctx context.Context, t *txn, op, what string, row pgx.Row, scan func(pgx.Row) (*T, error)) (*T, error) {
+	v, err := scan(row)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if err := t.checkPending(ctx); err != nil {
+			return nil, err
+		}
+		return nil, refused{fmt.Errorf("%s: %w", op, store.ErrNotFound)}
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if err := t.checkPending(ctx); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // checkPending reports errLanded when the pending attempt turns out to have landed.
 func (t *txn) checkPending(ctx context.Context) error {
 	if t.pending == nil {
