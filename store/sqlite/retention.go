@@ -66,15 +66,12 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		return nil, err
 	}
 	var cps []*receipt.Checkpoint
-	err = t.c.query(`SELECT seq, hash, signed_at, store_id, key_id, signature FROM checkpoints`, nil, func(sc scanner) error {
-		var c receipt.Checkpoint
-		var at sql.NullInt64
-		if err := sc.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
-			return err
+	err = t.c.query(checkpointQuery, nil, func(sc scanner) error {
+		c, err := scanCheckpoint(sc)
+		if err == nil {
+			cps = append(cps, c)
 		}
-		c.SignedAt = fromNanos(at)
-		cps = append(cps, &c)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune: checkpoints: %w", err)

@@ -60,18 +60,21 @@ func (s *Store) Checkpoints(ctx context.Context) ([]*receipt.Checkpoint, error) 
 	if err := s.keepsCheckpoints(); err != nil {
 		return nil, nil
 	}
-	out, err := collect(ctx, s.r, `SELECT seq, hash, signed_at, store_id, key_id, signature FROM checkpoints ORDER BY seq, signed_at`, nil,
-		func(sc scanner) (*receipt.Checkpoint, error) {
-			var c receipt.Checkpoint
-			var at sql.NullInt64
-			if err := sc.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
-				return nil, err
-			}
-			c.SignedAt = fromNanos(at)
-			return &c, nil
-		})
+	out, err := collect(ctx, s.r, checkpointQuery+` ORDER BY seq, signed_at`, nil, scanCheckpoint)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	return out, nil
+}
+
+const checkpointQuery = `SELECT seq, hash, signed_at, store_id, key_id, signature FROM checkpoints`
+
+func scanCheckpoint(sc scanner) (*receipt.Checkpoint, error) {
+	var c receipt.Checkpoint
+	var at sql.NullInt64
+	if err := sc.Scan(&c.Seq, &c.Hash, &at, &c.StoreID, &c.KeyID, &c.Signature); err != nil {
+		return nil, err
+	}
+	c.SignedAt = fromNanos(at)
+	return &c, nil
 }
