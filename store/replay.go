@@ -298,15 +298,12 @@ func (c *stateCheck) delegations(records []receipt.Sealed, rows func() ([]*Deleg
 	if err != nil {
 		return fmt.Errorf("check state: %w", err)
 	}
-	implied := map[string]*receipt.DelegationState{}
-	seqs := map[string]int64{}
-	for _, r := range records {
-		st, err := receipt.ReadStates(r.Doc)
-		if err != nil || st.Delegation == nil {
-			continue
+	implied, seqs := impliedStates(records, func(st receipt.States) (string, *receipt.DelegationState) {
+		if st.Delegation == nil {
+			return "", nil
 		}
-		implied[st.Delegation.ID], seqs[st.Delegation.ID] = st.Delegation, r.Seq
-	}
+		return st.Delegation.ID, st.Delegation
+	})
 	for _, d := range list {
 		c.checked.Delegations++
 		want, ok := implied[d.ID]
@@ -321,10 +318,33 @@ func (c *stateCheck) delegations(records []receipt.Sealed, rows func() ([]*Deleg
 			c.diverged(seqs[d.ID], subject, delegationText(want), delegationText(table))
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(implied)) {
-		c.diverged(seqs[id], "delegation "+safetext.Quote(id), delegationText(implied[id]), delegationText(nil))
-	}
+	unmatched(c, "delegation ", implied, seqs, delegationText)
 	return nil
+}
+
+// impliedStates reads the state the records of a small table (delegations, holds) assert of its
+// rows, by id: of names the row a record speaks of and its state, if any. The records are in seq
+// order, so the last one of each row wins; seqs holds its seq.
+func impliedStates[S any](records []receipt.Sealed, of func(receipt.States) (string, *S)) (implied map[string]*S, seqs map[string]int64) {
+	implied, seqs = map[string]*S{}, map[string]int64{}
+	for _, r := range records {
+		st, err := receipt.ReadStates(r.Doc)
+		if err != nil {
+			continue
+		}
+		if id, s := of(st); s != nil {
+			implied[id], seqs[id] = s, r.Seq
+		}
+	}
+	return implied, seqs
+}
+
+// unmatched reports, in id order, each row the records imply (implied, left after the table's
+// rows were taken out of it) that the table lacks.
+func unmatched[S any](c *stateCheck, noun string, implied map[string]*S, seqs map[string]int64, text func(*S) string) {
+	for _, id := range slices.Sorted(maps.Keys(implied)) {
+		c.diverged(seqs[id], noun+safetext.Quote(id), text(implied[id]), text(nil))
+	}
 }
 
 func delegationText(s *receipt.DelegationState) string {
@@ -393,15 +413,12 @@ func (c *stateCheck) holds(records []receipt.Sealed, rows func() ([]*Hold, error
 	if err != nil {
 		return fmt.Errorf("check state: %w", err)
 	}
-	implied := map[string]*receipt.HoldState{}
-	seqs := map[string]int64{}
-	for _, r := range records {
-		st, err := receipt.ReadStates(r.Doc)
-		if err != nil || st.Hold == nil {
-			continue
+	implied, seqs := impliedStates(records, func(st receipt.States) (string, *receipt.HoldState) {
+		if st.Hold == nil {
+			return "", nil
 		}
-		implied[st.Hold.ID], seqs[st.Hold.ID] = st.Hold, r.Seq
-	}
+		return st.Hold.ID, st.Hold
+	})
 	text := func(s *receipt.HoldState) string {
 		if s == nil {
 			return "no record"
@@ -420,8 +437,6 @@ func (c *stateCheck) holds(records []receipt.Sealed, rows func() ([]*Hold, error
 			c.diverged(seqs[h.ID], "hold "+safetext.Quote(h.ID), text(want), text(table))
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(implied)) {
-		c.diverged(seqs[id], "hold "+safetext.Quote(id), text(implied[id]), text(nil))
-	}
+	unmatched(c, "hold ", implied, seqs, text)
 	return nil
 }
