@@ -124,6 +124,7 @@ var (
 	_ store.Store           = (*Store)(nil)
 	_ store.WriteCounter    = (*Store)(nil)
 	_ store.DelegationStore = (*Store)(nil)
+	_ store.EventHead       = (*Store)(nil) // so that the conformance suite's LastEventID checks run on it
 )
 
 // location is a parsed store URL.

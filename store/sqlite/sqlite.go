@@ -107,6 +107,7 @@ type Store struct {
 var (
 	_ store.Store        = (*Store)(nil)
 	_ store.WriteCounter = (*Store)(nil)
+	_ store.EventHead    = (*Store)(nil) // so that the conformance suite's LastEventID checks run on it
 )
 
 // synchronous modes a URL may ask for, by their URL spelling.
