@@ -55,6 +55,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	sqlitedriver "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
@@ -248,7 +249,16 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 		s.Close()
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := s.migrate(ctx, version); err != nil {
+	// The migrations, and the first connection's switch to WAL before them, under the lock the
+	// writers of every process take: two processes opening a new file at once would otherwise
+	// both hold a shared lock and both want an exclusive one, and SQLite refuses one of them
+	// at once (SQLITE_BUSY, without waiting in the busy handler).
+	held := plock.lock(busyTimeoutMillis * time.Millisecond)
+	err = s.migrate(ctx, version)
+	if held {
+		plock.unlock()
+	}
+	if err != nil {
 		plock.close()
 		ckpt.close()
 		s.Close()
