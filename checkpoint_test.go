@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -12,7 +13,7 @@ import (
 // rewriteChain rewrites every receipt from seq from on, consistently: each document edited
 // (edit), resealed after its rewritten predecessor, and the head moved — what someone with
 // write access to the database can do, and what the chain alone cannot detect.
-func rewriteChain(t *testing.T, e *env, db *rawDB, from int64, edit func(*receipt.Receipt)) {
+func rewriteChain(t *testing.T, e *env, db *testdb.Raw, from int64, edit func(*receipt.Receipt)) {
 	t.Helper()
 	var rows []receipt.Sealed
 	for r, err := range e.g.Store().Receipts(t.Context(), store.ReceiptFilter{}) {
@@ -37,13 +38,13 @@ func rewriteChain(t *testing.T, e *env, db *rawDB, from int64, edit func(*receip
 			t.Fatal(err)
 		}
 		if strings.HasPrefix(e.url, "sqlite:") {
-			db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, string(s.Doc), s.Hash, r.Seq)
+			db.Exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, string(s.Doc), s.Hash, r.Seq)
 		} else {
-			db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, s.Doc, s.Hash, r.Seq)
+			db.Exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, s.Doc, s.Hash, r.Seq)
 		}
 		prev = s.Hash
 	}
-	db.exec(`UPDATE chain_head SET hash = ? WHERE id = 1`, prev)
+	db.Exec(`UPDATE chain_head SET hash = ? WHERE id = 1`, prev)
 }
 
 // TestSignedCheckpointCatchesAConsistentRewrite: a rewrite of every row and the head after a
@@ -93,7 +94,7 @@ func TestSignedCheckpointCatchesAConsistentRewrite(t *testing.T) {
 				t.Errorf("VerifyCheckpoints(another key) = %+v, want one checkpoint_signature", brk)
 			}
 
-			db := openRaw(t, e.url)
+			db := testdb.OpenRaw(t, e.url)
 			rewriteChain(t, e, db, 2, func(r *receipt.Receipt) { r.Note += " (rewritten)"; r.Error += " (rewritten)" })
 			verifyChain(t, e.g) // the chain alone sees nothing
 			brk, held, err = store.VerifyCheckpoints(t.Context(), e.g.Store(), pub, []*receipt.Checkpoint{&anchor})
@@ -103,7 +104,7 @@ func TestSignedCheckpointCatchesAConsistentRewrite(t *testing.T) {
 			}
 
 			// The checkpoint row deleted too: the exported copy still catches it.
-			db.exec(`DELETE FROM checkpoints`)
+			db.Exec(`DELETE FROM checkpoints`)
 			if brk, _, _ := store.VerifyCheckpoints(t.Context(), e.g.Store(), pub, []*receipt.Checkpoint{&anchor}); len(brk) != 1 ||
 				brk[0].Kind != store.BreakCheckpointMismatch {
 				t.Errorf("VerifyCheckpoints(rows deleted, exported copy) = %+v, want checkpoint_mismatch", brk)
@@ -111,9 +112,9 @@ func TestSignedCheckpointCatchesAConsistentRewrite(t *testing.T) {
 
 			// A truncation past the checkpoint, head moved back to match.
 			var hash string
-			db.query(`SELECT hash FROM receipts WHERE seq = ?`, []any{&hash}, cp.Seq-3)
-			db.exec(`DELETE FROM receipts WHERE seq > ?`, cp.Seq-3)
-			db.exec(`UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1`, cp.Seq-3, hash)
+			db.Query(`SELECT hash FROM receipts WHERE seq = ?`, []any{&hash}, cp.Seq-3)
+			db.Exec(`DELETE FROM receipts WHERE seq > ?`, cp.Seq-3)
+			db.Exec(`UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1`, cp.Seq-3, hash)
 			if brk, _, _ := store.VerifyCheckpoints(t.Context(), e.g.Store(), pub, []*receipt.Checkpoint{&anchor}); len(brk) != 1 ||
 				brk[0].Kind != store.BreakCheckpointTruncated || brk[0].Seq != cp.Seq {
 				t.Errorf("VerifyCheckpoints(truncated) = %+v, want checkpoint_truncated at %d", brk, cp.Seq)

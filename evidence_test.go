@@ -2,19 +2,15 @@ package latch_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -29,78 +25,6 @@ authority:
       expires_at: "2027-01-01T00:00:00Z"
       delegable: true
 `
-
-// rawDB runs SQL on a guard's store behind its back, as someone with access to the database.
-type rawDB struct {
-	exec  func(q string, args ...any) int64
-	query func(q string, dest []any, args ...any)
-}
-
-func openRaw(t *testing.T, storeURL string) *rawDB {
-	t.Helper()
-	if path, ok := strings.CutPrefix(storeURL, "sqlite:"); ok {
-		db, err := sql.Open("sqlite", "file:"+path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return &rawDB{
-			exec: func(q string, args ...any) int64 {
-				t.Helper()
-				res, err := db.Exec(q, args...)
-				if err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-				n, _ := res.RowsAffected()
-				return n
-			},
-			query: func(q string, dest []any, args ...any) {
-				t.Helper()
-				if err := db.QueryRow(q, args...).Scan(dest...); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			},
-		}
-	}
-	u, err := url.Parse(storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	schema := q.Get("schema")
-	q.Del("schema")
-	u.RawQuery = q.Encode()
-	conn, err := pgx.Connect(t.Context(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(t.Context(), `SET search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	pg := func(q string) string { // ? placeholders, as SQLite writes them
-		for i := 1; strings.Contains(q, "?"); i++ {
-			q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-		}
-		return q
-	}
-	return &rawDB{
-		exec: func(q string, args ...any) int64 {
-			t.Helper()
-			tag, err := conn.Exec(t.Context(), pg(q), args...)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			return tag.RowsAffected()
-		},
-		query: func(q string, dest []any, args ...any) {
-			t.Helper()
-			if err := conn.QueryRow(t.Context(), pg(q), args...).Scan(dest...); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		},
-	}
-}
 
 // everyChange makes one of every kind of state change on e's store and returns the ids it made.
 type changes struct {
@@ -273,37 +197,37 @@ func TestStateCheckedAgainstTheChain(t *testing.T) {
 					t.Errorf("no %s record after every kind of change (%v)", k, kinds)
 				}
 			}
-			db := openRaw(t, e.url)
+			db := testdb.OpenRaw(t, e.url)
 
 			// An effect's state: a committed refund made failed would run again.
 			seq := lastSeqOf(t, e, store.ReceiptFilter{EffectKey: "charge:inv_ok"})
-			db.exec(`UPDATE effects SET state = 'failed' WHERE effect_key = 'charge:inv_ok'`)
+			db.Exec(`UPDATE effects SET state = 'failed' WHERE effect_key = 'charge:inv_ok'`)
 			oneBreak(t, e, "effect state edited", receipt.BreakStateDiverged, seq, "effect charge:inv_ok", "committed attempt 1", "failed attempt 1")
-			db.exec(`UPDATE effects SET state = 'committed' WHERE effect_key = 'charge:inv_ok'`)
+			db.Exec(`UPDATE effects SET state = 'committed' WHERE effect_key = 'charge:inv_ok'`)
 			verifyChain(t, e.g)
 
 			// An approval's approver.
 			seq = lastSeqOf(t, e, store.ReceiptFilter{ApprovalID: c.granted})
-			db.exec(`UPDATE approvals SET approver = 'mallory' WHERE approval_id = ?`, c.granted)
+			db.Exec(`UPDATE approvals SET approver = 'mallory' WHERE approval_id = ?`, c.granted)
 			oneBreak(t, e, "approver edited", receipt.BreakStateDiverged, seq, "approval "+c.granted, "consumed by alice", "consumed by mallory")
-			db.exec(`UPDATE approvals SET approver = 'alice' WHERE approval_id = ?`, c.granted)
+			db.Exec(`UPDATE approvals SET approver = 'alice' WHERE approval_id = ?`, c.granted)
 			// A denied request made granted.
 			seq = lastSeqOf(t, e, store.ReceiptFilter{ApprovalID: c.denied})
-			db.exec(`UPDATE approvals SET status = 'granted' WHERE approval_id = ?`, c.denied)
+			db.Exec(`UPDATE approvals SET status = 'granted' WHERE approval_id = ?`, c.denied)
 			oneBreak(t, e, "denial made a grant", receipt.BreakStateDiverged, seq, "approval "+c.denied, "denied by bob", "granted by bob")
-			db.exec(`UPDATE approvals SET status = 'denied' WHERE approval_id = ?`, c.denied)
+			db.Exec(`UPDATE approvals SET status = 'denied' WHERE approval_id = ?`, c.denied)
 			verifyChain(t, e.g)
 
 			// A revocation row deleted (the insert-only trigger dropped first, as an attacker would).
 			var by string
 			var at int64
-			db.query(`SELECT revoked_by, revoked_at FROM revocations WHERE delegation_id = ?`, []any{&by, &at}, c.revoked)
+			db.Query(`SELECT revoked_by, revoked_at FROM revocations WHERE delegation_id = ?`, []any{&by, &at}, c.revoked)
 			if backend == "sqlite" {
-				db.exec(`DROP TRIGGER revocations_insert_only_delete`)
+				db.Exec(`DROP TRIGGER revocations_insert_only_delete`)
 			} else {
-				db.exec(`DROP TRIGGER revocations_insert_only ON revocations`)
+				db.Exec(`DROP TRIGGER revocations_insert_only ON revocations`)
 			}
-			db.exec(`DELETE FROM revocations WHERE delegation_id = ?`, c.revoked)
+			db.Exec(`DELETE FROM revocations WHERE delegation_id = ?`, c.revoked)
 			seq = 0
 			for r, err := range e.g.Store().Receipts(t.Context(), store.ReceiptFilter{}) {
 				if err != nil {
@@ -314,20 +238,20 @@ func TestStateCheckedAgainstTheChain(t *testing.T) {
 				}
 			}
 			oneBreak(t, e, "revocation deleted", receipt.BreakStateDiverged, seq, "delegation "+c.revoked, "revoked by cli:carol", "not revoked")
-			db.exec(`INSERT INTO revocations (delegation_id, revoked_by, revoked_at) VALUES (?, ?, ?)`, c.revoked, by, at)
+			db.Exec(`INSERT INTO revocations (delegation_id, revoked_by, revoked_at) VALUES (?, ?, ?)`, c.revoked, by, at)
 			verifyChain(t, e.g)
 
 			// A resolution: its row says another resolver, or its record is rewritten.
-			db.exec(`UPDATE effects SET resolved_by = 'cli:mallory' WHERE effect_key = 'charge:inv_amb'`)
+			db.Exec(`UPDATE effects SET resolved_by = 'cli:mallory' WHERE effect_key = 'charge:inv_amb'`)
 			oneBreak(t, e, "resolver edited", receipt.BreakStateDiverged, c.resolution, "effect charge:inv_amb", "resolved by cli:ana", "resolved by cli:mallory")
-			db.exec(`UPDATE effects SET resolved_by = 'cli:ana' WHERE effect_key = 'charge:inv_amb'`)
+			db.Exec(`UPDATE effects SET resolved_by = 'cli:ana' WHERE effect_key = 'charge:inv_amb'`)
 			var doc string
 			if backend == "sqlite" {
-				db.query(`SELECT doc FROM receipts WHERE seq = ?`, []any{&doc}, c.resolution)
-				db.exec(`UPDATE receipts SET doc = ? WHERE seq = ?`, strings.Replace(doc, `"cli:ana"`, `"cli:eve"`, 1), c.resolution)
+				db.Query(`SELECT doc FROM receipts WHERE seq = ?`, []any{&doc}, c.resolution)
+				db.Exec(`UPDATE receipts SET doc = ? WHERE seq = ?`, strings.Replace(doc, `"cli:ana"`, `"cli:eve"`, 1), c.resolution)
 			} else {
-				db.query(`SELECT convert_from(doc, 'UTF8') FROM receipts WHERE seq = ?`, []any{&doc}, c.resolution)
-				db.exec(`UPDATE receipts SET doc = convert_to(?, 'UTF8') WHERE seq = ?`, strings.Replace(doc, `"cli:ana"`, `"cli:eve"`, 1), c.resolution)
+				db.Query(`SELECT convert_from(doc, 'UTF8') FROM receipts WHERE seq = ?`, []any{&doc}, c.resolution)
+				db.Exec(`UPDATE receipts SET doc = convert_to(?, 'UTF8') WHERE seq = ?`, strings.Replace(doc, `"cli:ana"`, `"cli:eve"`, 1), c.resolution)
 			}
 			oneBreak(t, e, "resolution record edited", receipt.BreakContentAltered, c.resolution, "", "", "")
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -93,7 +94,7 @@ func TestPruneBelowACheckpoint(t *testing.T) {
 			}
 			verifyChain(t, e.g)
 
-			db := openRaw(t, e.url)
+			db := testdb.OpenRaw(t, e.url)
 			one := func(what, kind, subject string) {
 				t.Helper()
 				rep, err := store.VerifyChain(ctx, e.g.Store())
@@ -105,44 +106,44 @@ func TestPruneBelowACheckpoint(t *testing.T) {
 				}
 			}
 			// The effect's own records were pruned: the carried one speaks for it.
-			db.exec(`UPDATE effects SET state = 'failed' WHERE effect_key = 'charge:inv_nx'`)
+			db.Exec(`UPDATE effects SET state = 'failed' WHERE effect_key = 'charge:inv_nx'`)
 			one("a pruned effect edited", receipt.BreakStateDiverged, "charge:inv_nx")
 			// Its carried record edited to match: the prune's chained hash catches it.
 			var doc []byte
 			var docText string
 			if backend == "sqlite" {
-				db.query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&docText})
+				db.Query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&docText})
 				doc = []byte(docText)
 			} else {
-				db.query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&doc})
+				db.Query(`SELECT doc FROM carried WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []any{&doc})
 			}
 			forged := strings.Replace(string(doc), `"state":"committed"`, `"state":"failed"`, 1)
 			if forged == string(doc) {
 				t.Fatalf("carried record %s does not say committed", doc)
 			}
 			if backend == "sqlite" {
-				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, forged)
+				db.Exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, forged)
 			} else {
-				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []byte(forged))
+				db.Exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, []byte(forged))
 			}
 			if rep, err := store.VerifyChain(ctx, e.g.Store()); err != nil || rep.OK || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != store.BreakCarriedAltered {
 				t.Errorf("row and carried record edited: VerifyChain = %+v, %v; want one carried_altered", rep.Breaks, err)
 			}
 			if backend == "sqlite" {
-				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, string(doc))
+				db.Exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, string(doc))
 			} else {
-				db.exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, doc)
+				db.Exec(`UPDATE carried SET doc = ? WHERE kind = 'effect' AND key = 'charge:inv_nx'`, doc)
 			}
-			db.exec(`UPDATE effects SET state = 'committed' WHERE effect_key = 'charge:inv_nx'`)
+			db.Exec(`UPDATE effects SET state = 'committed' WHERE effect_key = 'charge:inv_nx'`)
 			verifyChain(t, e.g)
 			// A delegation whose records were pruned: its revocation deleted (behind the triggers).
 			if backend == "sqlite" {
-				db.exec(`DROP TRIGGER revocations_insert_only_delete`)
-				db.exec(`DELETE FROM revocations WHERE delegation_id = ?`, c.revoked)
+				db.Exec(`DROP TRIGGER revocations_insert_only_delete`)
+				db.Exec(`DELETE FROM revocations WHERE delegation_id = ?`, c.revoked)
 				one("a pruned revocation deleted", receipt.BreakStateDiverged, c.revoked)
 			}
 			// A hold deleted.
-			db.exec(`DELETE FROM holds`)
+			db.Exec(`DELETE FROM holds`)
 			rep2, err := store.VerifyChain(ctx, e.g.Store())
 			if err != nil || rep2.OK || !hasBreak(rep2.Breaks, receipt.BreakStateDiverged, hold.ID) {
 				t.Errorf("hold deleted: VerifyChain = %+v, %v; want state_diverged of %s", rep2.Breaks, err, hold.ID)
@@ -175,7 +176,7 @@ func TestSignedCheckpointCatchesARewriteAfterAPrune(t *testing.T) {
 			}
 			verifyChain(t, e.g)
 
-			db := openRaw(t, e.url)
+			db := testdb.OpenRaw(t, e.url)
 			var rows []receipt.Sealed
 			for r, err := range e.g.Store().Receipts(ctx, store.ReceiptFilter{}) {
 				if err != nil {
@@ -201,17 +202,17 @@ func TestSignedCheckpointCatchesARewriteAfterAPrune(t *testing.T) {
 					t.Fatal(err)
 				}
 				if backend == "sqlite" {
-					db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, string(s.Doc), s.Hash, r.Seq)
+					db.Exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, string(s.Doc), s.Hash, r.Seq)
 				} else {
-					db.exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, s.Doc, s.Hash, r.Seq)
+					db.Exec(`UPDATE receipts SET doc = ?, hash = ? WHERE seq = ?`, s.Doc, s.Hash, r.Seq)
 				}
 				if i == 0 {
 					start = s.Hash
 				}
 				prev = s.Hash
 			}
-			db.exec(`UPDATE chain_head SET hash = ? WHERE id = 1`, prev)
-			db.exec(`UPDATE prunes SET start_hash = ?`, start)
+			db.Exec(`UPDATE chain_head SET hash = ? WHERE id = 1`, prev)
+			db.Exec(`UPDATE prunes SET start_hash = ?`, start)
 			verifyChain(t, e.g) // the chain alone sees nothing
 			brk, _, err := store.VerifyCheckpoints(ctx, e.g.Store(), pub, nil)
 			if err != nil || !hasBreak(brk, store.BreakCheckpointMismatch, "") || brk[0].Seq != cp.Seq {
@@ -263,11 +264,11 @@ func TestPruneRefusesABrokenChain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			db := openRaw(t, e.url)
+			db := testdb.OpenRaw(t, e.url)
 			if backend == "sqlite" {
-				db.exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, string(edited.Doc))
+				db.Exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, string(edited.Doc))
 			} else {
-				db.exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, edited.Doc)
+				db.Exec(`UPDATE receipts SET doc = ? WHERE seq = 2`, edited.Doc)
 			}
 			head, _ := e.g.Store().Head(ctx)
 			rs, _ := store.Retention(e.g.Store())
