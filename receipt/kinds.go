@@ -1,10 +1,12 @@
 package receipt
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // Record kinds (docs/guarantees.md#record-kinds). A call's receipt is KindCall, or, when the
@@ -168,12 +170,99 @@ func readStatesScan(doc []byte, s *States) bool {
 		}
 		*p = str
 	}
-	for i, p := range []any{&s.Effect, &s.Approval, &s.Delegation, &s.Hold, &s.Prune} {
-		if v := raw[3+i]; v != nil && string(v) != "null" {
+	if v := raw[3]; v != nil && string(v) != "null" {
+		if s.Effect = readEffectScan(v); s.Effect == nil && json.Unmarshal(v, &s.Effect) != nil {
+			return false
+		}
+	}
+	if v := raw[4]; v != nil && string(v) != "null" {
+		if s.Approval = readApprovalScan(v); s.Approval == nil && json.Unmarshal(v, &s.Approval) != nil {
+			return false
+		}
+	}
+	for i, p := range []any{&s.Delegation, &s.Hold, &s.Prune} {
+		if v := raw[5+i]; v != nil && string(v) != "null" {
 			if json.Unmarshal(v, p) != nil {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// effectKeys and approvalKeys are the members of EffectState and ApprovalState.
+var (
+	effectKeys   = []string{"state", "attempt", "holder", "result_hash", "conflict", "resolved_by"}
+	approvalKeys = []string{"status", "approver"}
+)
+
+// readEffectScan reads an effect object (v, not null) as json.Unmarshal would, with one scan and
+// no reflection — a replay reads one from nearly every record: strings plain (plainString), the
+// attempt a plain integer, conflict true or false. It returns nil, leaving v to json.Unmarshal,
+// for anything else.
+func readEffectScan(v []byte) *EffectState {
+	var raw [6][]byte
+	if !scanTop(v, effectKeys, raw[:]) {
+		return nil
+	}
+	e := &EffectState{}
+	for i, p := range []*string{&e.State, nil, &e.Holder, &e.ResultHash, nil, &e.ResolvedBy} {
+		if p == nil {
+			continue
+		}
+		if !plainMember(raw[i], p) {
+			return nil
+		}
+	}
+	if a := raw[1]; a != nil && string(a) != "null" {
+		n, ok := plainInt(a)
+		if !ok {
+			return nil
+		}
+		e.Attempt = n
+	}
+	switch string(raw[4]) {
+	case "", "null", "false":
+	case "true":
+		e.Conflict = true
+	default:
+		return nil
+	}
+	return e
+}
+
+// readApprovalScan is readEffectScan for an approval object.
+func readApprovalScan(v []byte) *ApprovalState {
+	var raw [2][]byte
+	if !scanTop(v, approvalKeys, raw[:]) {
+		return nil
+	}
+	a := &ApprovalState{}
+	if !plainMember(raw[0], &a.Status) || !plainMember(raw[1], &a.Approver) {
+		return nil
+	}
+	return a
+}
+
+// plainMember reads a string member's raw value into p: absent or null leaves it, a plain string
+// (plainString) sets it; anything else is false.
+func plainMember(v []byte, p *string) bool {
+	if v == nil || string(v) == "null" {
+		return true
+	}
+	str, ok := plainString(v)
+	if ok {
+		*p = str
+	}
+	return ok
+}
+
+// plainInt reads a JSON number (valid, as scanTop leaves it) that is an integer without
+// fraction or exponent and fits an int, as json.Unmarshal reads it into an int.
+func plainInt(v []byte) (int, bool) {
+	if bytes.ContainsAny(v, ".eE") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(v))
+	return n, err == nil
 }

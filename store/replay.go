@@ -25,10 +25,11 @@ import (
 // exactly those: an executing row one attempt past what the chain implies, and a consumed
 // approval the chain says is granted.
 //
-// The walk streams: a backend yields each table's rows merged with the records that name them,
-// ordered by key (a record and its row adjacent), so memory holds one key at a time, however
-// long the chain and however many rows. Delegations are compared in memory, as the authority
-// check reads them.
+// The check streams: reading the chain once, in seq order, it gathers the last state the
+// records assert of each effect and approval (latestRuns: sorted runs written to temporary files
+// past a bound, so memory holds a bounded number of keys however long the chain), then merges
+// them, key by key in byte order, with each table's rows, which a backend yields in the same
+// order. Delegations and holds, few, are compared in memory, as the authority check reads them.
 
 // Evidence is one consistent snapshot of a store's chain and state, as a StateReader reads it.
 type Evidence struct {
@@ -36,32 +37,21 @@ type Evidence struct {
 	Head *receipt.Head
 	// Receipts yields every receipt in seq order, with its index columns.
 	Receipts iter.Seq2[receipt.Sealed, error]
-	// Effects yields, grouped by effect key, every record that names a key (Doc and Seq set)
-	// and every effect row (Effect set), in any order within a key.
-	Effects iter.Seq2[Keyed, error]
-	// Approvals yields, grouped by approval id, every record that names an approval and every
-	// approval row.
-	Approvals iter.Seq2[Keyed, error]
+	// Effects yields every effect row, ordered by key in byte order; Approvals every approval
+	// row, ordered by id in byte order. The records that name them are read from Receipts (by
+	// their effect_key and approval_id index columns) and from Carried.
+	Effects   iter.Seq2[*Effect, error]
+	Approvals iter.Seq2[*Approval, error]
 	// Delegations returns every delegation row, revoked ones included.
 	Delegations func() ([]*Delegation, error)
-	// Start is where the chain starts since its last prune; nil when it was never pruned. The
-	// records that prune carried are merged into Effects and Approvals (Doc and Seq set) like
-	// the chain's own, and Carried yields all of them, by kind and key in byte order, to be
-	// held to the hash the prune's record chains.
+	// Start is where the chain starts since its last prune; nil when it was never pruned.
+	// Carried yields the records that prune carried, by kind and key in byte order: they stand
+	// for the removed records in the state check, and are held to the hash the prune's record
+	// chains.
 	Start   *ChainStart
 	Carried iter.Seq2[Carried, error]
 	// Holds returns every legal hold, released ones included; nil on a store without them.
 	Holds func() ([]*Hold, error)
-}
-
-// Keyed is one item of a merged walk: a record that names Key (Doc and Seq), or the table's row
-// of Key (Effect or Approval).
-type Keyed struct {
-	Key      string
-	Seq      int64
-	Doc      []byte
-	Effect   *Effect
-	Approval *Approval
 }
 
 // StateReader is implemented by stores that read their chain and their state in one snapshot
@@ -76,6 +66,27 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	var holds []receipt.Sealed
 	var pruned []byte // the last prune's record
 	var legacy bool   // the chain holds receipts written before records carried state
+	effects := newLatestRuns(effectCodec, runLimit)
+	defer effects.close()
+	approvals := newLatestRuns(approvalCodec, runLimit)
+	defer approvals.close()
+	// The records that name an effect or an approval are read for their states off the walk's
+	// path, by a goroutine of their own, in chunks: the walk reads the chain from the store
+	// while it checks the hashes, and this is a third thing to do meanwhile.
+	notes := make(chan []receipt.Sealed, 4)
+	noted := make(chan error, 1)
+	go func() {
+		var err error
+		for chunk := range notes {
+			for _, r := range chunk {
+				if err == nil {
+					err = note(effects, approvals, r.Index.EffectKey, r.Index.ApprovalID, r.Seq, r.Doc)
+				}
+			}
+		}
+		noted <- err
+	}()
+	var chunk []receipt.Sealed
 	rows := func(yield func(receipt.Sealed, error) bool) {
 		first := true
 		for r, err := range ev.Receipts {
@@ -93,6 +104,12 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 				if ev.Start != nil && r.Seq == ev.Start.RecordSeq {
 					pruned = bytes.Clone(r.Doc)
 				}
+				if r.Index != nil && (r.Index.EffectKey != "" || r.Index.ApprovalID != "") {
+					if chunk = append(chunk, r); len(chunk) == 256 {
+						notes <- chunk
+						chunk = make([]receipt.Sealed, 0, 256)
+					}
+				}
 			}
 			if !yield(r, err) {
 				return
@@ -106,22 +123,29 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	} else {
 		rep, err = receipt.VerifyFrom(rows, *ev.Head, ev.Start.Start())
 	}
+	if len(chunk) > 0 {
+		notes <- chunk
+	}
+	close(notes)
+	if nerr := <-noted; err == nil {
+		err = nerr
+	}
 	if err != nil {
 		return receipt.Report{}, err
 	}
 	c := stateCheck{legacy: legacy, rep: &rep, checked: &receipt.StateChecked{}}
 	if ev.Start != nil {
-		carriedDels, carriedHolds, err := c.carried(ev.Start, pruned, ev.Carried)
+		carriedDels, carriedHolds, err := c.carried(ev.Start, pruned, ev.Carried, effects, approvals)
 		if err != nil {
 			return receipt.Report{}, err
 		}
 		dels = append(carriedDels, dels...)
 		holds = append(carriedHolds, holds...)
 	}
-	if err := c.effects(ev.Effects); err != nil {
+	if err := c.effects(effects, ev.Effects); err != nil {
 		return receipt.Report{}, err
 	}
-	if err := c.approvals(ev.Approvals); err != nil {
+	if err := c.approvals(approvals, ev.Approvals); err != nil {
 		return receipt.Report{}, err
 	}
 	if err := c.delegations(dels, ev.Delegations); err != nil {
@@ -147,58 +171,81 @@ func (c *stateCheck) diverged(seq int64, subject, chain, table string) {
 		Chain: chain, Table: table, Detail: fmt.Sprintf("%s: the chain implies %s, the table holds %s", subject, chain, table)})
 }
 
-// group is what a merged walk gathered about one key: the latest state a record asserts (and its
-// seq), whether schema v1 receipts name it, and the table's row.
-type group[S any, R any] struct {
-	key    string
-	seq    int64
-	state  *S
-	v1     bool
-	row    *R
-	active bool
-}
-
-// walkGroups reads a merged walk one key at a time and calls check for each key.
-func walkGroups[S any, R any](items iter.Seq2[Keyed, error], pick func(receipt.States) *S, row func(Keyed) *R,
-	check func(g *group[S, R])) error {
-	var g group[S, R]
-	for it, err := range items {
-		if err != nil {
-			return fmt.Errorf("check state: %w", err)
-		}
-		if g.active && it.Key != g.key {
-			check(&g)
-			g = group[S, R]{}
-		}
-		g.key, g.active = it.Key, true
-		if r := row(it); r != nil {
-			g.row = r
-			continue
-		}
-		st, err := receipt.ReadStates(it.Doc)
-		if err != nil {
-			continue // an unreadable document is reported by the walk (content_altered)
-		}
-		if st.Schema == receipt.SchemaV1 {
-			g.v1 = true
-			continue
-		}
-		if s := pick(st); s != nil && it.Seq > g.seq {
-			g.seq, g.state = it.Seq, s
+// note adds a record that names an effect key or an approval id (either may be empty) to what
+// the check gathers of it: the state it asserts, whether it is of schema v1. A document that
+// cannot be read asserts nothing (the walk reports it, content_altered) but still names its key.
+func note(effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState], key, approvalID string,
+	seq int64, doc []byte) error {
+	if key == "" && approvalID == "" {
+		return nil
+	}
+	st, err := receipt.ReadStates(doc)
+	v1 := err == nil && st.Schema == receipt.SchemaV1
+	if err != nil || v1 {
+		st = receipt.States{}
+	}
+	if key != "" {
+		if err := effects.add(key, seq, st.Effect, v1); err != nil {
+			return err
 		}
 	}
-	if g.active {
-		check(&g)
+	if approvalID != "" {
+		return approvals.add(approvalID, seq, st.Approval, v1)
 	}
 	return nil
 }
 
-func (c *stateCheck) effects(items iter.Seq2[Keyed, error]) error {
-	if items == nil {
+// group is what the check knows of one key: the latest state a record asserts (and its seq),
+// whether schema v1 records name it, and the table's row.
+type group[S any, R any] struct {
+	key   string
+	seq   int64
+	state *S
+	v1    bool
+	row   *R
+}
+
+// walkGroups merges what the records said of each key (in byte order) with the table's rows
+// (rows, in the same order; key names a row) and calls check for each key either side has.
+func walkGroups[S any, R any](records *latestRuns[S], rows iter.Seq2[*R, error], key func(*R) string,
+	check func(g *group[S, R])) error {
+	next, stop := iter.Pull2(records.sorted())
+	defer stop()
+	pending, err, more := next()
+	var last string
+	for r, rerr := range rows {
+		if rerr != nil {
+			return fmt.Errorf("check state: %w", rerr)
+		}
+		k := key(r)
+		if last != "" && k <= last {
+			return fmt.Errorf("check state: the store yielded row %s after %s: not in byte order", safetext.Quote(k), safetext.Quote(last))
+		}
+		last = k
+		for ; more && err == nil && pending.key < k; pending, err, more = next() {
+			check(&group[S, R]{key: pending.key, seq: pending.seq, state: pending.state, v1: pending.v1})
+		}
+		if err != nil {
+			return err
+		}
+		g := group[S, R]{key: k, row: r}
+		if more && pending.key == k {
+			g.seq, g.state, g.v1 = pending.seq, pending.state, pending.v1
+			pending, err, more = next()
+		}
+		check(&g)
+	}
+	for ; more && err == nil; pending, err, more = next() {
+		check(&group[S, R]{key: pending.key, seq: pending.seq, state: pending.state, v1: pending.v1})
+	}
+	return err
+}
+
+func (c *stateCheck) effects(records *latestRuns[receipt.EffectState], rows iter.Seq2[*Effect, error]) error {
+	if rows == nil {
 		return nil
 	}
-	return walkGroups(items, func(s receipt.States) *receipt.EffectState { return s.Effect },
-		func(k Keyed) *Effect { return k.Effect },
+	return walkGroups(records, rows, func(e *Effect) string { return e.Key },
 		func(g *group[receipt.EffectState, Effect]) {
 			subject := "effect " + safetext.Quote(g.key)
 			if g.row != nil {
@@ -247,12 +294,11 @@ func orNone(s string) string {
 	return s
 }
 
-func (c *stateCheck) approvals(items iter.Seq2[Keyed, error]) error {
-	if items == nil {
+func (c *stateCheck) approvals(records *latestRuns[receipt.ApprovalState], rows iter.Seq2[*Approval, error]) error {
+	if rows == nil {
 		return nil
 	}
-	return walkGroups(items, func(s receipt.States) *receipt.ApprovalState { return s.Approval },
-		func(k Keyed) *Approval { return k.Approval },
+	return walkGroups(records, rows, func(a *Approval) string { return a.ID },
 		func(g *group[receipt.ApprovalState, Approval]) {
 			subject := "approval " + safetext.Quote(g.key)
 			if g.row != nil {
@@ -360,9 +406,10 @@ func delegationText(s *receipt.DelegationState) string {
 
 // carried checks what the last prune carried against its record (pruned, the document at
 // start.RecordSeq; nil when the chain lacks it) and returns the carried delegation and hold
-// records, for the in-memory checks; the carried effect and approval records reach the walk
-// through the merged iterators.
-func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[Carried, error]) (dels, holds []receipt.Sealed, err error) {
+// records, for the in-memory checks; the carried effect and approval records join what the chain's
+// own records said of their rows.
+func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[Carried, error],
+	effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState]) (dels, holds []receipt.Sealed, err error) {
 	var h CarriedHasher
 	if items != nil {
 		for it, err := range items {
@@ -375,6 +422,13 @@ func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[C
 				dels = append(dels, receipt.Sealed{Seq: it.Seq, Doc: it.Doc})
 			case CarriedHold:
 				holds = append(holds, receipt.Sealed{Seq: it.Seq, Doc: it.Doc})
+			case CarriedEffect:
+				err = note(effects, approvals, it.Key, "", it.Seq, it.Doc)
+			case CarriedApproval:
+				err = note(effects, approvals, "", it.Key, it.Seq, it.Doc)
+			}
+			if err != nil {
+				return nil, nil, err
 			}
 		}
 	}

@@ -15,10 +15,7 @@ var _ store.StateReader = (*Store)(nil)
 
 // ReadEvidence calls fn with the chain and the state, read in one read transaction: in WAL mode
 // it sees the database as of its first read, whatever is written meanwhile (store.StateReader).
-//
-// Each table is read merged with the records that name its rows, in one query ordered by key:
-// SQLite merges the two sides (receipts by their effect_key or approval_id index, the table by
-// its key), so that neither is sorted and a key's records and row arrive together.
+
 func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) error) error {
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
@@ -32,9 +29,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 	case !errors.Is(err, store.ErrHeadMissing):
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
-	retention := s.keepsRetention() == nil
-	var carriedEffects, carriedApprovals string
-	if retention {
+	if s.keepsRetention() == nil {
 		if ev.Start, err = scanChainStart(tx.QueryRowContext(ctx, chainStartQuery)); errors.Is(err, sql.ErrNoRows) {
 			ev.Start = nil
 		} else if err != nil {
@@ -48,34 +43,31 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 			}
 			return out, nil
 		}
-		// What the last prune carried stands in for the records it removed.
-		carriedEffects = ` UNION ALL SELECT seq, doc, key, '', 1, '', '', '', NULL, NULL, '', '', NULL, NULL, NULL, '', ''
-			FROM carried WHERE kind = 'effect'`
-		carriedApprovals = ` UNION ALL SELECT seq, doc, key, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, '', '', ''
-			FROM carried WHERE kind = 'approval'`
 	}
-	// A record stands in for the table's columns with empty values of the scanners' types; its
-	// seq and doc lead. A row has the largest seq, so it comes after its key's records.
-	ev.Effects = keyedRows(ctx, tx, `SELECT seq, doc, effect_key, '', 1, '', '', '', NULL, NULL, '', '', NULL, NULL, NULL, '', ''
-		FROM receipts WHERE effect_key <> ''`+carriedEffects+`
-		UNION ALL SELECT 9223372036854775807, NULL, `+s.effectSelect()+` FROM effects
-		ORDER BY 3, 1`, func(sc scanner, k *store.Keyed) error {
-		e, err := scanEffect(sc)
-		if err == nil {
-			k.Key, k.Effect = e.Key, e
+	// Both tables are read in key order (SQLite's BINARY collation: byte order), from their
+	// primary keys.
+	// Of an effect, only what the check compares (store.EffectStateOf): its arguments, note and
+	// the rest stay unread.
+	conflict := "conflict"
+	if s.version != 0 && s.version < notesVersion {
+		conflict = "''"
+	}
+	ev.Effects = each(ctx, tx, "read effects", `SELECT effect_key, state, attempt, action_id, result, resolved_by, `+conflict+`
+		FROM effects ORDER BY effect_key`, nil, func(sc scanner, e **store.Effect) error {
+		var r store.Effect
+		var state string
+		var result sql.NullString
+		if err := sc.Scan(&r.Key, &state, &r.Attempt, &r.ActionID, &result, &r.ResolvedBy, &r.Conflict); err != nil {
+			return err
 		}
-		return err
+		r.State, r.Result, *e = store.State(state), fromText(result), &r
+		return nil
 	})
-	ev.Approvals = keyedRows(ctx, tx, `SELECT seq, doc, approval_id, '', '', NULL, '', '', '', '', NULL, NULL, '', NULL, '', NULL, '', '', ''
-		FROM receipts WHERE approval_id <> ''`+carriedApprovals+`
-		UNION ALL SELECT 9223372036854775807, NULL, `+s.approvalSelect()+` FROM approvals
-		ORDER BY 3, 1`, func(sc scanner, k *store.Keyed) error {
-		a, err := scanApproval(sc)
-		if err == nil {
-			k.Key, k.Approval = a.ID, a
-		}
-		return err
-	})
+	ev.Approvals = each(ctx, tx, "read approvals", `SELECT `+s.approvalSelect()+` FROM approvals ORDER BY approval_id`, nil,
+		func(sc scanner, a **store.Approval) (err error) {
+			*a, err = scanApproval(sc)
+			return err
+		})
 	ev.Delegations = func() ([]*store.Delegation, error) {
 		if s.readOnly && s.version < 2 {
 			return nil, nil
@@ -87,33 +79,6 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		return out, nil
 	}
 	return fn(ev)
-}
-
-// leadScanner scans a row's seq and doc, then hands the rest to a table's scanner.
-type leadScanner struct {
-	row scanner
-	seq *int64
-	doc *sql.NullString
-}
-
-func (l leadScanner) Scan(dest ...any) error {
-	return l.row.Scan(append([]any{l.seq, l.doc}, dest...)...)
-}
-
-// keyedRows yields the rows of a merged query: a record (doc not NULL) or a table's row, which
-// scan reads.
-func keyedRows(ctx context.Context, tx *sql.Tx, q string, scan func(scanner, *store.Keyed) error) iter.Seq2[store.Keyed, error] {
-	return each(ctx, tx, "read state", q, nil, func(row scanner, k *store.Keyed) error {
-		var seq int64
-		var doc sql.NullString
-		if err := scan(leadScanner{row, &seq, &doc}, k); err != nil {
-			return err
-		}
-		if doc.Valid {
-			k.Seq, k.Doc, k.Effect, k.Approval = seq, []byte(doc.String), nil, nil
-		}
-		return nil
-	})
 }
 
 // chainRows yields every receipt of the transaction's snapshot with its index columns, by seq.

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/latchkit/latch/receipt"
+)
+
+// TestLatestRuns: whatever the limit (every key in its own run, a few runs, all in memory),
+// sorted yields each key once, in byte order, with the state of the highest seq that asserted
+// one and whether a v1 record named it — what a map of every key would say —, runs past maxRuns
+// are merged into one, and close leaves no temporary file behind.
+func TestLatestRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type add struct {
+		key   string
+		seq   int64
+		state *receipt.EffectState
+		v1    bool
+	}
+	var adds []add
+	for seq := int64(1); seq <= 2000; seq++ {
+		a := add{key: fmt.Sprintf("charge:inv_%d", rng.IntN(300)), seq: seq, v1: rng.IntN(50) == 0}
+		if rng.IntN(4) != 0 {
+			a.state = &receipt.EffectState{State: []string{"committed", "failed", "ambiguous"}[rng.IntN(3)], Attempt: rng.IntN(3) + 1,
+				Holder: fmt.Sprintf("act_%d", seq), ResultHash: fmt.Sprintf("%x", seq*7919), Conflict: rng.IntN(9) == 0,
+				ResolvedBy: []string{"", "cli:ana", "reconcile:ledger é"}[rng.IntN(3)]}
+		}
+		adds = append(adds, a)
+	}
+	rng.Shuffle(len(adds), func(i, j int) { adds[i], adds[j] = adds[j], adds[i] }) // the carried records come after the chain's
+	want := map[string]*latest[receipt.EffectState]{}
+	for _, a := range adds {
+		e := want[a.key]
+		if e == nil {
+			e = &latest[receipt.EffectState]{key: a.key}
+			want[a.key] = e
+		}
+		e.merge(a.seq, a.state, a.v1)
+	}
+	for _, limit := range []int{1, 7, 64, 100000} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("TMPDIR", dir)
+			l := newLatestRuns(effectCodec, limit)
+			for _, a := range adds {
+				if err := l.add(a.key, a.seq, a.state, a.v1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if spilled := len(l.runs) > 0; spilled != (limit < 300) {
+				t.Errorf("limit %d: %d runs written for 300 keys", limit, len(l.runs))
+			}
+			if len(l.runs) >= maxRuns {
+				t.Errorf("limit %d: %d runs kept, want them merged below %d", limit, len(l.runs), maxRuns)
+			}
+			n, prev := 0, ""
+			for e, err := range l.sorted() {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 && e.key <= prev {
+					t.Fatalf("key %q after %q", e.key, prev)
+				}
+				w := want[e.key]
+				switch {
+				case w == nil:
+					t.Fatalf("key %q was never added", e.key)
+				case e.seq != w.seq || e.v1 != w.v1 || (e.state == nil) != (w.state == nil) || (e.state != nil && *e.state != *w.state):
+					t.Errorf("key %q: seq %d v1 %v state %+v, want seq %d v1 %v state %+v", e.key, e.seq, e.v1, e.state, w.seq, w.v1, w.state)
+				}
+				n, prev = n+1, e.key
+			}
+			if n != len(want) {
+				t.Errorf("%d keys yielded, want %d", n, len(want))
+			}
+			l.close()
+			if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+				t.Errorf("close left %v", left)
+			}
+		})
+	}
+}
+
+// TestLatestRunsTemporaryFileRefused: a run that cannot be written is an error, not a check that
+// silently forgot keys.
+func TestLatestRunsTemporaryFileRefused(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	l := newLatestRuns(approvalCodec, 2)
+	defer l.close()
+	err := l.add("apr_1", 1, &receipt.ApprovalState{Status: "granted"}, false)
+	if err == nil {
+		err = l.add("apr_2", 2, nil, false)
+	}
+	if _, statErr := os.Stat(os.Getenv("TMPDIR")); err == nil || !os.IsNotExist(statErr) {
+		t.Fatalf("add past the limit with no temporary directory = %v, want an error", err)
+	}
+}
