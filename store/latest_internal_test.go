@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/latchkit/latch/receipt"
@@ -98,5 +101,63 @@ func TestLatestRunsTemporaryFileRefused(t *testing.T) {
 	}
 	if _, statErr := os.Stat(os.Getenv("TMPDIR")); err == nil || !os.IsNotExist(statErr) {
 		t.Fatalf("add past the limit with no temporary directory = %v, want an error", err)
+	}
+}
+
+// TestAhead: ahead yields what its sequence yields, in order, an error after the items before
+// it; and a consumer that stops early gets control back only once the sequence has stopped
+// being read (the state check's transaction ends right after).
+func TestAhead(t *testing.T) {
+	count := func(n int, fail error) iter.Seq2[int, error] {
+		return func(yield func(int, error) bool) {
+			for i := range n {
+				if !yield(i, nil) {
+					return
+				}
+			}
+			if fail != nil {
+				yield(0, fail)
+			}
+		}
+	}
+	var got []int
+	for v, err := range ahead(count(1000, nil)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if len(got) != 1000 || got[0] != 0 || got[999] != 999 {
+		t.Fatalf("ahead yielded %d items", len(got))
+	}
+	boom := errors.New("boom")
+	n, last := 0, error(nil)
+	for _, err := range ahead(count(300, boom)) {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+	}
+	if n != 300 || last != boom {
+		t.Fatalf("ahead: %d items then %v, want 300 then boom", n, last)
+	}
+	var reading atomic.Int32
+	slow := func(yield func(int, error) bool) {
+		reading.Store(1)
+		defer reading.Store(0)
+		for i := 0; ; i++ {
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}
+	for v := range ahead(slow) {
+		if v == 10 {
+			break
+		}
+	}
+	if reading.Load() != 0 {
+		t.Fatal("ahead returned while its sequence was still being read")
 	}
 }

@@ -207,13 +207,15 @@ type group[S any, R any] struct {
 
 // walkGroups merges what the records said of each key (in byte order) with the table's rows
 // (rows, in the same order; key names a row) and calls check for each key either side has.
+// The table is read, and the runs decoded, each by a goroutine of its own (ahead), while this
+// one merges and compares.
 func walkGroups[S any, R any](records *latestRuns[S], rows iter.Seq2[*R, error], key func(*R) string,
 	check func(g *group[S, R])) error {
-	next, stop := iter.Pull2(records.sorted())
+	next, stop := iter.Pull2(ahead(records.sorted()))
 	defer stop()
 	pending, err, more := next()
 	var last string
-	for r, rerr := range rows {
+	for r, rerr := range ahead(rows) {
 		if rerr != nil {
 			return fmt.Errorf("check state: %w", rerr)
 		}
@@ -239,6 +241,65 @@ func walkGroups[S any, R any](records *latestRuns[S], rows iter.Seq2[*R, error],
 		check(&group[S, R]{key: pending.key, seq: pending.seq, state: pending.state, v1: pending.v1})
 	}
 	return err
+}
+
+// ahead yields what seq yields, running seq in a goroutine of its own that reads up to a few
+// batches ahead. When the consumer stops early, ahead returns only once that goroutine has
+// ended, so nothing reads seq's source (a transaction, a file) after it.
+func ahead[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
+	const size = 256
+	type batch struct {
+		items []T
+		err   error
+	}
+	return func(yield func(T, error) bool) {
+		ch := make(chan batch, 4)
+		done := make(chan struct{})
+		defer func() {
+			close(done)
+			for range ch {
+			}
+		}()
+		go func() {
+			defer close(ch)
+			send := func(b batch) bool {
+				select {
+				case ch <- b:
+					return true
+				case <-done:
+					return false
+				}
+			}
+			b := make([]T, 0, size)
+			for v, err := range seq {
+				if err != nil {
+					send(batch{items: b, err: err})
+					return
+				}
+				if b = append(b, v); len(b) == size {
+					if !send(batch{items: b}) {
+						return
+					}
+					b = make([]T, 0, size)
+				}
+			}
+			if len(b) > 0 {
+				send(batch{items: b})
+			}
+		}()
+		for b := range ch {
+			for _, v := range b.items {
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if b.err != nil {
+				var zero T
+				yield(zero, b.err)
+				return
+			}
+		}
+	}
 }
 
 func (c *stateCheck) effects(records *latestRuns[receipt.EffectState], rows iter.Seq2[*Effect, error]) error {

@@ -63,7 +63,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 		r.State, r.Result, *e = store.State(state), fromText(result), &r
 		return nil
 	})
-	ev.Approvals = each(ctx, tx, "read approvals", `SELECT `+s.approvalSelect()+` FROM approvals ORDER BY approval_id`, nil,
+	ev.Approvals = each(ctx, tx, "read approvals", `SELECT `+s.approvalSelect()+` FROM approvals ORDER BY +approval_id`, nil,
 		func(sc scanner, a **store.Approval) (err error) {
 			*a, err = scanApproval(sc)
 			return err
