@@ -111,7 +111,7 @@ const maxRuns = 64
 
 // writeRun writes entries, in key order, to a new run, rewound for reading.
 func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
-	f, err := os.CreateTemp("", "latch-verify-*")
+	f, err := os.CreateTemp("", "latch-statecheck-*")
 	if err != nil {
 		return fmt.Errorf("check state: a temporary run: %w", err)
 	}
