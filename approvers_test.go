@@ -230,3 +230,73 @@ func TestApprovers(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalReadsOneSnapshot: a request and its answers are read in one snapshot. While
+// requests needing two grants are answered, every read — one request, or the list — shows the
+// status its answers imply: pending with fewer than two grants, granted with two, never one
+// without the other (a read of the row, then of the answers after a grant committed, would).
+func TestApprovalReadsOneSnapshot(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g := approversEnv(t, backend)
+			var ids []string
+			for i := range 25 {
+				ids = append(ids, ask(t, g, "billing.refund", fmt.Sprintf("snap_%d", i)))
+			}
+			done := make(chan error, 1)
+			go func() {
+				for _, id := range ids {
+					for _, who := range []string{"alice", "bob"} {
+						if _, err := g.Approve(context.Background(), id, who); err != nil {
+							done <- err
+							return
+						}
+					}
+				}
+				done <- nil
+			}()
+			check := func(a *store.Approval) {
+				grants := 0
+				for _, an := range a.Answers {
+					if an.Grant {
+						grants++
+					}
+				}
+				if (a.Status == store.Granted) != (grants >= 2) || a.Status != store.Granted && a.Status != store.Pending {
+					t.Errorf("request %s read %s with %d grants", a.ID, a.Status, grants)
+				}
+			}
+			reads := 0
+			for finished := false; !finished; {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+					finished = true
+				default:
+				}
+				for _, id := range ids[:5] {
+					a, err := g.Store().Approval(t.Context(), id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					check(a)
+				}
+				list, err := g.Store().Approvals(t.Context(), store.ApprovalFilter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range list {
+					check(a)
+				}
+				reads++
+			}
+			if reads < 2 {
+				t.Errorf("only %d rounds of reads while answering", reads)
+			}
+		})
+	}
+}

@@ -127,16 +127,16 @@ func (t *txn) insertAnswer(ctx context.Context, id string, n int, x *store.Answe
 }
 
 // readAnswers sets the answers of each request in list.
-func (s *Store) readAnswers(ctx context.Context, list ...*store.Approval) error {
+func (s *Store) readAnswers(ctx context.Context, db pgQuerier, list ...*store.Approval) error {
 	if len(list) == 0 || s.q.answers.answersOf == "" {
 		return nil
 	}
 	var rows pgx.Rows
 	var err error
 	if len(list) == 1 {
-		rows, err = s.pool.Query(ctx, s.q.answers.answersOf, list[0].ID)
+		rows, err = db.Query(ctx, s.q.answers.answersOf, list[0].ID)
 	} else {
-		rows, err = s.pool.Query(ctx, s.q.answers.allAnswers)
+		rows, err = db.Query(ctx, s.q.answers.allAnswers)
 	}
 	if err != nil {
 		return fmt.Errorf("read answers: %w", err)

@@ -49,37 +49,55 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 	if err := store.CheckText("approval id", id); err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	var r approvalRow
-	err := r.scan(s.pool.QueryRow(ctx, s.q.readApproval, id))
+	var a *store.Approval
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		var r approvalRow
+		if err := r.scan(tx.QueryRow(ctx, s.q.readApproval, id)); err != nil {
+			return err
+		}
+		a = r.approval()
+		return s.readAnswers(ctx, tx, a)
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("approval %s: %w", id, err)
 	}
-	a := r.approval()
-	if err := s.readAnswers(ctx, a); err != nil {
-		return nil, fmt.Errorf("approval %s: %w", id, err)
-	}
 	return a, nil
 }
 
-// Approvals lists approval requests, oldest first.
+// Approvals lists approval requests, oldest first, with their answers, read in one snapshot.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	out, err := list(ctx, s, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
-		var r approvalRow
-		if err := r.scan(row); err != nil {
-			return nil, err
+	var out []*store.Approval
+	err := s.readTx(ctx, func(tx pgx.Tx) (err error) {
+		out, err = listIn(ctx, tx, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
+			var r approvalRow
+			if err := r.scan(row); err != nil {
+				return nil, err
+			}
+			return r.approval(), nil
+		})
+		if err == nil {
+			err = s.readAnswers(ctx, tx, out...)
 		}
-		return r.approval(), nil
+		return err
 	})
-	if err == nil {
-		err = s.readAnswers(ctx, out...)
-	}
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// readTx runs fn in a REPEATABLE READ, read-only transaction: every statement fn runs sees one
+// snapshot, whatever commits meanwhile.
+func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	return fn(tx)
 }
 
 // Receipts yields the receipts f selects in ascending seq order, streaming them from one query.

@@ -99,8 +99,8 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// readAnswers sets the answers of each request in list, read in one query.
-func (s *Store) readAnswers(ctx context.Context, list ...*store.Approval) error {
+// readAnswers sets the answers of each request in list, read in one query of tx.
+func (s *Store) readAnswers(ctx context.Context, tx *sql.Tx, list ...*store.Approval) error {
 	if len(list) == 0 || s.version != 0 && s.version < answersVersion {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (s *Store) readAnswers(ctx context.Context, list ...*store.Approval) error 
 		q = `SELECT approval_id, ` + answersJSON + ` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n) GROUP BY approval_id`
 		args = []any{list[0].ID}
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("read answers: %w", err)
 	}

@@ -52,25 +52,31 @@ func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Eff
 	return out, nil
 }
 
-// Approval returns the approval request id; store.ErrNotFound when there is none.
+// Approval returns the approval request id; store.ErrNotFound when there is none. The request
+// and its answers are read in one read transaction: one snapshot, so an answer committed
+// meanwhile cannot show beside a status from before it.
 func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error) {
 	if err := store.CheckText("approval id", id); err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
 	}
-	a, err := s.readApproval(ctx, id)
+	var a *store.Approval
+	err := s.readTx(ctx, func(tx *sql.Tx) (err error) {
+		if a, err = s.readApproval(ctx, tx, id); err == nil && a != nil {
+			err = s.readAnswers(ctx, tx, a)
+		}
+		return err
+	})
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("approval %s: %w", id, err)
 	case a == nil:
 		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 	}
-	if err := s.readAnswers(ctx, a); err != nil {
-		return nil, fmt.Errorf("approval %s: %w", id, err)
-	}
 	return a, nil
 }
 
-// Approvals returns the approval requests f selects, oldest first.
+// Approvals returns the approval requests f selects, oldest first, with their answers, read in
+// one read transaction.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
 	q := `SELECT ` + s.approvalSelect() + ` FROM approvals`
 	var args []any
@@ -78,14 +84,28 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 		q += ` WHERE status = ?`
 		args = append(args, string(f.Status))
 	}
-	out, err := collect(ctx, s.r, q+` ORDER BY created_at, approval_id`, args, scanApproval)
-	if err == nil {
-		err = s.readAnswers(ctx, out...)
-	}
+	var out []*store.Approval
+	err := s.readTx(ctx, func(tx *sql.Tx) (err error) {
+		if out, err = collect(ctx, tx, q+` ORDER BY created_at, approval_id`, args, scanApproval); err == nil {
+			err = s.readAnswers(ctx, tx, out...)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	return out, nil
+}
+
+// readTx runs fn in a read transaction of the reader pool: every statement fn runs sees one
+// snapshot of the database (WAL), whatever commits meanwhile.
+func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
 }
 
 // Receipts yields the receipts f selects in ascending seq order. Rows are read as they are

@@ -226,8 +226,8 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 }
 
 // readApproval reads the approval id, or nil when there is none.
-func (s *Store) readApproval(ctx context.Context, id string) (*store.Approval, error) {
-	a, err := scanApproval(s.r.QueryRowContext(ctx, `SELECT `+s.approvalSelect()+` FROM approvals WHERE approval_id = ?`, id))
+func (s *Store) readApproval(ctx context.Context, tx *sql.Tx, id string) (*store.Approval, error) {
+	a, err := scanApproval(tx.QueryRowContext(ctx, `SELECT `+s.approvalSelect()+` FROM approvals WHERE approval_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
