@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -619,5 +620,57 @@ func TestPageReads(t *testing.T) {
 		if got := rd.take(); !maps.Equal(got, tc.want) {
 			t.Errorf("GET %s read %v, want %v", tc.path, got, tc.want)
 		}
+	}
+}
+
+// headless is a store whose newest event cannot be read, and which counts reads of the whole
+// log (an approval's or an effect's own events are read by their pages anyway).
+type headless struct {
+	*sqlite.Store
+	events atomic.Int32
+}
+
+func (h *headless) LastEventID(context.Context) (int64, error) {
+	return 0, errors.New("the event head is unavailable")
+}
+
+func (h *headless) Events(ctx context.Context, f store.EventFilter) ([]*store.Event, error) {
+	if f.ApprovalID == "" && f.EffectKey == "" && f.ActionID == "" {
+		h.events.Add(1)
+	}
+	return h.Store.Events(ctx, f)
+}
+
+// A page whose newest event cannot be read is still drawn, without live updates and saying so,
+// and without reading the event log instead: a start of 0 would replay every event.
+func TestPageWithoutEventHead(t *testing.T) {
+	t.Parallel()
+	var st *headless
+	s := consoletest.Start(t, &consoletest.Options{Wrap: func(inner store.Store) store.Store {
+		st = &headless{Store: inner.(*sqlite.Store)}
+		return st
+	}})
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	id := pending(t, s, "ord_1")
+	c, _ := login(t, s, "alice")
+	for _, path := range []string{"/approvals", "/attention", "/approvals/" + id.ApprovalID} {
+		p := consoletest.Get(t, c, s.URL+path)
+		if p.Status != http.StatusOK {
+			t.Fatalf("GET %s = %d", path, p.Status)
+		}
+		if strings.Contains(p.Body, "data-live") || !strings.Contains(p.Body, "Live updates are off on this page") {
+			t.Errorf("GET %s: want no live updates and the notice, got:\n%s", path, p.Body)
+		}
+	}
+	if n := st.events.Load(); n != 0 {
+		t.Errorf("the pages read the event log %d times", n)
+	}
+	// With the head readable, the page starts its live updates from it.
+	s2 := consoletest.Start(t, nil)
+	s2.AddAccount(t, "alice", pw, "payments-leads")
+	pending(t, s2, "ord_2")
+	c2, _ := login(t, s2, "alice")
+	if p := consoletest.Get(t, c2, s2.URL+"/approvals"); !strings.Contains(p.Body, `data-live="`) || strings.Contains(p.Body, "Live updates are off") {
+		t.Errorf("GET /approvals with an event head: want live updates, got:\n%s", p.Body)
 	}
 }

@@ -406,17 +406,26 @@ func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *view
 	cs.render(w, http.StatusOK, "approvals", data)
 }
 
-// lastEvent is the id of the newest event, where the page's live updates start.
+// lastEvent is the id of the newest event, where the page's live updates start; -1 when it
+// cannot be read, and the page is drawn without them: starting from 0 instead would replay every
+// event, and each would reload the page.
 func (cs *Console) lastEvent(r *http.Request) int64 {
 	if h, ok := cs.g.Store().(store.EventHead); ok {
-		if id, err := h.LastEventID(r.Context()); err == nil {
-			return id
+		id, err := h.LastEventID(r.Context())
+		if err != nil {
+			cs.log.Warn("console: the newest event could not be read: the page is drawn without live updates", "err", err)
+			return -1
 		}
+		return id
 	}
 	var last int64
 	for {
 		evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{AfterID: last, Limit: 1000})
-		if err != nil || len(evs) == 0 {
+		if err != nil {
+			cs.log.Warn("console: the newest event could not be read: the page is drawn without live updates", "err", err)
+			return -1
+		}
+		if len(evs) == 0 {
 			return last
 		}
 		last = evs[len(evs)-1].ID
