@@ -27,7 +27,7 @@ const (
 	// a non-atomic reservation would. G3 and G4 fail.
 	faultReserveLies = "reserve_lies"
 	// faultAmbiguousAsFailed records an ambiguous outcome as failed (record and receipt): unknown
-	// collapsed into failed. G5 and G10 fail.
+	// collapsed into failed. G5, G10 and G12 fail.
 	faultAmbiguousAsFailed = "ambiguous_as_failed"
 	// faultAllowUnknown lets an unlisted action through, as a default-allow policy would. G6
 	// fails.
@@ -98,7 +98,7 @@ const (
 var faultTargets = map[string][]string{
 	faultApprovalReusable:      {"G1", "G2"},
 	faultReserveLies:           {"G3", "G4"},
-	faultAmbiguousAsFailed:     {"G5", "G10"},
+	faultAmbiguousAsFailed:     {"G5", "G10", "G12"},
 	faultAllowUnknown:          {"G6"},
 	faultAnonymousPrincipal:    {"G7"},
 	faultChainBlind:            {"G11"},

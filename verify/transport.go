@@ -18,15 +18,11 @@ import (
 
 // G12 exercises a transport-level caller: latchhttp, the HTTP classifier an executor calls its
 // remote through, against a real HTTP server on 127.0.0.1. Verify cannot see whether your
-// executors use it (Config.LatchHTTP says so); the MCP gateway's own classification is not
-// exercised by verify yet.
+// executors use it (Config.LatchHTTP says so). Without it, a policy's gateway: section makes G12
+// exercise the MCP gateway instead (gateway.go).
 
 // naNoTransport is G12's N/A reason when no transport-level caller is configured.
 const naNoTransport = "no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp"
-
-// naGatewayOnly is G12's N/A reason for a policy whose gateway: section is its only
-// transport-level caller.
-const naGatewayOnly = "the policy's gateway: section configures the MCP gateway, whose classification verify does not exercise yet (its own tests do); pass --latchhttp when your executors call their remotes through latchhttp"
 
 // remote is the HTTP server of G12: /drop reads a request and closes the connection without a
 // response (the request was written; nobody knows what the remote did), /ok answers 200.
@@ -111,7 +107,7 @@ func (r *runner) httpExecutor(client *http.Client, url string) executor {
 func (r *runner) g12(ctx context.Context) (outcome, error) {
 	if !r.cfg.LatchHTTP {
 		if r.cfg.Policy.Gateway != nil {
-			return notApplicable(naGatewayOnly), nil
+			return r.g12Gateway(ctx)
 		}
 		return notApplicable(naNoTransport), nil
 	}

@@ -896,3 +896,51 @@ func TestNewGuaranteesHold(t *testing.T) {
 		}
 	}
 }
+
+// gatewayPolicy forwards the tools of one upstream, whose command does not exist: G12 must
+// reach its own server instead, never the operator's upstream.
+const gatewayPolicy = `
+schema: latch.policy/v1
+gateway:
+  upstreams:
+    pay:
+      command: ["/nonexistent/latch-verify-payments-server"]
+actions:
+  mcp.pay.refund:
+    effect: "refund:{order_id}"
+    max_attempts: 3
+    decision: allow
+`
+
+// TestG12Gateway: with the MCP gateway as the only transport-level caller, G12 calls a gateway
+// tool through the gateway against an upstream of its own that drops the tools/call unanswered
+// — ambiguous, and the re-sent call refused without reaching it — and passes; with the store
+// recording ambiguous outcomes as failed it fails (not its control), and without a gateway it
+// is N/A.
+func TestG12Gateway(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, gatewayPolicy), Only: []string{"G12"}})
+	r := byID(rep)["G12"]
+	if r.Status != verify.Pass || r.Action != "mcp.pay.refund" || !strings.Contains(r.Detail, "dropped 1") ||
+		!strings.Contains(r.Detail, "(record ambiguous)") {
+		t.Fatalf("G12 through the gateway = %s %q (%s), want PASS on mcp.pay.refund", r.Status, r.Reason, r.Detail)
+	}
+	rep = run(t, verify.WithFaults(&verify.Config{Policy: parse(t, gatewayPolicy), Only: []string{"G12"}}, verify.FaultAmbiguousAsFailed))
+	if r := byID(rep)["G12"]; r.Status != verify.Fail || r.Reason == "control failed" {
+		t.Errorf("G12 through the gateway with %s = %s %q (%s), want FAIL", verify.FaultAmbiguousAsFailed, r.Status, r.Reason, r.Detail)
+	}
+	// The gateway example verifies whole: no guarantee fails, G12 passes through the gateway
+	// (its upstream, `go run ./payments`, is never started).
+	b, err := os.ReadFile("../examples/gateway/latch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, &verify.Config{Policy: parse(t, string(b))})
+	if code := verify.ExitCode(rep, nil); code != verify.ExitPass || byID(rep)["G12"].Status != verify.Pass {
+		t.Errorf("verify on examples/gateway/latch.yaml: exit %d, G12 %s:\n%s", code, byID(rep)["G12"].Status, text(t, rep))
+	}
+	rep = run(t, &verify.Config{Policy: parse(t, strings.Replace(gatewayPolicy, "mcp.pay.refund", "pay.refund", 1)), Only: []string{"G12"}})
+	if r := byID(rep)["G12"]; r.Status != verify.NotApplicable || !strings.Contains(r.Reason, "gateway tool") {
+		t.Errorf("G12 with no gateway tool's action = %s %q, want N/A", r.Status, r.Reason)
+	}
+}
