@@ -1,12 +1,11 @@
 package receipt
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"math"
 )
 
 // Record kinds (docs/guarantees.md#record-kinds). A call's receipt is KindCall, or, when the
@@ -160,15 +159,9 @@ func readStatesScan(doc []byte, s *States) bool {
 		return false
 	}
 	for i, p := range []*string{&s.Schema, &s.Kind, &s.Result} {
-		v := raw[i]
-		if v == nil || string(v) == "null" {
-			continue
-		}
-		str, ok := plainString(v)
-		if !ok {
+		if !plainMember(raw[i], p) {
 			return false
 		}
-		*p = str
 	}
 	if v := raw[3]; v != nil && string(v) != "null" {
 		if s.Effect = readEffectScan(v); s.Effect == nil && json.Unmarshal(v, &s.Effect) != nil {
@@ -257,12 +250,14 @@ func plainMember(v []byte, p *string) bool {
 	return ok
 }
 
-// plainInt reads a JSON number (valid, as scanTop leaves it) that is an integer without
-// fraction or exponent and fits an int, as json.Unmarshal reads it into an int.
+// plainInt reads a JSON number that is a non-negative integer without fraction or exponent and
+// fits an int (linkScanner.uint, as the walk reads seq), as json.Unmarshal reads it into an int;
+// anything else is false.
 func plainInt(v []byte) (int, bool) {
-	if bytes.ContainsAny(v, ".eE") {
+	sc := linkScanner{b: v}
+	n, ok := sc.uint()
+	if !ok || sc.i != len(v) || n > math.MaxInt {
 		return 0, false
 	}
-	n, err := strconv.Atoi(string(v))
-	return n, err == nil
+	return int(n), true
 }
