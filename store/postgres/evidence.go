@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 
@@ -16,19 +15,14 @@ var _ store.StateReader = (*Store)(nil)
 
 // ReadEvidence calls fn with the chain and the state, read in one REPEATABLE READ, read-only
 // transaction: one snapshot, whatever is written meanwhile (store.StateReader).
-
 func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("read evidence: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	return s.readTx(ctx, "read evidence", func(tx pgx.Tx) error { return s.readEvidence(ctx, tx, fn) })
+}
+
+func (s *Store) readEvidence(ctx context.Context, tx pgx.Tx, fn func(ev *store.Evidence) error) error {
 	ev := &store.Evidence{Receipts: s.chainRows(ctx, tx)}
-	var h receipt.Head
-	switch err := tx.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); {
-	case err == nil:
-		ev.Head = &h
-	case !errors.Is(err, pgx.ErrNoRows):
+	var err error
+	if ev.Head, err = s.optionalHead(ctx, tx); err != nil {
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
 	if s.keepsRetention() == nil {

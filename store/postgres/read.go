@@ -50,7 +50,7 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 		return nil, fmt.Errorf("approval: %w", err)
 	}
 	var a *store.Approval
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, "begin read", func(tx pgx.Tx) error {
 		var r approvalRow
 		if err := r.scan(tx.QueryRow(ctx, s.q.readApproval, id)); err != nil {
 			return err
@@ -70,7 +70,7 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 // Approvals lists approval requests, oldest first, with their answers, read in one snapshot.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
 	var out []*store.Approval
-	err := s.readTx(ctx, func(tx pgx.Tx) (err error) {
+	err := s.readTx(ctx, "list approvals", func(tx pgx.Tx) (err error) {
 		out, err = listIn(ctx, tx, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
 			var r approvalRow
 			if err := r.scan(row); err != nil {
@@ -91,13 +91,28 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 
 // readTx runs fn in a REPEATABLE READ, read-only transaction: every statement fn runs sees one
 // snapshot, whatever commits meanwhile.
-func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+// what names the read in the error of a transaction that cannot begin; fn's error is returned
+// as it is.
+func (s *Store) readTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	return fn(tx)
+}
+
+// optionalHead reads the chain head in tx: nil when its row is missing.
+func (s *Store) optionalHead(ctx context.Context, tx pgx.Tx) (*receipt.Head, error) {
+	var h receipt.Head
+	switch err := tx.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); {
+	case err == nil:
+		return &h, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	default:
+		return nil, err
+	}
 }
 
 // Receipts yields the receipts f selects in ascending seq order, streaming them from one query.
@@ -168,20 +183,13 @@ func (s *Store) Head(ctx context.Context) (receipt.Head, error) {
 // REPEATABLE READ, read-only transaction: one snapshot, whatever is appended meanwhile
 // (store.ChainReader).
 func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("read chain: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var head *receipt.Head
-	var h receipt.Head
-	switch err := tx.QueryRow(ctx, s.q.head).Scan(&h.Seq, &h.Hash); {
-	case err == nil:
-		head = &h
-	case !errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("read chain: chain head: %w", err)
-	}
-	return fn(head, s.chainRows(ctx, tx))
+	return s.readTx(ctx, "read chain", func(tx pgx.Tx) error {
+		head, err := s.optionalHead(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("read chain: chain head: %w", err)
+		}
+		return fn(head, s.chainRows(ctx, tx))
+	})
 }
 
 // LastEventID returns the greatest event id, 0 for an empty log: one index lookup.

@@ -15,18 +15,14 @@ var _ store.StateReader = (*Store)(nil)
 
 // ReadEvidence calls fn with the chain and the state, read in one read transaction: in WAL mode
 // it sees the database as of its first read, whatever is written meanwhile (store.StateReader).
-
 func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) error) error {
-	tx, err := s.r.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("read evidence: %w", err)
-	}
-	defer tx.Rollback()
+	return s.readTx(ctx, "read evidence", func(tx *sql.Tx) error { return s.readEvidence(ctx, tx, fn) })
+}
+
+func (s *Store) readEvidence(ctx context.Context, tx *sql.Tx, fn func(ev *store.Evidence) error) error {
 	ev := &store.Evidence{Receipts: chainRows(ctx, tx)}
-	switch h, err := readHead(ctx, tx); {
-	case err == nil:
-		ev.Head = &h
-	case !errors.Is(err, store.ErrHeadMissing):
+	var err error
+	if ev.Head, err = optionalHead(ctx, tx); err != nil {
 		return fmt.Errorf("read evidence: chain head: %w", err)
 	}
 	if s.keepsRetention() == nil {
@@ -49,7 +45,7 @@ func (s *Store) ReadEvidence(ctx context.Context, fn func(ev *store.Evidence) er
 	// Of an effect, only what the check compares (store.EffectStateOf): its arguments, note and
 	// the rest stay unread.
 	conflict := "conflict"
-	if s.version != 0 && s.version < notesVersion {
+	if s.beforeNotes() {
 		conflict = "''"
 	}
 	ev.Effects = each(ctx, tx, "read effects", `SELECT effect_key, state, attempt, action_id, result, resolved_by, `+conflict+`

@@ -60,7 +60,7 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 		return nil, fmt.Errorf("approval: %w", err)
 	}
 	var a *store.Approval
-	err := s.readTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.readTx(ctx, "begin read", func(tx *sql.Tx) (err error) {
 		if a, err = s.readApproval(ctx, tx, id); err == nil && a != nil {
 			err = s.readAnswers(ctx, tx, a)
 		}
@@ -85,7 +85,7 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 		args = append(args, string(f.Status))
 	}
 	var out []*store.Approval
-	err := s.readTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.readTx(ctx, "begin read", func(tx *sql.Tx) (err error) {
 		if out, err = collect(ctx, tx, q+` ORDER BY created_at, approval_id`, args, scanApproval); err == nil {
 			err = s.readAnswers(ctx, tx, out...)
 		}
@@ -98,14 +98,27 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 }
 
 // readTx runs fn in a read transaction of the reader pool: every statement fn runs sees one
-// snapshot of the database (WAL), whatever commits meanwhile.
-func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// snapshot of the database (WAL), whatever commits meanwhile. what names the read in the error
+// of a transaction that cannot begin; fn's error is returned as it is.
+func (s *Store) readTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback()
 	return fn(tx)
+}
+
+// optionalHead reads the chain head in tx: nil when its row is missing.
+func optionalHead(ctx context.Context, tx *sql.Tx) (*receipt.Head, error) {
+	switch h, err := readHead(ctx, tx); {
+	case err == nil:
+		return &h, nil
+	case errors.Is(err, store.ErrHeadMissing):
+		return nil, nil
+	default:
+		return nil, err
+	}
 }
 
 // Receipts yields the receipts f selects in ascending seq order. Rows are read as they are
@@ -197,19 +210,13 @@ func readHead(ctx context.Context, q interface {
 // read transaction: in WAL mode it sees the database as of its first read, whatever is appended
 // meanwhile (store.ChainReader).
 func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows iter.Seq2[receipt.Sealed, error]) error) error {
-	tx, err := s.r.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("read chain: %w", err)
-	}
-	defer tx.Rollback()
-	var head *receipt.Head
-	switch h, err := readHead(ctx, tx); {
-	case err == nil:
-		head = &h
-	case !errors.Is(err, store.ErrHeadMissing):
-		return fmt.Errorf("read chain: chain head: %w", err)
-	}
-	return fn(head, chainRows(ctx, tx))
+	return s.readTx(ctx, "read chain", func(tx *sql.Tx) error {
+		head, err := optionalHead(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("read chain: chain head: %w", err)
+		}
+		return fn(head, chainRows(ctx, tx))
+	})
 }
 
 // LastEventID returns the greatest event id, 0 for an empty log: one index lookup.

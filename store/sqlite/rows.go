@@ -113,11 +113,14 @@ func approvalColumnsAt(version int) string {
 
 // effectSelect and approvalSelect are the column lists a reader selects from the store's schema.
 func (s *Store) effectSelect() string {
-	if s.version != 0 && s.version < notesVersion {
+	if s.beforeNotes() {
 		return effectColumnsBeforeNotes
 	}
 	return effectColumns
 }
+
+// beforeNotes says a read-only store's schema predates effects.arguments, note and conflict.
+func (s *Store) beforeNotes() bool { return s.version != 0 && s.version < notesVersion }
 
 func (s *Store) approvalSelect() string { return approvalColumnsAt(s.version) }
 
