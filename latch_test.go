@@ -63,6 +63,22 @@ type env struct {
 	url   string
 }
 
+// another opens a second guard on e's store with the policy doc and e's clock — how another
+// process sees the same store — closed when the test ends.
+func (e *env) another(t *testing.T, doc string) *latch.Guard {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
 func newEnv(t *testing.T, doc string) *env {
 	t.Helper()
 	p, err := policy.Parse("latch.yaml", []byte(doc))
@@ -565,16 +581,7 @@ func TestPolicyChangeAfterApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func(decision string) *latch.Guard {
-		p, err := policy.Parse("latch.yaml", []byte(strings.Replace(testPolicy, "refund_id}\"\n    decision: approve", "refund_id}\"\n    decision: "+decision, 1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { g.Close() })
-		return g
+		return e.another(t, strings.Replace(testPolicy, "refund_id}\"\n    decision: approve", "refund_id}\"\n    decision: "+decision, 1))
 	}
 	if _, err := open("deny").Execute(latch.WithApproval(ctx, req.ApprovalID), call, exec); !errors.Is(err, latch.ErrDenied) {
 		t.Fatalf("under a deny policy err = %v, want denied", err)

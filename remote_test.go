@@ -210,15 +210,7 @@ func TestFinishOutcomes(t *testing.T) {
 				t.Errorf("effect tokens %q, %q: want one per key, the same for both attempts", p1.EffectToken, p2.EffectToken)
 			}
 
-			p, err := policy.Parse("latch.yaml", []byte(testPolicy))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g2, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g2.Close()
+			g2 := e.another(t, testPolicy)
 			if until, err := g2.Extend(ctx, p2.ActionID, 10*time.Minute); err != nil || !until.Equal(e.clock.Now().Add(10*time.Minute)) {
 				t.Errorf("Extend from another guard = %v, %v", until, err)
 			}
@@ -396,15 +388,7 @@ func TestFinishFromMemoryIsFinishFromStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, tc.policy)
-			p, err := policy.Parse("latch.yaml", []byte(tc.policy))
-			if err != nil {
-				t.Fatal(err)
-			}
-			other, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close()
+			other := e.another(t, tc.policy)
 			ctx := agent(t.Context())
 			docs := make([]map[string]any, 2)
 			for n, finisher := range []*latch.Guard{e.g, other} {
@@ -463,15 +447,7 @@ func TestFinishFromMemoryIsFinishFromStore(t *testing.T) {
 func TestFinishForgetsBegunCall(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, testPolicy)
-	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := e.another(t, testPolicy)
 	ctx := agent(t.Context())
 	begin := func(invoice string) string {
 		t.Helper()

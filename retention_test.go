@@ -31,12 +31,7 @@ func TestPruneBelowACheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			privPEM, pubPEM, err := receipt.NewSigningKey()
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, _ := receipt.ParseSigningKey(privPEM)
-			pub, _ := receipt.ParsePublicKey(pubPEM)
+			key, pub := signingKey(t)
 			hold, err := rs.PlaceHold(ctx, &store.HoldRequest{Now: e.clock.Now(), From: 2, To: 4, Reason: "audit 2026", By: "cli:legal"})
 			if err != nil {
 				t.Fatal(err)
@@ -163,9 +158,7 @@ func TestSignedCheckpointCatchesARewriteAfterAPrune(t *testing.T) {
 			e := newEnvOn(t, backend, evidencePolicy)
 			everyChange(t, e)
 			ctx := t.Context()
-			privPEM, pubPEM, _ := receipt.NewSigningKey()
-			key, _ := receipt.ParseSigningKey(privPEM)
-			pub, _ := receipt.ParsePublicKey(pubPEM)
+			key, pub := signingKey(t)
 			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -241,8 +234,7 @@ func TestPruneRefusesABrokenChain(t *testing.T) {
 			e := newEnvOn(t, backend, evidencePolicy)
 			everyChange(t, e)
 			ctx := t.Context()
-			privPEM, _, _ := receipt.NewSigningKey()
-			key, _ := receipt.ParseSigningKey(privPEM)
+			key, _ := signingKey(t)
 			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
 			if err != nil {
 				t.Fatal(err)

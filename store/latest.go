@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"container/heap"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -285,8 +284,11 @@ func readLatest[S any](r *runReader, codec stateCodec[S]) (*latest[S], error) {
 		}
 		e.state = s
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("check state: read a temporary run: %w", errors.Join(r.err, io.ErrUnexpectedEOF))
+	if err := r.err; err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the run ended inside an entry
+		}
+		return nil, fmt.Errorf("check state: read a temporary run: %w", err)
 	}
 	return e, nil
 }
