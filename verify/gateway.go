@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -62,23 +60,22 @@ func startUpstream(tool string) (*upstreamServer, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("verify: G12's upstream: %w", err)
-	}
-	u.url = "http://" + ln.Addr().String() + "/mcp"
-	u.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv, base, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodPost && u.drop.Load() {
 			body, err := io.ReadAll(req.Body)
 			if err == nil && bytes.Contains(body, []byte(`"tools/call"`)) {
 				u.dropped.Add(1)
-				panic(http.ErrAbortHandler) // the request was read; the connection closes unanswered
+				hangUp(w)
+				return
 			}
 			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		h.ServeHTTP(w, req)
-	})}
-	go func() { _ = u.srv.Serve(ln) }()
+	}), "G12's upstream")
+	if err != nil {
+		return nil, err
+	}
+	u.srv, u.url = srv, base+"/mcp"
 	return u, nil
 }
 

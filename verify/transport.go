@@ -28,34 +28,47 @@ const naNoTransport = "no transport-level caller is configured: pass --latchhttp
 // response (the request was written; nobody knows what the remote did), /ok answers 200.
 type remote struct {
 	srv  *http.Server
-	ln   net.Listener
 	base string
 	drop atomic.Int64 // requests /drop received
 	ok   atomic.Int64 // requests /ok answered
 }
 
 func startRemote() (*remote, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("verify: G12's server: %w", err)
-	}
-	rm := &remote{ln: ln, base: "http://" + ln.Addr().String()}
+	rm := &remote{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /drop", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rm.drop.Add(1)
-		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = c.Close()
-		}
+		hangUp(w)
 	})
 	mux.HandleFunc("POST /ok", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rm.ok.Add(1)
 		w.WriteHeader(http.StatusOK)
 	})
-	rm.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = rm.srv.Serve(ln) }()
-	return rm, nil
+	var err error
+	rm.srv, rm.base, err = serveLoopback(mux, "G12's server")
+	return rm, err
+}
+
+// serveLoopback serves h on a new port of 127.0.0.1 and returns the server and its base URL
+// (http://127.0.0.1:PORT); what names the server in an error.
+func serveLoopback(h http.Handler, what string) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("verify: %s: %w", what, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), nil
+}
+
+// hangUp closes the connection of a request the handler has read, without a response: the
+// request was written, and nobody knows what the remote did.
+func hangUp(w http.ResponseWriter) {
+	if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = c.Close()
+	}
 }
 
 func (rm *remote) close() { _ = rm.srv.Close() }
