@@ -1,7 +1,6 @@
 package latch_test
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,25 +8,8 @@ import (
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/storetest"
 )
-
-// signingKey makes a new checkpoint key pair, as latch checkpoint keygen does.
-func signingKey(t *testing.T) (ed25519.PrivateKey, ed25519.PublicKey) {
-	t.Helper()
-	privPEM, pubPEM, err := receipt.NewSigningKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := receipt.ParseSigningKey(privPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := receipt.ParsePublicKey(pubPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, pub
-}
 
 // rewriteChain rewrites every receipt from seq from on, consistently: each document edited
 // (edit), resealed after its rewritten predecessor, and the head moved — what someone with
@@ -77,7 +59,7 @@ func TestSignedCheckpointCatchesAConsistentRewrite(t *testing.T) {
 			t.Parallel()
 			e := newEnvOn(t, backend, evidencePolicy)
 			everyChange(t, e)
-			key, pub := signingKey(t)
+			key, pub := storetest.SigningKey(t)
 			cp, err := store.SignCheckpoint(t.Context(), e.g.Store(), key, e.clock.Now())
 			if err != nil {
 				t.Fatal(err)

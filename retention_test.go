@@ -10,6 +10,7 @@ import (
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/storetest"
 )
 
 // TestPruneBelowACheckpoint: after one of every kind of state change, a prune below a signed
@@ -31,7 +32,7 @@ func TestPruneBelowACheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key, pub := signingKey(t)
+			key, pub := storetest.SigningKey(t)
 			hold, err := rs.PlaceHold(ctx, &store.HoldRequest{Now: e.clock.Now(), From: 2, To: 4, Reason: "audit 2026", By: "cli:legal"})
 			if err != nil {
 				t.Fatal(err)
@@ -158,7 +159,7 @@ func TestSignedCheckpointCatchesARewriteAfterAPrune(t *testing.T) {
 			e := newEnvOn(t, backend, evidencePolicy)
 			everyChange(t, e)
 			ctx := t.Context()
-			key, pub := signingKey(t)
+			key, pub := storetest.SigningKey(t)
 			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +235,7 @@ func TestPruneRefusesABrokenChain(t *testing.T) {
 			e := newEnvOn(t, backend, evidencePolicy)
 			everyChange(t, e)
 			ctx := t.Context()
-			key, _ := signingKey(t)
+			key, _ := storetest.SigningKey(t)
 			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
 			if err != nil {
 				t.Fatal(err)

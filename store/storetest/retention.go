@@ -28,6 +28,13 @@ func newRetentionFixture(t *testing.T, b Backend) *retentionFixture {
 	if err != nil {
 		t.Fatalf("backend %s: %v", b.Name, err)
 	}
+	k, p := SigningKey(t)
+	return &retentionFixture{fixture: f, rs: rs, key: k, pub: p}
+}
+
+// SigningKey makes a new checkpoint key pair, as latch checkpoint keygen does, parsed.
+func SigningKey(t testing.TB) (ed25519.PrivateKey, ed25519.PublicKey) {
+	t.Helper()
 	priv, pub, err := receipt.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func newRetentionFixture(t *testing.T, b Backend) *retentionFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &retentionFixture{fixture: f, rs: rs, key: k, pub: p}
+	return k, p
 }
 
 func (f *retentionFixture) checkpoint(now time.Time) *receipt.Checkpoint {
