@@ -244,6 +244,9 @@ type hold struct {
 	lease   time.Time // when the lease on key lapses
 	token   string    // the attempt's IdempotencyToken, once derived ("" until then)
 	written bool
+	// once: the outcome is reported from elsewhere (Finish) and may arrive twice; the store
+	// records it only if the call has no receipt yet (store.RecordRequest.Once).
+	once bool
 }
 
 // observe runs a call in observe mode (docs/guarantees.md#observe-mode): the decision and the reservation are made and
@@ -350,7 +353,7 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		AttrEffectKey.String(h.key), AttrResult.String(rc.Result))
 	now := g.cfg.Now()
 	req := &store.RecordRequest{Now: now, Receipt: rc, EffectKey: h.key, ActionID: rc.ActionID, Attempt: h.attempt,
-		Outcome: outcome, Result: result}
+		Outcome: outcome, Result: result, Once: h.once}
 	if execErr != nil {
 		req.Error = validText(execErr.Error()) // the effect record keeps the executor's own words, made valid
 	}
@@ -364,6 +367,9 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		span.SetAttributes(AttrResult.String(res.Document.Result))
 	}
 	endSpan(span, err)
+	if h.once && errors.Is(err, store.ErrRecorded) {
+		return nil, &OutcomeError{ActionID: rc.ActionID, Reason: "already_recorded"}
+	}
 	if err != nil {
 		err = wrapOp(fmt.Sprintf("record outcome %s of %s", outcome, pr.call.Action), err)
 		switch {

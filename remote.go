@@ -217,17 +217,6 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 	defer g.begun.remove(actionID)
 	action = b.pr.call.Action
 	span.SetAttributes(AttrAction.String(action))
-	var found bool
-	for _, err := range g.store.Receipts(ctx, store.ReceiptFilter{ActionID: actionID}) {
-		if err != nil {
-			return nil, wrapOp("finish "+safetext.Quote(actionID), err)
-		}
-		found = true
-		break
-	}
-	if found {
-		return nil, &OutcomeError{ActionID: actionID, Reason: "already_recorded"}
-	}
 	var value any
 	var execErr error
 	switch outcome {
@@ -255,7 +244,12 @@ func (g *Guard) Finish(ctx context.Context, actionID string, outcome Outcome, re
 		w := *draft.WouldHave
 		draft.WouldHave = &w
 	}
-	return g.record(ctx, b.pr, draft, b.h, value, execErr, nil)
+	// Recorded once: an outcome recorded already — by a request before this one, here or at
+	// another process serving the store — refuses this one in the same transaction, and nothing
+	// is written (already_recorded).
+	h := b.h
+	h.once = true
+	return g.record(ctx, b.pr, draft, h, value, execErr, nil)
 }
 
 // executeSpan is the latch.execute span of a call whose executor ran elsewhere: from when Begin

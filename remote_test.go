@@ -283,13 +283,16 @@ func TestBeginApprovalAndNoKey(t *testing.T) {
 	}
 }
 
-// TestFinishConcurrentOnce: eight concurrent posts of one outcome record it once.
+// TestFinishConcurrentOnce: eight concurrent posts of one outcome, half of them to a second
+// guard on the store (another process serving it, which rebuilds the call from the store),
+// record it once.
 func TestFinishConcurrentOnce(t *testing.T) {
 	t.Parallel()
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			e := newEnvOn(t, backend, testPolicy)
+			guards := []*latch.Guard{e.g, e.another(t, testPolicy)}
 			ctx := agent(t.Context())
 			p, err := e.g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"inv_1","amount":100}`)})
 			if err != nil {
@@ -299,9 +302,9 @@ func TestFinishConcurrentOnce(t *testing.T) {
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			ok, refused := 0, 0
-			for range 8 {
+			for i := range 8 {
 				wg.Go(func() {
-					_, err := e.g.Finish(ctx, p.ActionID, latch.OutcomeCommitted, nil, "")
+					_, err := guards[i%2].Finish(ctx, p.ActionID, latch.OutcomeCommitted, nil, "")
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

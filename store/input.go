@@ -114,6 +114,9 @@ func (r *RecordRequest) Check() error {
 	if err := CheckReceipt(r.Receipt); err != nil {
 		return err
 	}
+	if r.Once && (r.Receipt == nil || r.Receipt.ActionID == "") {
+		return fmt.Errorf("%w: a record made once needs its receipt's action id", ErrInvalidInput)
+	}
 	return CheckEvents(r.Events)
 }
 

@@ -172,6 +172,9 @@ var (
 	// ErrHolderMayAct refuses a reconcile hook's failed for an effect whose holder may still be
 	// acting (see HolderMayAct): nothing turns a lapsed lease into a retry.
 	ErrHolderMayAct = errors.New("its holder may still be acting")
+	// ErrRecorded refuses a RecordRequest with Once set whose action already has a receipt:
+	// its outcome was recorded before. Nothing is written.
+	ErrRecorded = errors.New("outcome already recorded")
 )
 
 // AnswerError is returned when an approval cannot be answered. Reason is one of self_approval,
@@ -254,6 +257,11 @@ type RecordRequest struct {
 	Outcome   State // Committed, Failed or Ambiguous
 	Result    json.RawMessage
 	Error     string
+	// Once refuses the record with ErrRecorded, writing nothing, when a receipt of the
+	// receipt's action id is already stored: an outcome reported from elsewhere (over the
+	// network) may arrive twice, or at two processes at once. The check and the write are one
+	// transaction, so of two such records exactly one is written.
+	Once bool
 }
 
 // RecordResult is what recording did. Lost is set when the holder's outcome could not be

@@ -74,7 +74,15 @@ type plannedWrite struct {
 	op         string
 	effectKey  string
 	approvalID string
-	plan       func(eff *store.Effect, apr *store.Approval) *plan
+	// once is the action id of a record made once (store.RecordRequest.Once): a receipt of it
+	// refuses the write with store.ErrRecorded.
+	once string
+	plan func(eff *store.Effect, apr *store.Approval) *plan
+}
+
+// refusedOnce is the refusal of a record made once whose action has a receipt already.
+func (pw *plannedWrite) refusedOnce() error {
+	return fmt.Errorf("%s: %w", pw.op, store.ErrRecorded)
 }
 
 // plan is what a planned write decided: the rows to write, the events and the receipt to append,
@@ -93,6 +101,19 @@ type plan struct {
 func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
 	if err := t.lockHead(ctx); err != nil {
 		return err
+	}
+	if pw.once != "" {
+		var found []string
+		rows, err := t.Query(ctx, t.s.q.recorded, []string{pw.once})
+		if err == nil {
+			found, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return fmt.Errorf("read the receipts of %s: %w", pw.once, err)
+		}
+		if len(found) > 0 {
+			return refused{pw.refusedOnce()}
+		}
 	}
 	var eff *store.Effect
 	var apr *store.Approval
@@ -187,14 +208,14 @@ func (s *Store) lead() {
 	b.gather.Wait(b.queued)
 	b.mu.Lock()
 	var batch []*queuedWrite
-	effects, approvals := map[string]bool{}, map[string]bool{}
+	effects, approvals, once := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	rest := b.queue[:0]
 	for _, q := range b.queue {
 		switch {
 		case q.state.Load() == groupcommit.Abandoned:
 		case len(batch) == maxBatch:
 			rest = append(rest, q) // the next batch
-		case effects[q.pw.effectKey], approvals[q.pw.approvalID]:
+		case effects[q.pw.effectKey], approvals[q.pw.approvalID], once[q.pw.once]:
 			// The next batch: a batch decides each write from rows that no other write of the
 			// batch changes. (Not a transaction of its own: under contention, the same key
 			// delivered several times at once, that would be one more transaction per write
@@ -207,6 +228,9 @@ func (s *Store) lead() {
 			}
 			if q.pw.approvalID != "" {
 				approvals[q.pw.approvalID] = true
+			}
+			if q.pw.once != "" {
+				once[q.pw.once] = true
 			}
 		}
 	}
@@ -298,13 +322,16 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	for _, q := range beginStatements {
 		reads.Queue(q)
 	}
-	var keys, ids []string
+	var keys, ids, actions []string
 	for _, q := range batch {
 		if q.pw.effectKey != "" {
 			keys = append(keys, q.pw.effectKey)
 		}
 		if q.pw.approvalID != "" {
 			ids = append(ids, q.pw.approvalID)
+		}
+		if q.pw.once != "" {
+			actions = append(actions, q.pw.once)
 		}
 	}
 	reads.Queue(s.q.lockHead)
@@ -313,6 +340,9 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	}
 	if len(ids) > 0 {
 		reads.Queue(s.q.readApprovals, ids)
+	}
+	if len(actions) > 0 {
+		reads.Queue(s.q.recorded, actions)
 	}
 	br := tx.SendBatch(ctx, reads)
 	var err error
@@ -347,11 +377,28 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil
 		})
 	}
+	recorded := make(map[string]bool, len(actions))
+	if err == nil && len(actions) > 0 {
+		err = readRows(br, func(rows pgx.Rows) error {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			recorded[id] = true
+			return nil
+		})
+	}
 	if cerr := br.Close(); err != nil || cerr != nil {
 		return nil, false
 	}
 	receipts := 0
 	for _, q := range batch {
+		if recorded[q.pw.once] {
+			// Refused: it writes nothing, and is answered with the refusal if the batch commits.
+			q.err = q.pw.refusedOnce()
+			q.p = &plan{result: func([]store.Event, *receipt.Sealed) any { return nil }}
+			continue
+		}
 		q.p = q.pw.plan(effects[q.pw.effectKey], approvals[q.pw.approvalID])
 		if q.p.receipt != nil {
 			receipts++

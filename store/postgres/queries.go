@@ -32,6 +32,7 @@ type queries struct {
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
 	insertEvents                                            string
 	readEffects, readApprovals, appendReceipts, lockHead    string
+	recorded                                                string
 	witness, head, listEffects, listApprovals               string
 	listEvents, listEventsAfter, approvalPresent            string
 	lastEventID                                             string
@@ -119,6 +120,8 @@ func newQueries(schema string, version int) queries {
 			UPDATE {s}.chain_head SET hash = $2 WHERE id = 1 AND seq = (SELECT seq FROM r)`),
 		readEffects:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = ANY($1)`),
 		readApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
+		// The action ids among $1 that have a receipt (RecordRequest.Once).
+		recorded: r.Replace(`SELECT DISTINCT action_id FROM {s}.receipts WHERE action_id = ANY($1)`),
 		// A batch's events, column by column, inserted (and so numbered) in array order.
 		insertEvents: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
 			SELECT kind, at, action_id, effect_key, approval_id, payload

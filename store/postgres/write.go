@@ -50,7 +50,7 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 	if req.Receipt == nil {
 		return nil, errors.New("record: request has no receipt")
 	}
-	w, err := s.planned(ctx, &plannedWrite{op: "record " + req.Receipt.ActionID, effectKey: req.EffectKey,
+	pw := &plannedWrite{op: "record " + req.Receipt.ActionID, effectKey: req.EffectKey,
 		plan: func(eff *store.Effect, _ *store.Approval) *plan {
 			rp := store.PlanRecord(req, eff)
 			return &plan{effect: rp.Effect, events: rp.Events, now: req.Now, receipt: rp.Receipt,
@@ -59,7 +59,11 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 					res.Events, res.Receipt = events, *sealed
 					return &res
 				}}
-		}})
+		}}
+	if req.Once {
+		pw.once = req.Receipt.ActionID
+	}
+	w, err := s.planned(ctx, pw)
 	if err != nil {
 		return nil, err
 	}

@@ -153,6 +153,7 @@ func (s *Store) readEffect(ctx context.Context, key string) (*store.Effect, erro
 
 const (
 	selectEffect            = `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`
+	selectRecorded          = `SELECT 1 FROM receipts WHERE action_id = ? LIMIT 1`
 	selectEffectBeforeNotes = `SELECT ` + effectColumnsBeforeNotes + ` FROM effects WHERE effect_key = ?`
 )
 

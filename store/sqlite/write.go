@@ -73,6 +73,15 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 	}
 	var res *store.RecordResult
 	err := s.write(ctx, func(t *txn) error {
+		if req.Once {
+			found, err := t.c.queryRowArgs(selectRecorded, []arg{text(req.Receipt.ActionID)}, func(scanner) error { return nil })
+			switch {
+			case err != nil:
+				return err
+			case found:
+				return errRefused
+			}
+		}
 		var eff *store.Effect
 		var err error
 		if req.EffectKey != "" {
@@ -93,6 +102,9 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 		op := "record " + req.Receipt.ActionID
 		if req.EffectKey != "" {
 			op = "record " + req.EffectKey
+		}
+		if errors.Is(err, errRefused) {
+			err = store.ErrRecorded
 		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

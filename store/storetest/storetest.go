@@ -56,6 +56,7 @@ func Run(t *testing.T, b Backend) {
 	}{
 		{"RetryTable", testRetryTable},
 		{"Record", testRecord},
+		{"RecordOnce", testRecordOnce},
 		{"ExtendLease", testExtendLease},
 		{"Approvals", testApprovals},
 		{"Answers", testAnswers},
