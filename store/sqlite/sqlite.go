@@ -101,8 +101,7 @@ type Store struct {
 	writes  atomic.Int64 // committed write transactions (batches)
 	version int          // the schema version read at a read-only open (a writer migrates to the latest)
 
-	prepMu    sync.Mutex
-	tokenStmt atomic.Pointer[sql.Stmt] // TokenByHash's query, prepared at its first use (token.go)
+	lookups lookupPool // TokenByHash's connections (token.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -343,11 +342,7 @@ func (s *Store) Close() error {
 		if s.w != nil {
 			errs = append(errs, s.w.Close())
 		}
-		s.prepMu.Lock()
-		if st := s.tokenStmt.Load(); st != nil {
-			errs = append(errs, st.Close())
-		}
-		s.prepMu.Unlock()
+		errs = append(errs, s.lookups.close())
 		errs = append(errs, s.r.Close())
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("close %s: %w", s.url, err)
