@@ -305,7 +305,7 @@ func (g *Gateway) grantFor(ctx context.Context, t *Tool, args json.RawMessage) (
 	if err != nil || ev.Decision != policy.Approve {
 		return "", nil // Execute refuses or runs it as it would without a grant
 	}
-	granted, err := g.cfg.Guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Granted})
+	granted, err := g.cfg.Guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Granted, ActionHash: ev.ActionHash})
 	if err != nil {
 		return "", fmt.Errorf("gateway: look for a granted approval of %s: %w", t.Action, err)
 	}

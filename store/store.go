@@ -332,6 +332,9 @@ type EffectFilter struct {
 // ApprovalFilter selects approval requests. Zero value selects all.
 type ApprovalFilter struct {
 	Status ApprovalStatus
+	// ActionHash selects the requests for one action hash (read through an index: the way to
+	// find the grants of one action among many requests).
+	ActionHash string
 }
 
 // ReceiptFilter selects receipts. Zero value selects all, in seq order.

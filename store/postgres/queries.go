@@ -34,6 +34,7 @@ type queries struct {
 	readEffects, readApprovals, appendReceipts, lockHead    string
 	recorded                                                string
 	witness, head, listEffects, listApprovals               string
+	listApprovalsOfHash                                     string
 	listEvents, listEventsAfter, approvalPresent            string
 	lastEventID                                             string
 	readDelegation, listDelegations, insertDelegation       string
@@ -146,7 +147,10 @@ func newQueries(schema string, version int) queries {
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
 		listEffects:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE ($1 = '' OR state = $1) ORDER BY created_at, effect_key`),
 		listApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
-		lastEventID:   r.Replace(`SELECT COALESCE(MAX(id), 0) FROM {s}.events`),
+		// Its own statement, so that even a generic plan reads approvals_action_hash.
+		listApprovalsOfHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) AND action_hash = $2
+			ORDER BY created_at, approval_id`),
+		lastEventID: r.Replace(`SELECT COALESCE(MAX(id), 0) FROM {s}.events`),
 		listEvents: r.Replace(`SELECT ` + eventColumns + ` FROM {s}.events
 			WHERE ($1 = '' AND $2 = '' AND $3 = '')
 				OR ($1 <> '' AND action_id = $1) OR ($2 <> '' AND effect_key = $2) OR ($3 <> '' AND approval_id = $3 AND approval_id <> '')

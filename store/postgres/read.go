@@ -70,8 +70,12 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 // Approvals lists approval requests, oldest first, with their answers, read in one snapshot.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
 	var out []*store.Approval
+	q, args := s.q.listApprovals, []any{string(f.Status)}
+	if f.ActionHash != "" {
+		q, args = s.q.listApprovalsOfHash, append(args, f.ActionHash)
+	}
 	err := s.readTx(ctx, "list approvals", func(tx pgx.Tx) (err error) {
-		out, err = listIn(ctx, tx, "approvals", s.q.listApprovals, []any{string(f.Status)}, func(row pgx.Row) (*store.Approval, error) {
+		out, err = listIn(ctx, tx, "approvals", q, args, func(row pgx.Row) (*store.Approval, error) {
 			var r approvalRow
 			if err := r.scan(row); err != nil {
 				return nil, err

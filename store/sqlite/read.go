@@ -79,10 +79,18 @@ func (s *Store) Approval(ctx context.Context, id string) (*store.Approval, error
 // one read transaction.
 func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
 	q := `SELECT ` + s.approvalSelect() + ` FROM approvals`
+	var where []string
 	var args []any
 	if f.Status != "" {
-		q += ` WHERE status = ?`
+		where = append(where, `status = ?`)
 		args = append(args, string(f.Status))
+	}
+	if f.ActionHash != "" {
+		where = append(where, `action_hash = ?`)
+		args = append(args, f.ActionHash)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	var out []*store.Approval
 	err := s.readTx(ctx, "begin read", func(tx *sql.Tx) (err error) {

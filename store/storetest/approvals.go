@@ -42,6 +42,28 @@ func testApprovals(t *testing.T, b Backend) {
 		same(t, "events of CreateApproval", kinds(evs), []string{store.EventApprovalRequested})
 	})
 
+	t.Run("ByActionHash", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		other := hashOf("billing.charge inv_2")
+		a1 := f.createApproval(hash, t0)
+		b1 := f.createApproval(other, t0.Add(time.Second))
+		f.answer(a1.ID, true, t0.Add(time.Minute))
+		f.answer(b1.ID, true, t0.Add(time.Minute))
+		a2 := f.createApproval(hash, t0.Add(2*time.Minute))
+		ids := func(as []*store.Approval) []string {
+			var out []string
+			for _, a := range as {
+				out = append(out, a.ID)
+			}
+			return out
+		}
+		same(t, "Approvals(hash)", ids(f.approvals(store.ApprovalFilter{ActionHash: hash})), []string{a1.ID, a2.ID})
+		same(t, "Approvals(granted, hash)", ids(f.approvals(store.ApprovalFilter{Status: store.Granted, ActionHash: hash})), []string{a1.ID})
+		same(t, "Approvals(pending, other hash)", ids(f.approvals(store.ApprovalFilter{Status: store.Pending, ActionHash: other})), []string(nil))
+		same(t, "Approvals(granted)", ids(f.approvals(store.ApprovalFilter{Status: store.Granted})), []string{a1.ID, b1.ID})
+	})
+
 	for _, grant := range []bool{true, false} {
 		name, status, kind := "Grant", store.Granted, store.EventApprovalGranted
 		if !grant {
