@@ -252,9 +252,12 @@ func (s *Store) lead() {
 			q.err = fmt.Errorf("%s: %w", q.pw.op, err)
 		default:
 			q.alone = true
-			if lost {
+			// A write the batch refused (a record made once, found recorded) wrote nothing
+			// that its own transaction could look for: it decides again there.
+			if lost && q.err == nil {
 				q.lost = &q.w
 			}
+			q.err = nil
 		}
 		close(q.done)
 	}

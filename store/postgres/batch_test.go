@@ -295,6 +295,7 @@ func TestGroupCommitCut(t *testing.T) {
 
 	const iterations, n = 30, 4
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var prev *cutCall // a call recorded in the iteration before
 	for it := range iterations {
 		now = now.Add(time.Second)
 		mode := []cutMode{cutBefore, cutAfter, cutSent}[it%3]
@@ -331,15 +332,36 @@ func TestGroupCommitCut(t *testing.T) {
 			}
 		}
 
+		// The records are made once (RecordRequest.Once), and beside them goes a second record of
+		// a call recorded in the iteration before: whatever becomes of the batch's commit, it is
+		// refused, writes nothing, and the others are written once.
 		rec := make([]*store.RecordResult, n)
+		errs = make([]error, n+1)
 		cuts = proxy.cuts.Load()
 		proxy.arm([]cutMode{cutBefore, cutAfter, cutSent}[(it+1)%3])
-		gate(t, proxied, n, func(i int) {
-			rec[i], errs[i] = proxied.Record(ctx, calls[i].recordReq(now.Add(time.Millisecond), res[i].Effect.Attempt))
+		writes := n
+		if prev != nil {
+			writes++
+		}
+		gate(t, proxied, writes, func(i int) {
+			if i == n {
+				_, errs[i] = proxied.Record(ctx, once(prev.recordReq(now.Add(time.Millisecond), 1)))
+				return
+			}
+			rec[i], errs[i] = proxied.Record(ctx, once(calls[i].recordReq(now.Add(time.Millisecond), res[i].Effect.Attempt)))
 		})()
 		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
 			t.Fatalf("%s: the proxy cut no COMMIT of the records", what)
 		}
+		if prev != nil {
+			if !errors.Is(errs[n], store.ErrRecorded) {
+				t.Fatalf("%s: a second record of %s = %v, want ErrRecorded", what, prev.actionID, errs[n])
+			}
+			if got := receiptsOf(t, direct, prev.actionID); len(got) != 1 {
+				t.Fatalf("%s: after a refused second record %s has receipts %v, want 1", what, prev.actionID, seqsOf(got))
+			}
+		}
+		prev = &calls[0]
 		for i, c := range calls {
 			if errs[i] != nil || rec[i].Lost {
 				t.Fatalf("%s: record %d = %+v, %v, want recorded", what, i, rec[i], errs[i])

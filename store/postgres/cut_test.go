@@ -259,6 +259,12 @@ func (c cutCall) recordReq(now time.Time, attempt int) *store.RecordRequest {
 	}
 }
 
+// once is r made once (store.RecordRequest.Once).
+func once(r *store.RecordRequest) *store.RecordRequest {
+	r.Once = true
+	return r
+}
+
 // TestCutCommit runs reservations and records through a proxy that cuts the connection at
 // COMMIT — before forwarding it (the transaction never commits), after the server answered it (it
 // committed; only the reply is lost), or right after forwarding it (the server commits, perhaps
