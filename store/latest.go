@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/latchkit/latch/receipt"
 )
@@ -21,22 +22,26 @@ import (
 // to a temporary file (a run) and starts again; sorted yields the runs merged.
 //
 // A run is a sequence of entries: the key (uvarint length, bytes), the seq (varint), a flags
-// byte (v1, has a state) and, with a state, the state as the codec writes it.
+// byte (v1, has a state), with v1 the seq of the last v1 record (varint) and, with a state, the
+// state as the codec writes it.
 type latestRuns[S any] struct {
 	limit int
 	codec stateCodec[S]
+	what  string // names the runs' temporary files (latch-WHAT-*) and their errors
 	cur   map[string]*latest[S]
 	runs  []*os.File
 	buf   []byte
 }
 
 // latest is what the records of one key said: the last state asserted (nil when none did) and
-// the seq of the record that asserted it, and whether a record of schema v1 names the key.
+// the seq of the record that asserted it, and whether a record of schema v1 names the key (and
+// the seq of the last that does).
 type latest[S any] struct {
 	key   string
 	seq   int64
 	state *S
 	v1    bool
+	v1seq int64
 }
 
 // stateCodec writes a state to a run and reads it back.
@@ -50,7 +55,7 @@ type stateCodec[S any] struct {
 var runLimit = 1 << 13
 
 func newLatestRuns[S any](codec stateCodec[S], limit int) *latestRuns[S] {
-	return &latestRuns[S]{limit: limit, codec: codec, cur: map[string]*latest[S]{}}
+	return &latestRuns[S]{limit: limit, codec: codec, what: "check state", cur: map[string]*latest[S]{}}
 }
 
 // add notes a record of key at seq: the state it asserts (nil when none) and whether it is of
@@ -61,15 +66,18 @@ func (l *latestRuns[S]) add(key string, seq int64, state *S, v1 bool) error {
 		e = &latest[S]{key: key}
 		l.cur[key] = e
 	}
-	e.merge(seq, state, v1)
+	e.merge(seq, state, v1, seq)
 	if len(l.cur) >= l.limit {
 		return l.spill()
 	}
 	return nil
 }
 
-func (e *latest[S]) merge(seq int64, state *S, v1 bool) {
-	e.v1 = e.v1 || v1
+// merge notes a state asserted at seq (none when nil) and, with v1, a v1 record at v1seq.
+func (e *latest[S]) merge(seq int64, state *S, v1 bool, v1seq int64) {
+	if v1 {
+		e.v1, e.v1seq = true, max(e.v1seq, v1seq)
+	}
 	if state != nil && seq > e.seq {
 		e.seq, e.state = seq, state
 	}
@@ -97,7 +105,7 @@ func (l *latestRuns[S]) spill() error {
 	}
 	old := l.runs
 	l.runs = nil
-	err = l.writeRun(mergeRuns(old, l.codec))
+	err = l.writeRun(mergeRuns(old, l.codec, l.what))
 	for _, f := range old {
 		f.Close()
 		os.Remove(f.Name())
@@ -110,9 +118,9 @@ const maxRuns = 64
 
 // writeRun writes entries, in key order, to a new run, rewound for reading.
 func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
-	f, err := os.CreateTemp("", "latch-statecheck-*")
+	f, err := os.CreateTemp("", "latch-"+strings.ReplaceAll(l.what, " ", "")+"-*")
 	if err != nil {
-		return fmt.Errorf("check state: a temporary run: %w", err)
+		return fmt.Errorf("%s: a temporary run: %w", l.what, err)
 	}
 	l.runs = append(l.runs, f)
 	w := bufio.NewWriterSize(f, 64<<10)
@@ -131,19 +139,22 @@ func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
 			flags |= 2
 		}
 		b = append(b, flags)
+		if e.v1 {
+			b = binary.AppendVarint(b, e.v1seq)
+		}
 		if e.state != nil {
 			b = l.codec.put(b, e.state)
 		}
 		l.buf = b
 		if _, err := w.Write(b); err != nil {
-			return fmt.Errorf("check state: write a temporary run: %w", err)
+			return fmt.Errorf("%s: write a temporary run: %w", l.what, err)
 		}
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("check state: write a temporary run: %w", err)
+		return fmt.Errorf("%s: write a temporary run: %w", l.what, err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("check state: read a temporary run: %w", err)
+		return fmt.Errorf("%s: read a temporary run: %w", l.what, err)
 	}
 	return nil
 }
@@ -172,7 +183,7 @@ func (l *latestRuns[S]) sorted() iter.Seq2[*latest[S], error] {
 			yield(nil, err)
 			return
 		}
-		for e, err := range mergeRuns(l.runs, l.codec) {
+		for e, err := range mergeRuns(l.runs, l.codec, l.what) {
 			if !yield(e, err) || err != nil {
 				return
 			}
@@ -182,12 +193,12 @@ func (l *latestRuns[S]) sorted() iter.Seq2[*latest[S], error] {
 
 // mergeRuns yields the entries of runs (each in key order, each key once) in key order, each
 // key once: what the runs said of it, merged.
-func mergeRuns[S any](runs []*os.File, codec stateCodec[S]) iter.Seq2[*latest[S], error] {
+func mergeRuns[S any](runs []*os.File, codec stateCodec[S], what string) iter.Seq2[*latest[S], error] {
 	return func(yield func(*latest[S], error) bool) {
 		h := make(runHeap[S], 0, len(runs))
 		for _, f := range runs {
 			r := &runReader{r: bufio.NewReaderSize(f, 64<<10)}
-			switch e, err := readLatest(r, codec); {
+			switch e, err := readLatest(r, codec, what); {
 			case err == io.EOF:
 			case err != nil:
 				yield(nil, err)
@@ -201,7 +212,7 @@ func mergeRuns[S any](runs []*os.File, codec stateCodec[S]) iter.Seq2[*latest[S]
 		for len(h) > 0 {
 			top := h[0]
 			e := top.e
-			switch next, err := readLatest(top.r, codec); {
+			switch next, err := readLatest(top.r, codec, what); {
 			case err == io.EOF:
 				heap.Pop(&h)
 			case err != nil:
@@ -212,7 +223,7 @@ func mergeRuns[S any](runs []*os.File, codec stateCodec[S]) iter.Seq2[*latest[S]
 				heap.Fix(&h, 0)
 			}
 			if cur != nil && cur.key == e.key {
-				cur.merge(e.seq, e.state, e.v1)
+				cur.merge(e.seq, e.state, e.v1, e.v1seq)
 				continue
 			}
 			if cur != nil && !yield(cur, nil) {
@@ -270,13 +281,16 @@ func (r *runReader) byte() byte {
 }
 
 // readLatest reads one entry; io.EOF when the run has no more.
-func readLatest[S any](r *runReader, codec stateCodec[S]) (*latest[S], error) {
+func readLatest[S any](r *runReader, codec stateCodec[S], what string) (*latest[S], error) {
 	if _, err := r.r.Peek(1); err == io.EOF {
 		return nil, io.EOF
 	}
 	e := &latest[S]{key: r.str(), seq: r.varint()}
 	flags := r.byte()
 	e.v1 = flags&1 != 0
+	if e.v1 {
+		e.v1seq = r.varint()
+	}
 	if flags&2 != 0 && r.err == nil {
 		s, err := codec.get(r)
 		if err != nil {
@@ -288,7 +302,7 @@ func readLatest[S any](r *runReader, codec stateCodec[S]) (*latest[S], error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // the run ended inside an entry
 		}
-		return nil, fmt.Errorf("check state: read a temporary run: %w", err)
+		return nil, fmt.Errorf("%s: read a temporary run: %w", what, err)
 	}
 	return e, nil
 }

@@ -43,7 +43,7 @@ func TestLatestRuns(t *testing.T) {
 			e = &latest[receipt.EffectState]{key: a.key}
 			want[a.key] = e
 		}
-		e.merge(a.seq, a.state, a.v1)
+		e.merge(a.seq, a.state, a.v1, a.seq)
 	}
 	for _, limit := range []int{1, 7, 64, 100000} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
@@ -73,8 +73,8 @@ func TestLatestRuns(t *testing.T) {
 				switch {
 				case w == nil:
 					t.Fatalf("key %q was never added", e.key)
-				case e.seq != w.seq || e.v1 != w.v1 || (e.state == nil) != (w.state == nil) || (e.state != nil && *e.state != *w.state):
-					t.Errorf("key %q: seq %d v1 %v state %+v, want seq %d v1 %v state %+v", e.key, e.seq, e.v1, e.state, w.seq, w.v1, w.state)
+				case e.seq != w.seq || e.v1 != w.v1 || e.v1seq != w.v1seq || (e.state == nil) != (w.state == nil) || (e.state != nil && *e.state != *w.state):
+					t.Errorf("key %q: seq %d v1 %v (%d) state %+v, want seq %d v1 %v (%d) state %+v", e.key, e.seq, e.v1, e.v1seq, e.state, w.seq, w.v1, w.v1seq, w.state)
 				}
 				n, prev = n+1, e.key
 			}
@@ -159,5 +159,70 @@ func TestAhead(t *testing.T) {
 	}
 	if reading.Load() != 0 {
 		t.Fatal("ahead returned while its sequence was still being read")
+	}
+}
+
+// TestCarrierInRuns: a Carrier that writes its rows to runs (a limit of 3 rows in memory)
+// carries what the record-by-record rule says — the last record of a row that asserts a state,
+// else the last v1 record naming it — for rows carried by an earlier prune and rows of removed
+// records alike, in kind and key order, and Close leaves no temporary file.
+func TestCarrierInRuns(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	defer func(n int) { runLimit = n }(runLimit)
+	runLimit = 3
+
+	rng := rand.New(rand.NewPCG(7, 11))
+	kinds := []string{CarriedEffect, CarriedApproval, CarriedDelegation, CarriedHold}
+	var adds []Carried
+	for seq := int64(1); seq <= 400; seq++ {
+		it := Carried{Kind: kinds[rng.IntN(len(kinds))], Key: fmt.Sprintf("k%d", rng.IntN(40)), Seq: seq, Doc: v1Doc}
+		if rng.IntN(3) != 0 {
+			it.Doc = fmt.Appendf(nil, `{%q:{"n":%d}}`, it.Kind, seq)
+		}
+		adds = append(adds, it)
+	}
+	// The rule as it is applied record by record, in seq order.
+	want := map[[2]string]Carried{}
+	for _, it := range adds {
+		k := [2]string{it.Kind, it.Key}
+		if old, ok := want[k]; ok && isV1(it.Doc) && !isV1(old.Doc) {
+			continue
+		}
+		want[k] = it
+	}
+	c := NewCarrier()
+	for _, it := range adds {
+		if err := c.Carry(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.runs.runs) == 0 {
+		t.Fatalf("no run written with a limit of 3 for %d rows", len(want))
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "latch-prune-*")); len(m) == 0 {
+		t.Errorf("no latch-prune-* file in TMPDIR while runs are held")
+	}
+	var prev [2]string
+	n := 0
+	for it, err := range c.Sorted() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := [2]string{it.Kind, it.Key}
+		if n > 0 && (k[0] < prev[0] || k[0] == prev[0] && k[1] <= prev[1]) {
+			t.Fatalf("%v after %v: not in kind and key order", k, prev)
+		}
+		if w := want[k]; w.Seq != it.Seq || string(w.Doc) != string(it.Doc) {
+			t.Errorf("%v: carried seq %d %s, want seq %d %s", k, it.Seq, it.Doc, w.Seq, w.Doc)
+		}
+		prev, n = k, n+1
+	}
+	if n != len(want) {
+		t.Errorf("%d rows carried, want %d", n, len(want))
+	}
+	c.Close()
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
+		t.Errorf("files left after Close: %v", m)
 	}
 }

@@ -2,16 +2,16 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/internal/safetext"
@@ -371,10 +371,11 @@ func PlanPrune(req *PruneRequest, prev *ChainStart, cps []*receipt.Checkpoint, s
 }
 
 // PrunedStart is where the chain starts after a prune below cp that removed removed receipts
-// and carried kept (in kind and key order): the prune's record asserts it (PruneRecord).
-func PrunedStart(req *PruneRequest, cp *receipt.Checkpoint, removed int64, kept []Carried) ChainStart {
+// and carried what kept hashed (in kind and key order): the prune's record asserts it
+// (PruneRecord).
+func PrunedStart(req *PruneRequest, cp *receipt.Checkpoint, removed int64, kept *CarriedHasher) ChainStart {
 	cs := ChainStart{Seq: cp.Seq, Hash: cp.Hash, Checkpoint: *cp, PrunedAt: req.Now, By: req.By, Removed: removed}
-	cs.Carried, cs.CarriedHash = CarriedHash(kept)
+	cs.Carried, cs.CarriedHash = kept.Sum()
 	return cs
 }
 
@@ -407,60 +408,87 @@ type Carried struct {
 	Doc  []byte
 }
 
-// Carrier gathers, from the records a prune removes (in seq order) and the records carried by
-// the prune before it, the last state each row was left in.
+// Carrier gathers, from the records a prune removes and the records carried by the prune before
+// it, the last state each row was left in: the state of the last record that asserts one, or,
+// for a row that only records of schema v1 name, the last of those. It holds a bounded number of
+// rows in memory and writes the rest, sorted, to temporary files (as the state check does:
+// latestRuns), so that a prune's memory does not grow with the rows it carries. Close removes
+// the files.
 type Carrier struct {
-	last map[[2]string]Carried
+	runs *latestRuns[[]byte]
 }
 
 // NewCarrier returns an empty Carrier.
-func NewCarrier() *Carrier { return &Carrier{last: map[[2]string]Carried{}} }
+func NewCarrier() *Carrier {
+	r := newLatestRuns(docCodec, runLimit)
+	r.what = "prune"
+	return &Carrier{runs: r}
+}
+
+// docCodec writes a carried document to a run.
+var docCodec = stateCodec[[]byte]{
+	put: func(b []byte, s *[]byte) []byte {
+		b = binary.AppendUvarint(b, uint64(len(*s)))
+		return append(b, *s...)
+	},
+	get: func(r *runReader) (*[]byte, error) {
+		doc := []byte(r.str())
+		return &doc, r.err
+	},
+}
 
 // Carry adds a record carried by an earlier prune.
-func (c *Carrier) Carry(it Carried) { c.put(it) }
+func (c *Carrier) Carry(it Carried) error { return c.put(it) }
 
-func (c *Carrier) put(it Carried) {
-	k := [2]string{it.Kind, it.Key}
-	if old, ok := c.last[k]; ok && (old.Seq > it.Seq || isV1(it.Doc) && !isV1(old.Doc)) {
-		return
+// put notes it; the kind and the key, joined by a NUL (which neither holds), sort as the pair.
+func (c *Carrier) put(it Carried) error {
+	key := it.Kind + "\x00" + it.Key
+	if isV1(it.Doc) {
+		return c.runs.add(key, it.Seq, nil, true)
 	}
-	c.last[k] = it
+	doc := it.Doc
+	return c.runs.add(key, it.Seq, &doc, false)
 }
+
+// Close removes the Carrier's temporary files.
+func (c *Carrier) Close() { c.runs.close() }
 
 var v1Doc = []byte(`{"schema":"` + receipt.SchemaV1 + `"}`)
 
 func isV1(doc []byte) bool { return bytes.Equal(doc, v1Doc) }
 
-// Add reads one removed record (a document of the chain and its seq).
-func (c *Carrier) Add(seq int64, doc []byte) {
+// Add reads one removed record (a document of the chain and its seq); an error is the
+// Carrier's own (a temporary file it could not write).
+func (c *Carrier) Add(seq int64, doc []byte) error {
 	st, err := receipt.ReadStates(doc)
 	if err != nil {
-		return // an unreadable record failed the walk before the prune: it never gets here
+		return nil // an unreadable record fails the walk before the prune: it is never carried
 	}
 	var ids struct {
 		EffectKey  string `json:"effect_key"`
 		ApprovalID string `json:"approval_id"`
 	}
+	var errs []error
 	if st.Schema == receipt.SchemaV1 {
 		if json.Unmarshal(doc, &ids) == nil {
 			if ids.EffectKey != "" {
-				c.put(Carried{Kind: CarriedEffect, Key: ids.EffectKey, Seq: seq, Doc: v1Doc})
+				errs = append(errs, c.put(Carried{Kind: CarriedEffect, Key: ids.EffectKey, Seq: seq, Doc: v1Doc}))
 			}
 			if ids.ApprovalID != "" {
-				c.put(Carried{Kind: CarriedApproval, Key: ids.ApprovalID, Seq: seq, Doc: v1Doc})
+				errs = append(errs, c.put(Carried{Kind: CarriedApproval, Key: ids.ApprovalID, Seq: seq, Doc: v1Doc}))
 			}
 		}
-		return
+		return errors.Join(errs...)
 	}
 	one := func(kind, key string, v any) {
 		b, err := json.Marshal(map[string]any{kind: v})
 		if err == nil && key != "" {
-			c.put(Carried{Kind: kind, Key: key, Seq: seq, Doc: b})
+			errs = append(errs, c.put(Carried{Kind: kind, Key: key, Seq: seq, Doc: b}))
 		}
 	}
 	if st.Effect != nil || st.Approval != nil {
 		if json.Unmarshal(doc, &ids) != nil {
-			return
+			return nil
 		}
 	}
 	if st.Effect != nil {
@@ -475,18 +503,28 @@ func (c *Carrier) Add(seq int64, doc []byte) {
 	if st.Hold != nil {
 		one(CarriedHold, st.Hold.ID, st.Hold)
 	}
+	return errors.Join(errs...)
 }
 
-// All returns what was gathered, by kind and key (byte order).
-func (c *Carrier) All() []Carried {
-	out := make([]Carried, 0, len(c.last))
-	for _, it := range c.last {
-		out = append(out, it)
+// Sorted yields what was gathered, one record a row, by kind and key (byte order). It is called
+// once, after the last Carry and Add.
+func (c *Carrier) Sorted() iter.Seq2[Carried, error] {
+	return func(yield func(Carried, error) bool) {
+		for e, err := range c.runs.sorted() {
+			if err != nil {
+				yield(Carried{}, err)
+				return
+			}
+			kind, key, _ := strings.Cut(e.key, "\x00")
+			it := Carried{Kind: kind, Key: key, Seq: e.v1seq, Doc: v1Doc}
+			if e.state != nil {
+				it.Seq, it.Doc = e.seq, *e.state
+			}
+			if !yield(it, nil) {
+				return
+			}
+		}
 	}
-	slices.SortFunc(out, func(a, b Carried) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
-	})
-	return out
 }
 
 // CarriedHasher hashes carried records in kind and key order, as a prune's record asserts them.
@@ -527,10 +565,13 @@ func CarriedHash(items []Carried) (int64, string) {
 // *PruneRefusedError if any of it does not hold, or the receipt at cp.Seq is not the one cp
 // signed. Each row is also handed to carry, which gathers what it says of kept rows.
 func VerifyBelow(rows iter.Seq2[receipt.Sealed, error], start *receipt.Start, cp *receipt.Checkpoint, carry *Carrier) error {
+	var carryErr error
 	fed := func(yield func(receipt.Sealed, error) bool) {
 		for r, err := range rows {
 			if err == nil && r.Seq < cp.Seq {
-				carry.Add(r.Seq, r.Doc)
+				if carryErr = carry.Add(r.Seq, r.Doc); carryErr != nil {
+					return
+				}
 			}
 			if !yield(r, err) {
 				return
@@ -538,6 +579,9 @@ func VerifyBelow(rows iter.Seq2[receipt.Sealed, error], start *receipt.Start, cp
 		}
 	}
 	rep, err := receipt.VerifyFrom(fed, receipt.Head{Seq: cp.Seq, Hash: cp.Hash}, start)
+	if carryErr != nil {
+		return fmt.Errorf("prune: %w", carryErr)
+	}
 	if err != nil {
 		return fmt.Errorf("prune: %w", err)
 	}

@@ -158,13 +158,15 @@ func TestPlanPrune(t *testing.T) {
 
 	req := &store.PruneRequest{Now: t0.Add(time.Hour), By: "cli:ops", BeforeSeq: 40}
 	kept := []store.Carried{{Kind: store.CarriedEffect, Key: "k1", Seq: 3, Doc: []byte(`{"effect":{}}`)}}
-	cs := store.PrunedStart(req, cps[1], 39, kept)
+	var h store.CarriedHasher
+	h.Add(kept[0])
+	cs := store.PrunedStart(req, cps[1], 39, &h)
 	n, hash := store.CarriedHash(kept)
 	if cs.Seq != 40 || cs.Hash != "sha256:40" || cs.Checkpoint.Seq != 40 || cs.Removed != 39 || cs.By != "cli:ops" ||
 		!cs.PrunedAt.Equal(req.Now) || cs.Carried != 1 || n != 1 || cs.CarriedHash != hash || hash == "" {
 		t.Errorf("PrunedStart = %+v; want seq 40, 39 removed, 1 carried hashed %s", cs, hash)
 	}
-	if cs := store.PrunedStart(req, cps[1], 39, nil); cs.Carried != 0 || cs.CarriedHash != "" {
+	if cs := store.PrunedStart(req, cps[1], 39, &store.CarriedHasher{}); cs.Carried != 0 || cs.CarriedHash != "" {
 		t.Errorf("PrunedStart with nothing carried = %d, %q; want 0 and no hash", cs.Carried, cs.CarriedHash)
 	}
 }

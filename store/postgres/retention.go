@@ -99,11 +99,14 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 		return nil, err
 	}
 	carry := store.NewCarrier()
+	defer carry.Close()
 	for it, err := range s.carriedRows(ctx, t) {
+		if err == nil {
+			err = carry.Carry(it)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("prune: %w", err)
 		}
-		carry.Carry(it)
 	}
 	if err := store.VerifyBelow(s.segment(ctx, t, from, cp.Seq), prev.Start(), cp, carry); err != nil {
 		return nil, err
@@ -152,41 +155,24 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if _, err := exec("carried", `DELETE FROM `+s.tbl("carried")); err != nil {
 		return nil, err
 	}
-	all := carry.All()
-	kinds, keys, seqs, docs := make([]string, len(all)), make([]string, len(all)), make([]int64, len(all)), make([][]byte, len(all))
-	for i, it := range all {
-		kinds[i], keys[i], seqs[i], docs[i] = it.Kind, it.Key, it.Seq, it.Doc
-	}
-	rows, err := t.Query(ctx, `INSERT INTO `+s.tbl("carried")+` (kind, key, seq, doc)
-		SELECT k, ky, sq, d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[]) AS u(k, ky, sq, d)
-		WHERE (k = 'effect' AND EXISTS (SELECT 1 FROM `+s.tbl("effects")+` WHERE effect_key = ky))
-		   OR (k = 'approval' AND EXISTS (SELECT 1 FROM `+s.tbl("approvals")+` WHERE approval_id = ky))
-		   OR (k = 'delegation' AND EXISTS (SELECT 1 FROM `+s.tbl("delegations")+` WHERE delegation_id = ky))
-		   OR (k = 'hold' AND EXISTS (SELECT 1 FROM `+s.tbl("holds")+` WHERE hold_id = ky))
-		RETURNING kind, key`, kinds, keys, seqs, docs)
-	if err != nil {
-		return nil, fmt.Errorf("prune: carry: %w", err)
-	}
-	kept := map[[2]string]bool{}
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("prune: carry: %w", err)
+	// In chunks, in kind and key order: the kept ones are hashed in that order.
+	var kept store.CarriedHasher
+	chunk := make([]store.Carried, 0, carryChunk)
+	for it, err := range carry.Sorted() {
+		if err != nil {
+			return nil, fmt.Errorf("prune: %w", err)
 		}
-		kept[k] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("prune: carry: %w", err)
-	}
-	carried := make([]store.Carried, 0, len(kept))
-	for _, it := range all {
-		if kept[[2]string{it.Kind, it.Key}] {
-			carried = append(carried, it)
+		if chunk = append(chunk, it); len(chunk) == carryChunk {
+			if err := s.carry(ctx, t, chunk, &kept); err != nil {
+				return nil, err
+			}
+			chunk = chunk[:0]
 		}
 	}
-	cs := store.PrunedStart(req, cp, res.Receipts, carried)
+	if err := s.carry(ctx, t, chunk, &kept); err != nil {
+		return nil, err
+	}
+	cs := store.PrunedStart(req, cp, res.Receipts, &kept)
 	sealed, err := t.appendReceipt(ctx, store.PruneRecord(&cs))
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
@@ -208,6 +194,49 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	}
 	res.Start = cs
 	return res, nil
+}
+
+// carryChunk is how many carried records one statement inserts.
+const carryChunk = 1024
+
+// carry inserts the records of chunk whose row is kept, and adds those to kept in chunk's order.
+func (s *Store) carry(ctx context.Context, t pgx.Tx, chunk []store.Carried, kept *store.CarriedHasher) error {
+	if len(chunk) == 0 {
+		return nil
+	}
+	kinds, keys, seqs, docs := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk)), make([][]byte, len(chunk))
+	for i, it := range chunk {
+		kinds[i], keys[i], seqs[i], docs[i] = it.Kind, it.Key, it.Seq, it.Doc
+	}
+	rows, err := t.Query(ctx, `INSERT INTO `+s.tbl("carried")+` (kind, key, seq, doc)
+		SELECT k, ky, sq, d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[]) AS u(k, ky, sq, d)
+		WHERE (k = 'effect' AND EXISTS (SELECT 1 FROM `+s.tbl("effects")+` WHERE effect_key = ky))
+		   OR (k = 'approval' AND EXISTS (SELECT 1 FROM `+s.tbl("approvals")+` WHERE approval_id = ky))
+		   OR (k = 'delegation' AND EXISTS (SELECT 1 FROM `+s.tbl("delegations")+` WHERE delegation_id = ky))
+		   OR (k = 'hold' AND EXISTS (SELECT 1 FROM `+s.tbl("holds")+` WHERE hold_id = ky))
+		RETURNING kind, key`, kinds, keys, seqs, docs)
+	if err != nil {
+		return fmt.Errorf("prune: carry: %w", err)
+	}
+	in := map[[2]string]bool{}
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			rows.Close()
+			return fmt.Errorf("prune: carry: %w", err)
+		}
+		in[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("prune: carry: %w", err)
+	}
+	for _, it := range chunk {
+		if in[[2]string{it.Kind, it.Key}] {
+			kept.Add(it)
+		}
+	}
+	return nil
 }
 
 // segment yields the receipts from seq from to seq to, inclusive, in the transaction.

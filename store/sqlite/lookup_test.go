@@ -112,6 +112,7 @@ func TestReceiptRowsEnd(t *testing.T) {
 	checkpointed("stop")
 
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	var walked int
 	var walkErr error
 	for _, err := range s.Receipts(ctx, store.ReceiptFilter{}) {

@@ -91,13 +91,13 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	// The part to remove must verify, up to the checkpoint's own receipt; what it says of kept
 	// rows is gathered on the way, with what the last prune carried.
 	carry := store.NewCarrier()
+	defer carry.Close()
 	err = t.c.query(`SELECT kind, key, seq, doc FROM carried`, nil, func(sc scanner) error {
 		var it store.Carried
 		if err := scanCarried(sc, &it); err != nil {
 			return err
 		}
-		carry.Carry(it)
-		return nil
+		return carry.Carry(it)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune: carried: %w", err)
@@ -150,19 +150,21 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		store.CarriedDelegation: `SELECT 1 FROM delegations WHERE delegation_id = ?`,
 		store.CarriedHold:       `SELECT 1 FROM holds WHERE hold_id = ?`,
 	}
-	all := carry.All()
-	kept := all[:0]
-	for _, it := range all {
+	var kept store.CarriedHasher
+	for it, err := range carry.Sorted() {
+		if err != nil {
+			return nil, fmt.Errorf("prune: %w", err)
+		}
 		n, err := t.c.exec(`INSERT INTO carried (kind, key, seq, doc) SELECT ?, ?, ?, ? WHERE EXISTS (`+exists[it.Kind]+`)`,
 			it.Kind, it.Key, it.Seq, string(it.Doc), it.Key)
 		if err != nil {
 			return nil, fmt.Errorf("prune: carry %s %s: %w", it.Kind, it.Key, err)
 		}
 		if n == 1 {
-			kept = append(kept, it)
+			kept.Add(it)
 		}
 	}
-	cs := store.PrunedStart(req, cp, res.Receipts, kept)
+	cs := store.PrunedStart(req, cp, res.Receipts, &kept)
 	sealed, err := t.appendReceipt(store.PruneRecord(&cs))
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
