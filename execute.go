@@ -539,8 +539,8 @@ func (g *Guard) askReconcile(ctx context.Context, pr *prepared, at *Attempt) (o 
 
 // extendLease serves ExtendLease.
 func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("latch: extend lease on %s: duration %v is not positive", e.key, d)
+	if err := checkExtension(e.key, d); err != nil {
+		return err
 	}
 	now := g.cfg.Now()
 	t0 := time.Now()
@@ -548,6 +548,19 @@ func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) 
 	g.obs.storeTransaction("extend_lease", t0, err)
 	if err != nil {
 		return wrapOp("", err)
+	}
+	return nil
+}
+
+// checkExtension refuses a lease extension of d on key that is not positive or reaches further
+// than the longest lease a policy may give (policy.MaxLease, from now): a lease is how long a
+// silent holder keeps everyone else waiting before its key turns ambiguous and someone is told.
+func checkExtension(key string, d time.Duration) error {
+	switch {
+	case d <= 0:
+		return fmt.Errorf("latch: extend lease on %s: duration %v is not positive", key, d)
+	case d > policy.MaxLease:
+		return fmt.Errorf("latch: extend lease on %s: duration %v is longer than the longest lease, %v: extend it again as the work goes on", key, d, policy.MaxLease)
 	}
 	return nil
 }

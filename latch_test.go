@@ -707,6 +707,13 @@ func TestExtendLease(t *testing.T) {
 	e := newEnv(t, testPolicy)
 	exec := func(ctx context.Context, c Charge) (string, error) {
 		e.clock.Add(latch.DefaultLease - time.Second)
+		// Past the longest lease a policy may give: refused, the lease left as it was.
+		if err := latch.ExtendLease(ctx, policy.MaxLease+time.Second); err == nil || !strings.Contains(err.Error(), "longer than the longest lease") {
+			return "", latch.NotExecuted(fmt.Errorf("ExtendLease past 7 days = %v, want refused", err))
+		}
+		if eff, _ := e.g.Store().Effect(ctx, "charge:"+c.InvoiceID); eff == nil || !eff.LeaseExpiresAt.Equal(e.clock.Now().Add(time.Second)) {
+			return "", latch.NotExecuted(fmt.Errorf("lease after a refused extension: %+v", eff))
+		}
 		if err := latch.ExtendLease(ctx, 10*time.Minute); err != nil {
 			return "", latch.NotExecuted(err)
 		}

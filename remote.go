@@ -279,8 +279,8 @@ func (g *Guard) Extend(ctx context.Context, actionID string, d time.Duration) (t
 	if b.h.key == "" {
 		return time.Time{}, &OutcomeError{ActionID: actionID, Reason: "no_lease", Detail: "the call holds no effect key"}
 	}
-	if d <= 0 {
-		return time.Time{}, fmt.Errorf("latch: extend lease on %s: duration %v is not positive", b.h.key, d)
+	if err := checkExtension(b.h.key, d); err != nil {
+		return time.Time{}, err
 	}
 	now := g.cfg.Now()
 	t0 := time.Now()

@@ -211,6 +211,9 @@ func TestFinishOutcomes(t *testing.T) {
 			}
 
 			g2 := e.another(t, testPolicy)
+			if _, err := g2.Extend(ctx, p2.ActionID, policy.MaxLease+time.Second); err == nil || !strings.Contains(err.Error(), "longer than the longest lease") {
+				t.Errorf("Extend past 7 days = %v, want refused", err)
+			}
 			if until, err := g2.Extend(ctx, p2.ActionID, 10*time.Minute); err != nil || !until.Equal(e.clock.Now().Add(10*time.Minute)) {
 				t.Errorf("Extend from another guard = %v, %v", until, err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -205,6 +206,9 @@ func (s *Server) postOutcome(w http.ResponseWriter, r *http.Request, c *caller) 
 		Receipt: rc.Doc, ReceiptHash: rc.Hash})
 }
 
+// maxLeaseSeconds is the longest extension: policy.MaxLease.
+const maxLeaseSeconds = int(policy.MaxLease / time.Second)
+
 // leaseRequest is the body of POST /v1/actions/{id}/lease.
 type leaseRequest struct {
 	Seconds int `json:"seconds"`
@@ -221,8 +225,8 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
-	if req.Seconds <= 0 {
-		p := problem(http.StatusBadRequest, "invalid_field", "seconds must be a positive number of seconds")
+	if req.Seconds <= 0 || req.Seconds > maxLeaseSeconds {
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("seconds must be from 1 to %d (the longest lease, 7 days): extend again as the work goes on", maxLeaseSeconds))
 		p.Field = "seconds"
 		writeProblem(w, p)
 		return

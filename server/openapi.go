@@ -167,7 +167,7 @@ var schemas = map[string]any{
 		"result": map[string]any{"enum": []string{"committed", "failed", "ambiguous", "observed"}}, "error": nstr,
 		"receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"LeaseRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"seconds"}, "properties": map[string]any{
-		"seconds": map[string]any{"type": "integer", "minimum": 1}}},
+		"seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": maxLeaseSeconds}}},
 	"Lease": obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},

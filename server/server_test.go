@@ -349,6 +349,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 				{"outcome unknown field", "POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": "committed", "note": "x"}, 400, "unknown_field", "note"},
 				{"outcome wrong type", "POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": true}, 400, "wrong_type", "outcome"},
 				{"lease not positive", "POST", "/v1/actions/" + id + "/lease", s.alice, map[string]any{"seconds": 0}, 400, "invalid_field", "seconds"},
+				{"lease past 7 days", "POST", "/v1/actions/" + id + "/lease", s.alice, map[string]any{"seconds": 604801}, 400, "invalid_field", "seconds"},
+				{"lease overflowing", "POST", "/v1/actions/" + id + "/lease", s.alice, `{"seconds":18446744074}`, 400, "invalid_field", "seconds"},
 				{"agent lists approvals", "GET", "/v1/approvals", s.alice, nil, 403, "forbidden", ""},
 				{"agent resolves", "POST", "/v1/effects/charge:inv_1/resolve", s.alice, map[string]any{"to": "failed"}, 403, "forbidden", ""},
 				{"resolve not ambiguous", "POST", "/v1/effects/charge:inv_1/resolve", s.approver, map[string]any{"to": "failed"}, 409, "not_ambiguous", ""},
