@@ -87,7 +87,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
 	case req.Action == "":
 		writeProblem(w, missing("action"))
 		return
-	case req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > s.cfg.MaxWait:
+	case req.WaitSeconds < 0 || req.WaitSeconds > int(s.cfg.MaxWait/time.Second): // compared in seconds: a large count overflows a Duration
 		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("wait_seconds must be 0 to %d", int(s.cfg.MaxWait/time.Second)))
 		p.Field = "wait_seconds"
 		writeProblem(w, p)

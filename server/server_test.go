@@ -331,6 +331,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 				{"empty body", "POST", "/v1/actions", s.alice, "", 400, "invalid_json", ""},
 				{"missing action", "POST", "/v1/actions", s.alice, `{"arguments":{}}`, 400, "missing_field", "action"},
 				{"wait too long", "POST", "/v1/actions", s.alice, `{"action":"report.read","wait_seconds":3600}`, 400, "invalid_field", "wait_seconds"},
+				{"wait overflowing", "POST", "/v1/actions", s.alice, `{"action":"report.read","wait_seconds":18446744074}`, 400, "invalid_field", "wait_seconds"},
 				{"no token", "POST", "/v1/actions", "", charge("inv_3", 1), 401, "unauthenticated", ""},
 				{"forged token", "POST", "/v1/actions", "latch_" + strings.Repeat("A", 43), charge("inv_3", 1), 401, "invalid_token", ""},
 				{"foreign credential", "POST", "/v1/actions", "eyJhbGciOiJub25lIn0.e30.", charge("inv_3", 1), 401, "invalid_token", ""},
