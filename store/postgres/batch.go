@@ -112,6 +112,11 @@ func (pw *plannedWrite) run(ctx context.Context, t *txn) error {
 			return fmt.Errorf("read the receipts of %s: %w", pw.once, err)
 		}
 		if len(found) > 0 {
+			// The receipt may be this write's own, from a lost attempt that landed late (a
+			// re-issue after a lost commit): that is the answer, not a refusal.
+			if err := t.checkPending(ctx); err != nil {
+				return err
+			}
 			return refused{pw.refusedOnce()}
 		}
 	}

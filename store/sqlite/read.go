@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+
 	zsqlite "zombiezen.com/go/sqlite"
 
 	"github.com/latchkit/latch/receipt"
