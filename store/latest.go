@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/latchkit/latch/receipt"
 )
@@ -27,7 +26,8 @@ import (
 type latestRuns[S any] struct {
 	limit int
 	codec stateCodec[S]
-	what  string // names the runs' temporary files (latch-WHAT-*) and their errors
+	file  string // the runs' temporary files are latch-FILE-*
+	what  string // what their errors say they are for
 	cur   map[string]*latest[S]
 	runs  []*os.File
 	buf   []byte
@@ -54,8 +54,10 @@ type stateCodec[S any] struct {
 // states, whatever the length of the chain.
 var runLimit = 1 << 13
 
-func newLatestRuns[S any](codec stateCodec[S], limit int) *latestRuns[S] {
-	return &latestRuns[S]{limit: limit, codec: codec, what: "check state", cur: map[string]*latest[S]{}}
+// newLatestRuns returns runs of codec's states holding limit keys in memory, for the state check
+// (file "statecheck", what "check state") or a prune ("prune").
+func newLatestRuns[S any](codec stateCodec[S], limit int, file, what string) *latestRuns[S] {
+	return &latestRuns[S]{limit: limit, codec: codec, file: file, what: what, cur: map[string]*latest[S]{}}
 }
 
 // add notes a record of key at seq: the state it asserts (nil when none) and whether it is of
@@ -118,7 +120,7 @@ const maxRuns = 64
 
 // writeRun writes entries, in key order, to a new run, rewound for reading.
 func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
-	f, err := os.CreateTemp("", "latch-"+strings.ReplaceAll(l.what, " ", "")+"-*")
+	f, err := os.CreateTemp("", "latch-"+l.file+"-*")
 	if err != nil {
 		return fmt.Errorf("%s: a temporary run: %w", l.what, err)
 	}

@@ -49,7 +49,7 @@ func TestLatestRuns(t *testing.T) {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			dir := t.TempDir()
 			t.Setenv("TMPDIR", dir)
-			l := newLatestRuns(effectCodec, limit)
+			l := newLatestRuns(effectCodec, limit, "statecheck", "check state")
 			for _, a := range adds {
 				if err := l.add(a.key, a.seq, a.state, a.v1); err != nil {
 					t.Fatal(err)
@@ -57,6 +57,9 @@ func TestLatestRuns(t *testing.T) {
 			}
 			if spilled := len(l.runs) > 0; spilled != (limit < 300) {
 				t.Errorf("limit %d: %d runs written for 300 keys", limit, len(l.runs))
+			}
+			if held, _ := filepath.Glob(filepath.Join(dir, "latch-statecheck-*")); len(held) != len(l.runs) {
+				t.Errorf("limit %d: %d runs, %d latch-statecheck-* files in TMPDIR", limit, len(l.runs), len(held))
 			}
 			if len(l.runs) >= maxRuns {
 				t.Errorf("limit %d: %d runs kept, want them merged below %d", limit, len(l.runs), maxRuns)
@@ -93,7 +96,7 @@ func TestLatestRuns(t *testing.T) {
 // silently forgot keys.
 func TestLatestRunsTemporaryFileRefused(t *testing.T) {
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
-	l := newLatestRuns(approvalCodec, 2)
+	l := newLatestRuns(approvalCodec, 2, "statecheck", "check state")
 	defer l.close()
 	err := l.add("apr_1", 1, &receipt.ApprovalState{Status: "granted"}, false)
 	if err == nil {

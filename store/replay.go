@@ -66,9 +66,9 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	var holds []receipt.Sealed
 	var pruned []byte // the last prune's record
 	var legacy bool   // the chain holds receipts written before records carried state
-	effects := newLatestRuns(effectCodec, runLimit)
+	effects := newLatestRuns(effectCodec, runLimit, "statecheck", "check state")
 	defer effects.close()
-	approvals := newLatestRuns(approvalCodec, runLimit)
+	approvals := newLatestRuns(approvalCodec, runLimit, "statecheck", "check state")
 	defer approvals.close()
 	// The records that name an effect or an approval are read for their states off the walk's
 	// path, by a goroutine of their own, in chunks: the walk reads the chain from the store

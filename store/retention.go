@@ -420,9 +420,7 @@ type Carrier struct {
 
 // NewCarrier returns an empty Carrier.
 func NewCarrier() *Carrier {
-	r := newLatestRuns(docCodec, runLimit)
-	r.what = "prune"
-	return &Carrier{runs: r}
+	return &Carrier{runs: newLatestRuns(docCodec, runLimit, "prune", "prune")}
 }
 
 // docCodec writes a carried document to a run.
