@@ -195,14 +195,11 @@ func note(effects *latestRuns[receipt.EffectState], approvals *latestRuns[receip
 	return nil
 }
 
-// group is what the check knows of one key: the latest state a record asserts (and its seq),
-// whether schema v1 records name it, and the table's row.
+// group is what the check knows of one key: what its records said (the latest state asserted,
+// and its seq; whether schema v1 records name it) and the table's row.
 type group[S any, R any] struct {
-	key   string
-	seq   int64
-	state *S
-	v1    bool
-	row   *R
+	latest[S]
+	row *R
 }
 
 // walkGroups merges what the records said of each key (in byte order) with the table's rows
@@ -225,20 +222,20 @@ func walkGroups[S any, R any](records *latestRuns[S], rows iter.Seq2[*R, error],
 		}
 		last = k
 		for ; more && err == nil && pending.key < k; pending, err, more = next() {
-			check(&group[S, R]{key: pending.key, seq: pending.seq, state: pending.state, v1: pending.v1})
+			check(&group[S, R]{latest: *pending})
 		}
 		if err != nil {
 			return err
 		}
-		g := group[S, R]{key: k, row: r}
+		g := group[S, R]{latest: latest[S]{key: k}, row: r}
 		if more && pending.key == k {
-			g.seq, g.state, g.v1 = pending.seq, pending.state, pending.v1
+			g.latest = *pending
 			pending, err, more = next()
 		}
 		check(&g)
 	}
 	for ; more && err == nil; pending, err, more = next() {
-		check(&group[S, R]{key: pending.key, seq: pending.seq, state: pending.state, v1: pending.v1})
+		check(&group[S, R]{latest: *pending})
 	}
 	return err
 }

@@ -549,15 +549,6 @@ func (h *CarriedHasher) Sum() (int64, string) {
 	return h.n, "sha256:" + hex.EncodeToString(h.h[:])
 }
 
-// CarriedHash returns the count and the hash of items, which must be in kind and key order.
-func CarriedHash(items []Carried) (int64, string) {
-	var h CarriedHasher
-	for _, it := range items {
-		h.Add(it)
-	}
-	return h.Sum()
-}
-
 // VerifyBelow walks the part of the chain a prune would remove and the receipt it keeps (rows:
 // from start, the chain's current start or nil, up to and including cp's seq) and returns a
 // *PruneRefusedError if any of it does not hold, or the receipt at cp.Seq is not the one cp

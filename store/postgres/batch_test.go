@@ -332,9 +332,9 @@ func TestGroupCommitCut(t *testing.T) {
 			}
 		}
 
-		// The records are made once (RecordRequest.Once), and beside them goes a second record of
-		// a call recorded in the iteration before: whatever becomes of the batch's commit, it is
-		// refused, writes nothing, and the others are written once.
+		// Half the records are made once (RecordRequest.Once), and beside them goes a second
+		// record of a call recorded in the iteration before: whatever becomes of the batch's
+		// commit, it is refused, writes nothing, and the others are written once.
 		rec := make([]*store.RecordResult, n)
 		errs = make([]error, n+1)
 		cuts = proxy.cuts.Load()
@@ -345,10 +345,10 @@ func TestGroupCommitCut(t *testing.T) {
 		}
 		gate(t, proxied, writes, func(i int) {
 			if i == n {
-				_, errs[i] = proxied.Record(ctx, once(prev.recordReq(now.Add(time.Millisecond), 1)))
+				_, errs[i] = proxied.Record(ctx, once(prev.recordReq(now.Add(time.Millisecond), 1), true))
 				return
 			}
-			rec[i], errs[i] = proxied.Record(ctx, once(calls[i].recordReq(now.Add(time.Millisecond), res[i].Effect.Attempt)))
+			rec[i], errs[i] = proxied.Record(ctx, once(calls[i].recordReq(now.Add(time.Millisecond), res[i].Effect.Attempt), i%2 == 1))
 		})()
 		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
 			t.Fatalf("%s: the proxy cut no COMMIT of the records", what)

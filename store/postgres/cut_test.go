@@ -259,9 +259,9 @@ func (c cutCall) recordReq(now time.Time, attempt int) *store.RecordRequest {
 	}
 }
 
-// once is r made once (store.RecordRequest.Once).
-func once(r *store.RecordRequest) *store.RecordRequest {
-	r.Once = true
+// once is r made once (store.RecordRequest.Once) when made is true.
+func once(r *store.RecordRequest, made bool) *store.RecordRequest {
+	r.Once = made
 	return r
 }
 
@@ -371,9 +371,9 @@ func TestCutCommit(t *testing.T) {
 		// Record, its COMMIT cut.
 		cuts = proxy.cuts.Load()
 		proxy.arm(modes[1])
-		// Made once, as an outcome posted over HTTP is: a re-issue that finds its own lost attempt
-		// landed late must return it, not refuse it as recorded already.
-		rec, err := proxied.Record(ctx, once(c.recordReq(now.Add(time.Millisecond), res.Effect.Attempt)))
+		// Every other record is made once, as an outcome posted over HTTP is: a re-issue that finds
+		// its own lost attempt landed late must return it, not refuse it as recorded already.
+		rec, err := proxied.Record(ctx, once(c.recordReq(now.Add(time.Millisecond), res.Effect.Attempt), i%2 == 1))
 		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
 			t.Fatalf("%s: the proxy cut no COMMIT of Record (it returned %+v, %v)", what, rec, err)
 		}

@@ -35,23 +35,9 @@ func (s *Store) readEvidence(ctx context.Context, tx pgx.Tx, fn func(ev *store.E
 	// Both tables in byte order of key (COLLATE "C"), the order the state check merges in,
 	// whatever the database's collation.
 	ev.Effects = eachIn(ctx, tx, "read effects", `SELECT `+s.q.effectRead+` FROM `+s.quoted()+`.effects ORDER BY effect_key COLLATE "C"`, nil,
-		func(row pgx.Row, e **store.Effect) error {
-			var r effectRow
-			if err := r.scan(row); err != nil {
-				return err
-			}
-			*e = r.effect()
-			return nil
-		})
+		into(scanEffect))
 	ev.Approvals = eachIn(ctx, tx, "read approvals", `SELECT `+s.q.approvalRead+` FROM `+s.quoted()+`.approvals ORDER BY approval_id COLLATE "C"`, nil,
-		func(row pgx.Row, a **store.Approval) error {
-			var r approvalRow
-			if err := r.scan(row); err != nil {
-				return err
-			}
-			*a = r.approval()
-			return nil
-		})
+		into(scanApproval))
 	ev.Delegations = func() ([]*store.Delegation, error) {
 		if s.version < delegationsVersion {
 			return nil, nil

@@ -35,13 +35,7 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 
 // Effects lists effect records, oldest first.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
-	return list(ctx, s, "effects", s.q.listEffects, []any{string(f.State)}, func(row pgx.Row) (*store.Effect, error) {
-		var r effectRow
-		if err := r.scan(row); err != nil {
-			return nil, err
-		}
-		return r.effect(), nil
-	})
+	return list(ctx, s, "effects", s.q.listEffects, []any{string(f.State)}, scanEffect)
 }
 
 // Approval returns the approval request id; store.ErrNotFound when there is none.
@@ -75,13 +69,7 @@ func (s *Store) Approvals(ctx context.Context, f store.ApprovalFilter) ([]*store
 		q, args = s.q.listApprovalsOfHash, append(args, f.ActionHash)
 	}
 	err := s.readTx(ctx, "list approvals", func(tx pgx.Tx) (err error) {
-		out, err = listIn(ctx, tx, "approvals", q, args, func(row pgx.Row) (*store.Approval, error) {
-			var r approvalRow
-			if err := r.scan(row); err != nil {
-				return nil, err
-			}
-			return r.approval(), nil
-		})
+		out, err = listIn(ctx, tx, "approvals", q, args, scanApproval)
 		if err == nil {
 			err = s.readAnswers(ctx, tx, out...)
 		}
@@ -245,6 +233,14 @@ func listIn[T any](ctx context.Context, db pgQuerier, what, q string, args []any
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// into is scan in the form eachIn takes, for rows read as pointers.
+func into[T any](scan func(pgx.Row) (*T, error)) func(pgx.Row, **T) error {
+	return func(row pgx.Row, v **T) (err error) {
+		*v, err = scan(row)
+		return err
+	}
 }
 
 // eachIn yields the rows of a query on db one at a time, each scanned by scan into a fresh T;

@@ -105,6 +105,15 @@ func (r *effectRow) equal(o *effectRow) bool {
 		bytes.Equal(r.arguments, o.arguments) && r.note == o.note && r.conflict == o.conflict
 }
 
+// scanEffect reads an effect row, as selected by effectRead.
+func scanEffect(row pgx.Row) (*store.Effect, error) {
+	var r effectRow
+	if err := r.scan(row); err != nil {
+		return nil, err
+	}
+	return r.effect(), nil
+}
+
 func (r *effectRow) effect() *store.Effect {
 	return &store.Effect{Key: r.key, State: store.State(r.state), Attempt: int(r.attempt), ActionID: r.actionID,
 		Action: r.action, ActionHash: r.actionHash, LeaseExpiresAt: fromNanos(r.lease), Result: fromBytes(r.result),
@@ -162,6 +171,15 @@ func (r *approvalRow) equal(o *approvalRow) bool {
 		r.created == o.created && r.expires == o.expires && r.approver == o.approver && r.answered == o.answered &&
 		r.consumedBy == o.consumedBy && r.consumed == o.consumed && r.note == o.note && r.prevDenied == o.prevDenied &&
 		r.prevDenier == o.prevDenier
+}
+
+// scanApproval reads an approval row, as selected by approvalRead.
+func scanApproval(row pgx.Row) (*store.Approval, error) {
+	var r approvalRow
+	if err := r.scan(row); err != nil {
+		return nil, err
+	}
+	return r.approval(), nil
 }
 
 func (r *approvalRow) approval() *store.Approval {

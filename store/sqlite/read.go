@@ -8,8 +8,6 @@ import (
 	"iter"
 	"strings"
 
-	zsqlite "zombiezen.com/go/sqlite"
-
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -188,54 +186,6 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
 		}
 	}
-}
-
-// errStopped ends a query whose rows' consumer stopped ranging over them.
-var errStopped = errors.New("stopped")
-
-// receiptRows runs q (seq, hash, doc) on a direct connection and yields each row, read in one
-// statement and so from one snapshot. Through database/sql a receipt cost about 3 µs more (the
-// scan's conversions and a second copy of the document): most of a chain walk's time. What
-// ends the walk early — the consumer, an error, ctx, a panic — resets the statement, so the
-// connection holds no read transaction open after it.
-func (s *Store) receiptRows(ctx context.Context, q string, args []any, yield func(receipt.Sealed, error) bool) (err error) {
-	c, err := s.lookups.take(s.path)
-	if err != nil {
-		return err
-	}
-	given := false
-	defer func() {
-		if !given { // a panic: the connection is not trusted back
-			_ = c.c.Close()
-		}
-	}()
-	n := 0
-	err = c.query(q, args, func(sc scanner) error {
-		if n++; n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		r := sc.(*zrow)
-		var ck rowCheck
-		rc := receipt.Sealed{Seq: ck.integer(r, 0), Hash: ck.text(r, 1)}
-		ck.want(r, 2, r.st.ColumnType(2) == zsqlite.TypeText)
-		rc.Doc = make([]byte, r.st.ColumnLen(2))
-		r.st.ColumnBytes(2, rc.Doc)
-		if ck.err != nil {
-			return ck.err
-		}
-		if !yield(rc, nil) {
-			return errStopped
-		}
-		return nil
-	})
-	if errors.Is(err, errStopped) {
-		err = nil
-	}
-	given = true
-	s.lookups.give(c, err)
-	return err
 }
 
 // Head returns the chain head: seq 0 and an empty hash before the first receipt.

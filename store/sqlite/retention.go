@@ -186,21 +186,15 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 
 // segment yields the receipts from seq from to seq to, inclusive, in the transaction.
 func (t *txn) segment(from, to int64) iter.Seq2[receipt.Sealed, error] {
-	stop := errors.New("stop")
 	return func(yield func(receipt.Sealed, error) bool) {
-		err := t.c.query(`SELECT seq, hash, doc FROM receipts WHERE seq >= ? AND seq <= ? ORDER BY seq`, []any{from, to}, func(sc scanner) error {
-			var r receipt.Sealed
-			var doc string
-			if err := sc.Scan(&r.Seq, &r.Hash, &doc); err != nil {
-				return err
-			}
-			r.Doc = []byte(doc)
-			if !yield(r, nil) {
-				return stop
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, stop) {
+		err := sealedRows(t.c, `SELECT seq, hash, doc FROM receipts WHERE seq >= ? AND seq <= ? ORDER BY seq`, []any{from, to},
+			func(r receipt.Sealed) error {
+				if !yield(r, nil) {
+					return errStopped
+				}
+				return nil
+			})
+		if err != nil && !errors.Is(err, errStopped) {
 			yield(receipt.Sealed{}, err)
 		}
 	}

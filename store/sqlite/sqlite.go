@@ -101,7 +101,7 @@ type Store struct {
 	writes  atomic.Int64 // committed write transactions (batches)
 	version int          // the schema version read at a read-only open (a writer migrates to the latest)
 
-	lookups lookupPool // TokenByHash's connections (token.go)
+	lookups lookupPool // direct read connections: TokenByHash, Receipts (direct.go)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -3,12 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	zsqlite "zombiezen.com/go/sqlite"
 
 	"github.com/latchkit/latch/store"
 )
@@ -72,74 +68,6 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, err
 }
 
 const selectToken = `SELECT ` + tokenColumns + ` FROM tokens WHERE hash = ?`
-
-// lookupPool holds the read connections of TokenByHash, which latch serve runs on every
-// request. They are SQLite connections used directly, each keeping the lookup's statement
-// prepared, rather than the database/sql reader pool: through database/sql, whose per-query
-// work (connection checkout, argument conversion, rows) was half of the lookup's time, the
-// lookup cost about a tenth of the server's CPU. Connections are opened when no idle one is
-// free, and at most lookupIdle are kept.
-type lookupPool struct {
-	mu     sync.Mutex
-	idle   []*wconn
-	closed bool
-}
-
-// lookupIdle bounds the idle connections a lookupPool keeps.
-const lookupIdle = 4
-
-// take returns an idle connection, or a new read-only connection to path.
-func (p *lookupPool) take(path string) (*wconn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("store closed")
-	}
-	if n := len(p.idle); n > 0 {
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return c, nil
-	}
-	p.mu.Unlock()
-	c, err := zsqlite.OpenConn(uri(path), zsqlite.OpenReadOnly|zsqlite.OpenURI|zsqlite.OpenNoMutex)
-	if err != nil {
-		return nil, err
-	}
-	c.SetBusyTimeout(busyTimeoutMillis * time.Millisecond)
-	w := &wconn{c: c}
-	if err := w.pragma(`PRAGMA query_only = 1`); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return w, nil
-}
-
-// give returns c after a lookup that ended with err: kept if the lookup succeeded and fewer
-// than lookupIdle are idle, closed otherwise.
-func (p *lookupPool) give(c *wconn, err error) {
-	p.mu.Lock()
-	if err == nil && !p.closed && len(p.idle) < lookupIdle {
-		p.idle = append(p.idle, c)
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	_ = c.c.Close()
-}
-
-// close closes the idle connections; a connection in use is closed when it is given back.
-func (p *lookupPool) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	var errs []error
-	for _, c := range p.idle {
-		errs = append(errs, c.c.Close())
-	}
-	p.idle = nil
-	return errors.Join(errs...)
-}
 
 // Tokens returns every token in creation order.
 func (s *Store) Tokens(ctx context.Context) ([]*store.Token, error) {
