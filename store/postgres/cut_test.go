@@ -523,3 +523,48 @@ func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
 	}
 	return a.ID
 }
+
+// TestCutAnswer grants approval requests through a proxy that cuts the COMMIT of each answer
+// (before forwarding it, after its reply, right after sending it): a grant reported done must be
+// what the next transaction, on another connection, reads. (The soak found a grant reported done
+// and read pending: the re-issue of an answer whose COMMIT never happened checked for that lost
+// attempt again after writing its own answer row — the same row, by request, approver and time —
+// and took it for the attempt, landed.)
+func TestCutAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	direct, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	settled := &countHandler{n: map[string]int{}}
+	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 60 {
+		mode := []cutMode{cutBefore, cutAfter, cutSent}[i%3]
+		a := &store.Approval{
+			ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: "sha256:" + randomHex(32), ActionName: "billing.charge",
+			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		}
+		if _, err := direct.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
+			t.Fatal(err)
+		}
+		cuts := proxy.cuts.Load()
+		proxy.arm(mode)
+		got, err := proxied.AnswerApproval(ctx, &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"})
+		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+			t.Fatalf("answer %d (cut %s): the proxy cut no COMMIT (%+v, %v)", i, mode, got, err)
+		}
+		if err != nil {
+			t.Fatalf("answer %d (cut %s) = %v, want granted", i, mode, err)
+		}
+		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Granted || got.Status != store.Granted {
+			t.Fatalf("answer %d (cut %s) reported %s; another connection reads %+v, %v", i, mode, got.Status, read, err)
+		}
+	}
+	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
+		t.Errorf("no answer was re-issued: the path under test did not run")
+	}
+}

@@ -78,6 +78,10 @@ type txn struct {
 	// and the reused event ids give that wait to writes with no row to compare.
 	pending *witness
 	w       witness
+	// headLocked: this transaction holds the chain head. A pending attempt that appended a
+	// receipt held the head until it ended, so once this transaction holds it too that attempt
+	// has committed or rolled back for good, and the first check after settles it.
+	headLocked bool
 }
 
 // write runs fn in one READ COMMITTED transaction and commits it, again from the start when a
@@ -289,7 +293,10 @@ func readForWrite[T any](ctx context.Context, t *txn, op, what string, row pgx.R
 	return v, nil
 }
 
-// checkPending reports errLanded when the pending attempt turns out to have landed.
+// checkPending reports errLanded when the pending attempt turns out to have landed. Found not
+// landed while the head is held, it never will (see headLocked): it is settled, and later checks
+// are skipped — they would read this transaction's own writes, which can be the very rows the
+// attempt wrote (an answer's row, keyed by request, approver and time, is), and take them for it.
 func (t *txn) checkPending(ctx context.Context) error {
 	if t.pending == nil {
 		return nil
@@ -300,6 +307,8 @@ func (t *txn) checkPending(ctx context.Context) error {
 		return err
 	case ok:
 		return errLanded
+	case t.headLocked && t.pending.seq > 0:
+		t.pending = nil
 	}
 	return nil
 }
@@ -553,6 +562,7 @@ func (t *txn) lockHead(ctx context.Context) error {
 	if err := t.QueryRow(ctx, t.s.q.lockHead).Scan(&seq, &hash); err != nil {
 		return fmt.Errorf("lock chain head: %w", err)
 	}
+	t.headLocked = true
 	return nil
 }
 
@@ -571,6 +581,7 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 	if err := t.QueryRow(ctx, t.s.q.bumpHead).Scan(&seq, &head); err != nil {
 		return nil, fmt.Errorf("append receipt %s: chain head: %w", rc.ReceiptID, err)
 	}
+	t.headLocked = true
 	if t.pending != nil && t.pending.seq > 0 {
 		// The head lock waited for the pending attempt if it was still committing.
 		if err := t.checkPending(ctx); err != nil {
