@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -566,5 +567,72 @@ func TestCutAnswer(t *testing.T) {
 	}
 	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
 		t.Errorf("no answer was re-issued: the path under test did not run")
+	}
+}
+
+// TestCutInsertsThenAppends cuts the COMMIT of writes that take the chain head, insert a row
+// under a fresh id and append a record with no read in between — a delegation, a legal hold —
+// three ways each: a write reported done must be what another connection reads. The re-issue of
+// such a write inserts the very row its lost attempt had (same id, same values); a check for that
+// attempt made after the insert would read the re-issue's own row and take it for the attempt,
+// landed, and report a write that is not in the store.
+func TestCutInsertsThenAppends(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newSchemaURL(t)
+	direct, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	settled := &countHandler{n: map[string]int{}}
+	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// A receipt for the holds to cover.
+	c := newCutCall("charge:hold-me")
+	if _, err := direct.Reserve(ctx, c.reserveReq(now)); err != nil {
+		t.Fatal(err)
+	}
+	grant := []byte("subject: { agent: finance-bot }\nactions: [payments.refund]\n")
+	modes := []cutMode{cutBefore, cutAfter, cutSent}
+	for i := range 30 {
+		mode := modes[i%3]
+		d := &store.Delegation{ID: "dlg_" + randomHex(16), Parent: "alice-payments", Grant: grant, CreatedBy: "alice", CreatedAt: now}
+		cuts := proxy.cuts.Load()
+		proxy.arm(mode)
+		err := proxied.CreateDelegation(ctx, d, []store.Event{{Kind: store.EventDelegationCreated, Time: now, Payload: []byte(`{}`)}})
+		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+			t.Fatalf("delegation %d (cut %s): the proxy cut no COMMIT (%v)", i, mode, err)
+		}
+		if err != nil {
+			t.Fatalf("delegation %d (cut %s) = %v, want created", i, mode, err)
+		}
+		list, err := direct.Delegations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(list, func(x *store.Delegation) bool { return x.ID == d.ID }) {
+			t.Fatalf("delegation %d (cut %s) reported created; another connection does not find it", i, mode)
+		}
+
+		cuts = proxy.cuts.Load()
+		proxy.arm(mode)
+		h, err := proxied.PlaceHold(ctx, &store.HoldRequest{Now: now, From: 1, To: 1, Reason: fmt.Sprintf("case %d", i), By: "legal"})
+		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+			t.Fatalf("hold %d (cut %s): the proxy cut no COMMIT (%v)", i, mode, err)
+		}
+		if err != nil {
+			t.Fatalf("hold %d (cut %s) = %v, want placed", i, mode, err)
+		}
+		holds, err := direct.Holds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(holds, func(x *store.Hold) bool { return x.ID == h.ID }) {
+			t.Fatalf("hold %d (cut %s) reported placed as %s; another connection does not find it", i, mode, h.ID)
+		}
+	}
+	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
+		t.Errorf("no write was re-issued: the path under test did not run")
 	}
 }

@@ -556,6 +556,12 @@ func eventArgs(e store.Event, now time.Time) (store.Event, []any, error) {
 
 // lockHead locks the chain head for the rest of the transaction. Every transaction that may
 // append a receipt calls it before it touches any other row (the lock order, postgres.go).
+//
+// A re-issue settles its lost attempt right there, before it writes anything: the lock waited
+// for that attempt if it was still committing, so what the check finds now is final. Checked
+// later — after the re-issue inserted the same row under the same id, as a delegation or a hold
+// does with no read in between — the check would read the re-issue's own row and take it for the
+// attempt, landed (TestCutInsertsThenAppends).
 func (t *txn) lockHead(ctx context.Context) error {
 	var seq int64
 	var hash string
@@ -563,6 +569,9 @@ func (t *txn) lockHead(ctx context.Context) error {
 		return fmt.Errorf("lock chain head: %w", err)
 	}
 	t.headLocked = true
+	if t.pending != nil && t.pending.seq > 0 {
+		return t.checkPending(ctx)
+	}
 	return nil
 }
 
