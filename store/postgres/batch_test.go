@@ -3,7 +3,6 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -284,14 +283,7 @@ func TestGroupCommitConflict(t *testing.T) {
 func TestGroupCommitCut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := newSchemaURL(t)
-	direct, err := Open(ctx, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	settled := &countHandler{n: map[string]int{}}
-	proxy, proxied := openProxied(t, u, &Config{MaxConns: 8, Logger: slog.New(settled)})
+	direct, proxy, proxied, settled := cutStores(t, 8)
 
 	const iterations, n = 30, 4
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

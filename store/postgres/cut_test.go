@@ -290,15 +290,7 @@ func once(r *store.RecordRequest, made bool) *store.RecordRequest {
 func TestCutCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := newSchemaURL(t)
-	direct, err := Open(ctx, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-
-	settled := &countHandler{n: map[string]int{}}
-	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
+	direct, proxy, proxied, settled := cutStores(t, 4)
 
 	const iterations = 200
 	start := time.Now()
@@ -456,6 +448,36 @@ func openProxied(t *testing.T, u string, cfg *Config) (*cutProxy, *Store) {
 	return proxy, st
 }
 
+// cutStores opens a fresh schema twice: directly, to read what landed, and through a cutProxy
+// with maxConns connections, counting what the store logs (settled).
+func cutStores(t *testing.T, maxConns int32) (direct *Store, proxy *cutProxy, proxied *Store, settled *countHandler) {
+	t.Helper()
+	u := newSchemaURL(t)
+	direct, err := Open(t.Context(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	settled = &countHandler{n: map[string]int{}}
+	proxy, proxied = openProxied(t, u, &Config{MaxConns: maxConns, Logger: slog.New(settled)})
+	return direct, proxy, proxied, settled
+}
+
+// cutOne arms proxy to cut the next COMMIT as mode, runs write and fails the test unless exactly
+// that COMMIT was cut and write succeeded.
+func cutOne(t *testing.T, proxy *cutProxy, mode cutMode, what string, write func() error) {
+	t.Helper()
+	cuts := proxy.cuts.Load()
+	proxy.arm(mode)
+	err := write()
+	if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+		t.Fatalf("%s (cut %s): the proxy cut no COMMIT (%v)", what, mode, err)
+	}
+	if err != nil {
+		t.Fatalf("%s (cut %s) = %v, want done", what, mode, err)
+	}
+}
+
 // Connections that died while idle in the pool (a server restart, a firewall) are replaced: the
 // next write succeeds.
 func TestStalePooledConnections(t *testing.T) {
@@ -534,14 +556,7 @@ func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
 func TestCutAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := newSchemaURL(t)
-	direct, err := Open(ctx, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	settled := &countHandler{n: map[string]int{}}
-	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
+	direct, proxy, proxied, settled := cutStores(t, 4)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 60 {
 		mode := []cutMode{cutBefore, cutAfter, cutSent}[i%3]
@@ -552,15 +567,11 @@ func TestCutAnswer(t *testing.T) {
 		if _, err := direct.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
 			t.Fatal(err)
 		}
-		cuts := proxy.cuts.Load()
-		proxy.arm(mode)
-		got, err := proxied.AnswerApproval(ctx, &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"})
-		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
-			t.Fatalf("answer %d (cut %s): the proxy cut no COMMIT (%+v, %v)", i, mode, got, err)
-		}
-		if err != nil {
-			t.Fatalf("answer %d (cut %s) = %v, want granted", i, mode, err)
-		}
+		var got *store.Approval
+		cutOne(t, proxy, mode, fmt.Sprintf("answer %d", i), func() (err error) {
+			got, err = proxied.AnswerApproval(ctx, &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"})
+			return err
+		})
 		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Granted || got.Status != store.Granted {
 			t.Fatalf("answer %d (cut %s) reported %s; another connection reads %+v, %v", i, mode, got.Status, read, err)
 		}
@@ -579,14 +590,7 @@ func TestCutAnswer(t *testing.T) {
 func TestCutInsertsThenAppends(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := newSchemaURL(t)
-	direct, err := Open(ctx, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	settled := &countHandler{n: map[string]int{}}
-	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
+	direct, proxy, proxied, settled := cutStores(t, 4)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	// A receipt for the holds to cover.
 	c := newCutCall("charge:hold-me")
@@ -598,15 +602,9 @@ func TestCutInsertsThenAppends(t *testing.T) {
 	for i := range 30 {
 		mode := modes[i%3]
 		d := &store.Delegation{ID: "dlg_" + randomHex(16), Parent: "alice-payments", Grant: grant, CreatedBy: "alice", CreatedAt: now}
-		cuts := proxy.cuts.Load()
-		proxy.arm(mode)
-		err := proxied.CreateDelegation(ctx, d, []store.Event{{Kind: store.EventDelegationCreated, Time: now, Payload: []byte(`{}`)}})
-		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
-			t.Fatalf("delegation %d (cut %s): the proxy cut no COMMIT (%v)", i, mode, err)
-		}
-		if err != nil {
-			t.Fatalf("delegation %d (cut %s) = %v, want created", i, mode, err)
-		}
+		cutOne(t, proxy, mode, fmt.Sprintf("delegation %d", i), func() error {
+			return proxied.CreateDelegation(ctx, d, []store.Event{{Kind: store.EventDelegationCreated, Time: now, Payload: []byte(`{}`)}})
+		})
 		list, err := direct.Delegations(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -615,15 +613,11 @@ func TestCutInsertsThenAppends(t *testing.T) {
 			t.Fatalf("delegation %d (cut %s) reported created; another connection does not find it", i, mode)
 		}
 
-		cuts = proxy.cuts.Load()
-		proxy.arm(mode)
-		h, err := proxied.PlaceHold(ctx, &store.HoldRequest{Now: now, From: 1, To: 1, Reason: fmt.Sprintf("case %d", i), By: "legal"})
-		if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
-			t.Fatalf("hold %d (cut %s): the proxy cut no COMMIT (%v)", i, mode, err)
-		}
-		if err != nil {
-			t.Fatalf("hold %d (cut %s) = %v, want placed", i, mode, err)
-		}
+		var h *store.Hold
+		cutOne(t, proxy, mode, fmt.Sprintf("hold %d", i), func() (err error) {
+			h, err = proxied.PlaceHold(ctx, &store.HoldRequest{Now: now, From: 1, To: 1, Reason: fmt.Sprintf("case %d", i), By: "legal"})
+			return err
+		})
 		holds, err := direct.Holds(ctx)
 		if err != nil {
 			t.Fatal(err)
