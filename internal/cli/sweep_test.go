@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -64,14 +65,16 @@ func TestSweepProcesses(t *testing.T) {
 			type proc struct {
 				cmd    *exec.Cmd
 				stderr *bytes.Buffer
+				addr   string
 			}
 			var procs []proc
 			for range 3 {
-				cmd := exec.Command(latchBin, "--policy", policyPath, "--store", url, "serve", "--listen", freeAddr(t), "--sweep", "20ms")
+				addr := freeAddr(t)
+				cmd := exec.Command(latchBin, "--policy", policyPath, "--store", url, "serve", "--listen", addr, "--sweep", "20ms")
 				cmd.Env = cleanEnv()
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
-				procs = append(procs, proc{cmd, &stderr})
+				procs = append(procs, proc{cmd, &stderr, addr})
 			}
 			for _, p := range procs { // started together, to race
 				if err := p.cmd.Start(); err != nil {
@@ -83,6 +86,19 @@ func TestSweepProcesses(t *testing.T) {
 					_ = p.cmd.Process.Kill()
 				}
 			}()
+			// Each is ready (its signal handling in place) before the SIGTERM below: the others
+			// may sweep everything while one is still starting.
+			for i, p := range procs {
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if resp, err := http.Get("http://" + p.addr + "/readyz"); err == nil {
+						resp.Body.Close()
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("serve %d never became ready", i)
+					}
+				}
+			}
 
 			deadline := time.Now().Add(30 * time.Second)
 			for {
