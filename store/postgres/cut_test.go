@@ -583,7 +583,8 @@ func TestCutAnswer(t *testing.T) {
 
 // TestCutInsertsThenAppends cuts the COMMIT of writes that take the chain head, insert a row
 // under a fresh id and append a record with no read in between — a delegation, a legal hold —
-// three ways each: a write reported done must be what another connection reads. The re-issue of
+// three ways each, and then of their revocation and release: a write reported done must be what
+// another connection reads. The re-issue of
 // such a write inserts the very row its lost attempt had (same id, same values); a check for that
 // attempt made after the insert would read the re-issue's own row and take it for the attempt,
 // landed, and report a write that is not in the store.
@@ -612,6 +613,16 @@ func TestCutInsertsThenAppends(t *testing.T) {
 		if !slices.ContainsFunc(list, func(x *store.Delegation) bool { return x.ID == d.ID }) {
 			t.Fatalf("delegation %d (cut %s) reported created; another connection does not find it", i, mode)
 		}
+		cutOne(t, proxy, mode, fmt.Sprintf("revocation %d", i), func() error {
+			_, err := proxied.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: d.ID, By: "alice"})
+			return err
+		})
+		if list, err = direct.Delegations(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if k := slices.IndexFunc(list, func(x *store.Delegation) bool { return x.ID == d.ID }); k < 0 || list[k].RevokedAt.IsZero() {
+			t.Fatalf("revocation %d (cut %s) reported done; another connection reads the delegation unrevoked", i, mode)
+		}
 
 		var h *store.Hold
 		cutOne(t, proxy, mode, fmt.Sprintf("hold %d", i), func() (err error) {
@@ -624,6 +635,16 @@ func TestCutInsertsThenAppends(t *testing.T) {
 		}
 		if !slices.ContainsFunc(holds, func(x *store.Hold) bool { return x.ID == h.ID }) {
 			t.Fatalf("hold %d (cut %s) reported placed as %s; another connection does not find it", i, mode, h.ID)
+		}
+		cutOne(t, proxy, mode, fmt.Sprintf("release %d", i), func() error {
+			_, err := proxied.ReleaseHold(ctx, &store.ReleaseRequest{Now: now, ID: h.ID, Reason: "closed", By: "legal"})
+			return err
+		})
+		if holds, err = direct.Holds(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if k := slices.IndexFunc(holds, func(x *store.Hold) bool { return x.ID == h.ID }); k < 0 || holds[k].Active() {
+			t.Fatalf("release %d (cut %s) reported done; another connection reads the hold active", i, mode)
 		}
 	}
 	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
