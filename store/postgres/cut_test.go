@@ -651,3 +651,39 @@ func TestCutInsertsThenAppends(t *testing.T) {
 		t.Errorf("no write was re-issued: the path under test did not run")
 	}
 }
+
+// TestCutLapseResolve cuts the COMMIT of a sweeper's lapse (an effect written ambiguous under
+// the head) and of the human's resolution that follows, three ways each: each write reported
+// done must be what another connection reads.
+func TestCutLapseResolve(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	direct, proxy, proxied, settled := cutStores(t, 4)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	modes := []cutMode{cutBefore, cutAfter, cutSent}
+	for i := range 30 {
+		mode := modes[i%3]
+		c := newCutCall(fmt.Sprintf("charge:lapse-%d", i))
+		if _, err := direct.Reserve(ctx, c.reserveReq(now)); err != nil {
+			t.Fatal(err)
+		}
+		later := now.Add(2 * time.Hour) // past the hour's lease
+		cutOne(t, proxy, mode, fmt.Sprintf("lapse %d", i), func() error {
+			_, _, err := proxied.LapseLease(ctx, &store.LapseRequest{Now: later, Key: c.key, ActionID: c.actionID, Attempt: 1})
+			return err
+		})
+		if e, err := direct.Effect(ctx, c.key); err != nil || e.State != store.Ambiguous {
+			t.Fatalf("lapse %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
+		}
+		cutOne(t, proxy, mode, fmt.Sprintf("resolution %d", i), func() error {
+			_, err := proxied.Resolve(ctx, &store.ResolveRequest{Now: later, Key: c.key, To: store.Committed, By: "user:bob"})
+			return err
+		})
+		if e, err := direct.Effect(ctx, c.key); err != nil || e.State != store.Committed || e.ResolvedBy != "user:bob" {
+			t.Fatalf("resolution %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
+		}
+	}
+	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
+		t.Errorf("no write was re-issued: the path under test did not run")
+	}
+}
