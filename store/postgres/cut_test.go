@@ -424,6 +424,15 @@ func (h *countHandler) count(msg string) int {
 	return h.n[msg]
 }
 
+// wantReissued fails the test unless some write was settled as not landed and re-issued: the
+// path the cut-COMMIT tests are about.
+func (h *countHandler) wantReissued(t *testing.T) {
+	t.Helper()
+	if h.count("lost commit settled: it did not land; re-issuing") == 0 {
+		t.Errorf("no write was re-issued: the path under test did not run")
+	}
+}
+
 // openProxied opens the store at u through a new cutProxy (u's schema must exist already).
 func openProxied(t *testing.T, u string, cfg *Config) (*cutProxy, *Store) {
 	t.Helper()
@@ -576,9 +585,7 @@ func TestCutAnswer(t *testing.T) {
 			t.Fatalf("answer %d (cut %s) reported %s; another connection reads %+v, %v", i, mode, got.Status, read, err)
 		}
 	}
-	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
-		t.Errorf("no answer was re-issued: the path under test did not run")
-	}
+	settled.wantReissued(t)
 }
 
 // TestCutInsertsThenAppends cuts the COMMIT of writes that take the chain head, insert a row
@@ -647,9 +654,7 @@ func TestCutInsertsThenAppends(t *testing.T) {
 			t.Fatalf("release %d (cut %s) reported done; another connection reads the hold active", i, mode)
 		}
 	}
-	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
-		t.Errorf("no write was re-issued: the path under test did not run")
-	}
+	settled.wantReissued(t)
 }
 
 // TestCutLapseResolve cuts the COMMIT of a sweeper's lapse (an effect written ambiguous under
@@ -657,12 +662,9 @@ func TestCutInsertsThenAppends(t *testing.T) {
 // done must be what another connection reads.
 func TestCutLapseResolve(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	direct, proxy, proxied, settled := cutStores(t, 4)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	modes := []cutMode{cutBefore, cutAfter, cutSent}
-	for i := range 30 {
-		mode := modes[i%3]
+	ctx, now := t.Context(), time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i, mode := range slices.Repeat([]cutMode{cutBefore, cutAfter, cutSent}, 10) {
 		c := newCutCall(fmt.Sprintf("charge:lapse-%d", i))
 		if _, err := direct.Reserve(ctx, c.reserveReq(now)); err != nil {
 			t.Fatal(err)
@@ -683,7 +685,5 @@ func TestCutLapseResolve(t *testing.T) {
 			t.Fatalf("resolution %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
 		}
 	}
-	if settled.count("lost commit settled: it did not land; re-issuing") == 0 {
-		t.Errorf("no write was re-issued: the path under test did not run")
-	}
+	settled.wantReissued(t)
 }
