@@ -556,9 +556,9 @@ func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
 	return a.ID
 }
 
-// TestCutAnswer grants approval requests through a proxy that cuts the COMMIT of each answer
-// (before forwarding it, after its reply, right after sending it): a grant reported done must be
-// what the next transaction, on another connection, reads. (The soak found a grant reported done
+// TestCutAnswer creates and grants approval requests through a proxy that cuts the COMMIT of
+// each request and each answer (before forwarding it, after its reply, right after sending it): a
+// request or grant reported done must be what the next transaction, on another connection, reads. (The soak found a grant reported done
 // and read pending: the re-issue of an answer whose COMMIT never happened checked for that lost
 // attempt again after writing its own answer row — the same row, by request, approver and time —
 // and took it for the attempt, landed.)
@@ -573,8 +573,12 @@ func TestCutAnswer(t *testing.T) {
 			ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: "sha256:" + randomHex(32), ActionName: "billing.charge",
 			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 		}
-		if _, err := direct.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
-			t.Fatal(err)
+		cutOne(t, proxy, mode, fmt.Sprintf("request %d", i), func() error {
+			_, err := proxied.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a})
+			return err
+		})
+		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Pending {
+			t.Fatalf("request %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
 		}
 		var got *store.Approval
 		cutOne(t, proxy, mode, fmt.Sprintf("answer %d", i), func() (err error) {
