@@ -662,8 +662,8 @@ func TestCutInsertsThenAppends(t *testing.T) {
 }
 
 // TestCutLapseResolve cuts the COMMIT of a sweeper's lapse (an effect written ambiguous under
-// the head) and of the human's resolution that follows, three ways each: each write reported
-// done must be what another connection reads.
+// the head), of the human's resolution that follows and of a sweeper's expiry of an approval
+// request, three ways each: each write reported done must be what another connection reads.
 func TestCutLapseResolve(t *testing.T) {
 	t.Parallel()
 	direct, proxy, proxied, settled := cutStores(t, 4)
@@ -687,6 +687,20 @@ func TestCutLapseResolve(t *testing.T) {
 		})
 		if e, err := direct.Effect(ctx, c.key); err != nil || e.State != store.Committed || e.ResolvedBy != "user:bob" {
 			t.Fatalf("resolution %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
+		}
+		a := &store.Approval{
+			ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: c.hash, ActionName: "billing.charge",
+			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		}
+		if _, err := direct.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
+			t.Fatal(err)
+		}
+		cutOne(t, proxy, mode, fmt.Sprintf("expiry %d", i), func() error {
+			_, _, err := proxied.ExpireApproval(ctx, &store.ExpireRequest{Now: later, ID: a.ID})
+			return err
+		})
+		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Expired {
+			t.Fatalf("expiry %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
 		}
 	}
 	settled.wantReissued(t)
