@@ -705,3 +705,40 @@ func TestCutLapseResolve(t *testing.T) {
 	}
 	settled.wantReissued(t)
 }
+
+// TestCutTokensAndAccounts cuts the COMMIT of the writes that take no chain head — an API
+// token's creation and revocation, an approver account's creation and removal — three ways each:
+// each write reported done must be what another connection reads (a revocation reported done and
+// not stored would leave a token working).
+func TestCutTokensAndAccounts(t *testing.T) {
+	t.Parallel()
+	direct, proxy, proxied, settled := cutStores(t, 4)
+	ctx, now := t.Context(), time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i, mode := range slices.Repeat([]cutMode{cutBefore, cutAfter, cutSent}, 10) {
+		tk := &store.Token{ID: "tok_" + randomHex(16), Hash: "sha256:" + randomHex(32), Kind: store.TokenAgent, Agent: "billing-worker", CreatedAt: now}
+		cutOne(t, proxy, mode, fmt.Sprintf("token %d", i), func() error { return proxied.CreateToken(ctx, tk) })
+		if read, err := direct.TokenByHash(ctx, tk.Hash); err != nil || read.ID != tk.ID || !read.RevokedAt.IsZero() {
+			t.Fatalf("token %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
+		}
+		cutOne(t, proxy, mode, fmt.Sprintf("token revocation %d", i), func() error {
+			_, err := proxied.RevokeToken(ctx, tk.ID, now.Add(time.Minute))
+			return err
+		})
+		if read, err := direct.TokenByHash(ctx, tk.Hash); err != nil || read.RevokedAt.IsZero() {
+			t.Fatalf("token revocation %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
+		}
+		a := &store.Account{Name: fmt.Sprintf("approver-%d", i), PasswordHash: "$2a$10$" + randomHex(26), Roles: []string{"leads"}, CreatedAt: now}
+		cutOne(t, proxy, mode, fmt.Sprintf("account %d", i), func() error { return proxied.CreateAccount(ctx, a) })
+		if read, err := direct.Account(ctx, a.Name); err != nil || read.PasswordHash != a.PasswordHash {
+			t.Fatalf("account %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
+		}
+		cutOne(t, proxy, mode, fmt.Sprintf("account removal %d", i), func() error {
+			_, err := proxied.RemoveAccount(ctx, a.Name)
+			return err
+		})
+		if read, err := direct.Account(ctx, a.Name); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("account removal %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
+		}
+	}
+	settled.wantReissued(t)
+}
