@@ -472,14 +472,35 @@ func cutStores(t *testing.T, maxConns int32) (direct *Store, proxy *cutProxy, pr
 	return direct, proxy, proxied, settled
 }
 
-// cutOne arms proxy to cut the next COMMIT as mode, runs write and fails the test unless exactly
-// that COMMIT was cut and write succeeded.
-func cutOne(t *testing.T, proxy *cutProxy, mode cutMode, what string, write func() error) {
+// cutEnv is what a round of a cut-COMMIT test works with (cutRounds).
+type cutEnv struct {
+	ctx     context.Context
+	now     time.Time
+	direct  *Store // reads what landed
+	proxied *Store // writes through proxy
+	proxy   *cutProxy
+}
+
+// cutRounds runs round n times on a fresh schema, the cut modes in turn, in parallel with the
+// other tests, and then fails the test unless some write was settled as not landed and re-issued.
+func cutRounds(t *testing.T, n int, round func(e *cutEnv, i int, mode cutMode)) {
+	t.Parallel()
+	direct, proxy, proxied, settled := cutStores(t, 4)
+	e := &cutEnv{ctx: t.Context(), now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), direct: direct, proxied: proxied, proxy: proxy}
+	for i := range n {
+		round(e, i, []cutMode{cutBefore, cutAfter, cutSent}[i%3])
+	}
+	settled.wantReissued(t)
+}
+
+// cut arms the proxy to cut the next COMMIT as mode, runs write and fails the test unless
+// exactly that COMMIT was cut and write succeeded.
+func (e *cutEnv) cut(t *testing.T, mode cutMode, what string, write func() error) {
 	t.Helper()
-	cuts := proxy.cuts.Load()
-	proxy.arm(mode)
+	cuts := e.proxy.cuts.Load()
+	e.proxy.arm(mode)
 	err := write()
-	if proxy.take() != cutNone || proxy.cuts.Load() != cuts+1 {
+	if e.proxy.take() != cutNone || e.proxy.cuts.Load() != cuts+1 {
 		t.Fatalf("%s (cut %s): the proxy cut no COMMIT (%v)", what, mode, err)
 	}
 	if err != nil {
@@ -558,77 +579,65 @@ func grantApproval(t *testing.T, st *Store, hash string, now time.Time) string {
 
 // TestCutAnswer creates and grants approval requests through a proxy that cuts the COMMIT of
 // each request and each answer (before forwarding it, after its reply, right after sending it): a
-// request or grant reported done must be what the next transaction, on another connection, reads. (The soak found a grant reported done
-// and read pending: the re-issue of an answer whose COMMIT never happened checked for that lost
-// attempt again after writing its own answer row — the same row, by request, approver and time —
-// and took it for the attempt, landed.)
+// request or grant reported done must be what the next transaction, on another connection, reads.
+// (The soak found a grant reported done and read pending: the re-issue of an answer whose COMMIT
+// never happened checked for that lost attempt again after writing its own answer row — the same
+// row, by request, approver and time — and took it for the attempt, landed.)
 func TestCutAnswer(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	direct, proxy, proxied, settled := cutStores(t, 4)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for i := range 60 {
-		mode := []cutMode{cutBefore, cutAfter, cutSent}[i%3]
+	cutRounds(t, 60, func(e *cutEnv, i int, mode cutMode) {
 		a := &store.Approval{
 			ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: "sha256:" + randomHex(32), ActionName: "billing.charge",
-			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: e.now, ExpiresAt: e.now.Add(time.Hour),
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("request %d", i), func() error {
-			_, err := proxied.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a})
+		e.cut(t, mode, fmt.Sprintf("request %d", i), func() error {
+			_, err := e.proxied.CreateApproval(e.ctx, &store.ApprovalRequest{Now: e.now, Approval: a})
 			return err
 		})
-		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Pending {
+		if read, err := e.direct.Approval(e.ctx, a.ID); err != nil || read.Status != store.Pending {
 			t.Fatalf("request %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
 		}
 		var got *store.Approval
-		cutOne(t, proxy, mode, fmt.Sprintf("answer %d", i), func() (err error) {
-			got, err = proxied.AnswerApproval(ctx, &store.AnswerRequest{Now: now, ID: a.ID, Grant: true, Approver: "user:bob"})
+		e.cut(t, mode, fmt.Sprintf("answer %d", i), func() (err error) {
+			got, err = e.proxied.AnswerApproval(e.ctx, &store.AnswerRequest{Now: e.now, ID: a.ID, Grant: true, Approver: "user:bob"})
 			return err
 		})
-		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Granted || got.Status != store.Granted {
+		if read, err := e.direct.Approval(e.ctx, a.ID); err != nil || read.Status != store.Granted || got.Status != store.Granted {
 			t.Fatalf("answer %d (cut %s) reported %s; another connection reads %+v, %v", i, mode, got.Status, read, err)
 		}
-	}
-	settled.wantReissued(t)
+	})
 }
 
 // TestCutInsertsThenAppends cuts the COMMIT of writes that take the chain head, insert a row
 // under a fresh id and append a record with no read in between — a delegation, a legal hold —
 // three ways each, and then of their revocation and release: a write reported done must be what
-// another connection reads. The re-issue of
-// such a write inserts the very row its lost attempt had (same id, same values); a check for that
-// attempt made after the insert would read the re-issue's own row and take it for the attempt,
-// landed, and report a write that is not in the store.
+// another connection reads. The re-issue of such a write inserts the very row its lost attempt
+// had (same id, same values); a check for that attempt made after the insert would read the
+// re-issue's own row and take it for the attempt, landed, and report a write that is not in the
+// store.
 func TestCutInsertsThenAppends(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	direct, proxy, proxied, settled := cutStores(t, 4)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	// A receipt for the holds to cover.
-	c := newCutCall("charge:hold-me")
-	if _, err := direct.Reserve(ctx, c.reserveReq(now)); err != nil {
-		t.Fatal(err)
-	}
 	grant := []byte("subject: { agent: finance-bot }\nactions: [payments.refund]\n")
-	modes := []cutMode{cutBefore, cutAfter, cutSent}
-	for i := range 30 {
-		mode := modes[i%3]
-		d := &store.Delegation{ID: "dlg_" + randomHex(16), Parent: "alice-payments", Grant: grant, CreatedBy: "alice", CreatedAt: now}
-		cutOne(t, proxy, mode, fmt.Sprintf("delegation %d", i), func() error {
-			return proxied.CreateDelegation(ctx, d, []store.Event{{Kind: store.EventDelegationCreated, Time: now, Payload: []byte(`{}`)}})
+	cutRounds(t, 30, func(e *cutEnv, i int, mode cutMode) {
+		if i == 0 { // a receipt for the holds to cover
+			if _, err := e.direct.Reserve(e.ctx, newCutCall("charge:hold-me").reserveReq(e.now)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := &store.Delegation{ID: "dlg_" + randomHex(16), Parent: "alice-payments", Grant: grant, CreatedBy: "alice", CreatedAt: e.now}
+		e.cut(t, mode, fmt.Sprintf("delegation %d", i), func() error {
+			return e.proxied.CreateDelegation(e.ctx, d, []store.Event{{Kind: store.EventDelegationCreated, Time: e.now, Payload: []byte(`{}`)}})
 		})
-		list, err := direct.Delegations(ctx)
+		list, err := e.direct.Delegations(e.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(list, func(x *store.Delegation) bool { return x.ID == d.ID }) {
 			t.Fatalf("delegation %d (cut %s) reported created; another connection does not find it", i, mode)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("revocation %d", i), func() error {
-			_, err := proxied.RevokeDelegation(ctx, &store.RevokeRequest{Now: now, ID: d.ID, By: "alice"})
+		e.cut(t, mode, fmt.Sprintf("revocation %d", i), func() error {
+			_, err := e.proxied.RevokeDelegation(e.ctx, &store.RevokeRequest{Now: e.now, ID: d.ID, By: "alice"})
 			return err
 		})
-		if list, err = direct.Delegations(ctx); err != nil {
+		if list, err = e.direct.Delegations(e.ctx); err != nil {
 			t.Fatal(err)
 		}
 		if k := slices.IndexFunc(list, func(x *store.Delegation) bool { return x.ID == d.ID }); k < 0 || list[k].RevokedAt.IsZero() {
@@ -636,74 +645,69 @@ func TestCutInsertsThenAppends(t *testing.T) {
 		}
 
 		var h *store.Hold
-		cutOne(t, proxy, mode, fmt.Sprintf("hold %d", i), func() (err error) {
-			h, err = proxied.PlaceHold(ctx, &store.HoldRequest{Now: now, From: 1, To: 1, Reason: fmt.Sprintf("case %d", i), By: "legal"})
+		e.cut(t, mode, fmt.Sprintf("hold %d", i), func() (err error) {
+			h, err = e.proxied.PlaceHold(e.ctx, &store.HoldRequest{Now: e.now, From: 1, To: 1, Reason: fmt.Sprintf("case %d", i), By: "legal"})
 			return err
 		})
-		holds, err := direct.Holds(ctx)
+		holds, err := e.direct.Holds(e.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(holds, func(x *store.Hold) bool { return x.ID == h.ID }) {
 			t.Fatalf("hold %d (cut %s) reported placed as %s; another connection does not find it", i, mode, h.ID)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("release %d", i), func() error {
-			_, err := proxied.ReleaseHold(ctx, &store.ReleaseRequest{Now: now, ID: h.ID, Reason: "closed", By: "legal"})
+		e.cut(t, mode, fmt.Sprintf("release %d", i), func() error {
+			_, err := e.proxied.ReleaseHold(e.ctx, &store.ReleaseRequest{Now: e.now, ID: h.ID, Reason: "closed", By: "legal"})
 			return err
 		})
-		if holds, err = direct.Holds(ctx); err != nil {
+		if holds, err = e.direct.Holds(e.ctx); err != nil {
 			t.Fatal(err)
 		}
 		if k := slices.IndexFunc(holds, func(x *store.Hold) bool { return x.ID == h.ID }); k < 0 || holds[k].Active() {
 			t.Fatalf("release %d (cut %s) reported done; another connection reads the hold active", i, mode)
 		}
-	}
-	settled.wantReissued(t)
+	})
 }
 
 // TestCutLapseResolve cuts the COMMIT of a sweeper's lapse (an effect written ambiguous under
 // the head), of the human's resolution that follows and of a sweeper's expiry of an approval
 // request, three ways each: each write reported done must be what another connection reads.
 func TestCutLapseResolve(t *testing.T) {
-	t.Parallel()
-	direct, proxy, proxied, settled := cutStores(t, 4)
-	ctx, now := t.Context(), time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for i, mode := range slices.Repeat([]cutMode{cutBefore, cutAfter, cutSent}, 10) {
+	cutRounds(t, 30, func(e *cutEnv, i int, mode cutMode) {
 		c := newCutCall(fmt.Sprintf("charge:lapse-%d", i))
-		if _, err := direct.Reserve(ctx, c.reserveReq(now)); err != nil {
+		if _, err := e.direct.Reserve(e.ctx, c.reserveReq(e.now)); err != nil {
 			t.Fatal(err)
 		}
-		later := now.Add(2 * time.Hour) // past the hour's lease
-		cutOne(t, proxy, mode, fmt.Sprintf("lapse %d", i), func() error {
-			_, _, err := proxied.LapseLease(ctx, &store.LapseRequest{Now: later, Key: c.key, ActionID: c.actionID, Attempt: 1})
+		later := e.now.Add(2 * time.Hour) // past the hour's lease
+		e.cut(t, mode, fmt.Sprintf("lapse %d", i), func() error {
+			_, _, err := e.proxied.LapseLease(e.ctx, &store.LapseRequest{Now: later, Key: c.key, ActionID: c.actionID, Attempt: 1})
 			return err
 		})
-		if e, err := direct.Effect(ctx, c.key); err != nil || e.State != store.Ambiguous {
-			t.Fatalf("lapse %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
+		if eff, err := e.direct.Effect(e.ctx, c.key); err != nil || eff.State != store.Ambiguous {
+			t.Fatalf("lapse %d (cut %s) reported done; another connection reads %+v, %v", i, mode, eff, err)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("resolution %d", i), func() error {
-			_, err := proxied.Resolve(ctx, &store.ResolveRequest{Now: later, Key: c.key, To: store.Committed, By: "user:bob"})
+		e.cut(t, mode, fmt.Sprintf("resolution %d", i), func() error {
+			_, err := e.proxied.Resolve(e.ctx, &store.ResolveRequest{Now: later, Key: c.key, To: store.Committed, By: "user:bob"})
 			return err
 		})
-		if e, err := direct.Effect(ctx, c.key); err != nil || e.State != store.Committed || e.ResolvedBy != "user:bob" {
-			t.Fatalf("resolution %d (cut %s) reported done; another connection reads %+v, %v", i, mode, e, err)
+		if eff, err := e.direct.Effect(e.ctx, c.key); err != nil || eff.State != store.Committed || eff.ResolvedBy != "user:bob" {
+			t.Fatalf("resolution %d (cut %s) reported done; another connection reads %+v, %v", i, mode, eff, err)
 		}
 		a := &store.Approval{
 			ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: c.hash, ActionName: "billing.charge",
-			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Action: json.RawMessage(`{"name":"billing.charge"}`), Agent: "agent:test", CreatedAt: e.now, ExpiresAt: e.now.Add(time.Hour),
 		}
-		if _, err := direct.CreateApproval(ctx, &store.ApprovalRequest{Now: now, Approval: a}); err != nil {
+		if _, err := e.direct.CreateApproval(e.ctx, &store.ApprovalRequest{Now: e.now, Approval: a}); err != nil {
 			t.Fatal(err)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("expiry %d", i), func() error {
-			_, _, err := proxied.ExpireApproval(ctx, &store.ExpireRequest{Now: later, ID: a.ID})
+		e.cut(t, mode, fmt.Sprintf("expiry %d", i), func() error {
+			_, _, err := e.proxied.ExpireApproval(e.ctx, &store.ExpireRequest{Now: later, ID: a.ID})
 			return err
 		})
-		if read, err := direct.Approval(ctx, a.ID); err != nil || read.Status != store.Expired {
+		if read, err := e.direct.Approval(e.ctx, a.ID); err != nil || read.Status != store.Expired {
 			t.Fatalf("expiry %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
 		}
-	}
-	settled.wantReissued(t)
+	})
 }
 
 // TestCutTokensAndAccounts cuts the COMMIT of the writes that take no chain head — an API
@@ -711,34 +715,30 @@ func TestCutLapseResolve(t *testing.T) {
 // each write reported done must be what another connection reads (a revocation reported done and
 // not stored would leave a token working).
 func TestCutTokensAndAccounts(t *testing.T) {
-	t.Parallel()
-	direct, proxy, proxied, settled := cutStores(t, 4)
-	ctx, now := t.Context(), time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for i, mode := range slices.Repeat([]cutMode{cutBefore, cutAfter, cutSent}, 10) {
-		tk := &store.Token{ID: "tok_" + randomHex(16), Hash: "sha256:" + randomHex(32), Kind: store.TokenAgent, Agent: "billing-worker", CreatedAt: now}
-		cutOne(t, proxy, mode, fmt.Sprintf("token %d", i), func() error { return proxied.CreateToken(ctx, tk) })
-		if read, err := direct.TokenByHash(ctx, tk.Hash); err != nil || read.ID != tk.ID || !read.RevokedAt.IsZero() {
+	cutRounds(t, 30, func(e *cutEnv, i int, mode cutMode) {
+		tk := &store.Token{ID: "tok_" + randomHex(16), Hash: "sha256:" + randomHex(32), Kind: store.TokenAgent, Agent: "billing-worker", CreatedAt: e.now}
+		e.cut(t, mode, fmt.Sprintf("token %d", i), func() error { return e.proxied.CreateToken(e.ctx, tk) })
+		if read, err := e.direct.TokenByHash(e.ctx, tk.Hash); err != nil || read.ID != tk.ID || !read.RevokedAt.IsZero() {
 			t.Fatalf("token %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("token revocation %d", i), func() error {
-			_, err := proxied.RevokeToken(ctx, tk.ID, now.Add(time.Minute))
+		e.cut(t, mode, fmt.Sprintf("token revocation %d", i), func() error {
+			_, err := e.proxied.RevokeToken(e.ctx, tk.ID, e.now.Add(time.Minute))
 			return err
 		})
-		if read, err := direct.TokenByHash(ctx, tk.Hash); err != nil || read.RevokedAt.IsZero() {
+		if read, err := e.direct.TokenByHash(e.ctx, tk.Hash); err != nil || read.RevokedAt.IsZero() {
 			t.Fatalf("token revocation %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
 		}
-		a := &store.Account{Name: fmt.Sprintf("approver-%d", i), PasswordHash: "$2a$10$" + randomHex(26), Roles: []string{"leads"}, CreatedAt: now}
-		cutOne(t, proxy, mode, fmt.Sprintf("account %d", i), func() error { return proxied.CreateAccount(ctx, a) })
-		if read, err := direct.Account(ctx, a.Name); err != nil || read.PasswordHash != a.PasswordHash {
+		a := &store.Account{Name: fmt.Sprintf("approver-%d", i), PasswordHash: "$2a$10$" + randomHex(26), Roles: []string{"leads"}, CreatedAt: e.now}
+		e.cut(t, mode, fmt.Sprintf("account %d", i), func() error { return e.proxied.CreateAccount(e.ctx, a) })
+		if read, err := e.direct.Account(e.ctx, a.Name); err != nil || read.PasswordHash != a.PasswordHash {
 			t.Fatalf("account %d (cut %s) reported created; another connection reads %+v, %v", i, mode, read, err)
 		}
-		cutOne(t, proxy, mode, fmt.Sprintf("account removal %d", i), func() error {
-			_, err := proxied.RemoveAccount(ctx, a.Name)
+		e.cut(t, mode, fmt.Sprintf("account removal %d", i), func() error {
+			_, err := e.proxied.RemoveAccount(e.ctx, a.Name)
 			return err
 		})
-		if read, err := direct.Account(ctx, a.Name); !errors.Is(err, store.ErrNotFound) {
+		if read, err := e.direct.Account(e.ctx, a.Name); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("account removal %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
 		}
-	}
-	settled.wantReissued(t)
+	})
 }
