@@ -669,16 +669,25 @@ func TestCutInsertsThenAppends(t *testing.T) {
 	})
 }
 
-// TestCutLapseResolve cuts the COMMIT of a sweeper's lapse (an effect written ambiguous under
-// the head), of the human's resolution that follows and of a sweeper's expiry of an approval
-// request, three ways each: each write reported done must be what another connection reads.
+// TestCutLapseResolve cuts the COMMIT of a lease's extension, of a sweeper's lapse (an effect
+// written ambiguous under the head), of the human's resolution that follows and of a sweeper's
+// expiry of an approval request, three ways each: each write reported done must be what another
+// connection reads.
 func TestCutLapseResolve(t *testing.T) {
 	cutRounds(t, 30, func(e *cutEnv, i int, mode cutMode) {
 		c := newCutCall(fmt.Sprintf("charge:lapse-%d", i))
 		if _, err := e.direct.Reserve(e.ctx, c.reserveReq(e.now)); err != nil {
 			t.Fatal(err)
 		}
-		later := e.now.Add(2 * time.Hour) // past the hour's lease
+		until := e.now.Add(90 * time.Minute)
+		e.cut(t, mode, fmt.Sprintf("extension %d", i), func() error {
+			_, err := e.proxied.ExtendLease(e.ctx, &store.ExtendRequest{Now: e.now, Key: c.key, ActionID: c.actionID, Attempt: 1, Until: until})
+			return err
+		})
+		if eff, err := e.direct.Effect(e.ctx, c.key); err != nil || !eff.LeaseExpiresAt.Equal(until) {
+			t.Fatalf("extension %d (cut %s) reported done; another connection reads %+v, %v", i, mode, eff, err)
+		}
+		later := e.now.Add(2 * time.Hour) // past the extended lease
 		e.cut(t, mode, fmt.Sprintf("lapse %d", i), func() error {
 			_, _, err := e.proxied.LapseLease(e.ctx, &store.LapseRequest{Now: later, Key: c.key, ActionID: c.actionID, Attempt: 1})
 			return err
@@ -711,7 +720,8 @@ func TestCutLapseResolve(t *testing.T) {
 }
 
 // TestCutTokensAndAccounts cuts the COMMIT of the writes that take no chain head — an API
-// token's creation and revocation, an approver account's creation and removal — three ways each:
+// token's creation and revocation, an approver account's creation and removal, a signed
+// checkpoint's storing — three ways each:
 // each write reported done must be what another connection reads (a revocation reported done and
 // not stored would leave a token working).
 func TestCutTokensAndAccounts(t *testing.T) {
@@ -739,6 +749,14 @@ func TestCutTokensAndAccounts(t *testing.T) {
 		})
 		if read, err := e.direct.Account(e.ctx, a.Name); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("account removal %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
+		}
+		cp := &receipt.Checkpoint{Seq: int64(i + 1), Hash: "sha256:" + randomHex(32), SignedAt: e.now, StoreID: "st_" + randomHex(16), KeyID: "key", Signature: randomHex(32)}
+		e.cut(t, mode, fmt.Sprintf("checkpoint %d", i), func() error { return e.proxied.AddCheckpoint(e.ctx, cp) })
+		cps, err := e.direct.Checkpoints(e.ctx)
+		if err != nil || !slices.ContainsFunc(cps, func(x *receipt.Checkpoint) bool {
+			return x.Seq == cp.Seq && x.Hash == cp.Hash && x.SignedAt.Equal(cp.SignedAt) && x.Signature == cp.Signature
+		}) {
+			t.Fatalf("checkpoint %d (cut %s) reported stored; another connection reads %d checkpoints without it, %v", i, mode, len(cps), err)
 		}
 	})
 }
