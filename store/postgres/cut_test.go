@@ -24,6 +24,7 @@ import (
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/store/storetest"
 )
 
 // cutMode says what the proxy does with the next COMMIT it sees.
@@ -757,6 +758,38 @@ func TestCutTokensAndAccounts(t *testing.T) {
 			return x.Seq == cp.Seq && x.Hash == cp.Hash && x.SignedAt.Equal(cp.SignedAt) && x.Signature == cp.Signature
 		}) {
 			t.Fatalf("checkpoint %d (cut %s) reported stored; another connection reads %d checkpoints without it, %v", i, mode, len(cps), err)
+		}
+	})
+}
+
+// TestCutPrune cuts the COMMIT of prunes, three ways each: each prune reported done is what
+// another connection reads — the chain starting at the checkpoint it pruned below, and verifying
+// from there.
+func TestCutPrune(t *testing.T) {
+	key, _ := storetest.SigningKey(t)
+	cutRounds(t, 9, func(e *cutEnv, i int, mode cutMode) {
+		at := e.now.Add(time.Duration(i) * time.Hour)
+		for j := range 3 {
+			c := newCutCall(fmt.Sprintf("charge:prune-%d-%d", i, j))
+			if _, err := e.direct.Reserve(e.ctx, c.reserveReq(at)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.direct.Record(e.ctx, c.recordReq(at, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cp, err := store.SignCheckpoint(e.ctx, e.direct, key, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *store.PruneResult
+		e.cut(t, mode, fmt.Sprintf("prune %d", i), func() (err error) {
+			res, err = e.proxied.Prune(e.ctx, &store.PruneRequest{Now: at, By: "cli:ops", BeforeSeq: cp.Seq})
+			return err
+		})
+		rep, err := store.VerifyChain(e.ctx, e.direct)
+		if err != nil || !rep.OK || rep.Start == nil || rep.Start.Seq != cp.Seq || res.Start.Seq != cp.Seq {
+			t.Fatalf("prune %d (cut %s) reported the chain starting at %d; another connection verifies %+v, %v", i, mode, res.Start.Seq, rep, err)
 		}
 	})
 }
