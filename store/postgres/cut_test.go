@@ -721,8 +721,8 @@ func TestCutLapseResolve(t *testing.T) {
 }
 
 // TestCutTokensAndAccounts cuts the COMMIT of the writes that take no chain head — an API
-// token's creation and revocation, an approver account's creation and removal, a signed
-// checkpoint's storing — three ways each:
+// token's creation and revocation, an approver account's creation and removal, events that
+// change no state, a signed checkpoint's storing — three ways each:
 // each write reported done must be what another connection reads (a revocation reported done and
 // not stored would leave a token working).
 func TestCutTokensAndAccounts(t *testing.T) {
@@ -750,6 +750,18 @@ func TestCutTokensAndAccounts(t *testing.T) {
 		})
 		if read, err := e.direct.Account(e.ctx, a.Name); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("account removal %d (cut %s) reported done; another connection reads %+v, %v", i, mode, read, err)
+		}
+		evs := []store.Event{{Kind: store.EventDelegationRejected, Time: e.now, Payload: []byte(fmt.Sprintf(`{"round":%d}`, i))},
+			{Kind: store.EventDelegationRejected, Time: e.now, Payload: []byte(fmt.Sprintf(`{"round":%d,"n":2}`, i))}}
+		e.cut(t, mode, fmt.Sprintf("events %d", i), func() error { return e.proxied.LogEvents(e.ctx, evs) })
+		for _, ev := range evs {
+			got, err := e.direct.Events(e.ctx, store.EventFilter{AfterID: ev.ID - 1, Limit: 1})
+			if err != nil || len(got) != 1 || got[0].ID != ev.ID || string(got[0].Payload) != string(ev.Payload) {
+				t.Fatalf("events %d (cut %s) reported logged as id %d; another connection reads %+v, %v", i, mode, ev.ID, got, err)
+			}
+		}
+		if all, err := e.direct.Events(e.ctx, store.EventFilter{}); err != nil || count(all, store.EventDelegationRejected) != 2*(i+1) {
+			t.Fatalf("after round %d (cut %s): %d events logged, want %d (each once), %v", i, mode, count(all, store.EventDelegationRejected), 2*(i+1), err)
 		}
 		cp := &receipt.Checkpoint{Seq: int64(i + 1), Hash: "sha256:" + randomHex(32), SignedAt: e.now, StoreID: "st_" + randomHex(16), KeyID: "key", Signature: randomHex(32)}
 		e.cut(t, mode, fmt.Sprintf("checkpoint %d", i), func() error { return e.proxied.AddCheckpoint(e.ctx, cp) })
