@@ -78,10 +78,6 @@ type txn struct {
 	// and the reused event ids give that wait to writes with no row to compare.
 	pending *witness
 	w       witness
-	// headLocked: this transaction holds the chain head. A pending attempt that appended a
-	// receipt held the head until it ended, so once this transaction holds it too that attempt
-	// has committed or rolled back for good, and the first check after settles it.
-	headLocked bool
 }
 
 // write runs fn in one READ COMMITTED transaction and commits it, again from the start when a
@@ -293,10 +289,7 @@ func readForWrite[T any](ctx context.Context, t *txn, op, what string, row pgx.R
 	return v, nil
 }
 
-// checkPending reports errLanded when the pending attempt turns out to have landed. Found not
-// landed while the head is held, it never will (see headLocked): it is settled, and later checks
-// are skipped — they would read this transaction's own writes, which can be the very rows the
-// attempt wrote (an answer's row, keyed by request, approver and time, is), and take them for it.
+// checkPending reports errLanded when the pending attempt turns out to have landed.
 func (t *txn) checkPending(ctx context.Context) error {
 	if t.pending == nil {
 		return nil
@@ -307,8 +300,6 @@ func (t *txn) checkPending(ctx context.Context) error {
 		return err
 	case ok:
 		return errLanded
-	case t.headLocked && t.pending.seq > 0:
-		t.pending = nil
 	}
 	return nil
 }
@@ -557,21 +548,25 @@ func eventArgs(e store.Event, now time.Time) (store.Event, []any, error) {
 // lockHead locks the chain head for the rest of the transaction. Every transaction that may
 // append a receipt calls it before it touches any other row (the lock order, postgres.go).
 //
-// A re-issue settles its lost attempt right there, before it writes anything: the lock waited
-// for that attempt if it was still committing, so what the check finds now is final. Checked
-// later — after the re-issue inserted the same row under the same id, as a delegation or a hold
-// does with no read in between — the check would read the re-issue's own row and take it for the
-// attempt, landed (TestCutInsertsThenAppends).
+// A re-issue whose lost attempt appended a receipt settles that attempt right there, before it
+// writes anything: the attempt held the head until it ended, so the lock waited for it if it was
+// still committing, and what the check finds now is final — landed, or never. Not landed, the
+// attempt is forgotten: a later check would read this transaction's own writes, which can be the
+// very rows the attempt wrote (an answer's row, keyed by request, approver and time; a delegation
+// or a hold under the same id), and take them for it (TestCutAnswer, TestCutInsertsThenAppends).
 func (t *txn) lockHead(ctx context.Context) error {
 	var seq int64
 	var hash string
 	if err := t.QueryRow(ctx, t.s.q.lockHead).Scan(&seq, &hash); err != nil {
 		return fmt.Errorf("lock chain head: %w", err)
 	}
-	t.headLocked = true
-	if t.pending != nil && t.pending.seq > 0 {
-		return t.checkPending(ctx)
+	if t.pending == nil || t.pending.seq == 0 {
+		return nil
 	}
+	if err := t.checkPending(ctx); err != nil {
+		return err
+	}
+	t.pending = nil
 	return nil
 }
 
@@ -590,12 +585,10 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 	if err := t.QueryRow(ctx, t.s.q.bumpHead).Scan(&seq, &head); err != nil {
 		return nil, fmt.Errorf("append receipt %s: chain head: %w", rc.ReceiptID, err)
 	}
-	t.headLocked = true
 	if t.pending != nil && t.pending.seq > 0 {
-		// The head lock waited for the pending attempt if it was still committing.
-		if err := t.checkPending(ctx); err != nil {
-			return nil, err
-		}
+		// lockHead settles such an attempt and forgets it: a write that appends without taking
+		// the head first breaks the lock order and would check for its attempt too late.
+		return nil, fmt.Errorf("append receipt %s: the chain head was not locked first", rc.ReceiptID)
 	}
 	seq, prev := receipt.Next(receipt.Head{Seq: seq - 1, Hash: head})
 	sealed, args, err := receiptArgs(rc, seq, prev)
