@@ -226,7 +226,7 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	if req.Seconds <= 0 || req.Seconds > maxLeaseSeconds {
-		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("seconds must be from 1 to %d (the longest lease, 7 days): extend again as the work goes on", maxLeaseSeconds))
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("seconds must be from 1 to %d (the longest lease, %d days): extend again as the work goes on", maxLeaseSeconds, maxLeaseSeconds/86400))
 		p.Field = "seconds"
 		writeProblem(w, p)
 		return

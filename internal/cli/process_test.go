@@ -96,13 +96,21 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	if !ready(p.base) {
+		t.Fatalf("serve never became ready:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+// ready waits up to 20 s for the /readyz of the server at base (http://ADDR) to answer.
+func ready(base string) bool {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(p.base + "/readyz"); err == nil {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
 			resp.Body.Close()
-			return p
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve never became ready:\n%s", p.stderr.String())
+			return false
 		}
 	}
 }

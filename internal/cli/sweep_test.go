@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -89,14 +88,8 @@ func TestSweepProcesses(t *testing.T) {
 			// Each is ready (its signal handling in place) before the SIGTERM below: the others
 			// may sweep everything while one is still starting.
 			for i, p := range procs {
-				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					if resp, err := http.Get("http://" + p.addr + "/readyz"); err == nil {
-						resp.Body.Close()
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("serve %d never became ready", i)
-					}
+				if !ready("http://" + p.addr) {
+					t.Fatalf("serve %d never became ready", i)
 				}
 			}
 
