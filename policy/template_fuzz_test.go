@@ -90,7 +90,12 @@ func FuzzTemplate(f *testing.F) {
 		if want != got || (werr == nil) != (gerr == nil) {
 			t.Fatalf("Render(%q) = %q, %v but the rebuilt %q renders %q, %v", src, want, werr, rebuilt.String(), got, gerr)
 		}
-		// A missing argument is refused naming its placeholder.
+		// A missing argument is refused naming its placeholder — when nothing else refuses first:
+		// with no resource, or an empty string argument, the whole call already fails, on
+		// whichever placeholder comes first.
+		if werr != nil {
+			return
+		}
 		for _, n := range names {
 			if n == ResourcePlaceholder {
 				continue
