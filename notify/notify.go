@@ -45,7 +45,7 @@ const (
 
 // Body formats.
 const (
-	FormatJSON  = "json"  // the Alert document
+	FormatJSON = "json" // the Alert document
 	// FormatSlack posts {"text": …}, for a Slack incoming webhook (or anything that takes that
 	// shape). Every value in the text (action name, effect key, approval id) is an inline code
 	// span with &, < and > escaped, so an effect key rendered from an agent's arguments cannot
