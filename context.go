@@ -123,7 +123,10 @@ func executionFrom(ctx context.Context) *execution {
 // treats the renewal as a new request — which is what a renewal is for when the earlier attempt
 // really did not act. If the earlier attempt did act and was resolved failed by mistake, the
 // provider cannot tell: use EffectToken when the provider must refuse the second charge even
-// then. Outside an executor, or for a call with no effect key, it returns "".
+// then. Sent as an HTTP Idempotency-Key header, it should go through package latchhttp: a bare
+// net/http client re-sends a request carrying that header by itself when a reused connection
+// drops before the answer, a second call inside one attempt. Outside an executor, or for a call
+// with no effect key, it returns "".
 func IdempotencyToken(ctx context.Context) string {
 	if e := executionFrom(ctx); e != nil {
 		return e.token

@@ -42,6 +42,23 @@
 //
 // The rule errs one way only: when it cannot tell whether a byte of a complete request reached
 // the remote, the answer is unknown. docs/integrations/latchhttp.md lists every case.
+//
+// # One send per call
+//
+// latchhttp never sends a request body — or a request — twice within one call. net/http does,
+// on its own: when a reused keep-alive connection fails before the answer, it sends the request
+// again on a fresh connection if it takes the request for a replayable one — a GET, HEAD,
+// OPTIONS or TRACE, or any request carrying an Idempotency-Key or X-Idempotency-Key header whose
+// body it can rewind (http.NewRequest makes strings, bytes and buffers rewindable). Against a
+// remote that does not deduplicate that header, the request above would charge twice inside one
+// latch attempt, and the attempt would be recorded committed. [Do], [Client.Do] and [Transport]
+// hand the transport a request it cannot replay, so a lost answer is unknown (the effect is
+// ambiguous), never a silent second send; a redirect the remote asks for (307, 308) is still
+// followed with the body. A round tripper that keeps its own copy of the body and retries
+// cannot be stopped from outside; when the trace shows it sending again, the call fails with
+// [ErrSentTwice], unknown. Code that calls an *http.Client itself gets the same guarantee by
+// installing a [Transport] in it; without one, net/http may send an idempotency-keyed request
+// twice.
 package latchhttp
 
 import (
@@ -147,7 +164,11 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(out)
+	// The caller's client, with every hop sent through once: the client still follows a
+	// 307 or 308 with the body (the remote asked for it), the transport never resends one.
+	hc := *c.hc
+	hc.Transport = once{c.hc.Transport}
+	resp, err := hc.Do(out)
 	if err != nil {
 		return nil, ex.classify(req, err)
 	}
@@ -225,6 +246,9 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // through untouched, whatever their status: a RoundTripper does not interpret them (use
 // Client.Do or Do for that).
 //
+// Like Client.Do, it hands Base a request Base cannot send twice (see the package
+// documentation), and fails with ErrSentTwice when it sees Base send one again anyway.
+//
 // A redirected request (one the http.Client made after a redirect response) never fails as
 // NotExecuted: the server that redirected saw the original request. When the client's
 // Timeout fires, net/http replaces the error with its own and the classification is lost: the
@@ -244,11 +268,130 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := base.RoundTrip(out)
+	resp, err := sendOnce(base, out)
 	if err != nil {
 		return nil, ex.classify(req, err)
 	}
 	return resp, nil
+}
+
+// ErrSentTwice is the cause of a *TransportError (Sent true) when a round tripper under
+// latchhttp sent one request more than once — a retrying transport that buffered the body. The
+// remote may have acted once or twice, so the outcome is unknown even if the last try was
+// answered. latchhttp stops net/http's own transports from resending; it can only detect, never
+// stop, a round tripper that keeps its own copy of the body.
+var ErrSentTwice = errors.New("latchhttp: the request was sent more than once")
+
+// once is the round tripper Client.Do puts under the caller's client for each hop.
+type once struct{ base http.RoundTripper }
+
+func (o once) RoundTrip(req *http.Request) (*http.Response, error) { return sendOnce(o.base, req) }
+
+// sendOnce sends req through rt as a request that net/http's transports (HTTP/1 and HTTP/2)
+// will not send again by themselves, and turns a second send it sees anyway into ErrSentTwice.
+//
+// net/http resends a request on a fresh connection when a reused keep-alive connection fails
+// before the answer and it deems the request replayable: no body, or a body it can rewind
+// (Request.GetBody, which http.NewRequest sets for in-memory bodies), together with a method
+// that is safe to repeat (GET, HEAD, OPTIONS, TRACE) or an Idempotency-Key or
+// X-Idempotency-Key header. Against a remote that does not deduplicate, that is a second
+// charge inside one latch attempt, and latch would record it committed. The remedy is to make
+// the request not replayable, whatever its method and headers: see unreplayable.
+func sendOnce(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	sends := &sends{}
+	out := unreplayable(req.WithContext(httptrace.WithClientTrace(req.Context(), sends.trace())))
+	resp, err := rt.RoundTrip(out)
+	switch {
+	case !sends.again.Load() || errors.Is(err, ErrSentTwice):
+		return resp, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrSentTwice, err)
+	}
+	resp.Body.Close()
+	return nil, fmt.Errorf("%w: the last try was answered %s", ErrSentTwice, resp.Status)
+}
+
+// unreplayable returns req (a copy the caller owns) changed so that net/http's transports
+// cannot send it twice:
+//
+//   - a request with a body loses GetBody: a transport cannot rewind a body it has read, so it
+//     retries only when it read none of it (nothing was sent);
+//   - a request without a body whose method is usually sent without one (GET, HEAD, DELETE,
+//     OPTIONS, …) gets an empty body that cannot be rewound either. On HTTP/1 net/http finds it
+//     empty before writing, so the request goes out as it would have;
+//   - a request without a body and another method (a POST with no body) keeps it that way, so
+//     it still carries "Content-Length: 0"; its Idempotency-Key and X-Idempotency-Key headers,
+//     which alone make such a request replayable, move to lower-case header names. Header names
+//     are case-insensitive on the wire; net/http looks the replay markers up by their exact
+//     canonical names.
+func unreplayable(req *http.Request) *http.Request {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.GetBody = nil
+		return req
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodDelete,
+		"PROPFIND", "SEARCH":
+		req.Body, req.GetBody = emptyBody{}, nil
+		return req
+	}
+	req.Header = unmarked(req.Header)
+	return req
+}
+
+// replayMarkers are the headers that make net/http take a request for one it may repeat.
+var replayMarkers = [...]string{"Idempotency-Key", "X-Idempotency-Key"}
+
+// unmarked returns h with the replay markers under lower-case names; h itself is not changed.
+func unmarked(h http.Header) http.Header {
+	var out http.Header
+	for _, k := range replayMarkers {
+		v, ok := h[k]
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = h.Clone()
+		}
+		delete(out, k)
+		lower := strings.ToLower(k)
+		out[lower] = append(out[lower], v...)
+	}
+	if out == nil {
+		return h
+	}
+	return out
+}
+
+// emptyBody is a request body with nothing in it that is not http.NoBody, so that a transport
+// cannot take the request for one without a body, which it could repeat.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
+// sends watches one hop through the trace hooks: a connection asked for after the request was
+// written is the request being sent again.
+type sends struct {
+	wrote atomic.Bool
+	again atomic.Bool
+}
+
+func (s *sends) trace() *httptrace.ClientTrace {
+	wrote := func() { s.wrote.Store(true) }
+	return &httptrace.ClientTrace{
+		GetConn: func(string) {
+			if s.wrote.Load() {
+				s.again.Store(true)
+			}
+		},
+		WroteHeaderField: func(string, []string) { wrote() },
+		WroteHeaders:     wrote,
+		WroteRequest:     func(httptrace.WroteRequestInfo) { wrote() },
+	}
 }
 
 // exchange follows one request through net/http's trace hooks.

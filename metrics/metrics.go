@@ -5,13 +5,21 @@
 //	m, err := metrics.New(nil)
 //	g, err := latch.Open(ctx, &latch.Config{Sinks: []latch.Sink{m}})
 //	m.UseStore(g.Store())                 // the gauges of effects and approvals by state
+//	m.UsePolicy(g.Policy())               // action labels: only the names the policy lists
 //	http.Handle("/metrics", m.Handler())  // or register m.Registry() with your own
 //
 // The Sink is a latch.Observer as well: the guard tells it how each call ended and how long each
 // store write took, synchronously and without blocking. Receipts and events reach it like any
 // sink's, after they are committed. Labels carry action names, results, reason words, event
-// causes and store operations — never arguments, effect keys, ids or principals — so their
-// number is bounded by the policy. Every metric is listed in docs/observability.md.
+// causes and store operations — never arguments, effect keys, ids or principals.
+//
+// An action name comes from the caller — over HTTP, from whoever can reach the API — and
+// /metrics is usually served without authentication, so no label may take a value per made-up
+// name: each new label value is a series Prometheus keeps. With a policy (Config.Policy or
+// UsePolicy), the action label takes the names it lists and LabelUnlisted for any other;
+// without one, the first MaxLabelValues distinct names and LabelOther after them. Reason words
+// and event causes take snake_case words only, at most MaxLabelValues of each, and LabelOther
+// otherwise. Every metric is listed in docs/observability.md.
 package metrics
 
 import (
@@ -21,13 +29,28 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
+
+// Label values that stand for many.
+const (
+	// LabelUnlisted is the action label of every call whose action the policy does not list.
+	LabelUnlisted = "(unlisted)"
+	// LabelOther is the value of a label past MaxLabelValues distinct values, or not shaped
+	// like one (a reason word or a cause that is not snake_case).
+	LabelOther = "(other)"
+)
+
+// MaxLabelValues bounds the distinct values one label takes (beside LabelUnlisted and
+// LabelOther) where no policy bounds them.
+const MaxLabelValues = 256
 
 // Config configures a Sink. The zero value (or nil) counts into a new registry of its own.
 type Config struct {
@@ -40,6 +63,9 @@ type Config struct {
 	Store store.Store
 	// CountTimeout bounds the scrape-time count; default 5s.
 	CountTimeout time.Duration
+	// Policy, when set, is the one the guard decides by: the action label takes only the names
+	// it lists (LabelUnlisted for any other). UsePolicy sets it later.
+	Policy *policy.Policy
 }
 
 // Sink is the metrics sink. It implements latch.Sink and latch.Observer, and is safe for
@@ -50,6 +76,9 @@ type Sink struct {
 
 	mu sync.RWMutex
 	st store.Store
+	// pol, when set, lists the action names that are labels; labels bounds the rest.
+	pol    *policy.Policy
+	labels map[string]map[string]bool // label name → values seen, for the labels no policy bounds
 
 	calls        *prometheus.CounterVec
 	refusals     *prometheus.CounterVec
@@ -97,7 +126,8 @@ func New(cfg *Config) (*Sink, error) {
 	if c.CountTimeout < 0 {
 		return nil, errors.New("metrics: negative count timeout")
 	}
-	s := &Sink{reg: c.Registry, timeout: c.CountTimeout, st: c.Store, requestedAt: map[string]time.Time{}}
+	s := &Sink{reg: c.Registry, timeout: c.CountTimeout, st: c.Store, pol: c.Policy, requestedAt: map[string]time.Time{},
+		labels: map[string]map[string]bool{}}
 	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latch_calls_total",
 		Help: "Calls that ended, by action and result (committed, failed, ambiguous, observed, denied, blocked, approval_required, error)."},
 		[]string{"action", "result"})
@@ -160,6 +190,75 @@ func (s *Sink) UseStore(st store.Store) {
 	s.st = st
 }
 
+// UsePolicy sets the policy whose action names the action label may take (Config.Policy): for
+// a sink built before its guard opened (latch.Guard.Policy). Series already counted stay.
+func (s *Sink) UsePolicy(p *policy.Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pol = p
+}
+
+// action is the action label of a call to name.
+func (s *Sink) action(name string) string {
+	s.mu.RLock()
+	pol := s.pol
+	s.mu.RUnlock()
+	if pol == nil {
+		return s.bounded("action", name, utf8.ValidString(name) && name != "")
+	}
+	if _, ok := pol.Actions[name]; ok {
+		return name
+	}
+	return LabelUnlisted
+}
+
+// word is the label value of a reason word or an event cause: a snake_case word, one of at most
+// MaxLabelValues, or LabelOther.
+func (s *Sink) word(label, w string) string {
+	return s.bounded(label, w, snakeCase(w))
+}
+
+// bounded returns v when ok and v is one of the first MaxLabelValues values label took, and
+// LabelOther otherwise.
+func (s *Sink) bounded(label, v string, ok bool) string {
+	if !ok {
+		return LabelOther
+	}
+	s.mu.RLock()
+	seen := s.labels[label][v]
+	s.mu.RUnlock()
+	if seen {
+		return v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vals := s.labels[label]
+	if vals == nil {
+		vals = map[string]bool{}
+		s.labels[label] = vals
+	}
+	if !vals[v] && len(vals) >= MaxLabelValues {
+		return LabelOther
+	}
+	vals[v] = true
+	return v
+}
+
+// snakeCase reports whether w is a word of at most 64 lower-case letters, digits and
+// underscores, starting with a letter: the shape of every reason word and cause latch writes.
+func snakeCase(w string) bool {
+	if w == "" || len(w) > 64 || w[0] < 'a' || w[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Sink) store() store.Store {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -168,9 +267,10 @@ func (s *Sink) store() store.Store {
 
 // CallEnded counts a call (latch.Observer).
 func (s *Sink) CallEnded(action, result, reason string) {
-	s.calls.WithLabelValues(action, result).Inc()
+	a := s.action(action)
+	s.calls.WithLabelValues(a, s.word("result", result)).Inc()
 	if reason != "" {
-		s.refusals.WithLabelValues(action, reason).Inc()
+		s.refusals.WithLabelValues(a, s.word("reason", reason)).Inc()
 	}
 }
 
@@ -239,7 +339,7 @@ func (s *Sink) Event(ctx context.Context, e store.Event) error {
 		if cause == "" {
 			cause = "executor"
 		}
-		s.ambiguous.WithLabelValues(cause).Inc()
+		s.ambiguous.WithLabelValues(s.word("cause", cause)).Inc()
 		if cause == "lease_expired" {
 			s.lapsed.Inc()
 		}
@@ -247,7 +347,7 @@ func (s *Sink) Event(ctx context.Context, e store.Event) error {
 		s.conflicts.Inc()
 	case store.EventEffectResolved:
 		if p.To != "" {
-			s.resolved.WithLabelValues(p.To).Inc()
+			s.resolved.WithLabelValues(s.word("to", p.To)).Inc()
 		}
 	}
 	return nil

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -44,8 +45,13 @@ const (
 
 // Body formats.
 const (
-	FormatJSON  = "json"  // the Alert document
-	FormatSlack = "slack" // {"text": …}, for a Slack incoming webhook (or anything that takes that shape)
+	FormatJSON = "json" // the Alert document
+	// FormatSlack posts {"text": …}, for a Slack incoming webhook (or anything that takes that
+	// shape). Every value in the text (action name, effect key, approval id) is an inline code
+	// span with &, < and > escaped, so an effect key rendered from an agent's arguments cannot
+	// mention @channel, ping a user, disguise a link or format the message; bidi, zero-width and
+	// control characters in it, and backticks, read as escapes.
+	FormatSlack = "slack"
 )
 
 // Headers of every post.
@@ -88,7 +94,9 @@ type Alert struct {
 	EffectKey  string          `json:"effect_key,omitempty"`
 	ApprovalID string          `json:"approval_id,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
-	Text       string          `json:"text"` // one line for a person
+	Text       string          `json:"text"` // one line for a person; agent-supplied values marked (see FormatSlack)
+
+	render func(quote func(string) string) string // Text with each value passed through quote
 }
 
 // Notifier posts alerts. It implements latch.Sink and is safe for concurrent use.
@@ -224,32 +232,70 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 	n.mu.Unlock()
 	a := &Alert{EventID: e.ID, Event: e.Kind, At: e.Time.UTC().Format(receipt.TimeFormat), Action: action,
 		ActionID: e.ActionID, EffectKey: e.EffectKey, ApprovalID: e.ApprovalID, Payload: e.Payload}
-	what := action
-	if what == "" {
-		what = "an action"
-	}
+	// The text is rendered twice from the same words: marked for the JSON document's Text, and
+	// marked and escaped for Slack. Every value in it may come from an agent (an effect key is
+	// rendered from the call's arguments); the words around them are ours.
 	switch {
 	case e.Kind == store.EventApprovalRequested:
 		a.Alert = KindApprovalRequested
-		a.Text = fmt.Sprintf("Approval requested for %s (%s)", what, e.ApprovalID)
-		if p.ExpiresAt != "" {
-			a.Text += ", expires " + p.ExpiresAt
+		a.render = func(q func(string) string) string {
+			s := fmt.Sprintf("Approval requested for %s (%s)", actionOr(q, action), q(e.ApprovalID))
+			if p.ExpiresAt != "" {
+				s += ", expires " + q(p.ExpiresAt)
+			}
+			return s + ": latch approvals"
 		}
-		a.Text += ": latch approvals"
 	case e.Kind == store.EventExecutionAmbiguous && p.Cause == "lease_expired":
 		a.Alert = KindLeaseLapsed
-		a.Text = fmt.Sprintf("Lease lapsed with no outcome: effect %s is ambiguous; find out whether it happened, then latch resolve", e.EffectKey)
+		a.render = func(q func(string) string) string {
+			return fmt.Sprintf("Lease lapsed with no outcome: effect %s is ambiguous; find out whether it happened, then latch resolve", q(e.EffectKey))
+		}
 	case e.Kind == store.EventExecutionAmbiguous:
 		a.Alert = KindEffectAmbiguous
-		a.Text = fmt.Sprintf("Outcome unknown: effect %s of %s is ambiguous; retries are refused until someone runs latch resolve", e.EffectKey, what)
+		a.render = func(q func(string) string) string {
+			return fmt.Sprintf("Outcome unknown: effect %s of %s is ambiguous; retries are refused until someone runs latch resolve", q(e.EffectKey), actionOr(q, action))
+		}
 	case e.Kind == store.EventOutcomeConflict:
 		a.Alert = KindOutcomeConflict
-		a.Text = fmt.Sprintf("Outcome conflict on effect %s: its holder reported otherwise than it was resolved; resolve it again", e.EffectKey)
+		a.render = func(q func(string) string) string {
+			return fmt.Sprintf("Outcome conflict on effect %s: its holder reported otherwise than it was resolved; resolve it again", q(e.EffectKey))
+		}
 	default:
 		return nil
 	}
+	a.Text = a.render(safetext.Quote)
 	return a
 }
+
+// actionOr is the action's name through q, or "an action" when this process did not see it.
+func actionOr(q func(string) string, action string) string {
+	if action == "" {
+		return "an action"
+	}
+	return q(action)
+}
+
+// slackCode renders a value for Slack's mrkdwn as an inline code span, where *bold*, _italic_,
+// ~strike~ and a leading > are plain text. The value is first marked as in the JSON Text
+// (safetext.Quote: bidi, zero-width and control characters read as escapes), a backtick — which
+// would close the span, and mrkdwn has no escape for it — is written as the escape \x60 inside
+// a quoted form, and &, < and > become entities, as Slack requires of all text: "<!channel>",
+// "<@U123>" or "<https://evil|pay>" then shows as typed instead of mentioning everyone, pinging a
+// user or disguising a link.
+func slackCode(v string) string {
+	m := safetext.Quote(v)
+	if strings.Contains(m, "`") {
+		if !strings.HasPrefix(m, `"`) {
+			m = strconv.Quote(m)
+		}
+		m = strings.ReplaceAll(m, "`", `\x60`)
+	}
+	return "`" + slackEscaper.Replace(m) + "`"
+}
+
+// slackEscaper escapes the three characters Slack's mrkdwn gives meaning to as control
+// sequences.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Close stops accepting alerts and waits, at most Timeout, for each queue's alert in flight;
 // alerts still queued are dropped (and counted).
@@ -359,7 +405,11 @@ func (n *Notifier) post(u string, a *Alert, body []byte) (retry bool, err error)
 
 func (n *Notifier) body(a *Alert) ([]byte, error) {
 	if n.cfg.Format == FormatSlack {
-		return json.Marshal(map[string]string{"text": "latch: " + a.Text})
+		text := a.Text
+		if a.render != nil {
+			text = a.render(slackCode)
+		}
+		return json.Marshal(map[string]string{"text": "latch: " + text})
 	}
 	return json.Marshal(a)
 }

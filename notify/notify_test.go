@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,7 +314,7 @@ func TestSlackFormat(t *testing.T) {
 	select {
 	case v := <-got:
 		text, _ := v["text"].(string)
-		if len(v) != 1 || text == "" || text[:len("latch: Approval requested for billing.charge")] != "latch: Approval requested for billing.charge" {
+		if want := "latch: Approval requested for `billing.charge` (`"; len(v) != 1 || !strings.HasPrefix(text, want) {
 			t.Errorf("slack body = %v", v)
 		}
 	case <-time.After(10 * time.Second):
@@ -333,5 +334,63 @@ func TestNewRefuses(t *testing.T) {
 			n.Close()
 			t.Errorf("New(%+v) = nil error", c)
 		}
+	}
+}
+
+// TestSlackEscapesAgentText: an effect key is rendered from the agent's arguments. In a Slack
+// alert it must show as typed — never mention @channel, ping a user, disguise a link, format the
+// message or carry hidden characters — and in the JSON document's text it is marked.
+func TestSlackEscapesAgentText(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, invoice, slack, json string
+	}{
+		{"channel mention", "<!channel>", "`charge:&lt;!channel&gt;`", "charge:<!channel>"},
+		{"user mention", "<@U123>", "`charge:&lt;@U123&gt;`", "charge:<@U123>"},
+		{"disguised link", "<https://evil.example|pay:inv88>", "`charge:&lt;https://evil.example|pay:inv88&gt;`", "charge:<https://evil.example|pay:inv88>"},
+		{"ampersand", "a&amp;b", "`charge:a&amp;amp;b`", "charge:a&amp;b"},
+		{"bold and italic", "*bold*_it_~s~", "`charge:*bold*_it_~s~`", "charge:*bold*_it_~s~"},
+		{"backticks", "`x` *y*", "`\"charge:\\x60x\\x60 *y*\"`", "\"charge:`x` *y*\""},
+		{"bidi override", "inv\u202e88", "`\"charge:inv\\u202e88\"`", "\"charge:inv\\u202e88\""},
+		{"zero width", "inv\u200b88", "`\"charge:inv\\u200b88\"`", "\"charge:inv\\u200b88\""},
+		{"escape sequence", "inv\x1b[31m88", "`\"charge:inv\\x1b[31m88\"`", "\"charge:inv\\x1b[31m88\""},
+		{"line break and quote", "x\n> *all*", "`\"charge:x\\n&gt; *all*\"`", "\"charge:x\\n> *all*\""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			slack := make(chan string, 4)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				var v map[string]string
+				_ = json.NewDecoder(req.Body).Decode(&v)
+				slack <- v["text"]
+			}))
+			t.Cleanup(srv.Close)
+			r := newReceiver(t)
+			n := newNotifier(t, notify.Config{URLs: []string{srv.URL}, Format: notify.FormatSlack})
+			j := newNotifier(t, notify.Config{URLs: []string{r.url}, Secret: secret})
+			g := open(t, n, j)
+			lost := func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read timed out") }
+			if err := call(g, tc.invoice, 100, lost); !errors.Is(err, latch.ErrAmbiguous) {
+				t.Fatalf("call(%q) = %v, want ErrAmbiguous", tc.invoice, err)
+			}
+			var text string
+			select {
+			case text = <-slack:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no slack post")
+			}
+			want := "latch: Outcome unknown: effect " + tc.slack + " of `billing.charge` is ambiguous; retries are refused until someone runs latch resolve"
+			if text != want {
+				t.Errorf("slack text =\n%q\nwant\n%q", text, want)
+			}
+			a := r.wait(t, 1)[0]
+			if want := "Outcome unknown: effect " + tc.json + " of billing.charge is ambiguous; retries are refused until someone runs latch resolve"; a.Text != want {
+				t.Errorf("json text =\n%q\nwant\n%q", a.Text, want)
+			}
+			if a.EffectKey != "charge:"+tc.invoice {
+				t.Errorf("json effect_key = %q, want the key as it is", a.EffectKey)
+			}
+		})
 	}
 }

@@ -188,7 +188,7 @@ func ParseGrant(file string, data []byte) (*Grant, error) {
 	if e != nil {
 		return nil, e
 	}
-	if e := p.check(root, 1); e != nil {
+	if e := p.check(root, 1, ""); e != nil {
 		return nil, e
 	}
 	if root.Kind != yaml.MappingNode {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -93,7 +94,7 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if e := p.check(root, 1); e != nil {
+	if e := p.check(root, 1, ""); e != nil {
 		return nil, e
 	}
 	if root.Kind != yaml.MappingNode {
@@ -280,8 +281,10 @@ const maxNesting = 64
 // check walks the whole document once and refuses, wherever they are, the constructs that make
 // what a reviewer reads differ from what is evaluated: anchors, aliases, merge keys, explicit
 // tags, duplicate or non-string keys, floats and integers not in plain decimal; and nesting
-// deeper than maxNesting.
-func (p *parser) check(n *yaml.Node, depth int) *Error {
+// deeper than maxNesting; and strings (keys and values) that hold, once YAML's escapes are
+// undone, a character a reviewer cannot see (see hiddenChar). path names where n is
+// (actions."billing.charge".effect), for that last error.
+func (p *parser) check(n *yaml.Node, depth int, path string) *Error {
 	if depth > maxNesting {
 		return p.errf(n, "nesting deeper than %d levels", maxNesting)
 	}
@@ -296,10 +299,15 @@ func (p *parser) check(n *yaml.Node, depth int) *Error {
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
-		return p.checkScalar(n)
+		if e := p.checkScalar(n); e != nil {
+			return e
+		}
+		if n.Tag == tagStr {
+			return p.checkChars(n, path, false)
+		}
 	case yaml.SequenceNode:
-		for _, c := range n.Content {
-			if e := p.check(c, depth+1); e != nil {
+		for i, c := range n.Content {
+			if e := p.check(c, depth+1, fmt.Sprintf("%s[%d]", path, i)); e != nil {
 				return e
 			}
 		}
@@ -307,7 +315,13 @@ func (p *parser) check(n *yaml.Node, depth int) *Error {
 		seen := make(map[string]*yaml.Node, len(n.Content)/2)
 		for _, en := range entries(n) {
 			k := en.k
-			if e := p.check(k, depth+1); e != nil {
+			if k.Kind == yaml.ScalarNode && k.Tag == tagStr {
+				// A key is checked as a key: the error names the mapping it is in.
+				if e := p.checkChars(k, path, true); e != nil {
+					return e
+				}
+			}
+			if e := p.check(k, depth+1, path); e != nil {
 				return e
 			}
 			if k.Kind != yaml.ScalarNode || k.Tag != tagStr {
@@ -317,7 +331,7 @@ func (p *parser) check(n *yaml.Node, depth int) *Error {
 				return p.errf(k, "duplicate key %s (first at line %d, column %d; a key may appear once)", quote(k.Value), first.Line, first.Column)
 			}
 			seen[k.Value] = k
-			if e := p.check(en.v, depth+1); e != nil {
+			if e := p.check(en.v, depth+1, pathJoin(path, k.Value)); e != nil {
 				return e
 			}
 		}
@@ -352,6 +366,65 @@ func (p *parser) checkScalar(n *yaml.Node) *Error {
 		return p.errf(n, "unsupported value of type %s", n.Tag)
 	}
 	return nil
+}
+
+// checkChars refuses a string scalar (a key when key is set, at path) that holds a character
+// hiddenChar reports. The raw text was checked before parsing (checkText), but YAML's escapes in
+// a double-quoted string ("\u202e", "\x1b", "\0", "\u200b") produce such characters from
+// plain ASCII: the string a reviewer reads is then not the one that is evaluated, or that is
+// shown to an approver, or that names an action.
+func (p *parser) checkChars(n *yaml.Node, path string, key bool) *Error {
+	for _, r := range n.Value {
+		if what := hiddenChar(r); what != "" {
+			where := "the value of " + path
+			switch {
+			case key && path == "":
+				where = "a top-level key"
+			case key:
+				where = "a key in " + path
+			case path == "":
+				where = "the document"
+			}
+			return p.errf(n, "%s holds %s U+%04X (%s, written out or as a YAML escape, is refused: it can make the text a reviewer reads differ from what is evaluated or shown)",
+				where, what, r, quote(n.Value))
+		}
+	}
+	return nil
+}
+
+// hiddenChar names the kind of r when a policy string may not hold it, or returns "": NUL and
+// the other C0 and C1 control characters (tabs and line breaks too: no policy string is
+// multi-line, and one shown to an approver could fake a line), bidirectional controls, zero-width and other invisible format characters (Unicode Cf), the
+// line and paragraph separators, and the noncharacters U+FFFE and U+FFFF.
+func hiddenChar(r rune) string {
+	switch {
+	case r == 0:
+		return "the NUL character"
+	case unicode.IsControl(r):
+		return "the control character"
+	case isBidiControl(r):
+		return "the bidirectional control character"
+	case unicode.Is(unicode.Cf, r):
+		return "the invisible format character"
+	case r == 0x2028 || r == 0x2029:
+		return "the line or paragraph separator"
+	case r == 0xfffe || r == 0xffff:
+		return "the noncharacter"
+	}
+	return ""
+}
+
+// pathJoin appends a mapping key to a path: bare when it is a plain name, quoted otherwise (an
+// action name holds dots).
+func pathJoin(path, key string) string {
+	k := key
+	if key == "" || !nameChars(key) {
+		k = quote(key)
+	}
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }
 
 // isDecimal reports whether s is -?(0|[1-9][0-9]*).

@@ -1,18 +1,29 @@
 package server
 
 import (
+	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
 // decode reads the request body into v strictly: JSON only, at most limit bytes, no member v
 // does not declare (named in the problem), no member of the wrong type (named, with the type it
 // must have), nothing after the object. An empty body decodes as {} when empty is allowed.
+//
+// encoding/json alone is lenient in two ways a request must not be: it matches member names to
+// fields case-insensitively, and it lets the last of two members of one name win. A body
+// {"action":"billing.refund","ACTION":"billing.charge"} would then be read as a charge by this
+// server and as a refund by a log, a proxy or a person reading it. So before decoding, every
+// object in the body (at any depth, arguments and results included) is checked for a member name
+// given twice, and every object v's type declares for a member whose name is not exactly one of
+// its fields; the problem names the member's JSON pointer.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK bool) *Problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -20,22 +31,27 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK 
 			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: the body must be application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if errors.Is(err, io.EOF) && emptyOK {
-		return nil
-	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
-		// One JSON value only: trailing data is a malformed request, not something to ignore.
-		var extra json.RawMessage
-		if err2 := dec.Decode(&extra); !errors.Is(err2, io.EOF) {
-			err = err2
-			if err == nil {
-				err = errors.New("the body holds more than one JSON value")
+		if p := checkMembers(raw, reflect.TypeOf(v)); p != nil {
+			return p
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
+		if err == nil {
+			// One JSON value only: trailing data is a malformed request, not something to ignore.
+			var extra json.RawMessage
+			if err2 := dec.Decode(&extra); !errors.Is(err2, io.EOF) {
+				err = err2
+				if err == nil {
+					err = errors.New("the body holds more than one JSON value")
+				}
 			}
 		}
+	}
+	if errors.Is(err, io.EOF) && emptyOK {
+		return nil
 	}
 	if err == nil {
 		return nil
@@ -70,6 +86,169 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK 
 		return p
 	}
 	return problem(http.StatusBadRequest, "invalid_json", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// checkMembers walks the first JSON value of body: an object may not give one member name twice,
+// and an object whose Go type (t, then the types of its fields) declares its members may hold
+// only members named exactly as a field. It returns nil when the body is not well-formed JSON:
+// decoding reports that, in its own words.
+func checkMembers(body []byte, t reflect.Type) *Problem {
+	m := &members{dec: json.NewDecoder(bytes.NewReader(body))}
+	m.dec.UseNumber() // numbers are skipped; no need to parse them as floats
+	p, _ := m.value(t, "")
+	return p
+}
+
+// members is a walk over one JSON value's tokens.
+type members struct{ dec *json.Decoder }
+
+// value checks the next value, whose Go type is t (nil when undeclared: any, a map's or a raw
+// message's members are only checked for duplicates), at JSON pointer ptr.
+func (m *members) value(t reflect.Type, ptr string) (*Problem, error) {
+	tok, err := m.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		return m.object(declared(t), ptr)
+	case json.Delim('['):
+		var elem reflect.Type
+		if t = deref(t); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && !isRaw(t) {
+			elem = t.Elem()
+		}
+		for i := 0; m.dec.More(); i++ {
+			if p, err := m.value(elem, fmt.Sprintf("%s/%d", ptr, i)); p != nil || err != nil {
+				return p, err
+			}
+		}
+		_, err = m.dec.Token() // ]
+		return nil, err
+	}
+	return nil, nil
+}
+
+// object checks an object's members; o, when not nil, declares the only names it may hold.
+func (m *members) object(o *objectType, ptr string) (*Problem, error) {
+	seen := map[string]bool{}
+	for m.dec.More() {
+		tok, err := m.dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		at := ptr + "/" + pointerToken(name)
+		if seen[name] {
+			p := problem(http.StatusBadRequest, "duplicate_member",
+				fmt.Sprintf("member %q appears twice in one object (at %s): member names must be unique", name, at))
+			p.Field, p.Pointer = topField(ptr, name), at
+			return p, nil
+		}
+		seen[name] = true
+		var child reflect.Type
+		if o != nil {
+			f, ok := o.fields[name]
+			if !ok {
+				return unknownMember(o, name, ptr, at), nil
+			}
+			child = f
+		}
+		if p, err := m.value(child, at); p != nil || err != nil {
+			return p, err
+		}
+	}
+	_, err := m.dec.Token() // }
+	return nil, err
+}
+
+// unknownMember is the problem of a member named otherwise than every field of o.
+func unknownMember(o *objectType, name, ptr, at string) *Problem {
+	detail := fmt.Sprintf("unknown field %q (at %s)", name, at)
+	for f := range o.fields {
+		if strings.EqualFold(f, name) {
+			detail += fmt.Sprintf(": member names are case-sensitive; the field is %q", f)
+			break
+		}
+	}
+	p := problem(http.StatusBadRequest, "unknown_field", detail)
+	p.Field, p.Pointer = topField(ptr, name), at
+	return p
+}
+
+// topField is name when the object at ptr is the body itself, "" deeper down.
+func topField(ptr, name string) string {
+	if ptr == "" {
+		return name
+	}
+	return ""
+}
+
+// pointerToken escapes a member name as a JSON pointer token (RFC 6901).
+func pointerToken(name string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+}
+
+// objectType is the members a Go struct declares to encoding/json.
+type objectType struct{ fields map[string]reflect.Type }
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	rawMessage      = reflect.TypeFor[json.RawMessage]()
+)
+
+// declared is the objectType of t, or nil when t does not declare its members (a map, an
+// interface, a raw message, a type that decodes itself, no type at all).
+func declared(t reflect.Type) *objectType {
+	t = deref(t)
+	if t == nil || t.Kind() != reflect.Struct || decodesItself(t) {
+		return nil
+	}
+	o := &objectType{fields: map[string]reflect.Type{}}
+	addFields(o, t)
+	return o
+}
+
+// addFields adds t's fields under their JSON names, promoting an embedded struct's as
+// encoding/json does.
+func addFields(o *objectType, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			if ft := deref(f.Type); ft != nil && ft.Kind() == reflect.Struct {
+				addFields(o, ft)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		o.fields[name] = f.Type
+	}
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+func isRaw(t reflect.Type) bool {
+	return t == rawMessage || t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
+}
+
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler)
 }
 
 // jsonType names a Go type as the JSON a client must send.

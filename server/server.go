@@ -141,6 +141,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 		c.Metrics = m
 	}
 	c.Metrics.UseStore(g.Store())
+	c.Metrics.UsePolicy(g.Policy()) // action labels: only the names it lists (/metrics is open)
 	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
 	if !c.NoConsole {
 		var cc console.Config

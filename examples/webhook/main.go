@@ -230,8 +230,9 @@ const (
 )
 
 // warehouse is the downstream API: it counts the shipments it makes per order. It honours
-// Idempotency-Key: a request repeating a key ships nothing more (net/http itself re-sends a
-// request carrying that header when a reused connection fails before the answer).
+// Idempotency-Key: a request repeating a key ships nothing more (a bare net/http client re-sends
+// a request carrying that header when a reused connection fails before the answer; latchhttp,
+// which the executor sends with, never does).
 type warehouse struct {
 	mu    sync.Mutex
 	mode  mode
