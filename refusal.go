@@ -129,49 +129,69 @@ func RefusalOf(err error) *Refusal {
 		return nil
 	}
 	r := &Refusal{Detail: strings.TrimPrefix(err.Error(), "latch: ")}
-	var (
-		approval *ApprovalRequiredError
-		denied   *DeniedError
-		mismatch *ApprovalMismatchError
-		effect   *EffectError
-		auth     *AuthorityError
-		invalid  *InvalidArgumentError
-		amb      *AmbiguousError
-		outcome  *OutcomeError
-	)
-	switch {
-	case errors.As(err, &approval):
-		r.Kind, r.Reason = KindApprovalRequired, ReasonApprovalRequired
-		r.ApprovalID, r.ActionHash = approval.ApprovalID, approval.ActionHash
-	case errors.As(err, &denied):
-		r.Kind, r.Reason = KindDenied, Reason(denied.Reason)
-		switch {
-		case strings.HasPrefix(denied.Reason, "rule[") || denied.Reason == policy.ReasonDecision:
-			r.Reason, r.Rule = ReasonDenied, denied.Reason
-		case denied.Reason == policy.ReasonMissingArgument || denied.Reason == policy.ReasonInvalidArguments:
-			r.Kind = KindInvalidArgument
-		}
-		r.Argument, r.Pointer = denied.Argument, denied.Pointer
-	case errors.As(err, &mismatch):
-		r.Kind, r.Reason, r.ApprovalID = KindApprovalRefused, Reason("approval_"+mismatch.Reason), mismatch.ApprovalID
-	case errors.As(err, &effect):
-		r.Kind, r.Reason = effectKind(effect.Reason), Reason(effect.Reason)
-		r.EffectKey, r.State, r.Attempt, r.Result = effect.Key, effect.State, effect.Attempt, effect.Result
-	case errors.As(err, &auth):
-		r.Kind, r.Reason, r.Dimension = KindAuthority, Reason(auth.Reason), auth.Dimension
-	case errors.As(err, &invalid):
-		r.Kind, r.Reason, r.Pointer = KindInvalidArgument, Reason(invalid.Reason), invalid.Pointer
-	case errors.As(err, &amb):
-		r.Kind, r.Reason, r.EffectKey = KindOutcomeUnknown, ReasonOutcomeUnknown, amb.Key
-		if amb.Key != "" {
-			r.State = StateAmbiguous
-		}
-	case errors.As(err, &outcome):
-		r.Kind, r.Reason, r.ActionID = KindOutcomeRefused, Reason(outcome.Reason), outcome.ActionID
-	default:
+	if !outermost(err, r) {
 		r.Kind, r.Reason = sentinelRefusal(err)
 	}
 	return r
+}
+
+// outermost fills r from the outermost latch error in err's tree (depth first, the wrapper
+// before what it wraps) and reports whether it found one. The outermost one is the refusal:
+// an executor's error wrapped in this call's AmbiguousError may itself wrap another call's
+// refusal, which says nothing about this call.
+func outermost(err error, r *Refusal) bool {
+	switch e := err.(type) {
+	case *AmbiguousError:
+		r.Kind, r.Reason, r.EffectKey = KindOutcomeUnknown, ReasonOutcomeUnknown, e.Key
+		if e.Key != "" {
+			r.State = StateAmbiguous
+		}
+		return true
+	case *notExecuted:
+		r.Kind, r.Reason = KindNotExecuted, ReasonNotExecuted
+		return true
+	case *ApprovalRequiredError:
+		r.Kind, r.Reason = KindApprovalRequired, ReasonApprovalRequired
+		r.ApprovalID, r.ActionHash = e.ApprovalID, e.ActionHash
+		return true
+	case *DeniedError:
+		r.Kind, r.Reason = KindDenied, Reason(e.Reason)
+		switch {
+		case strings.HasPrefix(e.Reason, "rule[") || e.Reason == policy.ReasonDecision:
+			r.Reason, r.Rule = ReasonDenied, e.Reason
+		case e.Reason == policy.ReasonMissingArgument || e.Reason == policy.ReasonInvalidArguments:
+			r.Kind = KindInvalidArgument
+		}
+		r.Argument, r.Pointer = e.Argument, e.Pointer
+		return true
+	case *ApprovalMismatchError:
+		r.Kind, r.Reason, r.ApprovalID = KindApprovalRefused, Reason("approval_"+e.Reason), e.ApprovalID
+		return true
+	case *EffectError:
+		r.Kind, r.Reason = effectKind(e.Reason), Reason(e.Reason)
+		r.EffectKey, r.State, r.Attempt, r.Result = e.Key, e.State, e.Attempt, e.Result
+		return true
+	case *AuthorityError:
+		r.Kind, r.Reason, r.Dimension = KindAuthority, Reason(e.Reason), e.Dimension
+		return true
+	case *InvalidArgumentError:
+		r.Kind, r.Reason, r.Pointer = KindInvalidArgument, Reason(e.Reason), e.Pointer
+		return true
+	case *OutcomeError:
+		r.Kind, r.Reason, r.ActionID = KindOutcomeRefused, Reason(e.Reason), e.ActionID
+		return true
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return outermost(inner, r)
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if inner != nil && outermost(inner, r) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sentinelRefusal is the kind and reason of an error that carries no refusal data, only a

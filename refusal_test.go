@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,9 @@ var refusalCases = []struct {
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
+	// The outermost latch error is the refusal: an executor's error may wrap another call's.
+	{"this attempt ambiguous, wrapping another call's refusal", &latch.AmbiguousError{Key: "k", Err: fmt.Errorf("inner call: %w", &latch.ApprovalRequiredError{ApprovalID: "apr_2"})}, latch.KindOutcomeUnknown, latch.ReasonOutcomeUnknown},
+	{"not executed, wrapping another call's refusal", latch.NotExecuted(&latch.EffectError{Key: "other", State: latch.StateCommitted, Reason: "committed"}), latch.KindNotExecuted, latch.ReasonNotExecuted},
 	{"store down", errors.New("dial tcp: connection refused"), latch.KindInternal, latch.ReasonInternal},
 }
 
@@ -87,6 +91,9 @@ func TestRefusalOf(t *testing.T) {
 				t.Errorf("RefusalOf(RefusalOf(%v).Err()) differs (-want +got):\n%s", tc.err, diff)
 			}
 			for _, s := range sentinels {
+				if strings.Contains(tc.name, "wrapping another call's") {
+					break // the rebuilt error carries this call's refusal, not what it wrapped
+				}
 				if want, got := errors.Is(tc.err, s), errors.Is(back, s); want != got {
 					t.Errorf("errors.Is(rebuilt %v, %v) = %v, want %v", tc.err, s, got, want)
 				}
