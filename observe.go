@@ -3,7 +3,6 @@ package latch
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -34,38 +33,15 @@ const (
 	ResultError            = "error"
 )
 
-// ReasonOf is the snake_case reason word of a refusal, as receipts, the CLI's JSON and the HTTP
-// API's problem types name it: the denial's reason (a rule's or a bare decision's denial is
-// denied; its rule is data, not a kind of refusal), the authority's, the presented approval's
-// prefixed approval_, the effect state's. It is "" for an error that is not a refusal.
+// ReasonOf is the reason word of a refusal (RefusalOf's Reason), as receipts, the CLI's JSON,
+// the HTTP API, the gateway, webhooks, metrics and spans name it. It is "" for an error that is
+// not a refusal: an error latch met, or this call's own unknown or failed outcome.
 func ReasonOf(err error) string {
-	var (
-		de *DeniedError
-		ae *AuthorityError
-		me *ApprovalMismatchError
-		ee *EffectError
-		ie *InvalidArgumentError
-	)
-	switch {
-	case err == nil:
+	r := RefusalOf(err)
+	if r == nil || !r.Kind.IsRefusal() {
 		return ""
-	case errors.As(err, &de):
-		if strings.HasPrefix(de.Reason, "rule[") || de.Reason == "decision" {
-			return "denied"
-		}
-		return de.Reason
-	case errors.As(err, &ae):
-		return ae.Reason
-	case errors.As(err, &me):
-		return "approval_" + me.Reason
-	case errors.As(err, &ee):
-		return ee.Reason
-	case errors.As(err, &ie):
-		return ie.Reason
-	case errors.Is(err, ErrIdentity):
-		return "identity"
 	}
-	return ""
+	return string(r.Reason)
 }
 
 // observers are the guard's Observers: the sinks that are also one.

@@ -16,60 +16,40 @@ const (
 	TaskStop                          // ambiguous or refused: never retry until a person acts
 )
 
-// TaskVerdictOf maps the error of a protected call (nil for a committed one) to a TaskVerdict.
+// TaskVerdictOf maps the error of a protected call (nil for a committed one) to a TaskVerdict,
+// by its refusal kind (RefusalOf).
 func TaskVerdictOf(err error) TaskVerdict {
-	var ee *EffectError
-	switch {
-	case err == nil:
+	if err == nil {
 		return TaskDone
-	case errors.As(err, &ee) && ee.Reason == "key_conflict":
-		return TaskStop // another call's arguments under this key: a person must look
-	case errors.Is(err, ErrAlreadyCommitted):
-		return TaskDuplicate
-	case errors.Is(err, ErrInProgress):
-		return TaskInProgress
-	case errors.Is(err, ErrAmbiguous), errors.Is(err, ErrAmbiguousEffect),
-		errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrDenied),
-		errors.Is(err, ErrApprovalRequired), errors.Is(err, ErrApprovalMismatch),
-		errors.Is(err, ErrAuthority), errors.Is(err, ErrIdentity),
-		errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrDuplicateEffect):
-		return TaskStop
 	}
-	// NotExecuted, or an error before the executor ran (the store unreachable): the retry goes
-	// through latch again, which refuses it if anything was reserved meanwhile.
-	return TaskRetry
+	switch RefusalOf(err).Kind {
+	case KindCommitted:
+		return TaskDuplicate
+	case KindInProgress:
+		return TaskInProgress
+	case KindNotExecuted, KindInternal:
+		// Nothing happened, or an error before the executor ran (the store unreachable): the
+		// retry goes through latch again, which refuses it if anything was reserved meanwhile.
+		return TaskRetry
+	}
+	// Ambiguous (this attempt or an earlier one), a key conflict, or refused: a person (or a
+	// reconcile hook) must act first.
+	return TaskStop
 }
 
-// TaskReason is the reason word a stopped task is reported with: the effect state's reason
-// (key_conflict, …), else the kind of refusal (ambiguous, ambiguous_effect, attempts_exhausted,
-// approval_required, approval_refused, invalid_argument, denied, authority, identity), else
-// "refused".
+// TaskReason is the reason word a stopped task is reported with: RefusalOf's Reason.
 func TaskReason(err error) string {
-	var ee *EffectError
-	if errors.As(err, &ee) && ee.Reason != "" && ee.Reason != "ambiguous" {
-		return ee.Reason
+	if r := RefusalOf(err); r != nil {
+		return string(r.Reason)
 	}
-	switch {
-	case errors.Is(err, ErrAmbiguous):
-		return "ambiguous"
-	case errors.Is(err, ErrAmbiguousEffect):
-		return "ambiguous_effect"
-	case errors.Is(err, ErrAttemptsExhausted):
-		return "attempts_exhausted"
-	case errors.Is(err, ErrApprovalRequired):
-		return "approval_required"
-	case errors.Is(err, ErrApprovalMismatch):
-		return "approval_refused"
-	case errors.Is(err, ErrInvalidArgument):
-		return "invalid_argument"
-	case errors.Is(err, ErrDenied):
-		return "denied"
-	case errors.Is(err, ErrAuthority):
-		return "authority"
-	case errors.Is(err, ErrIdentity):
-		return "identity"
-	}
-	return "refused"
+	return ""
+}
+
+// NeedsResolution reports whether err leaves its effect waiting for a person or a reconcile
+// hook: this call's outcome is unknown, or an earlier attempt's is.
+func NeedsResolution(err error) bool {
+	r := RefusalOf(err)
+	return r != nil && (r.Kind == KindAmbiguous || r.Kind == KindOutcomeUnknown)
 }
 
 // EffectKeyOf is the effect key an error of a protected call names, or "".

@@ -24,7 +24,7 @@ func TestTaskVerdictOf(t *testing.T) {
 		{"duplicate", fmt.Errorf("run: %w", &latch.EffectError{Key: "k1", State: latch.StateCommitted, Reason: "committed"}), latch.TaskDuplicate, "committed", "k1"},
 		{"in progress", &latch.EffectError{Key: "k2", State: latch.StateExecuting, Reason: "in_progress"}, latch.TaskInProgress, "in_progress", "k2"},
 		{"key conflict", &latch.EffectError{Key: "k3", State: latch.StateCommitted, Reason: "key_conflict"}, latch.TaskStop, "key_conflict", "k3"},
-		{"ambiguous", &latch.AmbiguousError{Key: "k4", Err: errors.New("reset")}, latch.TaskStop, "ambiguous", "k4"},
+		{"ambiguous", &latch.AmbiguousError{Key: "k4", Err: errors.New("reset")}, latch.TaskStop, "outcome_unknown", "k4"},
 		{"attempts exhausted", &latch.EffectError{Key: "k5", Reason: "attempts_exhausted"}, latch.TaskStop, "attempts_exhausted", "k5"},
 		{"approval required", fmt.Errorf("call: %w", latch.ErrApprovalRequired), latch.TaskStop, "approval_required", ""},
 		{"denied", fmt.Errorf("call: %w", latch.ErrDenied), latch.TaskStop, "denied", ""},

@@ -66,10 +66,14 @@ type problem struct {
 	Status     int             `json:"status"`
 	Detail     string          `json:"detail"`
 	Reason     string          `json:"reason"`
+	Kind       string          `json:"kind"`
+	Rule       string          `json:"rule"`
 	Field      string          `json:"field"`
 	Pointer    string          `json:"pointer"`
+	Argument   string          `json:"argument"`
 	ActionID   string          `json:"action_id"`
 	ApprovalID string          `json:"approval_id"`
+	ActionHash string          `json:"action_hash"`
 	EffectKey  string          `json:"effect_key"`
 	State      string          `json:"state"`
 	Attempt    int             `json:"attempt"`
@@ -78,37 +82,27 @@ type problem struct {
 }
 
 // errorOf turns a problem document into the latch error a local guard returns for the same
-// refusal, or an *Error.
+// refusal — the server's table of refusal kinds read backwards, through latch.Refusal.Err —
+// or an *Error for a problem that is no refusal of the pipeline.
 func errorOf(status int, raw []byte, action string) error {
 	var p problem
 	if err := json.Unmarshal(raw, &p); err != nil || p.Type == "" {
 		return &Error{Status: status, Reason: "not_a_problem", Detail: strings.TrimSpace(string(raw)), Problem: raw}
 	}
-	kind := strings.TrimPrefix(p.Type, "urn:latch:problem:")
-	switch {
-	case kind == "committed", kind == "in_progress", kind == "ambiguous", kind == "attempts_exhausted", kind == "key_conflict",
-		kind == "outcome_conflict", kind == "key_lost":
-		return &latch.EffectError{Key: p.EffectKey, State: latch.State(p.State), Reason: kind, Attempt: p.Attempt, Result: p.Result}
-	case kind == "denied", kind == "unknown_action", kind == "no_matching_rule", kind == "principal_expired", kind == "no_principal",
-		kind == "missing_argument", kind == "invalid_arguments":
-		de := &latch.DeniedError{Action: action, Reason: p.Reason, Pointer: p.Pointer}
-		if p.Pointer != "" {
-			// The argument at fault: the pointer's first token, unescaped (RFC 6901).
-			first := strings.SplitN(strings.TrimPrefix(p.Pointer, "/"), "/", 2)[0]
-			de.Argument = strings.ReplaceAll(strings.ReplaceAll(first, "~1", "/"), "~0", "~")
-			de.Detail = p.Detail
-		}
-		return de
-	case kind == "no_authority" || strings.HasPrefix(kind, "authority_"):
-		return &latch.AuthorityError{Reason: p.Reason, Dimension: p.Dimension, Detail: p.Detail}
-	case strings.HasPrefix(kind, "approval_") && kind != "approval_not_found":
-		return &latch.ApprovalMismatchError{ApprovalID: p.ApprovalID, Reason: p.Reason}
-	case kind == "invalid_argument", kind == "effect_key_error":
-		return &latch.InvalidArgumentError{Reason: p.Reason, Pointer: p.Pointer, Err: errors.New(p.Detail)}
-	case kind == "no_such_action", kind == "not_holder", kind == "already_recorded", kind == "no_lease":
-		return &latch.OutcomeError{ActionID: p.ActionID, Reason: p.Reason, Detail: p.Detail}
+	kind := latch.RefusalKind(p.Kind)
+	if kind == "" || kind == latch.KindInternal {
+		return &Error{Status: status, Type: p.Type, Reason: p.Reason, Detail: p.Detail, Field: p.Field, Problem: raw}
 	}
-	return &Error{Status: status, Type: p.Type, Reason: p.Reason, Detail: p.Detail, Field: p.Field, Problem: raw}
+	r := &latch.Refusal{Kind: kind, Reason: latch.Reason(p.Reason), Rule: p.Rule,
+		EffectKey: p.EffectKey, State: latch.State(p.State), Attempt: p.Attempt, Result: p.Result,
+		ApprovalID: p.ApprovalID, ActionHash: p.ActionHash, ActionID: p.ActionID,
+		Argument: p.Argument, Pointer: p.Pointer, Dimension: p.Dimension, Detail: p.Detail}
+	err := r.Err()
+	var de *latch.DeniedError
+	if errors.As(err, &de) {
+		de.Action = action
+	}
+	return err
 }
 
 // do sends one request and decodes a 2xx JSON answer into out; any other answer is an error.

@@ -147,8 +147,8 @@ var (
 
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
-		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "field": str, "pointer": str,
-		"action_id": str, "approval_id": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str}),
+		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": str, "rule": str,
+		"field": str, "pointer": str, "argument": str, "action_id": str, "approval_id": str, "action_hash": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str}),
 	"Status": obj([]string{"status"}, map[string]any{"status": str}),
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,

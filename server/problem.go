@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/latchkit/latch"
 )
@@ -21,13 +20,21 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	Reason string `json:"reason"`
+	// Kind is the class of a refusal of the pipeline (denied, committed, in_progress, …): what
+	// the caller has to do about it. Absent on problems with the request or its credential.
+	Kind string `json:"kind,omitempty"`
+	// Rule is the policy rule that denied the call (rule[N], or decision for a bare
+	// decision: deny); reason is denied.
+	Rule string `json:"rule,omitempty"`
 
 	// Where the request was wrong: the JSON member (field) or the JSON pointer into arguments.
-	Field   string `json:"field,omitempty"`
-	Pointer string `json:"pointer,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Pointer  string `json:"pointer,omitempty"`
+	Argument string `json:"argument,omitempty"` // the argument at fault (missing_argument, invalid_arguments)
 
 	ActionID   string          `json:"action_id,omitempty"`
 	ApprovalID string          `json:"approval_id,omitempty"`
+	ActionHash string          `json:"action_hash,omitempty"` // approval_required: the hash a person approves
 	EffectKey  string          `json:"effect_key,omitempty"`
 	State      string          `json:"state,omitempty"`
 	Attempt    int             `json:"attempt,omitempty"`
@@ -53,65 +60,49 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
-// problemOf maps an error of the latch API to its problem. An error it does not know is a 500
-// that names nothing internal beyond the message.
+// refusalStatus is the HTTP status of each refusal kind: the HTTP API's one table of the
+// refusal vocabulary (latch.RefusalOf). A problem's type is its reason word.
+var refusalStatus = map[latch.RefusalKind]int{
+	latch.KindDenied:           http.StatusForbidden,
+	latch.KindInvalidArgument:  http.StatusUnprocessableEntity,
+	latch.KindApprovalRequired: http.StatusForbidden,
+	latch.KindApprovalRefused:  http.StatusForbidden,
+	latch.KindCommitted:        http.StatusConflict,
+	latch.KindInProgress:       http.StatusConflict,
+	latch.KindAmbiguous:        http.StatusConflict,
+	latch.KindOutcomeUnknown:   http.StatusConflict,
+	latch.KindNotExecuted:      http.StatusConflict,
+	latch.KindExhausted:        http.StatusConflict,
+	latch.KindKeyConflict:      http.StatusConflict,
+	latch.KindAuthority:        http.StatusForbidden,
+	latch.KindIdentity:         http.StatusUnauthorized,
+	latch.KindOutcomeRefused:   http.StatusConflict,
+	latch.KindInternal:         http.StatusInternalServerError,
+}
+
+// outcomeRefusedStatus refines KindOutcomeRefused by reason: the call does not exist, or it is
+// not the caller's.
+var outcomeRefusedStatus = map[latch.Reason]int{
+	latch.ReasonNoSuchAction: http.StatusNotFound,
+	latch.ReasonNotHolder:    http.StatusForbidden,
+}
+
+// problemOf maps an error of the latch API to its problem, through latch.RefusalOf. An error
+// it does not know is a 500 that names nothing internal beyond the message.
 func problemOf(err error) *Problem {
-	var (
-		pr *Problem
-		de *latch.DeniedError
-		ae *latch.AuthorityError
-		me *latch.ApprovalMismatchError
-		ee *latch.EffectError
-		ie *latch.InvalidArgumentError
-		oe *latch.OutcomeError
-	)
-	msg := strings.TrimPrefix(err.Error(), "latch: ")
-	switch {
-	case errors.As(err, &pr):
+	var pr *Problem
+	if errors.As(err, &pr) {
 		return pr
-	case errors.As(err, &oe):
-		status := map[string]int{"no_such_action": http.StatusNotFound, "not_holder": http.StatusForbidden}[oe.Reason]
-		if status == 0 {
-			status = http.StatusConflict
-		}
-		p := problem(status, oe.Reason, msg)
-		p.ActionID = oe.ActionID
-		return p
-	case errors.As(err, &de):
-		reason := de.Reason
-		if strings.HasPrefix(reason, "rule[") || reason == "decision" {
-			// The rule that denied is data, not a type: the type stays one word.
-			p := problem(http.StatusForbidden, "denied", msg)
-			p.Reason = de.Reason
-			return p
-		}
-		if de.Argument != "" {
-			// missing_argument, invalid_arguments: denied by the policy, and the pointer says
-			// which value of the request to fix.
-			p := problem(http.StatusUnprocessableEntity, reason, msg)
-			p.Pointer = de.Pointer
-			return p
-		}
-		return problem(http.StatusForbidden, reason, msg)
-	case errors.As(err, &ae):
-		p := problem(http.StatusForbidden, ae.Reason, msg)
-		p.Dimension = ae.Dimension
-		return p
-	case errors.As(err, &me):
-		p := problem(http.StatusForbidden, "approval_"+me.Reason, msg)
-		p.Reason, p.ApprovalID = me.Reason, me.ApprovalID
-		return p
-	case errors.As(err, &ee):
-		p := problem(http.StatusConflict, ee.Reason, msg)
-		p.EffectKey, p.State, p.Attempt, p.Result = ee.Key, string(ee.State), ee.Attempt, ee.Result
-		p.Reason = ee.Reason
-		return p
-	case errors.As(err, &ie):
-		p := problem(http.StatusUnprocessableEntity, ie.Reason, msg)
-		p.Pointer = ie.Pointer
-		return p
-	case errors.Is(err, latch.ErrIdentity):
-		return problem(http.StatusUnauthorized, "invalid_token", msg)
 	}
-	return problem(http.StatusInternalServerError, "internal", msg)
+	r := latch.RefusalOf(err)
+	status := refusalStatus[r.Kind]
+	if s, ok := outcomeRefusedStatus[r.Reason]; ok && r.Kind == latch.KindOutcomeRefused {
+		status = s
+	}
+	p := problem(status, string(r.Reason), r.Detail)
+	p.Kind, p.Rule = string(r.Kind), r.Rule
+	p.Argument, p.Pointer, p.Dimension = r.Argument, r.Pointer, r.Dimension
+	p.ActionID, p.ApprovalID, p.ActionHash = r.ActionID, r.ApprovalID, r.ActionHash
+	p.EffectKey, p.State, p.Attempt, p.Result = r.EffectKey, string(r.State), r.Attempt, r.Result
+	return p
 }

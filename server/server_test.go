@@ -266,10 +266,10 @@ func TestActionsOutcome(t *testing.T) {
 			if o := s.do("POST", "/v1/actions/"+a.body["action_id"].(string)+"/outcome", s.alice, map[string]any{"outcome": "committed"}); o.status != 200 {
 				t.Errorf("report.read outcome = %d %s", o.status, o.raw)
 			}
-			// A denied action: the Go API's reason word.
+			// A denied action: the reason word, its kind, and the rule that denied as data.
 			d := wantProblem(t, "payout", s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "payout.send"}), 403, "denied")
-			if d["reason"] != "decision" {
-				t.Errorf("payout reason = %v, want decision", d["reason"])
+			if d["reason"] != "denied" || d["kind"] != "denied" || d["rule"] != "decision" {
+				t.Errorf("payout reason, kind, rule = %v, %v, %v, want denied, denied, decision", d["reason"], d["kind"], d["rule"])
 			}
 			wantProblem(t, "unknown action", s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "nope"}), 403, "unknown_action")
 			f := wantProblem(t, "float", s.do("POST", "/v1/actions", s.alice, `{"action":"billing.charge","arguments":{"invoice_id":"x","amount":0.5}}`), 422, "invalid_argument")

@@ -430,7 +430,8 @@ func (rc *receiver) arguments(ev *Event) (json.RawMessage, error) {
 
 // problem is the JSON body of every answer that is not a result.
 type problem struct {
-	Error      string `json:"error"`
+	Error      string `json:"error"` // the reason word (latch.RefusalOf)
+	Kind       string `json:"kind"`  // the refusal kind
 	EffectKey  string `json:"effect_key,omitempty"`
 	State      string `json:"state,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
@@ -444,95 +445,82 @@ const (
 	HeaderReplayed  = "Latch-Replayed" // "true": a redelivery answered from the stored result
 )
 
+// refusalStatus is the answer status of each refusal kind: the webhook receiver's one table of
+// the refusal vocabulary (latch.RefusalOf). A sender retries on 5xx and on 409 after
+// Retry-After, and gives up on the other 4xx: an ambiguous effect answers 503 so the sender
+// keeps the event until a person has resolved it, and a redelivery then meets the resolution.
+var refusalStatus = map[latch.RefusalKind]int{
+	latch.KindDenied:           http.StatusForbidden,
+	latch.KindInvalidArgument:  http.StatusBadRequest,
+	latch.KindApprovalRequired: http.StatusForbidden,
+	latch.KindApprovalRefused:  http.StatusForbidden,
+	latch.KindInProgress:       http.StatusConflict,
+	latch.KindAmbiguous:        http.StatusServiceUnavailable,
+	latch.KindOutcomeUnknown:   http.StatusServiceUnavailable,
+	latch.KindNotExecuted:      http.StatusInternalServerError,
+	latch.KindExhausted:        http.StatusInternalServerError,
+	latch.KindKeyConflict:      http.StatusConflict,
+	latch.KindAuthority:        http.StatusForbidden,
+	latch.KindIdentity:         http.StatusForbidden,
+	latch.KindOutcomeRefused:   http.StatusInternalServerError,
+	latch.KindInternal:         http.StatusInternalServerError,
+}
+
 // respond answers a delivery from what the guard returned.
 func (rc *receiver) respond(w http.ResponseWriter, ev *Event, rcpt *latch.Receipt, err error,
 	answer func(http.ResponseWriter, any), replay func(http.ResponseWriter, json.RawMessage)) {
 	h := w.Header()
 	log := rc.cfg.Logger.With("action", rc.cfg.Action, "event_id", ev.ID)
-	var (
-		ambiguous *latch.AmbiguousError
-		effect    *latch.EffectError
-		approval  *latch.ApprovalRequiredError
-		denied    *latch.DeniedError
-	)
-	key := ""
-	if rcpt != nil {
-		key = rcpt.EffectKey
+	if err == nil {
+		if rcpt.EffectKey != "" {
+			h.Set(HeaderEffectKey, rcpt.EffectKey)
+		}
+		h.Set(HeaderState, string(latch.StateCommitted))
+		answer(w, rcpt.Value)
+		return
+	}
+	r := latch.RefusalOf(err)
+	key := r.EffectKey
+	if rcpt != nil && rcpt.EffectKey != "" && r.Kind != latch.KindCommitted && r.Kind != latch.KindInProgress &&
+		r.Kind != latch.KindAmbiguous && r.Kind != latch.KindExhausted && r.Kind != latch.KindKeyConflict {
+		key = rcpt.EffectKey // this delivery's own effect (its outcome, not another's refusal)
 	}
 	if key != "" {
 		h.Set(HeaderEffectKey, key)
 	}
-	switch {
-	case err == nil:
-		h.Set(HeaderState, string(latch.StateCommitted))
-		answer(w, rcpt.Value)
-
-	// This delivery's own outcome is unknown (checked first: the executor's error may wrap
-	// another call's refusal, which is not this effect's).
-	case errors.As(err, &ambiguous):
-		if key == "" {
-			key = ambiguous.Key
-			h.Set(HeaderEffectKey, key)
-		}
-		h.Set(HeaderState, string(latch.StateAmbiguous))
-		log.Warn("webhook: effect outcome unknown", "effect_key", key, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, problem{Error: "ambiguous", EffectKey: key, State: string(latch.StateAmbiguous),
-			Detail: fmt.Sprintf("%s; every redelivery is refused until it is resolved: latch resolve %s --committed or --failed", err.Error(), key)})
-
-	case errors.Is(err, latch.ErrNotExecuted):
-		h.Set(HeaderState, string(latch.StateFailed))
-		writeJSON(w, http.StatusInternalServerError, problem{Error: "not_executed", EffectKey: key, State: string(latch.StateFailed),
-			Detail: err.Error() + "; a redelivery runs it again"})
-
-	case errors.As(err, &effect):
-		rc.effectRefusal(w, effect, replay, log)
-
-	case errors.As(err, &approval):
-		writeJSON(w, http.StatusForbidden, problem{Error: "approval_required", ApprovalID: approval.ApprovalID,
-			Detail: "the policy sends this action to a person; a redelivery cannot present an approval: " + err.Error()})
-	case errors.Is(err, latch.ErrInvalidArgument):
-		writeJSON(w, http.StatusBadRequest, problem{Error: "invalid_argument", Detail: err.Error()})
-	case errors.As(err, &denied):
-		writeJSON(w, http.StatusForbidden, problem{Error: "denied", Detail: err.Error()})
-	case errors.Is(err, latch.ErrDenied), errors.Is(err, latch.ErrAuthority), errors.Is(err, latch.ErrIdentity):
-		writeJSON(w, http.StatusForbidden, problem{Error: "denied", Detail: err.Error()})
-	default:
+	state := string(r.State)
+	switch r.Kind {
+	case latch.KindOutcomeUnknown:
+		state = string(latch.StateAmbiguous)
+	case latch.KindNotExecuted:
+		state = string(latch.StateFailed)
+	}
+	if state != "" && key != "" {
+		h.Set(HeaderState, state)
+	}
+	p := problem{Error: string(r.Reason), Kind: string(r.Kind), EffectKey: key, State: state, ApprovalID: r.ApprovalID, Detail: err.Error()}
+	switch r.Kind {
+	case latch.KindCommitted:
+		h.Set(HeaderReplayed, "true")
+		replay(w, r.Result)
+		return
+	case latch.KindInProgress:
+		h.Set("Retry-After", strconv.Itoa(int(rc.cfg.RetryAfter.Round(time.Second)/time.Second)))
+	case latch.KindKeyConflict:
+		log.Warn("webhook: key conflict", "effect_key", key, "err", err)
+	case latch.KindAmbiguous, latch.KindOutcomeUnknown:
+		p.Detail = fmt.Sprintf("%s; every redelivery is refused without running until it is resolved: latch resolve %s --committed or --failed", err.Error(), key)
+		log.Warn("webhook: effect outcome unknown", "effect_key", key, "reason", r.Reason, "err", err)
+	case latch.KindNotExecuted:
+		p.Detail = err.Error() + "; a redelivery runs it again"
+	case latch.KindApprovalRequired:
+		p.Detail = "the policy sends this action to a person; a redelivery cannot present an approval: " + err.Error()
+	case latch.KindInternal:
 		// Nothing ran (the store could not reserve, or the timeout ended the call first): a
 		// redelivery meets whatever the store holds.
 		log.Error("webhook: delivery failed", "err", err)
-		writeJSON(w, http.StatusInternalServerError, problem{Error: "internal", EffectKey: key, Detail: err.Error()})
 	}
-}
-
-// effectRefusal answers a delivery refused because of its effect's state.
-func (rc *receiver) effectRefusal(w http.ResponseWriter, e *latch.EffectError, replay func(http.ResponseWriter, json.RawMessage), log *slog.Logger) {
-	h := w.Header()
-	h.Set(HeaderEffectKey, e.Key)
-	if e.State != "" {
-		h.Set(HeaderState, string(e.State))
-	}
-	p := problem{EffectKey: e.Key, State: string(e.State), Detail: e.Error()}
-	switch e.Reason {
-	case "committed":
-		h.Set(HeaderReplayed, "true")
-		replay(w, e.Result)
-	case "in_progress":
-		h.Set("Retry-After", strconv.Itoa(int(rc.cfg.RetryAfter.Round(time.Second)/time.Second)))
-		p.Error = "in_progress"
-		writeJSON(w, http.StatusConflict, p)
-	case "key_conflict":
-		p.Error = "key_conflict"
-		log.Warn("webhook: key conflict", "effect_key", e.Key, "err", e)
-		writeJSON(w, http.StatusConflict, p)
-	case "attempts_exhausted":
-		p.Error = "attempts_exhausted"
-		writeJSON(w, http.StatusInternalServerError, p)
-	default: // ambiguous, outcome_conflict, key_lost
-		p.Error = "ambiguous"
-		p.Detail = fmt.Sprintf("%s; redeliveries are refused without running until then: latch resolve %s --committed or --failed", e.Error(), e.Key)
-		log.Warn("webhook: redelivery of an ambiguous effect refused", "effect_key", e.Key, "reason", e.Reason)
-		writeJSON(w, http.StatusServiceUnavailable, p)
-	}
+	writeJSON(w, refusalStatus[r.Kind], p)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
