@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestSQLiteScratch(t *testing.T) {
 	if err := sc.alterReceipt(ctx, "sqlite:/elsewhere.db", 2, nil); err == nil {
 		t.Error("alterReceipt outside the scratch directory succeeded")
 	}
-	dir := sc.(*sqliteScratch).dir
+	dir := filepath.Dir(strings.TrimPrefix(u, "sqlite:"))
 	if err := sc.close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}

@@ -91,13 +91,10 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// ErrReadOnly is returned by every write method of a store opened with Config.ReadOnly.
-var ErrReadOnly = errors.New("store opened read-only")
-
 // Config configures Open. The zero value (and nil) opens a writer with pgx's default pool size.
 type Config struct {
 	// ReadOnly never creates or migrates anything: a missing schema or missing tables is an error
-	// wrapping store.ErrNoStore, and every write method returns ErrReadOnly.
+	// wrapping store.ErrNoStore, and every write method returns store.ErrReadOnly.
 	ReadOnly bool
 	// Logger receives migrations and lost commits. Nil discards.
 	Logger *slog.Logger
@@ -221,11 +218,16 @@ func SchemaURL(raw, schema string) (string, error) {
 	if _, err := parseURL(raw); err != nil {
 		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
 	}
+	return withParam(raw, "schema", schema), nil
+}
+
+// withParam returns raw, a store URL parseURL accepts, with parameter key set to value.
+func withParam(raw, key, value string) string {
 	u, _ := url.Parse(raw)
 	q, _ := parseQuery(u.RawQuery)
-	q.Set("schema", schema)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String()
 }
 
 // redact returns raw with any password replaced, for error messages and logs.
