@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/latchkit/latch/internal/storeraw"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/store"
 )
 
@@ -26,7 +27,7 @@ type scratch struct {
 func newScratch(ctx context.Context, storeURL string) (*scratch, error) {
 	place := storeURL
 	if place == "" {
-		place = "sqlite:"
+		place = storeurl.DefaultPlace
 	}
 	sc, err := store.NewScratch(ctx, place, &store.ScratchConfig{Prefix: "latch_verify"})
 	var pe *fs.PathError

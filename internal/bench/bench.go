@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
@@ -62,7 +63,7 @@ func ScratchStore(ctx context.Context, given string) (string, func(), error) {
 	place := given
 	switch rest, _ := strings.CutPrefix(given, store.Scheme(given)+":"); {
 	case given == "":
-		place = "sqlite:"
+		place = storeurl.DefaultPlace
 	case store.Scheme(given) == "" || rest != "" && !strings.HasPrefix(rest, "?"):
 		return given, func() {}, nil
 	}

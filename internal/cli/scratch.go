@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/store"
 )
 
@@ -17,7 +18,7 @@ func (a *app) scratchStores(ctx context.Context, names ...string) (urls []string
 		place = a.getenv("LATCH_STORE")
 	}
 	if place == "" {
-		place = "sqlite:" // the default backend
+		place = storeurl.DefaultPlace
 	}
 	sc, err := store.NewScratch(ctx, place, &store.ScratchConfig{Prefix: "latch_demo", Dir: a.getenv("TMPDIR"), Volatile: true})
 	if err != nil {
