@@ -60,7 +60,7 @@ func (driver) NewScratch(ctx context.Context, place string, cfg *store.ScratchCo
 	if !strings.Contains(place, "://") {
 		return nil, fmt.Errorf("scratch store: %w: %s names no server (write postgres://HOST/DB)", store.ErrNoScratch, redact(place))
 	}
-	server, err := ServerURL(place) // refuses a malformed parameter rather than drop it (sslmode=require;)
+	server, err := withoutSchema(place) // refuses a malformed parameter rather than drop it (sslmode=require;)
 	if err != nil {
 		return nil, fmt.Errorf("scratch store: %w", err)
 	}
@@ -83,7 +83,7 @@ func (s *scratch) URL(ctx context.Context, name string) (string, error) {
 		schema += "_" + n
 	}
 	schema = schema[:min(len(schema), maxIdentifier)]
-	u, err := SchemaURL(s.place, schema)
+	u, err := schemaURL(s.place, schema)
 	if err != nil {
 		return "", fmt.Errorf("scratch store: %w", err)
 	}
@@ -196,7 +196,7 @@ func (r *rawDB) Close() error { return r.c.Close(context.Background()) }
 // a pool as a store's: what a protected call writes, without latch. The store's own schema is
 // never touched.
 func (driver) OpenBaseline(ctx context.Context, url string) (storeraw.Baseline, error) {
-	u, err := ServerURL(url)
+	u, err := withoutSchema(url)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +295,7 @@ func (driver) WaitUntagged(ctx context.Context, url, tag string, d time.Duration
 
 // connectServer opens a connection of its own to the database of the store at url.
 func connectServer(ctx context.Context, url string) (*pgx.Conn, error) {
-	u, err := ServerURL(url)
+	u, err := withoutSchema(url)
 	if err != nil {
 		return nil, err
 	}

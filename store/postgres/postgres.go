@@ -202,10 +202,10 @@ func parseQuery(raw string) (url.Values, error) {
 	return nil, errors.New("malformed parameters")
 }
 
-// ServerURL returns raw, a store URL, without its schema= parameter: the server, database and
-// connection parameters as pgx reads them, for a caller that connects on its own (scratch
-// schemas for `latch verify` and `latch bench`). It refuses what Open refuses.
-func ServerURL(raw string) (string, error) {
+// withoutSchema returns raw, a store URL, without its schema= parameter: the server, database and
+// connection parameters as pgx reads them, for the connections of the driver's scratch stores
+// and raw access (driver.go). It refuses what Open refuses.
+func withoutSchema(raw string) (string, error) {
 	loc, err := parseURL(raw)
 	if err != nil {
 		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
@@ -213,8 +213,8 @@ func ServerURL(raw string) (string, error) {
 	return loc.pgURL, nil
 }
 
-// SchemaURL returns raw, a store URL, naming schema instead of its own schema (or public).
-func SchemaURL(raw, schema string) (string, error) {
+// schemaURL returns raw, a store URL, naming schema instead of its own schema (or public).
+func schemaURL(raw, schema string) (string, error) {
 	if _, err := parseURL(raw); err != nil {
 		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
 	}
