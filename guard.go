@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
-	"github.com/latchkit/latch/store/sqlite"
+	_ "github.com/latchkit/latch/store/sqlite" // the default store, sqlite:PATH: Open works with no other import
 )
 
 // Default durations.
@@ -142,7 +140,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 // two local stores (each its own SQLite file) would each allow what the other already did, and
 // the first log line of each must show it.
 func (g *Guard) logOpen(c Config) {
-	storeName := storeDescription(c.StoreURL)
+	storeName := store.Describe(c.StoreURL)
 	if c.Store != nil {
 		storeName = fmt.Sprintf("%T (given)", c.Store)
 	}
@@ -159,27 +157,6 @@ func (g *Guard) logOpen(c Config) {
 	}
 	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.policy.Hash,
 		"mode", mode, "environment", g.env)
-}
-
-// storeDescription is a store URL as a log line shows it: a SQLite path made absolute, a
-// Postgres URL without its password.
-func storeDescription(u string) string {
-	switch {
-	case strings.HasPrefix(u, "sqlite:"):
-		path := strings.TrimPrefix(u, "sqlite:")
-		if i := strings.IndexByte(path, '?'); i >= 0 {
-			path = path[:i]
-		}
-		if abs, err := filepath.Abs(path); err == nil {
-			return "sqlite:" + abs
-		}
-	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		if pu, err := url.Parse(u); err == nil {
-			return pu.Redacted()
-		}
-		return "postgres (unparsable URL)"
-	}
-	return u
 }
 
 // Close closes the guard's store.
@@ -206,19 +183,19 @@ type StoreOptions struct {
 	Logger   *slog.Logger
 }
 
-// OpenStore opens the store at url: sqlite:PATH or postgres://… / postgresql://….
+// OpenStore opens the store at url with the backend registered for its scheme (store.Open):
+// sqlite:PATH always, since this package links the SQLite store in; postgres://… and
+// postgresql://… once the program imports the PostgreSQL store,
+//
+//	import _ "github.com/latchkit/latch/store/postgres"
+//
+// and any other scheme whose backend package the program imports.
 func OpenStore(ctx context.Context, url string, opts *StoreOptions) (store.Store, error) {
 	var o StoreOptions
 	if opts != nil {
 		o = *opts
 	}
-	switch {
-	case strings.HasPrefix(url, "sqlite:"):
-		return sqlite.Open(ctx, url, &sqlite.Config{ReadOnly: o.ReadOnly, Logger: o.Logger})
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return openPostgres(ctx, url, o)
-	}
-	return nil, fmt.Errorf("latch: open store: unsupported store URL %q (want sqlite:PATH or postgres://…)", url)
+	return store.Open(ctx, url, &store.OpenOptions{ReadOnly: o.ReadOnly, Logger: o.Logger})
 }
 
 // newID returns prefix + 32 lowercase hex characters from the system CSPRNG.

@@ -8,3 +8,7 @@ func SetRunLimit(n int) (restore func()) {
 	runLimit = n
 	return func() { runLimit = old }
 }
+
+// UnknownScheme is Lookup's error for url when only registered are registered: the test binary
+// links every backend in, so the error a program without one gets is built here.
+var UnknownScheme = unknownScheme

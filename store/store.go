@@ -7,6 +7,22 @@
 // PlanExtend). A backend only reads the rows a decider needs, under its lock or with
 // compare-and-set, and writes what the decider returned: the rules exist once, whatever the
 // database. The conformance suite in store/storetest grades every backend against them.
+//
+// # Backends
+//
+// A backend registers a Driver for its URL schemes when its package is imported (Register, from
+// an init function), and Open opens a store by its URL's scheme, as database/sql opens a
+// database by driver name:
+//
+//	import _ "github.com/latchkit/latch/store/postgres" // postgres:// and postgresql://
+//
+//	st, err := store.Open(ctx, "postgres://db.internal/app?schema=latch", nil)
+//
+// Package sqlite registers sqlite:, and the root package latch imports it, so latch.Open works
+// with no other import; package postgres registers postgres: and postgresql:. What a tool needs
+// beyond opening a store is an optional capability of the Driver: a Scratcher makes throwaway
+// stores (NewScratch), a Describer shows a URL in a log line (Describe). A write to a store opened
+// read-only is ErrReadOnly on every backend.
 package store
 
 import (

@@ -55,7 +55,7 @@ type runner struct {
 	cfg    *Config
 	sp     *scenarioPolicy
 	faults faultSet
-	sc     scratch
+	sc     *scratch
 	start  time.Time // every scenario's clock starts here
 	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
@@ -67,7 +67,7 @@ type runner struct {
 // found the policy able to exercise its guarantee.
 var errDry = errors.New("verify: dry run")
 
-func newRunner(cfg *Config, faults faultSet, sc scratch) (*runner, error) {
+func newRunner(cfg *Config, faults faultSet, sc *scratch) (*runner, error) {
 	sp, err := newScenarioPolicy(cfg.Policy, nil, true)
 	if err != nil {
 		return nil, err

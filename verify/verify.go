@@ -98,7 +98,7 @@ type Report struct {
 	NotApplicable int
 	Applicable    int    // Passed + Failed
 	PolicyHash    string // the operator's policy
-	Backend       string // sqlite or postgres: the kind of the scratch store
+	Backend       string // the scheme of the scratch stores (sqlite, postgres…): the operator's backend
 }
 
 // OK reports whether at least one guarantee was applicable and every applicable one passed.
@@ -286,7 +286,7 @@ func Run(ctx context.Context, cfg *Config) (rep *Report, err error) {
 		return nil, err
 	}
 	defer r.close()
-	rep = &Report{PolicyHash: c.Policy.Hash, Backend: sc.kind()}
+	rep = &Report{PolicyHash: c.Policy.Hash, Backend: sc.kind}
 	for _, g := range catalogue {
 		if !selected[g.id] {
 			continue

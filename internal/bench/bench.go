@@ -7,15 +7,15 @@ package bench
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 // Policy is the policy every bench call is decided by: one allowed action with an effect key, so
@@ -56,23 +56,28 @@ func Args(b []byte, run string, n int) []byte {
 func runID() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
 
 // ScratchStore returns the store URL a run uses and a function that removes what the run made:
-// a given store is kept; a scratch store (none given, or 'sqlite:?…' with no path) is created in
-// a temporary directory and removed.
-func ScratchStore(given string) (string, func(), error) {
-	rest, isSQLite := strings.CutPrefix(given, "sqlite:")
-	if given != "" && !(isSQLite && (rest == "" || strings.HasPrefix(rest, "?"))) {
+// a given store is kept; a scratch store is made by the backend (store.NewScratch) when none is
+// given (SQLite, in a temporary directory) or when the given URL names a backend and no place
+// ('sqlite:', 'sqlite:?synchronous=normal': a scratch store with those settings).
+func ScratchStore(ctx context.Context, given string) (string, func(), error) {
+	place := given
+	switch rest, _ := strings.CutPrefix(given, store.Scheme(given)+":"); {
+	case given == "":
+		place = storeurl.DefaultPlace
+	case store.Scheme(given) == "" || rest != "" && !strings.HasPrefix(rest, "?"):
 		return given, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "latch-bench-")
+	sc, err := store.NewScratch(ctx, place, &store.ScratchConfig{Prefix: "latch_bench"})
 	if err != nil {
 		return "", nil, err
 	}
-	return "sqlite:" + filepath.Join(dir, "latch.db") + rest, func() { os.RemoveAll(dir) }, nil
-}
-
-// isPostgres reports whether storeURL names a Postgres store.
-func isPostgres(storeURL string) bool {
-	return strings.HasPrefix(storeURL, "postgres://") || strings.HasPrefix(storeURL, "postgresql://")
+	cleanup := func() { sc.Close(context.WithoutCancel(ctx)) }
+	u, err := sc.URL(ctx, "latch")
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return u, cleanup, nil
 }
 
 // Latency is the distribution of call latencies, in microseconds.

@@ -2,26 +2,19 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/latchkit/latch"
-	"github.com/latchkit/latch/internal/sqlitebare"
+	"github.com/latchkit/latch/internal/storeraw"
 	"github.com/latchkit/latch/store"
-	"github.com/latchkit/latch/store/postgres"
-	_ "github.com/latchkit/latch/store/sqlite" // installs sqlitebare's opener
 )
 
 // CallsConfig configures Calls.
@@ -84,7 +77,7 @@ func Calls(ctx context.Context, cfg *CallsConfig) (*CallsReport, error) {
 	case c.Duration < 0:
 		return nil, fmt.Errorf("bench: Duration %v is negative", c.Duration)
 	}
-	storeURL, cleanup, err := ScratchStore(c.Store)
+	storeURL, cleanup, err := ScratchStore(ctx, c.Store)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -104,12 +97,12 @@ func Calls(ctx context.Context, cfg *CallsConfig) (*CallsReport, error) {
 		return nil, fmt.Errorf("bench latch: %w", err)
 	}
 
-	base, err := openBaseline(ctx, storeURL)
+	base, err := storeraw.OpenBaseline(ctx, storeURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench baseline: %w", err)
 	}
 	rep.Baseline, err = benchBaseline(ctx, base, c, docSize)
-	if cerr := base.close(); err == nil && cerr != nil {
+	if cerr := base.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
@@ -217,180 +210,19 @@ func lastReceiptSize(ctx context.Context, st store.Store) int {
 	return 1024
 }
 
-// baseline is a bare database of the store's kind: the transactions of a call, without latch.
-type baseline interface {
-	// call writes one call's transactions: insert key; then update key and insert doc.
-	call(ctx context.Context, key, doc string) error
-	close() error
-}
-
-func benchBaseline(ctx context.Context, b baseline, c CallsConfig, docSize int) (Phase, error) {
+func benchBaseline(ctx context.Context, b storeraw.Baseline, c CallsConfig, docSize int) (Phase, error) {
 	run := runID()
 	doc := strings.Repeat("x", docSize)
 	for n := range 20 {
-		if err := b.call(ctx, run+"w"+strconv.Itoa(n), doc); err != nil {
+		if err := b.Call(ctx, run+"w"+strconv.Itoa(n), doc); err != nil {
 			return Phase{}, err
 		}
 	}
 	p, err := measure(ctx, c.Workers, c.Duration, func(w, n int) error {
-		return b.call(ctx, run+"_"+strconv.Itoa(n*c.Workers+w), doc)
+		return b.Call(ctx, run+"_"+strconv.Itoa(n*c.Workers+w), doc)
 	})
 	if err == nil {
 		p.CommitsPerCall = 2
 	}
 	return p, err
-}
-
-// openBaseline opens a scratch database beside the store storeURL names: a file in a fresh
-// directory next to a SQLite store (same disk), or a fresh schema in a Postgres database.
-func openBaseline(ctx context.Context, storeURL string) (baseline, error) {
-	switch {
-	case strings.HasPrefix(storeURL, "sqlite:"):
-		return openSQLiteBaseline(ctx, storeURL)
-	case isPostgres(storeURL):
-		return openPostgresBaseline(ctx, storeURL)
-	}
-	return nil, fmt.Errorf("unsupported store URL %q", storeURL)
-}
-
-type sqliteBaseline struct {
-	db       *sql.DB
-	dir      string
-	ins, upd *sql.Stmt
-	rec      *sql.Stmt
-}
-
-func openSQLiteBaseline(ctx context.Context, storeURL string) (*sqliteBaseline, error) {
-	path, query, _ := strings.Cut(strings.TrimPrefix(storeURL, "sqlite:"), "?")
-	dir, err := os.MkdirTemp(filepath.Dir(path), ".latch-bench-baseline-")
-	if err != nil {
-		return nil, err
-	}
-	u := "sqlite:" + filepath.Join(dir, "baseline.db")
-	if query != "" {
-		u += "?" + query
-	}
-	b := &sqliteBaseline{dir: dir}
-	if b.db, err = sqlitebare.Open(u); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	for _, q := range []string{
-		`CREATE TABLE effects (effect_key TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at INTEGER NOT NULL) STRICT`,
-		`CREATE TABLE receipts (seq INTEGER PRIMARY KEY, doc TEXT NOT NULL) STRICT`,
-	} {
-		if _, err := b.db.ExecContext(ctx, q); err != nil {
-			b.close()
-			return nil, err
-		}
-	}
-	for q, st := range map[string]**sql.Stmt{
-		`INSERT INTO effects (effect_key, state, updated_at) VALUES (?, 'executing', ?)`: &b.ins,
-		`UPDATE effects SET state = 'committed', updated_at = ? WHERE effect_key = ?`:    &b.upd,
-		`INSERT INTO receipts (doc) VALUES (?)`:                                          &b.rec,
-	} {
-		if *st, err = b.db.PrepareContext(ctx, q); err != nil {
-			b.close()
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-func (b *sqliteBaseline) call(ctx context.Context, key, doc string) error {
-	// Statements run without the caller's cancellation, as latch's writes do: the driver
-	// watches a cancellable context with a goroutine per statement.
-	ctx = context.WithoutCancel(ctx)
-	tx, err := b.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.StmtContext(ctx, b.ins).ExecContext(ctx, key, time.Now().UnixNano()); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if tx, err = b.db.BeginTx(ctx, nil); err != nil {
-		return err
-	}
-	if _, err := tx.StmtContext(ctx, b.upd).ExecContext(ctx, time.Now().UnixNano(), key); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if _, err := tx.StmtContext(ctx, b.rec).ExecContext(ctx, doc); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-func (b *sqliteBaseline) close() error {
-	var err error
-	if b.db != nil {
-		err = b.db.Close()
-	}
-	return errors.Join(err, os.RemoveAll(b.dir))
-}
-
-type postgresBaseline struct {
-	pool   *pgxpool.Pool
-	schema string
-}
-
-// openPostgresBaseline creates a scratch schema in the database storeURL names. The URL's
-// schema= parameter (latch's own) is dropped: the baseline never touches latch's schema.
-func openPostgresBaseline(ctx context.Context, storeURL string) (*postgresBaseline, error) {
-	u, err := pgURL(storeURL)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.New(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	b := &postgresBaseline{pool: pool, schema: "latch_bench_" + runID()}
-	s := pgx.Identifier{b.schema}.Sanitize()
-	for _, q := range []string{
-		`CREATE SCHEMA ` + s,
-		`CREATE TABLE ` + s + `.effects (effect_key text PRIMARY KEY, state text NOT NULL, updated_at bigint NOT NULL)`,
-		`CREATE TABLE ` + s + `.receipts (seq bigserial PRIMARY KEY, doc text NOT NULL)`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			b.close()
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-func (b *postgresBaseline) call(ctx context.Context, key, doc string) error {
-	s := pgx.Identifier{b.schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO `+s+`.effects (effect_key, state, updated_at) VALUES ($1, 'executing', $2)`, key, time.Now().UnixNano())
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE `+s+`.effects SET state = 'committed', updated_at = $1 WHERE effect_key = $2`, time.Now().UnixNano(), key); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+s+`.receipts (doc) VALUES ($1)`, doc)
-		return err
-	})
-}
-
-func (b *postgresBaseline) close() error {
-	_, err := b.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{b.schema}.Sanitize()+` CASCADE`)
-	b.pool.Close()
-	return err
-}
-
-// pgURL is storeURL without latch's own schema= parameter: what pgx reads.
-func pgURL(storeURL string) (string, error) {
-	// The store's own parser: a malformed parameter (sslmode=require;) is refused, not dropped.
-	return postgres.ServerURL(storeURL)
 }

@@ -64,7 +64,7 @@ func Chain(ctx context.Context, cfg *ChainConfig) (*ChainReport, error) {
 	if cfg.Receipts < 0 {
 		return nil, fmt.Errorf("bench: Receipts %d is negative", cfg.Receipts)
 	}
-	storeURL, cleanup, err := ScratchStore(cfg.Store)
+	storeURL, cleanup, err := ScratchStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -174,7 +174,7 @@ func Gateway(ctx context.Context, cfg *GatewayConfig) (*GatewayReport, error) {
 	if c.Workers < 0 || c.Duration < 0 {
 		return nil, fmt.Errorf("bench gateway: negative Workers %d or Duration %v", c.Workers, c.Duration)
 	}
-	storeURL, cleanup, err := ScratchStore(c.Store)
+	storeURL, cleanup, err := ScratchStore(ctx, c.Store)
 	if err != nil {
 		return nil, fmt.Errorf("bench gateway: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeraw"
 	"github.com/latchkit/latch/store"
 )
 
@@ -87,8 +85,9 @@ type raceResult struct {
 	Error      string  `json:"error,omitempty"`
 }
 
-// raceApplication is the application_name of the racers' Postgres sessions: Race waits for them
-// to end before it reads the deadlock counter, which a session reports when it ends.
+// raceApplication tags the racers' sessions on a backend that counts deadlocks (on Postgres,
+// their application_name): Race waits for them to end before it reads the deadlock counter,
+// which a session reports when it ends.
 const raceApplication = "latch-bench-racer"
 
 // Race races Processes OS processes over Keys shared effect keys: each opens the store, waits
@@ -119,7 +118,7 @@ func Race(ctx context.Context, cfg *RaceConfig) (*RaceReport, error) {
 	if c.GOMAXPROCS == "" {
 		c.GOMAXPROCS = strconv.Itoa(max(1, runtime.NumCPU()/c.Processes))
 	}
-	storeURL, cleanup, err := ScratchStore(c.Store)
+	storeURL, cleanup, err := ScratchStore(ctx, c.Store)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -139,11 +138,12 @@ func Race(ctx context.Context, cfg *RaceConfig) (*RaceReport, error) {
 	}
 	racerURL := storeURL
 	var deadlocksBefore int64
-	if isPostgres(storeURL) {
-		if racerURL, err = withApplication(storeURL); err != nil {
+	dc, counts := storeraw.Deadlocks(storeURL)
+	if counts {
+		if racerURL, err = dc.Tagged(storeURL, raceApplication); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
-		if deadlocksBefore, err = deadlocks(ctx, storeURL); err != nil {
+		if deadlocksBefore, err = dc.Deadlocks(ctx, storeURL); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 	}
@@ -171,8 +171,12 @@ func Race(ctx context.Context, cfg *RaceConfig) (*RaceReport, error) {
 	rep.Latency = latencyOf(lat)
 	rep.Seconds = time.Unix(0, last).Sub(start).Seconds()
 	rep.PerSec = float64(rep.Attempts) / rep.Seconds
-	if isPostgres(storeURL) {
-		n, err := deadlocksAfter(ctx, storeURL)
+	if counts {
+		// A session reports its counters when it ends: wait for the racers' to end, up to 10 s.
+		if err := dc.WaitUntagged(ctx, storeURL, raceApplication, 10*time.Second); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		n, err := dc.Deadlocks(ctx, storeURL)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
@@ -369,64 +373,6 @@ func committedEffects(ctx context.Context, storeURL, run string) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// withApplication returns storeURL with the racers' application_name, so that their sessions
-// can be told from others.
-func withApplication(storeURL string) (string, error) {
-	u, err := url.Parse(storeURL)
-	if err != nil {
-		return "", errors.New("unparsable postgres URL")
-	}
-	q := u.Query()
-	q.Set("application_name", raceApplication)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-// deadlocks reads pg_stat_database.deadlocks of the database storeURL names.
-func deadlocks(ctx context.Context, storeURL string) (int64, error) {
-	conn, err := connect(ctx, storeURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(ctx)
-	var n int64
-	err = conn.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("read pg_stat_database.deadlocks: %w", err)
-	}
-	return n, nil
-}
-
-// deadlocksAfter reads the deadlock counter once the racers' sessions have ended (each reports
-// its counters when it ends), waiting for them up to 10 s.
-func deadlocksAfter(ctx context.Context, storeURL string) (int64, error) {
-	conn, err := connect(ctx, storeURL)
-	if err != nil {
-		return 0, err
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND application_name = $1`, raceApplication).Scan(&n)
-		if err != nil || n == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	conn.Close(ctx)
-	return deadlocks(ctx, storeURL)
-}
-
-// connect opens a connection of its own to the database storeURL names.
-func connect(ctx context.Context, storeURL string) (*pgx.Conn, error) {
-	u, err := pgURL(storeURL)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.Connect(ctx, u)
 }
 
 func countFiles(dir, prefix string) (int, error) {

@@ -86,7 +86,7 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	case c.Command == nil:
 		return nil, errors.New("bench serve: no Command to start the server with")
 	}
-	storeURL, cleanup, err := ScratchStore(c.Store)
+	storeURL, cleanup, err := ScratchStore(ctx, c.Store)
 	if err != nil {
 		return nil, fmt.Errorf("bench serve: %w", err)
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/latchkit/latch"
@@ -64,14 +63,7 @@ func (a *app) loadPolicy() (*policy.Policy, error) {
 }
 
 // redact hides a password in a store URL before it is printed.
-func redact(u string) string {
-	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		if pu, err := url.Parse(u); err == nil {
-			return pu.Redacted()
-		}
-	}
-	return u
-}
+func redact(u string) string { return store.Redact(u) }
 
 // openRead opens the store read-only: it never creates or migrates anything, and a missing
 // store is an error that says who creates it.

@@ -184,7 +184,7 @@ func (b *batcher) queued() int {
 // planned runs pw, in a batch with the planned writes in flight beside it or alone.
 func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error) {
 	if s.readOnly {
-		return nil, fmt.Errorf("%s: %w", pw.op, ErrReadOnly)
+		return nil, fmt.Errorf("%s: %w", pw.op, store.ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", pw.op, err)

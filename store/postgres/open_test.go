@@ -73,8 +73,8 @@ func TestOpenMalformedSSLModeRefused(t *testing.T) {
 			t.Errorf("Open(%s) = %v, want an error naming the sslmode parameter", redact(raw), err)
 		}
 	}
-	if _, err := ServerURL("postgres://u:s3cret@h/db?sslmode=require;"); err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("ServerURL(malformed) = %v, want an error without the password", err)
+	if _, err := withoutSchema("postgres://u:s3cret@h/db?sslmode=require;"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("withoutSchema(malformed) = %v, want an error without the password", err)
 	}
 }
 
@@ -251,11 +251,11 @@ func TestReadOnly(t *testing.T) {
 	if e, err := r.Effect(ctx, c.key); err != nil || e.ActionID != c.actionID {
 		t.Errorf("read-only Effect(%s) = %+v, %v, want the reservation", c.key, e, err)
 	}
-	if _, err := r.Reserve(ctx, newCutCall("ro2").reserveReq(time.Now())); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("read-only Reserve = %v, want ErrReadOnly", err)
+	if _, err := r.Reserve(ctx, newCutCall("ro2").reserveReq(time.Now())); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("read-only Reserve = %v, want store.ErrReadOnly", err)
 	}
-	if _, err := r.CreateApproval(ctx, &store.ApprovalRequest{Approval: &store.Approval{ID: "apr_x"}}); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("read-only CreateApproval = %v, want ErrReadOnly", err)
+	if _, err := r.CreateApproval(ctx, &store.ApprovalRequest{Approval: &store.Approval{ID: "apr_x"}}); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("read-only CreateApproval = %v, want store.ErrReadOnly", err)
 	}
 }
 

@@ -91,13 +91,10 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// ErrReadOnly is returned by every write method of a store opened with Config.ReadOnly.
-var ErrReadOnly = errors.New("store opened read-only")
-
 // Config configures Open. The zero value (and nil) opens a writer with pgx's default pool size.
 type Config struct {
 	// ReadOnly never creates or migrates anything: a missing schema or missing tables is an error
-	// wrapping store.ErrNoStore, and every write method returns ErrReadOnly.
+	// wrapping store.ErrNoStore, and every write method returns store.ErrReadOnly.
 	ReadOnly bool
 	// Logger receives migrations and lost commits. Nil discards.
 	Logger *slog.Logger
@@ -205,10 +202,10 @@ func parseQuery(raw string) (url.Values, error) {
 	return nil, errors.New("malformed parameters")
 }
 
-// ServerURL returns raw, a store URL, without its schema= parameter: the server, database and
-// connection parameters as pgx reads them, for a caller that connects on its own (scratch
-// schemas for `latch verify` and `latch bench`). It refuses what Open refuses.
-func ServerURL(raw string) (string, error) {
+// withoutSchema returns raw, a store URL, without its schema= parameter: the server, database and
+// connection parameters as pgx reads them, for the connections of the driver's scratch stores
+// and raw access (driver.go). It refuses what Open refuses.
+func withoutSchema(raw string) (string, error) {
 	loc, err := parseURL(raw)
 	if err != nil {
 		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
@@ -216,16 +213,21 @@ func ServerURL(raw string) (string, error) {
 	return loc.pgURL, nil
 }
 
-// SchemaURL returns raw, a store URL, naming schema instead of its own schema (or public).
-func SchemaURL(raw, schema string) (string, error) {
+// schemaURL returns raw, a store URL, naming schema instead of its own schema (or public).
+func schemaURL(raw, schema string) (string, error) {
 	if _, err := parseURL(raw); err != nil {
 		return "", fmt.Errorf("store URL %s: %w", redact(raw), err)
 	}
+	return withParam(raw, "schema", schema), nil
+}
+
+// withParam returns raw, a store URL parseURL accepts, with parameter key set to value.
+func withParam(raw, key, value string) string {
 	u, _ := url.Parse(raw)
 	q, _ := parseQuery(u.RawQuery)
-	q.Set("schema", schema)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String()
 }
 
 // redact returns raw with any password replaced, for error messages and logs.

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -72,12 +70,6 @@ func withSchema(t testing.TB, raw, schema string) string {
 	q.Set("schema", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
 }
 
 // newSchemaURL returns the URL of a schema that does not exist yet, dropped with t.Cleanup.

@@ -91,7 +91,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(ctx context.Contex
 // looks for it exactly as write looks for its own lost attempts.
 func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn func(ctx context.Context, t *txn) error) (*witness, error) {
 	if s.readOnly {
-		return nil, fmt.Errorf("%s: %w", op, ErrReadOnly)
+		return nil, fmt.Errorf("%s: %w", op, store.ErrReadOnly)
 	}
 	var last error
 	for try := 0; try < maxTries; try++ {

@@ -76,13 +76,10 @@ const busyTimeoutMillis = 10000
 // some four hundred instead of one in forty. The log grows to about 40 MiB and is reused.
 const walCheckpointPages = 10000
 
-// ErrReadOnly is returned by every write method of a store opened with Config.ReadOnly.
-var ErrReadOnly = errors.New("store opened read-only")
-
 // Config configures Open. The zero value (and nil) opens a writer.
 type Config struct {
 	// ReadOnly never creates or migrates anything: a missing file is an error wrapping
-	// store.ErrNoStore, and every write method returns ErrReadOnly.
+	// store.ErrNoStore, and every write method returns store.ErrReadOnly.
 	ReadOnly bool
 	// Logger receives schema migrations. Nil discards.
 	Logger *slog.Logger
@@ -369,7 +366,7 @@ func notLatch(err error) error {
 // queued with it. An error from fn rolls back what fn wrote, and only that.
 func (s *Store) write(ctx context.Context, fn func(t *txn) error) error {
 	if s.readOnly {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	return s.readOnlyError(s.wr.do(ctx, fn))
 }

@@ -181,11 +181,11 @@ func TestReadOnly(t *testing.T) {
 	if err != nil || e.State != store.Executing {
 		t.Fatalf("Effect() on a read-only store = %+v, %v", e, err)
 	}
-	if _, err := r.Reserve(t.Context(), req); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("Reserve() on a read-only store = %v, want ErrReadOnly", err)
+	if _, err := r.Reserve(t.Context(), req); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("Reserve() on a read-only store = %v, want store.ErrReadOnly", err)
 	}
-	if _, err := r.Resolve(t.Context(), &store.ResolveRequest{Now: now, Key: "charge:inv_1", To: store.Failed, By: "cli:ana"}); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("Resolve() on a read-only store = %v, want ErrReadOnly", err)
+	if _, err := r.Resolve(t.Context(), &store.ResolveRequest{Now: now, Key: "charge:inv_1", To: store.Failed, By: "cli:ana"}); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("Resolve() on a read-only store = %v, want store.ErrReadOnly", err)
 	}
 	if n := r.WriteTransactions(); n != 0 {
 		t.Errorf("WriteTransactions() = %d on a read-only store", n)

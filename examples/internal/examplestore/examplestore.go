@@ -12,6 +12,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	// The examples run on Postgres when $LATCH_STORE names a server: a program opens
+	// postgres:// stores once it links the Postgres store in, with this one import.
+	_ "github.com/latchkit/latch/store/postgres"
 )
 
 // Dir is the example's working directory, for its store and its fake remotes' ledgers.

@@ -24,6 +24,7 @@ import (
 	"github.com/latchkit/latch"
 	latchriver "github.com/latchkit/latch/integrations/river"
 	"github.com/latchkit/latch/policy"
+	_ "github.com/latchkit/latch/store/postgres" // latch.Open opens postgres:// stores once this is linked in
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
