@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latchkit/latch/internal/consoletest"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -159,6 +162,48 @@ func TestResolveRules(t *testing.T) {
 			}
 			if r := s.do("POST", "/v1/effects/refund:inv_2/resolve", s.approver, map[string]any{"to": "committed"}); r.status != 200 || r.body["resolved_by"] != "http:carol" {
 				t.Errorf("carol resolves refund:inv_2 = %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// TestConsoleSelfResolution: the console resolves through the same check as every surface. A
+// person logged in under the attempt's agent name cannot resolve it: the form is refused, nothing
+// is written, and the effect stays ambiguous until someone else resolves it.
+func TestConsoleSelfResolution(t *testing.T) {
+	t.Parallel()
+	const pw = "correct horse battery staple"
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			cs := consoletest.Start(t, &consoletest.Options{Backend: backend})
+			cs.AddAccount(t, "Billing-Worker", pw)
+			cs.AddAccount(t, "alice", pw)
+			key := cs.Ambiguous(t, 7, "connection reset")
+			resolve := func(name string) *consoletest.Page {
+				t.Helper()
+				c := consoletest.Client(t, "")
+				if p := consoletest.Login(t, c, cs.URL, name, pw); p.Status != http.StatusSeeOther {
+					t.Fatalf("login as %s = %d %s", name, p.Status, p.Body)
+				}
+				csrf := consoletest.CSRF(consoletest.Get(t, c, cs.URL+"/attention").Body)
+				return consoletest.Post(t, c, cs.URL+"/effects/"+url.PathEscape(key)+"/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}})
+			}
+			ev, rc := cs.Written(t)
+			if p := resolve("billing-worker"); p.Status < 400 || !strings.Contains(p.Body, "self_resolution") {
+				t.Errorf("the agent's own person resolving = %d %q, want refused self_resolution", p.Status, p.Body)
+			}
+			if e, r := cs.Written(t); e != ev || r != rc {
+				t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+			}
+			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Ambiguous {
+				t.Fatalf("%s = %+v, %v; want still ambiguous", key, e, err)
+			}
+			if p := resolve("alice"); p.Status != http.StatusSeeOther {
+				t.Errorf("alice resolving = %d %q, want a redirect", p.Status, p.Body)
+			}
+			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Failed || e.ResolvedBy != "console:alice" {
+				t.Errorf("%s = %+v, %v; want failed by console:alice", key, e, err)
 			}
 		})
 	}
