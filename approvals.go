@@ -2,12 +2,15 @@ package latch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/internal/safetext"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
 
@@ -156,12 +159,26 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	rule := g.policy.ApproversFor(cur.ActionName)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
-	if len(rule.Roles) == 0 {
-		return nil
-	}
 	name, err := store.NormalizeApprover(r.Approver)
 	if err != nil {
 		return nil // the store refuses it invalid_approver
+	}
+	ok, err := g.entitled(ctx, rule, name)
+	if err != nil {
+		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
+	}
+	if !ok {
+		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
+	}
+	return nil
+}
+
+// entitled reports whether the person named name (NormalizeApprover'd) is a member of one of
+// rule's roles — listed in the policy, or given the role by the store's approver accounts — or
+// rule names no roles. It reads the person's roles only when rule names some.
+func (g *Guard) entitled(ctx context.Context, rule policy.ApproverRule, name string) (bool, error) {
+	if len(rule.Roles) == 0 {
+		return true, nil
 	}
 	var roles []string
 	rl := g.cfg.ApproverRoles
@@ -169,30 +186,46 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 		rl, _ = g.store.(store.RoleLookup)
 	}
 	if rl != nil {
+		var err error
 		if roles, err = rl.ApproverRoles(ctx, name); err != nil {
-			return fmt.Errorf("answer approval %s: roles of %s: %w", safetext.Quote(r.ID), safetext.Quote(name), err)
+			return false, fmt.Errorf("roles of %s: %w", safetext.Quote(name), err)
 		}
 	}
-	if ent := g.policy.Entitled(rule, name, roles); !ent.Entitled {
-		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
-	}
-	return nil
+	return g.policy.Entitled(rule, name, roles).Entitled, nil
 }
 
-// Resolve settles an ambiguous effect as committed or failed, recording who said so (by: for
-// example "cli:alice"; docs/guarantees.md#resolving-an-ambiguous-effect). Resolving anything but
-// an ambiguous effect is refused and changes nothing. ResolveEffect takes a result and a note.
+// Resolve settles an ambiguous effect as committed or failed, recording who said so (by: the
+// surface and the person, for example "cli:alice"; docs/guarantees.md#resolving-an-ambiguous-effect).
+// Resolving anything but an ambiguous effect is refused and changes nothing; so is a person
+// resolving their own attempt or one they are not entitled to (see ResolveEffect).
+// ResolveEffect takes a result and a note.
 func (g *Guard) Resolve(ctx context.Context, key string, to store.State, by string) (*store.Effect, error) {
 	return g.ResolveEffect(ctx, &store.ResolveRequest{Key: key, To: to, By: by})
 }
 
 // ResolveEffect is Resolve with everything a resolution can say: a result for later duplicates
 // of a committed effect, a note. A zero req.Now is the guard's clock. What the resolution
-// commits reaches the guard's sinks.
+// commits reaches the guard's sinks. It is the one entry point for every surface that resolves:
+// the CLI, the API of latch serve and its console, latch mcp-operator.
+//
+// A person resolves (docs/approvals.md#resolving): the name after the surface in req.By ("alice"
+// in "http:alice"; all of a By without one). Nobody resolves their own attempt: a person who is
+// the agent or the user of the attempt holding the record is refused self_resolution, names
+// compared as the self-approval check compares them. When the action's approvers name roles,
+// only their members resolve its effects (approver_not_entitled); required and verified apply
+// to approvals only. Both are checked against the attempt that holds the record when it is
+// read, and the write is refused if another attempt holds it by then. A refusal is a
+// *store.ResolveError matching store.ErrResolveRefused, and writes nothing. A reconcile hook's
+// resolution (req.Hook) is no person's and is not checked.
 func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
 	r := *req
 	if r.Now.IsZero() {
 		r.Now = g.cfg.Now()
+	}
+	if !r.Hook {
+		if err := g.mayResolve(ctx, &r); err != nil {
+			return nil, wrapOp("", err)
+		}
 	}
 	t0 := time.Now()
 	e, err := g.store.Resolve(ctx, &r)
@@ -206,6 +239,76 @@ func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*
 	}
 	g.emitWritten(ctx, store.EventFilter{EffectKey: r.Key}, len(r.Events)+1, kinds...)
 	return e, nil
+}
+
+// mayResolve refuses the person of r.By a resolution of their own attempt, or of an effect of an
+// action whose approver roles they are not a member of, and binds r to the attempt checked
+// (r.Holder). It reads the record, the attempt's action_proposed event and, for an action with
+// roles, the person's roles; it writes nothing. What it cannot decide (no such record, a name
+// that cannot be kept) it leaves to the store, which refuses it.
+func (g *Guard) mayResolve(ctx context.Context, r *store.ResolveRequest) error {
+	if r.Check() != nil {
+		return nil // the store refuses it invalid input
+	}
+	name := r.By
+	if _, after, ok := strings.Cut(r.By, ":"); ok {
+		name = after
+	}
+	name, err := store.NormalizeApprover(name)
+	if err != nil {
+		return nil // the store refuses the resolver
+	}
+	eff, err := g.store.Effect(ctx, r.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // the store refuses it not found
+	case err != nil:
+		return fmt.Errorf("resolve %s: %w", safetext.Quote(r.Key), err)
+	}
+	refuse := func(reason string) error {
+		return &store.ResolveError{Key: r.Key, Reason: reason, Attempt: eff.Attempt}
+	}
+	agent, user, found, err := g.proposer(ctx, eff.ActionID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("resolve %s: principal of attempt %d: %w", safetext.Quote(r.Key), eff.Attempt, err)
+	case !found:
+		return refuse(store.ReasonHolderUnknown)
+	case store.SameName(name, agent) || user != "" && store.SameName(name, user):
+		return refuse(store.ReasonSelfResolution)
+	}
+	ok, err := g.entitled(ctx, g.policy.ApproversFor(eff.Action), name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("resolve %s: %w", safetext.Quote(r.Key), err)
+	case !ok:
+		return refuse(store.ReasonNotEntitled)
+	}
+	r.Holder = eff.ActionID
+	return nil
+}
+
+// proposer returns the agent and user that proposed the action actionID, as its action_proposed
+// event recorded them; found is false when the store holds no such event (pruned).
+func (g *Guard) proposer(ctx context.Context, actionID string) (agent, user string, found bool, err error) {
+	evs, err := g.store.Events(ctx, store.EventFilter{ActionID: actionID})
+	if err != nil {
+		return "", "", false, err
+	}
+	for _, e := range evs {
+		if e.Kind != store.EventActionProposed || e.ActionID != actionID {
+			continue
+		}
+		var p struct {
+			Agent string `json:"agent"`
+			User  string `json:"user"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return "", "", false, fmt.Errorf("event %d: %w", e.ID, err)
+		}
+		return p.Agent, p.User, true, nil
+	}
+	return "", "", false, nil
 }
 
 // emitWritten hands the sinks the last n events of the given kinds among those f selects, read

@@ -7,6 +7,11 @@
 // (placed in its context by latch.WithCredential, as a bare JWT or "Bearer <jwt>") is verified
 // and mapped to the principal's agent and, optionally, user.
 //
+// Every token a verifier accepts is an agent's, unless its Config gives the mark of a person's
+// token (a claim value, or an audience of people's own). A token carrying the mark is a
+// person's — an approver, who answers approval requests and resolves effects — and never an
+// agent's: Identify names the person, and Principal refuses the token.
+//
 // Only asymmetric signatures are accepted (RS256, ES256, EdDSA), each only with a key of its
 // own type and strength, so a token cannot pick the algorithm its key is checked with. A
 // refusal is an *Error whose message names what failed and never quotes the credential.

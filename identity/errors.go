@@ -19,6 +19,9 @@ import "github.com/latchkit/latch"
 //	issued_in_future  iat, minus the leeway, is still to come
 //	agent_claim       the agent claim is missing or not a non-empty string
 //	user_claim        the user claim is present but not a string
+//	approver_token    a person's token (it carries an approver mark) where an agent's is needed
+//	approver_claim    a person's token whose name claim is missing or not a non-empty string
+//	role              the token's audience marks it both an agent's and a person's
 //	keys_unavailable  the JWKS could not be fetched or read
 //
 // Msg never quotes the credential; it may quote claim values, but only from a token whose

@@ -79,3 +79,61 @@ func ExampleNewJWT() {
 	// refund-agent for alice@example.com until 2026-11-29T10:00:00Z
 	// no credential
 }
+
+// One issuer for agents and people: the people's tokens carry a claim the agents' never do, and
+// the verifier is told so. Identify says whose a token is; Principal refuses a person's, so a
+// person can never propose as an agent.
+func ExampleJWT_Identify() {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "identity-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "issuer.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	j, err := identity.NewJWT(&identity.Config{
+		Issuer: "https://auth.example.com", Audience: "latch", KeyFiles: []string{keyFile},
+		ApproverClaim: "latch_role", ApproverValue: "approver", // the mark of a person's token
+		Now: func() time.Time { return now },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mint := func(claims jwt.MapClaims) context.Context {
+		claims["iss"], claims["aud"], claims["exp"] = "https://auth.example.com", "latch", now.Add(time.Hour).Unix()
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(priv)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return latch.WithCredential(context.Background(), tok)
+	}
+	for _, ctx := range []context.Context{
+		mint(jwt.MapClaims{"sub": "refund-agent"}),
+		mint(jwt.MapClaims{"sub": "alice", "latch_role": "approver"}),
+	} {
+		p, person, err := j.Identify(ctx)
+		switch {
+		case err != nil:
+			log.Fatal(err)
+		case person != nil:
+			_, perr := j.Principal(ctx)
+			fmt.Println("person", person.Name, "- as an agent:", perr)
+		default:
+			fmt.Println("agent", p.Agent)
+		}
+	}
+	// Output:
+	// agent refund-agent
+	// person alice - as an agent: the token is a person's (an approver's): people answer approval requests and resolve effects, and do not propose actions
+}

@@ -73,6 +73,26 @@ type Config struct {
 	// must be a string.
 	UserClaim string
 
+	// ApproverClaim and ApproverValue, ApproverAudience: the marks of a person's token. Without
+	// any, every token this verifier accepts is an agent's, and nothing tells a person from an
+	// agent: a verifier that serves both must be told. A token carrying a mark is a person's — an
+	// approver, who answers approval requests and resolves effects — and never an agent's:
+	// Principal and Verify refuse it (approver_token), so it cannot propose. Identify tells
+	// which a token is.
+	//
+	// ApproverClaim names a claim (looked up like AgentClaim, e.g. "latch_role"); a token whose
+	// claim is the string ApproverValue, or a list of strings holding it, is a person's.
+	// ApproverValue is required with ApproverClaim.
+	ApproverClaim string
+	ApproverValue string
+	// ApproverAudience is an audience that marks a person's token: a token whose aud holds it
+	// is accepted in place of Audience, and is a person's. A token whose aud holds both
+	// Audience and ApproverAudience is refused (role): one credential is one principal.
+	ApproverAudience string
+	// ApproverNameClaim is the claim naming the person of a person's token, looked up like
+	// AgentClaim; default "sub".
+	ApproverNameClaim string
+
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -105,7 +125,7 @@ func NewJWT(cfg *Config) (*JWT, error) {
 	j.parser = jwt.NewParser(
 		jwt.WithValidMethods(c.Algorithms),
 		jwt.WithIssuer(c.Issuer),
-		jwt.WithAudience(c.Audience),
+		jwt.WithAudience(c.audiences()...),
 		jwt.WithLeeway(c.Leeway),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
@@ -199,10 +219,45 @@ func (c *Config) fill() error {
 			return fmt.Errorf("user claim: %w", err)
 		}
 	}
+	if err := c.fillApprover(); err != nil {
+		return err
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	return nil
+}
+
+// fillApprover checks the marks of a person's token.
+func (c *Config) fillApprover() error {
+	switch {
+	case c.ApproverClaim == "" && c.ApproverValue != "":
+		return errors.New("approver value given without an approver claim")
+	case c.ApproverClaim != "" && c.ApproverValue == "":
+		return fmt.Errorf("approver claim %q needs the value that marks a person's token", c.ApproverClaim)
+	case c.ApproverAudience != "" && c.ApproverAudience == c.Audience:
+		return fmt.Errorf("approver audience %q is the agents' audience: a person's audience must differ", c.ApproverAudience)
+	}
+	if c.ApproverClaim != "" {
+		if err := checkClaimPath(c.ApproverClaim); err != nil {
+			return fmt.Errorf("approver claim: %w", err)
+		}
+	}
+	if c.ApproverNameClaim == "" {
+		c.ApproverNameClaim = "sub"
+	}
+	if err := checkClaimPath(c.ApproverNameClaim); err != nil {
+		return fmt.Errorf("approver name claim: %w", err)
+	}
+	return nil
+}
+
+// audiences are the audiences a token may carry: the agents', and the people's when set.
+func (c *Config) audiences() []string {
+	if c.ApproverAudience == "" {
+		return []string{c.Audience}
+	}
+	return []string{c.Audience, c.ApproverAudience}
 }
 
 // checkJWKSURL refuses a key source an on-path attacker could substitute.
@@ -247,37 +302,129 @@ func checkClaimPath(p string) error {
 }
 
 // Principal verifies the credential in ctx (see latch.WithCredential) and returns its principal.
+// A person's token (see Config.ApproverClaim) is refused approver_token: people do not propose.
 func (j *JWT) Principal(ctx context.Context) (latch.Principal, error) {
 	return j.Verify(ctx, latch.CredentialFrom(ctx))
 }
 
 // Verify verifies token — a compact JWS, optionally prefixed "Bearer " — and returns its
 // principal. A JWKS fetch it triggers carries ctx's values but not its cancellation (the fetch
-// has its own timeout and serves every waiting caller). The error is an *Error.
+// has its own timeout and serves every waiting caller). The error is an *Error. A person's token
+// is refused approver_token.
 func (j *JWT) Verify(ctx context.Context, token string) (latch.Principal, error) {
+	p, person, err := j.identify(ctx, token)
+	if err != nil {
+		return latch.Principal{}, err
+	}
+	if person != nil {
+		return latch.Principal{}, refuse("approver_token", "the token is a person's (an approver's): people answer approval requests and resolve effects, and do not propose actions")
+	}
+	return p, nil
+}
+
+// Person is the person a verified person's token names: an approver, who answers approval
+// requests and resolves effects, and never proposes.
+type Person struct {
+	Name      string // the value of Config.ApproverNameClaim
+	Issuer    string
+	ExpiresAt time.Time // the token's exp
+	Claims    map[string]any
+}
+
+// Identify verifies the credential in ctx, as Principal does, and tells whose it is: a person's
+// (a token carrying an approver mark: the *Person, and a zero principal), or an agent's (its
+// principal, and a nil *Person). The error is an *Error.
+func (j *JWT) Identify(ctx context.Context) (latch.Principal, *Person, error) {
+	return j.identify(ctx, latch.CredentialFrom(ctx))
+}
+
+func (j *JWT) identify(ctx context.Context, token string) (latch.Principal, *Person, error) {
+	claims, err := j.verify(ctx, token)
+	if err != nil {
+		return latch.Principal{}, nil, err
+	}
+	person, err := j.isPerson(claims)
+	switch {
+	case err != nil:
+		return latch.Principal{}, nil, err
+	case person:
+		pp, err := j.person(claims)
+		return latch.Principal{}, pp, err
+	}
+	p, err := j.principal(claims)
+	return p, nil, err
+}
+
+// verify checks token's signature and registered claims and returns its claims.
+func (j *JWT) verify(ctx context.Context, token string) (jwt.MapClaims, error) {
 	token = strings.TrimSpace(token)
 	if scheme, rest, ok := strings.Cut(token, " "); ok {
 		if !strings.EqualFold(scheme, "bearer") {
-			return latch.Principal{}, refuse("malformed", "credential is not a bearer token")
+			return nil, refuse("malformed", "credential is not a bearer token")
 		}
 		token = strings.TrimSpace(rest)
 	} else if strings.EqualFold(token, "bearer") {
 		token = ""
 	}
 	if token == "" {
-		return latch.Principal{}, refuse("no_credential", "no credential")
+		return nil, refuse("no_credential", "no credential")
 	}
 	if len(token) > maxTokenBytes {
-		return latch.Principal{}, refuse("malformed", fmt.Sprintf("token of %d bytes exceeds %d", len(token), maxTokenBytes))
+		return nil, refuse("malformed", fmt.Sprintf("token of %d bytes exceeds %d", len(token), maxTokenBytes))
 	}
 	claims := jwt.MapClaims{}
 	parsed, err := j.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return j.keyFor(ctx, t)
 	})
 	if err != nil {
-		return latch.Principal{}, j.explain(parsed, claims, err)
+		return nil, j.explain(parsed, claims, err)
 	}
-	return j.principal(claims)
+	return claims, nil
+}
+
+// isPerson reports whether verified claims carry an approver mark (Config.ApproverClaim,
+// ApproverAudience). A token marked by audience for both agents and people is refused.
+func (j *JWT) isPerson(claims jwt.MapClaims) (bool, error) {
+	person := false
+	if j.cfg.ApproverAudience != "" {
+		aud, _ := claims.GetAudience() // the parser has read it
+		if slices.Contains(aud, j.cfg.ApproverAudience) {
+			if slices.Contains(aud, j.cfg.Audience) {
+				return false, refuse("role", fmt.Sprintf("audience holds both the agents' %s and the people's %s: a token is one or the other",
+					quote(j.cfg.Audience), quote(j.cfg.ApproverAudience)))
+			}
+			person = true
+		}
+	}
+	if j.cfg.ApproverClaim != "" {
+		if v, ok := lookup(claims, j.cfg.ApproverClaim); ok {
+			switch v := v.(type) {
+			case string:
+				person = person || v == j.cfg.ApproverValue
+			case []any:
+				for _, e := range v {
+					if s, isString := e.(string); isString && s == j.cfg.ApproverValue {
+						person = true
+					}
+				}
+			}
+		}
+	}
+	return person, nil
+}
+
+// person maps a person's verified claims to the person.
+func (j *JWT) person(claims jwt.MapClaims) (*Person, error) {
+	v, ok := lookup(claims, j.cfg.ApproverNameClaim)
+	name, isString := v.(string)
+	if !ok || !isString || strings.TrimSpace(name) == "" {
+		return nil, refuse("approver_claim", fmt.Sprintf("approver name claim %q is missing or not a non-empty string", j.cfg.ApproverNameClaim))
+	}
+	p := &Person{Name: name, Issuer: j.cfg.Issuer, Claims: map[string]any(claims)}
+	if exp, _ := claims.GetExpirationTime(); exp != nil {
+		p.ExpiresAt = exp.Time.UTC()
+	}
+	return p, nil
 }
 
 // keyFor selects the keys that may verify t. jwt has already checked t's alg is allowed.
@@ -349,7 +496,7 @@ func (j *JWT) explain(t *jwt.Token, claims jwt.MapClaims, err error) error {
 		return refuse("audience", "audience is not a string or a list of strings")
 	case len(aud) == 0 || len(aud) == 1 && aud[0] == "":
 		return refuse("audience", "token has no audience")
-	case !slices.Contains(aud, j.cfg.Audience):
+	case !slices.ContainsFunc(aud, func(a string) bool { return slices.Contains(j.cfg.audiences(), a) }):
 		quoted := make([]string, 0, min(len(aud), 4))
 		for _, a := range aud[:min(len(aud), 4)] {
 			quoted = append(quoted, quote(a))
@@ -373,9 +520,12 @@ func (j *JWT) explain(t *jwt.Token, claims jwt.MapClaims, err error) error {
 	if errors.Is(err, jwt.ErrTokenExpired) {
 		e := refuse("expired", "token expired at "+stamp(exp.Time))
 		// The signature, issuer and audience held (jwt checks claims after the signature), so
-		// the principal is known: the pipeline refuses the call and records it, attributed.
-		if p, perr := j.principal(claims); perr == nil {
-			e.Err = &latch.ExpiredCredentialError{Principal: p}
+		// the principal is known: the pipeline refuses the call and records it, attributed. A
+		// person's expired token names no agent.
+		if person, perr := j.isPerson(claims); perr == nil && !person {
+			if p, perr := j.principal(claims); perr == nil {
+				e.Err = &latch.ExpiredCredentialError{Principal: p}
+			}
 		}
 		return e
 	}

@@ -5,7 +5,8 @@
 //
 // Who answers is never a tool argument. Over streamable HTTP (Handler) it is the credential of
 // the session: an approver token of `latch token create --approver NAME`, or a JWT the
-// configured identity provider verifies; its answers are verified (method token or jwt). A session
+// configured identity provider verifies as a person's (it carries an approver mark; an agent's
+// JWT is refused); its answers are verified (method token or jwt). A session
 // without a credential (stdio) answers as Config.Approver, a name given when the server was
 // started, recorded as the command line's answers are: method cli, not verified (a policy that
 // requires verified approvers refuses them). docs/gateway.md describes the tools.
@@ -144,9 +145,10 @@ func (o *Operator) Server() *mcp.Server {
 }
 
 // Handler serves the operator over streamable HTTP. Every request must carry a credential a
-// authenticates as an approver: an approver token (Authorization: Bearer latch_…), or — when
-// a.Identity is set — a credential it verifies, whose agent claim names the person. An agent
-// token is refused 401: agents ask, people answer.
+// authenticates as a person: an approver token (Authorization: Bearer latch_…), or — when
+// a.Identity tells people from agents (server.PeopleProvider: identity.Config's approver
+// marks) — a person's JWT. An agent's credential, token or JWT, is refused 401: agents ask,
+// people answer.
 func (o *Operator) Handler(a *server.Authenticator) http.Handler {
 	srv := o.Server()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
@@ -161,16 +163,18 @@ func (o *Operator) Handler(a *server.Authenticator) http.Handler {
 		}
 		var w who
 		switch {
-		case c.Kind == store.TokenApprover:
-			w = who{name: c.Approver, method: store.MethodToken, via: "approver token " + c.TokenID, verified: true}
-		case c.TokenID == "": // a credential the identity provider verified
-			w = who{name: c.Principal.Agent, method: store.MethodJWT, via: "JWT", verified: true}
+		case c.Kind != store.TokenApprover && c.TokenID != "":
+			return nil, fmt.Errorf("%w: token %s is an agent token: the operator tools need a person's credential", auth.ErrInvalidToken, c.TokenID)
+		case c.Kind != store.TokenApprover:
+			return nil, fmt.Errorf("%w: the JWT is an agent's (it carries no approver mark): the operator tools need a person's credential", auth.ErrInvalidToken)
+		case c.Method == store.MethodJWT:
+			w = who{name: c.Approver, method: store.MethodJWT, via: "JWT", verified: true}
 		default:
-			return nil, fmt.Errorf("%w: token %s is an agent token: the operator tools need an approver token", auth.ErrInvalidToken, c.TokenID)
+			w = who{name: c.Approver, method: store.MethodToken, via: "approver token " + c.TokenID, verified: true}
 		}
 		user := c.TokenID
 		if user == "" {
-			user = fmt.Sprintf("%q %q", c.Principal.Issuer, c.Principal.Agent)
+			user = fmt.Sprintf("jwt %q", c.Approver)
 		}
 		return &auth.TokenInfo{UserID: user, Expiration: c.ExpiresAt, Extra: map[string]any{identityKey: w}}, nil
 	}
@@ -447,11 +451,14 @@ func (o *Operator) resolve(ctx context.Context, req *mcp.CallToolRequest, in Res
 		r.Result = b
 	}
 	e, err := o.cfg.Guard.ResolveEffect(ctx, r)
+	var re *store.ResolveError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, Effect{}, fmt.Errorf("effect_not_found: no effect %q", in.EffectKey)
 	case errors.Is(err, store.ErrNotAmbiguous):
 		return nil, Effect{}, fmt.Errorf("not_ambiguous: %s", strings.TrimPrefix(err.Error(), "latch: "))
+	case errors.As(err, &re):
+		return nil, Effect{}, fmt.Errorf("%s: %s", re.Reason, strings.TrimPrefix(err.Error(), "latch: "))
 	case err != nil:
 		return nil, Effect{}, fmt.Errorf("refused: %s", strings.TrimPrefix(err.Error(), "latch: "))
 	}

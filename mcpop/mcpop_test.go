@@ -195,11 +195,10 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// Over HTTP a JWT from the people's identity provider names the approver (its sub): the answer
-// is recorded as that person, verified, so its note carries no unverified mark.
-func TestHTTPJWTApprover(t *testing.T) {
-	t.Parallel()
-	g, _, id := setup(t, "")
+// jwtOperator serves the operator of g over HTTP, verifying JWTs of a fresh key with the
+// approver marks edit sets, and returns a client connector and the token minter.
+func jwtOperator(t *testing.T, g *latch.Guard, edit func(*identity.Config)) (connect func(tok string) (*mcp.ClientSession, error), sign func(claims jwt.MapClaims) string) {
+	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +208,11 @@ func TestHTTPJWTApprover(t *testing.T) {
 	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := identity.NewJWT(&identity.Config{Issuer: "https://sso.example", Audience: "latch-operator", KeyFiles: []string{file}})
+	cfg := &identity.Config{Issuer: "https://sso.example", Audience: "latch-operator", KeyFiles: []string{file}}
+	if edit != nil {
+		edit(cfg)
+	}
+	v, err := identity.NewJWT(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,17 +222,41 @@ func TestHTTPJWTApprover(t *testing.T) {
 	}
 	srv := httptest.NewServer(op.Handler(&server.Authenticator{Tokens: g.Store().(store.TokenStore), Identity: v}))
 	t.Cleanup(srv.Close)
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://sso.example", "aud": "latch-operator",
-		"sub": "dana", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(priv)
+	sign = func(c jwt.MapClaims) string {
+		t.Helper()
+		claims := jwt.MapClaims{"iss": "https://sso.example", "aud": "latch-operator", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range c {
+			claims[k] = v
+		}
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	connect = func(tok string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{tok}}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "operator"}, nil).Connect(t.Context(), tr, nil)
+		if err == nil {
+			t.Cleanup(func() { _ = cs.Close() })
+		}
+		return cs, err
+	}
+	return connect, sign
+}
+
+var approverMark = func(c *identity.Config) { c.ApproverClaim, c.ApproverValue = "latch_role", "approver" }
+
+// Over HTTP a JWT carrying the approver mark is a person's and names them (its sub): the answer
+// is recorded as that person, verified, so its note carries no unverified mark.
+func TestHTTPJWTApprover(t *testing.T) {
+	t.Parallel()
+	g, _, id := setup(t, "")
+	connect, sign := jwtOperator(t, g, approverMark)
+	cs, err := connect(sign(jwt.MapClaims{"sub": "dana", "latch_role": "approver"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{tok}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "operator"}, nil).Connect(t.Context(), tr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id, "note": "ok"}})
 	if err != nil || res.IsError {
 		t.Fatalf("approve: %v %s", err, errText(res))
@@ -241,6 +268,82 @@ func TestHTTPJWTApprover(t *testing.T) {
 	if a.Status != store.Granted || a.Approver != "dana" || a.Note != "ok" || len(a.Answers) != 1 ||
 		a.Answers[0].Method != store.MethodJWT || !a.Answers[0].Verified {
 		t.Errorf("approval = %s by %q note %q answers %+v; want granted by dana, verified by JWT, note as written", a.Status, a.Approver, a.Note, a.Answers)
+	}
+}
+
+// Over HTTP an agent's JWT — any JWT when no approver mark is configured, an unmarked one when
+// one is — is refused before a session opens, so it can neither answer nor resolve, whatever
+// its subject: the requesting agent's or anyone's. Nothing is written.
+func TestHTTPAgentJWTRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(*identity.Config)
+	}{{"no marks", nil}, {"claim mark", approverMark}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, _, id := setup(t, "")
+			connect, sign := jwtOperator(t, g, tc.edit)
+			before := g.Store().(store.WriteCounter).WriteTransactions()
+			for _, sub := range []string{"support-bot", "dana"} {
+				cs, err := connect(sign(jwt.MapClaims{"sub": sub}))
+				if err == nil {
+					res, cerr := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id}})
+					t.Fatalf("an agent's JWT (%s) opened a session; approve = %v %v", sub, cerr, res)
+				}
+				if !strings.Contains(err.Error(), "Unauthorized") {
+					t.Errorf("an agent's JWT (%s): %v, want Unauthorized", sub, err)
+				}
+			}
+			if after := g.Store().(store.WriteCounter).WriteTransactions(); after != before {
+				t.Errorf("refused sessions wrote %d transactions", after-before)
+			}
+		})
+	}
+}
+
+// A person's JWT through mcp-operator is held to the resolve rules of every surface: a person
+// who is the attempt's agent cannot resolve it, and the effect stays ambiguous.
+func TestHTTPJWTSelfResolution(t *testing.T) {
+	t.Parallel()
+	g, _, _ := setup(t, "")
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "support-bot"})
+	granted := func(id string) {
+		t.Helper()
+		if _, err := g.Approve(t.Context(), id, "ops"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := &latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"order_id":"o3","amount":100}`)}
+	lost := func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("connection reset") }
+	_, err := g.Execute(ctx, call, lost)
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("Execute = %v, want approval required", err)
+	}
+	granted(ar.ApprovalID)
+	if _, err := g.Execute(latch.WithApproval(ctx, ar.ApprovalID), call, lost); !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute with the grant = %v, want ambiguous", err)
+	}
+	connect, sign := jwtOperator(t, g, approverMark)
+	cs, err := connect(sign(jwt.MapClaims{"sub": "Support-Bot", "latch_role": "approver"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "outcome": "failed"}})
+	if err != nil || !res.IsError || !strings.HasPrefix(errText(res), "self_resolution: ") {
+		t.Fatalf("the agent's person resolves = %v %s, want self_resolution", err, errText(res))
+	}
+	if e, err := g.Store().Effect(t.Context(), "refund:o3"); err != nil || e.State != store.Ambiguous {
+		t.Errorf("refund:o3 = %+v, %v; want still ambiguous", e, err)
+	}
+	other, err := connect(sign(jwt.MapClaims{"sub": "dana", "latch_role": "approver"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = other.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "outcome": "failed"}})
+	if err != nil || res.IsError {
+		t.Fatalf("dana resolves = %v %s", err, errText(res))
 	}
 }
 

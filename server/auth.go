@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/store"
 )
 
@@ -85,6 +86,12 @@ func CreateToken(ctx context.Context, ts store.TokenStore, req *NewToken, now ti
 // Identity is set, any other credential Identity verifies (a JWT, with the identity package).
 // latch serve, latch gateway and latch mcp-operator share it, so one credential means the same
 // principal or approver on each. Checking writes nothing.
+//
+// Agents and people are told apart by their credential, never by the route it is sent to: an
+// agent token is an agent's and an approver token a person's; a credential Identity verifies is
+// an agent's unless Identity implements PeopleProvider and names a person for it
+// (identity.Config's approver marks). An agent's credential never answers or resolves, a
+// person's never proposes.
 type Authenticator struct {
 	Tokens   store.TokenStore
 	Identity latch.IdentityProvider
@@ -109,10 +116,19 @@ type cachedToken struct {
 	read time.Time // when it was read from the store (monotonic)
 }
 
+// PeopleProvider is implemented by an identity provider that tells a person's credential from an
+// agent's; identity.JWT does, by the approver marks of its Config. When Authenticator.Identity
+// implements it, Identify is asked instead of Principal: a credential it names a *Person for is
+// that person's (an approver, method jwt), and any other is the agent's whose principal it
+// returns. A provider that does not implement it verifies agents only.
+type PeopleProvider interface {
+	Identify(ctx context.Context) (latch.Principal, *identity.Person, error)
+}
+
 // token reads the token whose secret hashes to hash, from the cache when it was read less than
-// CacheTTL ago.
-func (a *Authenticator) token(ctx context.Context, hash string) (*store.Token, error) {
-	if a.CacheTTL <= 0 {
+// CacheTTL ago (and cached is set).
+func (a *Authenticator) token(ctx context.Context, hash string, cached bool) (*store.Token, error) {
+	if a.CacheTTL <= 0 || !cached {
 		return a.Tokens.TokenByHash(ctx, hash)
 	}
 	a.mu.Lock()
@@ -135,12 +151,13 @@ func (a *Authenticator) token(ctx context.Context, hash string) (*store.Token, e
 	return tk, nil
 }
 
-// Caller is an authenticated credential.
+// Caller is an authenticated credential: an agent's (Kind store.TokenAgent, Principal) or a
+// person's (Kind store.TokenApprover, Approver).
 type Caller struct {
 	Kind      string          // store.TokenAgent or store.TokenApprover
 	Principal latch.Principal // an agent credential's principal
-	Approver  string          // an approver token's name
-	Method    string          // how the approver was authenticated (store.MethodToken); "" for an agent
+	Approver  string          // a person's name: an approver token's, or a person's JWT's
+	Method    string          // how the person was authenticated: store.MethodToken or MethodJWT; "" for an agent
 	TokenID   string          // the API token's id; "" for a credential Identity verified
 	ExpiresAt time.Time       // when the credential stops being accepted; zero for never
 }
@@ -163,26 +180,24 @@ func authError(status int, reason, detail string) *AuthError {
 // Authenticate checks cred, the credential of an Authorization: Bearer header. A refusal is an
 // *AuthError.
 func (a *Authenticator) Authenticate(ctx context.Context, cred string) (*Caller, error) {
+	return a.authenticate(ctx, cred, true)
+}
+
+// Recheck checks cred again as Authenticate does, but reads an API token from the store even
+// when it was read less than CacheTTL ago: for a credential held for a long time (an event
+// stream), whose revocation must be seen at once.
+func (a *Authenticator) Recheck(ctx context.Context, cred string) (*Caller, error) {
+	return a.authenticate(ctx, cred, false)
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, cred string, cached bool) (*Caller, error) {
 	if cred == "" {
 		return nil, authError(http.StatusUnauthorized, "unauthenticated", "no credential: send Authorization: Bearer TOKEN")
 	}
 	if !strings.HasPrefix(cred, TokenPrefix) {
-		if a.Identity == nil {
-			return nil, authError(http.StatusUnauthorized, "invalid_token", "not a latch API token, and this server verifies no other credential")
-		}
-		p, err := a.Identity.Principal(latch.WithCredential(ctx, cred))
-		var expired *latch.ExpiredCredentialError
-		switch {
-		case errors.As(err, &expired):
-			return nil, authError(http.StatusUnauthorized, "token_expired", "the credential expired at "+expired.Principal.ExpiresAt.UTC().Format(time.RFC3339))
-		case err != nil:
-			return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential does not verify: "+err.Error())
-		case p.Agent == "":
-			return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential names no agent")
-		}
-		return &Caller{Kind: store.TokenAgent, Principal: p, ExpiresAt: p.ExpiresAt}, nil
+		return a.verified(ctx, cred)
 	}
-	tk, err := a.token(ctx, HashToken(cred))
+	tk, err := a.token(ctx, HashToken(cred), cached)
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now
@@ -206,16 +221,53 @@ func (a *Authenticator) Authenticate(ctx context.Context, cred string) (*Caller,
 	return c, nil
 }
 
+// verified checks a credential that is not a latch API token with Identity: an agent's unless
+// Identity is a PeopleProvider that names a person for it.
+func (a *Authenticator) verified(ctx context.Context, cred string) (*Caller, error) {
+	if a.Identity == nil {
+		return nil, authError(http.StatusUnauthorized, "invalid_token", "not a latch API token, and this server verifies no other credential")
+	}
+	ctx = latch.WithCredential(ctx, cred)
+	var p latch.Principal
+	var person *identity.Person
+	var err error
+	if pp, ok := a.Identity.(PeopleProvider); ok {
+		p, person, err = pp.Identify(ctx)
+	} else {
+		p, err = a.Identity.Principal(ctx)
+	}
+	var expired *latch.ExpiredCredentialError
+	var ie *identity.Error
+	switch {
+	case errors.As(err, &expired):
+		return nil, authError(http.StatusUnauthorized, "token_expired", "the credential expired at "+expired.Principal.ExpiresAt.UTC().Format(time.RFC3339))
+	case errors.As(err, &ie) && ie.Reason == "expired": // a person's expired JWT
+		return nil, authError(http.StatusUnauthorized, "token_expired", "the credential does not verify: "+err.Error())
+	case err != nil:
+		return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential does not verify: "+err.Error())
+	case person != nil:
+		name, err := store.NormalizeApprover(person.Name)
+		if err != nil {
+			return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential's person: "+err.Error())
+		}
+		return &Caller{Kind: store.TokenApprover, Approver: name, Method: store.MethodJWT, ExpiresAt: person.ExpiresAt}, nil
+	case p.Agent == "":
+		return nil, authError(http.StatusUnauthorized, "invalid_token", "the credential names no agent")
+	}
+	return &Caller{Kind: store.TokenAgent, Principal: p, ExpiresAt: p.ExpiresAt}, nil
+}
+
 // caller is an authenticated request's credential.
 type caller struct {
 	kind      string // store.TokenAgent or store.TokenApprover
 	principal latch.Principal
 	approver  string
 	method    string // how the approver was authenticated: store.MethodToken, MethodJWT…
-	// verified is a credential the identity provider verified (a JWT): it proposes as its
-	// principal and, on the routes where people act, answers and resolves as the person its
-	// agent claim names — as in latch mcp-operator, one credential means one person.
-	verified bool
+	// What a long-lived request (the event stream) checks again: the bearer credential, or
+	// (console) that the request's session still holds; and when the credential expires.
+	cred      string
+	console   bool
+	expiresAt time.Time
 }
 
 // authenticate reads the bearer credential of r. Each way it can be wrong is its own problem,
@@ -226,7 +278,7 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 		// The console's pages follow the event stream with the browser's session cookie:
 		// EventSource cannot send a bearer token. Only this read-only route takes it.
 		if name, ok := s.con.Approver(r); ok {
-			return &caller{kind: store.TokenApprover, approver: name}, nil
+			return &caller{kind: store.TokenApprover, approver: name, console: true}, nil
 		}
 	}
 	if h == "" {
@@ -245,26 +297,22 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 		}
 		return nil, problem(ae.Status, ae.Reason, ae.Detail)
 	}
-	out := &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method}
-	if c.TokenID == "" && c.Kind == store.TokenAgent { // a credential Config.Identity verified
-		out.verified, out.approver, out.method = true, c.Principal.Agent, store.MethodJWT
-	}
-	return out, nil
+	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method, cred: cred, expiresAt: c.ExpiresAt}, nil
 }
 
-// agentOnly refuses an approver credential where a principal proposes.
+// agentOnly refuses a person's credential where a principal proposes.
 func (c *caller) agentOnly() *Problem {
 	if c.kind != store.TokenAgent {
-		return problem(http.StatusForbidden, "forbidden", "an approver token cannot propose actions or report outcomes: use an agent token")
+		return problem(http.StatusForbidden, "forbidden", "a person's credential (an approver token or a person's JWT) cannot propose actions or report outcomes: use an agent's")
 	}
 	return nil
 }
 
-// approverOnly refuses an agent token where a person answers or resolves. Approver tokens and
-// credentials the identity provider verified pass.
+// approverOnly refuses an agent's credential where a person answers or resolves: only a
+// person's credential passes (an approver token, a person's JWT, a console session).
 func (c *caller) approverOnly() *Problem {
-	if c.kind != store.TokenApprover && !c.verified {
-		return problem(http.StatusForbidden, "forbidden", "this route needs an approver token (latch token create --approver NAME) or a JWT this server verifies")
+	if c.kind != store.TokenApprover {
+		return problem(http.StatusForbidden, "forbidden", "this route needs a person's credential: an approver token (latch token create --approver NAME) or a JWT carrying the approver mark this server was given; an agent's credential cannot")
 	}
 	return nil
 }

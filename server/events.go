@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -20,6 +21,11 @@ const (
 	// Postgres, ids are taken when a transaction inserts and become visible when it commits, so
 	// a lower id can appear after a higher one; a rolled-back transaction leaves a gap forever.
 	eventSettle = 2 * time.Second
+	// eventRecheck is how often an open stream checks its credential again (one store read,
+	// past any token cache): a revoked token, an ended session or a removed account stops the
+	// stream within it, and no event is sent on a check older than it. Expiry is checked
+	// before every write.
+	eventRecheck = time.Second
 )
 
 // eventJSON is the data of one server-sent event.
@@ -33,9 +39,47 @@ type eventJSON struct {
 	Payload    json.RawMessage `json:"payload,omitempty"`
 }
 
+// closedJSON is the data of the stream's last event, closed: why the credential that opened it
+// no longer holds.
+type closedJSON struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// holds checks again the credential c that opened the stream r: its expiry, and when full, the
+// credential itself as a new request would be checked, but past the token cache. It returns ""
+// when the credential still holds, else the reason it does not (token_revoked, token_expired,
+// invalid_token, session_ended…) and a detail.
+func (s *Server) holds(r *http.Request, c *caller, full bool) (string, string) {
+	if !c.expiresAt.IsZero() && !s.cfg.Now().Before(c.expiresAt) {
+		return "token_expired", "the credential expired at " + c.expiresAt.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case !full:
+	case c.console:
+		if name, ok := s.con.Approver(r); !ok || name != c.approver {
+			return "session_ended", "the console session ended (logged out, expired, or its account removed)"
+		}
+	case c.cred != "":
+		nc, err := s.auth.Recheck(r.Context(), c.cred)
+		var ae *AuthError
+		switch {
+		case errors.As(err, &ae):
+			return ae.Reason, ae.Detail
+		case err != nil:
+			return "store_unavailable", err.Error()
+		case nc.Kind != c.kind || nc.Approver != c.approver:
+			return "invalid_token", "the credential names someone else now"
+		}
+	}
+	return "", ""
+}
+
 // events is GET /v1/events: the store's committed events as Server-Sent Events, each with its
 // store id as the SSE id, from after Last-Event-ID (or ?after=ID; from the first event when
-// neither is given), until the client goes away or the server shuts down.
+// neither is given), until the client goes away, the server shuts down, or the credential that
+// opened the stream stops holding: it is checked again every eventRecheck (and its expiry
+// before every write), and the stream then ends with a closed event saying why.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
@@ -65,7 +109,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	var gapSince time.Time
-	lastWrite := time.Now()
+	lastWrite, lastCheck := time.Now(), time.Now()
 	tick := time.NewTicker(eventPoll)
 	defer tick.Stop()
 	for {
@@ -76,6 +120,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) {
 				_ = rc.Flush()
 			}
 			return
+		}
+		// The credential is checked after the read, before anything read is written: no event
+		// leaves on a check older than eventRecheck, nor past the credential's expiry.
+		due := time.Since(lastCheck) >= eventRecheck
+		if reason, detail := s.holds(r, c, due); reason != "" {
+			b, _ := json.Marshal(closedJSON{Reason: reason, Detail: detail})
+			fmt.Fprintf(w, "event: closed\ndata: %s\n\n", b)
+			_ = rc.Flush()
+			return
+		} else if due {
+			lastCheck = time.Now()
 		}
 		for _, e := range evs {
 			if e.ID != after+1 && after > 0 {

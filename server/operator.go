@@ -70,7 +70,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 	case err != nil:
 		writeProblem(w, problemOf(err))
 		return
-	case c.kind == store.TokenAgent && !c.verified && (a.Agent != c.principal.Agent || a.User != c.principal.User):
+	case c.kind == store.TokenAgent && (a.Agent != c.principal.Agent || a.User != c.principal.User):
 		// Another principal's request reads as absent: approval ids are bearer capabilities.
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
@@ -83,10 +83,9 @@ type answerRequest struct {
 	Note string `json:"note"`
 }
 
-// answer is POST /v1/approvals/{id}/approve and /deny, as the approver the credential names: a
-// verified answer (method token for an approver token, jwt for a JWT the identity provider
-// verified, as the person its agent claim names), counted under the action's approvers
-// (docs/approvals.md).
+// answer is POST /v1/approvals/{id}/approve and /deny, as the person the credential names: a
+// verified answer (method token for an approver token, jwt for a person's JWT), counted under
+// the action's approvers (docs/approvals.md).
 func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *caller) {
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		if p := c.approverOnly(); p != nil {
@@ -166,8 +165,9 @@ type resolveRequest struct {
 	Note   string          `json:"note"`   // why, kept on the record and in its event
 }
 
-// resolve is POST /v1/effects/{key}/resolve: settle an ambiguous effect, as the approver the
-// token names (recorded resolved_by "http:NAME").
+// resolve is POST /v1/effects/{key}/resolve: settle an ambiguous effect, as the person the
+// credential names (recorded resolved_by "http:NAME"). Who may resolve what is
+// Guard.ResolveEffect's to decide, for every surface.
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
@@ -214,11 +214,20 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 	key := r.PathValue("key")
 	e, err := s.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: store.State(req.To), By: "http:" + c.approver,
 		Result: result, Note: req.Note})
+	var re *store.ResolveError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+key))
 	case errors.Is(err, store.ErrNotAmbiguous):
 		p := problem(http.StatusConflict, "not_ambiguous", trimLatch(err))
+		p.EffectKey = key
+		writeProblem(w, p)
+	case errors.As(err, &re):
+		status := http.StatusForbidden // self_resolution, approver_not_entitled: this person may not
+		if re.Reason == store.ReasonHolderUnknown {
+			status = http.StatusConflict
+		}
+		p := problem(status, re.Reason, trimLatch(err))
 		p.EffectKey = key
 		writeProblem(w, p)
 	case err != nil:

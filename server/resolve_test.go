@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -70,6 +74,136 @@ func TestResolveResultAndNote(t *testing.T) {
 			// Without result or note, as before.
 			if r := s.do("POST", "/v1/effects/charge:inv_2/resolve", s.approver, map[string]any{"to": "failed"}); r.status != 200 || r.body["note"] != nil {
 				t.Errorf("plain resolve = %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// resolveRolesPolicy gives billing.refund approver roles; billing.charge has none.
+const resolveRolesPolicy = `
+schema: latch.policy/v1
+approvers:
+  roles:
+    payments-leads: [carol]
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: allow
+  billing.refund:
+    effect: "refund:{invoice_id}"
+    decision: allow
+    approvers: { roles: [payments-leads] }
+`
+
+// TestResolveRules: nobody resolves their own attempt, and an action's approver roles decide who
+// resolves its effects. An agent token is refused; a person whose name is the attempt's agent,
+// or the user it acted for, in any spelling, is refused self_resolution; a person outside the
+// roles of the action is refused approver_not_entitled. Each refusal writes nothing, and the
+// effect stays ambiguous — no retry runs — until someone else resolves it.
+func TestResolveRules(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			s := startWith(t, backend, resolveRolesPolicy, nil)
+			ts := s.g.Store().(store.TokenStore)
+			mk := func(req *server.NewToken) string {
+				t.Helper()
+				secret, _, err := server.CreateToken(t.Context(), ts, req, s.clock.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return secret
+			}
+			forDan := mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", User: "dan"})
+			selfAgent := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "Billing-Worker"})
+			dan := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "DAN"})
+			erin := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "erin"})
+			ambiguous := func(agent, action, invoice string) {
+				t.Helper()
+				r := s.do("POST", "/v1/actions", agent, map[string]any{"action": action, "arguments": map[string]any{"invoice_id": invoice}})
+				if r.status != 200 {
+					t.Fatalf("%s %s = %d %s", action, invoice, r.status, r.raw)
+				}
+				if o := s.do("POST", "/v1/actions/"+r.body["action_id"].(string)+"/outcome", agent, map[string]any{"outcome": "unknown"}); o.body["result"] != "ambiguous" {
+					t.Fatalf("outcome = %d %s", o.status, o.raw)
+				}
+			}
+			ambiguous(forDan, "billing.charge", "inv_1")
+			ambiguous(forDan, "billing.refund", "inv_2")
+
+			before := s.footprint()
+			for _, c := range []struct {
+				what, token, key string
+				status           int
+				reason           string
+			}{
+				{"the agent's token", forDan, "charge:inv_1", 403, "forbidden"},
+				{"the agent's name, as a person", selfAgent, "charge:inv_1", 403, "self_resolution"},
+				{"the user it acted for", dan, "charge:inv_1", 403, "self_resolution"},
+				{"the user it acted for, with roles", dan, "refund:inv_2", 403, "self_resolution"},
+				{"a person outside the action's roles", erin, "refund:inv_2", 403, "approver_not_entitled"},
+			} {
+				for _, to := range []string{"failed", "committed"} {
+					p := wantProblem(t, c.what+" resolving "+c.key+" "+to, s.do("POST", "/v1/effects/"+c.key+"/resolve", c.token, map[string]any{"to": to}), c.status, c.reason)
+					if c.reason != "forbidden" && p["effect_key"] != c.key {
+						t.Errorf("%s: effect_key %v, want %s", c.what, p["effect_key"], c.key)
+					}
+				}
+			}
+			if after := s.footprint(); after != before {
+				t.Errorf("refused resolutions wrote: %+v → %+v", before, after)
+			}
+			wantProblem(t, "a retry", s.do("POST", "/v1/actions", forDan, map[string]any{"action": "billing.charge", "arguments": map[string]any{"invoice_id": "inv_1"}}), 409, "ambiguous")
+
+			// Anyone else may resolve an action without roles; only a member resolves one with them.
+			if r := s.do("POST", "/v1/effects/charge:inv_1/resolve", erin, map[string]any{"to": "failed"}); r.status != 200 || r.body["resolved_by"] != "http:erin" {
+				t.Errorf("erin resolves charge:inv_1 = %d %s", r.status, r.raw)
+			}
+			if r := s.do("POST", "/v1/effects/refund:inv_2/resolve", s.approver, map[string]any{"to": "committed"}); r.status != 200 || r.body["resolved_by"] != "http:carol" {
+				t.Errorf("carol resolves refund:inv_2 = %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// TestConsoleSelfResolution: the console resolves through the same check as every surface. A
+// person logged in under the attempt's agent name cannot resolve it: the form is refused, nothing
+// is written, and the effect stays ambiguous until someone else resolves it.
+func TestConsoleSelfResolution(t *testing.T) {
+	t.Parallel()
+	const pw = "correct horse battery staple"
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			cs := consoletest.Start(t, &consoletest.Options{Backend: backend})
+			cs.AddAccount(t, "Billing-Worker", pw)
+			cs.AddAccount(t, "alice", pw)
+			key := cs.Ambiguous(t, 7, "connection reset")
+			resolve := func(name string) *consoletest.Page {
+				t.Helper()
+				c := consoletest.Client(t, "")
+				if p := consoletest.Login(t, c, cs.URL, name, pw); p.Status != http.StatusSeeOther {
+					t.Fatalf("login as %s = %d %s", name, p.Status, p.Body)
+				}
+				csrf := consoletest.CSRF(consoletest.Get(t, c, cs.URL+"/attention").Body)
+				return consoletest.Post(t, c, cs.URL+"/effects/"+url.PathEscape(key)+"/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}})
+			}
+			ev, rc := cs.Written(t)
+			if p := resolve("billing-worker"); p.Status < 400 || !strings.Contains(p.Body, "self_resolution") {
+				t.Errorf("the agent's own person resolving = %d %q, want refused self_resolution", p.Status, p.Body)
+			}
+			if e, r := cs.Written(t); e != ev || r != rc {
+				t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
+			}
+			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Ambiguous {
+				t.Fatalf("%s = %+v, %v; want still ambiguous", key, e, err)
+			}
+			if p := resolve("alice"); p.Status != http.StatusSeeOther {
+				t.Errorf("alice resolving = %d %q, want a redirect", p.Status, p.Body)
+			}
+			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Failed || e.ResolvedBy != "console:alice" {
+				t.Errorf("%s = %+v, %v; want failed by console:alice", key, e, err)
 			}
 		})
 	}

@@ -51,7 +51,9 @@ type Config struct {
 
 	// Identity, when set, verifies bearer credentials that are not latch API tokens (such as
 	// JWTs, with the identity package). Give it to the server, not to the guard: the server
-	// authenticates each request and passes the principal on.
+	// authenticates each request and passes the principal on. Each credential it verifies is an
+	// agent's, unless Identity is a PeopleProvider that names a person for it (identity.JWT
+	// with approver marks): an agent's never answers or resolves, a person's never proposes.
 	Identity latch.IdentityProvider
 	// Metrics is the metrics sink registered with the guard (latch.Config.Sinks), served at
 	// /metrics. Nil serves a sink of the server's own, which can count only what it reads
@@ -67,7 +69,8 @@ type Config struct {
 	// TokenCache, when positive, is how long a verified API token is trusted before the store
 	// is read again (Authenticator.CacheTTL): a revoked token is then refused from at most this
 	// long after its revocation. Zero (the default) or negative reads the store on every
-	// request, so a revoked token is refused from the next one.
+	// request, so a revoked token is refused from the next one. An open event stream reads
+	// past the cache: it checks its token again every second.
 	TokenCache time.Duration
 }
 

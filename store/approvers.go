@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/latchkit/latch/internal/safetext"
 )
 
 // How an approver was authenticated (Approver.Method; docs/approvals.md#verified-answers).
@@ -64,7 +66,40 @@ const (
 	ReasonAlreadyAnswered = "already_answered"
 	// ReasonSelfApproval: the approver is the requesting agent or user.
 	ReasonSelfApproval = "self_approval"
+	// ReasonSelfResolution: the resolver is the agent or user of the attempt that holds the
+	// effect record.
+	ReasonSelfResolution = "self_resolution"
 )
+
+// ResolveError is returned when a person may not resolve an effect. Reason is self_resolution
+// (they are the agent or the user of the attempt that holds it), approver_not_entitled (the
+// action's approvers name roles and they are a member of none) or holder_unknown (the events
+// naming the attempt's principal are gone, so who made it cannot be checked). Nothing is
+// written.
+type ResolveError struct {
+	Key     string
+	Reason  string
+	Attempt int // the attempt that holds the record
+}
+
+func (e *ResolveError) Error() string {
+	why := ""
+	switch e.Reason {
+	case ReasonSelfResolution:
+		why = " (the resolver is the attempt's agent or user: nobody resolves their own attempt)"
+	case ReasonNotEntitled:
+		why = " (the action's approvers name roles the resolver is not a member of)"
+	case ReasonHolderUnknown:
+		why = " (the events naming the attempt's principal are gone: who made it cannot be checked)"
+	}
+	return fmt.Sprintf("resolve %s: attempt %d: %s%s", safetext.Quote(e.Key), e.Attempt, e.Reason, why)
+}
+
+// Is matches ErrResolveRefused.
+func (e *ResolveError) Is(target error) bool { return target == ErrResolveRefused }
+
+// ReasonHolderUnknown: the principal of the attempt holding an effect record cannot be read.
+const ReasonHolderUnknown = "holder_unknown"
 
 // Grants counts the distinct people whose grants in answers count: each person once, however
 // many answers they gave; when verifiedOnly, only verified answers.

@@ -484,6 +484,10 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 		}
 		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), what, ErrNotAmbiguous)
 	}
+	if req.Holder != "" && eff.ActionID != req.Holder {
+		return nil, nil, fmt.Errorf("resolve %s: attempt %d (%s) holds the record now, not the attempt %s whose resolution was checked: %w",
+			safetext.Quote(req.Key), eff.Attempt, safetext.Quote(eff.ActionID), safetext.Quote(req.Holder), ErrNotAmbiguous)
+	}
 	if req.Hook && req.To == Failed && HolderMayAct(eff) {
 		return nil, nil, fmt.Errorf("resolve %s failed: attempt %d's lease lapsed and its holder has not reported: %w", safetext.Quote(req.Key), eff.Attempt, ErrHolderMayAct)
 	}

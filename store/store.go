@@ -185,6 +185,8 @@ var (
 	ErrLeaseLost     = errors.New("lease no longer held")
 	ErrNotAmbiguous  = errors.New("effect is not ambiguous")
 	ErrAnswerRefused = errors.New("approval answer refused")
+	// ErrResolveRefused: the person may not resolve the effect (a *ResolveError says why).
+	ErrResolveRefused = errors.New("resolution refused")
 	// ErrHolderMayAct refuses a reconcile hook's failed for an effect whose holder may still be
 	// acting (see HolderMayAct): nothing turns a lapsed lease into a retry.
 	ErrHolderMayAct = errors.New("its holder may still be acting")
@@ -327,7 +329,11 @@ type ResolveRequest struct {
 	Note   string          // optional: why, kept on the record and in the event
 	// Hook marks a reconcile hook's resolution: it may not resolve failed while the holder may
 	// still act (HolderMayAct), nor a conflict.
-	Hook   bool
+	Hook bool
+	// Holder, when set, is the action id of the attempt the resolution was checked against
+	// (Guard.ResolveEffect checks who may resolve it): a record held by another attempt by the
+	// time the resolution is written is refused ErrNotAmbiguous, and nothing is written.
+	Holder string
 	Events []Event
 }
 

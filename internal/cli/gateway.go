@@ -284,6 +284,7 @@ type jwtFlags struct {
 	jwks             string
 	agentClaim       string
 	userClaim        string
+	people           jwtPeople // the marks of a person's JWT (jwtpeople.go)
 }
 
 func (j *jwtFlags) register(f *pflag.FlagSet, whose string) {
@@ -293,10 +294,11 @@ func (j *jwtFlags) register(f *pflag.FlagSet, whose string) {
 	f.StringVar(&j.jwks, "jwt-jwks", "", "the issuer's JWKS `URL` (https), instead of --jwt-key")
 	f.StringVar(&j.agentClaim, "jwt-agent-claim", "", "the claim naming the agent (default sub)")
 	f.StringVar(&j.userClaim, "jwt-user-claim", "", "the claim naming the user the agent acts for (optional)")
+	j.people.register(f)
 }
 
 func (j *jwtFlags) given() bool {
-	return j.issuer != "" || j.audience != "" || len(j.keys) > 0 || j.jwks != "" || j.agentClaim != "" || j.userClaim != ""
+	return j.issuer != "" || j.audience != "" || len(j.keys) > 0 || j.jwks != "" || j.agentClaim != "" || j.userClaim != "" || j.people.given()
 }
 
 func (j *jwtFlags) check() error {
@@ -309,7 +311,7 @@ func (j *jwtFlags) check() error {
 	case (len(j.keys) > 0) == (j.jwks != ""):
 		return usagef("JWT verification needs exactly one key source: --jwt-key FILE or --jwt-jwks URL")
 	}
-	return nil
+	return j.people.check()
 }
 
 // provider is the JWT verifier the flags describe, nil when none is.
@@ -317,8 +319,10 @@ func (j *jwtFlags) provider() (latch.IdentityProvider, error) {
 	if !j.given() {
 		return nil, nil
 	}
-	v, err := identity.NewJWT(&identity.Config{Issuer: j.issuer, Audience: j.audience, KeyFiles: j.keys,
-		JWKSURL: j.jwks, AgentClaim: j.agentClaim, UserClaim: j.userClaim})
+	cfg := &identity.Config{Issuer: j.issuer, Audience: j.audience, KeyFiles: j.keys,
+		JWKSURL: j.jwks, AgentClaim: j.agentClaim, UserClaim: j.userClaim}
+	j.people.apply(cfg)
+	v, err := identity.NewJWT(cfg)
 	if err != nil {
 		return nil, err
 	}

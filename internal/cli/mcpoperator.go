@@ -36,9 +36,11 @@ verify_receipts. The read tools are marked read-only.
 
 Who answers is never a tool argument. Over streamable HTTP (the default, on 127.0.0.1:7422,
 endpoint /mcp) it is the session's credential: an approver token of
-'latch token create --approver NAME', or a JWT the --jwt-* flags verify (its agent claim
-names the person). With --stdio it is --as NAME, named by whoever starts the process and
-recorded as unverified in each answer's note; without --as a stdio session can only read.`,
+'latch token create --approver NAME', or a person's JWT: one the --jwt-* flags verify that
+carries the mark --jwt-approver-claim or --jwt-approver-audience sets (its sub, or
+--jwt-approver-name-claim, names the person). An agent's credential, token or JWT, is
+refused. With --stdio it is --as NAME, named by whoever starts the process and recorded as
+unverified in each answer's note; without --as a stdio session can only read.`,
 		Example: `  latch token create --approver alice
   latch mcp-operator
   latch mcp-operator --stdio --as alice`,
@@ -78,7 +80,13 @@ func (of *operatorFlags) check(f *pflag.FlagSet) error {
 	if err := of.http.check(); err != nil {
 		return err
 	}
-	return of.jwt.check()
+	if err := of.jwt.check(); err != nil {
+		return err
+	}
+	if of.jwt.given() && !of.jwt.people.marked() {
+		return usagef("the operator tools are for people: with --jwt-issuer give --jwt-approver-claim CLAIM=VALUE or --jwt-approver-audience AUD, which mark a person's JWT; an unmarked JWT is an agent's and is refused")
+	}
+	return nil
 }
 
 func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {

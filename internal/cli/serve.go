@@ -42,7 +42,10 @@ func (a *app) serveCommand() *cobra.Command {
 begins an action (POST /v1/actions: decide, approve, reserve), acts, and reports the outcome
 (POST /v1/actions/{id}/outcome); approvers answer and resolve over the same API.
 
-Callers authenticate with tokens from 'latch token create'. The web console is served
+Callers authenticate with tokens from 'latch token create', or with JWTs the --jwt-* flags
+verify: an agent's, or a person's when it carries the mark --jwt-approver-claim or
+--jwt-approver-audience sets (an agent's credential never answers or resolves, a person's
+never proposes). The web console is served
 under / (docs/approvals.md): people log in with accounts from 'latch approver add', or
 through a single-sign-on proxy whose address --trusted-proxy names. The server listens on
 127.0.0.1:7420 by default and refuses a non-loopback address unless --tls-cert and
