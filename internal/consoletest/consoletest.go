@@ -31,7 +31,8 @@ import (
 )
 
 // Policy is the policy of the test servers: refunds above 500.00 need an approval by one of
-// the payments leads (listed, or accounts with the role); payouts need two, verified.
+// the payments leads (listed, or accounts with the role); payouts need two, verified; a charge
+// (of any invoice id an agent sends) and a merge run without one.
 const Policy = `schema: latch.policy/v1
 version: "2026-11-29"
 approvers:
@@ -65,6 +66,11 @@ actions:
       roles: [treasury]
       required: 2
       verified: true
+  pay.charge:
+    effect: "pay:{invoice}"
+    arguments:
+      invoice: { type: string }
+    decision: allow
   git.merge:
     effect: "merge:{repo}:{number}"
     arguments:
@@ -214,6 +220,24 @@ func (s *Server) Ambiguous(t testing.TB, number int, msg string) string {
 		t.Fatalf("Execute(git.merge %d) = %v, want ambiguous", number, err)
 	}
 	return fmt.Sprintf("merge:latch:%d", number)
+}
+
+// AmbiguousCharge runs pay.charge of invoice as billing-worker with an executor whose reply is
+// lost, so that effect pay:INVOICE is left ambiguous; it returns the effect key. The invoice id is
+// whatever the agent sent: a test gives hostile ones.
+func (s *Server) AmbiguousCharge(t testing.TB, invoice string) string {
+	t.Helper()
+	args, err := json.Marshal(map[string]string{"invoice": invoice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "pay.charge", Arguments: args},
+		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read tcp: connection reset by peer") })
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute(pay.charge %q) = %v, want ambiguous", invoice, err)
+	}
+	return "pay:" + invoice
 }
 
 // AddAccount creates a local approver account as `latch approver add` does, but with bcrypt's

@@ -114,7 +114,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 // own routes.
 func (cs *Console) Routes() []string {
 	return []string{"/{$}", "/login", "/logout", "/approvals", "/approvals/{id}", "/approvals/{id}/answer",
-		"/attention", "/effects/{key}/resolve", "/receipts", "/receipts/{seq}", "/static/"}
+		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/static/"}
 }
 
 // ServeHTTP serves the console's pages.
@@ -151,7 +151,7 @@ func (cs *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /approvals/{id}", cs.signedIn(cs.approvalPage))
 	mux.HandleFunc("POST /approvals/{id}/answer", cs.signedIn(cs.answer))
 	mux.HandleFunc("GET /attention", cs.signedIn(cs.attentionPage))
-	mux.HandleFunc("POST /effects/{key}/resolve", cs.signedIn(cs.resolve))
+	mux.HandleFunc("POST /effects/{ref}/resolve", cs.signedIn(cs.resolve))
 	mux.HandleFunc("GET /receipts", cs.signedIn(cs.receiptsPage))
 	mux.HandleFunc("GET /receipts/{seq}", cs.signedIn(cs.receiptPage))
 	return mux

@@ -351,16 +351,26 @@ func TestResolveAmbiguous(t *testing.T) {
 			t.Errorf("GET /attention lacks %q", want)
 		}
 	}
-	csrf := consoletest.CSRF(page.Body)
+	cards := effectCards(page.Body)
+	if len(cards) != 1 || len(cards[0].forms) != 1 {
+		t.Fatalf("GET /attention shows %d cards, want 1 with its form", len(cards))
+	}
+	action, fields := follow(t, s.URL+"/attention", cards[0].forms[0].action), cards[0].forms[0].fields
+	with := func(more url.Values) url.Values {
+		for n, v := range fields {
+			more[n] = v
+		}
+		return more
+	}
 	ev, rc := s.Written(t)
-	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc`}}); r.Status != http.StatusBadRequest {
+	if r := consoletest.Post(t, c, action, with(url.Values{"to": {"committed"}, "result": {`{"sha":"abc`}})); r.Status != http.StatusBadRequest {
 		t.Errorf("resolve with a result that is not JSON = %d, want 400", r.Status)
 	}
 	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
-	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{ "sha": "abc",
-  "n": 1 }`}, "note": {"merged on GitHub"}})
+	r := consoletest.Post(t, c, action, with(url.Values{"to": {"committed"}, "result": {`{ "sha": "abc",
+  "n": 1 }`}, "note": {"merged on GitHub"}}))
 	if r.Status != http.StatusSeeOther {
 		t.Fatalf("resolve = %d: %s", r.Status, r.Body)
 	}
@@ -371,7 +381,7 @@ func TestResolveAmbiguous(t *testing.T) {
 	if page := consoletest.Get(t, c, s.URL+"/attention"); !strings.Contains(page.Body, "Nothing needs attention") {
 		t.Errorf("the resolved effect still needs attention")
 	}
-	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}}); r.Status != http.StatusConflict {
+	if r := consoletest.Post(t, c, action, with(url.Values{"to": {"failed"}})); r.Status != http.StatusConflict {
 		t.Errorf("resolving again = %d, want 409", r.Status)
 	}
 }

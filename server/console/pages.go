@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -549,6 +550,8 @@ func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewe
 // effectView is an effect whose outcome a person must settle.
 type effectView struct {
 	Key        string
+	Ref        string // the key as its resolve form names it (effectRef)
+	Seen       string // the attempt and last update the card shows (effectSeen)
 	State      string
 	Why        string
 	Action     string
@@ -611,7 +614,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 }
 
 func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
-	ev := &effectView{Key: e.Key, State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
+	ev := &effectView{Key: e.Key, Ref: effectRef(e.Key), Seen: effectSeen(e), State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
 		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(e.Arguments), Resolvable: true}
 	switch {
 	case e.State == store.Ambiguous:
@@ -638,10 +641,30 @@ func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
 	return ev
 }
 
-// resolve is POST /effects/{key}/resolve: to committed (with an optional result) or failed,
-// with an optional note.
+// effectRef names an effect key in the path of its resolve form: the key's bytes, base64url
+// without padding. A key is whatever an agent sent, and a URL built from it by concatenation
+// would be read back as another key: "%38%38" percent-decodes to "88", "/../" is cleaned away,
+// "#" and "?" end the path. The encoding's alphabet has none of these, and decoding it gives
+// back exactly the key the card showed.
+func effectRef(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+// effectSeen is what a card shows of an effect that a person's answer is about: its attempt and
+// its last update. A resolve form carries it, and the resolution is refused if the effect has
+// moved on since (a later attempt, another resolution and a new reservation).
+func effectSeen(e *store.Effect) string {
+	return strconv.Itoa(e.Attempt) + "." + strconv.FormatInt(e.UpdatedAt.UnixNano(), 10)
+}
+
+// resolve is POST /effects/{ref}/resolve: to committed (with an optional result) or failed,
+// with an optional note. ref is effectRef of the key, and the form's seen field is effectSeen
+// of the effect as its card showed it.
 func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
-	key := r.PathValue("key")
+	raw, err := base64.RawURLEncoding.DecodeString(r.PathValue("ref"))
+	if err != nil {
+		cs.fail(w, r, v, http.StatusNotFound, "This form names no effect: use the resolve form of the effect's card under Needs attention. Nothing was changed.")
+		return
+	}
+	key := string(raw)
 	to := store.State(r.PostForm.Get("to"))
 	if to != store.Committed && to != store.Failed {
 		cs.fail(w, r, v, http.StatusBadRequest, "Say committed or failed. Nothing was changed.")
@@ -662,7 +685,22 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		}
 		result = canonical
 	}
-	_, err := cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
+	// The effect must be the one the card showed: the same key (decoded above, byte for byte)
+	// at the same attempt, unchanged since.
+	cur, err := cs.g.Store().Effect(r.Context(), key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cs.fail(w, r, v, http.StatusNotFound, "There is no effect "+key+". Nothing was changed.")
+		return
+	case err != nil:
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return
+	case !sameToken(r.PostForm.Get("seen"), effectSeen(cur)):
+		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" changed since your page was drawn (it is now "+string(cur.State)+
+			", attempt "+strconv.Itoa(cur.Attempt)+"): reload Needs attention and check again. Nothing was changed.")
+		return
+	}
+	_, err = cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
 		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note"))})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
