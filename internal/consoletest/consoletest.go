@@ -233,7 +233,9 @@ func (s *Server) AmbiguousCharge(t testing.TB, invoice string) string {
 	}
 	_, err = s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
 		&latch.Call{Action: "pay.charge", Arguments: args},
-		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read tcp: connection reset by peer") })
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("read tcp: connection reset by peer")
+		})
 	if !errors.Is(err, latch.ErrAmbiguous) {
 		t.Fatalf("Execute(pay.charge %q) = %v, want ambiguous", invoice, err)
 	}
