@@ -25,49 +25,34 @@ type Layout struct {
 
 // EscapeLayout is Escape keeping what l allows (nil: nothing).
 func EscapeLayout(s string, l *Layout) string {
-	if l == nil {
-		l = &Layout{}
-	}
-	i := 0
-	for i < len(s) {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if l.escapes(r, n) {
-			break
-		}
-		i += n
-	}
-	if i == len(s) {
+	if !l.needed(s) {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 8)
-	b.WriteString(s[:i])
-	for i < len(s) {
+	l.Pieces(s, func(t string) { b.WriteString(t) }, func(e string) { b.WriteString(e) })
+	return b.String()
+}
+
+// Pieces calls text for each run of s that Escape keeps and escaped for each escape it writes
+// instead of a character, in order: a page can mark the escapes (Escape is the pieces joined).
+func Pieces(s string, text, escaped func(string)) { (*Layout)(nil).Pieces(s, text, escaped) }
+
+// Pieces is Pieces keeping what l allows (nil: nothing); EscapeLayout is its pieces joined.
+func (l *Layout) Pieces(s string, text, escaped func(string)) {
+	if l == nil {
+		l = &Layout{}
+	}
+	start := 0
+	for i := 0; i < len(s); {
 		if s[i] == 0x1b {
 			if seq := l.sequence(s[i:]); seq != "" {
-				b.WriteString(seq)
 				i += len(seq)
 				continue
 			}
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if !l.escapes(r, n) {
-			b.WriteString(s[i : i+n])
-		} else {
-			b.WriteString(escapeOne(s[i:i+n], r))
-		}
-		i += n
-	}
-	return b.String()
-}
-
-// Pieces calls text for each run of s that Escape keeps and escaped for each escape it writes
-// instead of a character, in order: a page can mark the escapes (Escape is the pieces joined).
-func Pieces(s string, text, escaped func(string)) {
-	start := 0
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !(&Layout{}).escapes(r, n) {
 			i += n
 			continue
 		}
@@ -81,6 +66,22 @@ func Pieces(s string, text, escaped func(string)) {
 	if start < len(s) {
 		text(s[start:])
 	}
+}
+
+// needed reports whether s holds anything that l escapes (an ESC counts, even one that starts
+// a sequence l keeps: Pieces tells them apart).
+func (l *Layout) needed(s string) bool {
+	if l == nil {
+		l = &Layout{}
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == 0x1b || l.escapes(r, n) {
+			return true
+		}
+		i += n
+	}
+	return false
 }
 
 // escapeOne is the escape of the character r, whose bytes are c.
@@ -126,6 +127,9 @@ func (l *Layout) escapes(r rune, n int) bool {
 
 // sequence is the one of l's own sequences that s starts with, "" when none.
 func (l *Layout) sequence(s string) string {
+	if l == nil {
+		return ""
+	}
 	for _, c := range l.Sequences {
 		if strings.HasPrefix(s, c) {
 			return c

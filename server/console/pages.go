@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -46,6 +47,29 @@ var funcs = template.FuncMap{
 	},
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"join": strings.Join,
+	// show is how every text that came from outside the console is put on a page: keys,
+	// arguments, action names, principals, reasons, notes, errors, and the messages built from
+	// them. showpre is show for the console's own layout of a JSON document (its line breaks kept).
+	"show":    func(s string) template.HTML { return marked(s, nil) },
+	"showpre": func(s string) template.HTML { return marked(s, jsonLayout) },
+}
+
+// jsonLayout keeps the line breaks of an indented JSON document (a line break inside one of its
+// strings is already written \n by JSON).
+var jsonLayout = &safetext.Layout{Newlines: true}
+
+// marked is s HTML-escaped, with each character that would hide itself or change how the text
+// around it reads (a bidi override, a zero-width space, a control character: safetext.Escape,
+// as the CLI shows them) written as its visible escape and marked, so that "acct_1<ZWSP>23"
+// never reads as "acct_123" and "gpj<RLO>exe.jpg" not as "gpj.exe".
+func marked(s string, l *safetext.Layout) template.HTML {
+	var b strings.Builder
+	l.Pieces(s, func(t string) { b.WriteString(template.HTMLEscapeString(t)) }, func(e string) {
+		b.WriteString(`<span class="esc" title="a hidden character, shown as its code">`)
+		b.WriteString(template.HTMLEscapeString(e))
+		b.WriteString(`</span>`)
+	})
+	return template.HTML(b.String()) // every piece is escaped above
 }
 
 func parsePages() (map[string]*template.Template, error) {
