@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -305,7 +307,7 @@ func (cs *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer))
 		}
 		if v == nil {
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(cs.safeNext(r.URL.RequestURI())), http.StatusSeeOther)
 				return
 			}
 			cs.fail(w, r, nil, http.StatusUnauthorized, "You are not logged in, or your session expired: log in again. Nothing was changed.")
@@ -340,10 +342,32 @@ func sameOrigin(r *http.Request) bool {
 	return ok && strings.EqualFold(host, r.Host)
 }
 
-// safeNext keeps a local path to return to after login; anything else returns to /approvals.
-func safeNext(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
-		return "/approvals"
+// home is where a person lands after login when no page of the console was asked for.
+const home = "/approvals"
+
+// safeNext returns p when it is a page of the console to return to after login, and home
+// otherwise. p must be a path on this origin as every browser reads it: printable ASCII only (a
+// browser drops tabs and line breaks from a URL, so "/\t/evil" would read as "//evil", another
+// site), no backslash (read as a slash), no scheme or host, not starting with "//", already
+// clean (no dot segments, no doubled or escaped slashes) — and one that the console serves to a
+// GET, so that nothing outside the console is reached through it.
+func (cs *Console) safeNext(p string) string {
+	if p == "" || len(p) > 2048 || p[0] != '/' || strings.HasPrefix(p, "//") {
+		return home
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return home
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" ||
+		u.RawPath != "" || path.Clean(u.Path) != u.Path {
+		return home
+	}
+	if _, pattern := cs.mux.Handler(&http.Request{Method: http.MethodGet, URL: &url.URL{Path: u.Path}}); !strings.HasPrefix(pattern, "GET /") ||
+		pattern == "GET /static/" || pattern == "GET /login" {
+		return home
 	}
 	return p
 }
@@ -365,7 +389,7 @@ const loginCookie = "latch_login"
 func (cs *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if v, _ := cs.who(w, r); v != nil {
-		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		http.Redirect(w, r, cs.safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	cs.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", "")
@@ -374,7 +398,7 @@ func (cs *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 func (cs *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next, name, msg string) {
 	tok := randomToken()
 	cs.setCookie(w, loginCookie, tok, 600)
-	cs.render(w, status, "login", &loginData{base: base{Title: "Log in"}, Next: safeNext(next), Name: name, Token: tok,
+	cs.render(w, status, "login", &loginData{base: base{Title: "Log in"}, Next: cs.safeNext(next), Name: name, Token: tok,
 		Error: msg, Proxy: len(cs.cfg.TrustedProxies) > 0, Header: cs.cfg.ProxyHeader})
 }
 
@@ -431,7 +455,7 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 	cs.setCookie(w, cs.sessionCookie(), secret, 0)
 	cs.setCookie(w, loginCookie, "", -1)
 	cs.log.Info("latch console: logged in", "name", acct.Name, "remote", r.RemoteAddr)
-	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+	http.Redirect(w, r, cs.safeNext(next), http.StatusSeeOther)
 }
 
 // logout is POST /logout.
