@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -73,6 +74,12 @@ var dummyHash = sync.OnceValue(func() []byte {
 // further attempts for a while once there are too many: after limitFree failures the key is
 // locked for limitBase, doubling with each further failure up to limitMax. A successful login
 // clears the account's count. While a key is locked, even a right password is refused.
+//
+// An attempt is counted when it starts, not when its check ends: begin reserves it, and refuses
+// it when the key's failures and the attempts still being checked reach the limit (after a lock
+// lapses, one attempt at a time). So guesses
+// sent at once are never checked beyond the limit (counted after the check, 40 guesses sent
+// together would all be checked before the first failure was counted).
 type limiter struct {
 	mu   sync.Mutex
 	free int // failures allowed before a lock
@@ -81,9 +88,10 @@ type limiter struct {
 }
 
 type strikes struct {
-	n     int
-	until time.Time // locked until
-	last  time.Time
+	n        int       // failures
+	inflight int       // attempts begun and not ended
+	until    time.Time // locked until
+	last     time.Time
 }
 
 const (
@@ -93,45 +101,76 @@ const (
 	limitFreeAddr = 50
 	limitBase     = 30 * time.Second
 	limitMax      = 15 * time.Minute
-	limitKeep     = time.Hour // a key with no failure for this long is forgotten
-	limitKeys     = 100_000   // beyond this many keys, forgotten ones are swept first
+	limitKeep     = time.Hour   // a key with no failure for this long is forgotten
+	limitKeys     = 100_000     // beyond this many keys, forgotten ones are swept first
+	limitBusy     = time.Second // how long to wait when the limit is taken by attempts in flight
 )
 
 func newLimiter(free int, now func() time.Time) *limiter {
 	return &limiter{free: free, keys: map[string]*strikes{}, now: now}
 }
 
-// locked returns how long the longest lock among keys still runs; 0 when none is locked.
-func (l *limiter) locked(keys ...string) time.Duration {
+// begin reserves an attempt against every key, or none: it returns 0 when the attempt may be
+// checked (end must follow), and otherwise how long to wait — the longest lock among keys, or
+// limitBusy when the attempts in flight would take the key past its limit.
+func (l *limiter) begin(keys ...string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	var d time.Duration
 	for _, k := range keys {
-		if s := l.keys[k]; s != nil && now.Before(s.until) {
+		s := l.keys[k]
+		if s == nil {
+			continue
+		}
+		if now.Sub(s.last) > limitKeep && s.inflight == 0 {
+			delete(l.keys, k)
+			continue
+		}
+		// The failures still allowed before a lock; once a lock has lapsed, one attempt at a
+		// time (its failure locks the key again, for longer).
+		budget := max(l.free-s.n, 1)
+		switch {
+		case now.Before(s.until):
 			d = max(d, s.until.Sub(now))
+		case s.inflight >= budget:
+			d = max(d, limitBusy)
 		}
 	}
-	return d
-}
-
-// fail counts a wrong password against each key.
-func (l *limiter) fail(keys ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
+	if d > 0 {
+		return d
+	}
 	if len(l.keys) >= limitKeys {
-		for k, s := range l.keys {
-			if now.Sub(s.last) > limitKeep {
-				delete(l.keys, k)
-			}
-		}
+		l.sweep(now)
 	}
 	for _, k := range keys {
 		s := l.keys[k]
-		if s == nil || now.Sub(s.last) > limitKeep {
-			s = &strikes{}
+		if s == nil {
+			s = &strikes{last: now}
 			l.keys[k] = s
+		}
+		s.inflight++
+	}
+	return 0
+}
+
+// end settles an attempt that begin reserved against keys: a wrong password counts as a failure
+// of each, and may lock it.
+func (l *limiter) end(wrong bool, keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for _, k := range keys {
+		s := l.keys[k]
+		if s == nil {
+			continue
+		}
+		s.inflight = max(s.inflight-1, 0)
+		if !wrong {
+			continue
+		}
+		if now.Sub(s.last) > limitKeep {
+			s.n = 0
 		}
 		s.n++
 		s.last = now
@@ -142,12 +181,44 @@ func (l *limiter) fail(keys ...string) {
 	}
 }
 
-// clear forgets the failures of key.
+// clear forgets the failures of key (the attempts still in flight stay counted).
 func (l *limiter) clear(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.keys, key)
+	if s := l.keys[key]; s != nil {
+		s.n, s.until = 0, time.Time{}
+		if s.inflight == 0 {
+			delete(l.keys, key)
+		}
+	}
 }
+
+func (l *limiter) sweep(now time.Time) {
+	for k, s := range l.keys {
+		if now.Sub(s.last) > limitKeep && s.inflight == 0 {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// gate bounds the password checks that run at once; a login that finds it full is refused, not
+// queued.
+type gate chan struct{}
+
+// DefaultLoginConcurrency is the default of Config.LoginConcurrency: half the cores the process
+// may use (at least one), so that a flood of logins leaves the other half to the API.
+func DefaultLoginConcurrency() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+func (g gate) enter() bool {
+	select {
+	case g <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g gate) leave() { <-g }
 
 // session is one logged-in person. Only the SHA-256 of its secret is kept as the map key.
 type session struct {

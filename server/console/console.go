@@ -47,8 +47,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// ProxyHeader names the person in proxy mode; default X-Forwarded-User.
 	ProxyHeader string
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// LoginConcurrency bounds the password checks (bcrypt, about a quarter of a second of one
+	// core each) that run at once; a login beyond it is refused with 429 rather than queued, so
+	// that logins cannot starve the API of CPU. Default DefaultLoginConcurrency().
+	LoginConcurrency int
+	Logger           *slog.Logger
+	Now              func() time.Time
+
+	checkPassword func(hash, password string) error // CheckPassword; the package's tests count the calls
 }
 
 // Console is the web console of one guard. It is safe for concurrent use.
@@ -61,6 +67,7 @@ type Console struct {
 	sessions *sessions
 	names    *limiter // wrong passwords per account name
 	addrs    *limiter // and per client address
+	checks   gate     // the password checks running
 	mux      *http.ServeMux
 }
 
@@ -106,8 +113,18 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	if c.LoginConcurrency == 0 {
+		c.LoginConcurrency = DefaultLoginConcurrency()
+	}
+	if c.LoginConcurrency < 0 {
+		return nil, errors.New("console: negative login concurrency")
+	}
+	if c.checkPassword == nil {
+		c.checkPassword = CheckPassword
+	}
 	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
-		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now)}
+		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now),
+		checks: make(gate, c.LoginConcurrency)}
 	cs.mux = cs.routes()
 	return cs, nil
 }
@@ -418,34 +435,31 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	n, nerr := store.NormalizeApprover(name)
 	addr, key := remoteIP(r).String(), store.NameKey(n)
-	if d := max(cs.names.locked(key), cs.addrs.locked(addr)); d > 0 {
+	// The attempt is counted against the name and the address before its password is checked:
+	// guesses sent at once cannot all be checked before the first failure counts.
+	if d := cs.reserve(key, addr); d > 0 {
 		cs.log.Warn("latch console: login refused while locked", "name", n, "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", fmt.Sprint(int(d.Seconds())+1))
-		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name,
-			fmt.Sprintf("Too many wrong passwords: try again in %s.", d.Round(time.Second)))
+		msg := fmt.Sprintf("Too many wrong passwords: try again in %s.", d.Round(time.Second))
+		if d <= limitBusy {
+			msg = "Too many login attempts at once for this name or address: try again in a moment."
+		}
+		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name, msg)
 		return
 	}
-	var acct *store.Account
-	if nerr == nil {
-		acct, err = cs.accounts.Account(r.Context(), n)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The store does not answer; try again.")
-			return
-		}
-	}
-	ok := false
-	if acct != nil {
-		err := CheckPassword(acct.PasswordHash, password)
-		if err != nil && !errors.Is(err, ErrWrongPassword) {
-			cs.log.Error("latch console: unreadable password hash", "name", acct.Name, "err", err)
-		}
-		ok = err == nil
-	} else {
-		_ = CheckPassword(string(dummyHash()), password) // as slow as a real check
-	}
-	if !ok {
-		cs.names.fail(key)
-		cs.addrs.fail(addr)
+	acct, err := cs.checkLogin(r, n, nerr == nil, password)
+	wrong := acct == nil && err == nil
+	cs.names.end(wrong, key)
+	cs.addrs.end(wrong, addr)
+	switch {
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name, "Too many logins at once: try again in a moment.")
+		return
+	case err != nil:
+		cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The store does not answer; try again.")
+		return
+	case wrong:
 		cs.log.Info("latch console: wrong name or password", "name", n, "remote", r.RemoteAddr)
 		cs.renderLogin(w, r, http.StatusUnauthorized, next, name, "Wrong name or password.")
 		return
@@ -456,6 +470,57 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 	cs.setCookie(w, loginCookie, "", -1)
 	cs.log.Info("latch console: logged in", "name", acct.Name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, cs.safeNext(next), http.StatusSeeOther)
+}
+
+// errBusy refuses a login while LoginConcurrency password checks are running.
+var errBusy = errors.New("too many logins at once")
+
+// reserve begins a login attempt against the account name key and the client address addr, or
+// against neither: 0 when the password may be checked (end both after), else how long to wait.
+func (cs *Console) reserve(key, addr string) time.Duration {
+	if d := cs.names.begin(key); d > 0 {
+		return d
+	}
+	if d := cs.addrs.begin(addr); d > 0 {
+		cs.names.end(false, key)
+		return d
+	}
+	return 0
+}
+
+// checkLogin checks the password of the account named n (a valid name when valid) inside the
+// gate, and returns the account when the password is right; nil and no error when it is wrong
+// or there is no such account; errBusy, without a check, when the gate is full; another error
+// when the store does not answer. A name with no account is checked against a dummy hash, so
+// that it takes as long to refuse as a wrong password.
+func (cs *Console) checkLogin(r *http.Request, n string, valid bool, password string) (*store.Account, error) {
+	if !cs.checks.enter() {
+		return nil, errBusy
+	}
+	defer cs.checks.leave()
+	var acct *store.Account
+	if valid {
+		a, err := cs.accounts.Account(r.Context(), n)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			acct = a
+		}
+	}
+	if acct == nil {
+		_ = cs.cfg.checkPassword(string(dummyHash()), password) // as slow as a real check
+		return nil, nil
+	}
+	err := cs.cfg.checkPassword(acct.PasswordHash, password)
+	switch {
+	case err == nil:
+		return acct, nil
+	case !errors.Is(err, ErrWrongPassword):
+		cs.log.Error("latch console: unreadable password hash", "name", acct.Name, "err", err)
+	}
+	return nil, nil
 }
 
 // logout is POST /logout.
