@@ -49,7 +49,7 @@ actions:
         type: integer
         min: 1
         display: { label: Refund, money: { minor_units: 2, currency_arg: currency } }
-      currency: { type: string, enum: [EUR, USD] }
+      currency: { type: string, enum: [EUR, USD, JPY, KWD] }
     rules:
       - when: { amount_lte: 50000 }
         decision: allow

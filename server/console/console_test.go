@@ -684,3 +684,29 @@ func TestPageWithoutEventHead(t *testing.T) {
 		t.Errorf("GET /approvals with an event head: want live updates, got:\n%s", p.Body)
 	}
 }
+
+// Money whose currency an argument names is shown in that currency's own minor units, on the
+// console as in the CLI: 250000 yen is ¥250,000, 250000 fils 250.000 dinars.
+func TestMoneyInCurrencyOfArgument(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	for _, cur := range []string{"JPY", "KWD", "EUR"} {
+		_, err := s.Guard.Begin(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"}),
+			&latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"ord_` + cur + `","amount":250000,"currency":"` + cur + `"}`)})
+		var ar *latch.ApprovalRequiredError
+		if !errors.As(err, &ar) {
+			t.Fatalf("Begin(%s) = %v; want an approval required", cur, err)
+		}
+	}
+	c, _ := login(t, s, "alice")
+	page := consoletest.Get(t, c, s.URL+"/approvals")
+	for _, want := range []string{"JP¥250,000 (250000 minor units)", "KWD 250.000 (250000 minor units)", "€2,500.00 (250000 minor units)"} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("GET /approvals lacks %q", want)
+		}
+	}
+	if strings.Contains(page.Body, "JP¥2,500.00") {
+		t.Errorf("GET /approvals reads 250000 yen as JP¥2,500.00")
+	}
+}
