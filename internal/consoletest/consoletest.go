@@ -102,8 +102,11 @@ func (c *Clock) Add(d time.Duration) {
 // Options adjusts a test server.
 type Options struct {
 	Backend string // "sqlite" (default) or "postgres"
-	Policy  string // default Policy
-	Console console.Config
+	// StoreURL, when set, is the store to serve instead of a fresh one: another Server's, for a
+	// replica or a restart.
+	StoreURL string
+	Policy   string // default Policy
+	Console  console.Config
 	// Wrap, when set, is given the opened store and returns the one the guard uses (a test
 	// that counts what the console reads wraps it).
 	Wrap func(store.Store) store.Store
@@ -111,12 +114,19 @@ type Options struct {
 
 // Server is a running test server.
 type Server struct {
-	URL   string
-	Guard *latch.Guard
-	Clock *Clock
+	URL      string
+	StoreURL string
+	Guard    *latch.Guard
+	Clock    *Clock
 	// Agent is an agent token of billing-worker; Approver an approver token of "operator".
 	Agent, Approver string
+
+	stop func()
 }
+
+// Stop stops the server and closes its guard, as a restart or a replica's end would, before
+// the test ends.
+func (s *Server) Stop() { s.stop() }
 
 // Start runs a server on 127.0.0.1 until the test ends.
 func Start(t testing.TB, o *Options) *Server {
@@ -136,7 +146,11 @@ func Start(t testing.TB, o *Options) *Server {
 		t.Fatal(err)
 	}
 	clk := &Clock{}
-	cfg := &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_console"), Now: clk.Now}
+	storeURL := o.StoreURL
+	if storeURL == "" {
+		storeURL = testdb.URL(t, backend, "latch_console")
+	}
+	cfg := &latch.Config{Policy: p, StoreURL: storeURL, Now: clk.Now}
 	if o.Wrap != nil {
 		st, err := latch.OpenStore(context.Background(), cfg.StoreURL, nil)
 		if err != nil {
@@ -162,14 +176,18 @@ func Start(t testing.TB, o *Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		g.Close()
-	})
-	out := &Server{URL: "http://" + ln.Addr().String(), Guard: g, Clock: clk}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			g.Close()
+		})
+	}
+	t.Cleanup(stop)
+	out := &Server{URL: "http://" + ln.Addr().String(), StoreURL: storeURL, Guard: g, Clock: clk, stop: stop}
 	out.Agent = out.token(t, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
 	out.Approver = out.ApproverToken(t, "operator")
 	return out

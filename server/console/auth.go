@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,12 +9,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/latchkit/latch/store"
 )
 
 // Password rules. bcrypt reads at most 72 bytes, so a longer password is refused rather than
@@ -220,97 +224,121 @@ func (g gate) enter() bool {
 
 func (g gate) leave() { <-g }
 
-// session is one logged-in person. Only the SHA-256 of its secret is kept as the map key.
+// session is one logged-in person, as the store keeps it, with the CSRF token of its forms.
 type session struct {
-	name    string
-	method  string // "session" or "proxy"
-	csrf    string
-	created time.Time
-	seen    time.Time
-	flash   string // a message for the next page
+	hash   string // store.SessionHash of the secret
+	name   string
+	method string // MethodSession or MethodProxy
+	csrf   string
 }
 
-// sessions keeps the console's sessions in the serve process.
+// sessions keeps the console's sessions in the store (store.SessionStore): a session outlives a
+// restart of the server, and every replica on the store honours it and its logout at once. Only
+// the SHA-256 of a session's secret is stored; the CSRF token of its forms is derived from the
+// secret, so it is neither stored nor the same on two sessions.
 type sessions struct {
-	mu   sync.Mutex
-	m    map[[32]byte]*session
+	st   store.SessionStore
 	ttl  time.Duration // from login
 	idle time.Duration // from the last request
 	now  func() time.Time
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	lastSweep time.Time
 }
 
-func newSessions(ttl, idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[[32]byte]*session{}, ttl: ttl, idle: idle, now: now}
+// sweepEvery is how often a server deletes the sessions that expired, at a login.
+const sweepEvery = 10 * time.Minute
+
+func newSessions(st store.SessionStore, ttl, idle time.Duration, now func() time.Time, log *slog.Logger) *sessions {
+	return &sessions{st: st, ttl: ttl, idle: idle, now: now, log: log}
 }
 
-// create starts a session and returns its secret (the cookie's value).
-func (ss *sessions) create(name, method string) (string, *session) {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	secret := base64.RawURLEncoding.EncodeToString(b[:])
-	mac := hmac.New(sha256.New, b[:])
-	mac.Write([]byte("latch console csrf"))
+// touchEvery is how much later than its last recorded request a request must come to be
+// written: a session's idle timeout is kept to this (a minute, or a tenth of the timeout when
+// that is shorter), and a busy page costs no write per request.
+func (ss *sessions) touchEvery() time.Duration { return min(time.Minute, ss.idle/10) }
+
+// mac is the HMAC-SHA256 of what under the session secret, base64url.
+func mac(secret, what string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(what))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// create starts a session in the store and returns its secret (the cookie's value).
+func (ss *sessions) create(ctx context.Context, name, method string) (string, *session, error) {
+	secret := randomToken()
 	now := ss.now()
-	s := &session{name: name, method: method, csrf: base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), created: now, seen: now}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.sweep(now)
-	ss.m[sha256.Sum256([]byte(secret))] = s
-	return secret, s
+	rec := &store.Session{Hash: store.SessionHash(secret), Name: name, Method: method, CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(ss.ttl)}
+	if err := ss.st.CreateSession(ctx, rec); err != nil {
+		return "", nil, err
+	}
+	ss.sweep(ctx, now)
+	return secret, &session{hash: rec.Hash, name: name, method: method, csrf: mac(secret, "latch console csrf")}, nil
 }
 
-// get returns the live session of secret, and marks it seen; nil when there is none or it
-// expired (and then it is forgotten).
-func (ss *sessions) get(secret string) *session {
+// get returns the live session of secret: nil when there is none, it ended, or it expired (and
+// then it is deleted). With touch, a request is recorded (at most once per touchEvery). An
+// error is a store that does not answer.
+func (ss *sessions) get(ctx context.Context, secret string, touch bool) (*session, error) {
 	if secret == "" {
-		return nil
+		return nil, nil
 	}
-	k := sha256.Sum256([]byte(secret))
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s := ss.m[k]
-	if s == nil {
-		return nil
+	h := store.SessionHash(secret)
+	rec, err := ss.st.Session(ctx, h)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
 	now := ss.now()
-	if ss.expired(s, now) {
-		delete(ss.m, k)
-		return nil
+	if !now.Before(rec.ExpiresAt) || !now.Before(rec.SeenAt.Add(ss.idle)) {
+		if err := ss.st.EndSession(ctx, h); err != nil && !errors.Is(err, store.ErrNotFound) {
+			ss.log.Warn("latch console: an expired session was not deleted", "err", err)
+		}
+		return nil, nil
 	}
-	s.seen = now
-	return s
-}
-
-func (ss *sessions) expired(s *session, now time.Time) bool {
-	return !now.Before(s.created.Add(ss.ttl)) || !now.Before(s.seen.Add(ss.idle))
-}
-
-// end forgets the session of secret.
-func (ss *sessions) end(secret string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, sha256.Sum256([]byte(secret)))
-}
-
-// endAll forgets every session of name (an account removed, a proxy naming another person).
-func (ss *sessions) endAll(name string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for k, s := range ss.m {
-		if s.name == name {
-			delete(ss.m, k)
+	if touch && now.Sub(rec.SeenAt) >= ss.touchEvery() {
+		switch err := ss.st.TouchSession(ctx, h, now); {
+		case errors.Is(err, store.ErrNotFound): // ended in the meantime
+			return nil, nil
+		case err != nil:
+			return nil, err
 		}
 	}
+	return &session{hash: h, name: rec.Name, method: rec.Method, csrf: mac(secret, "latch console csrf")}, nil
 }
 
-func (ss *sessions) sweep(now time.Time) {
-	if len(ss.m) < 1024 {
+// end deletes the session of secret (a logout).
+func (ss *sessions) end(ctx context.Context, secret string) error {
+	if err := ss.st.EndSession(ctx, store.SessionHash(secret)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// endAll deletes every session of name (an account removed).
+func (ss *sessions) endAll(ctx context.Context, name string) {
+	if _, err := ss.st.EndSessions(ctx, name); err != nil {
+		ss.log.Warn("latch console: the sessions of a removed account were not deleted", "name", name, "err", err)
+	}
+}
+
+// sweep deletes the expired sessions, once per sweepEvery at most.
+func (ss *sessions) sweep(ctx context.Context, now time.Time) {
+	ss.mu.Lock()
+	due := now.Sub(ss.lastSweep) >= sweepEvery
+	if due {
+		ss.lastSweep = now
+	}
+	ss.mu.Unlock()
+	if !due {
 		return
 	}
-	for k, s := range ss.m {
-		if ss.expired(s, now) {
-			delete(ss.m, k)
-		}
+	if _, err := ss.st.SweepSessions(ctx, now, now.Add(-ss.idle)); err != nil {
+		ss.log.Warn("latch console: expired sessions were not swept", "err", err)
 	}
 }
 

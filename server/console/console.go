@@ -77,8 +77,8 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// New builds the console of guard g, whose store must keep approver accounts (both built-in
-// stores do).
+// New builds the console of guard g, whose store must keep approver accounts and console
+// sessions (both built-in stores do).
 func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	var c Config
 	if cfg != nil {
@@ -90,6 +90,10 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	as, ok := g.Store().(store.AccountStore)
 	if !ok {
 		return nil, fmt.Errorf("console: store %T keeps no approver accounts", g.Store())
+	}
+	ss, ok := g.Store().(store.SessionStore)
+	if !ok {
+		return nil, fmt.Errorf("console: store %T keeps no console sessions", g.Store())
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
@@ -123,7 +127,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 		c.checkPassword = CheckPassword
 	}
 	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
-		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now),
+		sessions: newSessions(ss, c.SessionTTL, c.IdleTimeout, c.Now, c.Logger), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now),
 		checks: make(gate, c.LoginConcurrency)}
 	cs.mux = cs.routes()
 	return cs, nil
@@ -182,7 +186,6 @@ type viewer struct {
 	Method string // MethodSession or MethodProxy
 	Roles  []string
 	CSRF   string
-	sess   *session
 	secret string
 }
 
@@ -213,7 +216,9 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 	if ck, err := r.Cookie(cs.sessionCookie()); err == nil {
 		secret = ck.Value
 	}
-	s := cs.sessions.get(secret)
+	unavailable := func(err error) *refusal {
+		return &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
+	}
 	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
 		if !cs.fromProxy(r) {
 			cs.log.Warn("latch console: proxy header from an untrusted address refused", "remote", r.RemoteAddr, "header", cs.cfg.ProxyHeader)
@@ -223,11 +228,19 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 		if err != nil || len(hv) != 1 {
 			return nil, &refusal{http.StatusForbidden, "The proxy's " + cs.cfg.ProxyHeader + " header does not name one person."}
 		}
+		s, err := cs.sessions.get(ctx, secret, true)
+		if err != nil {
+			return nil, unavailable(err)
+		}
 		if s == nil || s.method != MethodProxy || s.name != name {
 			if s != nil {
-				cs.sessions.end(secret)
+				if err := cs.sessions.end(ctx, secret); err != nil {
+					return nil, unavailable(err)
+				}
 			}
-			secret, s = cs.sessions.create(name, MethodProxy)
+			if secret, s, err = cs.sessions.create(ctx, name, MethodProxy); err != nil {
+				return nil, unavailable(err)
+			}
 			cs.setCookie(w, cs.sessionCookie(), secret, 0)
 		}
 		v := cs.viewerOf(s, secret)
@@ -236,21 +249,26 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 		}
 		return v, nil
 	}
-	if s == nil {
+	s, err := cs.sessions.get(ctx, secret, true)
+	switch {
+	case err != nil:
+		return nil, unavailable(err)
+	case s == nil:
 		return nil, nil
-	}
-	if s.method == MethodProxy {
+	case s.method == MethodProxy:
 		// The proxy authenticates every request: a proxy session used without it is void.
-		cs.sessions.end(secret)
+		if err := cs.sessions.end(ctx, secret); err != nil {
+			return nil, unavailable(err)
+		}
 		return nil, nil
 	}
 	a, err := cs.accounts.Account(ctx, s.name)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			cs.sessions.endAll(s.name) // the account was removed
+			cs.sessions.endAll(ctx, s.name) // the account was removed
 			return nil, nil
 		}
-		return nil, &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
+		return nil, unavailable(err)
 	}
 	v := cs.viewerOf(s, secret)
 	v.Roles = a.Roles // the one read of the account serves both
@@ -258,7 +276,7 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 }
 
 func (cs *Console) viewerOf(s *session, secret string) *viewer {
-	return &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, sess: s, secret: secret}
+	return &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, secret: secret}
 }
 
 // fromProxy reports whether r came from a trusted proxy address.
@@ -285,19 +303,25 @@ func remoteIP(r *http.Request) netip.Addr {
 }
 
 // Approver returns the name of the person r is logged in as, for the routes of the HTTP API
-// that a logged-in console may read (the event stream). It never creates a session.
+// that a logged-in console may read (the event stream). It reads the session from the store each
+// time, so a session ended anywhere — a logout on another replica, the account removed — is
+// refused at once; it never creates a session, nor counts as a request that keeps one alive.
 func (cs *Console) Approver(r *http.Request) (string, bool) {
 	ck, err := r.Cookie(cs.sessionCookie())
 	if err != nil {
 		return "", false
 	}
-	s := cs.sessions.get(ck.Value)
-	if s == nil {
+	hv, proxied := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]
+	if proxied && !cs.fromProxy(r) {
 		return "", false
 	}
-	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
+	s, err := cs.sessions.get(r.Context(), ck.Value, false)
+	if err != nil || s == nil {
+		return "", false
+	}
+	if proxied {
 		name, err := store.NormalizeApprover(strings.Join(hv, ","))
-		if !cs.fromProxy(r) || err != nil || len(hv) != 1 || s.method != MethodProxy || s.name != name {
+		if err != nil || len(hv) != 1 || s.method != MethodProxy || s.name != name {
 			return "", false
 		}
 		return s.name, true
@@ -465,7 +489,11 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cs.names.clear(store.NameKey(acct.Name))
-	secret, _ := cs.sessions.create(acct.Name, MethodSession)
+	secret, _, err := cs.sessions.create(r.Context(), acct.Name, MethodSession)
+	if err != nil {
+		cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The session could not be stored; try again.")
+		return
+	}
 	cs.setCookie(w, cs.sessionCookie(), secret, 0)
 	cs.setCookie(w, loginCookie, "", -1)
 	cs.log.Info("latch console: logged in", "name", acct.Name, "remote", r.RemoteAddr)
@@ -525,7 +553,10 @@ func (cs *Console) checkLogin(r *http.Request, n string, valid bool, password st
 
 // logout is POST /logout.
 func (cs *Console) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
-	cs.sessions.end(v.secret)
+	if err := cs.sessions.end(r.Context(), v.secret); err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "You are not logged out: the store does not answer ("+err.Error()+"). Try again.")
+		return
+	}
 	cs.setCookie(w, cs.sessionCookie(), "", -1)
 	if v.Method == MethodProxy {
 		cs.render(w, http.StatusOK, "message", &messageData{base: base{Title: "Logged out"},

@@ -98,13 +98,8 @@ type counted struct {
 
 // pageBase is the layout data of a logged-in page; it takes the session's flash message. c
 // (which may be nil) holds what the page has read already.
-func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string, c *counted) base {
-	b := base{Title: title, Nav: nav, Me: v}
-	if v != nil && v.sess != nil {
-		cs.sessions.mu.Lock()
-		b.Flash, v.sess.flash = v.sess.flash, ""
-		cs.sessions.mu.Unlock()
-	}
+func (cs *Console) pageBase(w http.ResponseWriter, r *http.Request, v *viewer, title, nav string, c *counted) base {
+	b := base{Title: title, Nav: nav, Me: v, Flash: cs.takeFlash(w, r, v)}
 	if c == nil {
 		c = &counted{}
 	}
@@ -130,13 +125,45 @@ func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string, c *co
 	return b
 }
 
-func (cs *Console) flash(v *viewer, msg string) {
-	if v.sess == nil {
+// flashCookie is the name of the cookie that carries a message to the next page (a form's
+// outcome, after its redirect).
+func (cs *Console) flashCookie() string {
+	if cs.cfg.Secure {
+		return "__Host-latch_flash"
+	}
+	return "latch_flash"
+}
+
+// maxFlash bounds a flash message, so that its cookie stays well within what browsers keep.
+const maxFlash = 1500
+
+// flash shows msg on v's next page. The message travels in a short-lived cookie signed with v's
+// session secret: it needs no write to the store, reaches whichever replica draws the next
+// page, and a cookie not set by this session's own form shows nothing.
+func (cs *Console) flash(w http.ResponseWriter, v *viewer, msg string) {
+	if v.secret == "" {
 		return
 	}
-	cs.sessions.mu.Lock()
-	v.sess.flash = msg
-	cs.sessions.mu.Unlock()
+	if len(msg) > maxFlash {
+		msg = msg[:maxFlash] + "…"
+	}
+	cs.setCookie(w, cs.flashCookie(), base64.RawURLEncoding.EncodeToString([]byte(msg))+"."+mac(v.secret, "flash\x00"+msg), 60)
+}
+
+// takeFlash returns the message flash left for v, and clears it; "" when there is none or its
+// signature is not v's.
+func (cs *Console) takeFlash(w http.ResponseWriter, r *http.Request, v *viewer) string {
+	ck, err := r.Cookie(cs.flashCookie())
+	if err != nil || v == nil || v.secret == "" {
+		return ""
+	}
+	cs.setCookie(w, cs.flashCookie(), "", -1)
+	enc, sig, ok := strings.Cut(ck.Value, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil || !sameToken(sig, mac(v.secret, "flash\x00"+string(raw))) {
+		return ""
+	}
+	return string(raw)
 }
 
 func (cs *Console) render(w http.ResponseWriter, status int, page string, data any) {
@@ -155,7 +182,7 @@ func (cs *Console) render(w http.ResponseWriter, status int, page string, data a
 func (cs *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
 	b := base{Title: http.StatusText(status), Me: v}
 	if v != nil {
-		b = cs.pageBase(r, v, http.StatusText(status), "", nil)
+		b = cs.pageBase(w, r, v, http.StatusText(status), "", nil)
 	}
 	b.Error = msg
 	cs.render(w, status, "message", &messageData{base: b})
@@ -421,7 +448,7 @@ func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *view
 	if pending == nil {
 		pending = []*store.Approval{} // read: the layout need not read it again
 	}
-	data := &approvalsData{base: cs.pageBase(r, v, "Pending approvals", "approvals", &counted{pending: pending}), LastID: cs.lastEvent(r)}
+	data := &approvalsData{base: cs.pageBase(w, r, v, "Pending approvals", "approvals", &counted{pending: pending}), LastID: cs.lastEvent(r)}
 	now := cs.cfg.Now()
 	for _, a := range pending {
 		if now.Before(a.ExpiresAt) {
@@ -469,7 +496,7 @@ func (cs *Console) approvalPage(w http.ResponseWriter, r *http.Request, v *viewe
 	if !ok {
 		return
 	}
-	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil),
+	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(w, r, v, "Approval "+a.ID, "approvals", nil),
 		R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
 
@@ -541,7 +568,7 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 		rule := cs.g.Policy().ApproversFor(a.ActionName)
 		msg += fmt.Sprintf(" %d of %d approvals so far: it waits for another approver.", store.Grants(after.Answers, rule.Verified), rule.Required)
 	}
-	cs.flash(v, msg)
+	cs.flash(w, v, msg)
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
 }
 
@@ -566,7 +593,7 @@ func answerRefusal(reason string) string {
 }
 
 func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewer, a *store.Approval, all []*store.Approval, status int, msg string) {
-	b := cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil)
+	b := cs.pageBase(w, r, v, "Approval "+a.ID, "approvals", nil)
 	b.Error = msg
 	cs.render(w, status, "approval", &approvalData{base: b, R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
@@ -630,7 +657,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	if list == nil {
 		list = []*store.Effect{} // read: the layout need not read it again
 	}
-	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
+	data := &attentionData{base: cs.pageBase(w, r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, e))
 	}
@@ -737,7 +764,7 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		cs.fail(w, r, v, http.StatusBadRequest, "Not resolved: "+err.Error())
 		return
 	}
-	cs.flash(v, fmt.Sprintf("Resolved %s as %s.", key, to))
+	cs.flash(w, v, fmt.Sprintf("Resolved %s as %s.", key, to))
 	http.Redirect(w, r, "/attention", http.StatusSeeOther)
 }
 
@@ -786,7 +813,7 @@ const receiptsShown = 100
 // without regard to case), with the chain's verification.
 func (cs *Console) receiptsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	data := &receiptsData{base: cs.pageBase(r, v, "Receipts", "receipts", nil), Query: q}
+	data := &receiptsData{base: cs.pageBase(w, r, v, "Receipts", "receipts", nil), Query: q}
 	rep, err := store.VerifyChain(r.Context(), cs.g.Store())
 	if err != nil {
 		data.ChainErr = err.Error()
@@ -839,7 +866,7 @@ func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer
 		if rc.Seq != seq {
 			break
 		}
-		data := &receiptData{base: cs.pageBase(r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
+		data := &receiptData{base: cs.pageBase(w, r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
 		if rep, err := store.VerifyChain(r.Context(), cs.g.Store()); err == nil {
 			data.Checked = true
 			for _, b := range rep.Breaks {
