@@ -534,8 +534,11 @@ func TestDecoyFormResolvesOnlyItsOwn(t *testing.T) {
 			}
 			shot(t, ctx, "hidden-character")
 		}
+		// With a note, as a person would write one: while a note is typed the page does not
+		// reload itself on the resolution's own event, which would race the form's redirect.
 		run(t, ctx, "resolve the decoy failed",
 			chromedp.Click(chromedp.CSS(`#pick input[name=to][value=failed]`)),
+			chromedp.SendKeys(chromedp.CSS(`#pick textarea[name=note]`), "no charge at the provider"),
 			chromedp.Click(chromedp.CSS("#pick form.resolve button")),
 			chromedp.WaitVisible(chromedp.CSS("p.flash")))
 		for key, want := range map[string]store.State{decoy: store.Failed, victim: store.Ambiguous} {
