@@ -69,18 +69,21 @@ func (d *Argument) view(v any, args map[string]any) ArgumentView {
 	av.Label = d.Display.Label
 	if m := d.Display.Money; m != nil {
 		if n, ok := v.(int64); ok {
-			code, why := m.Currency, ""
+			code, units, why := m.Currency, m.MinorUnits, ""
 			if m.CurrencyArg != "" {
-				switch c, ok := args[m.CurrencyArg].(string); {
+				c, ok := args[m.CurrencyArg].(string)
+				e, known := MinorUnits(c)
+				switch {
 				case !ok:
 					code, why = "", "no currency in "+quote(m.CurrencyArg)
-				case !knownCurrency(c):
+				case !known:
 					code, why = "", "currency "+quote(c)+" is not an ISO 4217 code"
 				default:
-					code = c
+					// The currency's own exponent: minor_units was written without knowing it.
+					code, units = c, e
 				}
 			}
-			av.Human = FormatMoney(n, m.MinorUnits, code)
+			av.Human = FormatMoney(n, units, code)
 			if why != "" {
 				av.Human = strings.TrimSuffix(av.Human, ")") + "; " + why + ")"
 			}

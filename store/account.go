@@ -37,7 +37,8 @@ type AccountStore interface {
 	Account(ctx context.Context, name string) (*Account, error)
 	// Accounts returns every account, by name as names are compared.
 	Accounts(ctx context.Context) ([]*Account, error)
-	// RemoveAccount deletes the account named name in one write; ErrNotFound when there is none.
+	// RemoveAccount deletes the account named name in one write, and with it the console
+	// sessions of the name (SessionStore); ErrNotFound when there is none.
 	RemoveAccount(ctx context.Context, name string) (*Account, error)
 }
 

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"io"
-	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/latchkit/latch/internal/safetext"
 )
 
 // Terminal safety. Arguments, ids, names, keys and error texts come from agents and callers, and
@@ -18,103 +18,21 @@ import (
 // data, not layout.
 
 // termSafe returns s with every character that could act on a terminal written as a visible
-// escape: C0 controls and DEL as \xNN (\t, \n and \r in Go's spelling), C1 controls, bidi and
-// other format characters (zero-width, BOM) and line or paragraph separators as \uXXXX, and
-// bytes that are not UTF-8 as \xNN. In layout mode, tabs and newlines (the CLI's own layout) and
-// the three colour sequences the CLI itself writes (green, red, reset) are kept.
+// escape (safetext.Escape: the one marking every human surface uses). In layout mode, tabs and
+// newlines (the CLI's own layout) and the three colour sequences the CLI itself writes (green,
+// red, reset) are kept.
 func termSafe(s string, layout bool) string {
-	i := 0
-	for i < len(s) {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if needsEscape(r, n, layout) {
-			break
-		}
-		i += n
+	if layout {
+		return safetext.EscapeLayout(s, cliLayout)
 	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		if layout && s[i] == 0x1b {
-			if sgr := ownColour(s[i:]); sgr != "" {
-				b.WriteString(sgr)
-				i += len(sgr)
-				continue
-			}
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !needsEscape(r, n, layout) {
-			b.WriteString(s[i : i+n])
-			i += n
-			continue
-		}
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b.WriteString(`\x` + hex2(s[i]))
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x80:
-			b.WriteString(`\x` + hex2(byte(r)))
-		case r <= 0xffff:
-			b.WriteString(`\u` + pad(strconv.FormatInt(int64(r), 16), 4))
-		default:
-			b.WriteString(`\U` + pad(strconv.FormatInt(int64(r), 16), 8))
-		}
-		i += n
-	}
-	return b.String()
-}
-
-// needsEscape reports whether the character r (n bytes of UTF-8; RuneError of 1 byte is an
-// invalid byte) must be escaped.
-func needsEscape(r rune, n int, layout bool) bool {
-	switch {
-	case r == utf8.RuneError && n == 1:
-		return true
-	case r == '\t' || r == '\n':
-		return !layout
-	case r < 0x20 || r == 0x7f:
-		return true
-	case r < 0x80:
-		return false
-	case r <= 0x9f: // C1 controls, among them CSI (U+009B) and OSC (U+009D)
-		return true
-	}
-	// Format characters: the bidi embeddings, overrides and isolates, the marks, zero-width
-	// characters, the BOM; and the line and paragraph separators.
-	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)
+	return safetext.Escape(s)
 }
 
 // ownColours are the only escape sequences the CLI writes itself (mark).
 var ownColours = []string{"\x1b[32m", "\x1b[31m", "\x1b[0m"}
 
-func ownColour(s string) string {
-	for _, c := range ownColours {
-		if strings.HasPrefix(s, c) {
-			return c
-		}
-	}
-	return ""
-}
-
-func hex2(c byte) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[c>>4], digits[c&0xf]})
-}
-
-func pad(s string, n int) string {
-	if len(s) >= n {
-		return s
-	}
-	return strings.Repeat("0", n-len(s)) + s
-}
+// cliLayout is what the CLI's human output keeps of its own layout.
+var cliLayout = &safetext.Layout{Tabs: true, Newlines: true, Sequences: ownColours}
 
 // termWriter writes human output through termSafe (layout mode). A character or one of the
 // CLI's colour sequences split across two writes is held until its end arrives.

@@ -31,7 +31,8 @@ import (
 )
 
 // Policy is the policy of the test servers: refunds above 500.00 need an approval by one of
-// the payments leads (listed, or accounts with the role); payouts need two, verified.
+// the payments leads (listed, or accounts with the role); payouts need two, verified; a charge
+// (of any invoice id an agent sends) and a merge run without one.
 const Policy = `schema: latch.policy/v1
 version: "2026-11-29"
 approvers:
@@ -48,7 +49,7 @@ actions:
         type: integer
         min: 1
         display: { label: Refund, money: { minor_units: 2, currency_arg: currency } }
-      currency: { type: string, enum: [EUR, USD] }
+      currency: { type: string, enum: [EUR, USD, JPY, KWD] }
     rules:
       - when: { amount_lte: 50000 }
         decision: allow
@@ -65,6 +66,11 @@ actions:
       roles: [treasury]
       required: 2
       verified: true
+  pay.charge:
+    effect: "pay:{invoice}"
+    arguments:
+      invoice: { type: string }
+    decision: allow
   git.merge:
     effect: "merge:{repo}:{number}"
     arguments:
@@ -96,8 +102,11 @@ func (c *Clock) Add(d time.Duration) {
 // Options adjusts a test server.
 type Options struct {
 	Backend string // "sqlite" (default) or "postgres"
-	Policy  string // default Policy
-	Console console.Config
+	// StoreURL, when set, is the store to serve instead of a fresh one: another Server's, for a
+	// replica or a restart.
+	StoreURL string
+	Policy   string // default Policy
+	Console  console.Config
 	// Wrap, when set, is given the opened store and returns the one the guard uses (a test
 	// that counts what the console reads wraps it).
 	Wrap func(store.Store) store.Store
@@ -105,12 +114,19 @@ type Options struct {
 
 // Server is a running test server.
 type Server struct {
-	URL   string
-	Guard *latch.Guard
-	Clock *Clock
+	URL      string
+	StoreURL string
+	Guard    *latch.Guard
+	Clock    *Clock
 	// Agent is an agent token of billing-worker; Approver an approver token of "operator".
 	Agent, Approver string
+
+	stop func()
 }
+
+// Stop stops the server and closes its guard, as a restart or a replica's end would, before
+// the test ends.
+func (s *Server) Stop() { s.stop() }
 
 // Start runs a server on 127.0.0.1 until the test ends.
 func Start(t testing.TB, o *Options) *Server {
@@ -130,7 +146,11 @@ func Start(t testing.TB, o *Options) *Server {
 		t.Fatal(err)
 	}
 	clk := &Clock{}
-	cfg := &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_console"), Now: clk.Now}
+	storeURL := o.StoreURL
+	if storeURL == "" {
+		storeURL = testdb.URL(t, backend, "latch_console")
+	}
+	cfg := &latch.Config{Policy: p, StoreURL: storeURL, Now: clk.Now}
 	if o.Wrap != nil {
 		st, err := latch.OpenStore(context.Background(), cfg.StoreURL, nil)
 		if err != nil {
@@ -156,14 +176,18 @@ func Start(t testing.TB, o *Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		g.Close()
-	})
-	out := &Server{URL: "http://" + ln.Addr().String(), Guard: g, Clock: clk}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			g.Close()
+		})
+	}
+	t.Cleanup(stop)
+	out := &Server{URL: "http://" + ln.Addr().String(), StoreURL: storeURL, Guard: g, Clock: clk, stop: stop}
 	out.Agent = out.token(t, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
 	out.Approver = out.ApproverToken(t, "operator")
 	return out
@@ -214,6 +238,26 @@ func (s *Server) Ambiguous(t testing.TB, number int, msg string) string {
 		t.Fatalf("Execute(git.merge %d) = %v, want ambiguous", number, err)
 	}
 	return fmt.Sprintf("merge:latch:%d", number)
+}
+
+// AmbiguousCharge runs pay.charge of invoice as billing-worker with an executor whose reply is
+// lost, so that effect pay:INVOICE is left ambiguous; it returns the effect key. The invoice id is
+// whatever the agent sent: a test gives hostile ones.
+func (s *Server) AmbiguousCharge(t testing.TB, invoice string) string {
+	t.Helper()
+	args, err := json.Marshal(map[string]string{"invoice": invoice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Guard.Execute(latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"}),
+		&latch.Call{Action: "pay.charge", Arguments: args},
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("read tcp: connection reset by peer")
+		})
+	if !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("Execute(pay.charge %q) = %v, want ambiguous", invoice, err)
+	}
+	return "pay:" + invoice
 }
 
 // AddAccount creates a local approver account as `latch approver add` does, but with bcrypt's

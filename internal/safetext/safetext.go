@@ -1,7 +1,8 @@
 // Package safetext makes strings that came from outside latch (approval ids, effect keys, action
-// names, approver names, error text) safe to put into an error message or a receipt: an error
-// message must not carry a terminal escape sequence or a bidi override to whoever reads it, and a
-// receipt must be valid UTF-8 to be hashed at all.
+// names, approver names, arguments, notes, error text) safe to show a person or to put into an
+// error message or a receipt: text shown must not carry a terminal escape sequence, a bidi
+// override or a zero-width character to whoever reads it (Escape, which the CLI and the console
+// both use), and a receipt must be valid UTF-8 to be hashed at all (Valid).
 package safetext
 
 import (

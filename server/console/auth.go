@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,11 +9,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/latchkit/latch/store"
 )
 
 // Password rules. bcrypt reads at most 72 bytes, so a longer password is refused rather than
@@ -73,6 +78,12 @@ var dummyHash = sync.OnceValue(func() []byte {
 // further attempts for a while once there are too many: after limitFree failures the key is
 // locked for limitBase, doubling with each further failure up to limitMax. A successful login
 // clears the account's count. While a key is locked, even a right password is refused.
+//
+// An attempt is counted when it starts, not when its check ends: begin reserves it, and refuses
+// it when the key's failures and the attempts still being checked reach the limit (after a lock
+// lapses, one attempt at a time). So guesses
+// sent at once are never checked beyond the limit (counted after the check, 40 guesses sent
+// together would all be checked before the first failure was counted).
 type limiter struct {
 	mu   sync.Mutex
 	free int // failures allowed before a lock
@@ -81,9 +92,10 @@ type limiter struct {
 }
 
 type strikes struct {
-	n     int
-	until time.Time // locked until
-	last  time.Time
+	n        int       // failures
+	inflight int       // attempts begun and not ended
+	until    time.Time // locked until
+	last     time.Time
 }
 
 const (
@@ -93,45 +105,76 @@ const (
 	limitFreeAddr = 50
 	limitBase     = 30 * time.Second
 	limitMax      = 15 * time.Minute
-	limitKeep     = time.Hour // a key with no failure for this long is forgotten
-	limitKeys     = 100_000   // beyond this many keys, forgotten ones are swept first
+	limitKeep     = time.Hour   // a key with no failure for this long is forgotten
+	limitKeys     = 100_000     // beyond this many keys, forgotten ones are swept first
+	limitBusy     = time.Second // how long to wait when the limit is taken by attempts in flight
 )
 
 func newLimiter(free int, now func() time.Time) *limiter {
 	return &limiter{free: free, keys: map[string]*strikes{}, now: now}
 }
 
-// locked returns how long the longest lock among keys still runs; 0 when none is locked.
-func (l *limiter) locked(keys ...string) time.Duration {
+// begin reserves an attempt against every key, or none: it returns 0 when the attempt may be
+// checked (end must follow), and otherwise how long to wait — the longest lock among keys, or
+// limitBusy when the attempts in flight would take the key past its limit.
+func (l *limiter) begin(keys ...string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	var d time.Duration
 	for _, k := range keys {
-		if s := l.keys[k]; s != nil && now.Before(s.until) {
+		s := l.keys[k]
+		if s == nil {
+			continue
+		}
+		if now.Sub(s.last) > limitKeep && s.inflight == 0 {
+			delete(l.keys, k)
+			continue
+		}
+		// The failures still allowed before a lock; once a lock has lapsed, one attempt at a
+		// time (its failure locks the key again, for longer).
+		budget := max(l.free-s.n, 1)
+		switch {
+		case now.Before(s.until):
 			d = max(d, s.until.Sub(now))
+		case s.inflight >= budget:
+			d = max(d, limitBusy)
 		}
 	}
-	return d
-}
-
-// fail counts a wrong password against each key.
-func (l *limiter) fail(keys ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
+	if d > 0 {
+		return d
+	}
 	if len(l.keys) >= limitKeys {
-		for k, s := range l.keys {
-			if now.Sub(s.last) > limitKeep {
-				delete(l.keys, k)
-			}
-		}
+		l.sweep(now)
 	}
 	for _, k := range keys {
 		s := l.keys[k]
-		if s == nil || now.Sub(s.last) > limitKeep {
-			s = &strikes{}
+		if s == nil {
+			s = &strikes{last: now}
 			l.keys[k] = s
+		}
+		s.inflight++
+	}
+	return 0
+}
+
+// end settles an attempt that begin reserved against keys: a wrong password counts as a failure
+// of each, and may lock it.
+func (l *limiter) end(wrong bool, keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for _, k := range keys {
+		s := l.keys[k]
+		if s == nil {
+			continue
+		}
+		s.inflight = max(s.inflight-1, 0)
+		if !wrong {
+			continue
+		}
+		if now.Sub(s.last) > limitKeep {
+			s.n = 0
 		}
 		s.n++
 		s.last = now
@@ -142,104 +185,160 @@ func (l *limiter) fail(keys ...string) {
 	}
 }
 
-// clear forgets the failures of key.
+// clear forgets the failures of key (the attempts still in flight stay counted).
 func (l *limiter) clear(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.keys, key)
+	if s := l.keys[key]; s != nil {
+		s.n, s.until = 0, time.Time{}
+		if s.inflight == 0 {
+			delete(l.keys, key)
+		}
+	}
 }
 
-// session is one logged-in person. Only the SHA-256 of its secret is kept as the map key.
+func (l *limiter) sweep(now time.Time) {
+	for k, s := range l.keys {
+		if now.Sub(s.last) > limitKeep && s.inflight == 0 {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// gate bounds the password checks that run at once; a login that finds it full is refused, not
+// queued.
+type gate chan struct{}
+
+// DefaultLoginConcurrency is the default of Config.LoginConcurrency: half the cores the process
+// may use (at least one), so that a flood of logins leaves the other half to the API.
+func DefaultLoginConcurrency() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+func (g gate) enter() bool {
+	select {
+	case g <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g gate) leave() { <-g }
+
+// session is one logged-in person, as the store keeps it, with the CSRF token of its forms.
 type session struct {
-	name    string
-	method  string // "session" or "proxy"
-	csrf    string
-	created time.Time
-	seen    time.Time
-	flash   string // a message for the next page
+	hash   string // store.SessionHash of the secret
+	name   string
+	method string // MethodSession or MethodProxy
+	csrf   string
 }
 
-// sessions keeps the console's sessions in the serve process.
+// sessions keeps the console's sessions in the store (store.SessionStore): a session outlives a
+// restart of the server, and every replica on the store honours it and its logout at once. Only
+// the SHA-256 of a session's secret is stored; the CSRF token of its forms is derived from the
+// secret, so it is neither stored nor the same on two sessions.
 type sessions struct {
-	mu   sync.Mutex
-	m    map[[32]byte]*session
+	st   store.SessionStore
 	ttl  time.Duration // from login
 	idle time.Duration // from the last request
 	now  func() time.Time
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	lastSweep time.Time
 }
 
-func newSessions(ttl, idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[[32]byte]*session{}, ttl: ttl, idle: idle, now: now}
+// sweepEvery is how often a server deletes the sessions that expired, at a login.
+const sweepEvery = 10 * time.Minute
+
+func newSessions(st store.SessionStore, ttl, idle time.Duration, now func() time.Time, log *slog.Logger) *sessions {
+	return &sessions{st: st, ttl: ttl, idle: idle, now: now, log: log}
 }
 
-// create starts a session and returns its secret (the cookie's value).
-func (ss *sessions) create(name, method string) (string, *session) {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	secret := base64.RawURLEncoding.EncodeToString(b[:])
-	mac := hmac.New(sha256.New, b[:])
-	mac.Write([]byte("latch console csrf"))
+// touchEvery is how much later than its last recorded request a request must come to be
+// written: a session's idle timeout is kept to this (a minute, or a tenth of the timeout when
+// that is shorter), and a busy page costs no write per request.
+func (ss *sessions) touchEvery() time.Duration { return min(time.Minute, ss.idle/10) }
+
+// mac is the HMAC-SHA256 of what under the session secret, base64url.
+func mac(secret, what string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(what))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// create starts a session in the store and returns its secret (the cookie's value).
+func (ss *sessions) create(ctx context.Context, name, method string) (string, *session, error) {
+	secret := randomToken()
 	now := ss.now()
-	s := &session{name: name, method: method, csrf: base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), created: now, seen: now}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.sweep(now)
-	ss.m[sha256.Sum256([]byte(secret))] = s
-	return secret, s
+	rec := &store.Session{Hash: store.SessionHash(secret), Name: name, Method: method, CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(ss.ttl)}
+	if err := ss.st.CreateSession(ctx, rec); err != nil {
+		return "", nil, err
+	}
+	ss.sweep(ctx, now)
+	return secret, &session{hash: rec.Hash, name: name, method: method, csrf: mac(secret, "latch console csrf")}, nil
 }
 
-// get returns the live session of secret, and marks it seen; nil when there is none or it
-// expired (and then it is forgotten).
-func (ss *sessions) get(secret string) *session {
+// get returns the live session of secret: nil when there is none, it ended, or it expired (and
+// then it is deleted). With touch, a request is recorded (at most once per touchEvery). An
+// error is a store that does not answer.
+func (ss *sessions) get(ctx context.Context, secret string, touch bool) (*session, error) {
 	if secret == "" {
-		return nil
+		return nil, nil
 	}
-	k := sha256.Sum256([]byte(secret))
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s := ss.m[k]
-	if s == nil {
-		return nil
+	h := store.SessionHash(secret)
+	rec, err := ss.st.Session(ctx, h)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
 	now := ss.now()
-	if ss.expired(s, now) {
-		delete(ss.m, k)
-		return nil
+	if !now.Before(rec.ExpiresAt) || !now.Before(rec.SeenAt.Add(ss.idle)) {
+		if err := ss.st.EndSession(ctx, h); err != nil && !errors.Is(err, store.ErrNotFound) {
+			ss.log.Warn("latch console: an expired session was not deleted", "err", err)
+		}
+		return nil, nil
 	}
-	s.seen = now
-	return s
-}
-
-func (ss *sessions) expired(s *session, now time.Time) bool {
-	return !now.Before(s.created.Add(ss.ttl)) || !now.Before(s.seen.Add(ss.idle))
-}
-
-// end forgets the session of secret.
-func (ss *sessions) end(secret string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, sha256.Sum256([]byte(secret)))
-}
-
-// endAll forgets every session of name (an account removed, a proxy naming another person).
-func (ss *sessions) endAll(name string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for k, s := range ss.m {
-		if s.name == name {
-			delete(ss.m, k)
+	if touch && now.Sub(rec.SeenAt) >= ss.touchEvery() {
+		switch err := ss.st.TouchSession(ctx, h, now); {
+		case errors.Is(err, store.ErrNotFound): // ended in the meantime
+			return nil, nil
+		case err != nil:
+			return nil, err
 		}
 	}
+	return &session{hash: h, name: rec.Name, method: rec.Method, csrf: mac(secret, "latch console csrf")}, nil
 }
 
-func (ss *sessions) sweep(now time.Time) {
-	if len(ss.m) < 1024 {
+// end deletes the session of secret (a logout).
+func (ss *sessions) end(ctx context.Context, secret string) error {
+	if err := ss.st.EndSession(ctx, store.SessionHash(secret)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// endAll deletes every session of name (an account removed).
+func (ss *sessions) endAll(ctx context.Context, name string) {
+	if _, err := ss.st.EndSessions(ctx, name); err != nil {
+		ss.log.Warn("latch console: the sessions of a removed account were not deleted", "name", name, "err", err)
+	}
+}
+
+// sweep deletes the expired sessions, once per sweepEvery at most.
+func (ss *sessions) sweep(ctx context.Context, now time.Time) {
+	ss.mu.Lock()
+	due := now.Sub(ss.lastSweep) >= sweepEvery
+	if due {
+		ss.lastSweep = now
+	}
+	ss.mu.Unlock()
+	if !due {
 		return
 	}
-	for k, s := range ss.m {
-		if ss.expired(s, now) {
-			delete(ss.m, k)
-		}
+	if _, err := ss.st.SweepSessions(ctx, now, now.Add(-ss.idle)); err != nil {
+		ss.log.Warn("latch console: expired sessions were not swept", "err", err)
 	}
 }
 

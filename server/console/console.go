@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -45,8 +47,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// ProxyHeader names the person in proxy mode; default X-Forwarded-User.
 	ProxyHeader string
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// LoginConcurrency bounds the password checks (bcrypt, about a quarter of a second of one
+	// core each) that run at once; a login beyond it is refused with 429 rather than queued, so
+	// that logins cannot starve the API of CPU. Default DefaultLoginConcurrency().
+	LoginConcurrency int
+	Logger           *slog.Logger
+	Now              func() time.Time
+
+	checkPassword func(hash, password string) error // CheckPassword; the package's tests count the calls
 }
 
 // Console is the web console of one guard. It is safe for concurrent use.
@@ -59,6 +67,7 @@ type Console struct {
 	sessions *sessions
 	names    *limiter // wrong passwords per account name
 	addrs    *limiter // and per client address
+	checks   gate     // the password checks running
 	mux      *http.ServeMux
 }
 
@@ -68,8 +77,8 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// New builds the console of guard g, whose store must keep approver accounts (both built-in
-// stores do).
+// New builds the console of guard g, whose store must keep approver accounts and console
+// sessions (both built-in stores do).
 func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	var c Config
 	if cfg != nil {
@@ -81,6 +90,10 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	as, ok := g.Store().(store.AccountStore)
 	if !ok {
 		return nil, fmt.Errorf("console: store %T keeps no approver accounts", g.Store())
+	}
+	ss, ok := g.Store().(store.SessionStore)
+	if !ok {
+		return nil, fmt.Errorf("console: store %T keeps no console sessions", g.Store())
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
@@ -104,8 +117,18 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	if c.LoginConcurrency == 0 {
+		c.LoginConcurrency = DefaultLoginConcurrency()
+	}
+	if c.LoginConcurrency < 0 {
+		return nil, errors.New("console: negative login concurrency")
+	}
+	if c.checkPassword == nil {
+		c.checkPassword = CheckPassword
+	}
 	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
-		sessions: newSessions(c.SessionTTL, c.IdleTimeout, c.Now), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now)}
+		sessions: newSessions(ss, c.SessionTTL, c.IdleTimeout, c.Now, c.Logger), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now),
+		checks: make(gate, c.LoginConcurrency)}
 	cs.mux = cs.routes()
 	return cs, nil
 }
@@ -114,7 +137,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 // own routes.
 func (cs *Console) Routes() []string {
 	return []string{"/{$}", "/login", "/logout", "/approvals", "/approvals/{id}", "/approvals/{id}/answer",
-		"/attention", "/effects/{key}/resolve", "/receipts", "/receipts/{seq}", "/static/"}
+		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/static/"}
 }
 
 // ServeHTTP serves the console's pages.
@@ -151,7 +174,7 @@ func (cs *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /approvals/{id}", cs.signedIn(cs.approvalPage))
 	mux.HandleFunc("POST /approvals/{id}/answer", cs.signedIn(cs.answer))
 	mux.HandleFunc("GET /attention", cs.signedIn(cs.attentionPage))
-	mux.HandleFunc("POST /effects/{key}/resolve", cs.signedIn(cs.resolve))
+	mux.HandleFunc("POST /effects/{ref}/resolve", cs.signedIn(cs.resolve))
 	mux.HandleFunc("GET /receipts", cs.signedIn(cs.receiptsPage))
 	mux.HandleFunc("GET /receipts/{seq}", cs.signedIn(cs.receiptPage))
 	return mux
@@ -163,7 +186,6 @@ type viewer struct {
 	Method string // MethodSession or MethodProxy
 	Roles  []string
 	CSRF   string
-	sess   *session
 	secret string
 }
 
@@ -194,7 +216,9 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 	if ck, err := r.Cookie(cs.sessionCookie()); err == nil {
 		secret = ck.Value
 	}
-	s := cs.sessions.get(secret)
+	unavailable := func(err error) *refusal {
+		return &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
+	}
 	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
 		if !cs.fromProxy(r) {
 			cs.log.Warn("latch console: proxy header from an untrusted address refused", "remote", r.RemoteAddr, "header", cs.cfg.ProxyHeader)
@@ -204,11 +228,19 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 		if err != nil || len(hv) != 1 {
 			return nil, &refusal{http.StatusForbidden, "The proxy's " + cs.cfg.ProxyHeader + " header does not name one person."}
 		}
+		s, err := cs.sessions.get(ctx, secret, true)
+		if err != nil {
+			return nil, unavailable(err)
+		}
 		if s == nil || s.method != MethodProxy || s.name != name {
 			if s != nil {
-				cs.sessions.end(secret)
+				if err := cs.sessions.end(ctx, secret); err != nil {
+					return nil, unavailable(err)
+				}
 			}
-			secret, s = cs.sessions.create(name, MethodProxy)
+			if secret, s, err = cs.sessions.create(ctx, name, MethodProxy); err != nil {
+				return nil, unavailable(err)
+			}
 			cs.setCookie(w, cs.sessionCookie(), secret, 0)
 		}
 		v := cs.viewerOf(s, secret)
@@ -217,21 +249,26 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 		}
 		return v, nil
 	}
-	if s == nil {
+	s, err := cs.sessions.get(ctx, secret, true)
+	switch {
+	case err != nil:
+		return nil, unavailable(err)
+	case s == nil:
 		return nil, nil
-	}
-	if s.method == MethodProxy {
+	case s.method == MethodProxy:
 		// The proxy authenticates every request: a proxy session used without it is void.
-		cs.sessions.end(secret)
+		if err := cs.sessions.end(ctx, secret); err != nil {
+			return nil, unavailable(err)
+		}
 		return nil, nil
 	}
 	a, err := cs.accounts.Account(ctx, s.name)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			cs.sessions.endAll(s.name) // the account was removed
+			cs.sessions.endAll(ctx, s.name) // the account was removed
 			return nil, nil
 		}
-		return nil, &refusal{http.StatusServiceUnavailable, "The store does not answer: " + err.Error()}
+		return nil, unavailable(err)
 	}
 	v := cs.viewerOf(s, secret)
 	v.Roles = a.Roles // the one read of the account serves both
@@ -239,7 +276,7 @@ func (cs *Console) who(w http.ResponseWriter, r *http.Request) (*viewer, *refusa
 }
 
 func (cs *Console) viewerOf(s *session, secret string) *viewer {
-	return &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, sess: s, secret: secret}
+	return &viewer{Name: s.name, Method: s.method, CSRF: s.csrf, secret: secret}
 }
 
 // fromProxy reports whether r came from a trusted proxy address.
@@ -266,19 +303,25 @@ func remoteIP(r *http.Request) netip.Addr {
 }
 
 // Approver returns the name of the person r is logged in as, for the routes of the HTTP API
-// that a logged-in console may read (the event stream). It never creates a session.
+// that a logged-in console may read (the event stream). It reads the session from the store each
+// time, so a session ended anywhere — a logout on another replica, the account removed — is
+// refused at once; it never creates a session, nor counts as a request that keeps one alive.
 func (cs *Console) Approver(r *http.Request) (string, bool) {
 	ck, err := r.Cookie(cs.sessionCookie())
 	if err != nil {
 		return "", false
 	}
-	s := cs.sessions.get(ck.Value)
-	if s == nil {
+	hv, proxied := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]
+	if proxied && !cs.fromProxy(r) {
 		return "", false
 	}
-	if hv, ok := r.Header[http.CanonicalHeaderKey(cs.cfg.ProxyHeader)]; ok {
+	s, err := cs.sessions.get(r.Context(), ck.Value, false)
+	if err != nil || s == nil {
+		return "", false
+	}
+	if proxied {
 		name, err := store.NormalizeApprover(strings.Join(hv, ","))
-		if !cs.fromProxy(r) || err != nil || len(hv) != 1 || s.method != MethodProxy || s.name != name {
+		if err != nil || len(hv) != 1 || s.method != MethodProxy || s.name != name {
 			return "", false
 		}
 		return s.name, true
@@ -305,7 +348,7 @@ func (cs *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer))
 		}
 		if v == nil {
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(cs.safeNext(r.URL.RequestURI())), http.StatusSeeOther)
 				return
 			}
 			cs.fail(w, r, nil, http.StatusUnauthorized, "You are not logged in, or your session expired: log in again. Nothing was changed.")
@@ -340,10 +383,32 @@ func sameOrigin(r *http.Request) bool {
 	return ok && strings.EqualFold(host, r.Host)
 }
 
-// safeNext keeps a local path to return to after login; anything else returns to /approvals.
-func safeNext(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
-		return "/approvals"
+// home is where a person lands after login when no page of the console was asked for.
+const home = "/approvals"
+
+// safeNext returns p when it is a page of the console to return to after login, and home
+// otherwise. p must be a path on this origin as every browser reads it: printable ASCII only (a
+// browser drops tabs and line breaks from a URL, so "/\t/evil" would read as "//evil", another
+// site), no backslash (read as a slash), no scheme or host, not starting with "//", already
+// clean (no dot segments, no doubled or escaped slashes) — and one that the console serves to a
+// GET, so that nothing outside the console is reached through it.
+func (cs *Console) safeNext(p string) string {
+	if p == "" || len(p) > 2048 || p[0] != '/' || strings.HasPrefix(p, "//") {
+		return home
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return home
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" ||
+		u.RawPath != "" || path.Clean(u.Path) != u.Path {
+		return home
+	}
+	if _, pattern := cs.mux.Handler(&http.Request{Method: http.MethodGet, URL: &url.URL{Path: u.Path}}); !strings.HasPrefix(pattern, "GET /") ||
+		pattern == "GET /static/" || pattern == "GET /login" {
+		return home
 	}
 	return p
 }
@@ -365,7 +430,7 @@ const loginCookie = "latch_login"
 func (cs *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if v, _ := cs.who(w, r); v != nil {
-		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		http.Redirect(w, r, cs.safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	cs.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", "")
@@ -374,7 +439,7 @@ func (cs *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 func (cs *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next, name, msg string) {
 	tok := randomToken()
 	cs.setCookie(w, loginCookie, tok, 600)
-	cs.render(w, status, "login", &loginData{base: base{Title: "Log in"}, Next: safeNext(next), Name: name, Token: tok,
+	cs.render(w, status, "login", &loginData{base: base{Title: "Log in"}, Next: cs.safeNext(next), Name: name, Token: tok,
 		Error: msg, Proxy: len(cs.cfg.TrustedProxies) > 0, Header: cs.cfg.ProxyHeader})
 }
 
@@ -394,49 +459,104 @@ func (cs *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	n, nerr := store.NormalizeApprover(name)
 	addr, key := remoteIP(r).String(), store.NameKey(n)
-	if d := max(cs.names.locked(key), cs.addrs.locked(addr)); d > 0 {
+	// The attempt is counted against the name and the address before its password is checked:
+	// guesses sent at once cannot all be checked before the first failure counts.
+	if d := cs.reserve(key, addr); d > 0 {
 		cs.log.Warn("latch console: login refused while locked", "name", n, "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", fmt.Sprint(int(d.Seconds())+1))
-		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name,
-			fmt.Sprintf("Too many wrong passwords: try again in %s.", d.Round(time.Second)))
+		msg := fmt.Sprintf("Too many wrong passwords: try again in %s.", d.Round(time.Second))
+		if d <= limitBusy {
+			msg = "Too many login attempts at once for this name or address: try again in a moment."
+		}
+		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name, msg)
 		return
 	}
-	var acct *store.Account
-	if nerr == nil {
-		acct, err = cs.accounts.Account(r.Context(), n)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The store does not answer; try again.")
-			return
-		}
-	}
-	ok := false
-	if acct != nil {
-		err := CheckPassword(acct.PasswordHash, password)
-		if err != nil && !errors.Is(err, ErrWrongPassword) {
-			cs.log.Error("latch console: unreadable password hash", "name", acct.Name, "err", err)
-		}
-		ok = err == nil
-	} else {
-		_ = CheckPassword(string(dummyHash()), password) // as slow as a real check
-	}
-	if !ok {
-		cs.names.fail(key)
-		cs.addrs.fail(addr)
+	acct, err := cs.checkLogin(r, n, nerr == nil, password)
+	wrong := acct == nil && err == nil
+	cs.names.end(wrong, key)
+	cs.addrs.end(wrong, addr)
+	switch {
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		cs.renderLogin(w, r, http.StatusTooManyRequests, next, name, "Too many logins at once: try again in a moment.")
+		return
+	case err != nil:
+		cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The store does not answer; try again.")
+		return
+	case wrong:
 		cs.log.Info("latch console: wrong name or password", "name", n, "remote", r.RemoteAddr)
 		cs.renderLogin(w, r, http.StatusUnauthorized, next, name, "Wrong name or password.")
 		return
 	}
 	cs.names.clear(store.NameKey(acct.Name))
-	secret, _ := cs.sessions.create(acct.Name, MethodSession)
+	secret, _, err := cs.sessions.create(r.Context(), acct.Name, MethodSession)
+	if err != nil {
+		cs.renderLogin(w, r, http.StatusServiceUnavailable, next, name, "The session could not be stored; try again.")
+		return
+	}
 	cs.setCookie(w, cs.sessionCookie(), secret, 0)
 	cs.setCookie(w, loginCookie, "", -1)
 	cs.log.Info("latch console: logged in", "name", acct.Name, "remote", r.RemoteAddr)
-	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+	http.Redirect(w, r, cs.safeNext(next), http.StatusSeeOther)
+}
+
+// errBusy refuses a login while LoginConcurrency password checks are running.
+var errBusy = errors.New("too many logins at once")
+
+// reserve begins a login attempt against the account name key and the client address addr, or
+// against neither: 0 when the password may be checked (end both after), else how long to wait.
+func (cs *Console) reserve(key, addr string) time.Duration {
+	if d := cs.names.begin(key); d > 0 {
+		return d
+	}
+	if d := cs.addrs.begin(addr); d > 0 {
+		cs.names.end(false, key)
+		return d
+	}
+	return 0
+}
+
+// checkLogin checks the password of the account named n (a valid name when valid) inside the
+// gate, and returns the account when the password is right; nil and no error when it is wrong
+// or there is no such account; errBusy, without a check, when the gate is full; another error
+// when the store does not answer. A name with no account is checked against a dummy hash, so
+// that it takes as long to refuse as a wrong password.
+func (cs *Console) checkLogin(r *http.Request, n string, valid bool, password string) (*store.Account, error) {
+	if !cs.checks.enter() {
+		return nil, errBusy
+	}
+	defer cs.checks.leave()
+	var acct *store.Account
+	if valid {
+		a, err := cs.accounts.Account(r.Context(), n)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			acct = a
+		}
+	}
+	if acct == nil {
+		_ = cs.cfg.checkPassword(string(dummyHash()), password) // as slow as a real check
+		return nil, nil
+	}
+	err := cs.cfg.checkPassword(acct.PasswordHash, password)
+	switch {
+	case err == nil:
+		return acct, nil
+	case !errors.Is(err, ErrWrongPassword):
+		cs.log.Error("latch console: unreadable password hash", "name", acct.Name, "err", err)
+	}
+	return nil, nil
 }
 
 // logout is POST /logout.
 func (cs *Console) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
-	cs.sessions.end(v.secret)
+	if err := cs.sessions.end(r.Context(), v.secret); err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "You are not logged out: the store does not answer ("+err.Error()+"). Try again.")
+		return
+	}
 	cs.setCookie(w, cs.sessionCookie(), "", -1)
 	if v.Method == MethodProxy {
 		cs.render(w, http.StatusOK, "message", &messageData{base: base{Title: "Logged out"},

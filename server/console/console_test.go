@@ -351,16 +351,26 @@ func TestResolveAmbiguous(t *testing.T) {
 			t.Errorf("GET /attention lacks %q", want)
 		}
 	}
-	csrf := consoletest.CSRF(page.Body)
+	cards := effectCards(page.Body)
+	if len(cards) != 1 || len(cards[0].forms) != 1 {
+		t.Fatalf("GET /attention shows %d cards, want 1 with its form", len(cards))
+	}
+	action, fields := follow(t, s.URL+"/attention", cards[0].forms[0].action), cards[0].forms[0].fields
+	with := func(more url.Values) url.Values {
+		for n, v := range fields {
+			more[n] = v
+		}
+		return more
+	}
 	ev, rc := s.Written(t)
-	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{"sha":"abc`}}); r.Status != http.StatusBadRequest {
+	if r := consoletest.Post(t, c, action, with(url.Values{"to": {"committed"}, "result": {`{"sha":"abc`}})); r.Status != http.StatusBadRequest {
 		t.Errorf("resolve with a result that is not JSON = %d, want 400", r.Status)
 	}
 	if e, r := s.Written(t); e != ev || r != rc {
 		t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
 	}
-	r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"committed"}, "result": {`{ "sha": "abc",
-  "n": 1 }`}, "note": {"merged on GitHub"}})
+	r := consoletest.Post(t, c, action, with(url.Values{"to": {"committed"}, "result": {`{ "sha": "abc",
+  "n": 1 }`}, "note": {"merged on GitHub"}}))
 	if r.Status != http.StatusSeeOther {
 		t.Fatalf("resolve = %d: %s", r.Status, r.Body)
 	}
@@ -371,7 +381,7 @@ func TestResolveAmbiguous(t *testing.T) {
 	if page := consoletest.Get(t, c, s.URL+"/attention"); !strings.Contains(page.Body, "Nothing needs attention") {
 		t.Errorf("the resolved effect still needs attention")
 	}
-	if r := consoletest.Post(t, c, s.URL+"/effects/merge:latch:7/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}}); r.Status != http.StatusConflict {
+	if r := consoletest.Post(t, c, action, with(url.Values{"to": {"failed"}})); r.Status != http.StatusConflict {
 		t.Errorf("resolving again = %d, want 409", r.Status)
 	}
 }
@@ -672,5 +682,31 @@ func TestPageWithoutEventHead(t *testing.T) {
 	c2, _ := login(t, s2, "alice")
 	if p := consoletest.Get(t, c2, s2.URL+"/approvals"); !strings.Contains(p.Body, `data-live="`) || strings.Contains(p.Body, "Live updates are off") {
 		t.Errorf("GET /approvals with an event head: want live updates, got:\n%s", p.Body)
+	}
+}
+
+// Money whose currency an argument names is shown in that currency's own minor units, on the
+// console as in the CLI: 250000 yen is ¥250,000, 250000 fils 250.000 dinars.
+func TestMoneyInCurrencyOfArgument(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	for _, cur := range []string{"JPY", "KWD", "EUR"} {
+		_, err := s.Guard.Begin(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"}),
+			&latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"ord_` + cur + `","amount":250000,"currency":"` + cur + `"}`)})
+		var ar *latch.ApprovalRequiredError
+		if !errors.As(err, &ar) {
+			t.Fatalf("Begin(%s) = %v; want an approval required", cur, err)
+		}
+	}
+	c, _ := login(t, s, "alice")
+	page := consoletest.Get(t, c, s.URL+"/approvals")
+	for _, want := range []string{"JP¥250,000 (250000 minor units)", "KWD 250.000 (250000 minor units)", "€2,500.00 (250000 minor units)"} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("GET /approvals lacks %q", want)
+		}
+	}
+	if strings.Contains(page.Body, "JP¥2,500.00") {
+		t.Errorf("GET /approvals reads 250000 yen as JP¥2,500.00")
 	}
 }

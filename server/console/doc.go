@@ -6,9 +6,12 @@
 // server's event stream. People log in with a local approver account (`latch approver add`,
 // passwords kept as bcrypt hashes) or, behind a single-sign-on proxy, by a header that is
 // believed only from the proxy's configured addresses. Sessions are HttpOnly, SameSite=Strict
-// cookies; every form carries a CSRF token; every response carries a strict
-// Content-Security-Policy. An answer given here is a verified answer: the approver was
-// authenticated by a session ("session") or by the proxy ("proxy").
+// cookies kept in the store (store.SessionStore, by the SHA-256 of their secret), so they
+// outlive a restart and every replica on the store honours them and their logout; every form
+// carries a CSRF token; every response carries a strict Content-Security-Policy; text from
+// outside is shown with its hidden characters marked (safetext.Escape, as the CLI shows it). An
+// answer given here is a verified answer: the approver was authenticated by a session
+// ("session") or by the proxy ("proxy").
 //
 // docs/approvals.md describes the pages and the model behind them.
 package console

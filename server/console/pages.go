@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -45,6 +47,29 @@ var funcs = template.FuncMap{
 	},
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"join": strings.Join,
+	// show is how every text that came from outside the console is put on a page: keys,
+	// arguments, action names, principals, reasons, notes, errors, and the messages built from
+	// them. showpre is show for the console's own layout of a JSON document (its line breaks kept).
+	"show":    func(s string) template.HTML { return marked(s, nil) },
+	"showpre": func(s string) template.HTML { return marked(s, jsonLayout) },
+}
+
+// jsonLayout keeps the line breaks of an indented JSON document (a line break inside one of its
+// strings is already written \n by JSON).
+var jsonLayout = &safetext.Layout{Newlines: true}
+
+// marked is s HTML-escaped, with each character that would hide itself or change how the text
+// around it reads (a bidi override, a zero-width space, a control character: safetext.Escape,
+// as the CLI shows them) written as its visible escape and marked, so that "acct_1<ZWSP>23"
+// never reads as "acct_123" and "gpj<RLO>exe.jpg" not as "gpj.exe".
+func marked(s string, l *safetext.Layout) template.HTML {
+	var b strings.Builder
+	l.Pieces(s, func(t string) { b.WriteString(template.HTMLEscapeString(t)) }, func(e string) {
+		b.WriteString(`<span class="esc" title="a hidden character, shown as its code">`)
+		b.WriteString(template.HTMLEscapeString(e))
+		b.WriteString(`</span>`)
+	})
+	return template.HTML(b.String()) // every piece is escaped above
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -73,13 +98,8 @@ type counted struct {
 
 // pageBase is the layout data of a logged-in page; it takes the session's flash message. c
 // (which may be nil) holds what the page has read already.
-func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string, c *counted) base {
-	b := base{Title: title, Nav: nav, Me: v}
-	if v != nil && v.sess != nil {
-		cs.sessions.mu.Lock()
-		b.Flash, v.sess.flash = v.sess.flash, ""
-		cs.sessions.mu.Unlock()
-	}
+func (cs *Console) pageBase(w http.ResponseWriter, r *http.Request, v *viewer, title, nav string, c *counted) base {
+	b := base{Title: title, Nav: nav, Me: v, Flash: cs.takeFlash(w, r, v)}
 	if c == nil {
 		c = &counted{}
 	}
@@ -105,13 +125,45 @@ func (cs *Console) pageBase(r *http.Request, v *viewer, title, nav string, c *co
 	return b
 }
 
-func (cs *Console) flash(v *viewer, msg string) {
-	if v.sess == nil {
+// flashCookie is the name of the cookie that carries a message to the next page (a form's
+// outcome, after its redirect).
+func (cs *Console) flashCookie() string {
+	if cs.cfg.Secure {
+		return "__Host-latch_flash"
+	}
+	return "latch_flash"
+}
+
+// maxFlash bounds a flash message, so that its cookie stays well within what browsers keep.
+const maxFlash = 1500
+
+// flash shows msg on v's next page. The message travels in a short-lived cookie signed with v's
+// session secret: it needs no write to the store, reaches whichever replica draws the next
+// page, and a cookie not set by this session's own form shows nothing.
+func (cs *Console) flash(w http.ResponseWriter, v *viewer, msg string) {
+	if v.secret == "" {
 		return
 	}
-	cs.sessions.mu.Lock()
-	v.sess.flash = msg
-	cs.sessions.mu.Unlock()
+	if len(msg) > maxFlash {
+		msg = msg[:maxFlash] + "…"
+	}
+	cs.setCookie(w, cs.flashCookie(), base64.RawURLEncoding.EncodeToString([]byte(msg))+"."+mac(v.secret, "flash\x00"+msg), 60)
+}
+
+// takeFlash returns the message flash left for v, and clears it; "" when there is none or its
+// signature is not v's.
+func (cs *Console) takeFlash(w http.ResponseWriter, r *http.Request, v *viewer) string {
+	ck, err := r.Cookie(cs.flashCookie())
+	if err != nil || v == nil || v.secret == "" {
+		return ""
+	}
+	cs.setCookie(w, cs.flashCookie(), "", -1)
+	enc, sig, ok := strings.Cut(ck.Value, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil || !sameToken(sig, mac(v.secret, "flash\x00"+string(raw))) {
+		return ""
+	}
+	return string(raw)
 }
 
 func (cs *Console) render(w http.ResponseWriter, status int, page string, data any) {
@@ -130,7 +182,7 @@ func (cs *Console) render(w http.ResponseWriter, status int, page string, data a
 func (cs *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
 	b := base{Title: http.StatusText(status), Me: v}
 	if v != nil {
-		b = cs.pageBase(r, v, http.StatusText(status), "", nil)
+		b = cs.pageBase(w, r, v, http.StatusText(status), "", nil)
 	}
 	b.Error = msg
 	cs.render(w, status, "message", &messageData{base: b})
@@ -396,7 +448,7 @@ func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *view
 	if pending == nil {
 		pending = []*store.Approval{} // read: the layout need not read it again
 	}
-	data := &approvalsData{base: cs.pageBase(r, v, "Pending approvals", "approvals", &counted{pending: pending}), LastID: cs.lastEvent(r)}
+	data := &approvalsData{base: cs.pageBase(w, r, v, "Pending approvals", "approvals", &counted{pending: pending}), LastID: cs.lastEvent(r)}
 	now := cs.cfg.Now()
 	for _, a := range pending {
 		if now.Before(a.ExpiresAt) {
@@ -444,7 +496,7 @@ func (cs *Console) approvalPage(w http.ResponseWriter, r *http.Request, v *viewe
 	if !ok {
 		return
 	}
-	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil),
+	cs.render(w, http.StatusOK, "approval", &approvalData{base: cs.pageBase(w, r, v, "Approval "+a.ID, "approvals", nil),
 		R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
 
@@ -516,7 +568,7 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 		rule := cs.g.Policy().ApproversFor(a.ActionName)
 		msg += fmt.Sprintf(" %d of %d approvals so far: it waits for another approver.", store.Grants(after.Answers, rule.Verified), rule.Required)
 	}
-	cs.flash(v, msg)
+	cs.flash(w, v, msg)
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
 }
 
@@ -541,7 +593,7 @@ func answerRefusal(reason string) string {
 }
 
 func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewer, a *store.Approval, all []*store.Approval, status int, msg string) {
-	b := cs.pageBase(r, v, "Approval "+a.ID, "approvals", nil)
+	b := cs.pageBase(w, r, v, "Approval "+a.ID, "approvals", nil)
 	b.Error = msg
 	cs.render(w, status, "approval", &approvalData{base: b, R: cs.newApprovalView(r, v, a, all), LastID: cs.lastEvent(r)})
 }
@@ -549,6 +601,8 @@ func (cs *Console) refuseAnswer(w http.ResponseWriter, r *http.Request, v *viewe
 // effectView is an effect whose outcome a person must settle.
 type effectView struct {
 	Key        string
+	Ref        string // the key as its resolve form names it (effectRef)
+	Seen       string // the attempt and last update the card shows (effectSeen)
 	State      string
 	Why        string
 	Action     string
@@ -603,7 +657,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	if list == nil {
 		list = []*store.Effect{} // read: the layout need not read it again
 	}
-	data := &attentionData{base: cs.pageBase(r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
+	data := &attentionData{base: cs.pageBase(w, r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, e))
 	}
@@ -611,7 +665,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 }
 
 func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
-	ev := &effectView{Key: e.Key, State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
+	ev := &effectView{Key: e.Key, Ref: effectRef(e.Key), Seen: effectSeen(e), State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
 		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(e.Arguments), Resolvable: true}
 	switch {
 	case e.State == store.Ambiguous:
@@ -638,10 +692,30 @@ func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
 	return ev
 }
 
-// resolve is POST /effects/{key}/resolve: to committed (with an optional result) or failed,
-// with an optional note.
+// effectRef names an effect key in the path of its resolve form: the key's bytes, base64url
+// without padding. A key is whatever an agent sent, and a URL built from it by concatenation
+// would be read back as another key: "%38%38" percent-decodes to "88", "/../" is cleaned away,
+// "#" and "?" end the path. The encoding's alphabet has none of these, and decoding it gives
+// back exactly the key the card showed.
+func effectRef(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+// effectSeen is what a card shows of an effect that a person's answer is about: its attempt and
+// its last update. A resolve form carries it, and the resolution is refused if the effect has
+// moved on since (a later attempt, another resolution and a new reservation).
+func effectSeen(e *store.Effect) string {
+	return strconv.Itoa(e.Attempt) + "." + strconv.FormatInt(e.UpdatedAt.UnixNano(), 10)
+}
+
+// resolve is POST /effects/{ref}/resolve: to committed (with an optional result) or failed,
+// with an optional note. ref is effectRef of the key, and the form's seen field is effectSeen
+// of the effect as its card showed it.
 func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
-	key := r.PathValue("key")
+	raw, err := base64.RawURLEncoding.DecodeString(r.PathValue("ref"))
+	if err != nil {
+		cs.fail(w, r, v, http.StatusNotFound, "This form names no effect: use the resolve form of the effect's card under Needs attention. Nothing was changed.")
+		return
+	}
+	key := string(raw)
 	to := store.State(r.PostForm.Get("to"))
 	if to != store.Committed && to != store.Failed {
 		cs.fail(w, r, v, http.StatusBadRequest, "Say committed or failed. Nothing was changed.")
@@ -662,7 +736,22 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		}
 		result = canonical
 	}
-	_, err := cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
+	// The effect must be the one the card showed: the same key (decoded above, byte for byte)
+	// at the same attempt, unchanged since.
+	cur, err := cs.g.Store().Effect(r.Context(), key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cs.fail(w, r, v, http.StatusNotFound, "There is no effect "+key+". Nothing was changed.")
+		return
+	case err != nil:
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
+		return
+	case !sameToken(r.PostForm.Get("seen"), effectSeen(cur)):
+		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" changed since your page was drawn (it is now "+string(cur.State)+
+			", attempt "+strconv.Itoa(cur.Attempt)+"): reload Needs attention and check again. Nothing was changed.")
+		return
+	}
+	_, err = cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
 		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note"))})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -675,7 +764,7 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		cs.fail(w, r, v, http.StatusBadRequest, "Not resolved: "+err.Error())
 		return
 	}
-	cs.flash(v, fmt.Sprintf("Resolved %s as %s.", key, to))
+	cs.flash(w, v, fmt.Sprintf("Resolved %s as %s.", key, to))
 	http.Redirect(w, r, "/attention", http.StatusSeeOther)
 }
 
@@ -724,7 +813,7 @@ const receiptsShown = 100
 // without regard to case), with the chain's verification.
 func (cs *Console) receiptsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	data := &receiptsData{base: cs.pageBase(r, v, "Receipts", "receipts", nil), Query: q}
+	data := &receiptsData{base: cs.pageBase(w, r, v, "Receipts", "receipts", nil), Query: q}
 	rep, err := store.VerifyChain(r.Context(), cs.g.Store())
 	if err != nil {
 		data.ChainErr = err.Error()
@@ -777,7 +866,7 @@ func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer
 		if rc.Seq != seq {
 			break
 		}
-		data := &receiptData{base: cs.pageBase(r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
+		data := &receiptData{base: cs.pageBase(w, r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
 		if rep, err := store.VerifyChain(r.Context(), cs.g.Store()); err == nil {
 			data.Checked = true
 			for _, b := range rep.Breaks {

@@ -80,7 +80,7 @@ func (s *Store) Accounts(ctx context.Context) ([]*store.Account, error) {
 	return list(ctx, s, "accounts", `SELECT `+accountColumns+` FROM `+s.quoted()+`.accounts ORDER BY name_key`, nil, scanAccount)
 }
 
-// RemoveAccount deletes an account in one write.
+// RemoveAccount deletes an account and its console sessions in one write.
 func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account, error) {
 	op := "remove account " + name
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
@@ -91,6 +91,11 @@ func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account,
 		}
 		if _, err := t.Exec(ctx, `DELETE FROM `+s.quoted()+`.accounts WHERE name = $1`, a.Name); err != nil {
 			return fmt.Errorf("delete account: %w", err)
+		}
+		// Its console sessions end in the same write: none outlives the account, nor answers for
+		// an account later created under the same name.
+		if _, err := t.Exec(ctx, `DELETE FROM `+s.quoted()+`.console_sessions WHERE name_key = $1`, store.NameKey(a.Name)); err != nil {
+			return fmt.Errorf("delete sessions: %w", err)
 		}
 		// The row's absence proves a lost commit landed (a name taken again after it is
 		// another account, and this delete's own outcome is what is asked).

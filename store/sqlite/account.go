@@ -72,7 +72,7 @@ func (s *Store) Accounts(ctx context.Context) ([]*store.Account, error) {
 	return out, nil
 }
 
-// RemoveAccount deletes an account in one write.
+// RemoveAccount deletes an account and its console sessions in one write.
 func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account, error) {
 	var out *store.Account
 	err := s.write(ctx, func(t *txn) error {
@@ -80,7 +80,12 @@ func (s *Store) RemoveAccount(ctx context.Context, name string) (*store.Account,
 		if out, err = readRow(t, `SELECT `+accountColumns+` FROM accounts WHERE name_key = ?`, []any{store.NameKey(name)}, scanAccount); err != nil {
 			return err
 		}
-		_, err = t.c.exec(`DELETE FROM accounts WHERE name = ?`, out.Name)
+		if _, err = t.c.exec(`DELETE FROM accounts WHERE name = ?`, out.Name); err != nil {
+			return err
+		}
+		// Its console sessions end in the same write: none outlives the account, nor answers for
+		// an account later created under the same name.
+		_, err = t.c.exec(`DELETE FROM console_sessions WHERE name_key = ?`, store.NameKey(out.Name))
 		return err
 	})
 	if err != nil {

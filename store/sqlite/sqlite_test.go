@@ -511,6 +511,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE holds`)
 	exec(t, db, `DROP TABLE prunes`)
 	exec(t, db, `DROP TABLE carried`)
+	exec(t, db, `DROP TABLE console_sessions`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
@@ -543,6 +544,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	}
 	if _, err := r.Account(t.Context(), "alice"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Account on schema 1: %v, want ErrNotFound", err)
+	}
+	if _, err := r.Session(t.Context(), store.SessionHash("secret")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Session on schema 1: %v, want ErrNotFound", err)
 	}
 	if hs, err := r.Holds(t.Context()); err != nil || len(hs) != 0 {
 		t.Errorf("Holds on schema 1 = %v, %v; want none", hs, err)

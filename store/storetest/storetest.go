@@ -78,6 +78,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tokens", testTokens},
 		{"Sweep", testSweep},
 		{"Accounts", testAccounts},
+		{"Sessions", testSessions},
 		{"Retention", testRetention},
 		{"PruneWhileWriting", testPruneWhileWriting},
 		{"Races", testRaces},

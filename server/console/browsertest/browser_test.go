@@ -499,3 +499,72 @@ func TestUnentitledSeesNoButton(t *testing.T) {
 		t.Errorf("the request is %s, want pending", a.Status)
 	}
 }
+
+// markCard gives the id "pick" to the Needs attention card whose key reads shown, and returns
+// how many cards read so.
+func markCard(t *testing.T, ctx context.Context, shown string) int {
+	t.Helper()
+	k, _ := json.Marshal(shown)
+	js := `(function(k){var n=0;document.querySelectorAll("article.effect").forEach(function(a){a.removeAttribute("id");` +
+		`if(a.querySelector("h2 code").textContent===k){a.id="pick";n++}});return n})(` + string(k) + `)`
+	return value(t, ctx, "find the card of "+shown, chromedp.Evaluate[int](js))
+}
+
+// A decoy effect whose key percent-decodes to another's (pay:inv%38%38 → pay:inv88), one whose
+// key hides a zero-width space, and one with dot segments each show their own card; a real
+// browser that submits a decoy's form resolves the decoy and leaves the victim ambiguous. The
+// hidden character is shown as a marked escape.
+func TestDecoyFormResolvesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	victim := s.AmbiguousCharge(t, "inv88")
+	decoys := []string{s.AmbiguousCharge(t, "inv%38%38"), s.AmbiguousCharge(t, "inv\u200b88"), s.AmbiguousCharge(t, "x/../../pay:inv88")}
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	for _, decoy := range decoys {
+		navigate(t, ctx, "open needs attention", s.URL+"/attention", "article.effect")
+		shown := strings.ReplaceAll(decoy, "\u200b", `\u200b`)
+		if n := markCard(t, ctx, shown); n != 1 {
+			t.Fatalf("%d cards read %q, want 1", n, shown)
+		}
+		if strings.Contains(decoy, "\u200b") {
+			if got := text(t, ctx, "#pick h2 code .esc"); got != `\u200b` {
+				t.Errorf("the zero-width space is marked %q, want \\u200b", got)
+			}
+			shot(t, ctx, "hidden-character")
+		}
+		// With a note, as a person would write one: while a note is typed the page does not
+		// reload itself on the resolution's own event, which would race the form's redirect.
+		run(t, ctx, "resolve the decoy failed",
+			chromedp.Click(chromedp.CSS(`#pick input[name=to][value=failed]`)),
+			chromedp.SendKeys(chromedp.CSS(`#pick textarea[name=note]`), "no charge at the provider"),
+			chromedp.Click(chromedp.CSS("#pick form.resolve button")),
+			chromedp.WaitVisible(chromedp.CSS("p.flash")))
+		for key, want := range map[string]store.State{decoy: store.Failed, victim: store.Ambiguous} {
+			if e, err := s.Guard.Store().Effect(context.Background(), key); err != nil || e.State != want {
+				t.Errorf("after the decoy %q's form, effect %q is %s (%v); want %s", decoy, key, e.State, err, want)
+			}
+		}
+	}
+}
+
+// A link to the login page that asks to return to /<TAB>/evil.example (which a browser reads as
+// //evil.example, another site) lands on the console's own page after login.
+func TestLoginNextStaysOnConsole(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, nil)
+	s.AddAccount(t, "alice", pw, "payments-leads")
+	ctx := browser(t)
+	for _, next := range []string{"%2F%09%2Fevil.example", "%2F%5Cevil.example", "%2F%0A%2Fevil.example"} {
+		navigate(t, ctx, "open the login link", s.URL+"/login?next="+next, "#name")
+		run(t, ctx, "log in",
+			chromedp.Focus(chromedp.CSS("#name")), chromedp.KeyEvent("alice"), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(pw),
+			chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("form.who")))
+		loc := value(t, ctx, "read the location", chromedp.Location())
+		if !strings.HasPrefix(loc, s.URL+"/approvals") {
+			t.Errorf("after login with next=%s the browser is at %s, want %s/approvals", next, loc, s.URL)
+		}
+		run(t, ctx, "log out", chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#name")))
+	}
+}
