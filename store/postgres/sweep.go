@@ -86,7 +86,7 @@ func (s *Store) ExpireApproval(ctx context.Context, req *store.ExpireRequest) (*
 var _ store.ReconcileClaimer = (*Store)(nil)
 
 // claimsVersion is the schema version that added reconcile claims.
-const claimsVersion = 11
+const claimsVersion = 13
 
 const claimColumns = `effect_key, attempt, holder, tries, claimed_at, held_until, next_at`
 
