@@ -37,8 +37,10 @@
 // returns nil commits; one that returns NotExecuted(err) says nothing happened, and the key may
 // be retried; any other error, a panic or a cancelled context leaves the effect ambiguous, and
 // every later attempt is refused with ErrAmbiguousEffect until a human (Guard.Resolve, or
-// `latch resolve`) or an Options.Reconcile hook says what happened. Inside the executor,
-// IdempotencyToken gives a per-attempt token to pass to the remote as its idempotency key.
+// `latch resolve`) or an Options.Reconcile hook says what happened — asked before the next call
+// reserves the key, and by the sweeper (Guard.SweepEvery) without a call, with a deadline and a
+// backoff, one process at a time. Inside the executor, IdempotencyToken gives a per-attempt token
+// to pass to the remote as its idempotency key.
 //
 // # Approvals
 //

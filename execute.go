@@ -478,12 +478,11 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, actionID string) ([
 	if eff.State != store.Ambiguous && !store.LeaseLapsed(eff, now) {
 		return nil, nil
 	}
-	at := &Attempt{EffectKey: eff.Key, Action: eff.Action, Number: eff.Attempt, ActionID: eff.ActionID,
-		Arguments: eff.Arguments, Error: eff.Error, HolderMayAct: store.HolderMayAct(eff)}
+	at := attemptOf(eff)
 	if len(at.Arguments) == 0 && eff.ActionHash == pr.hash {
 		at.Arguments = pr.canonArgs // a record written before the store kept arguments: the same action's
 	}
-	outcome, value, hookErr := g.askReconcile(ctx, pr, at)
+	outcome, value, hookErr := callHook(ctx, pr.opts.Reconcile, at)
 	payload := map[string]any{"answer": outcome.String(), "attempt": eff.Attempt}
 	if hookErr != nil {
 		payload["error"] = validText(hookErr.Error())
@@ -521,20 +520,6 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, actionID string) ([
 		return []store.Event{started()}, nil
 	}
 	return nil, wrapOp("reconcile "+pr.key, err)
-}
-
-// askReconcile runs the hook; an error or a panic counts as Unknown.
-func (g *Guard) askReconcile(ctx context.Context, pr *prepared, at *Attempt) (o Outcome, value any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			o, value, err = OutcomeUnknown, nil, fmt.Errorf("reconcile hook panicked: %v", r)
-		}
-	}()
-	o, value, err = pr.opts.Reconcile(withoutApproval(ctx), at)
-	if err != nil || (o != OutcomeCommitted && o != OutcomeNotExecuted) {
-		return OutcomeUnknown, nil, err
-	}
-	return o, value, nil
 }
 
 // extendLease serves ExtendLease.

@@ -71,6 +71,8 @@ type Guard struct {
 	begun begunCache
 	// protected records what each Protect call was given, for Check.
 	protected protections
+	// hooks are the reconcile hooks the sweeper asks (reconcile.go).
+	hooks reconcilers
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a

@@ -18,9 +18,9 @@ type Observer interface {
 	// and, for denied and blocked, the refusal's reason word (ReasonOf).
 	CallEnded(action, result, reason string)
 	// StoreTransaction is told the duration of one write transaction of the pipeline: op is
-	// reserve, record, create_approval, answer_approval, resolve, extend_lease, sweep_lease or
-	// sweep_approval; err is what the store returned (nil, a refusal the store decided, or a
-	// failure).
+	// reserve, record, create_approval, answer_approval, resolve, extend_lease, sweep_lease,
+	// sweep_approval or claim_reconcile; err is what the store returned (nil, a refusal the store
+	// decided, or a failure).
 	StoreTransaction(op string, d time.Duration, err error)
 	// SinkFailed is told that a sink refused a delivery (what: error), panicked (panic) or
 	// fell so far behind that a delivery was dropped (dropped).

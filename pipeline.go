@@ -33,7 +33,8 @@ type Options struct {
 	Resource string        // resource template; overrides the policy's
 	Lease    time.Duration // overrides the policy's and the guard's lease
 	// Reconcile is asked about an earlier attempt of the call's effect key whose outcome is
-	// unknown, before the call reserves the key (see ReconcileFunc).
+	// unknown, before the call reserves the key (see ReconcileFunc). Protect also registers it
+	// for the sweeper, which asks it without a call (Guard.RegisterReconcile).
 	Reconcile ReconcileFunc
 	Wait      bool // block until an approval request is answered or expires
 }

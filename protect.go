@@ -14,9 +14,13 @@ import (
 // JSON (unexported, `json:"-"`) are not part of the action and are not seen by fn.
 //
 // Protect records the action name and the type A so that [Guard.Check] can compare them with
-// the policy at start-up.
+// the policy at start-up, and registers opts.Reconcile, when set, as the action's reconcile hook
+// for the sweeper ([Guard.RegisterReconcile]).
 func Protect[A, R any](g *Guard, action string, fn func(context.Context, A) (R, error), opts *Options) func(context.Context, A) (R, error) {
 	g.protected.add(action, reflect.TypeFor[A]())
+	if opts != nil && opts.Reconcile != nil {
+		g.RegisterReconcile(action, opts.Reconcile) // for the sweeper
+	}
 	return func(ctx context.Context, args A) (R, error) {
 		var out R
 		call := &Call{Action: action, Options: opts}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"sync"
+
+	"github.com/latchkit/latch/store"
 )
 
 // Attempt is the earlier attempt of an effect that a reconcile hook is asked about.
@@ -27,8 +31,9 @@ type Attempt struct {
 // OutcomeCommitted (with the effect's result, if it knows it, stored as JSON and handed to later
 // duplicates), OutcomeNotExecuted or OutcomeUnknown. An error or a panic counts as
 // OutcomeUnknown. It runs at most once per call, before the call reserves the key, and only when
-// the key's record is ambiguous or executing under a lapsed lease. What it may resolve is in
-// docs/design.md ("Reconcile hooks").
+// the key's record is ambiguous or executing under a lapsed lease; the sweeper (Guard.SweepWith)
+// also asks a registered hook about ambiguous effects, with a deadline on ctx. A hook only
+// looks: it must not act. What it may resolve is in docs/design.md ("Reconcile hooks").
 type ReconcileFunc func(ctx context.Context, a *Attempt) (Outcome, any, error)
 
 // Reconciler adapts a typed hook: it receives the attempt's arguments decoded into A (as Protect
@@ -46,4 +51,92 @@ func Reconciler[A, R any](fn func(ctx context.Context, a *Attempt, args A) (Outc
 		o, r, err := fn(ctx, a, args)
 		return o, r, err
 	}
+}
+
+// RegisterReconcile makes fn the reconcile hook of action for the sweeper: Guard.Sweep and
+// Guard.SweepEvery ask it about every ambiguous effect of that action, without waiting for a
+// call to meet the key (docs/guarantees.md#the-sweeper-asks-reconcile-hooks). A nil fn removes
+// the action's hook. Protect registers its Options.Reconcile for its action; a program that
+// calls Execute with Options.Reconcile, or that only sweeps, registers the hook itself. A later
+// registration for the same action replaces an earlier one.
+func (g *Guard) RegisterReconcile(action string, fn ReconcileFunc) {
+	g.hooks.mu.Lock()
+	defer g.hooks.mu.Unlock()
+	if fn == nil {
+		delete(g.hooks.byAction, action)
+		return
+	}
+	if g.hooks.byAction == nil {
+		g.hooks.byAction = make(map[string]ReconcileFunc)
+	}
+	g.hooks.byAction[action] = fn
+}
+
+// ReconcileHook returns the reconcile hook registered for action (RegisterReconcile), or nil.
+func (g *Guard) ReconcileHook(action string) ReconcileFunc {
+	g.hooks.mu.Lock()
+	defer g.hooks.mu.Unlock()
+	return g.hooks.byAction[action]
+}
+
+// reconcilers are the reconcile hooks a guard's sweeper asks, by action, and the effects whose
+// hook this process is asking now (a hook abandoned at its deadline stays there until it returns,
+// so that this process never asks about one effect twice at once).
+type reconcilers struct {
+	mu       sync.Mutex
+	byAction map[string]ReconcileFunc
+	asking   map[string]bool
+	sweeper  string // this guard's name in the claims it writes
+}
+
+// startAsking marks key as being asked about; false when it already is.
+func (r *reconcilers) startAsking(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asking[key] {
+		return false
+	}
+	if r.asking == nil {
+		r.asking = make(map[string]bool)
+	}
+	r.asking[key] = true
+	return true
+}
+
+func (r *reconcilers) doneAsking(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.asking, key)
+}
+
+// name returns this guard's sweeper name, made on first use.
+func (r *reconcilers) name() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sweeper == "" {
+		host, _ := os.Hostname()
+		r.sweeper = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), newID("swp_"))
+	}
+	return r.sweeper
+}
+
+// callHook runs a reconcile hook; an error, a panic or an answer that is not one of the two that
+// know counts as OutcomeUnknown.
+func callHook(ctx context.Context, fn ReconcileFunc, at *Attempt) (o Outcome, value any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, value, err = OutcomeUnknown, nil, fmt.Errorf("reconcile hook panicked: %v", r)
+		}
+	}()
+	o, value, err = fn(withoutApproval(ctx), at)
+	if err != nil || (o != OutcomeCommitted && o != OutcomeNotExecuted) {
+		return OutcomeUnknown, nil, err
+	}
+	return o, value, nil
+}
+
+// attemptOf is the attempt a hook is asked about, from its effect record.
+func attemptOf(eff *store.Effect) *Attempt {
+	return &Attempt{EffectKey: eff.Key, Action: eff.Action, Number: eff.Attempt, ActionID: eff.ActionID,
+		Arguments: eff.Arguments, Error: eff.Error, HolderMayAct: store.HolderMayAct(eff)}
 }

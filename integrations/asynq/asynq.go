@@ -12,8 +12,14 @@
 //	committed effect   a re-enqueued or redelivered task)
 //	NotExecuted        the handler's error is returned: asynq retries on its schedule, and the
 //	                   retry reserves the key again as a new attempt
-//	ambiguous          a *TaskError naming the effect, wrapping asynq.SkipRetry: the task is
-//	                   archived, never retried until a person or a reconcile hook resolves it
+//	ambiguous          with a reconcile hook for the action, a *TaskError (Waiting) that asynq
+//	                   retries on its schedule while the hook may still settle the effect — the
+//	                   guard's sweeper (latch.Guard.SweepEvery) or the retry itself asks it — and
+//	                   the retry runs on what it proves: "not executed" runs the handler again,
+//	                   "committed" completes the task without running. With no hook, after
+//	                   ReconcileFor, or once MaxRetry is spent: a *TaskError naming the effect,
+//	                   wrapping asynq.SkipRetry: the task is archived, never retried until a
+//	                   person resolves it
 //	in progress        the error is returned: another attempt holds the key under a live lease,
 //	                   and asynq's retry meets latch again
 //	refused            denied, approval required, attempts exhausted, key conflict: a *TaskError
@@ -35,6 +41,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/latchkit/latch"
@@ -53,10 +60,19 @@ type Config struct {
 	// task that passes the middleware is an action, so a task type the policy does not list is
 	// denied, never run unprotected.
 	Action func(*asynq.Task) string
-	// Logger receives one line for each task completed as a duplicate and each task stopped;
-	// default: discarded.
+	// ReconcileFor is how long a task whose effect is ambiguous is retried, when its action has
+	// a reconcile hook, counted from when the effect became ambiguous; after it the task is
+	// archived as without a hook. Default DefaultReconcileFor. The task's MaxRetry and the
+	// server's RetryDelayFunc bound and space the retries as for any error.
+	ReconcileFor time.Duration
+	// Logger receives one line for each task completed as a duplicate, each task retried for a
+	// reconcile hook and each task stopped; default: discarded.
 	Logger *slog.Logger
 }
+
+// DefaultReconcileFor is how long, by default, a task is retried while a reconcile hook may
+// settle its ambiguous effect, counted from when the effect became ambiguous.
+const DefaultReconcileFor = 24 * time.Hour
 
 // TaskError is why a task was stopped: latch refused to run its effect, or recorded its outcome
 // as unknown. It wraps asynq.SkipRetry, so asynq archives the task instead of retrying it.
@@ -76,9 +92,16 @@ type TaskError struct {
 	Key    string
 	Reason string
 	Err    error
+	// Waiting is set when the effect is ambiguous and the action's reconcile hook may still
+	// settle it: the error then does not wrap asynq.SkipRetry, and asynq retries the task.
+	Waiting bool
 }
 
 func (e *TaskError) Error() string {
+	if e.Waiting {
+		return fmt.Sprintf("latchasynq: task %s (%s) retried later: effect %q is ambiguous and its reconcile hook may settle it: %v",
+			e.TaskID, e.Type, e.Key, e.Err)
+	}
 	what := fmt.Sprintf("latchasynq: task %s (%s) not retried", e.TaskID, e.Type)
 	switch e.Reason {
 	case "ambiguous", "ambiguous_effect":
@@ -91,13 +114,21 @@ func (e *TaskError) Error() string {
 	return fmt.Sprintf("%s: %s: %v", what, e.Reason, e.Err)
 }
 
-// Unwrap returns latch's error and asynq.SkipRetry.
-func (e *TaskError) Unwrap() []error { return []error{e.Err, asynq.SkipRetry} }
+// Unwrap returns latch's error and, unless the task is Waiting, asynq.SkipRetry.
+func (e *TaskError) Unwrap() []error {
+	if e.Waiting {
+		return []error{e.Err}
+	}
+	return []error{e.Err, asynq.SkipRetry}
+}
 
 // Handler returns a handler that runs h as the latch action named action, with the task's JSON
 // payload as the action's arguments.
 func Handler(g *latch.Guard, action string, h asynq.Handler, cfg *Config) asynq.Handler {
 	c := defaults(cfg)
+	if c.Options != nil && c.Options.Reconcile != nil {
+		g.RegisterReconcile(action, c.Options.Reconcile) // for the guard's sweeper
+	}
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		return c.process(ctx, g, action, h, t)
 	})
@@ -128,12 +159,18 @@ func defaults(cfg *Config) *Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.ReconcileFor <= 0 {
+		c.ReconcileFor = DefaultReconcileFor
+	}
 	return &c
 }
 
 func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h asynq.Handler, t *asynq.Task) error {
 	if c.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, c.Principal)
+	}
+	if c.Options != nil && c.Options.Reconcile != nil && g.ReconcileHook(action) == nil {
+		g.RegisterReconcile(action, c.Options.Reconcile) // a middleware's action is known per task
 	}
 	var args json.RawMessage
 	if len(t.Payload()) > 0 {
@@ -157,7 +194,32 @@ func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h a
 		return err
 	}
 	te := &TaskError{TaskID: id, Type: t.Type(), Key: key, Reason: latch.TaskReason(err), Err: err}
+	if c.awaitReconcile(ctx, g, action, te) {
+		c.Logger.InfoContext(ctx, "latchasynq: effect ambiguous; task retried later while its reconcile hook may settle it",
+			"task_id", id, "type", t.Type(), "effect_key", key)
+		te.Waiting = true
+		return te
+	}
 	c.Logger.WarnContext(ctx, "latchasynq: task not retried", "task_id", id, "type", t.Type(),
 		"effect_key", key, "reason", te.Reason, "error", err)
 	return te
+}
+
+// awaitReconcile decides whether a task stopped because its effect is ambiguous is retried
+// while a reconcile hook may settle the effect: only when the action has a hook, the task has a
+// retry left, and the effect has been ambiguous for less than ReconcileFor.
+func (c *Config) awaitReconcile(ctx context.Context, g *latch.Guard, action string, te *TaskError) bool {
+	if te.Key == "" || (te.Reason != "ambiguous" && te.Reason != "ambiguous_effect") || g.ReconcileHook(action) == nil {
+		return false
+	}
+	retried, ok1 := asynq.GetRetryCount(ctx)
+	maxRetry, ok2 := asynq.GetMaxRetry(ctx)
+	if ok1 && ok2 && retried >= maxRetry {
+		return false // the last retry: archived naming the effect, for a person
+	}
+	eff, err := g.Store().Effect(ctx, te.Key)
+	if err != nil {
+		return true // cannot tell how long it has waited: asynq's retries still bound it
+	}
+	return eff.State != latch.StateAmbiguous || time.Since(eff.UpdatedAt) < c.ReconcileFor
 }

@@ -57,6 +57,12 @@ type charge struct {
 // protected by latch on a SQLite file.
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, func(*remotetest.Server) *latch.Options { return nil })
+}
+
+// setupWith is setup with the call options options returns for the remote the handlers use.
+func setupWith(t *testing.T, options func(*remotetest.Server) *latch.Options) *fixture {
+	t.Helper()
 	redis := asynq.RedisClientOpt{Addr: redisAddr(t)}
 	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
 	if err != nil {
@@ -92,6 +98,7 @@ func setup(t *testing.T) *fixture {
 	mux.Handle("refund:invoice", refund)
 	mux.Use(latchasynq.Middleware(g, &latchasynq.Config{
 		Principal: latch.Principal{Agent: "billing-worker"},
+		Options:   options(remote),
 		Action: func(task *asynq.Task) string {
 			return map[string]string{"charge:invoice": "billing.charge", "refund:invoice": "billing.refund"}[task.Type()]
 		},
@@ -249,6 +256,87 @@ func TestAsynq(t *testing.T) {
 	})
 }
 
+// TestAsynqReconcile: with a reconcile hook that asks the remote what it did, and the guard's
+// sweeper running, a task whose effect went ambiguous is not archived: asynq retries it, the
+// hook resolves the effect, and the retry runs the handler once ("not executed") or completes
+// without running ("committed") — nobody runs an archived task or resolves anything by hand. A
+// hook that never knows is retried until MaxRetry, then archived naming the effect.
+func TestAsynqReconcile(t *testing.T) {
+	t.Parallel()
+	f := setupWith(t, func(remote *remotetest.Server) *latch.Options {
+		return &latch.Options{Reconcile: latch.Reconciler(func(_ context.Context, _ *latch.Attempt, c charge) (latch.Outcome, any, error) {
+			switch {
+			case c.InvoiceID == "inv_9":
+				return latch.OutcomeUnknown, nil, errors.New("the provider's ledger is down")
+			case remote.Acts(c.InvoiceID) == 0:
+				return latch.OutcomeNotExecuted, nil, nil
+			}
+			return latch.OutcomeCommitted, nil, nil
+		})}
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	swept := make(chan error, 1)
+	go func() {
+		swept <- f.guard.SweepEvery(ctx, 20*time.Millisecond, &latch.SweepConfig{HookTimeout: time.Second, Backoff: 100 * time.Millisecond})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-swept; err != nil {
+			t.Errorf("SweepEvery = %v", err)
+		}
+	})
+
+	t.Run("not executed: the task runs again once", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_7", remotetest.HangUp)
+		info := f.settle(t, f.enqueue(t, "charge:invoice", charge{InvoiceID: "inv_7", Amount: 700}))
+		if info.State != asynq.TaskStateCompleted || info.Retried == 0 {
+			t.Fatalf("task = %s after %d retries (%s), want completed after a retry", info.State, info.Retried, info.LastErr)
+		}
+		if !strings.Contains(info.LastErr, "its reconcile hook may settle it") {
+			t.Errorf("last error = %q, want the wait for the hook", info.LastErr)
+		}
+		if n := f.remote.Acts("inv_7"); n != 1 {
+			t.Errorf("remote acted %d times for inv_7, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_7")
+		if err != nil || e.State != latch.StateCommitted || e.Attempt != 2 {
+			t.Errorf("effect charge:inv_7 = %+v, %v, want committed at attempt 2", e, err)
+		}
+	})
+
+	t.Run("committed: the task completes without running again", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_8", remotetest.DropReply)
+		info := f.settle(t, f.enqueue(t, "charge:invoice", charge{InvoiceID: "inv_8", Amount: 800}))
+		if info.State != asynq.TaskStateCompleted {
+			t.Fatalf("task = %s (%s), want completed", info.State, info.LastErr)
+		}
+		if n := f.remote.Acts("inv_8"); n != 1 {
+			t.Errorf("remote acted %d times for inv_8, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_8")
+		if err != nil || e.State != latch.StateCommitted || e.Attempt != 1 || e.ResolvedBy != "reconcile:billing.charge" {
+			t.Errorf("effect charge:inv_8 = %+v, %v, want committed at attempt 1 by reconcile:billing.charge", e, err)
+		}
+	})
+
+	t.Run("unknown: retried until MaxRetry, then archived", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_9", remotetest.HangUp)
+		info := f.settle(t, f.enqueue(t, "charge:invoice", charge{InvoiceID: "inv_9", Amount: 900}))
+		if info.State != asynq.TaskStateArchived || info.Retried != 3 || !strings.Contains(info.LastErr, "latch resolve charge:inv_9") {
+			t.Fatalf("task = %s after %d retries (%q), want archived after MaxRetry 3, naming the effect", info.State, info.Retried, info.LastErr)
+		}
+		if s := f.state(t, "charge:inv_9"); s != latch.StateAmbiguous {
+			t.Errorf("effect charge:inv_9 = %s, want still ambiguous", s)
+		}
+		if n := f.remote.Acts("inv_9"); n != 0 {
+			t.Errorf("remote acted %d times for inv_9, want 0", n)
+		}
+	})
+}
+
 // TestTaskError pins what asynq and a caller see in the error of a stopped task.
 func TestTaskError(t *testing.T) {
 	t.Parallel()
@@ -261,5 +349,18 @@ func TestTaskError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `effect "charge:inv_9" is ambiguous`) {
 		t.Errorf("Error() = %q, want it to name the effect", err)
+	}
+}
+
+// TestTaskErrorWaiting: a task waiting for a reconcile hook is retried by asynq.
+func TestTaskErrorWaiting(t *testing.T) {
+	t.Parallel()
+	err := error(&latchasynq.TaskError{TaskID: "t1", Type: "charge:invoice", Key: "charge:inv_9", Reason: "ambiguous", Waiting: true,
+		Err: &latch.AmbiguousError{Key: "charge:inv_9", Err: context.DeadlineExceeded}})
+	if errors.Is(err, asynq.SkipRetry) || !errors.Is(err, latch.ErrAmbiguous) {
+		t.Errorf("waiting TaskError: SkipRetry %t, ErrAmbiguous %t; want false, true", errors.Is(err, asynq.SkipRetry), errors.Is(err, latch.ErrAmbiguous))
+	}
+	if !strings.Contains(err.Error(), `effect "charge:inv_9" is ambiguous and its reconcile hook may settle it`) {
+		t.Errorf("Error() = %q, want it to say the task waits for the hook", err)
 	}
 }

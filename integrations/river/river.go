@@ -11,8 +11,13 @@
 //	committed effect   a redelivered or re-inserted job)
 //	NotExecuted        the worker's error is returned: River retries on its schedule, and the
 //	                   retry reserves the key again as a new attempt
-//	ambiguous          the job is cancelled (river.JobCancel) with a *JobError naming the
-//	                   effect: never retried until a person or a reconcile hook resolves it
+//	ambiguous          with a reconcile hook for the action, the job is snoozed
+//	                   (ReconcileSnooze) while the hook may still settle the effect — the
+//	                   guard's sweeper (latch.Guard.SweepEvery) or the job's own next run asks
+//	                   it — and runs on what it proves: "not executed" runs the job again,
+//	                   "committed" completes it without running. After ReconcileFor without an
+//	                   answer, or with no hook, the job is cancelled (river.JobCancel) with a
+//	                   *JobError naming the effect: never retried until a person resolves it
 //	in progress        the job is snoozed: another attempt holds the key under a live lease
 //	refused            denied, approval required, attempts exhausted, key conflict: the job is
 //	                   cancelled with a *JobError saying why
@@ -39,6 +44,16 @@ import (
 // effect key under a live lease.
 const DefaultInProgressSnooze = 30 * time.Second
 
+// Defaults of the wait for a reconcile hook.
+const (
+	// DefaultReconcileSnooze is how long a job whose effect is ambiguous waits, by default,
+	// between two looks at whether its reconcile hook settled the effect.
+	DefaultReconcileSnooze = time.Minute
+	// DefaultReconcileFor is how long, by default, a job waits for a reconcile hook to settle
+	// its ambiguous effect, counted from when the effect became ambiguous.
+	DefaultReconcileFor = 24 * time.Hour
+)
+
 // Config configures Wrap. A nil *Config means all defaults.
 type Config struct {
 	// Principal is who the worker acts as (Agent required when set). Zero: the principal of the
@@ -51,8 +66,17 @@ type Config struct {
 	// InProgressSnooze is how long a job is snoozed when another attempt holds its effect key;
 	// default DefaultInProgressSnooze.
 	InProgressSnooze time.Duration
-	// Logger receives one line for each job completed as a duplicate and each job cancelled;
-	// default: discarded.
+	// ReconcileSnooze is how long a job whose effect is ambiguous is snoozed when the action
+	// has a reconcile hook (Options.Reconcile, which Wrap registers for the guard's sweeper, or
+	// one registered with latch.Guard.RegisterReconcile); default DefaultReconcileSnooze. A
+	// snooze is not a River attempt.
+	ReconcileSnooze time.Duration
+	// ReconcileFor is how long a job waits for the hook, counted from when its effect became
+	// ambiguous; after it the job is cancelled as without a hook, for a person to resolve.
+	// Default DefaultReconcileFor.
+	ReconcileFor time.Duration
+	// Logger receives one line for each job completed as a duplicate, each job snoozed for a
+	// reconcile hook and each job cancelled; default: discarded.
 	Logger *slog.Logger
 }
 
@@ -105,10 +129,16 @@ func Wrap[T river.JobArgs](g *latch.Guard, action string, w river.Worker[T], cfg
 	if c.InProgressSnooze <= 0 {
 		c.InProgressSnooze = DefaultInProgressSnooze
 	}
+	if c.ReconcileSnooze <= 0 {
+		c.ReconcileSnooze = DefaultReconcileSnooze
+	}
+	if c.ReconcileFor <= 0 {
+		c.ReconcileFor = DefaultReconcileFor
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &protected[T]{inner: w, cfg: c, action: action}
+	p := &protected[T]{inner: w, cfg: c, action: action, g: g}
 	p.run = latch.Protect(g, action, func(ctx context.Context, args T) (struct{}, error) {
 		job := ctx.Value(jobKey{}).(*river.Job[T])
 		fresh := *job
@@ -124,6 +154,7 @@ type protected[T river.JobArgs] struct {
 	inner  river.Worker[T]
 	cfg    Config
 	action string
+	g      *latch.Guard
 	run    func(context.Context, T) (struct{}, error)
 }
 
@@ -159,8 +190,34 @@ func (p *protected[T]) outcome(ctx context.Context, job *rivertype.JobRow, err e
 	case latch.TaskRetry:
 		return err
 	}
-	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: key, Reason: latch.TaskReason(err), Err: err}
+	reason := latch.TaskReason(err)
+	if wait, ok := p.awaitReconcile(ctx, key, reason); ok {
+		p.cfg.Logger.InfoContext(ctx, "latchriver: effect ambiguous; job snoozed while its reconcile hook may settle it",
+			"job_id", job.ID, "kind", job.Kind, "effect_key", key, "snooze", wait)
+		return river.JobSnooze(wait)
+	}
+	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: key, Reason: reason, Err: err}
 	p.cfg.Logger.WarnContext(ctx, "latchriver: job cancelled", "job_id", job.ID, "kind", job.Kind,
 		"effect_key", key, "reason", je.Reason, "error", err)
 	return river.JobCancel(je)
+}
+
+// awaitReconcile decides whether a job stopped because its effect is ambiguous waits for a
+// reconcile hook instead of being cancelled, and for how long: only when the action has a hook
+// and the effect has been ambiguous for less than ReconcileFor. An effect settled since the
+// refusal is looked at again at once.
+func (p *protected[T]) awaitReconcile(ctx context.Context, key, reason string) (time.Duration, bool) {
+	if key == "" || (reason != "ambiguous" && reason != "ambiguous_effect") || p.g.ReconcileHook(p.action) == nil {
+		return 0, false
+	}
+	eff, err := p.g.Store().Effect(ctx, key)
+	switch {
+	case err != nil:
+		return p.cfg.ReconcileSnooze, true // cannot tell how long it has waited: look again later
+	case eff.State != latch.StateAmbiguous:
+		return 0, true
+	case time.Since(eff.UpdatedAt) >= p.cfg.ReconcileFor:
+		return 0, false
+	}
+	return p.cfg.ReconcileSnooze, true
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/latchkit/latch/internal/remotetest"
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -107,6 +109,14 @@ type pgx5Tx = pgx.Tx
 // tables beside latch's, as a deployment that shares one database would have them.
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, func(*remotetest.Server) *latchriver.Config {
+		return &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}, InProgressSnooze: 100 * time.Millisecond}
+	})
+}
+
+// setupWith is setup with the configuration config returns for the remote the workers use.
+func setupWith(t *testing.T, config func(*remotetest.Server) *latchriver.Config) *fixture {
+	t.Helper()
 	storeURL := testdb.PostgresURL(t, "latchriver")
 	u, err := url.Parse(storeURL)
 	if err != nil {
@@ -141,7 +151,7 @@ func setup(t *testing.T) *fixture {
 	}
 
 	remote := remotetest.New(t)
-	cfg := &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}, InProgressSnooze: 100 * time.Millisecond}
+	cfg := config(remote)
 	worker := &chargeWorker{remote: remote, holds: map[string]chan struct{}{}}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, latchriver.Wrap(g, "billing.charge", river.Worker[ChargeArgs](worker), cfg))
@@ -352,6 +362,122 @@ func TestRiver(t *testing.T) {
 		}
 		if n := f.remote.Acts("refund:inv_4"); n != 0 {
 			t.Errorf("remote acted %d times for the refund, want 0", n)
+		}
+	})
+}
+
+// TestRiverReconcile: with a reconcile hook that asks the remote what it did, and the guard's
+// sweeper running, a job whose effect went ambiguous is not cancelled: it is snoozed, the
+// sweeper resolves the effect, and the job runs again once ("not executed") or completes
+// without running ("committed") — no person retries or resolves anything. A hook that never
+// knows keeps the job snoozed until ReconcileFor, then it is cancelled for a person.
+func TestRiverReconcile(t *testing.T) {
+	t.Parallel()
+	var asked sync.Map // invoice → the number of times the hook was asked
+	f := setupWith(t, func(remote *remotetest.Server) *latchriver.Config {
+		hook := latch.Reconciler(func(_ context.Context, _ *latch.Attempt, args ChargeArgs) (latch.Outcome, any, error) {
+			n, _ := asked.LoadOrStore(args.InvoiceID, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			switch {
+			case args.InvoiceID == "inv_9":
+				return latch.OutcomeUnknown, nil, errors.New("the provider's ledger is down")
+			case remote.Acts(args.InvoiceID) == 0:
+				return latch.OutcomeNotExecuted, nil, nil
+			}
+			return latch.OutcomeCommitted, map[string]string{"charge": "done:" + args.InvoiceID}, nil
+		})
+		return &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}, InProgressSnooze: 100 * time.Millisecond,
+			Options: &latch.Options{Reconcile: hook}, ReconcileSnooze: 2 * time.Second, ReconcileFor: 5 * time.Second}
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	swept := make(chan error, 1)
+	go func() {
+		swept <- f.guard.SweepEvery(ctx, 50*time.Millisecond, &latch.SweepConfig{HookTimeout: time.Second, Backoff: 200 * time.Millisecond})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-swept; err != nil {
+			t.Errorf("SweepEvery = %v", err)
+		}
+	})
+	resolvedBySweeper := func(t *testing.T, key string) {
+		t.Helper()
+		evs, err := f.guard.Store().Events(t.Context(), store.EventFilter{EffectKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked, resolved := false, false
+		for _, e := range evs {
+			asked = asked || e.Kind == store.EventReconcileStarted && strings.Contains(string(e.Payload), `"trigger":"sweep"`)
+			resolved = resolved || e.Kind == store.EventEffectResolved && strings.Contains(string(e.Payload), `"by":"reconcile:billing.charge"`)
+		}
+		if !asked || !resolved {
+			t.Errorf("events of %s: asked by the sweeper %t, resolved by reconcile:billing.charge %t; want both", key, asked, resolved)
+		}
+	}
+
+	t.Run("not executed: the job runs again once", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_7", remotetest.HangUp) // nothing done, but the worker cannot tell
+		row := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_7", Amount: 700}))
+		if row.State != rivertype.JobStateCompleted {
+			t.Fatalf("job = %s (%s), want completed after the hook proved the first try did nothing", row.State, lastError(row))
+		}
+		if !strings.Contains(string(row.Metadata), `"snoozes"`) {
+			t.Errorf("job metadata %s, want it snoozed while the effect was ambiguous", row.Metadata)
+		}
+		if n := f.remote.Acts("inv_7"); n != 1 {
+			t.Errorf("remote acted %d times for inv_7, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_7")
+		if err != nil || e.State != latch.StateCommitted || e.Attempt != 2 {
+			t.Errorf("effect charge:inv_7 = %+v, %v, want committed at attempt 2", e, err)
+		}
+		resolvedBySweeper(t, "charge:inv_7")
+	})
+
+	t.Run("committed: the job completes without running again", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_8", remotetest.DropReply) // done, the reply lost
+		row := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_8", Amount: 800}))
+		if row.State != rivertype.JobStateCompleted {
+			t.Fatalf("job = %s (%s), want completed as a duplicate of what the hook found", row.State, lastError(row))
+		}
+		if n := f.remote.Acts("inv_8"); n != 1 {
+			t.Errorf("remote acted %d times for inv_8, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_8")
+		if err != nil || e.State != latch.StateCommitted || e.Attempt != 1 || string(e.Result) != `{"charge":"done:inv_8"}` {
+			t.Errorf("effect charge:inv_8 = %+v, %v, want committed at attempt 1 with the hook's result", e, err)
+		}
+		resolvedBySweeper(t, "charge:inv_8")
+	})
+
+	t.Run("unknown: snoozed, then cancelled after ReconcileFor", func(t *testing.T) {
+		t.Parallel()
+		f.remote.Fail("inv_9", remotetest.HangUp)
+		start := time.Now()
+		row := f.settle(t, f.insert(t, ChargeArgs{InvoiceID: "inv_9", Amount: 900}))
+		if row.State != rivertype.JobStateCancelled || !strings.Contains(lastError(row), `effect "charge:inv_9" is ambiguous`) {
+			t.Fatalf("job = %s (%s), want cancelled naming the ambiguous effect", row.State, lastError(row))
+		}
+		if waited := time.Since(start); waited < 5*time.Second {
+			t.Errorf("cancelled after %v, want it to wait ReconcileFor (5s) for the hook", waited)
+		}
+		if !strings.Contains(string(row.Metadata), `"snoozes"`) {
+			t.Errorf("job metadata %s, want it snoozed first", row.Metadata)
+		}
+		n, _ := asked.Load("inv_9")
+		// The sweeper asks after 200ms, 400ms, 800ms, 1.6s, 3.2s (its backoff), the job's own runs
+		// each time it comes back: a handful, never a loop.
+		if got := n.(*atomic.Int32).Load(); got < 2 || got > 20 {
+			t.Errorf("hook asked %d times about inv_9 in about 5s, want a few (a backoff, not a loop)", got)
+		}
+		if s := f.state(t, "charge:inv_9"); s != latch.StateAmbiguous {
+			t.Errorf("effect charge:inv_9 = %s, want still ambiguous", s)
+		}
+		if n := f.remote.Acts("inv_9"); n != 0 {
+			t.Errorf("remote acted %d times for inv_9, want 0", n)
 		}
 	})
 }

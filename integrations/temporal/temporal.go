@@ -13,8 +13,13 @@
 //	committed effect   workflow for an effect that already happened)
 //	NotExecuted        the activity's error, retryable: Temporal retries as the RetryPolicy
 //	                   says, and the retry reserves the key again as a new attempt
-//	ambiguous          a non-retryable application error of type ErrTypeAmbiguous naming the
-//	                   effect: no RetryPolicy retries it; a person or a reconcile hook resolves it
+//	ambiguous          with a reconcile hook for the action, a retryable application error of
+//	                   type ErrTypeAwaitingReconcile: the RetryPolicy retries the activity while
+//	                   the hook may still settle the effect — the retry asks it, and the guard's
+//	                   sweeper (latch.Guard.SweepEvery) may have resolved it meanwhile — and the
+//	                   retry runs on what it proves. With no hook, on the RetryPolicy's last
+//	                   attempt, or after ReconcileFor: a non-retryable application error of type
+//	                   ErrTypeAmbiguous naming the effect; a person resolves it
 //	in progress        a retryable application error of type ErrTypeInProgress: another attempt
 //	                   holds the key under a live lease
 //	refused            denied, approval required, attempts exhausted, key conflict: a
@@ -34,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"time"
 
 	"github.com/latchkit/latch"
 	"go.temporal.io/sdk/activity"
@@ -52,7 +58,14 @@ const (
 	ErrTypeRefused = "LatchRefused"
 	// ErrTypeInProgress: another attempt holds the effect key under a live lease. Retryable.
 	ErrTypeInProgress = "LatchInProgress"
+	// ErrTypeAwaitingReconcile: the effect's outcome is unknown and the action's reconcile hook
+	// may still settle it. Retryable: the next attempt meets what the hook proved.
+	ErrTypeAwaitingReconcile = "LatchAwaitingReconcile"
 )
+
+// DefaultReconcileFor is how long, by default, an activity is retried while a reconcile hook
+// may settle its ambiguous effect, counted from when the effect became ambiguous.
+const DefaultReconcileFor = 24 * time.Hour
 
 // Details are the details of an application error the interceptor returns
 // (temporal.ApplicationError.Details).
@@ -77,8 +90,14 @@ type Config struct {
 	// action of its own name: every activity of the worker is an action, so one the policy does
 	// not list is denied, never run unprotected.
 	Actions map[string]string
-	// Logger receives one line for each attempt answered as a duplicate and each one stopped;
-	// default: discarded.
+	// ReconcileFor is how long an activity whose effect is ambiguous is retried, when its action
+	// has a reconcile hook (Options.Reconcile, registered for the guard's sweeper on the
+	// activity's first run, or one registered on the guard), counted from when the effect became
+	// ambiguous; after it the activity fails ErrTypeAmbiguous as without a hook. Default
+	// DefaultReconcileFor. The RetryPolicy bounds and spaces the retries as for any error.
+	ReconcileFor time.Duration
+	// Logger receives one line for each attempt answered as a duplicate, each one retried for a
+	// reconcile hook and each one stopped; default: discarded.
 	Logger *slog.Logger
 }
 
@@ -98,6 +117,9 @@ func NewInterceptor(g *latch.Guard, cfg *Config) interceptor.WorkerInterceptor {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ReconcileFor <= 0 {
+		c.ReconcileFor = DefaultReconcileFor
 	}
 	return &workerInterceptor{g: g, cfg: c}
 }
@@ -132,6 +154,9 @@ func (a *activityInterceptor) ExecuteActivity(ctx context.Context, in *intercept
 	if a.w.cfg.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, a.w.cfg.Principal)
 	}
+	if o := a.w.cfg.Options; o != nil && o.Reconcile != nil && a.w.g.ReconcileHook(action) == nil {
+		a.w.g.RegisterReconcile(action, o.Reconcile) // for the guard's sweeper
+	}
 	input := in.Args[0]
 	call := &latch.Call{Action: action, Options: a.w.cfg.Options}
 	raw, err := json.Marshal(input)
@@ -153,11 +178,11 @@ func (a *activityInterceptor) ExecuteActivity(ctx context.Context, in *intercept
 	if err == nil {
 		return result, nil
 	}
-	return a.outcome(ctx, info, err)
+	return a.outcome(ctx, info, action, err)
 }
 
 // outcome turns latch's refusal or an attempt's failure into what Temporal should do.
-func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, err error) (any, error) {
+func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, action string, err error) (any, error) {
 	key := latch.EffectKeyOf(err)
 	name := info.ActivityType.Name
 	switch latch.TaskVerdictOf(err) {
@@ -177,6 +202,13 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, e
 		return nil, err
 	}
 	r := latch.TaskReason(err)
+	if a.awaitReconcile(ctx, info, action, key, r) {
+		a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: effect ambiguous; activity retried while its reconcile hook may settle it",
+			"activity", name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key)
+		return nil, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("latchtemporal: activity %s: effect %q is ambiguous and its reconcile hook may settle it; retrying later: %v", name, key, err),
+			ErrTypeAwaitingReconcile, temporal.ApplicationErrorOptions{Cause: err, Details: []any{Details{EffectKey: key, Reason: r}}})
+	}
 	a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name,
 		"workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key, "reason", r, "error", err)
 	if r == "ambiguous" || r == "ambiguous_effect" {
@@ -189,4 +221,22 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, e
 	}
 	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: %s: %v", name, r, err),
 		ErrTypeRefused, err, Details{EffectKey: key, Reason: r})
+}
+
+// awaitReconcile decides whether an attempt stopped because its effect is ambiguous is retried
+// while a reconcile hook may settle the effect: only when the action has a hook, the RetryPolicy
+// leaves another attempt, and the effect has been ambiguous for less than ReconcileFor.
+func (a *activityInterceptor) awaitReconcile(ctx context.Context, info activity.Info, action, key, reason string) bool {
+	g := a.w.g
+	if key == "" || (reason != "ambiguous" && reason != "ambiguous_effect") || g.ReconcileHook(action) == nil {
+		return false
+	}
+	if rp := info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && info.Attempt >= rp.MaximumAttempts {
+		return false // the last attempt: the workflow gets ErrTypeAmbiguous naming the effect
+	}
+	eff, err := g.Store().Effect(ctx, key)
+	if err != nil {
+		return true // cannot tell how long it has waited: the RetryPolicy still bounds it
+	}
+	return eff.State != latch.StateAmbiguous || time.Since(eff.UpdatedAt) < a.w.cfg.ReconcileFor
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,9 +78,11 @@ func ChargeWorkflow(ctx workflow.Context, in ChargeInput) (string, error) {
 }
 
 type fixture struct {
-	guard *latch.Guard
-	acts  *Activities
-	suite testsuite.WorkflowTestSuite
+	guard   *latch.Guard
+	acts    *Activities
+	suite   testsuite.WorkflowTestSuite
+	options *latch.Options // the interceptor's call options
+	asked   atomic.Int32   // how many times the options' hook was asked
 }
 
 func setup(t *testing.T) *fixture {
@@ -105,6 +108,7 @@ func (f *fixture) interceptors() worker.Options {
 			latchtemporal.NewInterceptor(f.guard, &latchtemporal.Config{
 				Principal: latch.Principal{Agent: "billing-worker"},
 				Actions:   map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
+				Options:   f.options,
 			}),
 		}}
 }
@@ -250,6 +254,97 @@ func TestTemporal(t *testing.T) {
 		}
 		if n := f.acts.remote.Acts("refund:inv_4"); n != 0 {
 			t.Errorf("remote acted %d times for the refund, want 0", n)
+		}
+	})
+}
+
+// TestTemporalReconcile: with a reconcile hook that asks the remote what it did, an attempt
+// whose effect went ambiguous is retried by the RetryPolicy instead of failing the workflow:
+// the retry asks the hook, and runs the activity once more ("not executed") or returns what the
+// hook found ("committed"), with nobody resolving anything. A hook that never knows is retried
+// as the RetryPolicy allows, asked once per attempt, never running the activity again.
+func TestTemporalReconcile(t *testing.T) {
+	t.Parallel()
+	setupHooked := func(t *testing.T) *fixture {
+		f := setup(t)
+		remote := f.acts.remote
+		f.options = &latch.Options{Reconcile: latch.Reconciler(func(_ context.Context, _ *latch.Attempt, in ChargeInput) (latch.Outcome, string, error) {
+			f.asked.Add(1)
+			switch {
+			case in.InvoiceID == "inv_9":
+				return latch.OutcomeUnknown, "", errors.New("the provider's ledger is down")
+			case remote.Acts(in.InvoiceID) == 0:
+				return latch.OutcomeNotExecuted, "", nil
+			}
+			return latch.OutcomeCommitted, "done:" + in.InvoiceID, nil
+		})}
+		return f
+	}
+
+	t.Run("not executed: the retry runs the activity once more", func(t *testing.T) {
+		t.Parallel()
+		f := setupHooked(t)
+		f.acts.remote.Fail("inv_7", remotetest.HangUp)
+		out, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_7", Amount: 700})
+		if err != nil || out != "done:inv_7" {
+			t.Fatalf("workflow = %q, %v, want done:inv_7 after the hook proved the first attempt did nothing", out, err)
+		}
+		if runs := f.acts.runs("inv_7"); len(runs) != 2 || runs[1] != 2 {
+			t.Errorf("activity attempts = %v, want [1 2]", runs)
+		}
+		if n := f.acts.remote.Acts("inv_7"); n != 1 {
+			t.Errorf("remote acted %d times for inv_7, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_7")
+		if err != nil || e.State != latch.StateCommitted || e.Attempt != 2 {
+			t.Errorf("effect charge:inv_7 = %+v, %v, want committed at attempt 2", e, err)
+		}
+	})
+
+	t.Run("committed: the retry returns what the hook found", func(t *testing.T) {
+		t.Parallel()
+		f := setupHooked(t)
+		f.acts.remote.Fail("inv_8", remotetest.DropReply)
+		out, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_8", Amount: 800})
+		if err != nil || out != "done:inv_8" {
+			t.Fatalf("workflow = %q, %v, want the hook's done:inv_8", out, err)
+		}
+		if runs := f.acts.runs("inv_8"); len(runs) != 1 {
+			t.Errorf("activity ran %d times (attempts %v), want once", len(runs), runs)
+		}
+		if n := f.acts.remote.Acts("inv_8"); n != 1 {
+			t.Errorf("remote acted %d times for inv_8, want 1", n)
+		}
+		e, err := f.guard.Store().Effect(t.Context(), "charge:inv_8")
+		if err != nil || e.State != latch.StateCommitted || e.ResolvedBy != "reconcile:billing.charge" {
+			t.Errorf("effect charge:inv_8 = %+v, %v, want committed by reconcile:billing.charge", e, err)
+		}
+	})
+
+	t.Run("unknown: retried until the RetryPolicy gives up", func(t *testing.T) {
+		t.Parallel()
+		f := setupHooked(t)
+		f.acts.remote.Fail("inv_9", remotetest.HangUp)
+		_, err := f.runWorkflow(t, ChargeInput{InvoiceID: "inv_9", Amount: 900})
+		ae := appError(t, err)
+		// The test environment does not show the activity its RetryPolicy (a server does, and then
+		// the last attempt fails LatchAmbiguous): here the fifth attempt's LatchAwaitingReconcile
+		// ends the workflow, as MaximumAttempts says.
+		var d latchtemporal.Details
+		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAwaitingReconcile || err != nil || d.EffectKey != "charge:inv_9" || d.Reason != "ambiguous_effect" {
+			t.Errorf("workflow error type %q, details %+v, want %s, ambiguous_effect on charge:inv_9", ae.Type(), d, latchtemporal.ErrTypeAwaitingReconcile)
+		}
+		if got := f.asked.Load(); got != 4 {
+			t.Errorf("hook asked %d times, want 4 (attempts 2 to 5, each before it reserves)", got)
+		}
+		if runs := f.acts.runs("inv_9"); len(runs) != 1 {
+			t.Errorf("activity ran %d times (attempts %v), want once: the retries meet latch, not the remote", len(runs), runs)
+		}
+		if n := f.acts.remote.Acts("inv_9"); n != 0 {
+			t.Errorf("remote acted %d times for inv_9, want 0", n)
+		}
+		if s := f.state(t, "charge:inv_9"); s != latch.StateAmbiguous {
+			t.Errorf("effect charge:inv_9 = %s, want still ambiguous", s)
 		}
 	})
 }

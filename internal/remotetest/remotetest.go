@@ -25,6 +25,9 @@ const (
 	Refuse Fault = iota + 1
 	// DropReply acts, then closes the connection without writing a response.
 	DropReply
+	// HangUp closes the connection without acting: the client sees what it sees after
+	// DropReply and cannot tell the two apart; only asking the remote (Acts) can.
+	HangUp
 )
 
 // ErrRefused is what Act returns when the remote answered that it did not act.
@@ -72,14 +75,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if q := s.faults[key]; len(q) > 0 {
 		f, s.faults[key] = q[0], q[1:]
 	}
-	if f != Refuse {
+	if f != Refuse && f != HangUp {
 		s.acts[key]++
 	}
 	s.mu.Unlock()
 	switch f {
 	case Refuse:
 		http.Error(w, "unavailable: nothing was done", http.StatusServiceUnavailable)
-	case DropReply:
+	case DropReply, HangUp:
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
 			conn.Close()

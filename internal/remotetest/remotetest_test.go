@@ -30,3 +30,15 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("Acts = %d, want 2", n)
 	}
 }
+
+func TestHangUp(t *testing.T) {
+	t.Parallel()
+	s := New(t)
+	s.Fail("k", HangUp)
+	if _, err := s.Act(t.Context(), "k"); err == nil || errors.Is(err, ErrRefused) {
+		t.Fatalf("Act after HangUp = %v, want a transport error", err)
+	}
+	if n := s.Acts("k"); n != 0 {
+		t.Fatalf("Acts after HangUp = %d, want 0", n)
+	}
+}

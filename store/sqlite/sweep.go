@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -75,4 +76,81 @@ func (s *Store) ExpireApproval(ctx context.Context, req *store.ExpireRequest) (*
 		return nil, nil, fmt.Errorf("expire approval %s: %w", req.ID, err)
 	}
 	return out, events, nil
+}
+
+var _ store.ReconcileClaimer = (*Store)(nil)
+
+// claimsVersion is the schema version that added reconcile claims.
+const claimsVersion = 14
+
+const claimColumns = `effect_key, attempt, holder, tries, claimed_at, held_until, next_at`
+
+// ClaimReconcile claims asking about an ambiguous attempt, in one transaction;
+// store.ErrNothingToSweep when the effect is not ambiguous at that attempt, another sweeper
+// holds it, or it is not due.
+func (s *Store) ClaimReconcile(ctx context.Context, req *store.ClaimRequest) (*store.ReconcileClaim, error) {
+	if req == nil {
+		return nil, errors.New("claim reconcile: nil request")
+	}
+	var out *store.ReconcileClaim
+	var refusal error
+	err := s.write(ctx, func(t *txn) error {
+		eff, err := t.effect(req.Key)
+		if err != nil {
+			return err
+		}
+		prev, err := readRow(t, `SELECT `+claimColumns+` FROM reconcile_claims WHERE effect_key = ?`, []any{req.Key}, scanClaim)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			prev = nil
+		case err != nil:
+			return err
+		}
+		c, err := store.PlanClaim(req, eff, prev)
+		if err != nil {
+			refusal = err
+			return errRefused
+		}
+		var b binder
+		claimed, held, next := b.nanos(c.ClaimedAt), b.nanos(c.HeldUntil), b.nanos(c.NextAt)
+		if b.err != nil {
+			return b.err
+		}
+		// The write lock taken before the read makes read, decide and write one step.
+		if _, err := t.c.exec(`INSERT OR REPLACE INTO reconcile_claims (`+claimColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.Key, c.Attempt, c.Holder, c.Tries, claimed, held, next); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	if errors.Is(err, errRefused) {
+		return nil, refusal
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim reconcile %s: %w", req.Key, err)
+	}
+	return out, nil
+}
+
+// ReconcileClaims returns every reconcile claim, by effect key.
+func (s *Store) ReconcileClaims(ctx context.Context) ([]*store.ReconcileClaim, error) {
+	if s.readOnly && s.version < claimsVersion {
+		return nil, nil
+	}
+	out, err := collect(ctx, s.r, `SELECT `+claimColumns+` FROM reconcile_claims ORDER BY effect_key`, nil, scanClaim)
+	if err != nil {
+		return nil, fmt.Errorf("list reconcile claims: %w", err)
+	}
+	return out, nil
+}
+
+func scanClaim(sc scanner) (*store.ReconcileClaim, error) {
+	var c store.ReconcileClaim
+	var claimed, held, next sql.NullInt64
+	if err := sc.Scan(&c.Key, &c.Attempt, &c.Holder, &c.Tries, &claimed, &held, &next); err != nil {
+		return nil, err
+	}
+	c.ClaimedAt, c.HeldUntil, c.NextAt = fromNanos(claimed), fromNanos(held), fromNanos(next)
+	return &c, nil
 }
