@@ -313,3 +313,35 @@ func RefusalKinds() []RefusalKind {
 		KindCommitted, KindInProgress, KindAmbiguous, KindOutcomeUnknown, KindNotExecuted, KindExhausted,
 		KindKeyConflict, KindAuthority, KindIdentity, KindOutcomeRefused, KindInternal}
 }
+
+// NeedsResolution reports whether a refusal of kind k leaves its effect waiting for a person or
+// a reconcile hook: this call's outcome is unknown, or an earlier attempt's is.
+func (k RefusalKind) NeedsResolution() bool { return k == KindAmbiguous || k == KindOutcomeUnknown }
+
+// reasonKinds is the kind of every reason word.
+var reasonKinds = map[Reason]RefusalKind{
+	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
+	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
+	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
+	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument,
+	ReasonApprovalRequired: KindApprovalRequired,
+	ReasonApprovalUnknown:  KindApprovalRefused, ReasonApprovalMismatch: KindApprovalRefused,
+	ReasonApprovalConsumed: KindApprovalRefused, ReasonApprovalDenied: KindApprovalRefused,
+	ReasonApprovalPending: KindApprovalRefused, ReasonApprovalExpired: KindApprovalRefused,
+	ReasonCommitted: KindCommitted, ReasonInProgress: KindInProgress,
+	ReasonAmbiguous: KindAmbiguous, ReasonOutcomeConflict: KindAmbiguous,
+	ReasonAttemptsExhausted: KindExhausted, ReasonKeyConflict: KindKeyConflict,
+	ReasonOutcomeUnknown: KindOutcomeUnknown, ReasonKeyLost: KindOutcomeUnknown,
+	ReasonNotExecuted: KindNotExecuted,
+	ReasonNoAuthority: KindAuthority, ReasonAuthorityUnreadable: KindAuthority,
+	ReasonAuthorityEscalation: KindAuthority, ReasonAuthorityRevoked: KindAuthority,
+	ReasonAuthorityExpired: KindAuthority, ReasonAuthorityConstraint: KindAuthority,
+	ReasonIdentity:     KindIdentity,
+	ReasonNoSuchAction: KindOutcomeRefused, ReasonNotHolder: KindOutcomeRefused,
+	ReasonAlreadyRecorded: KindOutcomeRefused, ReasonLeaseLost: KindOutcomeRefused,
+	ReasonNoLease: KindOutcomeRefused, ReasonOutcomeRefused: KindOutcomeRefused,
+	ReasonInternal: KindInternal,
+}
+
+// Kind is the kind r belongs to, or "" for a word that is not one of latch's reasons.
+func (r Reason) Kind() RefusalKind { return reasonKinds[r] }

@@ -98,6 +98,9 @@ func TestRefusalOf(t *testing.T) {
 					t.Errorf("errors.Is(rebuilt %v, %v) = %v, want %v", tc.err, s, got, want)
 				}
 			}
+			if got := tc.reason.Kind(); got != tc.kind {
+				t.Errorf("Reason(%q).Kind() = %q, want %q", tc.reason, got, tc.kind)
+			}
 			if got, want := latch.ReasonOf(err), string(tc.reason); tc.kind.IsRefusal() && got != want {
 				t.Errorf("ReasonOf(%v) = %q, want %q", tc.err, got, want)
 			}

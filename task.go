@@ -45,13 +45,6 @@ func TaskReason(err error) string {
 	return ""
 }
 
-// NeedsResolution reports whether err leaves its effect waiting for a person or a reconcile
-// hook: this call's outcome is unknown, or an earlier attempt's is.
-func NeedsResolution(err error) bool {
-	r := RefusalOf(err)
-	return r != nil && (r.Kind == KindAmbiguous || r.Kind == KindOutcomeUnknown)
-}
-
 // EffectKeyOf is the effect key an error of a protected call names, or "".
 func EffectKeyOf(err error) string {
 	var ae *AmbiguousError

@@ -78,11 +78,11 @@ const DefaultReconcileFor = 24 * time.Hour
 // as unknown. It wraps asynq.SkipRetry, so asynq archives the task instead of retrying it.
 // Reason is a stable code:
 //
-//	ambiguous         this attempt's outcome is unknown (a lost reply, a timeout, a crash)
-//	ambiguous_effect  an earlier attempt's outcome is unknown
-//	attempts_exhausted, key_conflict, denied, approval_required, approval_refused,
-//	invalid_argument, authority, identity
-//	                  latch refused the call
+//	outcome_unknown   this attempt's outcome is unknown (a lost reply, a timeout, a crash)
+//	ambiguous         an earlier attempt's outcome is unknown
+//	any other reason  latch refused the call (attempts_exhausted, key_conflict, denied, …)
+//
+// The words are latch's one refusal vocabulary (latch.RefusalOf, docs/errors.md).
 //
 // Err is latch's error (it matches latch's sentinels with errors.Is); Key is the effect key
 // when latch named one.
@@ -103,8 +103,7 @@ func (e *TaskError) Error() string {
 			e.TaskID, e.Type, e.Key, e.Err)
 	}
 	what := fmt.Sprintf("latchasynq: task %s (%s) not retried", e.TaskID, e.Type)
-	switch e.Reason {
-	case "ambiguous", "ambiguous_effect":
+	if latch.Reason(e.Reason).Kind().NeedsResolution() {
 		if e.Key == "" {
 			return fmt.Sprintf("%s: its outcome is unknown: %v", what, e.Err)
 		}
@@ -209,7 +208,7 @@ func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h a
 // while a reconcile hook may settle the effect: only when the action has a hook, the task has a
 // retry left, and the effect has been ambiguous for less than ReconcileFor.
 func (c *Config) awaitReconcile(ctx context.Context, g *latch.Guard, action string, te *TaskError) bool {
-	if te.Key == "" || (te.Reason != "ambiguous" && te.Reason != "ambiguous_effect") || g.ReconcileHook(action) == nil {
+	if te.Key == "" || !latch.Reason(te.Reason).Kind().NeedsResolution() || g.ReconcileHook(action) == nil {
 		return false
 	}
 	retried, ok1 := asynq.GetRetryCount(ctx)

@@ -340,7 +340,7 @@ func TestAsynqReconcile(t *testing.T) {
 // TestTaskError pins what asynq and a caller see in the error of a stopped task.
 func TestTaskError(t *testing.T) {
 	t.Parallel()
-	err := error(&latchasynq.TaskError{TaskID: "t1", Type: "charge:invoice", Key: "charge:inv_9", Reason: "ambiguous",
+	err := error(&latchasynq.TaskError{TaskID: "t1", Type: "charge:invoice", Key: "charge:inv_9", Reason: "outcome_unknown",
 		Err: &latch.AmbiguousError{Key: "charge:inv_9", Err: context.DeadlineExceeded}})
 	for _, target := range []error{asynq.SkipRetry, latch.ErrAmbiguous, context.DeadlineExceeded} {
 		if !errors.Is(err, target) {
@@ -355,7 +355,7 @@ func TestTaskError(t *testing.T) {
 // TestTaskErrorWaiting: a task waiting for a reconcile hook is retried by asynq.
 func TestTaskErrorWaiting(t *testing.T) {
 	t.Parallel()
-	err := error(&latchasynq.TaskError{TaskID: "t1", Type: "charge:invoice", Key: "charge:inv_9", Reason: "ambiguous", Waiting: true,
+	err := error(&latchasynq.TaskError{TaskID: "t1", Type: "charge:invoice", Key: "charge:inv_9", Reason: "outcome_unknown", Waiting: true,
 		Err: &latch.AmbiguousError{Key: "charge:inv_9", Err: context.DeadlineExceeded}})
 	if errors.Is(err, asynq.SkipRetry) || !errors.Is(err, latch.ErrAmbiguous) {
 		t.Errorf("waiting TaskError: SkipRetry %t, ErrAmbiguous %t; want false, true", errors.Is(err, asynq.SkipRetry), errors.Is(err, latch.ErrAmbiguous))

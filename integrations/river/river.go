@@ -83,11 +83,11 @@ type Config struct {
 // JobError is why a job was cancelled: latch refused to run its effect, or recorded its outcome
 // as unknown. Reason is a stable code:
 //
-//	ambiguous         this attempt's outcome is unknown (a lost reply, a timeout, a crash)
-//	ambiguous_effect  an earlier attempt's outcome is unknown
-//	attempts_exhausted, key_conflict, denied, approval_required, approval_refused,
-//	invalid_argument, authority, identity
-//	                  latch refused the call
+//	outcome_unknown   this attempt's outcome is unknown (a lost reply, a timeout, a crash)
+//	ambiguous         an earlier attempt's outcome is unknown
+//	any other reason  latch refused the call (attempts_exhausted, key_conflict, denied, …)
+//
+// The words are latch's one refusal vocabulary (latch.RefusalOf, docs/errors.md).
 //
 // Err is latch's error (it matches latch's sentinels with errors.Is); Key is the effect key
 // when latch named one.
@@ -101,8 +101,7 @@ type JobError struct {
 
 func (e *JobError) Error() string {
 	what := fmt.Sprintf("latchriver: job %d (%s) cancelled", e.JobID, e.Kind)
-	switch e.Reason {
-	case "ambiguous", "ambiguous_effect":
+	if latch.Reason(e.Reason).Kind().NeedsResolution() {
 		if e.Key == "" {
 			return fmt.Sprintf("%s: its outcome is unknown, so the job is not retried: %v", what, e.Err)
 		}
@@ -207,7 +206,7 @@ func (p *protected[T]) outcome(ctx context.Context, job *rivertype.JobRow, err e
 // and the effect has been ambiguous for less than ReconcileFor. An effect settled since the
 // refusal is looked at again at once.
 func (p *protected[T]) awaitReconcile(ctx context.Context, key, reason string) (time.Duration, bool) {
-	if key == "" || (reason != "ambiguous" && reason != "ambiguous_effect") || p.g.ReconcileHook(p.action) == nil {
+	if key == "" || !latch.Reason(reason).Kind().NeedsResolution() || p.g.ReconcileHook(p.action) == nil {
 		return 0, false
 	}
 	eff, err := p.g.Store().Effect(ctx, key)

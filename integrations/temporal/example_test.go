@@ -122,7 +122,7 @@ actions:
 	// Output:
 	// inv_1: ch_inv_1
 	// inv_1: ch_inv_1
+	// inv_2: LatchAmbiguous (outcome_unknown, charge:inv_2), retryable false
 	// inv_2: LatchAmbiguous (ambiguous, charge:inv_2), retryable false
-	// inv_2: LatchAmbiguous (ambiguous_effect, charge:inv_2), retryable false
 	// processor charges: inv_1=1 inv_2=1
 }

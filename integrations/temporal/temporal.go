@@ -71,9 +71,9 @@ const DefaultReconcileFor = 24 * time.Hour
 // (temporal.ApplicationError.Details).
 type Details struct {
 	EffectKey string `json:"effect_key,omitempty"`
-	// Reason is a stable code: ambiguous (this attempt's outcome is unknown), ambiguous_effect
-	// (an earlier attempt's), in_progress, attempts_exhausted, key_conflict, denied,
-	// approval_required, approval_refused, invalid_argument, authority, identity.
+	// Reason is latch's reason word (latch.RefusalOf, docs/errors.md): outcome_unknown (this
+	// attempt's outcome is unknown), ambiguous (an earlier attempt's), in_progress,
+	// attempts_exhausted, key_conflict, denied, approval_required, …
 	Reason string `json:"reason"`
 }
 
@@ -211,7 +211,7 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, a
 	}
 	a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name,
 		"workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key, "reason", r, "error", err)
-	if r == "ambiguous" || r == "ambiguous_effect" {
+	if latch.Reason(r).Kind().NeedsResolution() {
 		msg := fmt.Sprintf("latchtemporal: activity %s: outcome unknown, not retried: %v", name, err)
 		if key != "" {
 			msg = fmt.Sprintf("latchtemporal: activity %s: effect %q is ambiguous, so it is not retried: find out whether it happened, "+
@@ -228,7 +228,7 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, a
 // leaves another attempt, and the effect has been ambiguous for less than ReconcileFor.
 func (a *activityInterceptor) awaitReconcile(ctx context.Context, info activity.Info, action, key, reason string) bool {
 	g := a.w.g
-	if key == "" || (reason != "ambiguous" && reason != "ambiguous_effect") || g.ReconcileHook(action) == nil {
+	if key == "" || !latch.Reason(reason).Kind().NeedsResolution() || g.ReconcileHook(action) == nil {
 		return false
 	}
 	if rp := info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && info.Attempt >= rp.MaximumAttempts {

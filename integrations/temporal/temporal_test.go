@@ -196,7 +196,7 @@ func TestTemporal(t *testing.T) {
 			t.Fatalf("workflow error type %q (non-retryable %v), want %s, non-retryable", ae.Type(), ae.NonRetryable(), latchtemporal.ErrTypeAmbiguous)
 		}
 		var d latchtemporal.Details
-		if err := ae.Details(&d); err != nil || d.EffectKey != "charge:inv_2" || d.Reason != "ambiguous" {
+		if err := ae.Details(&d); err != nil || d.EffectKey != "charge:inv_2" || d.Reason != "outcome_unknown" {
 			t.Errorf("details = %+v, %v, want effect_key charge:inv_2, reason ambiguous", d, err)
 		}
 		if !strings.Contains(ae.Error(), `effect "charge:inv_2" is ambiguous`) {
@@ -211,8 +211,8 @@ func TestTemporal(t *testing.T) {
 		// The next try (a new workflow for the same invoice) is refused without running.
 		_, err = f.runWorkflow(t, ChargeInput{InvoiceID: "inv_2", Amount: 200})
 		ae = appError(t, err)
-		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAmbiguous || err != nil || d.Reason != "ambiguous_effect" {
-			t.Errorf("next try: type %q, details %+v, want %s, ambiguous_effect", ae.Type(), d, latchtemporal.ErrTypeAmbiguous)
+		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAmbiguous || err != nil || d.Reason != "ambiguous" {
+			t.Errorf("next try: type %q, details %+v, want %s, ambiguous", ae.Type(), d, latchtemporal.ErrTypeAmbiguous)
 		}
 		if runs := f.acts.runs("inv_2"); len(runs) != 1 {
 			t.Errorf("activity ran %d times, want once", len(runs))
@@ -331,8 +331,8 @@ func TestTemporalReconcile(t *testing.T) {
 		// the last attempt fails LatchAmbiguous): here the fifth attempt's LatchAwaitingReconcile
 		// ends the workflow, as MaximumAttempts says.
 		var d latchtemporal.Details
-		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAwaitingReconcile || err != nil || d.EffectKey != "charge:inv_9" || d.Reason != "ambiguous_effect" {
-			t.Errorf("workflow error type %q, details %+v, want %s, ambiguous_effect on charge:inv_9", ae.Type(), d, latchtemporal.ErrTypeAwaitingReconcile)
+		if err := ae.Details(&d); ae.Type() != latchtemporal.ErrTypeAwaitingReconcile || err != nil || d.EffectKey != "charge:inv_9" || d.Reason != "ambiguous" {
+			t.Errorf("workflow error type %q, details %+v, want %s, ambiguous on charge:inv_9", ae.Type(), d, latchtemporal.ErrTypeAwaitingReconcile)
 		}
 		if got := f.asked.Load(); got != 4 {
 			t.Errorf("hook asked %d times, want 4 (attempts 2 to 5, each before it reserves)", got)
