@@ -511,6 +511,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE holds`)
 	exec(t, db, `DROP TABLE prunes`)
 	exec(t, db, `DROP TABLE carried`)
+	exec(t, db, `DROP TABLE request_keys`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
