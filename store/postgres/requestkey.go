@@ -124,4 +124,3 @@ func (t *txn) writeRequestKey(ctx context.Context, w *store.RequestKeyWrite) err
 		` WHERE request_key = $1 AND action_id = $2 AND attempt = $3`, []any{n.Key, n.ActionID, int64(n.Attempt)}})
 	return nil
 }
-
