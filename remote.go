@@ -134,6 +134,10 @@ func WithRequestKey(ctx context.Context, key string) context.Context {
 
 type requestKeyCtx struct{}
 
+// RequestKeyFrom returns the request key WithRequestKey put in ctx, "" when none (the Go client
+// sends it as the Idempotency-Key header of its begin).
+func RequestKeyFrom(ctx context.Context) string { return requestKeyFrom(ctx) }
+
 func requestKeyFrom(ctx context.Context) string {
 	k, _ := ctx.Value(requestKeyCtx{}).(string)
 	return k
