@@ -161,7 +161,7 @@ func idempotencyKey(r *http.Request) (string, *Problem) {
 func beginProblem(err error) *Problem {
 	var ke *latch.RequestKeyError
 	if errors.As(err, &ke) {
-		p := problem(http.StatusUnprocessableEntity, "request_key_mismatch", "Idempotency-Key "+ke.Error())
+		p := problem(http.StatusUnprocessableEntity, "request_key_mismatch", "Idempotency-Key: "+ke.Error())
 		p.Reason, p.Field = ke.Reason, IdempotencyKeyHeader
 		return p
 	}
