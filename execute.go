@@ -208,11 +208,17 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...),
 		}
+		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
+			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)
+		}
 		t0 := time.Now()
 		res, err := g.store.Reserve(ctx, req)
 		g.obs.storeTransaction("reserve", t0, err)
 		if err != nil {
 			return nil, nil, wrapOp("reserve "+pr.key, err)
+		}
+		if res.Replayed {
+			return nil, nil, &replayedError{actionID: res.Effect.ActionID, lease: res.Effect.LeaseExpiresAt}
 		}
 		if res.Effect != nil && res.Refusal == nil {
 			span.SetAttributes(AttrAttempt.Int(res.Effect.Attempt))

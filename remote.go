@@ -1,6 +1,7 @@
 package latch
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,15 @@ type Pending struct {
 func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
 	ctx, span := g.startSpan(ctx, SpanBegin, AttrAction.String(call.Action))
 	defer func() { endSpan(span, err) }()
+	if k := requestKeyFrom(ctx); k != "" {
+		if err := store.CheckRequestKey(k); err != nil {
+			return nil, fmt.Errorf("latch: begin %s: %w", safetext.Quote(call.Action), err)
+		}
+	}
 	b, rc, err := g.begin(ctx, call, true)
+	if rp := (*replayedError)(nil); errors.As(err, &rp) {
+		return g.replay(ctx, span, rp)
+	}
 	if b == nil {
 		endCallSpan(span, rc, err)
 		g.obs.callEnded(call.Action, rc, err)
@@ -107,19 +116,114 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
 	return b.pending(), nil
 }
 
-// begunCacheMax bounds the begun calls a guard keeps in memory for their outcome.
-const begunCacheMax = 4096
+// WithRequestKey returns ctx carrying the caller's request key for Begin: a key the caller chose
+// for this one request (a UUID, say: 1 to 255 of the bytes store.CheckRequestKey allows), sent
+// again unchanged when it asks again because the answer was lost. Begin then stores the key with
+// the reservation, and a Begin of the same call by the same principal with the same key is
+// handed the same reservation — the same action id, attempt, tokens and lease — while that
+// attempt holds the effect, instead of being refused in_progress by its own attempt. Once the
+// attempt's outcome is recorded (or its lease lapsed), the key's call is decided as any
+// duplicate of the effect is: refused committed or ambiguous, or a new attempt after a failure.
+// The key belongs to the principal that first used it, for one call (action hash, effect key,
+// approval): anything else under it is refused with a *RequestKeyError, and nothing is written.
+// A call without an effect key reserves nothing, and its key is not kept; in observe mode
+// nothing is refused, and the key is not kept either.
+func WithRequestKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, requestKeyCtx{}, key)
+}
+
+type requestKeyCtx struct{}
+
+// RequestKeyFrom returns the request key WithRequestKey put in ctx, "" when none (the Go client
+// sends it as the Idempotency-Key header of its begin).
+func RequestKeyFrom(ctx context.Context) string { return requestKeyFrom(ctx) }
+
+func requestKeyFrom(ctx context.Context) string {
+	k, _ := ctx.Value(requestKeyCtx{}).(string)
+	return k
+}
+
+// ErrRequestKeyMismatch is matched by the error of a Begin whose request key was used before by
+// another principal or for another call (*RequestKeyError).
+var ErrRequestKeyMismatch = store.ErrRequestKeyMismatch
+
+// RequestKeyError refuses a Begin whose request key names another principal's call
+// (other_principal) or another call (other_action, other_effect_key, other_approval). Nothing is
+// written.
+type RequestKeyError = store.RequestKeyError
+
+// replayedError is how reserve tells Begin that the call's request key named a reservation that
+// still holds its effect: nothing was written, and Begin answers with that reservation.
+type replayedError struct {
+	actionID string
+	lease    time.Time
+}
+
+func (e *replayedError) Error() string { return "latch: replayed " + e.actionID }
+
+// replay answers a Begin whose request key named the reservation of action id rp.actionID: the
+// call as that Begin left it, with its lease as it now stands.
+func (g *Guard) replay(ctx context.Context, span trace.Span, rp *replayedError) (*Pending, error) {
+	b := g.begun.get(rp.actionID)
+	if b == nil {
+		var err error
+		if b, err = g.loadBegun(ctx, rp.actionID); err != nil {
+			return nil, err
+		}
+		g.begun.put(b)
+	}
+	span.SetAttributes(AttrActionID.String(rp.actionID), AttrEffectKey.String(b.h.key), AttrAttempt.Int(b.h.attempt))
+	p := b.pending()
+	p.LeaseExpiresAt = rp.lease
+	return p, nil
+}
+
+// Bounds of the begun calls a guard keeps in memory for their outcome. A call's arguments may be
+// as large as a request body (a megabyte behind latch serve's default), and an agent may begin
+// many calls and report none: what is kept is bounded by bytes, in all and per principal, and a
+// call past the bounds is rebuilt from the store when its outcome arrives, as after a restart.
+const (
+	begunCacheMax = 4096 // calls kept, all principals together
+	// begunCacheBytes bounds the bytes kept, all principals together, and begunPrincipalBytes
+	// what the calls of one principal may take of it: one agent that begins and never reports
+	// evicts its own calls, not everyone's.
+	begunCacheBytes     = 32 << 20
+	begunPrincipalBytes = 4 << 20
+	// begunEntryMax is the largest call kept: one with larger arguments is rebuilt from the
+	// store when its outcome arrives rather than held for it.
+	begunEntryMax = 64 << 10
+	// begunOverhead is what a kept call costs beyond its arguments (its prepared call, draft
+	// receipt, ids and map entry), counted so that many small calls are bounded too.
+	begunOverhead = 2 << 10
+)
 
 // begunCache keeps the calls this process began with Begin until their outcome is recorded, so
 // that Finish, Extend and Pending here need not rebuild them from the store's events. What it
 // keeps is what Begin wrote, and that never changes once written; a call begun by another
-// process, or before a restart, or evicted past begunCacheMax, is rebuilt from the store
+// process, or before a restart, or evicted past the bounds above, is rebuilt from the store
 // instead, and is the same call. The store stays the only judge of whether an outcome may be
 // recorded.
+//
+// A kept call holds only what recording its outcome needs: its canonical arguments (which its
+// receipt holds), not the request's copy of them, their decoded form or the action document.
 type begunCache struct {
 	mu    sync.Mutex
-	m     map[string]*remoteBegun
-	order []string // ids in the order they were put, for eviction
+	m     map[string]*list.Element // action id → its element in all
+	all   list.List                // of *begunEntry, oldest first
+	per   map[string]*list.List    // principal → its entries, oldest first
+	bytes int64                    // kept, all principals together
+	owned map[string]int64         // kept, per principal
+	// maxBytes and principalBytes override begunCacheBytes and begunPrincipalBytes when
+	// positive (tests).
+	maxBytes, principalBytes int64
+}
+
+// begunEntry is one kept call.
+type begunEntry struct {
+	b    *remoteBegun
+	who  string        // the principal, as the cache counts it
+	size int64         // its cost, as counted
+	mine *list.Element // its element in per[who]
 }
 
 // remoteBegun is a call begun with Begin, as Finish, Extend and Pending find it.
@@ -130,39 +234,103 @@ type remoteBegun struct {
 	ready time.Time
 }
 
+// slim returns b without what recording its outcome does not need: the call's arguments as the
+// request carried them, decoded, and the action document (the canonical arguments stay).
+func slim(b *remoteBegun) *remoteBegun {
+	pr := *b.pr
+	call := *pr.call
+	call.Arguments, call.Options = nil, nil
+	pr.call, pr.args, pr.doc = &call, nil, nil
+	return &remoteBegun{begun: &begun{pr: &pr, rc: b.rc, h: b.h}, ready: b.ready}
+}
+
+// begunSize is what keeping b costs, as the cache counts it.
+func begunSize(b *remoteBegun) int64 {
+	return int64(len(b.pr.canonArgs)) + begunOverhead
+}
+
+func (c *begunCache) limits() (total, principal int64) {
+	total, principal = begunCacheBytes, begunPrincipalBytes
+	if c.maxBytes > 0 {
+		total = c.maxBytes
+	}
+	if c.principalBytes > 0 {
+		principal = c.principalBytes
+	}
+	return total, principal
+}
+
+// put keeps b, slimmed, unless it is larger than begunEntryMax; the oldest calls of its
+// principal, then the oldest of all, make room.
 func (c *begunCache) put(b *remoteBegun) {
+	size := begunSize(b)
+	total, principal := c.limits()
+	if size > begunEntryMax || size > principal {
+		return
+	}
+	e := &begunEntry{b: slim(b), who: b.pr.principal.Agent + "\x00" + b.pr.principal.User, size: size}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]*remoteBegun)
+		c.m, c.per, c.owned = make(map[string]*list.Element), make(map[string]*list.List), make(map[string]int64)
 	}
-	for len(c.m) >= begunCacheMax && len(c.order) > 0 {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
+	c.removeLocked(b.rc.ActionID)
+	for c.owned[e.who]+size > principal {
+		c.removeLocked(c.per[e.who].Front().Value.(*begunEntry).b.rc.ActionID)
 	}
-	if len(c.order) > 2*begunCacheMax { // ids removed by Finish still queued: compact
-		live := make([]string, 0, len(c.m))
-		for _, id := range c.order {
-			if _, ok := c.m[id]; ok {
-				live = append(live, id)
-			}
-		}
-		c.order = live
+	for c.all.Len() > 0 && (c.bytes+size > total || c.all.Len() >= begunCacheMax) {
+		c.removeLocked(c.all.Front().Value.(*begunEntry).b.rc.ActionID)
 	}
-	c.m[b.rc.ActionID] = b
-	c.order = append(c.order, b.rc.ActionID)
+	mine := c.per[e.who]
+	if mine == nil {
+		mine = list.New()
+		c.per[e.who] = mine
+	}
+	e.mine = mine.PushBack(e)
+	c.m[b.rc.ActionID] = c.all.PushBack(e)
+	c.bytes += size
+	c.owned[e.who] += size
 }
 
 func (c *begunCache) get(id string) *remoteBegun {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id]
+	if el, ok := c.m[id]; ok {
+		return el.Value.(*begunEntry).b
+	}
+	return nil
 }
 
 func (c *begunCache) remove(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeLocked(id)
+}
+
+func (c *begunCache) removeLocked(id string) {
+	el, ok := c.m[id]
+	if !ok {
+		return
+	}
+	e := el.Value.(*begunEntry)
 	delete(c.m, id)
+	c.all.Remove(el)
+	mine := c.per[e.who]
+	mine.Remove(e.mine)
+	if mine.Len() == 0 {
+		delete(c.per, e.who)
+		delete(c.owned, e.who)
+	} else {
+		c.owned[e.who] -= e.size
+	}
+	c.bytes -= e.size
+}
+
+// kept reports the calls kept and the bytes they are counted at.
+func (c *begunCache) kept() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.all.Len(), c.bytes
 }
 
 func (b *begun) pending() *Pending {

@@ -9,11 +9,21 @@
 // outcome: a nil error is committed, an error wrapping latch.NotExecuted is not_executed (the
 // key may be retried), anything else — including a panic and a lost reply — is unknown, and the
 // effect stays ambiguous until someone resolves it. Routes and errors: docs/http.md.
+//
+// A begin is replayable. Protect sends every call's begin with a fresh request key (the
+// Idempotency-Key header), and when the begin's answer is lost — the connection dropped, the
+// server restarted — or the server is briefly unable to answer (429, 502, 503, 504), it asks
+// again with the same key and is handed the same reservation, instead of being refused by its
+// own attempt until the lease lapses into ambiguous. Client.Begin does the same when ctx carries
+// a key (latch.WithRequestKey); a process that begins, dies, and is restarted can continue its
+// reservation by beginning again with the key it persisted.
 package client
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,6 +117,18 @@ func errorOf(status int, raw []byte, action string) error {
 
 // do sends one request and decodes a 2xx JSON answer into out; any other answer is an error.
 func (c *Client) do(ctx context.Context, method, path string, body, out any, action string) (int, error) {
+	return c.doKeyed(ctx, method, path, "", body, out, action)
+}
+
+// lostAnswer is a request whose answer never arrived: the server may have acted on it.
+type lostAnswer struct{ err error }
+
+func (e *lostAnswer) Error() string { return e.err.Error() }
+func (e *lostAnswer) Unwrap() error { return e.err }
+
+// doKeyed is do with an Idempotency-Key header (none when key is ""). A request that got no
+// answer is a *lostAnswer.
+func (c *Client) doKeyed(ctx context.Context, method, path, key string, body, out any, action string) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -122,6 +144,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, act
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	// The caller's span, if ctx carries one, becomes the parent of the server's spans (W3C
 	// traceparent, which latch serve reads).
@@ -132,12 +157,12 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, act
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, &lostAnswer{err}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return resp.StatusCode, err
+		return resp.StatusCode, &lostAnswer{err}
 	}
 	if resp.StatusCode/100 != 2 {
 		return resp.StatusCode, errorOf(resp.StatusCode, raw, action)
@@ -173,10 +198,24 @@ type approvalAnswer struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 }
 
+// beginTries bounds the requests of one keyed begin; beginBackoff is the first pause between
+// them, doubled after each.
+const (
+	beginTries   = 6
+	beginBackoff = 100 * time.Millisecond
+)
+
 // Begin begins an action on the server: decided, approved and, with an effect key, reserved.
 // approvalID "" presents none; wait > 0 waits that long for a human's answer when approval is
 // required. A refusal is the latch error a local guard returns; approval required is a
 // *latch.ApprovalRequiredError.
+//
+// When ctx carries a request key (latch.WithRequestKey), it is sent as the Idempotency-Key
+// header, and a begin whose answer is lost, or that the server could not answer for now (429,
+// 502, 503, 504), is sent again with it, up to six times in about three seconds while ctx
+// lasts: the server hands back the same reservation. The same key from another principal or
+// with other arguments is a *latch.RequestKeyError. Without a key, a lost answer is returned as
+// it is: asking again could only meet the first attempt (in_progress).
 func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage, approvalID string, wait time.Duration) (*Begun, error) {
 	body := map[string]any{"action": action, "arguments": args}
 	if approvalID != "" {
@@ -185,8 +224,25 @@ func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage,
 	if wait > 0 {
 		body["wait_seconds"] = int((wait + time.Second - 1) / time.Second)
 	}
+	key := latch.RequestKeyFrom(ctx)
 	var raw json.RawMessage
-	status, err := c.do(ctx, "POST", "/v1/actions", body, &raw, action)
+	var status int
+	var err error
+	pause := beginBackoff
+	for try := 1; ; try++ {
+		status, err = c.doKeyed(ctx, "POST", "/v1/actions", key, body, &raw, action)
+		if err == nil || key == "" || try == beginTries || !retryable(err) {
+			break
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		pause *= 2
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +258,30 @@ func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage,
 		return nil, fmt.Errorf("latch serve: begin answer: %w", err)
 	}
 	return &b, nil
+}
+
+// retryable reports a begin worth asking again with its key: its answer was lost, or the server
+// could not answer it for now.
+func retryable(err error) bool {
+	var la *lostAnswer
+	var e *Error
+	switch {
+	case errors.As(err, &la):
+		return true
+	case errors.As(err, &e):
+		switch e.Status {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+	}
+	return false
+}
+
+// NewRequestKey returns a fresh random request key for latch.WithRequestKey: 32 hex digits.
+func NewRequestKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // Recorded is the server's answer to an outcome (POST /v1/actions/{id}/outcome).
@@ -249,6 +329,9 @@ const waitFor = 60 * time.Second
 // latch.IdempotencyToken and latch.ExtendLease work as in process. Options.Wait waits for a
 // human's answer (in rounds of up to 60 s, until ctx ends); Effect, Resource, Lease and
 // Reconcile belong to the server's policy and are refused here.
+//
+// Each call begins with a request key — ctx's (latch.WithRequestKey), else a fresh one — so a
+// begin whose answer is lost is asked again and continues the same reservation (see Begin).
 func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R, error), opts *latch.Options) func(context.Context, A) (R, error) {
 	return func(ctx context.Context, args A) (out R, err error) {
 		if opts != nil && (opts.Effect != "" || opts.Resource != "" || opts.Lease != 0 || opts.Reconcile != nil) {
@@ -259,6 +342,9 @@ func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R,
 			return out, &latch.InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}
 		}
 		approvalID := latch.ApprovalFrom(ctx)
+		if latch.RequestKeyFrom(ctx) == "" {
+			ctx = latch.WithRequestKey(ctx, NewRequestKey())
+		}
 		var b *Begun
 		for {
 			wait := time.Duration(0)

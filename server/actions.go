@@ -72,10 +72,24 @@ type approvalRequired struct {
 	Approval   *approvalJSON `json:"approval"` // what the human sees
 }
 
+// IdempotencyKeyHeader is the header of POST /v1/actions carrying the caller's request key
+// (latch.WithRequestKey): the same key on a retried begin hands back the same reservation.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // postAction is POST /v1/actions: normalize, decide, approve, reserve.
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.agentOnly(); p != nil {
 		writeProblem(w, p)
+		return
+	}
+	s.limited(w, r, c, func() { s.begin(w, r, c) })
+}
+
+// begin answers POST /v1/actions once its body is counted in flight.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
+	key, kp := idempotencyKey(r)
+	if kp != nil {
+		writeProblem(w, kp)
 		return
 	}
 	var req actionRequest
@@ -94,6 +108,9 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	ctx := latch.WithPrincipal(r.Context(), c.principal)
+	if key != "" {
+		ctx = latch.WithRequestKey(ctx, key)
+	}
 	call := &latch.Call{Action: req.Action, Arguments: req.Arguments, Resource: req.Resource}
 	if req.ApprovalID != "" {
 		ctx = latch.WithApproval(ctx, req.ApprovalID)
@@ -112,10 +129,43 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		writeJSON(w, http.StatusAccepted, out)
 	case err != nil:
-		writeProblem(w, problemOf(err))
+		writeProblem(w, beginProblem(err))
 	default:
 		writeJSON(w, http.StatusOK, newActionJSON(p))
 	}
+}
+
+// idempotencyKey reads the Idempotency-Key header: "" when absent, or the problem naming what
+// is wrong with it.
+func idempotencyKey(r *http.Request) (string, *Problem) {
+	vs := r.Header.Values(IdempotencyKeyHeader)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		p := problem(http.StatusBadRequest, "invalid_idempotency_key", "the request has more than one Idempotency-Key header")
+		p.Field = IdempotencyKeyHeader
+		return "", p
+	}
+	if err := store.CheckRequestKey(vs[0]); err != nil {
+		p := problem(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key: "+err.Error())
+		p.Field = IdempotencyKeyHeader
+		return "", p
+	}
+	return vs[0], nil
+}
+
+// beginProblem is problemOf for a begin, which may also be refused for its request key: a key
+// used before by another principal, or for another request, is 422 request_key_mismatch with
+// the mismatch as its reason.
+func beginProblem(err error) *Problem {
+	var ke *latch.RequestKeyError
+	if errors.As(err, &ke) {
+		p := problem(http.StatusUnprocessableEntity, "request_key_mismatch", "Idempotency-Key: "+ke.Error())
+		p.Reason, p.Field = ke.Reason, IdempotencyKeyHeader
+		return p
+	}
+	return problemOf(err)
 }
 
 // wait waits up to d for a human to answer the approval request ar, then begins the call again
@@ -175,6 +225,11 @@ func (s *Server) postOutcome(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, p)
 		return
 	}
+	s.limited(w, r, c, func() { s.outcome(w, r, c) })
+}
+
+// outcome answers POST /v1/actions/{id}/outcome once its body is counted in flight.
+func (s *Server) outcome(w http.ResponseWriter, r *http.Request, c *caller) {
 	var req outcomeRequest
 	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
 		writeProblem(w, p)
@@ -196,8 +251,14 @@ func (s *Server) postOutcome(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, p)
 		return
 	}
+	// The result is stored and handed to later duplicates: it is held to what a resolution's is.
+	result, p := checkResult(req.Result)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
 	id := r.PathValue("id")
-	rc, err := s.g.Finish(latch.WithPrincipal(r.Context(), c.principal), id, o, req.Result, req.Error)
+	rc, err := s.g.Finish(latch.WithPrincipal(r.Context(), c.principal), id, o, result, req.Error)
 	if rc == nil {
 		writeProblem(w, problemOf(err))
 		return

@@ -19,29 +19,42 @@ type op struct {
 	request  string // the component schema of the body, "" for none
 	response string // the component schema of the 2xx answer
 	statuses []int
+	headers  []header // request headers the operation reads
 }
+
+// header is a request header parameter of an operation.
+type header struct {
+	name, description string
+	maxLength         int
+	pattern           string
+}
+
+// idempotencyKeyParam is the Idempotency-Key header of POST /v1/actions.
+var idempotencyKeyParam = header{IdempotencyKeyHeader,
+	"The caller's key for this begin, sent again unchanged when it retries a begin whose answer it lost: the same principal, the same body and the same key are handed the same reservation (action id, attempt, tokens, lease) while its attempt holds the effect, instead of 409 in_progress. Another principal or another body under the key is 422 request_key_mismatch.",
+	store.MaxRequestKey, `^[A-Za-z0-9._:~+/=-]+$`}
 
 // ops describes each route of the table, by "METHOD PATTERN".
 var ops = map[string]op{
-	"GET /healthz":                    {"The process is up", "", "Status", []int{200}},
-	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}},
-	"GET /v1/openapi.json":            {"This document", "", "", []int{200}},
-	"GET /metrics":                    {"Metrics in the Prometheus text format (no token)", "", "", []int{200}},
-	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422}},
-	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}},
-	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409}},
-	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}},
-	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}},
-	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}},
-	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}},
-	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}},
-	"GET /v1/effects":                 {"Effect records (approver)", "", "Effects", []int{200, 400, 401, 403}},
-	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}},
-	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}},
-	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}},
-	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}},
-	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}},
-	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}},
+	"GET /healthz":                    {"The process is up", "", "Status", []int{200}, nil},
+	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}, nil},
+	"GET /v1/openapi.json":            {"This document", "", "", []int{200}, nil},
+	"GET /metrics":                    {"Metrics in the Prometheus text format (no token)", "", "", []int{200}, nil},
+	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422, 429}, []header{idempotencyKeyParam}},
+	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}, nil},
+	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409, 429}, nil},
+	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}, nil},
+	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}, nil},
+	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
+	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
+	"GET /v1/effects":                 {"Effect records (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
+	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
+	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
+	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
+	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
+	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
+	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
@@ -64,6 +77,10 @@ func (s *Server) openAPI() []byte {
 		var params []any
 		for _, m := range pathParam.FindAllStringSubmatch(rt.pattern, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, h := range o.headers {
+			params = append(params, map[string]any{"name": h.name, "in": "header", "required": false, "description": h.description,
+				"schema": map[string]any{"type": "string", "minLength": 1, "maxLength": h.maxLength, "pattern": h.pattern}})
 		}
 		if params != nil {
 			operation["parameters"] = params

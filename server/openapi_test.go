@@ -74,7 +74,8 @@ func TestOpenAPI(t *testing.T) {
 	var closeOnce sync.Once
 	closeGuard := func() { closeOnce.Do(func() { g.Close() }) }
 	t.Cleanup(closeGuard)
-	srvr, err := server.New(g, &server.Config{MaxBody: 4096})
+	// Two bodies of 4 KiB in flight are one agent's most: a third is 429.
+	srvr, err := server.New(g, &server.Config{MaxBody: 4096, MaxCallerInFlight: 8192})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +222,27 @@ func TestOpenAPI(t *testing.T) {
 			continue
 		}
 		s.do(q.method, q.path, q.token, q.body)
+	}
+	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
+	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {
+		h1, h2 := hold(t, s.url, path, s.alice, 4096), hold(t, s.url, path, s.alice, 4096)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if r := s.do("POST", path, s.alice, `{}`); r.status == 429 {
+				break
+			}
+		}
+		h1.release()
+		h2.release()
+	}
+	// The begin's Idempotency-Key header is a documented parameter.
+	var keyParam map[string]any
+	for _, p := range r.body["paths"].(map[string]any)["/v1/actions"].(map[string]any)["post"].(map[string]any)["parameters"].([]any) {
+		if p := p.(map[string]any); p["name"] == server.IdempotencyKeyHeader && p["in"] == "header" {
+			keyParam = p
+		}
+	}
+	if keyParam == nil || keyParam["schema"].(map[string]any)["maxLength"] != float64(store.MaxRequestKey) {
+		t.Errorf("POST /v1/actions documents no Idempotency-Key header of at most %d bytes: %v", store.MaxRequestKey, keyParam)
 	}
 	// Metrics are the Prometheus text format, not JSON.
 	if resp, err := http.Get(s.url + "/metrics"); err == nil {

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
@@ -196,14 +195,11 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 			writeProblem(w, p)
 			return
 		}
-		_, canonical, err := canon.ParseCanonical(req.Result)
-		if err != nil {
-			p := problem(http.StatusBadRequest, "invalid_field", "result: "+trimLatch(err))
-			p.Field = "result"
+		var p *Problem
+		if result, p = checkResult(req.Result); p != nil {
 			writeProblem(w, p)
 			return
 		}
-		result = canonical
 	}
 	if err := store.CheckNote(req.Note); err != nil {
 		p := problem(http.StatusBadRequest, "invalid_field", err.Error())

@@ -44,6 +44,13 @@ type Config struct {
 	MaxWait time.Duration
 	// ShutdownTimeout bounds how long a shutdown waits for requests in flight; default 30s.
 	ShutdownTimeout time.Duration
+	// MaxInFlight bounds the request bodies being answered at once on POST /v1/actions and
+	// POST /v1/actions/{id}/outcome, in bytes (a body is counted at its Content-Length, at
+	// least 4 KiB, at most MaxBody); MaxCallerInFlight bounds those of one caller (one
+	// principal). A request past either is refused at once with 429 too_many_in_flight.
+	// Defaults DefaultMaxInFlight and DefaultMaxCallerInFlight.
+	MaxInFlight       int64
+	MaxCallerInFlight int64
 	// Sweep, when positive, runs Guard.Sweep at that interval while the server serves: lapsed
 	// leases are written ambiguous and expired approval requests expired, with their events
 	// (and alerts). Zero sweeps nothing. Several servers may sweep one store.
@@ -87,6 +94,8 @@ type Server struct {
 	// stopping is closed when a shutdown begins: event streams end so that it can finish.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// inflight counts the bodies being answered on the begin and outcome routes (inflight.go).
+	inflight inFlight
 }
 
 // New builds the server of guard g. The guard's store must keep API tokens (both built-in
@@ -120,10 +129,17 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxCallerInFlight == 0 {
+		c.MaxCallerInFlight = DefaultMaxCallerInFlight
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxBody < 0 || c.Sweep < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxWait < 0 {
+	if c.MaxBody < 0 || c.Sweep < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxWait < 0 ||
+		c.MaxInFlight < 0 || c.MaxCallerInFlight < 0 {
 		return nil, errors.New("server: negative limit or timeout")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {

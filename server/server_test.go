@@ -73,6 +73,7 @@ type srv struct {
 	done     chan error
 	// closeGuard closes the guard once (a test may close it early).
 	closeGuard func()
+	storeURL   string // the guard's store
 }
 
 func start(t *testing.T, backend string, cfg *server.Config) *srv {
@@ -91,7 +92,8 @@ func startWith(t *testing.T, backend, policyDoc string, cfg *server.Config) *srv
 	if cfg != nil && cfg.Metrics != nil {
 		sinks = append(sinks, cfg.Metrics) // the server serves the sink the guard counts into
 	}
-	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL(t, backend), Now: c.Now, Sinks: sinks})
+	u := storeURL(t, backend)
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: u, Now: c.Now, Sinks: sinks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func startWith(t *testing.T, backend, policyDoc string, cfg *server.Config) *srv
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &srv{t: t, url: "http://" + ln.Addr().String(), g: g, clock: c, cancel: cancel, done: make(chan error, 1), closeGuard: closeGuard}
+	out := &srv{t: t, url: "http://" + ln.Addr().String(), g: g, clock: c, cancel: cancel, done: make(chan error, 1), closeGuard: closeGuard, storeURL: u}
 	go func() { out.done <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()

@@ -93,8 +93,16 @@ func (r *ReserveRequest) Check() error {
 		return nil
 	}
 	if err := checkTexts("action id", r.ActionID, "action name", r.Action, "action hash", r.ActionHash,
-		"effect key", r.EffectKey, "approval id", r.ApprovalID); err != nil {
+		"effect key", r.EffectKey, "approval id", r.ApprovalID, "agent", r.Agent, "user", r.User); err != nil {
 		return err
+	}
+	if r.RequestKey != "" {
+		if err := CheckRequestKey(r.RequestKey); err != nil {
+			return err
+		}
+		if r.EffectKey == "" || r.Agent == "" {
+			return fmt.Errorf("%w: a reservation with a request key needs an effect key and an agent", ErrInvalidInput)
+		}
 	}
 	if err := CheckReceipt(r.Receipt); err != nil {
 		return err

@@ -38,6 +38,8 @@ type ReservePlan struct {
 	Approval *ApprovalWrite
 	Events   []Event
 	Receipt  *receipt.Receipt // nil when no receipt is written
+	// RequestKey is the request key the reservation writes (PlanKeyedReserve); nil for none.
+	RequestKey *RequestKeyWrite
 }
 
 // CheckApproval decides whether approval a may be spent on the action with hash actionHash at

@@ -228,6 +228,12 @@ type ReserveRequest struct {
 	Receipt *receipt.Receipt
 	// Events are written with whatever the transaction writes (action_proposed, policy_evaluated…).
 	Events []Event
+	// RequestKey, when set, makes the reservation replayable (see PlanReplay): the caller's key
+	// for this request, stored with the reservation, in its transaction. It needs an EffectKey,
+	// and Agent and User name the principal the key belongs to.
+	RequestKey string
+	Agent      string
+	User       string
 }
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
@@ -251,6 +257,9 @@ func (r *Refusal) Text() string { return ErrorPrefix + r.Detail }
 // ReserveResult is what a reservation did.
 type ReserveResult struct {
 	Reserved bool
+	// Replayed is set when the request's key named a reservation that still holds the effect:
+	// nothing was written, and Effect is that reservation (its action id, attempt and lease).
+	Replayed bool
 	Refusal  *Refusal
 	Effect   *Effect // the effect record after the transaction (nil when no key or none exists)
 	// Approval is the presented approval after the transaction (nil when none or unknown),

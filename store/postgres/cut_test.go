@@ -805,3 +805,76 @@ func TestCutPrune(t *testing.T) {
 		}
 	})
 }
+
+// TestCutRequestKey cuts the COMMIT of reservations made with a request key (their own
+// transaction, not a batch), three ways each, and of their replays and refusals: a keyed
+// reservation reported reserved is the row another connection reads, and its key replays it
+// there — the same action id, attempt and lease — from any connection; a reservation cut before
+// its COMMIT that did not land is re-issued and lands once (one effect_reserved event). A replay
+// writes nothing, and its cut COMMIT changes nothing. A second caller's keyed request, refused
+// in_progress with its receipt, leaves its key unstored.
+func TestCutRequestKey(t *testing.T) {
+	cutRounds(t, 30, func(e *cutEnv, i int, mode cutMode) {
+		c := newCutCall(fmt.Sprintf("charge:keyed-%d", i))
+		rk := fmt.Sprintf("req-%d-%s", i, randomHex(8))
+		keyed := func(c cutCall, at time.Time, rk string) *store.ReserveRequest {
+			req := c.reserveReq(at)
+			req.RequestKey, req.Agent = rk, "agent:test"
+			return req
+		}
+		var first *store.ReserveResult
+		e.cut(t, mode, fmt.Sprintf("keyed reservation %d", i), func() (err error) {
+			first, err = e.proxied.Reserve(e.ctx, keyed(c, e.now, rk))
+			return err
+		})
+		row, err := e.direct.Effect(e.ctx, c.key)
+		if err != nil || !first.Reserved || first.Replayed || row.State != store.Executing || row.ActionID != c.actionID ||
+			row.Attempt != first.Effect.Attempt || !row.LeaseExpiresAt.Equal(first.Effect.LeaseExpiresAt) {
+			t.Fatalf("keyed reservation %d (cut %s) = %+v; another connection reads %+v, %v", i, mode, first, row, err)
+		}
+		evs, err := e.direct.Events(e.ctx, store.EventFilter{ActionID: c.actionID})
+		if err != nil || count(evs, store.EventEffectReserved) != 1 {
+			t.Fatalf("keyed reservation %d (cut %s): %d effect_reserved events, %v; want exactly 1", i, mode, count(evs, store.EventEffectReserved), err)
+		}
+		before, err := e.direct.Events(e.ctx, store.EventFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []*Store{e.direct, e.proxied} {
+			again := c
+			again.actionID = "act_" + randomHex(16)
+			var res *store.ReserveResult
+			replay := func() (err error) {
+				res, err = st.Reserve(e.ctx, keyed(again, e.now.Add(time.Second), rk))
+				return err
+			}
+			if st == e.proxied {
+				e.cut(t, mode, fmt.Sprintf("replay %d", i), replay)
+			} else if err := replay(); err != nil {
+				t.Fatal(err)
+			}
+			if !res.Replayed || res.Effect.ActionID != c.actionID || res.Effect.Attempt != row.Attempt || !res.Effect.LeaseExpiresAt.Equal(row.LeaseExpiresAt) {
+				t.Fatalf("replay %d (cut %s) = %+v, want the reservation %+v", i, mode, res, row)
+			}
+		}
+		if after, err := e.direct.Events(e.ctx, store.EventFilter{}); err != nil || len(after) != len(before) {
+			t.Fatalf("replays %d (cut %s) wrote %d events, %v; want none", i, mode, len(after)-len(before), err)
+		}
+		// A second caller with its own key: refused in_progress (a receipt appended), its key not kept.
+		second := c
+		second.actionID = "act_" + randomHex(16)
+		other := rk + "-second"
+		var refusedRes *store.ReserveResult
+		e.cut(t, mode, fmt.Sprintf("refused keyed reservation %d", i), func() (err error) {
+			refusedRes, err = e.proxied.Reserve(e.ctx, keyed(second, e.now.Add(time.Second), other))
+			return err
+		})
+		if refusedRes.Refusal == nil || refusedRes.Refusal.Reason != "in_progress" || len(receiptsOf(t, e.direct, second.actionID)) != 1 {
+			t.Fatalf("second caller %d (cut %s) = %+v, want refused in_progress with one receipt", i, mode, refusedRes.Refusal)
+		}
+		elsewhere := newCutCall(fmt.Sprintf("charge:keyed-%d-other", i))
+		if res, err := e.direct.Reserve(e.ctx, keyed(elsewhere, e.now, other)); err != nil || !res.Reserved || res.Replayed {
+			t.Fatalf("the refused request's key %d (cut %s) reused elsewhere = %+v, %v; want reserved (it was not kept)", i, mode, res, err)
+		}
+	})
+}

@@ -25,6 +25,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
 	}
+	if req.RequestKey != "" {
+		return s.reserveKeyed(ctx, op, req)
+	}
 	w, err := s.planned(ctx, &plannedWrite{op: op, effectKey: req.EffectKey, approvalID: req.ApprovalID,
 		plan: func(eff *store.Effect, apr *store.Approval) *plan {
 			rp := store.PlanReserve(req, eff, apr)

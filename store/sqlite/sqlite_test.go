@@ -511,6 +511,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE holds`)
 	exec(t, db, `DROP TABLE prunes`)
 	exec(t, db, `DROP TABLE carried`)
+	exec(t, db, `DROP TABLE request_keys`)
 	exec(t, db, `DROP TABLE console_sessions`)
 	exec(t, db, `DROP TABLE reconcile_claims`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)

@@ -25,10 +25,18 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 		return nil, errors.New("reserve: nil request")
 	}
 	var res *store.ReserveResult
+	var refusal error
 	err := s.write(ctx, func(t *txn) error {
+		refusal = nil // a batch may run this twice (writer.run): the last run answers
 		var eff *store.Effect
 		var apr *store.Approval
+		var rk *store.RequestKey
 		var err error
+		if req.RequestKey != "" {
+			if rk, err = t.requestKey(req.RequestKey); err != nil {
+				return err
+			}
+		}
 		if req.EffectKey != "" {
 			if eff, err = t.effect(req.EffectKey); err != nil {
 				return err
@@ -39,15 +47,25 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 				return err
 			}
 		}
-		plan := store.PlanReserve(req, eff, apr)
+		plan, err := store.PlanKeyedReserve(req, rk, eff, apr)
+		if err != nil {
+			refusal = err
+			return errRefused
+		}
 		events, sealed, err := t.apply(plan.Effect, plan.Approval, plan.Events, req.Now, plan.Receipt)
 		if err != nil {
+			return err
+		}
+		if err := t.applyRequestKey(plan.RequestKey); err != nil {
 			return err
 		}
 		plan.Result.Events, plan.Result.Receipt = events, sealed
 		res = &plan.Result
 		return nil
 	})
+	if errors.Is(err, errRefused) {
+		return nil, fmt.Errorf("reserve %s: %w", req.EffectKey, refusal)
+	}
 	if err != nil {
 		// The operation is named only here: building its name costs an allocation a call.
 		op := "reserve"

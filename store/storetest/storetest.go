@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every latch store backend passes (docs/guarantees.md#stores): the
-// retry table, leases, approvals (binding, single use, expiry, answered once), resolution,
+// retry table, leases, request keys, approvals (binding, single use, expiry, answered once), resolution,
 // durability across reopen, the receipt chain, events, and races between goroutines and between
 // OS processes on one key. A backend is done when it passes; a behaviour change to a backend
 // starts as a case here.
@@ -57,6 +57,7 @@ func Run(t *testing.T, b Backend) {
 		{"RetryTable", testRetryTable},
 		{"Record", testRecord},
 		{"RecordOnce", testRecordOnce},
+		{"RequestKeys", testRequestKeys},
 		{"ExtendLease", testExtendLease},
 		{"Approvals", testApprovals},
 		{"Answers", testAnswers},

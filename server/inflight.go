@@ -1,0 +1,78 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// Defaults of the in-flight limits (Config.MaxInFlight, Config.MaxCallerInFlight).
+const (
+	DefaultMaxInFlight       = 64 << 20 // 64 MiB of request bodies, all callers together
+	DefaultMaxCallerInFlight = 8 << 20  // 8 MiB of them for one caller
+	// inFlightFloor is the least a request is counted at: many small requests in flight cost
+	// goroutines and buffers too.
+	inFlightFloor = 4 << 10
+)
+
+// inFlight counts the request bodies being answered on the routes that carry a call's arguments
+// or result (POST /v1/actions and its outcome): a request costs the server several times its
+// body while it is decided, reserved and recorded, so what is in flight at once is bounded, in
+// all and per caller. A request past a bound is refused at once, before its body is read, with
+// a 429 problem naming the bound; one caller's burst leaves the others their share.
+type inFlight struct {
+	mu       sync.Mutex
+	total    int64
+	byCaller map[string]int64
+}
+
+// acquire counts r's body (its Content-Length, or the most it may be when it does not say) for
+// who and returns the release to call when the request is answered, or the problem refusing it.
+func (s *Server) acquire(r *http.Request, who string) (release func(), p *Problem) {
+	n := r.ContentLength
+	if n < 0 || n > s.cfg.MaxBody {
+		n = s.cfg.MaxBody // unknown (chunked), or larger: it may be read up to MaxBody
+	}
+	n = max(n, inFlightFloor)
+	f := &s.inflight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byCaller == nil {
+		f.byCaller = make(map[string]int64)
+	}
+	mine := f.byCaller[who]
+	switch {
+	case mine > 0 && mine+n > s.cfg.MaxCallerInFlight:
+		return nil, tooMany(fmt.Sprintf("this caller has %d bytes of requests in flight on the begin and outcome routes; one caller may have at most %d (max_caller_in_flight): retry once an earlier request is answered", mine, s.cfg.MaxCallerInFlight))
+	case f.total > 0 && f.total+n > s.cfg.MaxInFlight:
+		return nil, tooMany(fmt.Sprintf("the server has %d bytes of requests in flight on the begin and outcome routes, at most %d (max_in_flight): retry shortly", f.total, s.cfg.MaxInFlight))
+	}
+	f.byCaller[who] = mine + n
+	f.total += n
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.total -= n
+		if f.byCaller[who] -= n; f.byCaller[who] <= 0 {
+			delete(f.byCaller, who)
+		}
+	}, nil
+}
+
+// tooMany is the 429 of a request past an in-flight bound.
+func tooMany(detail string) *Problem {
+	return problem(http.StatusTooManyRequests, "too_many_in_flight", detail)
+}
+
+// limited runs h counting r's body against the in-flight bounds of c's principal.
+func (s *Server) limited(w http.ResponseWriter, r *http.Request, c *caller, h func()) {
+	release, p := s.acquire(r, c.principal.Agent+"\x00"+c.principal.User)
+	if p != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(1))
+		writeProblem(w, p)
+		return
+	}
+	defer release()
+	h()
+}
