@@ -16,21 +16,22 @@ type RefusalKind string
 
 // Refusal kinds. Each is also the reason word of its most common reason.
 const (
-	KindDenied           RefusalKind = "denied"             // the policy refused the call, or it had no principal
-	KindInvalidArgument  RefusalKind = "invalid_argument"   // the arguments cannot form the action, or do not fit the policy's arguments
-	KindApprovalRequired RefusalKind = "approval_required"  // a person must approve; ApprovalID names the stored request
-	KindApprovalRefused  RefusalKind = "approval_refused"   // the presented approval cannot be spent on this call
-	KindCommitted        RefusalKind = "committed"          // a duplicate: the effect happened; Result holds its stored result
-	KindInProgress       RefusalKind = "in_progress"        // another attempt holds the key under a live lease
-	KindAmbiguous        RefusalKind = "ambiguous"          // an earlier attempt's outcome is unknown: resolve it first
-	KindOutcomeUnknown   RefusalKind = "outcome_unknown"    // this call's outcome is unknown: it may have run
-	KindNotExecuted      RefusalKind = "not_executed"       // this call failed and its executor said it did not act
-	KindExhausted        RefusalKind = "attempts_exhausted" // the effect failed as many times as max_attempts allows
-	KindKeyConflict      RefusalKind = "key_conflict"       // the key holds an attempt of other arguments
-	KindAuthority        RefusalKind = "authority"          // no grant lets this principal propose this action
-	KindIdentity         RefusalKind = "identity"           // the identity provider could not establish a principal
-	KindOutcomeRefused   RefusalKind = "outcome_refused"    // a begun call's outcome or lease extension was refused
-	KindInternal         RefusalKind = "internal"           // latch could not decide or record: nothing is known to have run
+	KindDenied           RefusalKind = "denied"               // the policy refused the call, or it had no principal
+	KindInvalidArgument  RefusalKind = "invalid_argument"     // the arguments cannot form the action, or do not fit the policy's arguments
+	KindApprovalRequired RefusalKind = "approval_required"    // a person must approve; ApprovalID names the stored request
+	KindApprovalRefused  RefusalKind = "approval_refused"     // the presented approval cannot be spent on this call
+	KindCommitted        RefusalKind = "committed"            // a duplicate: the effect happened; Result holds its stored result
+	KindInProgress       RefusalKind = "in_progress"          // another attempt holds the key under a live lease
+	KindAmbiguous        RefusalKind = "ambiguous"            // an earlier attempt's outcome is unknown: resolve it first
+	KindOutcomeUnknown   RefusalKind = "outcome_unknown"      // this call's outcome is unknown: it may have run
+	KindNotExecuted      RefusalKind = "not_executed"         // this call failed and its executor said it did not act
+	KindExhausted        RefusalKind = "attempts_exhausted"   // the effect failed as many times as max_attempts allows
+	KindKeyConflict      RefusalKind = "key_conflict"         // the key holds an attempt of other arguments
+	KindAuthority        RefusalKind = "authority"            // no grant lets this principal propose this action
+	KindIdentity         RefusalKind = "identity"             // the identity provider could not establish a principal
+	KindOutcomeRefused   RefusalKind = "outcome_refused"      // a begun call's outcome or lease extension was refused
+	KindRequestKey       RefusalKind = "request_key_mismatch" // the begin's request key names another principal's or another request
+	KindInternal         RefusalKind = "internal"             // latch could not decide or record: nothing is known to have run
 )
 
 // Reason is the snake_case word that names one refusal. Receipts, the CLI's JSON, HTTP problem
@@ -95,6 +96,12 @@ const (
 	ReasonLeaseLost       Reason = "lease_lost"
 	ReasonNoLease         Reason = "no_lease"
 	ReasonOutcomeRefused  Reason = "outcome_refused" // refused for a reason the error does not carry
+
+	// KindRequestKey: the request key was used before …
+	ReasonRequestKeyOtherPrincipal Reason = "request_key_other_principal"  // … by another principal
+	ReasonRequestKeyOtherAction    Reason = "request_key_other_action"     // … for another action hash
+	ReasonRequestKeyOtherEffectKey Reason = "request_key_other_effect_key" // … for another effect key
+	ReasonRequestKeyOtherApproval  Reason = "request_key_other_approval"   // … presenting another approval
 
 	// KindInternal
 	ReasonInternal Reason = "internal"
@@ -180,6 +187,9 @@ func outermost(err error, r *Refusal) bool {
 	case *OutcomeError:
 		r.Kind, r.Reason, r.ActionID = KindOutcomeRefused, Reason(e.Reason), e.ActionID
 		return true
+	case *RequestKeyError:
+		r.Kind, r.Reason = KindRequestKey, Reason(e.Reason)
+		return true
 	case interface{ Unwrap() error }:
 		if inner := e.Unwrap(); inner != nil {
 			return outermost(inner, r)
@@ -218,6 +228,7 @@ func sentinelRefusal(err error) (RefusalKind, Reason) {
 		// A bare duplicate says the key is taken, not how: asked again later, latch decides anew.
 		{ErrDuplicateEffect, KindInProgress, ReasonInProgress},
 		{ErrOutcomeRefused, KindOutcomeRefused, ReasonOutcomeRefused},
+		{ErrRequestKeyMismatch, KindRequestKey, ReasonRequestKeyOtherAction},
 	} {
 		if errors.Is(err, s.err) {
 			return s.kind, s.reason
@@ -292,6 +303,8 @@ func (r *Refusal) Err() error {
 		return NotExecuted(errors.New(detail))
 	case KindOutcomeRefused:
 		return &OutcomeError{ActionID: r.ActionID, Reason: string(r.Reason), Detail: detail}
+	case KindRequestKey:
+		return &RequestKeyError{Reason: string(r.Reason), Detail: detail}
 	}
 	return &internalError{detail: detail}
 }
@@ -311,7 +324,7 @@ func (e *internalError) Error() string { return "latch: " + e.detail }
 func RefusalKinds() []RefusalKind {
 	return []RefusalKind{KindDenied, KindInvalidArgument, KindApprovalRequired, KindApprovalRefused,
 		KindCommitted, KindInProgress, KindAmbiguous, KindOutcomeUnknown, KindNotExecuted, KindExhausted,
-		KindKeyConflict, KindAuthority, KindIdentity, KindOutcomeRefused, KindInternal}
+		KindKeyConflict, KindAuthority, KindIdentity, KindOutcomeRefused, KindRequestKey, KindInternal}
 }
 
 // NeedsResolution reports whether a refusal of kind k leaves its effect waiting for a person or
@@ -340,6 +353,8 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonNoSuchAction: KindOutcomeRefused, ReasonNotHolder: KindOutcomeRefused,
 	ReasonAlreadyRecorded: KindOutcomeRefused, ReasonLeaseLost: KindOutcomeRefused,
 	ReasonNoLease: KindOutcomeRefused, ReasonOutcomeRefused: KindOutcomeRefused,
+	ReasonRequestKeyOtherPrincipal: KindRequestKey, ReasonRequestKeyOtherAction: KindRequestKey,
+	ReasonRequestKeyOtherEffectKey: KindRequestKey, ReasonRequestKeyOtherApproval: KindRequestKey,
 	ReasonInternal: KindInternal,
 }
 

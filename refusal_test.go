@@ -55,6 +55,8 @@ var refusalCases = []struct {
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
+	{"request key used by another principal", &latch.RequestKeyError{Key: "k1", Reason: "request_key_other_principal", Detail: "another principal"}, latch.KindRequestKey, latch.ReasonRequestKeyOtherPrincipal},
+	{"request key used for another action", &latch.RequestKeyError{Key: "k1", Reason: "request_key_other_action", Detail: "another action"}, latch.KindRequestKey, latch.ReasonRequestKeyOtherAction},
 	// The outermost latch error is the refusal: an executor's error may wrap another call's.
 	{"this attempt ambiguous, wrapping another call's refusal", &latch.AmbiguousError{Key: "k", Err: fmt.Errorf("inner call: %w", &latch.ApprovalRequiredError{ApprovalID: "apr_2"})}, latch.KindOutcomeUnknown, latch.ReasonOutcomeUnknown},
 	{"not executed, wrapping another call's refusal", latch.NotExecuted(&latch.EffectError{Key: "other", State: latch.StateCommitted, Reason: "committed"}), latch.KindNotExecuted, latch.ReasonNotExecuted},
@@ -66,7 +68,7 @@ var sentinels = []error{
 	latch.ErrDenied, latch.ErrApprovalRequired, latch.ErrApprovalMismatch, latch.ErrDuplicateEffect,
 	latch.ErrAlreadyCommitted, latch.ErrInProgress, latch.ErrOutcomeConflict, latch.ErrAmbiguousEffect,
 	latch.ErrAmbiguous, latch.ErrNotExecuted, latch.ErrAttemptsExhausted, latch.ErrAuthority,
-	latch.ErrIdentity, latch.ErrInvalidArgument, latch.ErrOutcomeRefused,
+	latch.ErrIdentity, latch.ErrInvalidArgument, latch.ErrOutcomeRefused, latch.ErrRequestKeyMismatch,
 }
 
 func TestRefusalOf(t *testing.T) {

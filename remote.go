@@ -148,7 +148,8 @@ func requestKeyFrom(ctx context.Context) string {
 var ErrRequestKeyMismatch = store.ErrRequestKeyMismatch
 
 // RequestKeyError refuses a Begin whose request key names another principal's call
-// (other_principal) or another call (other_action, other_effect_key, other_approval). Nothing is
+// (request_key_other_principal) or another call (request_key_other_action,
+// request_key_other_effect_key, request_key_other_approval). Nothing is
 // written.
 type RequestKeyError = store.RequestKeyError
 

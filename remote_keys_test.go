@@ -51,12 +51,12 @@ func TestBeginRequestKey(t *testing.T) {
 				t.Errorf("the call without its key: %v, want in_progress", err)
 			}
 			var ke *latch.RequestKeyError
-			if _, err := e.g.Begin(ctx, call("inv_2")); !errors.As(err, &ke) || ke.Reason != "other_action" || !errors.Is(err, latch.ErrRequestKeyMismatch) {
-				t.Errorf("another call under the key: %v, want other_action", err)
+			if _, err := e.g.Begin(ctx, call("inv_2")); !errors.As(err, &ke) || ke.Reason != "request_key_other_action" || !errors.Is(err, latch.ErrRequestKeyMismatch) {
+				t.Errorf("another call under the key: %v, want request_key_other_action", err)
 			}
 			stranger := latch.WithRequestKey(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "other-worker"}), "key-1")
-			if _, err := e.g.Begin(stranger, call("inv_1")); !errors.As(err, &ke) || ke.Reason != "other_principal" {
-				t.Errorf("another principal under the key: %v, want other_principal", err)
+			if _, err := e.g.Begin(stranger, call("inv_1")); !errors.As(err, &ke) || ke.Reason != "request_key_other_principal" {
+				t.Errorf("another principal under the key: %v, want request_key_other_principal", err)
 			}
 			before := receiptCount(t, e.g)
 			if _, err := e.g.Begin(latch.WithRequestKey(agent(t.Context()), "bad key"), call("inv_3")); !errors.Is(err, store.ErrInvalidInput) {

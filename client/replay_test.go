@@ -126,8 +126,8 @@ func TestProtectLostBeginAnswer(t *testing.T) {
 			}
 			_, err = direct.Begin(ctx, "billing.charge", json.RawMessage(`{"invoice_id":"inv_4","amount":100}`), "", 0)
 			var ke *latch.RequestKeyError
-			if !errors.As(err, &ke) || ke.Reason != "other_action" || !errors.Is(err, latch.ErrRequestKeyMismatch) {
-				t.Errorf("the key with other arguments: %v, want a *latch.RequestKeyError other_action", err)
+			if !errors.As(err, &ke) || ke.Reason != "request_key_other_action" || !errors.Is(err, latch.ErrRequestKeyMismatch) {
+				t.Errorf("the key with other arguments: %v, want a *latch.RequestKeyError request_key_other_action", err)
 			}
 		})
 	}

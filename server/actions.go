@@ -155,17 +155,14 @@ func idempotencyKey(r *http.Request) (string, *Problem) {
 	return vs[0], nil
 }
 
-// beginProblem is problemOf for a begin, which may also be refused for its request key: a key
-// used before by another principal, or for another request, is 422 request_key_mismatch with
-// the mismatch as its reason.
+// beginProblem is problemOf for a begin, whose request key may name another request: that
+// refusal (kind request_key_mismatch) also names the header at fault.
 func beginProblem(err error) *Problem {
-	var ke *latch.RequestKeyError
-	if errors.As(err, &ke) {
-		p := problem(http.StatusUnprocessableEntity, "request_key_mismatch", "Idempotency-Key: "+ke.Error())
-		p.Reason, p.Field = ke.Reason, IdempotencyKeyHeader
-		return p
+	p := problemOf(err)
+	if p.Kind == string(latch.KindRequestKey) {
+		p.Field = IdempotencyKeyHeader
 	}
-	return problemOf(err)
+	return p
 }
 
 // wait waits up to d for a human to answer the approval request ar, then begins the call again

@@ -77,6 +77,7 @@ var refusalStatus = map[latch.RefusalKind]int{
 	latch.KindAuthority:        http.StatusForbidden,
 	latch.KindIdentity:         http.StatusUnauthorized,
 	latch.KindOutcomeRefused:   http.StatusConflict,
+	latch.KindRequestKey:       http.StatusUnprocessableEntity,
 	latch.KindInternal:         http.StatusInternalServerError,
 }
 

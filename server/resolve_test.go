@@ -186,8 +186,12 @@ func TestConsoleSelfResolution(t *testing.T) {
 				if p := consoletest.Login(t, c, cs.URL, name, pw); p.Status != http.StatusSeeOther {
 					t.Fatalf("login as %s = %d %s", name, p.Status, p.Body)
 				}
-				csrf := consoletest.CSRF(consoletest.Get(t, c, cs.URL+"/attention").Body)
-				return consoletest.Post(t, c, cs.URL+"/effects/"+url.PathEscape(key)+"/resolve", url.Values{"csrf": {csrf}, "to": {"failed"}})
+				page := consoletest.Get(t, c, cs.URL+"/attention").Body
+				action, seen := consoletest.ResolveForm(page, key)
+				if action == "" {
+					t.Fatalf("no resolve form for %s on the page of %s", key, name)
+				}
+				return consoletest.Post(t, c, cs.URL+action, url.Values{"csrf": {consoletest.CSRF(page)}, "seen": {seen}, "to": {"failed"}})
 			}
 			ev, rc := cs.Written(t)
 			if p := resolve("billing-worker"); p.Status < 400 || !strings.Contains(p.Body, "self_resolution") {

@@ -32,8 +32,9 @@ const MaxRequestKey = 255
 var ErrRequestKeyMismatch = errors.New("request key used for another request")
 
 // RequestKeyError refuses a reservation whose request key names another request. Reason is
-// other_principal (another principal used the key), other_action (another action hash: other
-// arguments, resource or environment), other_effect_key or other_approval. Nothing is written.
+// request_key_other_principal (another principal used the key), request_key_other_action
+// (another action hash: other arguments, resource or environment),
+// request_key_other_effect_key or request_key_other_approval. Nothing is written.
 type RequestKeyError struct {
 	Key    string
 	Reason string
@@ -108,15 +109,15 @@ func PlanReplay(req *ReserveRequest, rk *RequestKey, eff *Effect) (bool, error) 
 	}
 	switch {
 	case rk.Agent != req.Agent || rk.User != req.User:
-		return false, refuse("other_principal", "the key was used by another principal: a key names one request of one caller")
+		return false, refuse("request_key_other_principal", "the key was used by another principal: a key names one request of one caller")
 	case rk.ActionHash != req.ActionHash:
-		return false, refuse("other_action", fmt.Sprintf("the key was used for action hash %s, this request is %s (other arguments, resource or environment): a key names one request",
+		return false, refuse("request_key_other_action", fmt.Sprintf("the key was used for action hash %s, this request is %s (other arguments, resource or environment): a key names one request",
 			rk.ActionHash, req.ActionHash))
 	case rk.EffectKey != req.EffectKey:
-		return false, refuse("other_effect_key", fmt.Sprintf("the key was used for effect %s, this request is for %s",
+		return false, refuse("request_key_other_effect_key", fmt.Sprintf("the key was used for effect %s, this request is for %s",
 			safetext.Quote(rk.EffectKey), safetext.Quote(req.EffectKey)))
 	case rk.ApprovalID != req.ApprovalID:
-		return false, refuse("other_approval", fmt.Sprintf("the key was used presenting approval %s, this request presents %s",
+		return false, refuse("request_key_other_approval", fmt.Sprintf("the key was used presenting approval %s, this request presents %s",
 			safetext.Quote(rk.ApprovalID), safetext.Quote(req.ApprovalID)))
 	}
 	return eff != nil && eff.State == Executing && eff.ActionID == rk.ActionID && eff.Attempt == rk.Attempt &&

@@ -5,6 +5,7 @@ package consoletest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -298,6 +299,25 @@ func CSRF(page string) string {
 	}
 	return m[1]
 }
+
+// ResolveForm returns the action and the seen value of the resolve form on key's card of the
+// Needs attention page, as a browser would submit them ("" when the page shows no such card).
+// The form names its effect by the key's base64url bytes, never by the key itself.
+func ResolveForm(page, key string) (action, seen string) {
+	action = "/effects/" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "/resolve"
+	i := strings.Index(page, `action="`+action+`"`)
+	if i < 0 {
+		return "", ""
+	}
+	form, _, _ := strings.Cut(page[i:], "</form>")
+	m := seenField.FindStringSubmatch(form)
+	if m == nil {
+		return "", ""
+	}
+	return action, m[1]
+}
+
+var seenField = regexp.MustCompile(`name="seen" value="([^"]*)"`)
 
 // Page is a response read whole.
 type Page struct {

@@ -114,29 +114,29 @@ func testRequestKeys(t *testing.T, b Backend) {
 		other := c.retry().keyed(at, "req-3")
 		other.Agent = "agent:intruder"
 		res, err := f.st.Reserve(t.Context(), other)
-		wantKeyRefused(t, "another agent", res, err, "other_principal")
+		wantKeyRefused(t, "another agent", res, err, "request_key_other_principal")
 
 		otherUser := c.retry().keyed(at, "req-3")
 		otherUser.User = "user:eve"
 		res, err = f.st.Reserve(t.Context(), otherUser)
-		wantKeyRefused(t, "another user", res, err, "other_principal")
+		wantKeyRefused(t, "another user", res, err, "request_key_other_principal")
 
 		args := c.retry()
 		args.Hash = hashOf("other arguments")
 		res, err = f.st.Reserve(t.Context(), args.keyed(at, "req-3"))
-		wantKeyRefused(t, "another action hash", res, err, "other_action")
+		wantKeyRefused(t, "another action hash", res, err, "request_key_other_action")
 
 		elsewhere := newCall("charge:inv_elsewhere")
 		elsewhere.Hash = c.Hash
 		res, err = f.st.Reserve(t.Context(), elsewhere.keyed(at, "req-3"))
-		wantKeyRefused(t, "another effect key", res, err, "other_effect_key")
+		wantKeyRefused(t, "another effect key", res, err, "request_key_other_effect_key")
 
 		a := f.granted(c.Hash)
 		withApproval := c.retry()
 		withApproval.ApprovalID = a.ID
 		before = f.snapshot() // the grant is written; the refusals that follow write nothing
 		res, err = f.st.Reserve(t.Context(), withApproval.keyed(at, "req-3"))
-		wantKeyRefused(t, "another approval", res, err, "other_approval")
+		wantKeyRefused(t, "another approval", res, err, "request_key_other_approval")
 		if diff := cmp.Diff(before, f.snapshot()); diff != "" {
 			t.Errorf("refused keys wrote (-before +after):\n%s", diff)
 		}
