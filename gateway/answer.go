@@ -43,9 +43,9 @@ import (
 // metaKey is the _meta key of the stand-in and of the marker of an answer too large to keep.
 const metaKey = "latch/answer_too_large"
 
-// minMaxAnswer is the smallest Config.MaxAnswer: an upstream's handshake and a short tool list
+// MinMaxAnswer is the smallest Config.MaxAnswer: an upstream's handshake and a short tool list
 // must fit.
-const minMaxAnswer = 4 << 10
+const MinMaxAnswer = 4 << 10
 
 // standInRoom is what the SDK's own frame limits allow beyond Config.MaxAnswer: a stand-in and
 // the fields of an SSE event around a message of the limit's size fit in it.

@@ -174,8 +174,8 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: new: Config.MaxAnswer %d is negative", g.cfg.MaxAnswer)
 	case g.cfg.MaxAnswer == 0:
 		g.cfg.MaxAnswer = DefaultMaxAnswer
-	case g.cfg.MaxAnswer < minMaxAnswer:
-		return nil, fmt.Errorf("gateway: new: Config.MaxAnswer %d is below %d bytes: no tool list would fit", g.cfg.MaxAnswer, minMaxAnswer)
+	case g.cfg.MaxAnswer < MinMaxAnswer:
+		return nil, fmt.Errorf("gateway: new: Config.MaxAnswer %d is below %d bytes: no tool list would fit", g.cfg.MaxAnswer, MinMaxAnswer)
 	}
 	if g.cfg.Sweep < 0 {
 		return nil, fmt.Errorf("gateway: new: Config.Sweep %v is negative", g.cfg.Sweep)
