@@ -51,16 +51,16 @@ func TestStrictRulesAgree(t *testing.T) {
 	t.Parallel()
 	const head = "schema: latch.policy/v1\ngateway:\n  upstreams:\n    p:\n      url: http://127.0.0.1:1/mcp\n"
 	policies := map[string]string{
-		"read_only": head + "      tools:\n        reads: { read_only: true }\nactions:\n  mcp.p.reads: { decision: allow }\n",
-		"read_only false": head + "      tools:\n        reads: { read_only: false }\nactions:\n  mcp.p.reads: { decision: allow }\n",
+		"read_only":                 head + "      tools:\n        reads: { read_only: true }\nactions:\n  mcp.p.reads: { decision: allow }\n",
+		"read_only false":           head + "      tools:\n        reads: { read_only: false }\nactions:\n  mcp.p.reads: { decision: allow }\n",
 		"read_only of another tool": head + "      tools:\n        other: { read_only: true }\nactions:\n  mcp.p.reads: { decision: allow }\n",
-		"errors_mean only": head + "      tools:\n        reads: { errors_mean: not_executed }\nactions:\n  mcp.p.reads: { decision: approve }\n",
-		"keyed": head + "actions:\n  mcp.p.write: { effect: \"w:{id}\", decision: allow }\n",
-		"denied": head + "actions:\n  mcp.p.write: { decision: deny }\n",
-		"rules": head + "actions:\n  mcp.p.write:\n    rules:\n      - when: { amount_lte: 10 }\n        decision: deny\n      - decision: approve\n",
-		"rules all deny": head + "actions:\n  mcp.p.write:\n    rules:\n      - when: { amount_lte: 10 }\n        decision: deny\n      - decision: deny\n",
-		"dotted tool": head + "      tools:\n        files.read: { read_only: true }\nactions:\n  mcp.p.files.read: { decision: allow }\n  mcp.p.files.write: { decision: allow }\n",
-		"no gateway section": "schema: latch.policy/v1\nactions:\n  mcp.p.reads: { decision: allow }\n",
+		"errors_mean only":          head + "      tools:\n        reads: { errors_mean: not_executed }\nactions:\n  mcp.p.reads: { decision: approve }\n",
+		"keyed":                     head + "actions:\n  mcp.p.write: { effect: \"w:{id}\", decision: allow }\n",
+		"denied":                    head + "actions:\n  mcp.p.write: { decision: deny }\n",
+		"rules":                     head + "actions:\n  mcp.p.write:\n    rules:\n      - when: { amount_lte: 10 }\n        decision: deny\n      - decision: approve\n",
+		"rules all deny":            head + "actions:\n  mcp.p.write:\n    rules:\n      - when: { amount_lte: 10 }\n        decision: deny\n      - decision: deny\n",
+		"dotted tool":               head + "      tools:\n        files.read: { read_only: true }\nactions:\n  mcp.p.files.read: { decision: allow }\n  mcp.p.files.write: { decision: allow }\n",
+		"no gateway section":        "schema: latch.policy/v1\nactions:\n  mcp.p.reads: { decision: allow }\n",
 	}
 	example, err := os.ReadFile("../examples/gateway/latch.yaml")
 	if err != nil {
