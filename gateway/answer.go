@@ -323,14 +323,14 @@ func readLine(r *bufio.Reader, limit int64, buf []byte, over func(head []byte) i
 	var w io.Writer
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if w == nil && int64(len(buf)-start+len(bytes.TrimRight(chunk, "\r\n"))) > limit {
-			w = over(buf[start:])
-			buf = buf[:start]
-		}
 		if w != nil {
 			_, _ = w.Write(bytes.TrimRight(chunk, "\r\n"))
 		} else {
-			buf = append(buf, chunk...)
+			buf = append(buf, chunk...) // at most limit and one chunk of the reader's buffer
+			if int64(len(bytes.TrimRight(buf[start:], "\r\n"))) > limit {
+				w = over(bytes.TrimRight(buf[start:], "\r\n"))
+				buf = buf[:start]
+			}
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
