@@ -99,7 +99,9 @@ type execution struct {
 	effectToken string // EffectToken: per effect key; derived from key when first asked for
 	effectOnce  sync.Once
 	// extend extends the lease of a call begun in another process (ExecutorContext).
-	extend func(ctx context.Context, d time.Duration) error
+	extend  func(ctx context.Context, d time.Duration) error
+	leaseMu sync.Mutex
+	lease   time.Time // when the lease on key lapses, by the guard's clock; zero without one
 }
 
 // ExecutorContext returns ctx as the executor of a call begun in another process sees it: there
@@ -167,6 +169,21 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 		return errNoLease
 	}
 	return e.g.extendLease(ctx, e, d)
+}
+
+// LeaseExpiry returns, inside an executor of a call that holds an effect key in this process,
+// when its lease lapses by the guard's clock (Config.Now), as reserved or as last extended by
+// ExtendLease: an executor that bounds its own work by it reports its outcome while the key is
+// still its own, instead of leaving it to lapse into ambiguous. It returns false outside such an
+// executor (no effect key, or a call begun in another process).
+func LeaseExpiry(ctx context.Context) (time.Time, bool) {
+	e := executionFrom(ctx)
+	if e == nil {
+		return time.Time{}, false
+	}
+	e.leaseMu.Lock()
+	defer e.leaseMu.Unlock()
+	return e.lease, !e.lease.IsZero()
 }
 
 // ExpiredCredentialError is what an IdentityProvider wraps in its error for a credential it

@@ -288,7 +288,7 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 
 // finish executes a call and records its outcome, its receipt and its events in one write.
 func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, fn Executor) (*Receipt, error) {
-	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt}
+	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt, lease: h.lease}
 	if h.key != "" {
 		h.token = idempotencyToken(h.key, h.attempt)
 		exec.token = h.token // EffectToken is derived from exec.key when asked for
@@ -540,6 +540,9 @@ func (g *Guard) extendLease(ctx context.Context, e *execution, d time.Duration) 
 	if err != nil {
 		return wrapOp("", err)
 	}
+	e.leaseMu.Lock()
+	e.lease = now.Add(d)
+	e.leaseMu.Unlock()
 	return nil
 }
 

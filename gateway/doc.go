@@ -5,10 +5,12 @@
 // tool calls unchanged.
 //
 // Outcomes follow what the gateway can know: a call refused before it is sent failed and nothing
-// ran; a transport error, timeout or cancellation after the request may have reached the upstream
-// is ambiguous; a result with isError is ambiguous unless the policy says the tool's errors mean
-// it did not act (errors_mean: not_executed); any other result is committed and stored, so a
-// duplicate is refused with it. Refusals reach the agent as JSON-RPC errors with a stable code
+// ran; a transport error, a deadline (Config.CallTimeout, never past the call's lease) or a
+// cancellation (the agent cancelled or went away) after the request may have reached the
+// upstream is ambiguous; a result with isError is ambiguous unless the policy says the tool's
+// errors mean it did not act (errors_mean: not_executed); any other result is committed and
+// stored, so a duplicate is refused with it — or, when it is larger than Config.MaxAnswer,
+// committed with a marker of its size and hash, never held whole. Refusals reach the agent as JSON-RPC errors with a stable code
 // and a structured data object (see [Refusal]). docs/gateway.md explains the reasoning.
 //
 // The agent's principal comes from the MCP session — a bearer token on HTTP, the configured

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -42,15 +44,39 @@ type Config struct {
 	// Logger receives the gateway's warnings; nil is slog.Default().
 	Logger *slog.Logger
 	// Now is the clock a granted approval's expiry is read by when a re-sent call is matched to
-	// it; nil is time.Now. Give it the guard's clock.
+	// it, and a call's lease by when its deadline is set; nil is time.Now. Give it the guard's
+	// clock.
 	Now func() time.Time
+	// CallTimeout bounds each tools/call sent upstream; zero is DefaultCallTimeout. A call that
+	// holds an effect key is also bounded by its lease, less a margin to record its outcome, so
+	// that the gateway reports it before the lease lapses. A call that reaches its deadline after
+	// it was sent is ambiguous.
+	CallTimeout time.Duration
+	// MaxAnswer is the size in bytes of the largest message the gateway reads whole from an
+	// upstream; zero is DefaultMaxAnswer. A larger tool result is never held in memory or
+	// stored: the gateway reads past it, keeping its size and SHA-256, and the call is committed
+	// with a marker in its place (docs/gateway.md#answers-too-large-to-keep).
+	MaxAnswer int64
+	// Sweep, when positive, runs Guard.Sweep at that interval until Close: a lease that lapsed
+	// (its holder crashed, or another process holds it and went silent) is written ambiguous and
+	// an expired approval request expired, without waiting for a caller to meet them.
+	Sweep time.Duration
 }
+
+// Defaults of Config.
+const (
+	DefaultCallTimeout       = 2 * time.Minute
+	DefaultMaxAnswer   int64 = 1 << 20
+)
 
 // Gateway forwards the tool calls of MCP agents to upstream MCP servers through a latch Guard.
 type Gateway struct {
 	cfg       Config
 	upstreams map[string]*upstream
 	tools     []*Tool
+	nonce     string        // marks the stand-ins of answers too large to keep (answer.go)
+	stopSweep func()        // ends the sweeper; nil without one
+	swept     chan struct{} // closed when the sweeper has ended
 }
 
 // Tool is one upstream tool as the gateway lists it.
@@ -137,6 +163,24 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 	if g.cfg.Stderr == nil {
 		g.cfg.Stderr = io.Discard
 	}
+	switch {
+	case g.cfg.CallTimeout < 0:
+		return nil, fmt.Errorf("gateway: new: Config.CallTimeout %v is negative", g.cfg.CallTimeout)
+	case g.cfg.CallTimeout == 0:
+		g.cfg.CallTimeout = DefaultCallTimeout
+	}
+	switch {
+	case g.cfg.MaxAnswer < 0:
+		return nil, fmt.Errorf("gateway: new: Config.MaxAnswer %d is negative", g.cfg.MaxAnswer)
+	case g.cfg.MaxAnswer == 0:
+		g.cfg.MaxAnswer = DefaultMaxAnswer
+	case g.cfg.MaxAnswer < MinMaxAnswer:
+		return nil, fmt.Errorf("gateway: new: Config.MaxAnswer %d is below %d bytes: no tool list would fit", g.cfg.MaxAnswer, MinMaxAnswer)
+	}
+	if g.cfg.Sweep < 0 {
+		return nil, fmt.Errorf("gateway: new: Config.Sweep %v is negative", g.cfg.Sweep)
+	}
+	g.nonce = rand.Text()
 	sec := cfg.Guard.Policy().Gateway
 	if sec == nil || len(sec.Upstreams) == 0 {
 		return nil, ErrNoUpstreams
@@ -152,7 +196,36 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.startSweep()
 	return g, nil
+}
+
+// startSweep runs the guard's Sweep every Config.Sweep until Close.
+func (g *Gateway) startSweep() {
+	if g.cfg.Sweep <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stopSweep, g.swept = cancel, make(chan struct{})
+	go func() {
+		defer close(g.swept)
+		t := time.NewTicker(g.cfg.Sweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rep, err := g.cfg.Guard.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				g.cfg.Logger.Error("latch gateway: sweep", "err", err)
+			}
+			if rep != nil && len(rep.Lapsed)+len(rep.Expired) > 0 {
+				g.cfg.Logger.Warn("latch gateway: swept", "lapsed_leases", len(rep.Lapsed), "expired_approvals", len(rep.Expired))
+			}
+		}
+	}()
 }
 
 func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
@@ -198,15 +271,17 @@ func (g *Gateway) sep() string {
 // dial opens a session with upstream u: it starts a command upstream's process, or connects to
 // an HTTP upstream's endpoint, and completes the MCP handshake.
 func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSession, error) {
+	// Every answer is read through a filter that bounds it by Config.MaxAnswer (answer.go).
 	var t mcp.Transport
 	if u.URL != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
+		hc := &http.Client{Transport: limitTransport{base: http.DefaultTransport, limit: g.cfg.MaxAnswer, nonce: g.nonce}}
+		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1, HTTPClient: hc, MaxEventSize: int(g.cfg.MaxAnswer + standInRoom)}
 	} else {
 		cmd := exec.Command(u.Command[0], u.Command[1:]...)
 		cmd.Dir = g.cfg.Dir
 		cmd.Stderr = g.cfg.Stderr
 		cmd.Env = os.Environ()
-		t = &mcp.CommandTransport{Command: cmd}
+		t = &commandTransport{cmd: cmd, limit: g.cfg.MaxAnswer, nonce: g.nonce}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
 	return client.Connect(ctx, t, nil)
@@ -215,8 +290,13 @@ func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSess
 // Tools returns the upstream tools the gateway lists, in alias then upstream order.
 func (g *Gateway) Tools() []*Tool { return slices.Clone(g.tools) }
 
-// Close ends every upstream session (and stops stdio upstream processes).
+// Close stops the sweeper and ends every upstream session (and stops stdio upstream processes).
 func (g *Gateway) Close() error {
+	if g.stopSweep != nil {
+		g.stopSweep()
+		<-g.swept
+		g.stopSweep = nil
+	}
 	var errs []error
 	for _, up := range g.upstreams {
 		up.mu.Lock()
@@ -266,6 +346,8 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
+		ctx, stop := withRequest(ctx, req)
+		defer stop()
 		ctx = latch.WithPrincipal(ctx, p)
 		if t.approves {
 			id, err := g.grantFor(ctx, t, args)
@@ -277,11 +359,23 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 			}
 		}
 		var result *mcp.CallToolResult
+		var big *answerInfo // set when the answer was too large to keep
 		rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
 			func(ctx context.Context, a json.RawMessage) (any, error) {
+				ctx, cancel, err := g.deadline(ctx)
+				if err != nil {
+					return nil, err
+				}
+				defer cancel()
 				r, err := up.call(ctx, t, a, time.Now())
 				if err != nil {
 					return nil, err
+				}
+				if a, ok := g.tooLarge(r); ok {
+					g.cfg.Logger.Warn("latch gateway: an answer too large to keep: the call is committed with a marker in its place",
+						"action", t.Action, "bytes", a.Bytes, "limit", a.Limit, "sha256", a.SHA256)
+					big, result = &a, answerMarker(a)
+					return result, nil
 				}
 				result = r
 				return r, nil
@@ -289,9 +383,56 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, wireError(refusal(t.Action, rc, err))
 		}
+		if big != nil {
+			return nil, wireError(tooLargeRefusal(t.Action, rc, result, *big))
+		}
 		return result, nil
 	}
 }
+
+// requestKey is the TokenInfo.Extra key of the context of the HTTP request that carried a call:
+// it ends when the agent disconnects, which the MCP session, which outlives the request, does
+// not tell the handler.
+const requestKey = "latch.request"
+
+// withRequest returns ctx, cancelled also when the HTTP request that carried the call ends (the
+// agent disconnected), and the function that releases the link. Over stdio and in-process
+// transports the SDK cancels ctx itself when the agent cancels the call or its connection ends.
+func withRequest(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ctx, func() {}
+	}
+	rctx, ok := req.Extra.TokenInfo.Extra[requestKey].(context.Context)
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(rctx, func() { cancel(errAgentGone) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// errAgentGone is why a call's context ends when the agent's HTTP request does.
+var errAgentGone = errors.New("the agent disconnected")
+
+// deadline bounds an upstream call by Config.CallTimeout and, when the call holds an effect
+// key, by its lease less a margin to record the outcome in. A lease already spent refuses the
+// call before anything is sent.
+func (g *Gateway) deadline(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	d := g.cfg.CallTimeout
+	if until, ok := latch.LeaseExpiry(ctx); ok {
+		left := until.Sub(g.cfg.Now())
+		left -= min(left/10, leaseMargin)
+		if left <= 0 {
+			return nil, nil, latch.NotExecuted(fmt.Errorf("the lease on the effect key lapsed before the call was sent"))
+		}
+		d = min(d, left)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("no answer within %v, the call's deadline", d))
+	return ctx, cancel, nil
+}
+
+// leaseMargin is the most of a lease kept back from the upstream call to record its outcome in.
+const leaseMargin = 5 * time.Second
 
 // grantFor returns the id of a granted, unexpired approval bound to the exact action this call
 // is — same tool, same canonical arguments, same principal and environment, so the same action
@@ -350,6 +491,10 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 		// The connection broke: the next call redials rather than find it broken too. This is
 		// done before the answer goes back, so an agent that retries at once reaches a new one.
 		up.drop(cs)
+	}
+	if err != nil && ctx.Err() != nil {
+		// The deadline passed, or the agent cancelled or went away, after the request was sent.
+		return nil, fmt.Errorf("upstream %s: tools/call %s: %w: %w", up.alias, t.UpstreamAs, context.Cause(ctx), err)
 	}
 	if err != nil {
 		// The request may have reached the upstream: the outcome is unknown.

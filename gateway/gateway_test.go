@@ -37,6 +37,7 @@ import (
 var paymentsBin string
 
 func TestMain(m *testing.M) {
+	runUpstream() // when started as a test upstream, serves it and exits
 	dir, err := os.MkdirTemp("", "latch-gateway-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,8 +21,15 @@ import (
 func (g *Gateway) Handler(a *server.Authenticator) http.Handler {
 	srv := g.Server()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	verify := func(ctx context.Context, cred string, _ *http.Request) (*auth.TokenInfo, error) {
-		return verifyAgent(ctx, a, cred)
+	verify := func(ctx context.Context, cred string, r *http.Request) (*auth.TokenInfo, error) {
+		ti, err := verifyAgent(ctx, a, cred)
+		if err != nil {
+			return nil, err
+		}
+		// The token info is made anew for each request and reaches the tool handler with the
+		// call this request carries: through it the handler learns when the agent goes away.
+		ti.Extra[requestKey] = r.Context()
+		return ti, nil
 	}
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -25,6 +26,8 @@ const (
 	CodeAuthority        = -31008 // the principal's authority does not cover the call
 	CodeUnauthenticated  = -31009 // the session carries no usable principal
 	CodeExhausted        = -31010 // the effect failed its maximum number of attempts
+	CodeKeyConflict      = -31011 // the effect key holds an attempt of other arguments
+	CodeAnswerTooLarge   = -31012 // the tool ran (committed), but its answer was too large to pass on
 )
 
 // Refusal is the data object of every gateway error: what an agent needs to tell "ask a human"
@@ -43,60 +46,102 @@ type Refusal struct {
 	Detail      string          `json:"detail,omitempty"`
 }
 
-// refusal maps an error of Guard.Execute to its JSON-RPC code and data.
+// refusalKind is one row of refusals: which errors of Guard.Execute it takes, and what the
+// agent is told about them.
+type refusalKind struct {
+	is     func(error) bool
+	code   int64
+	reason string // the reason word; "" means latch.ReasonOf's word for the error
+}
+
+// sentinel matches the errors that match target.
+func sentinel(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+// effectReason matches an EffectError of one reason: the refusals that share their sentinels
+// with others (a key conflict matches the sentinel of the state it found) and need telling apart.
+func effectReason(reason string) func(error) bool {
+	return func(err error) bool {
+		var ee *latch.EffectError
+		return errors.As(err, &ee) && ee.Reason == reason
+	}
+}
+
+// refusals is the gateway's one mapping from the errors of Guard.Execute to JSON-RPC codes and
+// reason words, tried in order: the first row that matches decides. Rows that share a sentinel
+// with a later row come first (a key conflict also matches ErrAlreadyCommitted; an outcome
+// conflict also matches ErrAmbiguousEffect). docs/gateway.md lists the same table.
+var refusals = []refusalKind{
+	{sentinel(latch.ErrApprovalRequired), CodeApprovalRequired, "approval_required"},
+	{sentinel(latch.ErrIdentity), CodeUnauthenticated, "identity"},
+	{sentinel(latch.ErrDenied), CodeDenied, ""},
+	{sentinel(latch.ErrInvalidArgument), CodeDenied, ""},
+	{sentinel(latch.ErrApprovalMismatch), CodeApprovalRefused, ""},
+	{sentinel(latch.ErrAuthority), CodeAuthority, ""},
+	{effectReason("key_conflict"), CodeKeyConflict, "key_conflict"},
+	{effectReason("key_lost"), CodeAmbiguous, "key_lost"},
+	{sentinel(latch.ErrAlreadyCommitted), CodeDuplicate, "duplicate_effect"},
+	{sentinel(latch.ErrInProgress), CodeDuplicate, "duplicate_effect"},
+	{sentinel(latch.ErrAttemptsExhausted), CodeExhausted, "attempts_exhausted"},
+	{sentinel(latch.ErrOutcomeConflict), CodeEffectAmbiguous, "outcome_conflict"},
+	{sentinel(latch.ErrAmbiguousEffect), CodeEffectAmbiguous, "effect_ambiguous"},
+	{sentinel(latch.ErrAmbiguous), CodeAmbiguous, "ambiguous"},
+	{sentinel(latch.ErrNotExecuted), CodeNotExecuted, "not_executed"},
+}
+
+// refusal maps an error of Guard.Execute to its JSON-RPC code and data (see refusals).
 func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
-	r := Refusal{Action: action, Detail: err.Error()}
+	r := Refusal{Action: action, Detail: err.Error(), Reason: "internal"}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}
+	code := int64(CodeInternal)
+	for _, k := range refusals {
+		if k.is(err) {
+			code, r.Reason = k.code, k.reason
+			if r.Reason == "" {
+				r.Reason = latch.ReasonOf(err)
+			}
+			break
+		}
+	}
 	var (
-		denied    *latch.DeniedError
 		approval  *latch.ApprovalRequiredError
 		mismatch  *latch.ApprovalMismatchError
 		effect    *latch.EffectError
-		authority *latch.AuthorityError
-		invalid   *latch.InvalidArgumentError
 		ambiguous *latch.AmbiguousError
 	)
 	switch {
 	case errors.As(err, &approval):
-		r.Reason, r.ApprovalID, r.ActionHash = "approval_required", approval.ApprovalID, approval.ActionHash
+		r.ApprovalID, r.ActionHash = approval.ApprovalID, approval.ActionHash
 		exp := approval.ExpiresAt.UTC()
 		r.ExpiresAt = &exp
-		return CodeApprovalRequired, r
-	case errors.As(err, &denied):
-		r.Reason = denied.Reason
-		return CodeDenied, r
 	case errors.As(err, &mismatch):
-		r.Reason, r.ApprovalID = "approval_"+mismatch.Reason, mismatch.ApprovalID
-		return CodeApprovalRefused, r
+		r.ApprovalID = mismatch.ApprovalID
 	case errors.As(err, &effect):
-		r.EffectKey, r.EffectState = effect.Key, string(effect.State)
-		switch effect.State {
-		case "committed", "in_progress":
-			r.Reason, r.Result = "duplicate_effect", effect.Result
-			return CodeDuplicate, r
-		case "attempts_exhausted":
-			r.Reason = "attempts_exhausted"
-			return CodeExhausted, r
+		r.EffectKey, r.EffectState = effect.Key, effectState(effect.State)
+		if errors.Is(err, latch.ErrAlreadyCommitted) && code == CodeDuplicate {
+			r.Result = effect.Result // a key conflict's result is another call's: not handed on
 		}
-		r.Reason = "effect_ambiguous"
-		return CodeEffectAmbiguous, r
-	case errors.As(err, &authority):
-		r.Reason = authority.Reason
-		return CodeAuthority, r
-	case errors.As(err, &invalid):
-		r.Reason = invalid.Reason
-		return CodeDenied, r
 	case errors.As(err, &ambiguous):
-		r.Reason, r.EffectKey, r.EffectState = "ambiguous", ambiguous.Key, "ambiguous"
-		return CodeAmbiguous, r
-	case errors.Is(err, latch.ErrNotExecuted):
-		r.Reason, r.EffectState = "not_executed", "failed"
-		return CodeNotExecuted, r
+		r.EffectKey, r.EffectState = ambiguous.Key, effectState(store.Ambiguous)
+		if ambiguous.Key == "" {
+			r.EffectState = ""
+		}
 	}
-	r.Reason = "internal"
-	return CodeInternal, r
+	if code == CodeNotExecuted {
+		r.EffectState = effectState(store.Failed)
+	}
+	return code, r
+}
+
+// effectState is a record's state as agents read it: an attempt holding the key is in_progress.
+func effectState(s store.State) string {
+	if s == store.Executing {
+		return "in_progress"
+	}
+	return string(s)
 }
 
 // wireError is the JSON-RPC error an agent receives.

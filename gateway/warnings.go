@@ -8,50 +8,20 @@ import (
 	"github.com/latchkit/latch/policy"
 )
 
-// Unkeyed returns the listed tools the policy lets run (allow or approve, by any rule) without
-// an effect key and does not mark read_only, in listing order. Nothing holds such a call to at
-// most once: a re-sent call runs again, so a tool that writes should have an effect template. `latch gateway` names them in a
-// warning at startup; a strict gateway refuses to start with any.
+// Unkeyed returns the listed tools whose action runs without an effect key
+// (policy.Policy.RunsUnkeyed: it may be allowed or approved, has no effect template and is not
+// marked read_only), in listing order. Nothing holds such a call to at most once: a re-sent call
+// runs again, so a tool that writes should have an effect template. `latch gateway` names them
+// in a warning at startup, and a strict gateway refuses to start with any — by the same rule
+// `latch check --strict` applies to the policy.
 func Unkeyed(pol *policy.Policy, tools []*Tool) []*Tool {
 	var out []*Tool
 	for _, t := range tools {
-		a := pol.Actions[t.Action]
-		if a == nil || a.Effect != nil {
-			continue // unlisted (denied) or keyed
-		}
-		if readOnly(pol, t) {
-			continue // the policy says it changes nothing
-		}
-		if runs(a) {
+		if pol.RunsUnkeyed(t.Action) {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-// readOnly reports whether the policy marks t read_only in its upstream's tool settings.
-func readOnly(pol *policy.Policy, t *Tool) bool {
-	if pol.Gateway == nil {
-		return false
-	}
-	u := pol.Gateway.Upstreams[t.Upstream]
-	if u == nil {
-		return false
-	}
-	s := u.Tools[t.UpstreamAs]
-	return s != nil && s.ReadOnly
-}
-
-func runs(a *policy.Action) bool {
-	if a.Decision == policy.Allow || a.Decision == policy.Approve {
-		return true
-	}
-	for _, r := range a.Rules {
-		if r.Decision == policy.Allow || r.Decision == policy.Approve {
-			return true
-		}
-	}
-	return false
 }
 
 // Warnings returns what a careful operator should hear before the gateway serves, one sentence

@@ -27,9 +27,10 @@ type Warning struct {
 
 // Warnings lists, in file order, what is legal but probably wrong:
 //
-//   - an action that may decide allow or approve but has no effect template: a write with no
-//     effect key has nothing for "one effect, once" to be about (deliberately effect-less reads
-//     show up too: the warning is advice);
+//   - an action that may decide allow or approve but has no effect template (RunsUnkeyed): a
+//     write with no effect key has nothing for "one effect, once" to be about (deliberately
+//     effect-less reads show up too — the warning is advice — except a gateway tool marked
+//     read_only, which the policy already says is one);
 //   - an action with conditions but no `arguments:` section: a misspelt argument name then
 //     fails closed only when a call arrives (missing_argument), instead of at load time;
 //   - an argument tested in some of an action's conditional rules but not in others, which is
@@ -45,7 +46,7 @@ func (p *Policy) Warnings() []Warning {
 	}
 	var ws []Warning
 	for name, a := range p.Actions {
-		ws = append(ws, actionWarnings(name, a)...)
+		ws = append(ws, actionWarnings(p, name, a)...)
 	}
 	sort.SliceStable(ws, func(i, j int) bool {
 		if ws[i].Pos.Line != ws[j].Pos.Line {
@@ -62,12 +63,53 @@ func (p *Policy) Warnings() []Warning {
 	return ws
 }
 
-func actionWarnings(name string, a *Action) []Warning {
+// RunsUnkeyed reports whether the named action may decide allow or approve, by any rule, but
+// has no effect template, and is not a gateway tool the gateway section marks read_only: nothing
+// holds such a call to at most once. It is the one rule behind the no_effect warning of
+// `latch check` and the unkeyed-tool warning of `latch gateway`, so that --strict refuses the
+// same actions on both.
+func (p *Policy) RunsUnkeyed(name string) bool {
+	a := p.Actions[name]
+	if a == nil || a.Effect != nil || p.ReadOnlyTool(name) {
+		return false
+	}
+	if len(a.Rules) == 0 {
+		return a.Decision == Allow || a.Decision == Approve
+	}
+	for _, r := range a.Rules {
+		if r.Decision == Allow || r.Decision == Approve {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadOnlyTool reports whether the named action is a gateway tool, mcp.<alias>.<tool>, that the
+// gateway section's settings of that upstream mark read_only: the policy's author vouches that
+// it changes nothing, so running it without an effect key is intended.
+func (p *Policy) ReadOnlyTool(name string) bool {
+	rest, ok := strings.CutPrefix(name, "mcp.")
+	if !ok || p.Gateway == nil {
+		return false
+	}
+	alias, tool, ok := strings.Cut(rest, ".") // an alias holds no dot; a tool's name may
+	if !ok {
+		return false
+	}
+	u := p.Gateway.Upstreams[alias]
+	if u == nil {
+		return false
+	}
+	s := u.Tools[tool]
+	return s != nil && s.ReadOnly
+}
+
+func actionWarnings(p *Policy, name string, a *Action) []Warning {
 	var ws []Warning
 	warn := func(code string, pos Position, msg string) {
 		ws = append(ws, Warning{Code: code, Action: name, Pos: pos, Msg: msg})
 	}
-	if a.Effect == nil {
+	if p.RunsUnkeyed(name) {
 		var may []string
 		add := func(d Decision) {
 			if d != Deny && !contains(may, string(d)) {

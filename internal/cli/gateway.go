@@ -37,6 +37,9 @@ type gatewayFlags struct {
 	stdio       bool
 	agent, user string
 	strict      bool
+	callTimeout time.Duration
+	maxAnswer   int64
+	sweep       time.Duration
 	http        httpFlags
 	jwt         jwtFlags
 }
@@ -62,7 +65,12 @@ their tools; the principal is --agent (and --user): whoever starts the process s
 Command upstreams are started in the policy file's directory. At startup the gateway warns
 about each tool that runs without an effect key, each policy action naming a tool no
 upstream offers, a non-loopback address and observe mode; --strict refuses to start instead.
-SIGTERM or SIGINT stops it: calls in flight finish first.`,
+
+Each upstream call is bounded by --call-timeout and by its lease, and cancelled when the agent
+goes away; such a call is ambiguous. An answer larger than --max-answer is not kept: the call is
+committed with a marker of its size and hash. Every --sweep, lapsed leases are written
+ambiguous. SIGTERM or SIGINT stops it: idle sessions are closed, calls in flight have 5 s to
+finish, and any still running then are cancelled and recorded ambiguous.`,
 		Example: `  latch token create --agent support-bot
   latch gateway --policy examples/gateway/latch.yaml
   latch gateway --stdio --agent support-bot --strict`,
@@ -76,6 +84,9 @@ SIGTERM or SIGINT stops it: calls in flight finish first.`,
 	f.StringVar(&gf.agent, "agent", "", "with --stdio: the principal's agent `NAME` (required)")
 	f.StringVar(&gf.user, "user", "", "with --stdio: the user the agent acts for (optional)")
 	f.BoolVar(&gf.strict, "strict", false, "refuse to start when there is any startup warning")
+	f.DurationVar(&gf.callTimeout, "call-timeout", gateway.DefaultCallTimeout, "bound each upstream tool call by `DURATION` (and always by its lease); a call that reaches it is ambiguous")
+	f.Int64Var(&gf.maxAnswer, "max-answer", gateway.DefaultMaxAnswer, "the largest upstream answer kept and passed on, in `BYTES`; a larger one is committed with a marker in its place")
+	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	return cmd
@@ -83,6 +94,14 @@ SIGTERM or SIGINT stops it: calls in flight finish first.`,
 
 // check refuses flag combinations that cannot mean anything.
 func (gf *gatewayFlags) check(f *pflag.FlagSet) error {
+	switch {
+	case gf.callTimeout <= 0:
+		return usagef("--call-timeout %v: want a positive duration", gf.callTimeout)
+	case gf.maxAnswer < gateway.MinMaxAnswer:
+		return usagef("--max-answer %d: want at least %d bytes", gf.maxAnswer, gateway.MinMaxAnswer)
+	case gf.sweep < 0:
+		return usagef("--sweep %v: want a duration, or 0 for never", gf.sweep)
+	}
 	if gf.stdio {
 		for _, name := range []string{"listen", "tls-cert", "tls-key", "behind-proxy"} {
 			if f.Changed(name) {
@@ -124,7 +143,8 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 	if !gf.stdio && !loopback(gf.http.listen) {
 		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.http.listen))
 	}
-	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now}
+	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now,
+		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep}
 	if gf.stdio {
 		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
 	}
@@ -215,24 +235,40 @@ func (hf *httpFlags) check() error {
 	return nil
 }
 
-// serveHTTP serves h under /mcp until ctx ends, then shuts down gracefully: the calls in flight
-// finish first. The address it listens on is logged (with --listen 127.0.0.1:0, the port the
-// system chose).
+// Shutdown bounds of serveHTTP: how long the calls in flight have to finish once the command is
+// told to stop, and how long, once cut, they have to record how they ended.
+const (
+	shutdownDrain = 5 * time.Second
+	shutdownCut   = 5 * time.Second
+)
+
+// serveHTTP serves h under /mcp until ctx ends, then shuts down: it stops accepting, ends the
+// idle streams of connected clients (each MCP session keeps a GET open for the server's
+// messages, which would otherwise hold the shutdown until its timeout), and gives the calls in
+// flight shutdownDrain to finish. Calls still running then are cancelled: the gateway records
+// each ambiguous, within shutdownCut. The address it listens on is logged (with --listen
+// 127.0.0.1:0, the port the system chose).
 func serveHTTP(ctx context.Context, log *slog.Logger, name string, hf *httpFlags, h http.Handler, attrs ...any) error {
 	ln, err := net.Listen("tcp", hf.listen)
 	if err != nil {
 		return err
 	}
+	// Requests live on base, not on ctx: a signal must not cut the calls in flight at once.
+	base, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	idle, endIdle := context.WithCancel(context.Background())
+	defer endIdle()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", endStreams(idle, h))
 	hs := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       server.DefaultIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	hs.RegisterOnShutdown(endIdle)
 	scheme := "http"
 	if hf.tlsCert != "" {
 		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -252,16 +288,44 @@ func serveHTTP(ctx context.Context, log *slog.Logger, name string, hf *httpFlags
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), server.DefaultShutdownTimeout)
-	defer cancel()
-	err = hs.Shutdown(sctx)
+	log.Info(name+" stopping", "drain", shutdownDrain)
+	err = shutdown(hs, shutdownDrain)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn(name + ": calls still in flight after the drain are cancelled: each is recorded ambiguous")
+		cut()
+		if err = shutdown(hs, shutdownCut); err != nil {
+			err = errors.Join(err, hs.Close())
+		}
+	}
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	log.Info(name + " stopped")
 	return nil
+}
+
+// shutdown shuts hs down, waiting at most d for its requests to end.
+func shutdown(hs *http.Server, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return hs.Shutdown(ctx)
+}
+
+// endStreams ends the GET requests of h — the streams an MCP session keeps open for the
+// server's messages, on which no call is in flight — when stop ends.
+func endStreams(stop context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(stop, cancel)()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // loopback reports whether addr's host is a loopback address or localhost.

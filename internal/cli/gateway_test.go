@@ -23,7 +23,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
+	"github.com/latchkit/latch/store"
 )
 
 // These tests run `latch gateway` and `latch mcp-operator` as real processes (this test binary
@@ -674,5 +676,91 @@ func TestOperatorHTTPResolvesAmbiguous(t *testing.T) {
 	}
 	if lines := e.ledgerLines(t); len(lines) != 1 {
 		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
+	}
+}
+
+// TestMCPCommandsStopOnSIGTERM: `latch gateway` and `latch mcp-operator` (real processes), each
+// with one MCP client connected over streamable HTTP and idle, exit 0 promptly on SIGTERM: the
+// idle session's stream does not hold the shutdown.
+func TestMCPCommandsStopOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := payments(t)
+	for _, tt := range []struct{ command, kind string }{{"gateway", "--agent"}, {"mcp-operator", "--approver"}} {
+		t.Run(tt.command, func(t *testing.T) {
+			t.Parallel()
+			e := newMCPEnv(t, "")
+			if err := os.WriteFile(e.policy, []byte(gatewayPolicy(commandUpstream(bin, e.ledger))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var tok struct{ Token string }
+			if err := json.Unmarshal([]byte(e.run(t, "token", "create", tt.kind, "someone", "--json")), &tok); err != nil {
+				t.Fatal(err)
+			}
+			proc, url := startAndWait(t, e.command(tt.command, "--listen", "127.0.0.1:0"), false, regexp.MustCompile(`url=(http://\S+/mcp)`))
+			cs, err := httpClient(t, url, tok.Token)
+			if err != nil {
+				t.Fatalf("connect: %v\n%s", err, proc.stderr())
+			}
+			for _, err := range cs.Tools(t.Context(), nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // idle, its server stream open
+			start := time.Now()
+			if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- proc.cmd.Wait() }()
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("latch %s after SIGTERM: %v, want exit 0\n%s", tt.command, err, proc.stderr())
+				}
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("latch %s took %v to stop, want under 5s", tt.command, d)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("latch %s still running 20s after SIGTERM\n%s", tt.command, proc.stderr())
+			}
+		})
+	}
+}
+
+// TestGatewayProcessSweeps: a lease that lapsed in the store (its holder crashed) is written
+// ambiguous by a running `latch gateway` (a process), without any call meeting it.
+func TestGatewayProcessSweeps(t *testing.T) {
+	t.Parallel()
+	bin := payments(t)
+	e := newMCPEnv(t, "")
+	if err := os.WriteFile(e.policy, []byte(gatewayPolicy(commandUpstream(bin, e.ledger))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: e.policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "crashed-worker"})
+	if _, err := g.Begin(ctx, &latch.Call{Action: "mcp.payments.refund", Arguments: json.RawMessage(`{"order_id":"lost","amount":5}`),
+		Options: &latch.Options{Lease: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	cmd := e.command("gateway", "--stdio", "--agent", "support-bot", "--sweep", "100ms")
+	if _, err := cmd.StdinPipe(); err != nil { // held open: the gateway serves until it closes
+		t.Fatal(err)
+	}
+	startAndWait(t, cmd, false, regexp.MustCompile(`(serving MCP on stdio)`))
+	// The record itself, as the store holds it (listings show a lapsed lease as needing a
+	// person before anything writes it).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		eff, err := g.Store().Effect(t.Context(), "refund:lost")
+		if err == nil && eff.State == store.Ambiguous {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refund:lost = %+v, %v; want it swept ambiguous", eff, err)
+		}
 	}
 }
