@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/policy"
@@ -122,6 +123,7 @@ type Refusal struct {
 	Result     json.RawMessage // the stored result of a committed effect
 	ApprovalID string          // the stored request (approval_required) or the one presented
 	ActionHash string          // approval_required: the hash the person approves
+	ExpiresAt  time.Time       // approval_required: when the stored request expires
 	ActionID   string          // outcome_refused: the begun call
 	Argument   string          // the argument at fault (missing_argument, invalid_arguments)
 	Pointer    string          // the JSON pointer of the value at fault
@@ -159,7 +161,7 @@ func outermost(err error, r *Refusal) bool {
 		return true
 	case *ApprovalRequiredError:
 		r.Kind, r.Reason = KindApprovalRequired, ReasonApprovalRequired
-		r.ApprovalID, r.ActionHash = e.ApprovalID, e.ActionHash
+		r.ApprovalID, r.ActionHash, r.ExpiresAt = e.ApprovalID, e.ActionHash, e.ExpiresAt
 		return true
 	case *DeniedError:
 		r.Kind, r.Reason = KindDenied, Reason(e.Reason)
@@ -274,7 +276,7 @@ func (r *Refusal) Err() error {
 	detail := r.Detail
 	switch r.Kind {
 	case KindApprovalRequired:
-		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash}
+		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, ExpiresAt: r.ExpiresAt}
 	case KindDenied:
 		reason := string(r.Reason)
 		if r.Reason == ReasonDenied && r.Rule != "" {

@@ -296,7 +296,7 @@ func TestDuplicateRefusedWithStoredResult(t *testing.T) {
 	}
 	_, err = refund(t.Context(), e.agent, "ord_2", 700)
 	code, r := refusalOf(t, err)
-	if code != gateway.CodeDuplicate || r.Reason != "duplicate_effect" || r.EffectKey != "refund:ord_2" || r.EffectState != "committed" {
+	if code != gateway.CodeDuplicate || r.Reason != "committed" || r.EffectKey != "refund:ord_2" || r.EffectState != "committed" {
 		t.Fatalf("second refund = %d %+v, want %d duplicate_effect of refund:ord_2", code, r, gateway.CodeDuplicate)
 	}
 	// The refusal's receipt is named by its receipt id and its action id, each in its own field
@@ -351,7 +351,7 @@ func TestUpstreamKilledMidCallIsAmbiguous(t *testing.T) {
 		t.Fatal("the call did not return after the upstream died")
 	}
 	code, r := refusalOf(t, rep.err)
-	if code != gateway.CodeAmbiguous || r.Reason != "ambiguous" || r.EffectKey != "refund:hang-ord_3" {
+	if code != gateway.CodeAmbiguous || r.Reason != "outcome_unknown" || r.EffectKey != "refund:hang-ord_3" {
 		t.Fatalf("killed refund = %d %+v, want %d ambiguous", code, r, gateway.CodeAmbiguous)
 	}
 	eff, err := e.guard.Store().Effect(t.Context(), "refund:hang-ord_3")
@@ -364,8 +364,8 @@ func TestUpstreamKilledMidCallIsAmbiguous(t *testing.T) {
 	// The re-sent call is refused by the effect's state, and nothing is sent.
 	_, err = refund(t.Context(), e.agent, "hang-ord_3", 900)
 	code, r = refusalOf(t, err)
-	if code != gateway.CodeEffectAmbiguous || r.Reason != "effect_ambiguous" || r.EffectState != "ambiguous" {
-		t.Errorf("re-sent refund = %d %+v, want %d effect_ambiguous", code, r, gateway.CodeEffectAmbiguous)
+	if code != gateway.CodeEffectAmbiguous || r.Reason != "ambiguous" || r.EffectState != "ambiguous" {
+		t.Errorf("re-sent refund = %d %+v, want %d ambiguous", code, r, gateway.CodeEffectAmbiguous)
 	}
 	if lines := e.ledgerLines(t); len(lines) != 1 {
 		t.Errorf("ledger = %q, want the one refund the killed upstream made", lines)
@@ -392,8 +392,8 @@ func TestErrorResultOutcomes(t *testing.T) {
 		reason     string
 		state      store.State
 	}{
-		{"default", "", gateway.CodeAmbiguous, "ambiguous", store.Ambiguous},
-		{"unknown", "unknown", gateway.CodeAmbiguous, "ambiguous", store.Ambiguous},
+		{"default", "", gateway.CodeAmbiguous, "outcome_unknown", store.Ambiguous},
+		{"unknown", "unknown", gateway.CodeAmbiguous, "outcome_unknown", store.Ambiguous},
 		{"not_executed", "not_executed", gateway.CodeNotExecuted, "not_executed", store.Failed},
 	}
 	for _, tt := range tests {

@@ -145,6 +145,9 @@ func TestRefusalCodes(t *testing.T) {
 		if code != w.code || r.Reason != w.reason || r.EffectState != w.state {
 			t.Errorf("%s = %d %q (effect_state %q), want %d %q (effect_state %q); detail %s", what, code, r.Reason, r.EffectState, w.code, w.reason, w.state, r.Detail)
 		}
+		if k := latch.Reason(r.Reason).Kind(); string(k) != r.Kind {
+			t.Errorf("%s: kind %q, want %q, the kind of reason %q", what, r.Kind, k, r.Reason)
+		}
 		return r
 	}
 	tests := []struct {
@@ -188,7 +191,7 @@ func TestRefusalCodes(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, err := e.call(t.Context(), "act", actArgs{ID: "a"})
-				if r := check(t, "second act", err, want{gateway.CodeDuplicate, "duplicate_effect", "committed"}); len(r.Result) == 0 {
+				if r := check(t, "second act", err, want{gateway.CodeDuplicate, "committed", "committed"}); len(r.Result) == 0 {
 					t.Error("the duplicate carries no stored result")
 				}
 			}},
@@ -199,7 +202,7 @@ func TestRefusalCodes(t *testing.T) {
 				go func() { _, err := e.call(ctx, "hang", actArgs{ID: "h"}); done <- err }()
 				e.ledger.waitFor(t, "hang h")
 				_, err := e.call(t.Context(), "hang", actArgs{ID: "h"})
-				if r := check(t, "hang while the first runs", err, want{gateway.CodeDuplicate, "duplicate_effect", "in_progress"}); len(r.Result) != 0 {
+				if r := check(t, "hang while the first runs", err, want{gateway.CodeDuplicate, "in_progress", "in_progress"}); len(r.Result) != 0 {
 					t.Errorf("an in-progress duplicate carries a result: %s", r.Result)
 				}
 				cancel()
@@ -208,9 +211,9 @@ func TestRefusalCodes(t *testing.T) {
 		{name: "ambiguous", actions: keyedActions, gc: gateway.Config{CallTimeout: 300 * time.Millisecond},
 			run: func(t *testing.T, e *gwEnv, _ *atomic.Int64) {
 				_, err := e.call(t.Context(), "hang", actArgs{ID: "h"})
-				check(t, "hang", err, want{gateway.CodeAmbiguous, "ambiguous", "ambiguous"})
+				check(t, "hang", err, want{gateway.CodeAmbiguous, "outcome_unknown", "ambiguous"})
 				_, err = e.call(t.Context(), "hang", actArgs{ID: "h"})
-				check(t, "re-sent hang", err, want{gateway.CodeEffectAmbiguous, "effect_ambiguous", "ambiguous"})
+				check(t, "re-sent hang", err, want{gateway.CodeEffectAmbiguous, "ambiguous", "ambiguous"})
 			}},
 		{name: "attempts_exhausted", tools: "        act: { errors_mean: not_executed }\n", actions: "  mcp.up.act:\n    effect: \"act:{id}\"\n    max_attempts: 1\n    decision: allow\n",
 			run: func(t *testing.T, e *gwEnv, _ *atomic.Int64) {
@@ -285,7 +288,7 @@ func TestCallDeadline(t *testing.T) {
 				t.Errorf("the hanging call returned after %v, want within %v", d, tt.within)
 			}
 			code, r := refusalOf(t, err)
-			if code != gateway.CodeAmbiguous || r.Reason != "ambiguous" || !strings.HasPrefix(r.ReceiptID, "rcp_") || !strings.Contains(r.Detail, "deadline") {
+			if code != gateway.CodeAmbiguous || r.Reason != "outcome_unknown" || !strings.HasPrefix(r.ReceiptID, "rcp_") || !strings.Contains(r.Detail, "deadline") {
 				t.Errorf("hang = %d %+v, want %d ambiguous with its receipt, naming the deadline", code, r, gateway.CodeAmbiguous)
 			}
 			if eff := e.effect(t, "hang:h"); eff.State != store.Ambiguous {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -33,7 +32,8 @@ const (
 // Refusal is the data object of every gateway error: what an agent needs to tell "ask a human"
 // from "already done" from "denied" without parsing the message.
 type Refusal struct {
-	Reason      string          `json:"reason"` // snake_case, stable
+	Reason      string          `json:"reason"`         // snake_case, stable: latch's reason word (docs/errors.md)
+	Kind        string          `json:"kind,omitempty"` // the refusal kind, which the code stands for
 	Action      string          `json:"action,omitempty"`
 	EffectKey   string          `json:"effect_key,omitempty"`
 	EffectState string          `json:"effect_state,omitempty"` // committed, in_progress, ambiguous, failed
@@ -46,94 +46,48 @@ type Refusal struct {
 	Detail      string          `json:"detail,omitempty"`
 }
 
-// refusalKind is one row of refusals: which errors of Guard.Execute it takes, and what the
-// agent is told about them.
-type refusalKind struct {
-	is     func(error) bool
-	code   int64
-	reason string // the reason word; "" means latch.ReasonOf's word for the error
+// refusalCodes is the gateway's one table of the refusal vocabulary: the JSON-RPC code of each
+// kind latch.RefusalOf gives an error of Guard.Execute. The reason word in the error's data is
+// RefusalOf's, the word every surface uses (docs/errors.md); docs/gateway.md lists the codes.
+var refusalCodes = map[latch.RefusalKind]int64{
+	latch.KindDenied:           CodeDenied,
+	latch.KindInvalidArgument:  CodeDenied,
+	latch.KindApprovalRequired: CodeApprovalRequired,
+	latch.KindApprovalRefused:  CodeApprovalRefused,
+	latch.KindCommitted:        CodeDuplicate,
+	latch.KindInProgress:       CodeDuplicate,
+	latch.KindAmbiguous:        CodeEffectAmbiguous,
+	latch.KindOutcomeUnknown:   CodeAmbiguous,
+	latch.KindNotExecuted:      CodeNotExecuted,
+	latch.KindExhausted:        CodeExhausted,
+	latch.KindKeyConflict:      CodeKeyConflict,
+	latch.KindAuthority:        CodeAuthority,
+	latch.KindIdentity:         CodeUnauthenticated,
+	latch.KindOutcomeRefused:   CodeInternal,
+	latch.KindRequestKey:       CodeInternal,
+	latch.KindInternal:         CodeInternal,
 }
 
-// sentinel matches the errors that match target.
-func sentinel(target error) func(error) bool {
-	return func(err error) bool { return errors.Is(err, target) }
-}
-
-// effectReason matches an EffectError of one reason: the refusals that share their sentinels
-// with others (a key conflict matches the sentinel of the state it found) and need telling apart.
-func effectReason(reason string) func(error) bool {
-	return func(err error) bool {
-		var ee *latch.EffectError
-		return errors.As(err, &ee) && ee.Reason == reason
-	}
-}
-
-// refusals is the gateway's one mapping from the errors of Guard.Execute to JSON-RPC codes and
-// reason words, tried in order: the first row that matches decides. Rows that share a sentinel
-// with a later row come first (a key conflict also matches ErrAlreadyCommitted; an outcome
-// conflict also matches ErrAmbiguousEffect). docs/gateway.md lists the same table.
-var refusals = []refusalKind{
-	{sentinel(latch.ErrApprovalRequired), CodeApprovalRequired, "approval_required"},
-	{sentinel(latch.ErrIdentity), CodeUnauthenticated, "identity"},
-	{sentinel(latch.ErrDenied), CodeDenied, ""},
-	{sentinel(latch.ErrInvalidArgument), CodeDenied, ""},
-	{sentinel(latch.ErrApprovalMismatch), CodeApprovalRefused, ""},
-	{sentinel(latch.ErrAuthority), CodeAuthority, ""},
-	{effectReason("key_conflict"), CodeKeyConflict, "key_conflict"},
-	{effectReason("key_lost"), CodeAmbiguous, "key_lost"},
-	{sentinel(latch.ErrAlreadyCommitted), CodeDuplicate, "duplicate_effect"},
-	{sentinel(latch.ErrInProgress), CodeDuplicate, "duplicate_effect"},
-	{sentinel(latch.ErrAttemptsExhausted), CodeExhausted, "attempts_exhausted"},
-	{sentinel(latch.ErrOutcomeConflict), CodeEffectAmbiguous, "outcome_conflict"},
-	{sentinel(latch.ErrAmbiguousEffect), CodeEffectAmbiguous, "effect_ambiguous"},
-	{sentinel(latch.ErrAmbiguous), CodeAmbiguous, "ambiguous"},
-	{sentinel(latch.ErrNotExecuted), CodeNotExecuted, "not_executed"},
-}
-
-// refusal maps an error of Guard.Execute to its JSON-RPC code and data (see refusals).
+// refusal maps an error of Guard.Execute to its JSON-RPC code and data, through
+// latch.RefusalOf and refusalCodes.
 func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
-	r := Refusal{Action: action, Detail: err.Error(), Reason: "internal"}
+	lr := latch.RefusalOf(err)
+	r := Refusal{Reason: string(lr.Reason), Kind: string(lr.Kind), Action: action, Detail: err.Error(),
+		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}
-	code := int64(CodeInternal)
-	for _, k := range refusals {
-		if k.is(err) {
-			code, r.Reason = k.code, k.reason
-			if r.Reason == "" {
-				r.Reason = latch.ReasonOf(err)
-			}
-			break
-		}
-	}
-	var (
-		approval  *latch.ApprovalRequiredError
-		mismatch  *latch.ApprovalMismatchError
-		effect    *latch.EffectError
-		ambiguous *latch.AmbiguousError
-	)
-	switch {
-	case errors.As(err, &approval):
-		r.ApprovalID, r.ActionHash = approval.ApprovalID, approval.ActionHash
-		exp := approval.ExpiresAt.UTC()
+	if !lr.ExpiresAt.IsZero() {
+		exp := lr.ExpiresAt.UTC()
 		r.ExpiresAt = &exp
-	case errors.As(err, &mismatch):
-		r.ApprovalID = mismatch.ApprovalID
-	case errors.As(err, &effect):
-		r.EffectKey, r.EffectState = effect.Key, effectState(effect.State)
-		if errors.Is(err, latch.ErrAlreadyCommitted) && code == CodeDuplicate {
-			r.Result = effect.Result // a key conflict's result is another call's: not handed on
-		}
-	case errors.As(err, &ambiguous):
-		r.EffectKey, r.EffectState = ambiguous.Key, effectState(store.Ambiguous)
-		if ambiguous.Key == "" {
-			r.EffectState = ""
-		}
 	}
-	if code == CodeNotExecuted {
+	switch lr.Kind {
+	case latch.KindCommitted:
+		r.Result = lr.Result // a key conflict's result is another call's: never handed on
+	case latch.KindNotExecuted:
 		r.EffectState = effectState(store.Failed)
 	}
-	return code, r
+	return refusalCodes[lr.Kind], r
 }
 
 // effectState is a record's state as agents read it: an attempt holding the key is in_progress.
