@@ -83,7 +83,7 @@ func evidenceRound(ctx context.Context, g *latch.Guard, run string, i int64) err
 		if r%2 == 0 {
 			to = store.Failed
 		}
-		_, err = g.Resolve(ctx, key, to, "cli:latch-bench-ops")
+		_, err = g.Resolve(ctx, key, to, "cli:latch-bench-lead") // a member of the action's roles, as resolving requires
 		return err
 	default:
 		_, err := g.Execute(pctx, args(250000), commit)
