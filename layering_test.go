@@ -8,17 +8,67 @@ import (
 )
 
 // layering lists, per package of the module, the packages it must never compile in, however
-// indirectly, and why. A new rule is a new row.
+// indirectly, and why. A pattern is an import path, or a path followed by /... for it and every
+// package below it. A new rule is a new row.
 var layering = []struct {
 	pkg    string   // as go list takes it
-	forbid []string // import path prefixes
+	forbid []string // import path patterns
 	why    string
 }{
 	{
 		pkg:    "github.com/latchkit/latch",
-		forbid: []string{"github.com/jackc/pgx"},
+		forbid: []string{"github.com/jackc/pgx/..."},
 		why:    "a program that imports latch links the SQLite store alone; the Postgres store (and pgx) is one blank import away",
 	},
+	{
+		pkg:    "github.com/latchkit/latch/gateway",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/metrics", "github.com/prometheus/..."},
+		why:    "the gateway checks credentials with package auth: it links no console, HTTP API or metrics",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/mcpop",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/metrics", "github.com/prometheus/..."},
+		why:    "the operator MCP server checks credentials with package auth: it links no console, HTTP API or metrics",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/auth",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/prometheus/..."},
+		why:    "authentication is a leaf the servers share, below all of them",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/canon",
+		forbid: []string{"github.com/latchkit/latch/..."},
+		why:    "the canonical form is the lowest leaf: it imports nothing of latch",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/receipt",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/...", "github.com/latchkit/latch/policy", "github.com/latchkit/latch/authority"},
+		why:    "receipts are a pure leaf over canon: a verifier of a chain needs nothing else",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/policy",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/...", "github.com/latchkit/latch/receipt", "github.com/latchkit/latch/authority"},
+		why:    "the policy is a pure leaf over canon",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/authority",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/...", "github.com/latchkit/latch/receipt"},
+		why:    "authority is a pure leaf over canon and policy",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/store",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/sqlite", "github.com/latchkit/latch/store/postgres", "github.com/jackc/pgx/...", "modernc.org/..."},
+		why:    "the store seam is what backends import: it knows none of them, and not the root above it",
+	},
+}
+
+// matches reports whether the import path dep matches pattern (a path, or path/... for it and
+// everything below it).
+func matches(dep, pattern string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return dep == prefix || strings.HasPrefix(dep, prefix+"/")
+	}
+	return dep == pattern
 }
 
 // TestLayering runs go list -deps on each package of layering and refuses a forbidden
@@ -51,8 +101,8 @@ func TestLayering(t *testing.T) {
 				t.Fatalf("go list -deps %s listed %d packages, not ending with the package itself", rule.pkg, len(deps))
 			}
 			for _, dep := range deps {
-				for _, prefix := range rule.forbid {
-					if dep == prefix || strings.HasPrefix(dep, prefix+"/") {
+				for _, pattern := range rule.forbid {
+					if dep != rule.pkg && matches(dep, pattern) {
 						by := importers[dep]
 						slices.Sort(by)
 						t.Errorf("%s compiles %s (imported by %s): %s", rule.pkg, dep, strings.Join(by, ", "), rule.why)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -87,7 +88,7 @@ func serve(t *testing.T, backend string) (*client.Client, *latch.Guard) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	tok, _, err := server.CreateToken(t.Context(), g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
+	tok, _, err := auth.CreateToken(t.Context(), g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestTraceparent(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(sctx, ln) }()
 	defer func() { cancel(); <-done }()
-	tok, _, err := server.CreateToken(t.Context(), g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
+	tok, _, err := auth.CreateToken(t.Context(), g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

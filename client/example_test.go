@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"net"
 	"os"
 	"path/filepath"
@@ -37,7 +38,7 @@ func ExampleProtect() {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
 	defer func() { stop(); <-done }()
-	token, _, _ := server.CreateToken(ctx, g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
+	token, _, _ := auth.CreateToken(ctx, g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
 
 	// The worker side.
 	type Charge struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -152,7 +153,7 @@ func serveToken(t *testing.T, backend string) (*client.Client, *latch.Guard, str
 		cancel()
 		<-done
 	})
-	tok, _, err := server.CreateToken(t.Context(), g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
+	tok, _, err := auth.CreateToken(t.Context(), g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

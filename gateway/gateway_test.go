@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,7 +28,6 @@ import (
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -467,15 +467,15 @@ func TestHTTPBearerToken(t *testing.T) {
 		t.Fatal("the SQLite store is not a TokenStore")
 	}
 	ctx := t.Context()
-	agent, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenAgent, Agent: "refund-bot"}, time.Now())
+	agent, _, err := auth.CreateToken(ctx, ts, &auth.NewToken{Kind: store.TokenAgent, Agent: "refund-bot"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	approver, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenApprover, Approver: "alice"}, time.Now())
+	approver, _, err := auth.CreateToken(ctx, ts, &auth.NewToken{Kind: store.TokenApprover, Approver: "alice"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: ts}))
+	srv := httptest.NewServer(e.gw.Handler(&auth.Authenticator{Tokens: ts}))
 	t.Cleanup(srv.Close)
 	connect := func(token string) (*mcp.ClientSession, error) {
 		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}
@@ -631,7 +631,7 @@ func TestHTTPJWTSession(t *testing.T) {
 	e := setupWith(t, testPolicy, latch.Principal{})
 	ts := e.guard.Store().(store.TokenStore)
 	iss := newJWTIssuer(t)
-	srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: ts, Identity: iss.verifier}))
+	srv := httptest.NewServer(e.gw.Handler(&auth.Authenticator{Tokens: ts, Identity: iss.verifier}))
 	t.Cleanup(srv.Close)
 	ctx := t.Context()
 	connect := func(token string) (*mcp.ClientSession, error) {

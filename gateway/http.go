@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	latchauth "github.com/latchkit/latch/auth"
 	"net/http"
 
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,7 +18,7 @@ import (
 // such as a JWT. The session's principal is the credential's. A request without one, or with an
 // approver token, is refused 401 before it reaches MCP, and a session is bound to the
 // credential it started with.
-func (g *Gateway) Handler(a *server.Authenticator) http.Handler {
+func (g *Gateway) Handler(a *latchauth.Authenticator) http.Handler {
 	srv := g.Server()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	verify := func(ctx context.Context, cred string, r *http.Request) (*auth.TokenInfo, error) {
@@ -36,10 +36,10 @@ func (g *Gateway) Handler(a *server.Authenticator) http.Handler {
 
 // verifyAgent returns the session's token info for an agent credential; every refusal unwraps
 // to auth.ErrInvalidToken (401) except a store failure (500).
-func verifyAgent(ctx context.Context, a *server.Authenticator, cred string) (*auth.TokenInfo, error) {
+func verifyAgent(ctx context.Context, a *latchauth.Authenticator, cred string) (*auth.TokenInfo, error) {
 	c, err := a.Authenticate(ctx, cred)
 	if err != nil {
-		var ae *server.AuthError
+		var ae *latchauth.AuthError
 		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 			return nil, fmt.Errorf("%w: %s (%s)", auth.ErrInvalidToken, ae.Detail, ae.Reason)
 		}
@@ -53,7 +53,7 @@ func verifyAgent(ctx context.Context, a *server.Authenticator, cred string) (*au
 
 // sessionUser names the credential an MCP session is bound to: the SDK refuses a request of
 // the session that presents another.
-func sessionUser(c *server.Caller) string {
+func sessionUser(c *latchauth.Caller) string {
 	if c.TokenID != "" {
 		return c.TokenID
 	}

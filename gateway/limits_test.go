@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/latchkit/latch/auth"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,6 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -311,11 +311,11 @@ func TestAgentDisconnectCancelsUpstream(t *testing.T) {
 		t.Parallel()
 		e := startGateway(t, "stdio", keyedActions, latch.Config{}, gateway.Config{})
 		ts := e.guard.Store().(store.TokenStore)
-		tok, _, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenAgent, Agent: "support-bot"}, time.Now())
+		tok, _, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenAgent, Agent: "support-bot"}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: ts}))
+		srv := httptest.NewServer(e.gw.Handler(&auth.Authenticator{Tokens: ts}))
 		t.Cleanup(srv.Close)
 		var mu sync.Mutex
 		var conns []net.Conn

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	latchauth "github.com/latchkit/latch/auth"
 	"net/http"
 	"regexp"
 	"strings"
@@ -26,7 +27,6 @@ import (
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/receipt"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -146,16 +146,16 @@ func (o *Operator) Server() *mcp.Server {
 
 // Handler serves the operator over streamable HTTP. Every request must carry a credential a
 // authenticates as a person: an approver token (Authorization: Bearer latch_…), or — when
-// a.Identity tells people from agents (server.PeopleProvider: identity.Config's approver
+// a.Identity tells people from agents (latchauth.PeopleProvider: identity.Config's approver
 // marks) — a person's JWT. An agent's credential, token or JWT, is refused 401: agents ask,
 // people answer.
-func (o *Operator) Handler(a *server.Authenticator) http.Handler {
+func (o *Operator) Handler(a *latchauth.Authenticator) http.Handler {
 	srv := o.Server()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	verify := func(ctx context.Context, cred string, _ *http.Request) (*auth.TokenInfo, error) {
 		c, err := a.Authenticate(ctx, cred)
 		if err != nil {
-			var ae *server.AuthError
+			var ae *latchauth.AuthError
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 				return nil, fmt.Errorf("%w: %s (%s)", auth.ErrInvalidToken, ae.Detail, ae.Reason)
 			}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"github.com/latchkit/latch/auth"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,7 +22,6 @@ import (
 	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -220,7 +220,7 @@ func jwtOperator(t *testing.T, g *latch.Guard, edit func(*identity.Config)) (con
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(op.Handler(&server.Authenticator{Tokens: g.Store().(store.TokenStore), Identity: v}))
+	srv := httptest.NewServer(op.Handler(&auth.Authenticator{Tokens: g.Store().(store.TokenStore), Identity: v}))
 	t.Cleanup(srv.Close)
 	sign = func(c jwt.MapClaims) string {
 		t.Helper()

@@ -1,9 +1,9 @@
 package server_test
 
 import (
+	"github.com/latchkit/latch/auth"
 	"testing"
 
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -30,8 +30,8 @@ func TestApproversOverHTTP(t *testing.T) {
 			t.Parallel()
 			s := startWith(t, backend, approversPolicy, nil)
 			mk := func(name string) string {
-				secret, _, err := server.CreateToken(t.Context(), s.g.Store().(store.TokenStore),
-					&server.NewToken{Kind: store.TokenApprover, Approver: name}, s.clock.Now())
+				secret, _, err := auth.CreateToken(t.Context(), s.g.Store().(store.TokenStore),
+					&auth.NewToken{Kind: store.TokenApprover, Approver: name}, s.clock.Now())
 				if err != nil {
 					t.Fatal(err)
 				}

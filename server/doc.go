@@ -11,7 +11,7 @@
 // (only its SHA-256 is stored) or, when Config.Identity is set, a credential it verifies (a JWT
 // from the identity package). The token's principal is the call's principal. Each credential is
 // an agent's, which proposes, or a person's, which answers and resolves — never both: a JWT is a
-// person's only when the identity provider names one for it (PeopleProvider). Errors are
+// person's only when the identity provider names one for it (auth.PeopleProvider). Errors are
 // application/problem+json documents (RFC 9457) whose type names the reason. Every route, with
 // examples, is in docs/http.md; the OpenAPI document is served at /v1/openapi.json.
 package server

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -62,7 +63,7 @@ func (s *Server) holds(r *http.Request, c *caller, full bool) (string, string) {
 		}
 	case c.cred != "":
 		nc, err := s.auth.Recheck(r.Context(), c.cred)
-		var ae *AuthError
+		var ae *auth.AuthError
 		switch {
 		case errors.As(err, &ae):
 			return ae.Reason, ae.Detail

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/latchkit/latch/auth"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -114,7 +115,7 @@ func TestEventStreamRevokedToken(t *testing.T) {
 			t.Parallel()
 			s := start(t, backend, &server.Config{TokenCache: time.Hour})
 			ts := s.g.Store().(store.TokenStore)
-			secret, tk, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenApprover, Approver: "erin"}, s.clock.Now())
+			secret, tk, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenApprover, Approver: "erin"}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,8 +146,8 @@ func TestEventStreamExpiredToken(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			s := start(t, backend, nil)
-			secret, _, err := server.CreateToken(t.Context(), s.g.Store().(store.TokenStore),
-				&server.NewToken{Kind: store.TokenApprover, Approver: "erin", TTL: time.Minute}, s.clock.Now())
+			secret, _, err := auth.CreateToken(t.Context(), s.g.Store().(store.TokenStore),
+				&auth.NewToken{Kind: store.TokenApprover, Approver: "erin", TTL: time.Minute}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -88,16 +89,16 @@ func TestOpenAPI(t *testing.T) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Shutdown(context.Background()) })
 	ts := g.Store().(store.TokenStore)
-	mk := func(req *server.NewToken) string {
-		secret, _, err := server.CreateToken(t.Context(), ts, req, time.Now())
+	mk := func(req *auth.NewToken) string {
+		secret, _, err := auth.CreateToken(t.Context(), ts, req, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return secret
 	}
 	s := &srv{t: t, url: "http://" + ln.Addr().String(), g: g,
-		alice: mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}), bob: mk(&server.NewToken{Kind: store.TokenAgent, Agent: "other-worker"}),
-		approver: mk(&server.NewToken{Kind: store.TokenApprover, Approver: "carol"})}
+		alice: mk(&auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}), bob: mk(&auth.NewToken{Kind: store.TokenAgent, Agent: "other-worker"}),
+		approver: mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "carol"})}
 
 	r := s.do("GET", "/v1/openapi.json", "", nil)
 	if r.status != 200 || r.body["openapi"] != "3.1.0" {
@@ -133,7 +134,7 @@ func TestOpenAPI(t *testing.T) {
 	noKey := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "report.read"}).body["action_id"].(string)
 	apr := s.do("POST", "/v1/actions", s.alice, charge("inv_9", 90000)).body["approval_id"].(string)
 	apr2 := s.do("POST", "/v1/actions", s.alice, charge("inv_8", 90000)).body["approval_id"].(string)
-	self := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"})
+	self := mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"})
 	unknown := "act_00000000000000000000000000000000"
 	for _, q := range []struct {
 		method, path, token string

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"github.com/latchkit/latch/auth"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchkit/latch/internal/consoletest"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -107,18 +107,18 @@ func TestResolveRules(t *testing.T) {
 			t.Parallel()
 			s := startWith(t, backend, resolveRolesPolicy, nil)
 			ts := s.g.Store().(store.TokenStore)
-			mk := func(req *server.NewToken) string {
+			mk := func(req *auth.NewToken) string {
 				t.Helper()
-				secret, _, err := server.CreateToken(t.Context(), ts, req, s.clock.Now())
+				secret, _, err := auth.CreateToken(t.Context(), ts, req, s.clock.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
 				return secret
 			}
-			forDan := mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", User: "dan"})
-			selfAgent := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "Billing-Worker"})
-			dan := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "DAN"})
-			erin := mk(&server.NewToken{Kind: store.TokenApprover, Approver: "erin"})
+			forDan := mk(&auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", User: "dan"})
+			selfAgent := mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "Billing-Worker"})
+			dan := mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "DAN"})
+			erin := mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "erin"})
 			ambiguous := func(agent, action, invoice string) {
 				t.Helper()
 				r := s.do("POST", "/v1/actions", agent, map[string]any{"action": action, "arguments": map[string]any{"invoice_id": invoice}})

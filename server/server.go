@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
@@ -59,7 +60,7 @@ type Config struct {
 	// Identity, when set, verifies bearer credentials that are not latch API tokens (such as
 	// JWTs, with the identity package). Give it to the server, not to the guard: the server
 	// authenticates each request and passes the principal on. Each credential it verifies is an
-	// agent's, unless Identity is a PeopleProvider that names a person for it (identity.JWT
+	// agent's, unless Identity is an auth.PeopleProvider that names a person for it (identity.JWT
 	// with approver marks): an agent's never answers or resolves, a person's never proposes.
 	Identity latch.IdentityProvider
 	// Metrics is the metrics sink registered with the guard (latch.Config.Sinks), served at
@@ -74,7 +75,7 @@ type Config struct {
 	Logger    *slog.Logger
 	Now       func() time.Time // token expiry clock; default time.Now
 	// TokenCache, when positive, is how long a verified API token is trusted before the store
-	// is read again (Authenticator.CacheTTL): a revoked token is then refused from at most this
+	// is read again (auth.Authenticator.CacheTTL): a revoked token is then refused from at most this
 	// long after its revocation. Zero (the default) or negative reads the store on every
 	// request, so a revoked token is refused from the next one. An open event stream reads
 	// past the cache: it checks its token again every second.
@@ -86,7 +87,7 @@ type Server struct {
 	g      *latch.Guard
 	cfg    Config
 	tokens store.TokenStore
-	auth   *Authenticator
+	auth   *auth.Authenticator
 	con    *console.Console // nil when NoConsole
 	log    *slog.Logger
 	h      http.Handler
@@ -161,7 +162,7 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	}
 	c.Metrics.UseStore(g.Store())
 	c.Metrics.UsePolicy(g.Policy()) // action labels: only the names it lists (/metrics is open)
-	s := &Server{g: g, cfg: c, tokens: ts, auth: &Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
+	s := &Server{g: g, cfg: c, tokens: ts, auth: &auth.Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
 	if !c.NoConsole {
 		var cc console.Config
 		if c.Console != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -123,16 +124,16 @@ func startWith(t *testing.T, backend, policyDoc string, cfg *server.Config) *srv
 		}
 	})
 	ts := g.Store().(store.TokenStore)
-	mk := func(req *server.NewToken) string {
-		secret, _, err := server.CreateToken(t.Context(), ts, req, c.Now())
+	mk := func(req *auth.NewToken) string {
+		secret, _, err := auth.CreateToken(t.Context(), ts, req, c.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return secret
 	}
-	out.alice = mk(&server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
-	out.bob = mk(&server.NewToken{Kind: store.TokenAgent, Agent: "other-worker"})
-	out.approver = mk(&server.NewToken{Kind: store.TokenApprover, Approver: "carol"})
+	out.alice = mk(&auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
+	out.bob = mk(&auth.NewToken{Kind: store.TokenAgent, Agent: "other-worker"})
+	out.approver = mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "carol"})
 	return out
 }
 
@@ -291,11 +292,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 			t.Parallel()
 			s := start(t, backend, nil)
 			ts := s.g.Store().(store.TokenStore)
-			expiring, _, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Hour}, s.clock.Now())
+			expiring, _, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Hour}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
-			revoked, tk, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, s.clock.Now())
+			revoked, tk, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,7 +437,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 			wantProblem(t, "present before granted", s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge",
 				"arguments": map[string]any{"invoice_id": "inv_9", "amount": 90000}, "approval_id": apr}), 403, "approval_pending")
 			// An approver whose name is the requesting agent cannot approve it.
-			self, _, err := server.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"}, s.clock.Now())
+			self, _, err := auth.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -659,7 +660,7 @@ func TestRevokedTokenRefusedWithinCache(t *testing.T) {
 			t.Parallel()
 			s := start(t, "sqlite", &server.Config{TokenCache: tc.cache})
 			ts := s.g.Store().(store.TokenStore)
-			secret, tk, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, s.clock.Now())
+			secret, tk, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"}, s.clock.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -684,7 +685,7 @@ func TestRevokedTokenRefusedWithinCache(t *testing.T) {
 func TestExpiredTokenRefusedWhileCached(t *testing.T) {
 	t.Parallel()
 	s := start(t, "sqlite", &server.Config{TokenCache: time.Hour})
-	secret, _, err := server.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Minute}, s.clock.Now())
+	secret, _, err := auth.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Minute}, s.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,7 +16,6 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -211,11 +211,11 @@ func Gateway(ctx context.Context, cfg *GatewayConfig) (*GatewayReport, error) {
 	if !ok {
 		return nil, fmt.Errorf("bench gateway: store %T keeps no tokens", g.Store())
 	}
-	token, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenAgent, Agent: Principal.Agent}, time.Now())
+	token, _, err := auth.CreateToken(ctx, ts, &auth.NewToken{Kind: store.TokenAgent, Agent: Principal.Agent}, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("bench gateway: %w", err)
 	}
-	gwURL, stopGw, err := serveLoopback(gw.Handler(&server.Authenticator{Tokens: ts}))
+	gwURL, stopGw, err := serveLoopback(gw.Handler(&auth.Authenticator{Tokens: ts}))
 	if err != nil {
 		return nil, fmt.Errorf("bench gateway: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -202,7 +203,7 @@ func agentToken(ctx context.Context, st store.Store) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("store %T keeps no tokens", st)
 	}
-	tok, _, err := server.CreateToken(ctx, ts, &server.NewToken{Kind: store.TokenAgent, Agent: Principal.Agent}, time.Now())
+	tok, _, err := auth.CreateToken(ctx, ts, &auth.NewToken{Kind: store.TokenAgent, Agent: Principal.Agent}, time.Now())
 	return tok, err
 }
 

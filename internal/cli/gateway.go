@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"log/slog"
 	"net"
@@ -174,7 +175,7 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	h := gw.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
+	h := gw.Handler(&auth.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
 	return serveHTTP(ctx, log, "latch gateway", &gf.http, h,
 		"tools", len(gw.Tools()))
 }

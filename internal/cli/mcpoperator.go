@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -11,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/latchkit/latch/mcpop"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -128,6 +128,6 @@ func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
 	if !loopback(of.http.listen) {
 		log.Warn(fmt.Sprintf("latch mcp-operator: listening on %s, beyond loopback", of.http.listen))
 	}
-	h := op.Handler(&server.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
+	h := op.Handler(&auth.Authenticator{Tokens: ts, Identity: idp, Now: a.now})
 	return serveHTTP(ctx, log, "latch mcp-operator", &of.http, h)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -283,7 +284,7 @@ func (a *app) tokenCreateCommand() *cobra.Command {
   latch token create --approver alice`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &server.NewToken{Kind: store.TokenAgent, Agent: agent, User: user}
+			req := &auth.NewToken{Kind: store.TokenAgent, Agent: agent, User: user}
 			switch {
 			case agent != "" && approver != "":
 				return usagef("a token is for an agent or an approver, not both")
@@ -291,7 +292,7 @@ func (a *app) tokenCreateCommand() *cobra.Command {
 				if user != "" {
 					return usagef("--user goes with --agent")
 				}
-				req = &server.NewToken{Kind: store.TokenApprover, Approver: approver}
+				req = &auth.NewToken{Kind: store.TokenApprover, Approver: approver}
 			case agent == "":
 				return usagef("say whose token it is: --agent NAME or --approver NAME")
 			}
@@ -307,7 +308,7 @@ func (a *app) tokenCreateCommand() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			secret, tk, err := server.CreateToken(a.ctx, ts, req, a.now())
+			secret, tk, err := auth.CreateToken(a.ctx, ts, req, a.now())
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -111,7 +112,7 @@ func TestOperatorJSONShapesAgree(t *testing.T) {
 	approvals := cliLines("approvals", "--json")
 
 	ts := g.Store().(store.TokenStore)
-	secret, _, err := server.CreateToken(t.Context(), ts, &server.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	secret, _, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
@@ -189,14 +190,14 @@ func Start(t testing.TB, o *Options) *Server {
 	}
 	t.Cleanup(stop)
 	out := &Server{URL: "http://" + ln.Addr().String(), StoreURL: storeURL, Guard: g, Clock: clk, stop: stop}
-	out.Agent = out.token(t, &server.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
+	out.Agent = out.token(t, &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker"})
 	out.Approver = out.ApproverToken(t, "operator")
 	return out
 }
 
-func (s *Server) token(t testing.TB, req *server.NewToken) string {
+func (s *Server) token(t testing.TB, req *auth.NewToken) string {
 	t.Helper()
-	secret, _, err := server.CreateToken(context.Background(), s.Guard.Store().(store.TokenStore), req, s.Clock.Now())
+	secret, _, err := auth.CreateToken(context.Background(), s.Guard.Store().(store.TokenStore), req, s.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func (s *Server) token(t testing.TB, req *server.NewToken) string {
 // and returns its secret.
 func (s *Server) ApproverToken(t testing.TB, name string) string {
 	t.Helper()
-	return s.token(t, &server.NewToken{Kind: store.TokenApprover, Approver: name})
+	return s.token(t, &auth.NewToken{Kind: store.TokenApprover, Approver: name})
 }
 
 // Written is what the store holds that an answer or a resolution would change: the number of
