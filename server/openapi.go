@@ -162,6 +162,11 @@ var (
 	principl = obj(nil, map[string]any{"agent": nstr, "user": nstr})
 )
 
+// wouldHave is what enforcement would have done with an observed call: the would_have member of
+// its receipt (receipt.WouldHave), an empty member null.
+var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
+	"decision": map[string]any{"enum": []string{"allow", "approve", "deny"}}, "reason": nstr, "effect": nstr})
+
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
 		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": str, "rule": str,
@@ -174,7 +179,7 @@ var schemas = map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
 		"idempotency_token": nstr, "effect_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
-		"would_have": map[string]any{"type": "object"}, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
+		"would_have": wouldHave, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"ApprovalRequired": obj([]string{"status", "approval_id", "action_hash", "expires_at"}, map[string]any{
 		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "expires_at": stamp, "approval": ref("Approval")}),
 	"OutcomeRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"outcome"}, "properties": map[string]any{
@@ -216,8 +221,11 @@ var schemas = map[string]any{
 		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
 			"action": str, "would_have": str, "reason": str, "count": integer})}}),
 	"Report": obj([]string{"ok", "verified", "breaks"}, map[string]any{
-		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"},
-		"state": map[string]any{"type": "object"},
+		"ok": map[string]any{"type": "boolean"}, "verified": integer,
+		"breaks": map[string]any{"type": "array", "items": obj([]string{"kind", "seq", "detail"}, map[string]any{
+			"kind": str, "seq": integer, "detail": str, "subject": str, "chain": str, "table": str})},
+		"state": obj([]string{"effects", "approvals", "delegations", "unchained"}, map[string]any{
+			"effects": integer, "approvals": integer, "delegations": integer, "unchained": integer}),
 		// A pruned chain: where it starts and why (docs/retention.md).
 		"start": obj([]string{"seq", "hash", "reason"}, map[string]any{"seq": integer, "hash": str, "reason": str})}),
 }
