@@ -308,7 +308,11 @@ func TestOpenAPINamesEveryField(t *testing.T) {
 		if _, isRef := m["$ref"]; isRef {
 			return
 		}
-		switch m["type"] {
+		typ := m["type"]
+		if ts, ok := typ.([]any); ok && len(ts) > 0 {
+			typ = ts[0] // ["object","null"]: a nullable object
+		}
+		switch typ {
 		case "object":
 			if m["properties"] == nil && m["additionalProperties"] == nil && !freeForm[name] {
 				t.Errorf("%s: an object that names no fields", path)
