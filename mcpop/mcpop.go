@@ -1,7 +1,9 @@
 // Package mcpop is the operator's side of latch as an MCP server: the tools a person (or the
 // assistant they direct) needs when latch refuses something — list and show approval requests
-// with the exact arguments, approve or deny them, list the effects that need attention, resolve
-// one, inspect anything by id, and verify the receipt chain.
+// with the exact arguments, approve or deny them, list the effects that need a person, resolve
+// one, inspect anything by id, list and count receipts, and verify the receipt chain. The
+// tools answer as the CLI and latch serve do (package internal/operator), in the same shapes
+// (package internal/jsonview): a field has one name and one null on every surface.
 //
 // Who answers is never a tool argument. Over streamable HTTP (Handler) it is the credential of
 // the session: an approver token of `latch token create --approver NAME`, or a JWT the
@@ -14,19 +16,20 @@ package mcpop
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	latchauth "github.com/latchkit/latch/auth"
 	"net/http"
-	"regexp"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/latchkit/latch"
-	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
-	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,13 +47,19 @@ type Config struct {
 	// recorded as the approver with method cli, not verified, as `latch approve --as` is. ""
 	// refuses answers and resolutions in such sessions; the read tools still work.
 	Approver string
-	// Now is the clock of "needs attention" (a lapsed lease); nil is time.Now.
+	// Now is the clock that decides whether a lease lapsed (what needs a person); nil is
+	// time.Now.
 	Now func() time.Time
+	// CheckpointKey is the public key of the store's signed checkpoints: with it,
+	// verify_receipts checks every checkpoint against the chain, as `latch receipts --verify
+	// --checkpoints` does; nil leaves them unchecked (the report's checkpoints is null).
+	CheckpointKey ed25519.PublicKey
 }
 
 // Operator serves the operator tools.
 type Operator struct {
 	cfg Config
+	op  *operator.Operator // the operator's questions, answered as on every surface
 }
 
 // New returns an Operator.
@@ -67,6 +76,11 @@ func New(cfg *Config) (*Operator, error) {
 			return nil, fmt.Errorf("mcpop: new: approver: %w", err)
 		}
 	}
+	op, err := operator.New(&operator.Config{Store: cfg.Guard.Store(), Policy: cfg.Guard.Policy(), Now: o.cfg.Now, CheckpointKey: cfg.CheckpointKey})
+	if err != nil {
+		return nil, fmt.Errorf("mcpop: new: %w", err)
+	}
+	o.op = op
 	return o, nil
 }
 
@@ -125,22 +139,26 @@ func (o *Operator) Server() *mcp.Server {
 		f := false
 		return &mcp.ToolAnnotations{DestructiveHint: &f}
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "list_approvals", Annotations: read,
-		Description: "List approval requests (default: pending) with the exact arguments each is bound to."}, o.listApprovals)
-	mcp.AddTool(s, &mcp.Tool{Name: "show_approval", Annotations: read,
+	mcp.AddTool(s, &mcp.Tool{Name: "list_approvals", Annotations: read, OutputSchema: schemaFor[Approvals](),
+		Description: "List approval requests by status (default pending; or granted, denied, expired, consumed, all) with the exact arguments each is bound to."}, o.listApprovals)
+	mcp.AddTool(s, &mcp.Tool{Name: "show_approval", Annotations: read, OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Show one approval request: the action, its exact arguments as a person reads them, who asked, the hash it is bound to, its status and expiry."}, o.showApproval)
-	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: write(),
+	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Grant a pending approval request as this session's approver. The grant is single use, expires, and matches only the exact action shown."}, o.answer(true))
-	mcp.AddTool(s, &mcp.Tool{Name: "deny", Annotations: write(),
+	mcp.AddTool(s, &mcp.Tool{Name: "deny", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Deny a pending approval request as this session's approver."}, o.answer(false))
-	mcp.AddTool(s, &mcp.Tool{Name: "list_effects", Annotations: read,
-		Description: "List effects that need a person (default): ambiguous ones and executing ones whose lease lapsed; or all effects in one state."}, o.listEffects)
-	mcp.AddTool(s, &mcp.Tool{Name: "resolve", Annotations: write(),
-		Description: "Resolve an ambiguous effect as committed (it happened; optionally with its result) or failed (it did not; a retry may run), as this session's approver."}, o.resolve)
-	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Annotations: read,
+	mcp.AddTool(s, &mcp.Tool{Name: "list_effects", Annotations: read, OutputSchema: schemaFor[Effects](),
+		Description: "List the effects that need a person (default: needs_person — ambiguous ones, executing ones whose lease lapsed, and resolved ones whose holder reported otherwise), or all effects in one stored state, or all."}, o.listEffects)
+	mcp.AddTool(s, &mcp.Tool{Name: "resolve", Annotations: write(), InputSchema: schemaFor[ResolveArgs](), OutputSchema: schemaFor[jsonview.Effect](),
+		Description: "Resolve an effect that needs a person: to committed (it happened; optionally with its result) or to failed (it did not; a retry may run), as this session's approver."}, o.resolve)
+	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Annotations: read, OutputSchema: schemaFor[jsonview.Inspection](),
 		Description: "Everything about an action id (act_…), an approval id (apr_…) or an effect key: the record, the timeline of events and the receipts."}, o.inspect)
-	mcp.AddTool(s, &mcp.Tool{Name: "verify_receipts", Annotations: read,
-		Description: "Verify the hash chain of receipts: ok, how many were verified, and each break with its seq."}, o.verify)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_receipts", Annotations: read, OutputSchema: schemaFor[Receipts](),
+		Description: "List receipts in chain order, each with its hash and its document as stored: after a seq, at most limit (default 100)."}, o.listReceipts)
+	mcp.AddTool(s, &mcp.Tool{Name: "stats", Annotations: read, OutputSchema: schemaFor[jsonview.Stats](),
+		Description: "Count receipts by action and result over a window (since: 90m, 24h, 7d; default every receipt); in observe mode, what enforcement would have blocked."}, o.stats)
+	mcp.AddTool(s, &mcp.Tool{Name: "verify_receipts", Annotations: read, OutputSchema: schemaFor[jsonview.ChainReport](),
+		Description: "Verify the hash chain of receipts, the stored state against it and (when the server has the checkpoint public key) every signed checkpoint: ok, how many were verified, and each break with its seq."}, o.verify)
 	return s
 }
 
@@ -181,93 +199,31 @@ func (o *Operator) Handler(a *latchauth.Authenticator) http.Handler {
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
 
-// Approval is an approval request as the tools show it; the fields are those of
-// `latch approvals --json`, with display. It is a type of its own rather than the CLI's and the
-// API's shape because the tools' output schema is derived from it and already published: absent
-// values are omitted here where those print null, display lists every argument (not only the
-// hinted ones), and the request's own note is kept.
-type Approval struct {
-	ApprovalID string         `json:"approval_id"`
-	Status     string         `json:"status"`
-	Action     string         `json:"action"`
-	ActionHash string         `json:"action_hash"`
-	Arguments  any            `json:"arguments"`
-	Display    []DisplayedArg `json:"display,omitempty"`
-	Principal  Principal      `json:"principal"`
-	Resource   string         `json:"resource,omitempty"`
-	CreatedAt  string         `json:"created_at"`
-	ExpiresAt  string         `json:"expires_at"`
-	Approver   string         `json:"approver,omitempty"`
-	Note       string         `json:"note,omitempty"`
-	// PreviousDenied is the request for the same action denied before this one was asked, and
-	// PreviousDeniedBy who denied it: the person answering sees the agent asked again.
-	PreviousDenied   string `json:"previous_denied,omitempty"`
-	PreviousDeniedBy string `json:"previous_denied_by,omitempty"`
-	// Answers are the answers given so far, oldest first; Required is how many distinct grants
-	// the request needs and Grants how many it has (docs/approvals.md).
-	Answers  []Answer `json:"answers"`
-	Required int      `json:"required"`
-	Grants   int      `json:"grants"`
-}
-
-// Answer is one person's answer to an approval request.
-type Answer struct {
-	Approver   string `json:"approver"`
-	Method     string `json:"method"` // cli, token, jwt, session or proxy
-	Verified   bool   `json:"verified"`
-	Grant      bool   `json:"grant"`
-	Note       string `json:"note,omitempty"`
-	AnsweredAt string `json:"answered_at"`
-}
-
-// DisplayedArg is one argument read through the policy's display hints.
-type DisplayedArg struct {
-	Name  string `json:"name"`
-	Label string `json:"label,omitempty"`
-	Raw   string `json:"raw"`             // canonical JSON, exactly as hashed
-	Human string `json:"human,omitempty"` // as a person reads it ("€2,500.00 (250000 minor units)")
-}
-
-// Principal is who asked.
-type Principal struct {
-	Agent string `json:"agent"`
-	User  string `json:"user,omitempty"`
-}
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
+// schemaFor is the JSON schema of T as the tools publish it: a json.RawMessage member
+// (arguments, a result, a receipt document) is any JSON value, as it is written.
+func schemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {}}})
+	if err != nil {
+		panic(fmt.Sprintf("mcpop: schema of %T: %v", *new(T), err)) // the tool types are this package's own
 	}
-	return t.UTC().Format(receipt.TimeFormat)
+	return s
 }
 
-func (o *Operator) approvalOf(a *store.Approval) Approval {
-	var d struct {
-		Arguments json.RawMessage `json:"arguments"`
-		Resource  string          `json:"resource"`
+// toolError is a tool's error in the words of every surface: "reason: detail".
+func toolError(err error) error {
+	var fe *operator.FilterError
+	var ref *operator.Refusal
+	var ie *operator.InputError
+	switch {
+	case errors.As(err, &fe):
+		return fmt.Errorf("invalid_argument: %s", fe.Error())
+	case errors.As(err, &ie):
+		return fmt.Errorf("%s: %s", ie.Reason, ie.Detail)
+	case errors.As(err, &ref):
+		return fmt.Errorf("%s: %s", ref.Reason, ref.Error())
 	}
-	_ = json.Unmarshal(a.Action, &d) // a document the store could not read shows no arguments
-	out := Approval{ApprovalID: a.ID, Status: string(a.Status), Action: a.ActionName, ActionHash: a.ActionHash,
-		Principal: Principal{Agent: a.Agent, User: a.User}, Resource: d.Resource,
-		CreatedAt: stamp(a.CreatedAt), ExpiresAt: stamp(a.ExpiresAt), Approver: a.Approver, Note: a.Note,
-		PreviousDenied: a.PreviousDenied, PreviousDeniedBy: a.PreviousDeniedBy}
-	_ = json.Unmarshal(d.Arguments, &out.Arguments)
-	// The count as `latch approvals --json` and latch serve give it (package jsonview).
-	n, verified := jsonview.Required(o.cfg.Guard.Policy(), a)
-	out.Required, out.Grants = n, store.Grants(a.Answers, verified)
-	out.Answers = make([]Answer, len(a.Answers))
-	for i, x := range a.Answers {
-		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant, Note: x.Note, AnsweredAt: stamp(x.At)}
-	}
-	// The policy reads the arguments as canonical values, exactly as they were hashed.
-	if v, err := canon.Parse(d.Arguments); err == nil {
-		if args, ok := v.(map[string]any); ok {
-			for _, av := range o.cfg.Guard.Policy().View(a.ActionName, args) {
-				out.Display = append(out.Display, DisplayedArg{Name: av.Name, Label: av.Label, Raw: av.Raw, Human: av.Human})
-			}
-		}
-	}
-	return out
+	return fmt.Errorf("internal: %s", strings.TrimPrefix(err.Error(), "latch: "))
 }
 
 // ListApprovalsArgs are the arguments of list_approvals.
@@ -275,34 +231,22 @@ type ListApprovalsArgs struct {
 	Status string `json:"status,omitempty" jsonschema:"pending (default), granted, denied, expired, consumed, or all"`
 }
 
-// Approvals is the result of list_approvals.
+// Approvals is the result of list_approvals: approval requests as `latch approvals --json`
+// prints them and GET /v1/approvals lists them.
 type Approvals struct {
-	Approvals []Approval `json:"approvals"`
+	Approvals []jsonview.Approval `json:"approvals"`
 }
-
-var approvalStatuses = map[string]bool{"pending": true, "granted": true, "denied": true, "expired": true, "consumed": true, "all": true}
 
 func (o *Operator) listApprovals(ctx context.Context, _ *mcp.CallToolRequest, in ListApprovalsArgs) (*mcp.CallToolResult, Approvals, error) {
 	status := in.Status
 	if status == "" {
-		status = "pending"
+		status = string(store.Pending)
 	}
-	if !approvalStatuses[status] {
-		return nil, Approvals{}, fmt.Errorf("invalid_argument: status %q is not one of pending, granted, denied, expired, consumed, all", in.Status)
-	}
-	f := store.ApprovalFilter{Status: store.ApprovalStatus(status)}
-	if status == "all" {
-		f = store.ApprovalFilter{}
-	}
-	list, err := o.cfg.Guard.Store().Approvals(ctx, f)
+	list, err := o.op.Approvals(ctx, status)
 	if err != nil {
-		return nil, Approvals{}, fmt.Errorf("internal: list approvals: %w", err)
+		return nil, Approvals{}, toolError(err)
 	}
-	out := Approvals{Approvals: []Approval{}}
-	for _, a := range list {
-		out.Approvals = append(out.Approvals, o.approvalOf(a))
-	}
-	return nil, out, nil
+	return nil, Approvals{Approvals: list}, nil
 }
 
 // ApprovalArgs name one approval request.
@@ -310,15 +254,15 @@ type ApprovalArgs struct {
 	ApprovalID string `json:"approval_id" jsonschema:"the request's id, apr_…"`
 }
 
-func (o *Operator) showApproval(ctx context.Context, _ *mcp.CallToolRequest, in ApprovalArgs) (*mcp.CallToolResult, Approval, error) {
-	a, err := o.cfg.Guard.Store().Approval(ctx, in.ApprovalID)
+func (o *Operator) showApproval(ctx context.Context, _ *mcp.CallToolRequest, in ApprovalArgs) (*mcp.CallToolResult, jsonview.Approval, error) {
+	a, err := o.op.Approval(ctx, in.ApprovalID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, Approval{}, fmt.Errorf("approval_not_found: no approval request %q", in.ApprovalID)
+		return nil, jsonview.Approval{}, fmt.Errorf("approval_not_found: no approval request %q", in.ApprovalID)
 	case err != nil:
-		return nil, Approval{}, fmt.Errorf("internal: read approval %s: %w", in.ApprovalID, err)
+		return nil, jsonview.Approval{}, toolError(err)
 	}
-	return nil, o.approvalOf(a), nil
+	return nil, a, nil
 }
 
 // AnswerArgs are the arguments of approve and deny.
@@ -327,142 +271,74 @@ type AnswerArgs struct {
 	Note       string `json:"note,omitempty" jsonschema:"kept with the answer"`
 }
 
-func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, Approval] {
-	return func(ctx context.Context, req *mcp.CallToolRequest, in AnswerArgs) (*mcp.CallToolResult, Approval, error) {
+func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Approval] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in AnswerArgs) (*mcp.CallToolResult, jsonview.Approval, error) {
 		w, err := o.who(req)
 		if err != nil {
-			return nil, Approval{}, err
+			return nil, jsonview.Approval{}, err
 		}
 		a, err := o.cfg.Guard.Answer(ctx, &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name,
 			Method: w.method, Verified: w.verified, Note: in.Note})
 		var ae *store.AnswerError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return nil, Approval{}, fmt.Errorf("approval_not_found: no approval request %q", in.ApprovalID)
+			return nil, jsonview.Approval{}, fmt.Errorf("approval_not_found: no approval request %q", in.ApprovalID)
 		case errors.As(err, &ae):
-			return nil, Approval{}, fmt.Errorf("%s: %s", ae.Reason, strings.TrimPrefix(err.Error(), "latch: "))
+			return nil, jsonview.Approval{}, fmt.Errorf("%s: %s", ae.Reason, strings.TrimPrefix(err.Error(), "latch: "))
 		case err != nil:
-			return nil, Approval{}, fmt.Errorf("internal: %w", err)
+			return nil, jsonview.Approval{}, toolError(err)
 		}
-		return nil, o.approvalOf(a), nil
+		return nil, o.op.ApprovalView(a), nil
 	}
 }
 
 // ListEffectsArgs are the arguments of list_effects.
 type ListEffectsArgs struct {
-	State string `json:"state,omitempty" jsonschema:"attention (default: ambiguous, and executing with a lapsed lease), executing, committed, failed, ambiguous, or all"`
+	State string `json:"state,omitempty" jsonschema:"needs_person (default: ambiguous, executing with a lapsed lease, or resolved with an outcome conflict), executing, committed, failed, ambiguous, or all"`
 }
 
-// Effect is an effect record as the tools show it; the fields are those of `latch effects --json`.
-type Effect struct {
-	EffectKey string `json:"effect_key"`
-	State     string `json:"state"`
-	// LeaseLapsed: the holder's lease passed without an outcome (executing past it, or written
-	// ambiguous by a contender or the sweeper), as in `latch effects --json`.
-	LeaseLapsed    bool   `json:"lease_lapsed,omitempty"`
-	Attempt        int    `json:"attempt"`
-	Action         string `json:"action"`
-	ActionID       string `json:"action_id"`
-	ActionHash     string `json:"action_hash"`
-	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
-	Result         any    `json:"result,omitempty"`
-	Error          string `json:"error,omitempty"`
-	ResolvedBy     string `json:"resolved_by,omitempty"`
-	CreatedAt      string `json:"created_at"`
-	UpdatedAt      string `json:"updated_at"`
-}
-
-// Effects is the result of list_effects.
+// Effects is the result of list_effects: effect records as `latch effects --json` prints them
+// and GET /v1/effects lists them.
 type Effects struct {
-	Effects []Effect `json:"effects"`
+	Effects []jsonview.Effect `json:"effects"`
 }
-
-func (o *Operator) effectOf(e *store.Effect) Effect {
-	out := Effect{EffectKey: e.Key, State: string(e.State), Attempt: e.Attempt, Action: e.Action, ActionID: e.ActionID,
-		ActionHash: e.ActionHash, LeaseExpiresAt: stamp(e.LeaseExpiresAt), Error: e.Error, ResolvedBy: e.ResolvedBy,
-		CreatedAt: stamp(e.CreatedAt), UpdatedAt: stamp(e.UpdatedAt),
-		LeaseLapsed: jsonview.LeaseLapsed(e, o.cfg.Now())}
-	if len(e.Result) > 0 {
-		_ = json.Unmarshal(e.Result, &out.Result)
-	}
-	return out
-}
-
-var effectStates = map[string]bool{"attention": true, "executing": true, "committed": true, "failed": true, "ambiguous": true, "all": true}
 
 func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in ListEffectsArgs) (*mcp.CallToolResult, Effects, error) {
 	state := in.State
 	if state == "" {
-		state = "attention"
+		state = operator.StateNeedsPerson
 	}
-	if !effectStates[state] {
-		return nil, Effects{}, fmt.Errorf("invalid_argument: state %q is not one of attention, executing, committed, failed, ambiguous, all", in.State)
-	}
-	f := store.EffectFilter{State: store.State(state)}
-	if state == "attention" || state == "all" {
-		f = store.EffectFilter{}
-	}
-	list, err := o.cfg.Guard.Store().Effects(ctx, f)
+	list, err := o.op.Effects(ctx, state)
 	if err != nil {
-		return nil, Effects{}, fmt.Errorf("internal: list effects: %w", err)
+		return nil, Effects{}, toolError(err)
 	}
-	out := Effects{Effects: []Effect{}}
-	for _, e := range list {
-		v := o.effectOf(e)
-		if state == "attention" && e.State != store.Ambiguous && !v.LeaseLapsed {
-			continue
-		}
-		out.Effects = append(out.Effects, v)
-	}
-	return nil, out, nil
+	return nil, Effects{Effects: list}, nil
 }
 
-// ResolveArgs are the arguments of resolve.
+// ResolveArgs are the arguments of resolve: the effect's key, and the resolution every surface
+// takes (to, result, note).
 type ResolveArgs struct {
-	EffectKey string `json:"effect_key" jsonschema:"the ambiguous effect's key"`
-	Outcome   string `json:"outcome" jsonschema:"committed (it happened) or failed (it did not: a retry may run)"`
-	Result    any    `json:"result,omitempty" jsonschema:"with committed: the effect's result, handed to later duplicates"`
-	Note      string `json:"note,omitempty" jsonschema:"why: kept on the record and in its event"`
+	EffectKey string          `json:"effect_key" jsonschema:"the key of the effect that needs a person"`
+	To        string          `json:"to" jsonschema:"committed (it happened) or failed (it did not: a retry may run)"`
+	Result    json.RawMessage `json:"result,omitempty" jsonschema:"with committed: the effect's result, handed to later duplicates"`
+	Note      string          `json:"note,omitempty" jsonschema:"why: kept on the record and in its event"`
 }
 
-func (o *Operator) resolve(ctx context.Context, req *mcp.CallToolRequest, in ResolveArgs) (*mcp.CallToolResult, Effect, error) {
+func (o *Operator) resolve(ctx context.Context, req *mcp.CallToolRequest, in ResolveArgs) (*mcp.CallToolResult, jsonview.Effect, error) {
 	w, err := o.who(req)
 	if err != nil {
-		return nil, Effect{}, err
+		return nil, jsonview.Effect{}, err
 	}
-	var to store.State
-	switch in.Outcome {
-	case "committed":
-		to = store.Committed
-	case "failed":
-		to = store.Failed
-	default:
-		return nil, Effect{}, fmt.Errorf("invalid_argument: outcome %q is not committed or failed", in.Outcome)
+	r := &operator.Resolution{To: in.To, Result: in.Result, Note: in.Note}
+	if _, err := r.Check(in.EffectKey, ""); err != nil {
+		return nil, jsonview.Effect{}, toolError(err)
 	}
-	r := &store.ResolveRequest{Key: in.EffectKey, To: to, By: w.resolvedBy(), Note: w.note(in.Note)}
-	if in.Result != nil {
-		if to != store.Committed {
-			return nil, Effect{}, errors.New("invalid_argument: a result goes with outcome committed")
-		}
-		b, err := json.Marshal(in.Result)
-		if err != nil {
-			return nil, Effect{}, fmt.Errorf("invalid_argument: result: %w", err)
-		}
-		r.Result = b
+	r.Note = w.note(in.Note)
+	e, err := o.op.Resolve(ctx, o.cfg.Guard, in.EffectKey, r, w.resolvedBy())
+	if err != nil {
+		return nil, jsonview.Effect{}, toolError(err)
 	}
-	e, err := o.cfg.Guard.ResolveEffect(ctx, r)
-	var re *store.ResolveError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, Effect{}, fmt.Errorf("effect_not_found: no effect %q", in.EffectKey)
-	case errors.Is(err, store.ErrNotAmbiguous):
-		return nil, Effect{}, fmt.Errorf("not_ambiguous: %s", strings.TrimPrefix(err.Error(), "latch: "))
-	case errors.As(err, &re):
-		return nil, Effect{}, fmt.Errorf("%s: %s", re.Reason, strings.TrimPrefix(err.Error(), "latch: "))
-	case err != nil:
-		return nil, Effect{}, fmt.Errorf("refused: %s", strings.TrimPrefix(err.Error(), "latch: "))
-	}
-	return nil, o.effectOf(e), nil
+	return nil, o.op.EffectView(e), nil
 }
 
 // InspectArgs name what to inspect.
@@ -470,82 +346,67 @@ type InspectArgs struct {
 	ID string `json:"id" jsonschema:"an action id (act_…), an approval id (apr_…) or an effect key"`
 }
 
-// Inspection is everything about one id.
-type Inspection struct {
-	Approval *Approval `json:"approval,omitempty"`
-	Effect   *Effect   `json:"effect,omitempty"`
-	Events   []Event   `json:"events"`
-	Receipts []any     `json:"receipts"` // each the receipt document
-}
-
-// Event is one event of the timeline.
-type Event struct {
-	ID         int64  `json:"id"`
-	Kind       string `json:"kind"`
-	Time       string `json:"time"`
-	ActionID   string `json:"action_id,omitempty"`
-	EffectKey  string `json:"effect_key,omitempty"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	Payload    any    `json:"payload,omitempty"`
-}
-
-var (
-	actionID   = regexp.MustCompile(`^act_[0-9a-f]{32}$`)
-	approvalID = regexp.MustCompile(`^apr_[0-9a-f]{32}$`)
-)
-
-func (o *Operator) inspect(ctx context.Context, _ *mcp.CallToolRequest, in InspectArgs) (*mcp.CallToolResult, Inspection, error) {
-	st := o.cfg.Guard.Store()
-	out := Inspection{Events: []Event{}, Receipts: []any{}}
-	var ef store.EventFilter
-	var rf store.ReceiptFilter
+func (o *Operator) inspect(ctx context.Context, _ *mcp.CallToolRequest, in InspectArgs) (*mcp.CallToolResult, jsonview.Inspection, error) {
+	got, err := o.op.Inspect(ctx, in.ID)
 	switch {
-	case actionID.MatchString(in.ID):
-		ef.ActionID, rf.ActionID = in.ID, in.ID
-	case approvalID.MatchString(in.ID):
-		a, err := st.Approval(ctx, in.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, Inspection{}, fmt.Errorf("approval_not_found: no approval request %q", in.ID)
-		} else if err != nil {
-			return nil, Inspection{}, fmt.Errorf("internal: %w", err)
-		}
-		v := o.approvalOf(a)
-		out.Approval = &v
-		ef.ApprovalID, rf.ApprovalID = in.ID, in.ID
-	default:
-		e, err := st.Effect(ctx, in.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, Inspection{}, fmt.Errorf("not_found: %q is no action id, approval id or effect key in this store", in.ID)
-		} else if err != nil {
-			return nil, Inspection{}, fmt.Errorf("internal: %w", err)
-		}
-		v := o.effectOf(e)
-		out.Effect = &v
-		ef.EffectKey, rf.EffectKey = in.ID, in.ID
+	case errors.Is(err, store.ErrNotFound):
+		return nil, jsonview.Inspection{}, fmt.Errorf("approval_not_found: no approval request %q", in.ID)
+	case errors.Is(err, operator.ErrNothingRecorded):
+		return nil, jsonview.Inspection{}, fmt.Errorf("not_found: nothing is recorded for %q in this store (no action id, approval id or effect key)", in.ID)
+	case err != nil:
+		return nil, jsonview.Inspection{}, toolError(err)
 	}
-	events, err := st.Events(ctx, ef)
+	return nil, o.op.View(got), nil
+}
+
+// ListReceiptsArgs are the arguments of list_receipts.
+type ListReceiptsArgs struct {
+	After int64 `json:"after,omitempty" jsonschema:"list the receipts after this seq (default 0: from the first)"`
+	Limit int   `json:"limit,omitempty" jsonschema:"at most this many, 1 to 1000 (default 100)"`
+}
+
+// Receipts is the result of list_receipts, as GET /v1/receipts answers: each receipt as
+// `latch receipts --json` prints it, and the seq to list on from.
+type Receipts struct {
+	Receipts  []jsonview.Receipt `json:"receipts"`
+	NextAfter int64              `json:"next_after"`
+}
+
+func (o *Operator) listReceipts(ctx context.Context, _ *mcp.CallToolRequest, in ListReceiptsArgs) (*mcp.CallToolResult, Receipts, error) {
+	limit := in.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 1 || limit > 1000:
+		return nil, Receipts{}, fmt.Errorf("invalid_argument: limit %d: want 1 to 1000", in.Limit)
+	}
+	if in.After < 0 {
+		return nil, Receipts{}, fmt.Errorf("invalid_argument: after %d: want a receipt seq (0 or more)", in.After)
+	}
+	list, next, err := o.op.ReceiptPage(ctx, in.After, limit)
 	if err != nil {
-		return nil, Inspection{}, fmt.Errorf("internal: read events: %w", err)
+		return nil, Receipts{}, toolError(err)
 	}
-	for _, e := range events {
-		ev := Event{ID: e.ID, Kind: e.Kind, Time: stamp(e.Time), ActionID: e.ActionID, EffectKey: e.EffectKey, ApprovalID: e.ApprovalID}
-		if len(e.Payload) > 0 {
-			_ = json.Unmarshal(e.Payload, &ev.Payload)
-		}
-		out.Events = append(out.Events, ev)
-	}
-	for r, err := range st.Receipts(ctx, rf) {
+	return nil, Receipts{Receipts: list, NextAfter: next}, nil
+}
+
+// StatsArgs are the arguments of stats.
+type StatsArgs struct {
+	Since string `json:"since,omitempty" jsonschema:"only receipts finished in this window: 90m, 24h, 7d (default: every receipt)"`
+}
+
+func (o *Operator) stats(ctx context.Context, _ *mcp.CallToolRequest, in StatsArgs) (*mcp.CallToolResult, jsonview.Stats, error) {
+	var window time.Duration
+	if in.Since != "" {
+		d, err := operator.ParseWindow(in.Since)
 		if err != nil {
-			return nil, Inspection{}, fmt.Errorf("internal: read receipts: %w", err)
+			return nil, jsonview.Stats{}, fmt.Errorf("invalid_argument: %w", err)
 		}
-		var doc any
-		if err := json.Unmarshal(r.Doc, &doc); err != nil {
-			return nil, Inspection{}, fmt.Errorf("internal: receipt %d: %w", r.Seq, err)
-		}
-		out.Receipts = append(out.Receipts, doc)
+		window = d
 	}
-	if actionID.MatchString(in.ID) && len(out.Events) == 0 && len(out.Receipts) == 0 {
-		return nil, Inspection{}, fmt.Errorf("not_found: no action %q in this store", in.ID)
+	out, err := o.op.Stats(ctx, window)
+	if err != nil {
+		return nil, jsonview.Stats{}, toolError(err)
 	}
 	return nil, out, nil
 }
@@ -553,13 +414,10 @@ func (o *Operator) inspect(ctx context.Context, _ *mcp.CallToolRequest, in Inspe
 // VerifyArgs are the (no) arguments of verify_receipts.
 type VerifyArgs struct{}
 
-func (o *Operator) verify(ctx context.Context, _ *mcp.CallToolRequest, _ VerifyArgs) (*mcp.CallToolResult, receipt.Report, error) {
-	rep, err := store.VerifyChain(ctx, o.cfg.Guard.Store())
+func (o *Operator) verify(ctx context.Context, _ *mcp.CallToolRequest, _ VerifyArgs) (*mcp.CallToolResult, jsonview.ChainReport, error) {
+	rep, err := o.op.VerifyChain(ctx, nil)
 	if err != nil {
-		return nil, receipt.Report{}, fmt.Errorf("internal: verify: %w", err)
-	}
-	if rep.Breaks == nil {
-		rep.Breaks = []receipt.Break{}
+		return nil, jsonview.ChainReport{}, toolError(err)
 	}
 	return nil, rep, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -90,7 +91,7 @@ func TestReadOnlyAnnotations(t *testing.T) {
 	t.Parallel()
 	_, cs, _ := setup(t, "")
 	want := map[string]bool{"list_approvals": true, "show_approval": true, "list_effects": true, "inspect": true,
-		"verify_receipts": true, "approve": false, "deny": false, "resolve": false}
+		"verify_receipts": true, "list_receipts": true, "stats": true, "approve": false, "deny": false, "resolve": false}
 	seen := 0
 	for tool, err := range cs.Tools(t.Context(), nil) {
 		if err != nil {
@@ -178,8 +179,8 @@ func TestListApprovalsDisplay(t *testing.T) {
 	}
 	var human string
 	for _, d := range out.Approvals[0].Display {
-		if d.Name == "amount" {
-			human = d.Human
+		if d.Name == "amount" && d.Human != nil {
+			human = *d.Human
 		}
 	}
 	if !strings.Contains(human, "2,500.00") {
@@ -330,7 +331,7 @@ func TestHTTPJWTSelfResolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "outcome": "failed"}})
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "to": "failed"}})
 	if err != nil || !res.IsError || !strings.HasPrefix(errText(res), "self_resolution: ") {
 		t.Fatalf("the agent's person resolves = %v %s, want self_resolution", err, errText(res))
 	}
@@ -341,7 +342,7 @@ func TestHTTPJWTSelfResolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = other.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "outcome": "failed"}})
+	res, err = other.CallTool(t.Context(), &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": "refund:o3", "to": "failed"}})
 	if err != nil || res.IsError {
 		t.Fatalf("dana resolves = %v %s", err, errText(res))
 	}
@@ -369,11 +370,11 @@ func TestAskedAgainAfterDenial(t *testing.T) {
 		t.Fatalf("show_approval: %v %s", err, errText(res))
 	}
 	b, _ := json.Marshal(res.StructuredContent)
-	var a mcpop.Approval
+	var a jsonview.Approval
 	if err := json.Unmarshal(b, &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.PreviousDenied != id || a.PreviousDeniedBy != "alice" {
+	if a.PreviousDenied == nil || *a.PreviousDenied != id || a.PreviousDeniedBy == nil || *a.PreviousDeniedBy != "alice" {
 		t.Errorf("show_approval = %s, want previous_denied %s by alice", b, id)
 	}
 }

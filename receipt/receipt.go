@@ -54,11 +54,32 @@ type Authority struct {
 	DelegationID string
 }
 
-// WouldHave is what enforcement would have done, recorded in observe mode.
+// WouldHave is what enforcement would have done, recorded in observe mode. Its JSON is the
+// would_have member of the receipt document — decision, reason and effect, an empty one null —
+// wherever it is encoded (latch serve's answer to an observed begin too), so that one object
+// has one shape.
 type WouldHave struct {
-	Decision string // allow | approve | deny
-	Reason   string // the decision reason
-	Effect   string // "" (no effect key), "reserved", or the refusal: committed, in_progress, ambiguous, attempts_exhausted
+	Decision string `json:"decision"` // allow | approve | deny
+	Reason   string `json:"reason"`   // the decision reason
+	Effect   string `json:"effect"`   // "" (no effect key), "reserved", or the refusal: committed, in_progress, ambiguous, attempts_exhausted
+}
+
+// MarshalJSON writes w as the receipt document writes it: every member present, an empty one
+// null.
+func (w WouldHave) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Decision *string `json:"decision"`
+		Effect   *string `json:"effect"`
+		Reason   *string `json:"reason"`
+	}{orNull(w.Decision), orNull(w.Effect), orNull(w.Reason)})
+}
+
+// orNull is s, or nil (JSON null) when empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Receipt is one receipt document (docs/guarantees.md#fields). Empty strings are written as null; Seq and

@@ -352,3 +352,33 @@ func TestOlderSchemasVerify(t *testing.T) {
 		t.Errorf("Parse(v1) = %+v, %v; want a call's receipt of refund:1, committed", got, err)
 	}
 }
+
+// TestWouldHaveJSON: a WouldHave encoded with encoding/json (latch serve's answer to an observed
+// begin) is the would_have member of the receipt document, byte for byte: the same lower-case
+// names, an empty member null.
+func TestWouldHaveJSON(t *testing.T) {
+	t.Parallel()
+	for _, wh := range []receipt.WouldHave{
+		{Decision: "deny", Reason: "unknown_action"},
+		{Decision: "allow", Reason: "rule[0]", Effect: "reserved"},
+		{Decision: "approve", Reason: "rule[1]", Effect: "ambiguous"},
+	} {
+		in := sample(1)
+		in.Mode, in.Result, in.WouldHave = "observe", receipt.Observed, &wh
+		s, err := receipt.Seal(in, 1, receipt.GenesisHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(s.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(wh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := doc["would_have"]; !bytes.Equal(got, want) {
+			t.Errorf("json.Marshal(%+v) = %s, want the receipt's would_have %s", wh, got, want)
+		}
+	}
+}

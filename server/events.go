@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/auth"
-	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/store"
 )
 
@@ -28,17 +28,6 @@ const (
 	// before every write.
 	eventRecheck = time.Second
 )
-
-// eventJSON is the data of one server-sent event.
-type eventJSON struct {
-	ID         int64           `json:"id"`
-	Kind       string          `json:"kind"`
-	At         string          `json:"at"`
-	ActionID   *string         `json:"action_id"`
-	EffectKey  *string         `json:"effect_key"`
-	ApprovalID *string         `json:"approval_id"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-}
 
 // closedJSON is the data of the stream's last event, closed: why the credential that opened it
 // no longer holds.
@@ -144,8 +133,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) {
 				}
 			}
 			gapSince = time.Time{}
-			b, _ := json.Marshal(eventJSON{ID: e.ID, Kind: e.Kind, At: e.Time.UTC().Format(receipt.TimeFormat),
-				ActionID: jstr(e.ActionID), EffectKey: jstr(e.EffectKey), ApprovalID: jstr(e.ApprovalID), Payload: e.Payload})
+			// The data is the event as every surface shows it (jsonview.Event).
+			b, _ := json.Marshal(jsonview.NewEvent(e))
 			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Kind, b)
 			after = e.ID
 			lastWrite = time.Now()

@@ -48,9 +48,9 @@ var ops = map[string]op{
 	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
 	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
 	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
-	"GET /v1/effects":                 {"Effect records (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
+	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
-	"POST /v1/effects/{key}/resolve":  {"Resolve an ambiguous effect (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
 	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
@@ -144,6 +144,12 @@ func jsonResponse(desc, schema string) map[string]any {
 
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
 
+// nullable is the object schema o, or null.
+func nullable(o map[string]any) map[string]any {
+	o["type"] = []string{"object", "null"}
+	return o
+}
+
 func obj(required []string, props map[string]any) map[string]any {
 	o := map[string]any{"type": "object", "properties": props}
 	if required != nil {
@@ -162,6 +168,11 @@ var (
 	principl = obj(nil, map[string]any{"agent": nstr, "user": nstr})
 )
 
+// wouldHave is what enforcement would have done with an observed call: the would_have member of
+// its receipt (receipt.WouldHave), an empty member null.
+var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
+	"decision": map[string]any{"enum": []string{"allow", "approve", "deny"}}, "reason": nstr, "effect": nstr})
+
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
 		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": str, "rule": str,
@@ -174,7 +185,7 @@ var schemas = map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
 		"idempotency_token": nstr, "effect_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
-		"would_have": map[string]any{"type": "object"}, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
+		"would_have": wouldHave, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"ApprovalRequired": obj([]string{"status", "approval_id", "action_hash", "expires_at"}, map[string]any{
 		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "expires_at": stamp, "approval": ref("Approval")}),
 	"OutcomeRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"outcome"}, "properties": map[string]any{
@@ -206,20 +217,28 @@ var schemas = map[string]any{
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
 		"to": map[string]any{"enum": []string{"committed", "failed"}}, "result": anyJSON, "note": str}},
 	"Receipts": obj([]string{"receipts", "next_after"}, map[string]any{
-		"receipts": map[string]any{"type": "array", "items": obj([]string{"seq", "hash", "receipt"}, map[string]any{
-			"seq": integer, "hash": str, "receipt": map[string]any{"type": "object"}})},
+		"receipts":   map[string]any{"type": "array", "items": ref("Receipt")},
 		"next_after": integer}),
+	// A receipt as every surface lists it: the document exactly as stored; a row that does
+	// not read as a receipt says so in unreadable.
+	"Receipt": obj([]string{"seq", "hash", "receipt", "unreadable"}, map[string]any{
+		"seq": integer, "hash": str, "receipt": map[string]any{"type": []string{"object", "null"}}, "unreadable": nstr}),
 	"Stats": obj([]string{"since", "until", "receipts", "counts", "observed", "would_have_blocked"}, map[string]any{
 		"since": stamp, "until": stamp, "receipts": integer, "observed": integer,
 		"counts": map[string]any{"type": "array", "items": obj([]string{"action", "result", "count"}, map[string]any{
 			"action": str, "result": str, "count": integer})},
 		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
 			"action": str, "would_have": str, "reason": str, "count": integer})}}),
-	"Report": obj([]string{"ok", "verified", "breaks"}, map[string]any{
-		"ok": map[string]any{"type": "boolean"}, "verified": integer, "breaks": map[string]any{"type": "array"},
-		"state": map[string]any{"type": "object"},
+	"Report": obj([]string{"ok", "verified", "breaks", "state", "start", "checkpoints"}, map[string]any{
+		"ok": map[string]any{"type": "boolean"}, "verified": integer,
+		"breaks": map[string]any{"type": "array", "items": obj([]string{"kind", "seq", "detail", "subject", "chain", "table"}, map[string]any{
+			"kind": str, "seq": integer, "detail": str, "subject": nstr, "chain": nstr, "table": nstr})},
+		"state": nullable(obj([]string{"effects", "approvals", "delegations", "unchained"}, map[string]any{
+			"effects": integer, "approvals": integer, "delegations": integer, "unchained": integer})),
 		// A pruned chain: where it starts and why (docs/retention.md).
-		"start": obj([]string{"seq", "hash", "reason"}, map[string]any{"seq": integer, "hash": str, "reason": str})}),
+		"start": nullable(obj([]string{"seq", "hash", "reason"}, map[string]any{"seq": integer, "hash": str, "reason": str})),
+		// The signed checkpoints, checked with the server's --checkpoint-pubkey; null without it.
+		"checkpoints": nullable(obj([]string{"held", "below"}, map[string]any{"held": integer, "below": integer}))}),
 }
 
 // openAPIDoc is GET /v1/openapi.json.

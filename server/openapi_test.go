@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
@@ -284,5 +285,117 @@ func TestOpenAPI(t *testing.T) {
 	var raw map[string]any
 	if err := json.Unmarshal(r.raw, &raw); err != nil || raw["components"] == nil {
 		t.Errorf("openapi.json has no components: %v", err)
+	}
+}
+
+// freeForm are the members the OpenAPI document types as an object without naming its fields,
+// on purpose: an action's arguments (the policy names them) and a receipt document
+// (docs/guarantees.md#fields).
+var freeForm = map[string]bool{"arguments": true, "receipt": true}
+
+// TestOpenAPINamesEveryField: every object of the document names its fields, and every array
+// its items, except the free-form members above. A member typed as a bare object hides its
+// fields from every check that compares the document with the live answers.
+func TestOpenAPINamesEveryField(t *testing.T) {
+	t.Parallel()
+	s := start(t, "sqlite", nil)
+	doc := s.do("GET", "/v1/openapi.json", "", nil).body
+	var walk func(path, name string, v any)
+	walk = func(path, name string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		if _, isRef := m["$ref"]; isRef {
+			return
+		}
+		typ := m["type"]
+		if ts, ok := typ.([]any); ok && len(ts) > 0 {
+			typ = ts[0] // ["object","null"]: a nullable object
+		}
+		switch typ {
+		case "object":
+			if m["properties"] == nil && m["additionalProperties"] == nil && !freeForm[name] {
+				t.Errorf("%s: an object that names no fields", path)
+			}
+		case "array":
+			if m["items"] == nil {
+				t.Errorf("%s: an array whose items have no schema", path)
+			}
+		}
+		if props, ok := m["properties"].(map[string]any); ok {
+			for k, p := range props {
+				walk(path+"/properties/"+k, k, p)
+			}
+		}
+		if items, ok := m["items"]; ok {
+			walk(path+"/items", name, items)
+		}
+	}
+	for name, sc := range doc["components"].(map[string]any)["schemas"].(map[string]any) {
+		walk("#/components/schemas/"+name, name, sc)
+	}
+}
+
+// conforms checks the live answer v against schema (of the document's components): every member
+// of an object is one the schema names, and every member the schema requires is there, all the
+// way down.
+func conforms(t *testing.T, components map[string]any, path string, schema, v any) {
+	t.Helper()
+	sc, _ := schema.(map[string]any)
+	if ref, ok := sc["$ref"].(string); ok {
+		sc, _ = components[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		props, ok := sc["properties"].(map[string]any)
+		if !ok {
+			return // free-form
+		}
+		for k, x := range v {
+			p, named := props[k]
+			if !named {
+				t.Errorf("%s: the answer has %q, the OpenAPI schema names %v", path, k, sortedNames(props))
+				continue
+			}
+			conforms(t, components, path+"/"+k, p, x)
+		}
+		req, _ := sc["required"].([]any)
+		for _, k := range req {
+			if _, ok := v[k.(string)]; !ok {
+				t.Errorf("%s: the answer lacks %q, which the OpenAPI schema requires", path, k)
+			}
+		}
+	case []any:
+		for i, x := range v {
+			conforms(t, components, fmt.Sprintf("%s/%d", path, i), sc["items"], x)
+		}
+	}
+}
+
+func sortedNames(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestOpenAPIObservedBegin: an observe-mode begin answers would_have with the members the
+// OpenAPI document names (decision, reason, effect), lower-case as in the receipt.
+func TestOpenAPIObservedBegin(t *testing.T) {
+	t.Parallel()
+	s := startWith(t, "sqlite", "schema: latch.policy/v1\nmode: observe\nactions:\n  billing.charge:\n    effect: \"charge:{invoice_id}\"\n    decision: deny\n", nil)
+	r := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge", "arguments": map[string]any{"invoice_id": "inv_1"}})
+	if r.status != 200 || r.body["would_have"] == nil {
+		t.Fatalf("observed begin = %d %s, want 200 with would_have", r.status, r.raw)
+	}
+	doc := s.do("GET", "/v1/openapi.json", "", nil).body
+	components := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	conforms(t, components, "Action", components["Action"], r.body)
+	wh := r.body["would_have"].(map[string]any)
+	if wh["decision"] != "deny" || wh["effect"] != "reserved" {
+		t.Errorf("would_have = %v, want decision deny, effect reserved", wh)
 	}
 }

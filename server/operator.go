@@ -1,16 +1,13 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/latchkit/latch/internal/jsonview"
-	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/store"
 )
 
@@ -21,20 +18,21 @@ func jstamp(t time.Time) *string { return jsonview.Stamp(t) }
 func jstr(s string) *string { return jsonview.Str(s) }
 
 // approvalJSON is an approval request as `latch approvals --json` prints it: one shape for the
-// CLI and the API (package jsonview).
+// CLI, the API and the operator MCP server (package jsonview).
 type approvalJSON = jsonview.Approval
 
-// effectJSON is an effect record as `latch effects --json` prints it.
-type effectJSON = jsonview.Effect
-
 // newApprovalJSON is a as the API shows it, with the display hints of the server's policy.
-func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON {
-	return jsonview.NewApproval(a, s.g.Policy())
+func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON { return s.op.ApprovalView(a) }
+
+// filterProblem is the problem of a filter word outside its vocabulary (operator.FilterError),
+// else of err.
+func filterProblem(err error) *Problem {
+	var fe *operator.FilterError
+	if errors.As(err, &fe) {
+		return badQuery(fe.Name, fe.Error())
+	}
+	return problemOf(err)
 }
-
-func (s *Server) newEffectJSON(e *store.Effect) effectJSON { return jsonview.NewEffect(e, s.cfg.Now()) }
-
-var approvalStatuses = map[string]bool{"": true, "pending": true, "granted": true, "denied": true, "expired": true, "consumed": true}
 
 // listApprovals is GET /v1/approvals[?status=].
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -42,19 +40,10 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller
 		writeProblem(w, p)
 		return
 	}
-	status := r.URL.Query().Get("status")
-	if !approvalStatuses[status] {
-		writeProblem(w, badQuery("status", fmt.Sprintf("status %q is not one of pending, granted, denied, expired, consumed", status)))
-		return
-	}
-	list, err := s.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.ApprovalStatus(status)})
+	out, err := s.op.Approvals(r.Context(), r.URL.Query().Get("status"))
 	if err != nil {
-		writeProblem(w, problemOf(err))
+		writeProblem(w, filterProblem(err))
 		return
-	}
-	out := make([]approvalJSON, len(list))
-	for i, a := range list {
-		out[i] = s.newApprovalJSON(a)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
 }
@@ -115,27 +104,17 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 	}
 }
 
-var effectStates = map[string]bool{"": true, "executing": true, "committed": true, "failed": true, "ambiguous": true}
-
-// listEffects is GET /v1/effects[?state=].
+// listEffects is GET /v1/effects[?state=]: state a stored state, needs_person (what waits for a
+// person: operator.NeedsPerson) or all.
 func (s *Server) listEffects(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
 		return
 	}
-	state := r.URL.Query().Get("state")
-	if !effectStates[state] {
-		writeProblem(w, badQuery("state", fmt.Sprintf("state %q is not one of executing, committed, failed, ambiguous", state)))
-		return
-	}
-	list, err := s.g.Store().Effects(r.Context(), store.EffectFilter{State: store.State(state)})
+	out, err := s.op.Effects(r.Context(), r.URL.Query().Get("state"))
 	if err != nil {
-		writeProblem(w, problemOf(err))
+		writeProblem(w, filterProblem(err))
 		return
-	}
-	out := make([]effectJSON, len(list))
-	for i, e := range list {
-		out[i] = s.newEffectJSON(e)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"effects": out})
 }
@@ -146,95 +125,69 @@ func (s *Server) getEffect(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
-	e, err := s.g.Store().Effect(r.Context(), r.PathValue("key"))
+	e, err := s.op.Effect(r.Context(), r.PathValue("key"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+r.PathValue("key")))
 	case err != nil:
 		writeProblem(w, problemOf(err))
 	default:
-		writeJSON(w, http.StatusOK, s.newEffectJSON(e))
+		writeJSON(w, http.StatusOK, e)
 	}
 }
 
-// resolveRequest is the body of POST /v1/effects/{key}/resolve.
-type resolveRequest struct {
-	To     string          `json:"to"`
-	Result json.RawMessage `json:"result"` // with committed: handed to later duplicates
-	Note   string          `json:"note"`   // why, kept on the record and in its event
-}
-
-// resolve is POST /v1/effects/{key}/resolve: settle an ambiguous effect, as the person the
-// credential names (recorded resolved_by "http:NAME"). Who may resolve what is
-// Guard.ResolveEffect's to decide, for every surface.
+// resolve is POST /v1/effects/{key}/resolve: settle an effect that needs a person, as the
+// person the credential names (recorded resolved_by "http:NAME"), with the body every surface
+// takes (operator.Resolution: to, result, note). Who may resolve what is Guard.ResolveEffect's to
+// decide, for every surface.
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
 		return
 	}
-	var req resolveRequest
+	var req operator.Resolution
 	if p := decode(w, r, s.cfg.MaxBody, &req, false); p != nil {
 		writeProblem(w, p)
 		return
 	}
-	if req.To != string(store.Committed) && req.To != string(store.Failed) {
-		if req.To == "" {
-			writeProblem(w, missing("to"))
-			return
-		}
-		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("to %q is not committed or failed", req.To))
-		p.Field = "to"
-		writeProblem(w, p)
-		return
-	}
-	var result json.RawMessage
-	if len(req.Result) > 0 && string(req.Result) != "null" {
-		if req.To != string(store.Committed) {
-			p := problem(http.StatusBadRequest, "invalid_field", "a result goes with to committed: a failed effect has no result")
-			p.Field = "result"
-			writeProblem(w, p)
-			return
-		}
-		var p *Problem
-		if result, p = checkResult(req.Result); p != nil {
-			writeProblem(w, p)
-			return
-		}
-	}
-	if err := store.CheckNote(req.Note); err != nil {
-		p := problem(http.StatusBadRequest, "invalid_field", err.Error())
-		p.Field = "note"
-		writeProblem(w, p)
-		return
-	}
 	key := r.PathValue("key")
-	e, err := s.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: store.State(req.To), By: "http:" + c.approver,
-		Result: result, Note: req.Note})
-	var re *store.ResolveError
+	e, err := s.op.Resolve(r.Context(), s.g, key, &req, "http:"+c.approver)
+	var ie *operator.InputError
+	var ref *operator.Refusal
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeProblem(w, problem(http.StatusNotFound, "effect_not_found", "no effect record "+key))
-	case errors.Is(err, store.ErrNotAmbiguous):
-		p := problem(http.StatusConflict, "not_ambiguous", trimLatch(err))
-		p.EffectKey = key
+	case errors.As(err, &ie):
+		p := problem(http.StatusBadRequest, ie.Reason, ie.Detail)
+		p.Field, p.Pointer = ie.Field, ie.Pointer
 		writeProblem(w, p)
-	case errors.As(err, &re):
-		status := http.StatusForbidden // self_resolution, approver_not_entitled: this person may not
-		if re.Reason == store.ReasonHolderUnknown {
-			status = http.StatusConflict
+	case errors.As(err, &ref):
+		p := problem(resolveStatus(ref.Reason), ref.Reason, ref.Error())
+		if ref.Reason == operator.ReasonEffectNotFound {
+			p.Detail = "no effect record " + key
 		}
-		p := problem(status, re.Reason, trimLatch(err))
 		p.EffectKey = key
 		writeProblem(w, p)
 	case err != nil:
 		writeProblem(w, problemOf(err))
 	default:
-		writeJSON(w, http.StatusOK, s.newEffectJSON(e))
+		writeJSON(w, http.StatusOK, s.op.EffectView(e))
 	}
 }
 
-// listReceipts is GET /v1/receipts?after=SEQ&limit=N: receipts in seq order, as stored, each
-// with its hash; next_after pages on.
+// resolveStatus is the HTTP status of a refused resolution: 404 for no such effect, 409 for one
+// that needs no person or whose holder cannot be read, 403 for a person who may not resolve it
+// (self_resolution, approver_not_entitled).
+func resolveStatus(reason string) int {
+	switch reason {
+	case operator.ReasonEffectNotFound:
+		return http.StatusNotFound
+	case operator.ReasonNotAmbiguous, store.ReasonHolderUnknown:
+		return http.StatusConflict
+	}
+	return http.StatusForbidden
+}
+
+// listReceipts is GET /v1/receipts?after=SEQ&limit=N: receipts in seq order, each as
+// `latch receipts --json` prints it (jsonview.Receipt); next_after pages on.
 func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
@@ -258,40 +211,24 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, c *caller)
 		}
 		limit = n
 	}
-	type line struct {
-		Seq     int64           `json:"seq"`
-		Hash    string          `json:"hash"`
-		Receipt json.RawMessage `json:"receipt"`
-	}
-	out := []line{}
-	next := after
-	for rc, err := range s.g.Store().Receipts(r.Context(), store.ReceiptFilter{AfterSeq: after}) {
-		if err != nil {
-			writeProblem(w, problemOf(err))
-			return
-		}
-		doc := json.RawMessage(rc.Doc)
-		if !json.Valid(doc) {
-			doc, _ = json.Marshal(map[string]string{"unreadable": "the stored document is not JSON"})
-		}
-		out = append(out, line{Seq: rc.Seq, Hash: rc.Hash, Receipt: doc})
-		next = rc.Seq
-		if len(out) == limit {
-			break
-		}
+	out, next, err := s.op.ReceiptPage(r.Context(), after, limit)
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"receipts": out, "next_after": next})
 }
 
-// verifyReceipts is GET /v1/receipts/verify: the chain checked against its head, each break
-// named with its seq.
+// verifyReceipts is GET /v1/receipts/verify: the chain checked against its head, the state
+// against the chain, and with Config.CheckpointKey every signed checkpoint against the chain;
+// each break named with its seq.
 func (s *Server) verifyReceipts(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p := c.approverOnly(); p != nil {
 		writeProblem(w, p)
 		return
 	}
 	// The head and the receipts are read in one snapshot, so writers cannot fake a break.
-	rep, err := store.VerifyChain(r.Context(), s.g.Store())
+	rep, err := s.op.VerifyChain(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, problemOf(err))
 		return
@@ -334,32 +271,19 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
-	now := s.cfg.Now()
-	var from time.Time
+	var window time.Duration
 	if v := r.URL.Query().Get("since"); v != "" {
-		d, err := parseWindow(v)
+		d, err := operator.ParseWindow(v)
 		if err != nil {
 			writeProblem(w, badQuery("since", err.Error()))
 			return
 		}
-		from = now.Add(-d)
+		window = d
 	}
-	tally, err := receipt.Tally(s.g.Store().Receipts(r.Context(), store.ReceiptFilter{Since: from}))
+	out, err := s.op.Stats(r.Context(), window)
 	if err != nil {
 		writeProblem(w, problemOf(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Since *string `json:"since"`
-		Until *string `json:"until"`
-		receipt.Stats
-	}{jstamp(from), jstamp(now), tally})
-}
-
-// parseWindow reads a window: a Go duration (90m, 36h) or a number of days (7d).
-func parseWindow(v string) (time.Duration, error) {
-	if d, ok := policy.ParseDays(v); ok && d > 0 {
-		return d, nil
-	}
-	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", v)
+	writeJSON(w, http.StatusOK, out)
 }

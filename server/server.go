@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/auth"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
@@ -80,6 +82,11 @@ type Config struct {
 	// request, so a revoked token is refused from the next one. An open event stream reads
 	// past the cache: it checks its token again every second.
 	TokenCache time.Duration
+	// CheckpointKey is the public key of the store's signed checkpoints (latch checkpoint):
+	// with it, GET /v1/receipts/verify and the console's Receipts page check every checkpoint
+	// against the chain, as latch receipts --verify --checkpoints does; nil leaves them unchecked,
+	// and the report's checkpoints is null.
+	CheckpointKey ed25519.PublicKey
 }
 
 // Server is the HTTP API of one guard. It is safe for concurrent use.
@@ -88,7 +95,8 @@ type Server struct {
 	cfg    Config
 	tokens store.TokenStore
 	auth   *auth.Authenticator
-	con    *console.Console // nil when NoConsole
+	op     *operator.Operator // the operator's questions, answered as on every surface
+	con    *console.Console   // nil when NoConsole
 	log    *slog.Logger
 	h      http.Handler
 	doc    []byte // the OpenAPI document
@@ -162,7 +170,11 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 	}
 	c.Metrics.UseStore(g.Store())
 	c.Metrics.UsePolicy(g.Policy()) // action labels: only the names it lists (/metrics is open)
-	s := &Server{g: g, cfg: c, tokens: ts, auth: &auth.Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
+	op, err := operator.New(&operator.Config{Store: g.Store(), Policy: g.Policy(), Now: c.Now, CheckpointKey: c.CheckpointKey})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{g: g, cfg: c, tokens: ts, op: op, auth: &auth.Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
 	if !c.NoConsole {
 		var cc console.Config
 		if c.Console != nil {
@@ -174,6 +186,9 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 		}
 		if cc.Now == nil {
 			cc.Now = c.Now
+		}
+		if cc.CheckpointKey == nil {
+			cc.CheckpointKey = c.CheckpointKey
 		}
 		con, err := console.New(g, &cc)
 		if err != nil {

@@ -8,10 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/store"
 )
-
-var approvalStatuses = []string{string(store.Pending), string(store.Granted), string(store.Denied), string(store.Expired), string(store.Consumed)}
 
 func oneOf(v string, allowed []string) bool {
 	for _, a := range allowed {
@@ -44,27 +43,29 @@ A request asked for an action whose last request was denied is listed below the 
 same action is pending hands back that request; it is not listed twice.
 
 --json prints JSON Lines, one object per request:
-  approval_id, status, action, action_hash, arguments, principal, resource,
-  created_at, expires_at, approver, previous_denied, previous_denied_by`,
+  approval_id, status, action, action_hash, arguments, display, principal, resource,
+  created_at, expires_at, approver, previous_denied, previous_denied_by, answers,
+  required, grants`,
 		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if status != "" && !oneOf(status, approvalStatuses) {
-				return usagef("--status %q: want one of %s", status, strings.Join(approvalStatuses, ", "))
+			if status != "" && !oneOf(status, operator.ApprovalStatuses) {
+				return usagef("--status %q: want one of %s", status, strings.Join(operator.ApprovalStatuses, ", "))
 			}
 			st, err := a.openRead()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			list, err := st.Approvals(a.ctx, store.ApprovalFilter{Status: store.ApprovalStatus(status)})
-			if err != nil {
-				return fmt.Errorf("list approvals: %w", err)
-			}
 			pol := a.displayPolicy()
+			o := a.operatorOf(st, pol, nil)
+			list, err := o.ApprovalRecords(a.ctx, status)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				for _, ap := range list {
-					if err := jsonLine(a.stdout, newApprovalJSON(ap, pol)); err != nil {
+					if err := jsonLine(a.stdout, o.ApprovalView(ap)); err != nil {
 						return err
 					}
 				}
@@ -78,7 +79,7 @@ same action is pending hands back that request; it is not listed twice.
 			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
 			var again []string
 			for _, ap := range list {
-				j := newApprovalJSON(ap, pol)
+				j := o.ApprovalView(ap)
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
 					dash(deref(j.Resource)), stamp(ap.ExpiresAt), cell(answersCell(pol, ap)), cell(withReadable(pol, j.Action, j.Arguments)))
 				if ap.PreviousDenied != "" {
@@ -97,7 +98,7 @@ same action is pending hands back that request; it is not listed twice.
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", "", "only requests with this `STATUS`: "+strings.Join(approvalStatuses, "|"))
+	cmd.Flags().StringVar(&status, "status", "", "only requests with this `STATUS`: "+strings.Join(operator.ApprovalStatuses, "|"))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines, one request per line")
 	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,40 +129,84 @@ func (a *app) keygenCommand() *cobra.Command {
 	return cmd
 }
 
-// verifyCheckpoints checks the store's checkpoints and the anchors against the public key.
-func (a *app) verifyCheckpoints(st store.Store, pubFile string, anchors []string) ([]receipt.Break, int, error) {
+// readCheckpointKey reads the checkpoint public key in pubFile and the exported checkpoints in
+// anchorFiles.
+func readCheckpointKey(pubFile string, anchorFiles []string) (ed25519.PublicKey, []*receipt.Checkpoint, error) {
 	b, err := os.ReadFile(pubFile)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read public key: %w", err)
+		return nil, nil, fmt.Errorf("read public key: %w", err)
 	}
 	pub, err := receipt.ParsePublicKey(b)
 	if err != nil {
-		return nil, 0, fmt.Errorf("public key %s: %w", pubFile, err)
+		return nil, nil, fmt.Errorf("public key %s: %w", pubFile, err)
 	}
-	var extra []*receipt.Checkpoint
-	for _, f := range anchors {
+	var anchors []*receipt.Checkpoint
+	for _, f := range anchorFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, 0, fmt.Errorf("read checkpoint: %w", err)
+			return nil, nil, fmt.Errorf("read checkpoint: %w", err)
 		}
 		var c receipt.Checkpoint
 		if err := json.Unmarshal(b, &c); err != nil {
-			return nil, 0, fmt.Errorf("checkpoint %s: %w", f, err)
+			return nil, nil, fmt.Errorf("checkpoint %s: %w", f, err)
 		}
-		extra = append(extra, &c)
+		anchors = append(anchors, &c)
 	}
-	return store.VerifyCheckpoints(a.ctx, st, pub, extra)
+	return pub, anchors, nil
 }
 
 // scheduledCheckpoints signs a checkpoint of the chain head on a schedule, for latch serve.
 type scheduledCheckpoints struct {
 	keyFile string
 	every   time.Duration
+	pub     checkpointPublicKey
 }
 
 func (c *scheduledCheckpoints) flags(f *pflag.FlagSet) {
 	f.StringVar(&c.keyFile, "checkpoint-key", "", "sign a checkpoint of the chain head with this Ed25519 key `FILE` on a schedule")
 	f.DurationVar(&c.every, "checkpoint-every", time.Hour, "how often --checkpoint-key signs (`DURATION`); only when the chain grew")
+	c.pub.flags(f)
+}
+
+// publicKey is the key the chain's verification checks checkpoints with: --checkpoint-pubkey,
+// else the public half of --checkpoint-key, else none.
+func (c *scheduledCheckpoints) publicKey() (ed25519.PublicKey, error) {
+	if c.pub.file != "" || c.keyFile == "" {
+		return c.pub.read()
+	}
+	b, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint key: %w", err)
+	}
+	key, err := receipt.ParseSigningKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint key %s: %w", c.keyFile, err)
+	}
+	return key.Public().(ed25519.PublicKey), nil
+}
+
+// checkpointPublicKey is the --checkpoint-pubkey flag of the commands that verify the chain on
+// request (latch serve, latch mcp-operator).
+type checkpointPublicKey struct{ file string }
+
+func (c *checkpointPublicKey) flags(f *pflag.FlagSet) {
+	f.StringVar(&c.file, "checkpoint-pubkey", "", "check the signed checkpoints when verifying the chain, with this public key `FILE` (PEM, from latch checkpoint keygen)")
+}
+
+// read reads the key; nil when the flag was not given.
+func (c *checkpointPublicKey) read() (ed25519.PublicKey, error) {
+	if c.file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.file)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint public key: %w", err)
+	}
+	pub, err := receipt.ParsePublicKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint public key %s: %w", c.file, err)
+	}
+	return pub, nil
 }
 
 // start reads the key (an unreadable key fails serve before it listens) and signs a checkpoint

@@ -534,10 +534,10 @@ type approvalView struct {
 	ActionHash string         `json:"action_hash"`
 	Arguments  map[string]any `json:"arguments"`
 	Approver   string         `json:"approver"`
-	Note       string         `json:"note"`
 	Answers    []struct {
 		Method   string `json:"method"`
 		Verified bool   `json:"verified"`
+		Note     string `json:"note"`
 	} `json:"answers"`
 }
 
@@ -587,8 +587,8 @@ func TestApprovalThroughMCPOperator(t *testing.T) {
 	if err := callTool(t, op, "approve", map[string]any{"approval_id": r.ApprovalID, "note": "customer called"}, &granted); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if granted.Status != "granted" || granted.Approver != "alice" || granted.Note != "customer called" || len(granted.Answers) != 1 ||
-		granted.Answers[0].Method != "cli" || granted.Answers[0].Verified {
+	if granted.Status != "granted" || granted.Approver != "alice" || len(granted.Answers) != 1 ||
+		granted.Answers[0].Method != "cli" || granted.Answers[0].Verified || granted.Answers[0].Note != "customer called" {
 		t.Errorf("approve = %+v, want granted by alice, recorded method cli and not verified, with her note", granted)
 	}
 
@@ -655,7 +655,7 @@ func TestOperatorHTTPResolvesAmbiguous(t *testing.T) {
 		State      string `json:"state"`
 		ResolvedBy string `json:"resolved_by"`
 	}
-	if err := callTool(t, op, "resolve", map[string]any{"effect_key": "refund:hang-ord_9", "outcome": "committed",
+	if err := callTool(t, op, "resolve", map[string]any{"effect_key": "refund:hang-ord_9", "to": "committed",
 		"result": map[string]any{"refund_id": "re_manual"}, "note": "seen in the bank's dashboard"}, &resolved); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}

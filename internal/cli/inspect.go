@@ -5,23 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
-var (
-	actionIDPattern   = regexp.MustCompile(`^act_[0-9a-f]{32}$`)
-	approvalIDPattern = regexp.MustCompile(`^apr_[0-9a-f]{32}$`)
-)
-
 func (a *app) inspectCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "inspect ID",
 		Short: "Everything about an action id, an approval id or an effect key",
 		Long: `Answer "what happened to this?" in one command.
@@ -29,8 +26,11 @@ func (a *app) inspectCommand() *cobra.Command {
 ID is an action id (act_…), an approval id (apr_…) or otherwise an effect key. The
 output is the record (for an approval: the request with the exact arguments and the
 hash they are bound to; for an effect: the effect record), the timeline of events in
-the order they were written, and the receipt(s), each as its full document.`,
-		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88",
+the order they were written, and the receipt(s), each as its full document.
+
+--json prints one object, as the operator MCP server's inspect tool answers:
+  id, kind (action, approval or effect), approval, effect, events, receipts`,
+		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88 --json",
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			st, err := a.openRead()
@@ -38,67 +38,40 @@ the order they were written, and the receipt(s), each as its full document.`,
 				return err
 			}
 			defer st.Close()
+			pol := a.displayPolicy()
+			o := a.operatorOf(st, pol, nil)
 			id := pos[0]
+			in, err := o.Inspect(a.ctx, id)
 			switch {
-			case actionIDPattern.MatchString(id):
-				return a.inspectAction(st, id)
-			case approvalIDPattern.MatchString(id):
-				return a.inspectApproval(st, id)
+			case errors.Is(err, operator.ErrNothingRecorded) && operator.KindOf(id) == operator.KindAction:
+				return fmt.Errorf("nothing recorded for action %s in this store", id)
+			case errors.Is(err, operator.ErrNothingRecorded):
+				return fmt.Errorf("nothing recorded for %q in this store (not an effect key, and not an act_… or apr_… id)", id)
+			case errors.Is(err, store.ErrNotFound):
+				return fmt.Errorf("no approval request %s in this store", id)
+			case err != nil:
+				return err
 			}
-			return a.inspectEffect(st, id)
+			if asJSON {
+				return jsonLine(a.stdout, o.View(in))
+			}
+			switch in.Kind {
+			case operator.KindAction:
+				return a.inspectAction(o, pol, in)
+			case operator.KindApproval:
+				return a.inspectApproval(pol, in)
+			}
+			return a.inspectEffect(o, in)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }
 
-// evidence is what inspect gathers: events (deduplicated by id) and receipts (by seq).
-type evidence struct {
-	subject  string // the id or key inspected: not repeated on every timeline row
-	events   map[int64]*store.Event
-	receipts map[int64]receipt.Sealed
-}
-
-func newEvidence(subject string) *evidence {
-	return &evidence{subject: subject, events: map[int64]*store.Event{}, receipts: map[int64]receipt.Sealed{}}
-}
-
-// seqs returns the receipts' seqs in order.
-func (ev *evidence) seqs() []int64 {
-	seqs := make([]int64, 0, len(ev.receipts))
-	for s := range ev.receipts {
-		seqs = append(seqs, s)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	return seqs
-}
-
-func (a *app) gather(st store.Store, ev *evidence, ef store.EventFilter, rf store.ReceiptFilter) error {
-	events, err := st.Events(a.ctx, ef)
-	if err != nil {
-		return fmt.Errorf("read events: %w", err)
-	}
-	for _, e := range events {
-		ev.events[e.ID] = e
-	}
-	for r, err := range st.Receipts(a.ctx, rf) {
-		if err != nil {
-			return fmt.Errorf("read receipts: %w", err)
-		}
-		ev.receipts[r.Seq] = r
-	}
-	return nil
-}
-
-func (a *app) inspectAction(st store.Store, id string) error {
-	ev := newEvidence(id)
-	if err := a.gather(st, ev, store.EventFilter{ActionID: id}, store.ReceiptFilter{ActionID: id}); err != nil {
-		return err
-	}
-	if len(ev.events) == 0 && len(ev.receipts) == 0 {
-		return fmt.Errorf("nothing recorded for action %s in this store", id)
-	}
-	fmt.Fprintf(a.stdout, "action %s\n", id)
+func (a *app) inspectAction(o *operator.Operator, pol *policy.Policy, in *operator.Inspection) error {
+	fmt.Fprintf(a.stdout, "action %s\n", in.ID)
 	keys, approvals := map[string]bool{}, map[string]bool{}
-	for _, e := range ev.events {
+	for _, e := range in.Events {
 		if e.EffectKey != "" {
 			keys[e.EffectKey] = true
 		}
@@ -107,31 +80,34 @@ func (a *app) inspectAction(st store.Store, id string) error {
 		}
 	}
 	t := newTable(a.stdout)
-	for _, seq := range ev.seqs() {
-		if f, ok := readReceipt(ev.receipts[seq]); ok {
-			t.row("  action", cell(f.Action))
-			t.row("  arguments", cell(string(f.Arguments)))
-			if r := readable(a.displayPolicy(), f.Action, f.Arguments); r != "" {
-				t.row("  reads as", cell(r))
-			}
-			t.row("  principal", principal(f.Principal.Agent, f.Principal.User))
-			t.row("  action hash", f.ActionHash)
-			t.row("  result", cell(f.Result))
-			if f.Error != "" {
-				t.row("  error", cell(f.Error)) // why it was refused, or what the executor said
-			}
-			if f.EffectKey != "" {
-				keys[f.EffectKey] = true
-			}
-			if f.ApprovalID != "" {
-				approvals[f.ApprovalID] = true
-			}
-			break
+	for _, r := range in.Receipts {
+		f := r.Doc
+		if f == nil {
+			continue
 		}
+		t.row("  action", cell(f.Action))
+		t.row("  arguments", cell(string(f.Arguments)))
+		if r := readable(pol, f.Action, f.Arguments); r != "" {
+			t.row("  reads as", cell(r))
+		}
+		t.row("  principal", principal(f.Principal.Agent, f.Principal.User))
+		t.row("  action hash", f.ActionHash)
+		t.row("  result", cell(f.Result))
+		if f.Error != "" {
+			t.row("  error", cell(f.Error)) // why it was refused, or what the executor said
+		}
+		if f.EffectKey != "" {
+			keys[f.EffectKey] = true
+		}
+		if f.ApprovalID != "" {
+			approvals[f.ApprovalID] = true
+		}
+		break
 	}
+	st := o.Store()
 	for _, k := range sortedKeys(keys) {
 		if e, err := st.Effect(a.ctx, k); err == nil {
-			t.row("  effect", fmt.Sprintf("%s is now %s (attempt %d)", cell(k), effectState(e, a.now()), e.Attempt))
+			t.row("  effect", fmt.Sprintf("%s is now %s (attempt %d)", cell(k), operator.ReadState(o.EffectView(e)), e.Attempt))
 		}
 	}
 	for _, id := range sortedKeys(approvals) {
@@ -142,49 +118,18 @@ func (a *app) inspectAction(st store.Store, id string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return a.printEvidence(ev)
+	return a.printEvidence(in)
 }
 
-func (a *app) inspectApproval(st store.Store, id string) error {
-	ap, err := st.Approval(a.ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no approval request %s in this store", id)
-	}
-	if err != nil {
-		return fmt.Errorf("read approval: %w", err)
-	}
-	ev := newEvidence(id)
-	if err := a.gather(st, ev, store.EventFilter{ApprovalID: id}, store.ReceiptFilter{ApprovalID: id}); err != nil {
-		return err
-	}
-	// The actions that requested, spent or presented it: their events are part of its story.
-	actions := map[string]bool{}
-	if ap.ConsumedBy != "" {
-		actions[ap.ConsumedBy] = true
-	}
-	for _, e := range ev.events {
-		if e.ActionID != "" {
-			actions[e.ActionID] = true
-		}
-	}
-	for _, r := range ev.receipts {
-		if f, ok := readReceipt(r); ok && f.ActionID != "" {
-			actions[f.ActionID] = true
-		}
-	}
-	for _, act := range sortedKeys(actions) {
-		if err := a.gather(st, ev, store.EventFilter{ActionID: act}, store.ReceiptFilter{ActionID: act}); err != nil {
-			return err
-		}
-	}
-
+func (a *app) inspectApproval(pol *policy.Policy, in *operator.Inspection) error {
+	ap, id := in.Approval, in.ID
 	d := approvalAction(ap)
 	fmt.Fprintf(a.stdout, "approval %s\n", id)
 	t := newTable(a.stdout)
 	t.row("  status", approvalStatus(ap, a.now()))
 	t.row("  action", cell(d.Name))
 	t.row("  arguments", cell(string(d.Arguments)))
-	if r := readable(a.displayPolicy(), d.Name, d.Arguments); r != "" {
+	if r := readable(pol, d.Name, d.Arguments); r != "" {
 		t.row("  reads as", cell(r))
 	}
 	t.row("  resource", dash(deref(d.Resource)))
@@ -209,27 +154,17 @@ func (a *app) inspectApproval(st store.Store, id string) error {
 		fmt.Fprintln(a.stdout, "\nbound to this exact action (canonical form; its SHA-256 is the action hash):")
 		fmt.Fprintf(a.stdout, "  %s\n", ap.Action)
 	}
-	return a.printEvidence(ev)
+	return a.printEvidence(in)
 }
 
-func (a *app) inspectEffect(st store.Store, key string) error {
-	e, err := st.Effect(a.ctx, key)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("read effect: %w", err)
-	}
-	ev := newEvidence(key)
-	if err := a.gather(st, ev, store.EventFilter{EffectKey: key}, store.ReceiptFilter{EffectKey: key}); err != nil {
-		return err
-	}
-	if e == nil && len(ev.events) == 0 && len(ev.receipts) == 0 {
-		return fmt.Errorf("nothing recorded for %q in this store (not an effect key, and not an act_… or apr_… id)", key)
-	}
+func (a *app) inspectEffect(o *operator.Operator, in *operator.Inspection) error {
+	e, key := in.Effect, in.ID
 	fmt.Fprintf(a.stdout, "effect %s\n", cell(key))
 	t := newTable(a.stdout)
 	if e == nil {
 		t.row("  state", "no record (never reserved: every call on it was refused before reservation)")
 	} else {
-		t.row("  state", effectState(e, a.now()))
+		t.row("  state", operator.ReadState(o.EffectView(e)))
 		t.row("  attempt", strconv.Itoa(e.Attempt))
 		t.row("  action", cell(e.Action))
 		t.row("  holder", e.ActionID+" (the attempt that wrote this state)")
@@ -246,35 +181,29 @@ func (a *app) inspectEffect(st store.Store, key string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return a.printEvidence(ev)
+	return a.printEvidence(in)
 }
 
 // printEvidence prints the timeline of events by id and each receipt's full document.
-func (a *app) printEvidence(ev *evidence) error {
-	ids := make([]int64, 0, len(ev.events))
-	for id := range ev.events {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+func (a *app) printEvidence(in *operator.Inspection) error {
 	fmt.Fprintln(a.stdout, "\ntimeline")
-	if len(ids) == 0 {
+	if len(in.Events) == 0 {
 		fmt.Fprintln(a.stdout, "  (no events)")
 	} else {
 		t := newTable(a.stdout)
-		for _, id := range ids {
-			e := ev.events[id]
+		for _, e := range in.Events {
 			var detail []string
-			if e.EffectKey != "" && e.EffectKey != ev.subject {
+			if e.EffectKey != "" && e.EffectKey != in.ID {
 				detail = append(detail, "key="+e.EffectKey)
 			}
-			if e.ApprovalID != "" && e.ApprovalID != ev.subject {
+			if e.ApprovalID != "" && e.ApprovalID != in.ID {
 				detail = append(detail, "approval="+e.ApprovalID)
 			}
 			if len(e.Payload) > 0 && string(e.Payload) != "null" && string(e.Payload) != "{}" {
 				detail = append(detail, string(e.Payload))
 			}
 			actionID := e.ActionID
-			if actionID == "" || actionID == ev.subject {
+			if actionID == "" || actionID == in.ID {
 				actionID = "-"
 			}
 			t.row("  "+stamp(e.Time), e.Kind, actionID, cell(joinSpace(detail)))
@@ -283,18 +212,21 @@ func (a *app) printEvidence(ev *evidence) error {
 			return err
 		}
 	}
-	seqs := ev.seqs()
-	fmt.Fprintf(a.stdout, "\n%s\n", plural(len(seqs), "receipt", "receipts"))
-	if len(seqs) == 0 {
+	fmt.Fprintf(a.stdout, "\n%s\n", plural(len(in.Receipts), "receipt", "receipts"))
+	if len(in.Receipts) == 0 {
 		fmt.Fprintln(a.stdout, "  (none: nothing terminal happened yet)")
 	}
-	for _, s := range seqs {
-		r := ev.receipts[s]
-		f, _ := readReceipt(r)
-		fmt.Fprintf(a.stdout, "  seq %d  %s  %s  hash %s\n", r.Seq, cell(f.Result), stamp(f.FinishedAt), r.Hash)
+	for _, r := range in.Receipts {
+		f := r.Doc
+		if f == nil {
+			f = &receipt.Receipt{}
+		}
+		fmt.Fprintf(a.stdout, "  seq %d  %s  %s  hash %s\n", r.View.Seq, cell(f.Result), stamp(f.FinishedAt), r.View.Hash)
+		if r.View.Unreadable != nil {
+			fmt.Fprintf(a.stdout, "    (%s)\n", cell(*r.View.Unreadable))
+		}
 		var b bytes.Buffer
-		if err := json.Indent(&b, r.Doc, "    ", "  "); err != nil {
-			fmt.Fprintf(a.stdout, "    %s\n", cell(string(r.Doc)))
+		if json.Indent(&b, r.View.Receipt, "    ", "  ") != nil || string(r.View.Receipt) == "null" {
 			continue
 		}
 		fmt.Fprintf(a.stdout, "    %s\n", b.String())

@@ -23,6 +23,7 @@ type operatorFlags struct {
 	as    string
 	http  httpFlags
 	jwt   jwtFlags
+	pub   checkpointPublicKey
 }
 
 func (a *app) mcpOperatorCommand() *cobra.Command {
@@ -31,8 +32,10 @@ func (a *app) mcpOperatorCommand() *cobra.Command {
 		Use:   "mcp-operator [flags]",
 		Short: "Serve the operator loop as MCP tools: approvals, effects, resolve, inspect, verify",
 		Long: `Serve the operator's side of latch as an MCP server (docs/gateway.md#the-operator-mcp-server):
-list_approvals, show_approval, approve, deny, list_effects, resolve, inspect and
-verify_receipts. The read tools are marked read-only.
+list_approvals, show_approval, approve, deny, list_effects, resolve, inspect,
+list_receipts, stats and verify_receipts, answering in the shapes of the CLI's --json
+and the HTTP API. The read tools are marked read-only. --checkpoint-pubkey FILE makes
+verify_receipts check the signed checkpoints too.
 
 Who answers is never a tool argument. Over streamable HTTP (the default, on 127.0.0.1:7422,
 endpoint /mcp) it is the session's credential: an approver token of
@@ -54,6 +57,7 @@ unverified in each answer's note; without --as a stdio session can only read.`,
 	f.StringVar(&of.as, "as", "", "with --stdio: who answers and resolves, recorded unverified (`NAME`)")
 	of.http.register(f, DefaultOperatorAddr)
 	of.jwt.register(f, "approvers'")
+	of.pub.flags(f)
 	return cmd
 }
 
@@ -99,7 +103,11 @@ func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
 		return err
 	}
 	defer g.Close()
-	cfg := &mcpop.Config{Guard: g, Now: a.now}
+	pub, err := of.pub.read()
+	if err != nil {
+		return err
+	}
+	cfg := &mcpop.Config{Guard: g, Now: a.now, CheckpointKey: pub}
 	if of.stdio {
 		cfg.Approver = of.as
 	}

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -112,62 +113,14 @@ func answersCell(pol *policy.Policy, a *store.Approval) string {
 	return dash(a.Approver)
 }
 
-// newApprovalJSON is one line of `latch approvals --json` (docs/cli.md#json-shapes): the shape
-// latch serve answers with too.
-func newApprovalJSON(a *store.Approval, pol *policy.Policy) jsonview.Approval {
-	return jsonview.NewApproval(a, pol)
-}
-
-// newEffectJSON is one line of `latch effects --json` (docs/cli.md#json-shapes): the shape
-// latch serve answers with too.
-func newEffectJSON(e *store.Effect, now time.Time) jsonview.Effect { return jsonview.NewEffect(e, now) }
-
-// effectState is the state an operator reads: an executing record whose lease has passed says
-// so, and so does an ambiguous one whose holder's lease lapsed without a report. Reading never
-// changes it (docs/guarantees.md#the-retry-table): only the next reservation writes it ambiguous.
-func effectState(e *store.Effect, now time.Time) string {
-	s := string(e.State)
-	switch {
-	case store.LeaseLapsed(e, now):
-		s = "executing (lease expired)"
-	case e.State == store.Ambiguous && store.HolderMayAct(e):
-		s = "ambiguous (lease expired)"
-	}
-	if e.Conflict != "" {
-		s += " (conflict)"
-	}
-	return s
-}
-
-// receiptLine is one line of `latch receipts --json`: the receipt document exactly as stored,
-// plus "hash". A row whose document is no longer a JSON object (someone edited the table) is
-// still one valid line, saying so, so that a script reading JSON Lines does not choke.
-func receiptLine(r receipt.Sealed) []byte {
-	hash, _ := json.Marshal(r.Hash)
-	doc := bytes.TrimSpace(r.Doc)
-	if len(doc) >= 2 && doc[0] == '{' && doc[len(doc)-1] == '}' && json.Valid(doc) {
-		var b bytes.Buffer
-		b.Write(doc[:len(doc)-1])
-		if len(bytes.TrimSpace(doc[1:len(doc)-1])) > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`"hash":`)
-		b.Write(hash)
-		b.WriteString("}\n")
-		return b.Bytes()
-	}
-	b, _ := json.Marshal(map[string]any{"seq": r.Seq, "hash": r.Hash, "unreadable": "the stored document is not a JSON object"})
-	return append(b, '\n')
-}
-
-// readReceipt reads a stored receipt document for the human views; false when the row no
-// longer holds a readable receipt (someone edited the table: receipts --verify says where).
-func readReceipt(r receipt.Sealed) (*receipt.Receipt, bool) {
-	f, err := receipt.Parse(r.Doc)
+// operatorOf is the operator layer over st, reading arguments through pol's display hints (nil:
+// the raw values alone) and verifying checkpoints with key (nil: not checked).
+func (a *app) operatorOf(st store.Store, pol *policy.Policy, key ed25519.PublicKey) *operator.Operator {
+	o, err := operator.New(&operator.Config{Store: st, Policy: pol, Now: a.now, CheckpointKey: key})
 	if err != nil {
-		return &receipt.Receipt{Seq: r.Seq}, false
+		panic(err) // a store is always given, and a key always parsed by receipt.ParsePublicKey
 	}
-	return f, true
+	return o
 }
 
 func deref(s *string) string {

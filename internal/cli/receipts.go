@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -23,16 +25,20 @@ func (a *app) receiptsCommand() *cobra.Command {
 		Long: `List receipts in seq order: every decided call leaves one, hash-chained to the one
 before it.
 
---json prints JSON Lines: each receipt document exactly as stored, plus "hash".
+--json prints JSON Lines, one object per receipt: {"seq","hash","receipt","unreadable"}, the
+document exactly as stored under "receipt" (what GET /v1/receipts lists too). A row whose
+document does not read as a receipt says so in "unreadable" (its "receipt" is the stored
+object, or null when it is not one).
 
 --verify walks the whole chain and names every break with its seq: missing (a
 deleted receipt), link_broken (prev_hash differs from the predecessor's hash),
 content_altered (the document no longer hashes to its hash), head_mismatch (the
 chain head differs from the last receipt). Any break exits 1. With --json it prints
-{"ok":bool,"verified":n,"breaks":[{"kind","seq","detail"}]}.
+{"ok","verified","breaks":[{"kind","seq","detail","subject","chain","table"}],"state","start",
+"checkpoints"}, as GET /v1/receipts/verify answers.
 The chain detects alteration, not authorship: someone who rewrites every row and the
 head can forge a consistent chain.`,
-		Example: "  latch receipts --last 20\n  latch receipts --verify\n  latch receipts --json | jq 'select(.result==\"ambiguous\")'",
+		Example: "  latch receipts --last 20\n  latch receipts --verify\n  latch receipts --json | jq 'select(.receipt.result==\"ambiguous\")'",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lastGiven := cmd.Flags().Changed("last")
@@ -52,13 +58,14 @@ head can forge a consistent chain.`,
 			if verify {
 				return a.verifyChain(st, asJSON, checkpoints, pubFile, anchors)
 			}
-			rows := st.Receipts(a.ctx, store.ReceiptFilter{Last: last})
+			o := a.operatorOf(st, nil, nil)
+			rows := o.Receipts(a.ctx, store.ReceiptFilter{Last: last})
 			if asJSON {
 				for r, err := range rows {
 					if err != nil {
-						return fmt.Errorf("read receipts: %w", err)
+						return err
 					}
-					if _, err := rawWriter(a.stdout).Write(receiptLine(r)); err != nil {
+					if err := jsonLine(a.stdout, r.View); err != nil {
 						return err
 					}
 				}
@@ -77,20 +84,20 @@ head can forge a consistent chain.`,
 	return cmd
 }
 
-func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
+func (a *app) printReceipts(rows func(func(operator.Receipt, error) bool)) error {
 	var t *table
 	n := 0
 	for r, err := range rows {
 		if err != nil {
-			return fmt.Errorf("read receipts: %w", err)
+			return err
 		}
 		if t == nil {
 			t = newTable(a.stdout, "SEQ", "FINISHED", "ACTION", "DECISION", "RESULT", "PRINCIPAL", "EFFECT KEY", "ACTION ID", "ERROR")
 		}
 		n++
-		f, ok := readReceipt(r)
-		if !ok {
-			t.row(strconv.FormatInt(r.Seq, 10), "-", "(document unreadable: run latch receipts --verify)", "-", "-", "-", "-", "-", "-")
+		f := r.Doc
+		if f == nil {
+			t.row(strconv.FormatInt(r.View.Seq, 10), "-", "(document unreadable: run latch receipts --verify)", "-", "-", "-", "-", "-", "-")
 			continue
 		}
 		decision := f.Decision
@@ -113,21 +120,20 @@ func (a *app) printReceipts(rows func(func(receipt.Sealed, error) bool)) error {
 }
 
 // verifyChain walks the chain against the head, both read in one snapshot (store.VerifyChain):
-// workers appending meanwhile cannot make an intact chain look broken.
-func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile string, anchors []string) error {
-	rep, err := store.VerifyChain(a.ctx, st)
-	if err != nil {
-		return err
-	}
-	held := -1
+// workers appending meanwhile cannot make an intact chain look broken. With checkpoints, the
+// signed checkpoints and the anchors are checked against it with the public key in pubFile.
+func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile string, anchorFiles []string) error {
+	var key ed25519.PublicKey
+	var anchors []*receipt.Checkpoint
 	if checkpoints {
-		brk, n, err := a.verifyCheckpoints(st, pubFile, anchors)
-		if err != nil {
+		var err error
+		if key, anchors, err = readCheckpointKey(pubFile, anchorFiles); err != nil {
 			return err
 		}
-		rep.Breaks = append(rep.Breaks, brk...)
-		rep.OK = len(rep.Breaks) == 0
-		held = n
+	}
+	rep, err := a.operatorOf(st, nil, key).VerifyChain(a.ctx, anchors)
+	if err != nil {
+		return err
 	}
 	if !asJSON && rep.Start != nil {
 		// A pruned chain: where it starts, and why, before anything else.
@@ -148,9 +154,10 @@ func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile stri
 			}
 			fmt.Fprintln(a.stdout)
 		}
-		if held >= 0 {
+		if cp := rep.Checkpoints; cp != nil {
+			held := cp.Held
 			fmt.Fprintf(a.stdout, "%s %d signed %s", a.mark(true), held, plural(held, "checkpoint holds", "checkpoints hold"))
-			if below := a.checkpointsBelow(st, rep.Start); below > 0 {
+			if below := cp.Below; below > 0 {
 				fmt.Fprintf(a.stdout, " (%d older %s the chain's start: what %s signed was pruned)", below,
 					plural(below, "one is below", "ones are below"), plural(below, "it", "they"))
 			}
@@ -173,28 +180,9 @@ func (a *app) verifyChain(st store.Store, asJSON, checkpoints bool, pubFile stri
 	named := make([]string, len(rep.Breaks))
 	for i, b := range rep.Breaks {
 		named[i] = fmt.Sprintf("%s at seq %d", b.Kind, b.Seq)
-		if b.Subject != "" {
-			named[i] = fmt.Sprintf("%s of %s (seq %d)", b.Kind, b.Subject, b.Seq)
+		if b.Subject != nil {
+			named[i] = fmt.Sprintf("%s of %s (seq %d)", b.Kind, *b.Subject, b.Seq)
 		}
 	}
 	return errors.New("receipt chain broken: " + strings.Join(named, ", "))
-}
-
-// checkpointsBelow counts the stored checkpoints below a pruned chain's start.
-func (a *app) checkpointsBelow(st store.Store, start *receipt.Start) int {
-	cs, ok := st.(store.CheckpointStore)
-	if start == nil || !ok {
-		return 0
-	}
-	cps, err := cs.Checkpoints(a.ctx)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, c := range cps {
-		if c.Seq < start.Seq {
-			n++
-		}
-	}
-	return n
 }

@@ -137,6 +137,9 @@ stops it gracefully: requests in flight finish first.`,
 				fmt.Fprintln(a.stderr, observeBanner)
 			}
 			cfg.Logger = log
+			if cfg.CheckpointKey, err = ckpt.publicKey(); err != nil {
+				return err
+			}
 			s, err := server.New(g, &cfg)
 			if err != nil {
 				return err

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
+	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -41,8 +43,10 @@ actions:
 // TestOperatorJSONShapesAgree: the same approval request and the same effect records read
 // through `latch approvals --json` / `latch effects --json` and through latch serve's
 // /v1/approvals/{id} and /v1/effects/{key} are the same JSON objects — every field, its name and
-// its null — and the OpenAPI document names exactly those fields. A field renamed, added or
-// omitted on one side only fails here.
+// its null — and so are the receipts, the chain's verification and the stats; the OpenAPI
+// document names exactly those fields, and the operator MCP server's published output schemas
+// name them too. A field renamed, added or omitted on one side only fails here (the lists and
+// the event stream: TestOperatorListsAgree).
 func TestOperatorJSONShapesAgree(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -178,6 +182,32 @@ func TestOperatorJSONShapesAgree(t *testing.T) {
 		keys["Approval"] = sortedKeys(want)
 	}
 
+	// A receipt line, the chain's verification and the stats: the CLI's and the API's.
+	receipts := cliLines("receipts", "--json")
+	var page struct{ Receipts []map[string]any }
+	get("/v1/receipts?limit=1000", &page)
+	if d := cmp.Diff(receipts, page.Receipts); d != "" {
+		t.Errorf("latch receipts --json (-) vs GET /v1/receipts (+):\n%s", d)
+	}
+	keys["Receipt"] = sortedKeys(receipts[0])
+	report := cliLines("receipts", "--verify", "--json")[0]
+	var httpReport map[string]any
+	get("/v1/receipts/verify", &httpReport)
+	if d := cmp.Diff(report, httpReport); d != "" {
+		t.Errorf("latch receipts --verify --json (-) vs GET /v1/receipts/verify (+):\n%s", d)
+	}
+	keys["Report"] = sortedKeys(report)
+	stats := cliLines("stats", "--json")[0]
+	var httpStats map[string]any
+	get("/v1/stats", &httpStats)
+	delete(stats, "until") // now, read twice
+	delete(httpStats, "until")
+	if d := cmp.Diff(stats, httpStats); d != "" {
+		t.Errorf("latch stats --json (-) vs GET /v1/stats (+):\n%s", d)
+	}
+	keys["Stats"] = append(sortedKeys(stats), "until")
+	slices.Sort(keys["Stats"])
+
 	// The OpenAPI document names the same fields.
 	var doc struct {
 		Components struct {
@@ -190,6 +220,62 @@ func TestOperatorJSONShapesAgree(t *testing.T) {
 	for name, want := range keys {
 		if d := cmp.Diff(want, sortedKeys(doc.Components.Schemas[name].Properties)); d != "" {
 			t.Errorf("OpenAPI schema %s fields (-CLI +OpenAPI):\n%s", name, d)
+		}
+	}
+
+	// The operator MCP server publishes output schemas with the same fields.
+	op, err := mcpop.New(&mcpop.Config{Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := op.Server().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "shapes"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	published := map[string]map[string]any{} // tool → its output schema
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(tool.OutputSchema)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		published[tool.Name] = m
+	}
+	props := func(schema map[string]any, path ...string) []string {
+		for _, p := range path {
+			schema, _ = schema["properties"].(map[string]any)[p].(map[string]any)
+			if items, ok := schema["items"].(map[string]any); ok {
+				schema = items
+			}
+		}
+		m, _ := schema["properties"].(map[string]any)
+		return sortedKeys(m)
+	}
+	for _, c := range []struct {
+		tool, schema string
+		path         []string
+	}{
+		{"list_effects", "Effect", []string{"effects"}}, {"resolve", "Effect", nil},
+		{"list_approvals", "Approval", []string{"approvals"}}, {"show_approval", "Approval", nil}, {"approve", "Approval", nil},
+		{"list_receipts", "Receipt", []string{"receipts"}}, {"verify_receipts", "Report", nil}, {"stats", "Stats", nil},
+		{"inspect", "Effect", []string{"effect"}}, {"inspect", "Approval", []string{"approval"}}, {"inspect", "Receipt", []string{"receipts"}},
+	} {
+		want := sortedKeys(doc.Components.Schemas[c.schema].Properties)
+		if len(want) < 3 {
+			t.Fatalf("OpenAPI schema %s names %v", c.schema, want)
+		}
+		if d := cmp.Diff(want, props(published[c.tool], c.path...)); d != "" {
+			t.Errorf("MCP %s output %v fields vs OpenAPI %s (-OpenAPI +MCP):\n%s", c.tool, c.path, c.schema, d)
 		}
 	}
 }

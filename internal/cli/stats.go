@@ -8,30 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/receipt"
-	"github.com/latchkit/latch/store"
 )
 
 // resultColumns are the receipt results of docs/guarantees.md#results, in the order stats prints them. A result
 // outside this list (a newer writer) gets a column of its own rather than being dropped.
 var resultColumns = []string{receipt.Committed, receipt.Failed, receipt.Ambiguous, receipt.Denied, receipt.Blocked, receipt.Observed}
-
-// statsJSON is the output of `latch stats --json`: one object.
-type statsJSON struct {
-	Since *string `json:"since"` // null: every receipt
-	Until string  `json:"until"`
-	receipt.Stats
-}
-
-// parseSince reads a window: a Go duration (90m, 36h) or a number of days (7d).
-func parseSince(s string) (time.Duration, error) {
-	d, ok := policy.ParseDays(s)
-	if !ok || d <= 0 {
-		return 0, fmt.Errorf("--since %q: want a positive duration such as 90m, 24h or 7d", s)
-	}
-	return d, nil
-}
 
 func (a *app) statsCommand() *cobra.Command {
 	var since string
@@ -51,21 +35,20 @@ observed, would_have_blocked [{action, would_have, reason, count}].`,
 		Example: "  latch stats --since 24h\n  latch stats --since 7d --json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			now := a.now()
-			var from time.Time
+			var window time.Duration
 			if cmd.Flags().Changed("since") {
-				d, err := parseSince(since)
+				d, err := operator.ParseWindow(since)
 				if err != nil {
-					return &usageError{msg: err.Error()}
+					return usagef("--%s", err)
 				}
-				from = now.Add(-d)
+				window = d
 			}
 			st, err := a.openRead()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			out, err := a.collectStats(st, from, now)
+			out, err := a.operatorOf(st, nil, nil).Stats(a.ctx, window)
 			if err != nil {
 				return err
 			}
@@ -80,12 +63,7 @@ observed, would_have_blocked [{action, would_have, reason, count}].`,
 	return cmd
 }
 
-func (a *app) collectStats(st store.Store, from, now time.Time) (statsJSON, error) {
-	tally, err := receipt.Tally(st.Receipts(a.ctx, store.ReceiptFilter{Since: from}))
-	return statsJSON{Since: jstamp(from), Until: stamp(now), Stats: tally}, err
-}
-
-func (a *app) printStats(s statsJSON, since string) error {
+func (a *app) printStats(s jsonview.Stats, since string) error {
 	window := "all receipts"
 	if s.Since != nil {
 		window = fmt.Sprintf("receipts finished since %s (last %s)", *s.Since, since)

@@ -1,10 +1,11 @@
-// Package jsonview is the one JSON shape of the records an operator reads — approval requests
-// and effects — wherever latch shows them: `latch approvals --json` and `latch effects --json`
-// print these types, and latch serve's /v1/approvals and /v1/effects routes answer with them,
-// so that a field has the same name, the same meaning and the same null everywhere
-// (docs/cli.md#json-shapes, docs/http.md). Every field is always present: an absent value is
-// null, never a missing key. AnswerStatus is the one HTTP status of a refused answer, for the
-// API and the web console alike.
+// Package jsonview is the one JSON shape of the records an operator reads — approval requests,
+// effects, receipts, events, stats and the chain's verification — wherever latch shows them:
+// the CLI's --json output, latch serve's routes and event stream, and the operator MCP
+// server's tools all write these types (package internal/operator reads them), so that a field
+// has the same name, the same meaning and the same null everywhere (docs/cli.md#json-shapes,
+// docs/http.md). Every field is always present: an absent value is null, never a missing key.
+// AnswerStatus is the one HTTP status of a refused answer, for the API and the web console
+// alike.
 package jsonview
 
 import (

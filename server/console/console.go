@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/ed25519"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/store"
 )
 
@@ -53,6 +55,9 @@ type Config struct {
 	LoginConcurrency int
 	Logger           *slog.Logger
 	Now              func() time.Time
+	// CheckpointKey is the public key of the store's signed checkpoints: with it, the Receipts
+	// page checks every checkpoint against the chain; nil leaves them unchecked.
+	CheckpointKey ed25519.PublicKey
 
 	checkPassword func(hash, password string) error // CheckPassword; the package's tests count the calls
 }
@@ -60,6 +65,7 @@ type Config struct {
 // Console is the web console of one guard. It is safe for concurrent use.
 type Console struct {
 	g        *latch.Guard
+	op       *operator.Operator // the operator's questions, answered as on every surface
 	accounts store.AccountStore
 	cfg      Config
 	log      *slog.Logger
@@ -126,7 +132,11 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 	if c.checkPassword == nil {
 		c.checkPassword = CheckPassword
 	}
-	cs := &Console{g: g, accounts: as, cfg: c, log: c.Logger, pages: pages,
+	op, err := operator.New(&operator.Config{Store: g.Store(), Policy: g.Policy(), Now: c.Now, CheckpointKey: c.CheckpointKey})
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	cs := &Console{g: g, op: op, accounts: as, cfg: c, log: c.Logger, pages: pages,
 		sessions: newSessions(ss, c.SessionTTL, c.IdleTimeout, c.Now, c.Logger), names: newLimiter(limitFree, c.Now), addrs: newLimiter(limitFreeAddr, c.Now),
 		checks: make(gate, c.LoginConcurrency)}
 	cs.mux = cs.routes()

@@ -15,9 +15,9 @@ import (
 
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
@@ -624,21 +624,11 @@ type eventView struct {
 	Payload string
 }
 
-// attention returns the effects that need a person: ambiguous, executing under a lapsed
-// lease, and resolved ones whose holder reported otherwise afterwards.
+// attention returns the effects that need a person, by the one definition every surface lists
+// (operator.NeedsPerson): ambiguous, executing under a lapsed lease, and resolved ones whose
+// holder reported otherwise afterwards.
 func (cs *Console) attention(r *http.Request) ([]*store.Effect, error) {
-	all, err := cs.g.Store().Effects(r.Context(), store.EffectFilter{})
-	if err != nil {
-		return nil, err
-	}
-	now := cs.cfg.Now()
-	var out []*store.Effect
-	for _, e := range all {
-		if e.State == store.Ambiguous || store.LeaseLapsed(e, now) || e.Conflict != "" {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return cs.op.EffectRecords(r.Context(), operator.StateNeedsPerson)
 }
 
 type attentionData struct {
@@ -683,7 +673,7 @@ func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
 			ev.Events = append(ev.Events, eventView{ID: x.ID, Kind: x.Kind, At: x.Time, Payload: string(x.Payload)})
 		}
 	}
-	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{EffectKey: e.Key}) {
+	for rc, err := range cs.op.Receipts(r.Context(), store.ReceiptFilter{EffectKey: e.Key}) {
 		if err != nil {
 			break
 		}
@@ -783,9 +773,11 @@ type receiptRow struct {
 	doc        []byte
 }
 
-func newReceiptRow(rc receipt.Sealed) receiptRow {
-	row := receiptRow{Seq: rc.Seq, Hash: rc.Hash, doc: rc.Doc}
-	if d, err := receipt.Parse(rc.Doc); err == nil {
+// newReceiptRow is r as a row; a row whose document does not read as a receipt shows its result
+// as "unreadable", as every surface marks it (jsonview.Receipt's unreadable).
+func newReceiptRow(r operator.Receipt) receiptRow {
+	row := receiptRow{Seq: r.View.Seq, Hash: r.View.Hash, doc: r.View.Receipt}
+	if d := r.Doc; d != nil {
 		row.Action, row.Result, row.Decision, row.EffectKey = d.Action, d.Result, d.Decision, d.EffectKey
 		row.Principal = d.Principal.Agent
 		if d.Principal.User != "" {
@@ -794,6 +786,7 @@ func newReceiptRow(rc receipt.Sealed) receiptRow {
 		row.Approver, row.FinishedAt, row.Error = d.Approver, d.FinishedAt, d.Error
 	} else {
 		row.Result = "unreadable"
+		row.Error = *r.View.Unreadable
 	}
 	return row
 }
@@ -802,7 +795,7 @@ type receiptsData struct {
 	base
 	Query    string
 	Rows     []receiptRow
-	Chain    receipt.Report
+	Chain    jsonview.ChainReport
 	ChainErr string
 	More     bool
 }
@@ -814,19 +807,19 @@ const receiptsShown = 100
 func (cs *Console) receiptsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	data := &receiptsData{base: cs.pageBase(w, r, v, "Receipts", "receipts", nil), Query: q}
-	rep, err := store.VerifyChain(r.Context(), cs.g.Store())
+	rep, err := cs.op.VerifyChain(r.Context(), nil)
 	if err != nil {
 		data.ChainErr = err.Error()
 	}
 	data.Chain = rep
 	lq := strings.ToLower(q)
 	var rows []receiptRow
-	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{}) {
+	for rc, err := range cs.op.Receipts(r.Context(), store.ReceiptFilter{}) {
 		if err != nil {
 			cs.fail(w, r, v, http.StatusServiceUnavailable, "The receipts could not be read: "+err.Error())
 			return
 		}
-		if lq != "" && !strings.Contains(strings.ToLower(string(rc.Doc)), lq) {
+		if lq != "" && !strings.Contains(strings.ToLower(string(rc.View.Receipt)), lq) {
 			continue
 		}
 		rows = append(rows, newReceiptRow(rc))
@@ -847,7 +840,7 @@ type receiptData struct {
 	base
 	Row     receiptRow
 	Doc     string
-	Breaks  []receipt.Break
+	Breaks  []jsonview.Break
 	Checked bool
 }
 
@@ -858,16 +851,16 @@ func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer
 		cs.fail(w, r, v, http.StatusNotFound, "A receipt is named by its seq, a positive integer.")
 		return
 	}
-	for rc, err := range cs.g.Store().Receipts(r.Context(), store.ReceiptFilter{AfterSeq: seq - 1}) {
+	for rc, err := range cs.op.Receipts(r.Context(), store.ReceiptFilter{AfterSeq: seq - 1}) {
 		if err != nil {
 			cs.fail(w, r, v, http.StatusServiceUnavailable, "The receipt could not be read: "+err.Error())
 			return
 		}
-		if rc.Seq != seq {
+		if rc.View.Seq != seq {
 			break
 		}
-		data := &receiptData{base: cs.pageBase(w, r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.Doc)}
-		if rep, err := store.VerifyChain(r.Context(), cs.g.Store()); err == nil {
+		data := &receiptData{base: cs.pageBase(w, r, v, fmt.Sprintf("Receipt %d", seq), "receipts", nil), Row: newReceiptRow(rc), Doc: prettyJSON(rc.View.Receipt)}
+		if rep, err := cs.op.VerifyChain(r.Context(), nil); err == nil {
 			data.Checked = true
 			for _, b := range rep.Breaks {
 				if b.Seq == seq {

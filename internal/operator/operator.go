@@ -1,0 +1,323 @@
+// Package operator is the one place that answers an operator's questions about a latch store:
+// the approval requests by status, the effect records by state (among them the ones that need
+// a person, by one definition), the receipts, the events, the counts of receipts, the chain's
+// verification, a resolution, and everything about one id. It returns the shapes of package
+// internal/jsonview.
+//
+// Every surface that shows these is an adapter over it: the CLI (latch effects, approvals,
+// receipts, stats, inspect, resolve), latch serve's routes and event stream, the web console's
+// Needs attention and Receipts pages, and the operator MCP server's tools. A question answered
+// here is answered the same way on each of them, and a test holds them to it.
+package operator
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/receipt"
+	"github.com/latchkit/latch/store"
+)
+
+// Config configures an Operator. Store is required.
+type Config struct {
+	// Store is what the operator reads.
+	Store store.Store
+	// Policy gives the display hints that read approval arguments as a person should; nil
+	// shows the raw values alone.
+	Policy *policy.Policy
+	// Now is the clock that decides whether a lease lapsed; nil is time.Now.
+	Now func() time.Time
+	// CheckpointKey is the public key of the signed checkpoints: with it, VerifyChain checks
+	// every stored checkpoint against the chain; nil leaves them unchecked (and says so).
+	CheckpointKey ed25519.PublicKey
+}
+
+// Operator answers the operator's questions about one store. It is safe for concurrent use.
+type Operator struct {
+	cfg Config
+}
+
+// New returns an Operator.
+func New(cfg *Config) (*Operator, error) {
+	if cfg == nil || cfg.Store == nil {
+		return nil, errors.New("operator: new: Config.Store is required")
+	}
+	o := &Operator{cfg: *cfg}
+	if o.cfg.Now == nil {
+		o.cfg.Now = time.Now
+	}
+	if k := o.cfg.CheckpointKey; k != nil && len(k) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("operator: new: checkpoint key is %d bytes, an Ed25519 public key is %d", len(k), ed25519.PublicKeySize)
+	}
+	return o, nil
+}
+
+// Store is the store the operator reads.
+func (o *Operator) Store() store.Store { return o.cfg.Store }
+
+// Now is the operator's clock.
+func (o *Operator) Now() time.Time { return o.cfg.Now() }
+
+// The filter words every surface takes, beside the stored states and statuses.
+const (
+	// All selects every record (as no filter does).
+	All = "all"
+	// StateNeedsPerson selects the effect records that need a person (NeedsPerson).
+	StateNeedsPerson = "needs_person"
+)
+
+// EffectStates are the words an effect filter takes: a stored state, needs_person, or all.
+var EffectStates = []string{string(store.Executing), string(store.Committed), string(store.Failed), string(store.Ambiguous), StateNeedsPerson, All}
+
+// ApprovalStatuses are the words an approval filter takes: a stored status, or all.
+var ApprovalStatuses = []string{string(store.Pending), string(store.Granted), string(store.Denied), string(store.Expired), string(store.Consumed), All}
+
+// FilterError is a filter word outside its vocabulary: Name is the filter (state, status),
+// Value what was given, Allowed the words it takes.
+type FilterError struct {
+	Name    string
+	Value   string
+	Allowed []string
+}
+
+func (e *FilterError) Error() string {
+	return fmt.Sprintf("%s %q is not one of %s", e.Name, e.Value, strings.Join(e.Allowed, ", "))
+}
+
+// NeedsPerson reports whether e waits for a person at now: it is exactly what a person's
+// resolution accepts (store.PlanResolve), so that everything listed can be resolved and
+// everything that can be resolved is listed —
+//
+//   - ambiguous: the outcome of its attempt is unknown (whether the holder recorded it so, or
+//     a contender or the sweeper did when the holder's lease lapsed);
+//   - executing under a lease that lapsed: its holder never reported, and every contender is
+//     refused until someone looks (reading does not change it; resolving writes it ambiguous
+//     and resolved in one transaction);
+//   - committed or failed with an outcome conflict: a person resolved it, then its holder
+//     reported the opposite; a failed one is not retried until a person resolves it again.
+func NeedsPerson(e *store.Effect, now time.Time) bool {
+	if e == nil {
+		return false
+	}
+	switch e.State {
+	case store.Ambiguous:
+		return true
+	case store.Executing:
+		return store.LeaseLapsed(e, now)
+	case store.Committed, store.Failed:
+		return e.Conflict != ""
+	}
+	return false
+}
+
+// EffectRecords are the effect records in state (a word of EffectStates; "" is all), ordered by
+// key.
+func (o *Operator) EffectRecords(ctx context.Context, state string) ([]*store.Effect, error) {
+	if state != "" && !slices.Contains(EffectStates, state) {
+		return nil, &FilterError{Name: "state", Value: state, Allowed: EffectStates}
+	}
+	f := store.EffectFilter{State: store.State(state)}
+	if state == All || state == StateNeedsPerson {
+		f = store.EffectFilter{}
+	}
+	list, err := o.cfg.Store.Effects(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	if state == StateNeedsPerson {
+		now := o.cfg.Now()
+		list = slices.DeleteFunc(list, func(e *store.Effect) bool { return !NeedsPerson(e, now) })
+	}
+	slices.SortFunc(list, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
+	return list, nil
+}
+
+// Effects are EffectRecords as an operator reads them.
+func (o *Operator) Effects(ctx context.Context, state string) ([]jsonview.Effect, error) {
+	list, err := o.EffectRecords(ctx, state)
+	if err != nil {
+		return nil, err
+	}
+	now := o.cfg.Now()
+	out := make([]jsonview.Effect, len(list))
+	for i, e := range list {
+		out[i] = jsonview.NewEffect(e, now)
+	}
+	return out, nil
+}
+
+// Effect is the effect record of key; an error wrapping store.ErrNotFound when there is none.
+func (o *Operator) Effect(ctx context.Context, key string) (jsonview.Effect, error) {
+	e, err := o.cfg.Store.Effect(ctx, key)
+	if err != nil {
+		return jsonview.Effect{}, fmt.Errorf("read effect: %w", err)
+	}
+	return jsonview.NewEffect(e, o.cfg.Now()), nil
+}
+
+// EffectView is e as an operator reads it now.
+func (o *Operator) EffectView(e *store.Effect) jsonview.Effect {
+	return jsonview.NewEffect(e, o.cfg.Now())
+}
+
+// ApprovalRecords are the approval requests with status (a word of ApprovalStatuses; "" is
+// all), oldest first.
+func (o *Operator) ApprovalRecords(ctx context.Context, status string) ([]*store.Approval, error) {
+	if status != "" && !slices.Contains(ApprovalStatuses, status) {
+		return nil, &FilterError{Name: "status", Value: status, Allowed: ApprovalStatuses}
+	}
+	f := store.ApprovalFilter{Status: store.ApprovalStatus(status)}
+	if status == All {
+		f = store.ApprovalFilter{}
+	}
+	list, err := o.cfg.Store.Approvals(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return list, nil
+}
+
+// Approvals are ApprovalRecords as an operator reads them.
+func (o *Operator) Approvals(ctx context.Context, status string) ([]jsonview.Approval, error) {
+	list, err := o.ApprovalRecords(ctx, status)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]jsonview.Approval, len(list))
+	for i, a := range list {
+		out[i] = o.ApprovalView(a)
+	}
+	return out, nil
+}
+
+// Approval is the approval request id; an error wrapping store.ErrNotFound when there is none.
+func (o *Operator) Approval(ctx context.Context, id string) (jsonview.Approval, error) {
+	a, err := o.cfg.Store.Approval(ctx, id)
+	if err != nil {
+		return jsonview.Approval{}, fmt.Errorf("read approval: %w", err)
+	}
+	return o.ApprovalView(a), nil
+}
+
+// ApprovalView is a as an operator reads it, its arguments read through the policy's hints.
+func (o *Operator) ApprovalView(a *store.Approval) jsonview.Approval {
+	return jsonview.NewApproval(a, o.cfg.Policy)
+}
+
+// Receipt is one stored receipt as an operator reads it (View) and its document read (Doc, nil
+// when the row does not read as a receipt).
+type Receipt struct {
+	View jsonview.Receipt
+	Doc  *receipt.Receipt
+}
+
+// Receipts yields the receipts f selects, in seq order.
+func (o *Operator) Receipts(ctx context.Context, f store.ReceiptFilter) func(yield func(Receipt, error) bool) {
+	return func(yield func(Receipt, error) bool) {
+		for r, err := range o.cfg.Store.Receipts(ctx, f) {
+			if err != nil {
+				yield(Receipt{}, fmt.Errorf("read receipts: %w", err))
+				return
+			}
+			v, doc := jsonview.NewReceipt(r)
+			if !yield(Receipt{View: v, Doc: doc}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ReceiptPage is the receipts after seq after, at most limit of them, and the seq to page on
+// from (the last one listed, or after when none was).
+func (o *Operator) ReceiptPage(ctx context.Context, after int64, limit int) ([]jsonview.Receipt, int64, error) {
+	out := []jsonview.Receipt{}
+	next := after
+	for r, err := range o.Receipts(ctx, store.ReceiptFilter{AfterSeq: after}) {
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r.View)
+		next = r.View.Seq
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, next, nil
+}
+
+// Events are the events f selects, lowest id first.
+func (o *Operator) Events(ctx context.Context, f store.EventFilter) ([]jsonview.Event, error) {
+	evs, err := o.cfg.Store.Events(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	out := make([]jsonview.Event, len(evs))
+	for i, e := range evs {
+		out[i] = jsonview.NewEvent(e)
+	}
+	return out, nil
+}
+
+// ParseWindow reads a window of stats: a Go duration (90m, 36h) or a number of days (7d).
+func ParseWindow(s string) (time.Duration, error) {
+	if d, ok := policy.ParseDays(s); ok && d > 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", s)
+}
+
+// Stats counts the receipts finished in the last window (0: every receipt) by action and
+// result, and in observe mode what enforcement would have blocked.
+func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.Stats, error) {
+	now := o.cfg.Now()
+	var from time.Time
+	if window > 0 {
+		from = now.Add(-window)
+	}
+	tally, err := receipt.Tally(o.cfg.Store.Receipts(ctx, store.ReceiptFilter{Since: from}))
+	if err != nil {
+		return jsonview.Stats{}, fmt.Errorf("count receipts: %w", err)
+	}
+	return jsonview.NewStats(tally, from, now), nil
+}
+
+// VerifyChain verifies the receipt chain against its head and the stored state against the
+// chain, both read in one snapshot (store.VerifyChain: writers appending meanwhile cannot make an
+// intact chain look broken), and, with a checkpoint key, every stored checkpoint and every
+// anchor (an exported checkpoint kept elsewhere) against the chain.
+func (o *Operator) VerifyChain(ctx context.Context, anchors []*receipt.Checkpoint) (jsonview.ChainReport, error) {
+	rep, err := store.VerifyChain(ctx, o.cfg.Store)
+	if err != nil {
+		return jsonview.ChainReport{}, fmt.Errorf("verify chain: %w", err)
+	}
+	if o.cfg.CheckpointKey == nil {
+		if len(anchors) > 0 {
+			return jsonview.ChainReport{}, errors.New("verify chain: anchors are checked with a checkpoint public key, and none was given")
+		}
+		return jsonview.NewChainReport(rep, nil, nil), nil
+	}
+	breaks, held, err := store.VerifyCheckpoints(ctx, o.cfg.Store, o.cfg.CheckpointKey, anchors)
+	if err != nil {
+		return jsonview.ChainReport{}, err
+	}
+	cps := &jsonview.Checkpoints{Held: held}
+	if cs, ok := o.cfg.Store.(store.CheckpointStore); ok && rep.Start != nil {
+		stored, err := cs.Checkpoints(ctx)
+		if err != nil {
+			return jsonview.ChainReport{}, fmt.Errorf("verify checkpoints: %w", err)
+		}
+		for _, c := range stored {
+			if c.Seq < rep.Start.Seq {
+				cps.Below++
+			}
+		}
+	}
+	return jsonview.NewChainReport(rep, breaks, cps), nil
+}

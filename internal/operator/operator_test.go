@@ -1,0 +1,79 @@
+package operator_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/store"
+)
+
+// TestNeedsPersonIsWhatResolveAccepts: an effect needs a person exactly when a person's
+// resolution of it is accepted (store.PlanResolve): everything listed can be resolved, and
+// everything that can be resolved is listed.
+func TestNeedsPersonIsWhatResolveAccepts(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	live, lapsed := now.Add(time.Minute), now.Add(-time.Minute)
+	for _, tc := range []struct {
+		name string
+		e    store.Effect
+		want bool
+	}{
+		{"executing, live lease", store.Effect{State: store.Executing, LeaseExpiresAt: live}, false},
+		{"executing, lapsed lease", store.Effect{State: store.Executing, LeaseExpiresAt: lapsed}, true},
+		{"executing, lease lapses now", store.Effect{State: store.Executing, LeaseExpiresAt: now}, true},
+		{"ambiguous, recorded by its holder", store.Effect{State: store.Ambiguous}, true},
+		{"ambiguous, holder may act", store.Effect{State: store.Ambiguous, LeaseExpiresAt: lapsed}, true},
+		{"committed", store.Effect{State: store.Committed}, false},
+		{"failed", store.Effect{State: store.Failed}, false},
+		{"committed, outcome conflict", store.Effect{State: store.Committed, Conflict: "its holder reported failed"}, true},
+		{"failed, outcome conflict", store.Effect{State: store.Failed, Conflict: "its holder reported committed"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := tc.e
+			e.Key, e.Attempt, e.ActionID, e.Action = "charge:inv_1", 1, "act_1", "billing.charge"
+			if got := operator.NeedsPerson(&e, now); got != tc.want {
+				t.Errorf("NeedsPerson(%s) = %v, want %v", tc.name, got, tc.want)
+			}
+			for _, to := range []store.State{store.Committed, store.Failed} {
+				_, _, err := store.PlanResolve(&store.ResolveRequest{Key: e.Key, To: to, By: "cli:alice", Now: now}, &e)
+				if accepted := !errors.Is(err, store.ErrNotAmbiguous); accepted != tc.want {
+					t.Errorf("PlanResolve(%s, to %s) = %v: accepted %v, but NeedsPerson says %v", tc.name, to, err, accepted, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestResolutionCheck: a resolution names what is wrong with it — the member, and for a result
+// the JSON pointer of the value refused — before anything is written.
+func TestResolutionCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                   string
+		r                      operator.Resolution
+		reason, field, pointer string
+	}{
+		{"no to", operator.Resolution{}, "missing_field", "to", ""},
+		{"bad to", operator.Resolution{To: "done"}, "invalid_field", "to", ""},
+		{"result with failed", operator.Resolution{To: "failed", Result: []byte(`{"id":1}`)}, "invalid_field", "result", ""},
+		{"float result", operator.Resolution{To: "committed", Result: []byte(`{"n":[1,2.5]}`)}, "invalid_field", "result", "/n/1"},
+		{"bad note", operator.Resolution{To: "failed", Note: "a\x00b"}, "invalid_field", "note", ""},
+	} {
+		_, err := tc.r.Check("k", "cli:alice")
+		var ie *operator.InputError
+		if !errors.As(err, &ie) || ie.Reason != tc.reason || ie.Field != tc.field || ie.Pointer != tc.pointer {
+			t.Errorf("%s: Check = %v (%+v), want %s of %s at %q", tc.name, err, ie, tc.reason, tc.field, tc.pointer)
+		}
+	}
+	req, err := (&operator.Resolution{To: "committed", Result: []byte(`{ "b":1, "a":"x" }`), Note: "seen"}).Check("k", "cli:alice")
+	if err != nil || string(req.Result) != `{"a":"x","b":1}` || req.To != store.Committed || req.By != "cli:alice" || req.Note != "seen" {
+		t.Errorf("Check = %+v, %v; want committed with the canonical result", req, err)
+	}
+	if req, err := (&operator.Resolution{To: "failed", Result: []byte(" null ")}).Check("k", "cli:alice"); err != nil || req.Result != nil {
+		t.Errorf("a null result with failed = %+v, %v; want none", req, err)
+	}
+}
