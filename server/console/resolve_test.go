@@ -126,7 +126,9 @@ func TestResolveFormOnlyForThoseWhoMay(t *testing.T) {
 	s.AddAccount(t, "alice", pw, "payments-leads")
 	_, err := s.Guard.Execute(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker", User: "dan"}),
 		&latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"ord_1","amount":100,"currency":"EUR"}`)},
-		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("read tcp: connection reset by peer") })
+		func(context.Context, json.RawMessage) (any, error) {
+			return nil, errors.New("read tcp: connection reset by peer")
+		})
 	if !errors.Is(err, latch.ErrAmbiguous) {
 		t.Fatalf("Execute = %v, want ambiguous", err)
 	}
