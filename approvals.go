@@ -214,7 +214,12 @@ func (g *Guard) Resolve(ctx context.Context, key string, to store.State, by stri
 // compared as the self-approval check compares them. When the action's approvers name roles,
 // only their members resolve its effects (approver_not_entitled); required and verified apply
 // to approvals only. Both are checked against the attempt that holds the record when it is
-// read, and the write is refused if another attempt holds it by then. A refusal is a
+// read, and the write is refused if another attempt holds it by then. A surface that showed a
+// person the record binds the resolution to what it showed (req.Holder, the attempt's action id;
+// req.Updated, the record's UpdatedAt): a record that moved on since — a new attempt, another
+// resolution, a late outcome — is refused store.ErrNotAmbiguous in the write's own transaction,
+// so a person never resolves a record they were not shown. MayResolve answers the same
+// question without writing. A refusal is a
 // *store.ResolveError matching store.ErrResolveRefused, and writes nothing. A reconcile hook's
 // resolution (req.Hook) is no person's and is not checked.
 func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*store.Effect, error) {
@@ -242,20 +247,18 @@ func (g *Guard) ResolveEffect(ctx context.Context, req *store.ResolveRequest) (*
 }
 
 // mayResolve refuses the person of r.By a resolution of their own attempt, or of an effect of an
-// action whose approver roles they are not a member of, and binds r to the attempt checked
-// (r.Holder). It reads the record, the attempt's action_proposed event and, for an action with
-// roles, the person's roles; it writes nothing. What it cannot decide (no such record, a name
-// that cannot be kept) it leaves to the store, which refuses it.
+// action whose approver roles they are not a member of (MayResolve), and binds r to the attempt
+// checked (r.Holder). A request already bound to an attempt or an update (r.Holder, r.Updated:
+// what a surface showed the person) is refused at once if the record has moved on since: the
+// checks are then about the record the person decided on, and the store holds the write to it.
+// It reads the record, the attempt's action_proposed event and, for an action with roles, the
+// person's roles; it writes nothing. What it cannot decide (no such record, a name that cannot be
+// kept) it leaves to the store, which refuses it.
 func (g *Guard) mayResolve(ctx context.Context, r *store.ResolveRequest) error {
 	if r.Check() != nil {
 		return nil // the store refuses it invalid input
 	}
-	name := r.By
-	if _, after, ok := strings.Cut(r.By, ":"); ok {
-		name = after
-	}
-	name, err := store.NormalizeApprover(name)
-	if err != nil {
+	if _, ok := resolverName(r.By); !ok {
 		return nil // the store refuses the resolver
 	}
 	eff, err := g.store.Effect(ctx, r.Key)
@@ -265,27 +268,61 @@ func (g *Guard) mayResolve(ctx context.Context, r *store.ResolveRequest) error {
 	case err != nil:
 		return fmt.Errorf("resolve %s: %w", safetext.Quote(r.Key), err)
 	}
+	if err := store.CheckResolveBinding(r, eff); err != nil {
+		return err
+	}
+	if err := g.MayResolve(ctx, eff, r.By); err != nil {
+		return err
+	}
+	r.Holder = eff.ActionID
+	return nil
+}
+
+// MayResolve says whether the person of by (a surface and a name, as in ResolveEffect's By:
+// "console:alice") may resolve eff as it stands: nil, or the *store.ResolveError ResolveEffect
+// would refuse them with — self_resolution (they are the agent or the user of the attempt that
+// holds the record), approver_not_entitled, holder_unknown — or an error reading the store. A
+// surface asks it to offer a person only the resolutions they may make; ResolveEffect asks it
+// again when they make one. It reads the attempt's action_proposed event and, for an action
+// whose approvers name roles, the person's roles; it writes nothing. A by whose name cannot be
+// kept is not refused here: ResolveEffect's store refuses it.
+func (g *Guard) MayResolve(ctx context.Context, eff *store.Effect, by string) error {
+	name, ok := resolverName(by)
+	if !ok {
+		return nil
+	}
 	refuse := func(reason string) error {
-		return &store.ResolveError{Key: r.Key, Reason: reason, Attempt: eff.Attempt}
+		return &store.ResolveError{Key: eff.Key, Reason: reason, Attempt: eff.Attempt}
 	}
 	agent, user, found, err := g.proposer(ctx, eff.ActionID)
 	switch {
 	case err != nil:
-		return fmt.Errorf("resolve %s: principal of attempt %d: %w", safetext.Quote(r.Key), eff.Attempt, err)
+		return fmt.Errorf("resolve %s: principal of attempt %d: %w", safetext.Quote(eff.Key), eff.Attempt, err)
 	case !found:
 		return refuse(store.ReasonHolderUnknown)
 	case store.SameName(name, agent) || user != "" && store.SameName(name, user):
 		return refuse(store.ReasonSelfResolution)
 	}
-	ok, err := g.entitled(ctx, g.policy.ApproversFor(eff.Action), name)
+	ok, err = g.entitled(ctx, g.policy.ApproversFor(eff.Action), name)
 	switch {
 	case err != nil:
-		return fmt.Errorf("resolve %s: %w", safetext.Quote(r.Key), err)
+		return fmt.Errorf("resolve %s: %w", safetext.Quote(eff.Key), err)
 	case !ok:
 		return refuse(store.ReasonNotEntitled)
 	}
-	r.Holder = eff.ActionID
 	return nil
+}
+
+// resolverName is the person of a resolution's by: the name after the surface ("alice" in
+// "http:alice"; all of a by without one), normalized as approvers are; ok is false for a name
+// that cannot be kept.
+func resolverName(by string) (string, bool) {
+	name := by
+	if _, after, ok := strings.Cut(by, ":"); ok {
+		name = after
+	}
+	name, err := store.NormalizeApprover(name)
+	return name, err == nil
 }
 
 // proposer returns the agent and user that proposed the action actionID, as its action_proposed

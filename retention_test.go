@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/testdb"
@@ -281,6 +282,77 @@ func TestPruneRefusesABrokenChain(t *testing.T) {
 				}
 				break
 			}
+		})
+	}
+}
+
+// TestPruneKeepsWhatAResolutionNeeds: a record whose holder reported after a person resolved it
+// (an outcome conflict) waits for a person to resolve it again, and that resolution checks who
+// made the attempt from its action_proposed event. A prune below a checkpoint signed after the
+// conflict keeps that attempt's events (and removes the events of a settled effect of the same
+// age), so the conflict can still be resolved — by someone else than the attempt's agent, who is
+// still refused self_resolution — and the chain verifies after.
+func TestPruneKeepsWhatAResolutionNeeds(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, testPolicy)
+			ctx := t.Context()
+			charge := func(id string, fn func(context.Context, Charge) (string, error)) error {
+				_, err := latch.Protect(e.g, "billing.charge", fn, nil)(agent(ctx), Charge{InvoiceID: id, Amount: 1})
+				return err
+			}
+			if err := charge("inv_settled", func(context.Context, Charge) (string, error) { return "ch_s", nil }); err != nil {
+				t.Fatal(err)
+			}
+			err := charge("inv_conf", func(ctx context.Context, c Charge) (string, error) {
+				e.clock.Add(latch.DefaultLease + time.Second)
+				if err := charge("inv_conf", func(context.Context, Charge) (string, error) { return "", nil }); !errors.Is(err, latch.ErrAmbiguousEffect) {
+					t.Errorf("contender = %v, want ErrAmbiguousEffect", err)
+				}
+				if _, err := e.g.Resolve(ctx, "charge:inv_conf", store.Failed, "cli:ana"); err != nil {
+					t.Errorf("Resolve = %v", err)
+				}
+				return "ch_late", nil
+			})
+			if !errors.Is(err, latch.ErrOutcomeConflict) {
+				t.Fatalf("holder = %v, want ErrOutcomeConflict", err)
+			}
+			e.clock.Add(time.Hour)
+			if err := charge("inv_later", func(context.Context, Charge) (string, error) { return "ch_l", nil }); err != nil {
+				t.Fatal(err)
+			}
+			key, _ := storetest.SigningKey(t)
+			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := store.Retention(e.g.Store())
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq})
+			if err != nil || res.Events == 0 {
+				t.Fatalf("Prune = %+v, %v; want events removed", res, err)
+			}
+			if evs, err := e.g.Store().Events(ctx, store.EventFilter{EffectKey: "charge:inv_settled"}); err != nil || len(evs) != 0 {
+				t.Errorf("events of the settled charge after the prune = %d, %v; want none", len(evs), err)
+			}
+			eff, err := e.g.Store().Effect(ctx, "charge:inv_conf")
+			if err != nil || eff.Conflict == "" {
+				t.Fatalf("charge:inv_conf after the prune = %+v, %v; want kept with its conflict", eff, err)
+			}
+			_, err = e.g.Resolve(ctx, "charge:inv_conf", store.Committed, "cli:billing-worker")
+			var re *store.ResolveError
+			if !errors.As(err, &re) || re.Reason != store.ReasonSelfResolution {
+				t.Errorf("the attempt's agent resolving after the prune = %v, want self_resolution", err)
+			}
+			got, err := e.g.Resolve(ctx, "charge:inv_conf", store.Committed, "cli:erin")
+			if err != nil || got.State != store.Committed || got.Conflict != "" {
+				t.Fatalf("erin resolves the conflict after the prune = %+v, %v; want committed, the conflict settled", got, err)
+			}
+			verifyChain(t, e.g)
 		})
 	}
 }

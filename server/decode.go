@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -95,30 +96,62 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK 
 func checkMembers(body []byte, t reflect.Type) *Problem {
 	m := &members{dec: json.NewDecoder(bytes.NewReader(body))}
 	m.dec.UseNumber() // numbers are skipped; no need to parse them as floats
-	p, _ := m.value(t, "")
+	p, _ := m.value(t, nil, 0)
 	return p
 }
+
+// maxDepth is how deep checkMembers follows nested values: encoding/json refuses a value nested
+// deeper (exceeded max depth), so the walk stops there and decoding says so. Without the stop a
+// megabyte of "[" would be walked a million frames deep.
+const maxDepth = 10000
+
+// errTooDeep stops the walk at maxDepth.
+var errTooDeep = errors.New("nested deeper than the decoder reads")
 
 // members is a walk over one JSON value's tokens.
 type members struct{ dec *json.Decoder }
 
+// pointer is the JSON pointer of a value, as a link to its parent's: written out (String) only
+// for a problem, so that the walk costs the same at every depth instead of copying the pointer
+// of each level into the next.
+type pointer struct {
+	parent *pointer
+	token  string // the member name (escaped) or the array index
+}
+
+// String is the pointer as RFC 6901 writes it; "" for the body itself (a nil pointer).
+func (p *pointer) String() string {
+	var toks []string
+	for ; p != nil; p = p.parent {
+		toks = append(toks, p.token)
+	}
+	var b strings.Builder
+	for i := len(toks) - 1; i >= 0; i-- {
+		b.WriteString("/" + toks[i])
+	}
+	return b.String()
+}
+
 // value checks the next value, whose Go type is t (nil when undeclared: any, a map's or a raw
-// message's members are only checked for duplicates), at JSON pointer ptr.
-func (m *members) value(t reflect.Type, ptr string) (*Problem, error) {
+// message's members are only checked for duplicates), at JSON pointer ptr, depth values deep.
+func (m *members) value(t reflect.Type, ptr *pointer, depth int) (*Problem, error) {
+	if depth >= maxDepth {
+		return nil, errTooDeep
+	}
 	tok, err := m.dec.Token()
 	if err != nil {
 		return nil, err
 	}
 	switch tok {
 	case json.Delim('{'):
-		return m.object(declared(t), ptr)
+		return m.object(declared(t), ptr, depth)
 	case json.Delim('['):
 		var elem reflect.Type
 		if t = deref(t); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && !isRaw(t) {
 			elem = t.Elem()
 		}
 		for i := 0; m.dec.More(); i++ {
-			if p, err := m.value(elem, fmt.Sprintf("%s/%d", ptr, i)); p != nil || err != nil {
+			if p, err := m.value(elem, &pointer{ptr, strconv.Itoa(i)}, depth+1); p != nil || err != nil {
 				return p, err
 			}
 		}
@@ -129,7 +162,7 @@ func (m *members) value(t reflect.Type, ptr string) (*Problem, error) {
 }
 
 // object checks an object's members; o, when not nil, declares the only names it may hold.
-func (m *members) object(o *objectType, ptr string) (*Problem, error) {
+func (m *members) object(o *objectType, ptr *pointer, depth int) (*Problem, error) {
 	seen := map[string]bool{}
 	for m.dec.More() {
 		tok, err := m.dec.Token()
@@ -137,11 +170,11 @@ func (m *members) object(o *objectType, ptr string) (*Problem, error) {
 			return nil, err
 		}
 		name, _ := tok.(string)
-		at := ptr + "/" + pointerToken(name)
+		at := &pointer{ptr, pointerToken(name)}
 		if seen[name] {
 			p := problem(http.StatusBadRequest, "duplicate_member",
 				fmt.Sprintf("member %q appears twice in one object (at %s): member names must be unique", name, at))
-			p.Field, p.Pointer = topField(ptr, name), at
+			p.Field, p.Pointer = topField(ptr, name), at.String()
 			return p, nil
 		}
 		seen[name] = true
@@ -153,7 +186,7 @@ func (m *members) object(o *objectType, ptr string) (*Problem, error) {
 			}
 			child = f
 		}
-		if p, err := m.value(child, at); p != nil || err != nil {
+		if p, err := m.value(child, at, depth+1); p != nil || err != nil {
 			return p, err
 		}
 	}
@@ -162,7 +195,7 @@ func (m *members) object(o *objectType, ptr string) (*Problem, error) {
 }
 
 // unknownMember is the problem of a member named otherwise than every field of o.
-func unknownMember(o *objectType, name, ptr, at string) *Problem {
+func unknownMember(o *objectType, name string, ptr, at *pointer) *Problem {
 	detail := fmt.Sprintf("unknown field %q (at %s)", name, at)
 	for f := range o.fields {
 		if strings.EqualFold(f, name) {
@@ -171,13 +204,13 @@ func unknownMember(o *objectType, name, ptr, at string) *Problem {
 		}
 	}
 	p := problem(http.StatusBadRequest, "unknown_field", detail)
-	p.Field, p.Pointer = topField(ptr, name), at
+	p.Field, p.Pointer = topField(ptr, name), at.String()
 	return p
 }
 
 // topField is name when the object at ptr is the body itself, "" deeper down.
-func topField(ptr, name string) string {
-	if ptr == "" {
+func topField(ptr *pointer, name string) string {
+	if ptr == nil {
 		return name
 	}
 	return ""

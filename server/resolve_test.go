@@ -168,7 +168,8 @@ func TestResolveRules(t *testing.T) {
 }
 
 // TestConsoleSelfResolution: the console resolves through the same check as every surface. A
-// person logged in under the attempt's agent name cannot resolve it: the form is refused, nothing
+// person logged in under the attempt's agent name is not offered the resolve form of their own
+// attempt (the card says why), and the form sent anyway is refused 403 self_resolution: nothing
 // is written, and the effect stays ambiguous until someone else resolves it.
 func TestConsoleSelfResolution(t *testing.T) {
 	t.Parallel()
@@ -180,22 +181,27 @@ func TestConsoleSelfResolution(t *testing.T) {
 			cs.AddAccount(t, "Billing-Worker", pw)
 			cs.AddAccount(t, "alice", pw)
 			key := cs.Ambiguous(t, 7, "connection reset")
-			resolve := func(name string) *consoletest.Page {
+			attention := func(name string) (*http.Client, string) {
 				t.Helper()
 				c := consoletest.Client(t, "")
 				if p := consoletest.Login(t, c, cs.URL, name, pw); p.Status != http.StatusSeeOther {
 					t.Fatalf("login as %s = %d %s", name, p.Status, p.Body)
 				}
-				page := consoletest.Get(t, c, cs.URL+"/attention").Body
-				action, seen := consoletest.ResolveForm(page, key)
-				if action == "" {
-					t.Fatalf("no resolve form for %s on the page of %s", key, name)
-				}
-				return consoletest.Post(t, c, cs.URL+action, url.Values{"csrf": {consoletest.CSRF(page)}, "seen": {seen}, "to": {"failed"}})
+				return c, consoletest.Get(t, c, cs.URL+"/attention").Body
+			}
+			own, ownPage := attention("billing-worker")
+			if action, _ := consoletest.ResolveForm(ownPage, key); action != "" || !strings.Contains(ownPage, "someone else must say what happened") {
+				t.Errorf("the agent's own person is offered the resolve form of its attempt (or not told why not)")
+			}
+			alice, alicePage := attention("alice")
+			action, seen := consoletest.ResolveForm(alicePage, key)
+			if action == "" {
+				t.Fatalf("no resolve form for %s on alice's page", key)
 			}
 			ev, rc := cs.Written(t)
-			if p := resolve("billing-worker"); p.Status < 400 || !strings.Contains(p.Body, "self_resolution") {
-				t.Errorf("the agent's own person resolving = %d %q, want refused self_resolution", p.Status, p.Body)
+			p := consoletest.Post(t, own, cs.URL+action, url.Values{"csrf": {consoletest.CSRF(ownPage)}, "seen": {seen}, "to": {"failed"}})
+			if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "self_resolution") {
+				t.Errorf("the agent's own person resolving = %d %q, want 403 self_resolution", p.Status, p.Body)
 			}
 			if e, r := cs.Written(t); e != ev || r != rc {
 				t.Errorf("a refused resolution wrote: events %d → %d, receipts %d → %d", ev, e, rc, r)
@@ -203,7 +209,7 @@ func TestConsoleSelfResolution(t *testing.T) {
 			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Ambiguous {
 				t.Fatalf("%s = %+v, %v; want still ambiguous", key, e, err)
 			}
-			if p := resolve("alice"); p.Status != http.StatusSeeOther {
+			if p := consoletest.Post(t, alice, cs.URL+action, url.Values{"csrf": {consoletest.CSRF(alicePage)}, "seen": {seen}, "to": {"failed"}}); p.Status != http.StatusSeeOther {
 				t.Errorf("alice resolving = %d %q, want a redirect", p.Status, p.Body)
 			}
 			if e, err := cs.Guard.Store().Effect(t.Context(), key); err != nil || e.State != store.Failed || e.ResolvedBy != "console:alice" {

@@ -486,9 +486,8 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 		}
 		return nil, nil, fmt.Errorf("resolve %s: state is %s: %w", safetext.Quote(req.Key), what, ErrNotAmbiguous)
 	}
-	if req.Holder != "" && eff.ActionID != req.Holder {
-		return nil, nil, fmt.Errorf("resolve %s: attempt %d (%s) holds the record now, not the attempt %s whose resolution was checked: %w",
-			safetext.Quote(req.Key), eff.Attempt, safetext.Quote(eff.ActionID), safetext.Quote(req.Holder), ErrNotAmbiguous)
+	if err := CheckResolveBinding(req, eff); err != nil {
+		return nil, nil, err
 	}
 	if req.Hook && req.To == Failed && HolderMayAct(eff) {
 		return nil, nil, fmt.Errorf("resolve %s failed: attempt %d's lease lapsed and its holder has not reported: %w", safetext.Quote(req.Key), eff.Attempt, ErrHolderMayAct)
@@ -530,6 +529,22 @@ func PlanResolve(req *ResolveRequest, eff *Effect) (*EffectWrite, []Event, error
 	}
 	events = append(events, NewEvent(EventEffectResolved, req.Now, eff.ActionID, eff.Key, "", payload))
 	return &EffectWrite{Prev: eff, Next: next}, events, nil
+}
+
+// CheckResolveBinding refuses a resolution of eff that was checked against another version of the
+// record than eff: held by another attempt than req.Holder, or updated at another time than
+// req.Updated (each when set). The error matches ErrNotAmbiguous: the record the person decided
+// about no longer needs their resolution, whatever the one now stored needs.
+func CheckResolveBinding(req *ResolveRequest, eff *Effect) error {
+	switch {
+	case req.Holder != "" && eff.ActionID != req.Holder:
+		return fmt.Errorf("resolve %s: attempt %d (%s) holds the record now, not the attempt %s whose resolution was checked: %w",
+			safetext.Quote(req.Key), eff.Attempt, safetext.Quote(eff.ActionID), safetext.Quote(req.Holder), ErrNotAmbiguous)
+	case !req.Updated.IsZero() && !eff.UpdatedAt.Equal(req.Updated):
+		return fmt.Errorf("resolve %s: the record was written at %s, after the version of %s whose resolution was checked: %w",
+			safetext.Quote(req.Key), eff.UpdatedAt.UTC().Format(time.RFC3339Nano), req.Updated.UTC().Format(time.RFC3339Nano), ErrNotAmbiguous)
+	}
+	return nil
 }
 
 // CheckNote validates a note of a resolution or an approval answer: at most 2000 bytes of

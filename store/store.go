@@ -340,10 +340,15 @@ type ResolveRequest struct {
 	// still act (HolderMayAct), nor a conflict.
 	Hook bool
 	// Holder, when set, is the action id of the attempt the resolution was checked against
-	// (Guard.ResolveEffect checks who may resolve it): a record held by another attempt by the
-	// time the resolution is written is refused ErrNotAmbiguous, and nothing is written.
+	// (Guard.ResolveEffect checks who may resolve it, and a surface that showed a person the
+	// record names the attempt it showed): a record held by another attempt by the time the
+	// resolution is written is refused ErrNotAmbiguous, and nothing is written.
 	Holder string
-	Events []Event
+	// Updated, when set, is the record's UpdatedAt as the person who resolves it was shown it:
+	// a record written since (another resolution, a late outcome, a new attempt) is refused
+	// ErrNotAmbiguous in the resolution's own transaction, and nothing is written.
+	Updated time.Time
+	Events  []Event
 }
 
 // ExtendRequest extends the live lease of a holder.

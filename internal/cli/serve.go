@@ -73,6 +73,12 @@ stops it gracefully: requests in flight finish first.`,
 			switch {
 			case cfg.TokenCache < 0:
 				return usagef("--token-cache %v: want a duration, or 0 to read the store on every request", cfg.TokenCache)
+			case cfg.MaxInFlight < 1:
+				return usagef("--max-in-flight %d: want a positive number of bytes", cfg.MaxInFlight)
+			case cfg.MaxCallerInFlight < 1:
+				return usagef("--max-caller-in-flight %d: want a positive number of bytes", cfg.MaxCallerInFlight)
+			case con.LoginConcurrency < 0:
+				return usagef("--login-concurrency %d: want a positive number of password checks, or 0 for half the cores", con.LoginConcurrency)
 			}
 			for _, p := range proxies {
 				pfx, err := parseProxy(p)
@@ -158,6 +164,8 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "the private key `FILE` of --tls-cert (PEM)")
 	f.BoolVar(&cfg.BehindProxy, "behind-proxy", false, "allow a non-loopback address without TLS: a proxy in front terminates TLS")
 	f.Int64Var(&cfg.MaxBody, "max-body", server.DefaultMaxBody, "the largest request body, in `BYTES`")
+	f.Int64Var(&cfg.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight, "the request bodies answered at once on the begin and outcome routes, all callers together, in `BYTES` (past it: 429 too_many_in_flight)")
+	f.Int64Var(&cfg.MaxCallerInFlight, "max-caller-in-flight", server.DefaultMaxCallerInFlight, "the same bound for one caller (one principal), in `BYTES`")
 	f.DurationVar(&cfg.Sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
 	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
@@ -166,6 +174,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.BoolVar(&cfg.NoConsole, "no-console", false, "serve the API only, without the web console under /")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
 	f.StringVar(&con.ProxyHeader, "proxy-header", console.DefaultProxyHeader, "the `HEADER` a trusted proxy names the console user in")
+	f.IntVar(&con.LoginConcurrency, "login-concurrency", 0, "check at most `N` console passwords at once (bcrypt, about a quarter of a second of a core each), so logins cannot starve the API; a login past it is answered 429 (default 0: half the cores)")
 	f.StringVar(&sessionTTL, "session-ttl", "", "console sessions end this long after login (`DURATION`: 8h, 1d); default 8h, and after 30m idle")
 	f.DurationVar(&cfg.TokenCache, "token-cache", 0, "trust a verified API token this long before reading the store again, so a revoked token is refused only within it (default 0: read the store on every request)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")

@@ -5,19 +5,23 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/latchkit/latch/internal/consoletest"
+	"github.com/latchkit/latch/internal/hostile"
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
 // hostileInvoices are invoice ids an agent may send, each making the effect key pay:ID: the
-// shapes that a URL, a path cleaner, a browser or a reader's eye takes for something else.
-var hostileInvoices = []string{
+// shapes that a URL, a path cleaner, a browser or a reader's eye takes for something else — the
+// shared table of every surface (internal/hostile.Keys, those of the form pay:ID that a store
+// keeps) and the console's own.
+var hostileInvoices = withShared([]string{
 	"inv%38%38",       // percent-decodes to the victim's inv88
 	"inv%2F88", "%2F", // an escaped slash
 	"inv%0088", "%", "%zz", // a NUL escape, a lone percent, a malformed escape
@@ -32,6 +36,18 @@ var hostileInvoices = []string{
 	strings.Repeat("8", 1000), // near the 1,024 bytes a store keeps
 	strings.Repeat("日", 300),  // long, and not ASCII
 	"ínv-88 ✓ 日本",
+})
+
+// withShared is own and the invoice ids of internal/hostile.Keys not in it: the keys of the form
+// pay:ID, but the plain victim pay:inv88 and those longer than a store keeps.
+func withShared(own []string) []string {
+	out := own
+	for _, k := range hostile.Keys {
+		if inv, ok := strings.CutPrefix(k.Value, "pay:"); ok && inv != "inv88" && len(k.Value) <= store.MaxText && !slices.Contains(out, inv) {
+			out = append(out, inv)
+		}
+	}
+	return out
 }
 
 var (

@@ -614,7 +614,8 @@ type effectView struct {
 	ArgsJSON   string
 	Events     []eventView
 	Receipts   []receiptRow
-	Resolvable bool
+	Resolvable bool   // the viewer may resolve it (Guard.MayResolve)
+	WhyNot     string // why not, when they may not
 }
 
 type eventView struct {
@@ -649,14 +650,21 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	}
 	data := &attentionData{base: cs.pageBase(w, r, v, "Needs attention", "attention", &counted{attention: list}), LastID: cs.lastEvent(r)}
 	for _, e := range list {
-		data.Effects = append(data.Effects, cs.newEffectView(r, e))
+		data.Effects = append(data.Effects, cs.newEffectView(r, v, e))
 	}
 	cs.render(w, http.StatusOK, "attention", data)
 }
 
-func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
+func (cs *Console) newEffectView(r *http.Request, v *viewer, e *store.Effect) *effectView {
 	ev := &effectView{Key: e.Key, Ref: effectRef(e.Key), Seen: effectSeen(e), State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
 		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(e.Arguments), Resolvable: true}
+	// The form is offered only to someone the resolution would not refuse, by the rule it is
+	// refused by; an error reading what the rule needs leaves it offered (the resolution checks
+	// again).
+	var re *store.ResolveError
+	if err := cs.g.MayResolve(r.Context(), e, "console:"+v.Name); errors.As(err, &re) {
+		ev.Resolvable, ev.WhyNot = false, resolveRefusal(re, e.Action)
+	}
 	switch {
 	case e.State == store.Ambiguous:
 		ev.Why = "The outcome of attempt " + strconv.Itoa(e.Attempt) + " is unknown: it may or may not have happened. Retries are refused until someone says which."
@@ -689,11 +697,37 @@ func (cs *Console) newEffectView(r *http.Request, e *store.Effect) *effectView {
 // back exactly the key the card showed.
 func effectRef(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
-// effectSeen is what a card shows of an effect that a person's answer is about: its attempt and
-// its last update. A resolve form carries it, and the resolution is refused if the effect has
-// moved on since (a later attempt, another resolution and a new reservation).
+// effectSeen is what a card shows of an effect that a person's answer is about: the attempt
+// that holds it (its action id) and its last update. A resolve form carries it, and the
+// resolution is bound to it (store.ResolveRequest Holder and Updated): it is refused, in the
+// store's own transaction, if the effect has moved on since (a later attempt, another
+// resolution, a late outcome).
 func effectSeen(e *store.Effect) string {
-	return strconv.Itoa(e.Attempt) + "." + strconv.FormatInt(e.UpdatedAt.UnixNano(), 10)
+	return e.ActionID + "." + strconv.FormatInt(e.UpdatedAt.UnixNano(), 10)
+}
+
+// parseSeen reads effectSeen back: the holder's action id and the update; ok is false for
+// anything effectSeen does not write.
+func parseSeen(seen string) (holder string, updated time.Time, ok bool) {
+	holder, stamp, found := strings.Cut(seen, ".")
+	n, err := strconv.ParseInt(stamp, 10, 64)
+	if !found || holder == "" || err != nil {
+		return "", time.Time{}, false
+	}
+	return holder, time.Unix(0, n), true
+}
+
+// resolveRefusal says to a person why they may not resolve an effect of action.
+func resolveRefusal(re *store.ResolveError, action string) string {
+	switch re.Reason {
+	case store.ReasonSelfResolution:
+		return "Attempt " + strconv.Itoa(re.Attempt) + " is yours (you are its agent or the user it acted for): someone else must say what happened."
+	case store.ReasonNotEntitled:
+		return "You are not among the approvers the policy names for " + action + ": you can read this effect but not resolve it."
+	case store.ReasonHolderUnknown:
+		return "Who made attempt " + strconv.Itoa(re.Attempt) + " cannot be checked (the events naming it are gone), so nobody can resolve it here."
+	}
+	return "You may not resolve this effect (" + re.Reason + ")."
 }
 
 // resolve is POST /effects/{ref}/resolve: to committed (with an optional result) or failed,
@@ -726,29 +760,35 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		}
 		result = canonical
 	}
-	// The effect must be the one the card showed: the same key (decoded above, byte for byte)
-	// at the same attempt, unchanged since.
-	cur, err := cs.g.Store().Effect(r.Context(), key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		cs.fail(w, r, v, http.StatusNotFound, "There is no effect "+key+". Nothing was changed.")
-		return
-	case err != nil:
-		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
-		return
-	case !sameToken(r.PostForm.Get("seen"), effectSeen(cur)):
-		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" changed since your page was drawn (it is now "+string(cur.State)+
-			", attempt "+strconv.Itoa(cur.Attempt)+"): reload Needs attention and check again. Nothing was changed.")
+	// The effect must be the one the card showed: the same key (decoded above, byte for byte),
+	// held by the same attempt, unchanged since. The resolution is bound to that (Holder,
+	// Updated) and the store checks it in the write's own transaction: a retry that reserves a
+	// new attempt after this handler began is never resolved on the old card.
+	holder, updated, ok := parseSeen(r.PostForm.Get("seen"))
+	if !ok {
+		cs.fail(w, r, v, http.StatusBadRequest, "This form does not say which attempt its card showed: use the resolve form of the effect's card under Needs attention. Nothing was changed.")
 		return
 	}
 	_, err = cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
-		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note"))})
+		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note")), Holder: holder, Updated: updated})
+	var re *store.ResolveError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		cs.fail(w, r, v, http.StatusNotFound, "There is no effect "+key+". Nothing was changed.")
 		return
 	case errors.Is(err, store.ErrNotAmbiguous):
-		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" no longer needs resolving (someone settled it). Nothing was changed.")
+		now := "it was settled"
+		if cur, err := cs.g.Store().Effect(r.Context(), key); err == nil {
+			now = "it is now " + string(cur.State) + ", attempt " + strconv.Itoa(cur.Attempt)
+		}
+		cs.fail(w, r, v, http.StatusConflict, "Effect "+key+" changed since your page was drawn ("+now+"): reload Needs attention and check again. Nothing was changed.")
+		return
+	case errors.As(err, &re):
+		status := http.StatusForbidden // this person may not resolve it
+		if re.Reason == store.ReasonHolderUnknown {
+			status = http.StatusConflict // nobody may, as things stand
+		}
+		cs.fail(w, r, v, status, "Refused ("+re.Reason+"): "+resolveRefusal(re, actionOf(r, cs, key))+" Nothing was changed.")
 		return
 	case err != nil:
 		cs.fail(w, r, v, http.StatusBadRequest, "Not resolved: "+err.Error())
@@ -756,6 +796,14 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	cs.flash(w, v, fmt.Sprintf("Resolved %s as %s.", key, to))
 	http.Redirect(w, r, "/attention", http.StatusSeeOther)
+}
+
+// actionOf is the action of the effect key, for a message; "its action" when it cannot be read.
+func actionOf(r *http.Request, cs *Console, key string) string {
+	if e, err := cs.g.Store().Effect(r.Context(), key); err == nil {
+		return e.Action
+	}
+	return "its action"
 }
 
 // receiptRow is one receipt in a list.

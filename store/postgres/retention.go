@@ -143,9 +143,10 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 	if res.Approvals, err = exec("approvals", `DELETE FROM `+s.tbl("approvals")+` a WHERE `+settled, cp.Seq); err != nil {
 		return nil, err
 	}
-	// The newest event always stays, as it does in SQLite.
+	// The newest event always stays, as it does in SQLite; so do the events of an effect a
+	// person may still resolve: the resolution reads who made the attempt from them.
 	if res.Events, err = exec("events", `DELETE FROM `+s.tbl("events")+` WHERE at < $1 AND id < (SELECT max(id) FROM `+s.tbl("events")+`)
-		AND effect_key NOT IN (SELECT effect_key FROM `+s.tbl("effects")+` WHERE state IN ('executing', 'ambiguous'))
+		AND effect_key NOT IN (SELECT effect_key FROM `+s.tbl("effects")+` WHERE state IN ('executing', 'ambiguous') OR conflict <> '')
 		AND approval_id NOT IN (SELECT approval_id FROM `+s.tbl("approvals")+` WHERE status IN ('pending', 'granted'))`, cutAt); err != nil {
 		return nil, err
 	}

@@ -132,8 +132,10 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		return nil, fmt.Errorf("prune: approvals: %w", err)
 	}
 	// The newest event always stays: event ids are rowids, which restart from an empty table.
+	// So do the events of an effect a person may still resolve (executing, ambiguous, or
+	// settled with an outcome conflict): the resolution reads who made the attempt from them.
 	if res.Events, err = t.c.exec(`DELETE FROM events WHERE at < ? AND id < (SELECT MAX(id) FROM events)
-		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE state IN ('executing', 'ambiguous'))
+		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE state IN ('executing', 'ambiguous') OR conflict <> '')
 		AND approval_id NOT IN (SELECT approval_id FROM approvals WHERE status IN ('pending', 'granted'))`, cutAt); err != nil {
 		return nil, fmt.Errorf("prune: events: %w", err)
 	}
