@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/internal/burst"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -38,11 +38,11 @@ func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestResourcesAfterBurst(t *testing.T) {
 	e := setupWith(t, testPolicy, latch.Principal{})
 	ctx := t.Context()
-	agent, _, err := server.CreateToken(ctx, e.guard.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenAgent, Agent: "refund-bot"}, time.Now())
+	agent, _, err := auth.CreateToken(ctx, e.guard.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "refund-bot"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e.gw.Handler(&server.Authenticator{Tokens: e.guard.Store().(store.TokenStore)}))
+	srv := httptest.NewServer(e.gw.Handler(&auth.Authenticator{Tokens: e.guard.Store().(store.TokenStore)}))
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{}
 	connect := func() *mcp.ClientSession {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/internal/burst"
 	"github.com/latchkit/latch/mcpop"
-	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
 
@@ -38,7 +38,7 @@ func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestResourcesAfterBurst(t *testing.T) {
 	g, _, approvalID := setup(t, "")
 	ctx := t.Context()
-	tok, _, err := server.CreateToken(ctx, g.Store().(store.TokenStore), &server.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	tok, _, err := auth.CreateToken(ctx, g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestResourcesAfterBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(op.Handler(&server.Authenticator{Tokens: g.Store().(store.TokenStore)}))
+	srv := httptest.NewServer(op.Handler(&auth.Authenticator{Tokens: g.Store().(store.TokenStore)}))
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{}
 	connect := func() *mcp.ClientSession {
