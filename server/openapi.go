@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/store"
 )
 
@@ -168,6 +169,15 @@ var (
 	principl = obj(nil, map[string]any{"agent": nstr, "user": nstr})
 )
 
+// refusalKinds is a problem's kind: one of latch.RefusalKinds, the classes every surface maps.
+var refusalKinds = func() map[string]any {
+	var kinds []string
+	for _, k := range latch.RefusalKinds() {
+		kinds = append(kinds, string(k))
+	}
+	return map[string]any{"type": "string", "enum": kinds}
+}()
+
 // wouldHave is what enforcement would have done with an observed call: the would_have member of
 // its receipt (receipt.WouldHave), an empty member null.
 var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
@@ -175,7 +185,7 @@ var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
 
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
-		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": str, "rule": str,
+		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": refusalKinds, "rule": str,
 		"field": str, "pointer": str, "argument": str, "action_id": str, "approval_id": str, "action_hash": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str}),
 	"Status": obj([]string{"status"}, map[string]any{"status": str}),
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
