@@ -97,7 +97,7 @@ func TestHostileKeysResolveOwnEffect(t *testing.T) {
 			}
 		}
 		before := states()
-		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": k, "outcome": "failed", "note": "checked"}})
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"effect_key": k, "to": "failed", "note": "checked"}})
 		if err != nil || res.IsError {
 			t.Errorf("resolve %q = %v %s", k, err, errText(res))
 		}
