@@ -30,9 +30,9 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/internal/storeurl"
+	"github.com/latchkit/latch/internal/verify"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
-	"github.com/latchkit/latch/verify"
 	"go.uber.org/goleak"
 )
 

@@ -11,11 +11,11 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/internal/verify"
 	"github.com/latchkit/latch/internal/wrapsqlite"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/storetest"
-	"github.com/latchkit/latch/verify"
 	"go.uber.org/goleak"
 )
 
