@@ -258,7 +258,7 @@ actions:
     approval_ttl: 1h30m
     max_attempts: 2
     rules:
-      - when: { id_prefix: "x<&>", n_in: [1, "1", true, null], o_eq: { k: [1, { z: "é\u2028" }] } }
+      - when: { id_prefix: "x<&>", n_in: [1, "1", true, null], o_eq: { k: [1, { z: "é\"\\" }] } }
         decision: approve
       - when: { n_not_in: [3], s_neq: "q" }
         decision: allow
