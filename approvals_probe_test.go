@@ -65,6 +65,9 @@ func TestApprovalAskedOnlyWhenCallCanRun(t *testing.T) {
 			if got, ok := latch.ResultOf[string](err); !ok || got != "paid" {
 				t.Errorf("ResultOf = %q, %t; want the stored result", got, ok)
 			}
+			if got := approvalCount(t, e.g); got != n {
+				t.Errorf("approval requests: %d after the committed key's refusal, want %d (none stored for it)", got, n)
+			}
 
 			// Executing under a live lease: the same call asked from inside its own executor.
 			id = approved(t, e, ctx, call("po_2"))

@@ -295,7 +295,7 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	}
 	ectx, span := g.startSpan(ctx, SpanExecute, AttrAction.String(pr.call.Action), AttrActionID.String(rc.ActionID),
 		AttrEffectKey.String(h.key), AttrAttempt.Int(h.attempt))
-	value, execErr, panicked := g.invoke(ectx, exec, pr.canonArgs, fn)
+	value, panicked, execErr := g.invoke(ectx, exec, pr.canonArgs, fn)
 	switch {
 	case panicked != nil:
 		span.SetStatus(codes.Error, "executor panicked")
@@ -413,15 +413,16 @@ func (g *Guard) record(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	return out, retErr
 }
 
-// invoke runs the executor, turning a panic into a value so the outcome can be recorded first.
-func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn Executor) (value any, err error, panicked any) {
+// invoke runs the executor, turning a panic into a value so the outcome can be recorded first:
+// what the executor returned, or what it panicked with.
+func (g *Guard) invoke(ctx context.Context, exec *execution, args []byte, fn Executor) (value any, panicked any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = r
 		}
 	}()
 	value, err = fn(executorContext(ctx, exec), json.RawMessage(args))
-	return value, err, nil
+	return value, nil, err
 }
 
 func (g *Guard) lease(pr *prepared) time.Duration {

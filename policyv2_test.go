@@ -178,12 +178,12 @@ actions:
 	ctx := agent(t.Context())
 	var calls int
 	exec := func(context.Context, json.RawMessage) (any, error) { calls++; return "ok", nil }
-	rc, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"amount":5}`)}, exec)
+	_, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"amount":5}`)}, exec)
 	var ie *latch.InvalidArgumentError
 	if !errors.As(err, &ie) || ie.Reason != "effect_key_error" || calls != 0 {
 		t.Fatalf("observe, effect key argument absent: %v (executions %d), want effect_key_error and no execution", err, calls)
 	}
-	rc, err = e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"o1"}`)}, exec)
+	rc, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: json.RawMessage(`{"order_id":"o1"}`)}, exec)
 	if err != nil || calls != 1 || rc.Result != "observed" || rc.WouldHave == nil || rc.WouldHave.Reason != "missing_argument" || rc.EffectKey != "refund:o1" {
 		t.Fatalf("observe, condition argument absent = %+v, %v (executions %d); want it run under refund:o1, would have denied missing_argument", rc, err, calls)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
+	"go.uber.org/goleak"
 )
 
 // ambiguousCharge runs a charge whose executor loses its reply: its own attempt records the
@@ -324,7 +325,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // guards, sweepers and sink writers all end with their test
 }
 
 func sweepChild(spec string) error {

@@ -198,8 +198,8 @@ func TestSpans(t *testing.T) {
 			}
 			for span, kv := range c.attrs {
 				for k, v := range kv {
-					if got := attrs[span][k]; got.Emit() != v {
-						t.Errorf("span %s attribute %s = %q, want %q", span, k, got.Emit(), v)
+					if got := attrs[span][k]; got.String() != v {
+						t.Errorf("span %s attribute %s = %q, want %q", span, k, got.String(), v)
 					}
 				}
 			}

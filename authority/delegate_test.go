@@ -63,12 +63,11 @@ func botRequest() Request {
 // dimensionRow is one containment dimension: a child widened on it, a child that leaves it
 // out, and a change to the policy grant pay that leaves the narrow child no longer within it.
 type dimensionRow struct {
-	name, dim          string
-	widen, omit        func(t testing.TB, g *policy.Grant)
-	omitReason         string // at creation; "" is authority_escalation
-	omitEvalReason     string // at evaluation of a stored child; "" is authority_escalation
-	narrowParent       func(t testing.TB, g *policy.Grant)
-	narrowParentReason string
+	name, dim      string
+	widen, omit    func(t testing.TB, g *policy.Grant)
+	omitReason     string // at creation; "" is authority_escalation
+	omitEvalReason string // at evaluation of a stored child; "" is authority_escalation
+	narrowParent   func(t testing.TB, g *policy.Grant)
 }
 
 func dimensionRows() []dimensionRow {

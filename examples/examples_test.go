@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -19,7 +18,8 @@ func build(t *testing.T, name string) string {
 	if _, err := os.Stat(name); err == nil {
 		pkg = "./" + name // an example of its own directory (webhook)
 	}
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, pkg)
+	// go test puts its own GOROOT/bin first in $PATH, so "go" is the toolchain running the test.
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", name, err, out)
 	}

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +30,7 @@ import (
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // paymentsBin is the example payments upstream, built once for the package's tests.
@@ -44,14 +44,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	paymentsBin = filepath.Join(dir, "payments")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", paymentsBin, "../examples/gateway/payments")
+	// go test puts its own GOROOT/bin first in $PATH, so "go" is the toolchain running the test.
+	cmd := exec.Command("go", "build", "-o", paymentsBin, "../examples/gateway/payments")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build payments: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	// Sessions, upstream watchers and their processes all end with their test.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 const testPolicy = `schema: latch.policy/v1

@@ -5,7 +5,8 @@
 #    installs Debian's `postgresql` package when the server binaries are missing and we are root)
 #    and exports LATCH_TEST_POSTGRES_URL and LATCH_REQUIRE_POSTGRES=1, so a missing server fails
 #    the Postgres tests instead of skipping them.
-# 2. Runs, each as a timed stage: go vet, a gofmt check, a build and vet with the minimum Go
+# 2. Runs, each as a timed stage: go vet, staticcheck (pinned, run through the module proxy:
+#    nothing installed by hand), a gofmt check, a build and vet with the minimum Go
 #    version go.mod declares (that exact toolchain, fetched once into the module cache),
 #    `go test -race -count=1 ./...` (extra arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
 #    PostgreSQL (scripts/soak.sh, $LATCH_SOAK_DURATION, default 2m) and a bounded run of every
@@ -13,9 +14,10 @@
 #    Then the console's browser tests (server/console/browsertest: chromium, installed when
 #    missing, driven by chromedp; LATCH_REQUIRE_BROWSER=1 fails them without a browser).
 #    Then each integration module (integrations/river, asynq, temporal: each its own go.mod, built
-#    against this checkout) as its own stage: go vet and go test -race, bounded in time. River's
-#    tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs Debian's
-#    `redis-server` when missing and we are root, listens only on 127.0.0.1). gofmt covers them.
+#    against this checkout) as its own stage: go vet, staticcheck and go test -race, bounded in
+#    time. River's tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs
+#    Debian's `redis-server` when missing and we are root, listens only on 127.0.0.1). gofmt
+#    covers them. The browser tests' module gets go vet and staticcheck too.
 # 3. Stops the cluster (and Redis) and removes their directories on exit, whether the run passed
 #    or failed.
 set -euo pipefail
@@ -38,6 +40,17 @@ fi
 export LATCH_REQUIRE_HTTP_EXAMPLES=1
 
 stage vet go vet ./...
+# staticcheck at a pinned version, fetched through the module proxy on first use and cached like
+# any module: the same checks on every machine, nothing to install. The campaign's files (crash
+# matrix, soak) build only under their tag, so they get a second, tagged pass.
+staticcheck_version=v0.8.2
+run_staticcheck() {
+	timeout --kill-after=30 900 go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" "$@"
+}
+staticcheck_all() {
+	run_staticcheck ./... && run_staticcheck -tags campaign ./internal/campaign
+}
+stage "staticcheck $staticcheck_version" staticcheck_all
 gofmt_check() {
 	local unformatted
 	unformatted=$(gofmt -l .)
@@ -68,7 +81,7 @@ stage fuzz scripts/fuzz.sh "${LATCH_FUZZ_TIME:-10s}"
 # The modules of their own (integrations/*, server/console/browsertest): each go.mod replaces
 # github.com/latchkit/latch with this checkout. A core dependency changed without tidying one is
 # tidied for the run, with a warning naming the module.
-# module_tests DIR GO-TEST-FLAGS…: go vet and go test in DIR, bounded in time.
+# module_tests DIR GO-TEST-FLAGS…: go vet, staticcheck and go test in DIR, bounded in time.
 module_tests() {
 	local dir=$1
 	shift
@@ -78,10 +91,11 @@ module_tests() {
 			go mod tidy
 		}; } &&
 		timeout --kill-after=30 900 go vet ./... &&
+		run_staticcheck ./... &&
 		timeout --kill-after=30 1200 go test -count=1 "$@" ./...)
 }
 for m in river asynq temporal; do
-	stage "integration $m (go vet, go test -race)" module_tests "integrations/$m" -race -timeout 15m
+	stage "integration $m (go vet, staticcheck, go test -race)" module_tests "integrations/$m" -race -timeout 15m
 done
 # The console's browser tests (a module of its own so that chromedp is no dependency of latch):
 # Debian's chromium, headless. LATCH_REQUIRE_BROWSER=1 makes a missing browser a failure, not a

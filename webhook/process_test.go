@@ -18,6 +18,7 @@ import (
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/webhook"
+	"go.uber.org/goleak"
 )
 
 // receiverEnv makes the test binary, re-executed, a receiver process (TestMain): it serves the
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // handlers, guards and receiver processes all end with their test
 }
 
 func runReceiver(store, ledger string) error {

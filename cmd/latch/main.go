@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/latchkit/latch/internal/cli"
-	"github.com/latchkit/latch/verify"
+	"github.com/latchkit/latch/internal/verify"
 )
 
 func main() {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -17,7 +16,8 @@ func TestExampleProgram(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.PostgresURL(t, "latchriver_example")
 	bin := filepath.Join(t.TempDir(), "example")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./example").CombinedOutput(); err != nil {
+	// go test puts its own GOROOT/bin first in $PATH, so "go" is the toolchain running the test.
+	if out, err := exec.Command("go", "build", "-o", bin, "./example").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./example: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin)

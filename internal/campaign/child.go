@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/latchkit/latch"
@@ -72,17 +71,6 @@ func (c *childSpec) run(ctx context.Context) error {
 		return c.soak(ctx)
 	}
 	return fmt.Errorf("unknown role %q", c.Role)
-}
-
-// command returns the command that re-executes the running test binary as the driver spec.
-func (c *childSpec) command(ctx context.Context) (*exec.Cmd, error) {
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	return cmd, nil
 }
 
 func (c *childSpec) path(name string) string { return filepath.Join(c.Dir, name) }

@@ -62,7 +62,8 @@ func TestHardLinkedPaths(t *testing.T) {
 			window = time.Minute
 		}
 		var execs []Execution
-		ran, doubles := map[string]int{}, 0
+		var ran map[string]int // runs per key, counted afresh on each read
+		var doubles int
 		for deadline := time.Now().Add(window); ; time.Sleep(100 * time.Millisecond) {
 			var err error
 			if execs, err = ReadExecutions(filepath.Join(dir, executionsFile)); err != nil {

@@ -78,17 +78,6 @@ type SoakStats struct {
 	Unexpected []string       `json:"unexpected"` // calls that ended otherwise than their fault allows
 }
 
-func (s *SoakStats) add(o SoakStats) {
-	s.Calls += o.Calls
-	for k, v := range o.Outcomes {
-		s.Outcomes[k] += v
-	}
-	for k, v := range o.Injected {
-		s.Injected[k] += v
-	}
-	s.Unexpected = append(s.Unexpected, o.Unexpected...)
-}
-
 func newStats() SoakStats {
 	return SoakStats{Outcomes: map[string]int{}, Injected: map[string]int{}}
 }

@@ -30,9 +30,10 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/internal/storeurl"
+	"github.com/latchkit/latch/internal/verify"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
-	"github.com/latchkit/latch/verify"
+	"go.uber.org/goleak"
 )
 
 var update = flag.Bool("update", false, "rewrite the files that scripts compare output with (cmp stdout FILE)")
@@ -42,11 +43,28 @@ var update = flag.Bool("update", false, "rewrite the files that scripts compare 
 // with the script's environment and working directory.
 func TestMain(m *testing.M) {
 	verify.Child() // `latch verify` re-executes this binary for its G4 racers
-	testscript.Main(m, map[string]func(){
+	testscript.Main(leakCheck{m}, map[string]func(){
 		"latch": func() {
 			os.Exit(cli.MainLookup(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 		},
 	})
+}
+
+// leakCheck runs the tests and then fails a passing run that left a goroutine behind (servers,
+// gateways, checkpointers and demo workers all end with their command). It stands in for
+// goleak.VerifyTestMain, which cannot wrap testscript.Main: both end the process themselves.
+type leakCheck struct{ m *testing.M }
+
+func (l leakCheck) Run() int {
+	code := l.m.Run()
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintf(os.Stderr, "goleak: a passing run left goroutines behind: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // TestScripts runs the transcripts in testdata/script against the real command and a SQLite

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +47,8 @@ func payments(t *testing.T) string {
 			return
 		}
 		paymentsBin = filepath.Join(dir, "payments")
-		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", paymentsBin, "../../examples/gateway/payments").CombinedOutput()
+		// go test puts its own GOROOT/bin first in $PATH: "go" is the toolchain running the test.
+		out, err := exec.Command("go", "build", "-o", paymentsBin, "../../examples/gateway/payments").CombinedOutput()
 		if err != nil {
 			paymentsErr = fmt.Errorf("go build payments: %v\n%s", err, out)
 		}

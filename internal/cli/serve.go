@@ -400,12 +400,14 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 		Short: "Revoke a token: servers refuse it from their next request (or within their --token-cache)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			st, ts, err := a.openTokens(false)
+			// Read-only first: revoking in a store that does not exist refuses instead of creating it.
+			st, _, err := a.openTokens(false)
 			if err != nil {
 				return err
 			}
 			st.Close()
-			if st, ts, err = a.openTokens(true); err != nil {
+			st, ts, err := a.openTokens(true)
+			if err != nil {
 				return err
 			}
 			defer st.Close()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch/verify"
+	"github.com/latchkit/latch/internal/verify"
 )
 
 // exitCoder carries an exit code other than the usual 0/1/2 (latch verify's 3).

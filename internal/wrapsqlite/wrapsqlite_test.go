@@ -11,11 +11,12 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/internal/verify"
 	"github.com/latchkit/latch/internal/wrapsqlite"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 	"github.com/latchkit/latch/store/storetest"
-	"github.com/latchkit/latch/verify"
+	"go.uber.org/goleak"
 )
 
 // backend is the wrapsqlite backend as the conformance suite sees it: fresh stores from
@@ -38,7 +39,7 @@ var backend = storetest.Backend{
 
 func TestMain(m *testing.M) {
 	storetest.Child(backend) // first: a re-executed racer does its part and exits here
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // stores, racers and verify runs all end with their test
 }
 
 // TestConformance runs the whole conformance suite on the third backend, opened through the

@@ -41,7 +41,7 @@ func (p *lookupPool) take(path string) (*wconn, error) {
 		return c, nil
 	}
 	p.mu.Unlock()
-	c, err := zsqlite.OpenConn(uri(path), zsqlite.OpenReadOnly|zsqlite.OpenURI|zsqlite.OpenNoMutex)
+	c, err := zsqlite.OpenConn(uri(path), zsqlite.OpenReadOnly|zsqlite.OpenURI)
 	if err != nil {
 		return nil, err
 	}

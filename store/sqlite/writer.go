@@ -340,7 +340,7 @@ func (c *wconn) anyArgs(q string, args []any) ([]arg, error) {
 // (TestPragmas): WAL, the URL's synchronous, foreign keys, busy_timeout and the backstop
 // checkpoint interval. The file exists already (openWriter created it with its mode).
 func openWConn(loc location) (*wconn, error) {
-	c, err := zsqlite.OpenConn(uri(loc.path), zsqlite.OpenReadWrite|zsqlite.OpenURI|zsqlite.OpenNoMutex)
+	c, err := zsqlite.OpenConn(uri(loc.path), zsqlite.OpenReadWrite|zsqlite.OpenURI)
 	if err != nil {
 		return nil, err
 	}

@@ -130,6 +130,9 @@ func testRequestKeys(t *testing.T, b Backend) {
 		elsewhere.Hash = c.Hash
 		res, err = f.st.Reserve(t.Context(), elsewhere.keyed(at, "req-3"))
 		wantKeyRefused(t, "another effect key", res, err, "request_key_other_effect_key")
+		if diff := cmp.Diff(before, f.snapshot()); diff != "" {
+			t.Errorf("refused keys wrote (-before +after):\n%s", diff)
+		}
 
 		a := f.granted(c.Hash)
 		withApproval := c.retry()

@@ -134,8 +134,7 @@ func (c *Catalogue) WriteJSON(w io.Writer) error {
 	doc := jsonCatalogue{Schema: ListSchema, PolicyHash: c.PolicyHash, Applicable: c.Applicable,
 		NotApplicable: c.NotApplicable, Guarantees: make([]jsonEntry, 0, len(c.Entries))}
 	for _, e := range c.Entries {
-		doc.Guarantees = append(doc.Guarantees, jsonEntry{ID: e.ID, Title: e.Title, Numbering: e.Numbering,
-			Applicable: e.Applicable, Reason: e.Reason})
+		doc.Guarantees = append(doc.Guarantees, jsonEntry(e)) // the same fields, with their JSON names
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

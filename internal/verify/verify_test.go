@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/verify"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/verify"
 )
 
 func TestMain(m *testing.M) {
@@ -252,7 +252,7 @@ var paymentsEpoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 // probes every dimension her grant constrains. Every guarantee passes.
 func TestPaymentsExample(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join("..", "examples", "authority", "payments.yaml"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "examples", "authority", "payments.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -847,7 +847,7 @@ func TestList(t *testing.T) {
 	}
 	// docs/verify.md's listing of the payments example without --latchhttp: every guarantee
 	// applicable but G12, with the reason it prints.
-	doc, err := os.ReadFile(filepath.Join("..", "examples", "authority", "payments.yaml"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "examples", "authority", "payments.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -931,7 +931,7 @@ func TestG12Gateway(t *testing.T) {
 	}
 	// The gateway example verifies whole: no guarantee fails, G12 passes through the gateway
 	// (its upstream, `go run ./payments`, is never started).
-	b, err := os.ReadFile("../examples/gateway/latch.yaml")
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "gateway", "latch.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

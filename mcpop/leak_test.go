@@ -1,0 +1,12 @@
+package mcpop_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the run when a test leaves a goroutine behind: MCP sessions and their servers end with the test that started them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
