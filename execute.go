@@ -500,16 +500,7 @@ func (g *Guard) reconcile(ctx context.Context, pr *prepared, actionID string) ([
 	if outcome == OutcomeUnknown {
 		return []store.Event{started()}, nil
 	}
-	to := store.Committed
-	var result json.RawMessage
-	if outcome == OutcomeNotExecuted {
-		to = store.Failed
-	} else if value != nil {
-		if result, err = json.Marshal(value); err != nil {
-			g.log.Warn("latch: reconcile result not stored: it does not encode as JSON", "effect_key", pr.key, "err", err)
-			result = nil
-		}
-	}
+	to, result := g.hookResolution(outcome, value, pr.key)
 	resolved := store.NewEvent(store.EventReconcileResolved, now, actionID, pr.key, "", map[string]any{"to": string(to)})
 	_, err = g.ResolveEffect(ctx, &store.ResolveRequest{Now: now, Key: pr.key, To: to, By: "reconcile:" + pr.call.Action,
 		Result: result, Hook: true, Events: []store.Event{started(), resolved}})

@@ -140,3 +140,21 @@ func attemptOf(eff *store.Effect) *Attempt {
 	return &Attempt{EffectKey: eff.Key, Action: eff.Action, Number: eff.Attempt, ActionID: eff.ActionID,
 		Arguments: eff.Arguments, Error: eff.Error, HolderMayAct: store.HolderMayAct(eff)}
 }
+
+// hookResolution is what a reconcile hook's known answer resolves key to: failed for
+// OutcomeNotExecuted, else committed with the hook's value as its stored result (none when the
+// value does not encode as JSON: the resolution still stands, and the log says so).
+func (g *Guard) hookResolution(outcome Outcome, value any, key string) (store.State, json.RawMessage) {
+	if outcome == OutcomeNotExecuted {
+		return store.Failed, nil
+	}
+	if value == nil {
+		return store.Committed, nil
+	}
+	result, err := json.Marshal(value)
+	if err != nil {
+		g.log.Warn("latch: reconcile result not stored: it does not encode as JSON", "effect_key", key, "err", err)
+		return store.Committed, nil
+	}
+	return store.Committed, result
+}

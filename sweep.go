@@ -2,7 +2,6 @@ package latch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -336,16 +335,7 @@ func (g *Guard) reconcileOne(ctx context.Context, c SweepConfig, cl store.Reconc
 			"attempt", eff.Attempt, "try", claim.Tries, "next_at", claim.NextAt, "err", hookErr)
 		return r, g.logEvents(ctx, started())
 	}
-	to := store.Committed
-	var result json.RawMessage
-	if outcome == OutcomeNotExecuted {
-		to = store.Failed
-	} else if value != nil {
-		if result, err = json.Marshal(value); err != nil {
-			g.log.Warn("latch: reconcile result not stored: it does not encode as JSON", "effect_key", eff.Key, "err", err)
-			result = nil
-		}
-	}
+	to, result := g.hookResolution(outcome, value, eff.Key)
 	resolved := store.NewEvent(store.EventReconcileResolved, now, eff.ActionID, eff.Key, "", map[string]any{"to": string(to)})
 	_, err = g.ResolveEffect(ctx, &store.ResolveRequest{Now: now, Key: eff.Key, To: to, By: "reconcile:" + eff.Action,
 		Result: result, Hook: true, Events: []store.Event{started(), resolved}})
