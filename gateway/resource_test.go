@@ -17,19 +17,6 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// bearerOn sends a bearer token over a transport of its own, whose idle connections a test can
-// close.
-type bearerOn struct {
-	token string
-	tr    *http.Transport
-}
-
-func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.tr.RoundTrip(r)
-}
-
 // TestResourcesAfterBurst: the gateway, over HTTP, takes a burst of 200 requests, eight at a
 // time — sessions opened, used once and closed; calls on one long session, with small and with
 // half-megabyte arguments; requests abandoned in the middle of their body — and afterwards its
@@ -47,7 +34,7 @@ func TestResourcesAfterBurst(t *testing.T) {
 	tr := &http.Transport{}
 	connect := func() *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerOn{agent, tr}}}, nil)
+			&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: burst.Bearer{Token: agent, Transport: tr}}}, nil)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}

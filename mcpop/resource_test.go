@@ -17,19 +17,6 @@ import (
 	"github.com/latchkit/latch/store"
 )
 
-// bearerOn sends a bearer token over a transport of its own, whose idle connections a test can
-// close.
-type bearerOn struct {
-	token string
-	tr    *http.Transport
-}
-
-func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.tr.RoundTrip(r)
-}
-
 // TestResourcesAfterBurst: the operator MCP, over HTTP, takes a burst of 200 requests, eight at
 // a time — sessions opened, used once and closed; reads on one long session, some with an id of
 // half a megabyte; requests abandoned in the middle of their body — and afterwards its
@@ -51,7 +38,7 @@ func TestResourcesAfterBurst(t *testing.T) {
 	tr := &http.Transport{}
 	connect := func() *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "operator"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerOn{tok, tr}}}, nil)
+			&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: burst.Bearer{Token: tok, Transport: tr}}}, nil)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}

@@ -8,6 +8,7 @@ package burst
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -111,4 +112,18 @@ func Run(n, par int, do func(i int)) {
 	for range n {
 		<-done
 	}
+}
+
+// Bearer sends a bearer token over a transport of its own, whose idle connections a test can
+// close.
+type Bearer struct {
+	Token     string
+	Transport *http.Transport
+}
+
+// RoundTrip sends r with the Authorization header set.
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	return b.Transport.RoundTrip(r)
 }
