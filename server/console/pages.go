@@ -435,12 +435,12 @@ type approvalsData struct {
 // (among it the earlier denials of its action). It reads the pending and the denied requests
 // once each, never the whole history.
 func (cs *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	pending, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Pending})
+	pending, err := cs.op.ApprovalRecords(r.Context(), string(store.Pending))
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
 	}
-	denied, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Denied})
+	denied, err := cs.op.ApprovalRecords(r.Context(), string(store.Denied))
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
@@ -511,7 +511,7 @@ func (cs *Console) loadApproval(w http.ResponseWriter, r *http.Request, v *viewe
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return nil, nil, false
 	}
-	all, err := cs.g.Store().Approvals(r.Context(), store.ApprovalFilter{Status: store.Denied})
+	all, err := cs.op.ApprovalRecords(r.Context(), string(store.Denied))
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return nil, nil, false
@@ -740,26 +740,26 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		return
 	}
 	key := string(raw)
-	to := store.State(r.PostForm.Get("to"))
-	if to != store.Committed && to != store.Failed {
-		cs.fail(w, r, v, http.StatusBadRequest, "Say committed or failed. Nothing was changed.")
+	// The operator layer's one reading of a resolution, as the API, the CLI and the operator MCP
+	// read theirs: what happened, a result only with committed (stored canonical: the
+	// resolution's receipt hashes those bytes), a note.
+	res := &operator.Resolution{To: r.PostForm.Get("to"), Note: strings.TrimSpace(r.PostForm.Get("note"))}
+	if s := strings.TrimSpace(r.PostForm.Get("result")); s != "" {
+		res.Result = json.RawMessage(s)
+	}
+	req, err := res.Check(key, "console:"+v.Name)
+	if ie := (*operator.InputError)(nil); errors.As(err, &ie) {
+		msg := "Say committed or failed."
+		switch ie.Field {
+		case "result":
+			msg = "The result cannot be stored: " + ie.Detail + "."
+		case "note":
+			msg = "The note cannot be stored: " + ie.Detail + "."
+		}
+		cs.fail(w, r, v, http.StatusBadRequest, msg+" Nothing was changed.")
 		return
 	}
-	var result json.RawMessage
-	if s := strings.TrimSpace(r.PostForm.Get("result")); s != "" {
-		if to != store.Committed {
-			cs.fail(w, r, v, http.StatusBadRequest, "A result goes with committed only. Nothing was changed.")
-			return
-		}
-		// Stored canonical, as the API and `latch resolve --result` store it: the resolution's
-		// receipt hashes these bytes.
-		_, canonical, err := canon.ParseCanonical([]byte(s))
-		if err != nil {
-			cs.fail(w, r, v, http.StatusBadRequest, "The result is not valid JSON: "+err.Error()+". Nothing was changed.")
-			return
-		}
-		result = canonical
-	}
+	to := req.To
 	// The effect must be the one the card showed: the same key (decoded above, byte for byte),
 	// held by the same attempt, unchanged since. The resolution is bound to that (Holder,
 	// Updated) and the store checks it in the write's own transaction: a retry that reserves a
@@ -769,8 +769,8 @@ func (cs *Console) resolve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		cs.fail(w, r, v, http.StatusBadRequest, "This form does not say which attempt its card showed: use the resolve form of the effect's card under Needs attention. Nothing was changed.")
 		return
 	}
-	_, err = cs.g.ResolveEffect(r.Context(), &store.ResolveRequest{Key: key, To: to, By: "console:" + v.Name,
-		Result: result, Note: strings.TrimSpace(r.PostForm.Get("note")), Holder: holder, Updated: updated})
+	req.Holder, req.Updated = holder, updated
+	_, err = cs.g.ResolveEffect(r.Context(), req)
 	var re *store.ResolveError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
