@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -155,4 +156,13 @@ func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *App
 		p.RequestKey = &RequestKeyWrite{Prev: rk, Next: next}
 	}
 	return p, nil
+}
+
+// RequestKeyReader is a store that reads a request key outside a reservation: what a Begin that
+// presents no approval asks, to find the approval its key's live reservation spent (a begin that
+// waited for its approval, whose answer was lost). Both backends implement it.
+type RequestKeyReader interface {
+	// RequestKey returns the stored request key; an error matching ErrNotFound when it was never
+	// used.
+	RequestKey(ctx context.Context, key string) (*RequestKey, error)
 }

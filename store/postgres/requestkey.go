@@ -124,3 +124,21 @@ func (t *txn) writeRequestKey(ctx context.Context, w *store.RequestKeyWrite) err
 		` WHERE request_key = $1 AND action_id = $2 AND attempt = $3`, []any{n.Key, n.ActionID, int64(n.Attempt)}})
 	return nil
 }
+
+// RequestKey reads the request key key (store.RequestKeyReader).
+func (s *Store) RequestKey(ctx context.Context, key string) (*store.RequestKey, error) {
+	var rk store.RequestKey
+	var attempt int64
+	var created, updated stamp
+	err := s.pool.QueryRow(ctx, `SELECT request_key, agent, principal_user, action_hash, effect_key, approval_id, action_id,
+		attempt, created_at, updated_at FROM `+s.tbl("request_keys")+` WHERE request_key = $1`, key).Scan(
+		&rk.Key, &rk.Agent, &rk.User, &rk.ActionHash, &rk.EffectKey, &rk.ApprovalID, &rk.ActionID, &attempt, &created, &updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("request key: %w", store.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read request key: %w", err)
+	}
+	rk.Attempt, rk.CreatedAt, rk.UpdatedAt = int(attempt), fromNanos(created), fromNanos(updated)
+	return &rk, nil
+}

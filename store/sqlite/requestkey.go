@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -62,4 +64,23 @@ func (t *txn) applyRequestKey(w *store.RequestKeyWrite) error {
 		WHERE request_key = ? AND action_id = ? AND attempt = ?`,
 		text(n.ActionID), integer(int64(n.Attempt)), updated, text(w.Prev.Key), text(w.Prev.ActionID), integer(int64(w.Prev.Attempt)))
 	return checkRows(rows, err, "request key")
+}
+
+// RequestKey reads the request key key (store.RequestKeyReader).
+func (s *Store) RequestKey(ctx context.Context, key string) (*store.RequestKey, error) {
+	var (
+		rk               store.RequestKey
+		attempt          int64
+		created, updated sql.NullInt64
+	)
+	err := s.r.QueryRowContext(ctx, selectRequestKey, key).Scan(&rk.Key, &rk.Agent, &rk.User, &rk.ActionHash,
+		&rk.EffectKey, &rk.ApprovalID, &rk.ActionID, &attempt, &created, &updated)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("request key: %w", store.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read request key: %w", err)
+	}
+	rk.Attempt, rk.CreatedAt, rk.UpdatedAt = int(attempt), fromNanos(created), fromNanos(updated)
+	return &rk, nil
 }

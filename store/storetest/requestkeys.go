@@ -84,6 +84,30 @@ func testRequestKeys(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("Read", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		kr, ok := f.st.(store.RequestKeyReader)
+		if !ok {
+			t.Fatalf("%T is no store.RequestKeyReader", f.st)
+		}
+		if _, err := kr.RequestKey(t.Context(), "req-none"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("RequestKey of a key never used: %v, want ErrNotFound", err)
+		}
+		c := newCall("charge:inv_1")
+		first := f.reserve(c.keyed(t0, "req-1"))
+		if !first.Reserved {
+			t.Fatalf("keyed Reserve = %+v, want reserved", first)
+		}
+		rk, err := kr.RequestKey(t.Context(), "req-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rk.Key != "req-1" || rk.Agent != agent || rk.User != user || rk.EffectKey != c.Key ||
+			rk.ActionID != first.Effect.ActionID || rk.Attempt != first.Effect.Attempt || rk.ActionHash == "" {
+			t.Errorf("RequestKey = %+v, want the key naming the reservation %+v", rk, first.Effect)
+		}
+	})
 	t.Run("SurvivesReopen", func(t *testing.T) {
 		t.Parallel()
 		url := b.New(t)
