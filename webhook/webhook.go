@@ -481,10 +481,9 @@ func (rc *receiver) respond(w http.ResponseWriter, ev *Event, rcpt *latch.Receip
 		return
 	}
 	r := latch.RefusalOf(err)
-	key := r.EffectKey
-	if rcpt != nil && rcpt.EffectKey != "" && r.Kind != latch.KindCommitted && r.Kind != latch.KindInProgress &&
-		r.Kind != latch.KindAmbiguous && r.Kind != latch.KindExhausted && r.Kind != latch.KindKeyConflict {
-		key = rcpt.EffectKey // this delivery's own effect (its outcome, not another's refusal)
+	key := r.EffectKey // RefusalOf reads the outermost refusal: this delivery's own effect
+	if key == "" && rcpt != nil {
+		key = rcpt.EffectKey
 	}
 	if key != "" {
 		h.Set(HeaderEffectKey, key)

@@ -197,7 +197,7 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, a
 	case latch.TaskInProgress:
 		return nil, temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("latchtemporal: activity %s: effect %q is held by another attempt; retrying later", name, key),
-			ErrTypeInProgress, temporal.ApplicationErrorOptions{Cause: err, Details: []any{Details{EffectKey: key, Reason: "in_progress"}}})
+			ErrTypeInProgress, temporal.ApplicationErrorOptions{Cause: err, Details: []any{Details{EffectKey: key, Reason: latch.TaskReason(err)}}})
 	case latch.TaskRetry:
 		return nil, err
 	}
