@@ -270,7 +270,8 @@ func (s *Sink) CallEnded(action, result, reason string) {
 	a := s.action(action)
 	s.calls.WithLabelValues(a, s.word("result", result)).Inc()
 	if reason != "" {
-		s.refusals.WithLabelValues(a, s.word("reason", reason)).Inc()
+		// A reason is one of latch's words (latch.Reason): anything else is LabelOther.
+		s.refusals.WithLabelValues(a, s.bounded("reason", reason, latch.Reason(reason).Kind() != "")).Inc()
 	}
 }
 
@@ -285,7 +286,8 @@ func (s *Sink) StoreTransaction(op string, d time.Duration, err error) {
 // decided reports whether err is a refusal the store decided, not a failure.
 func decided(err error) bool {
 	for _, e := range []error{store.ErrLeaseLost, store.ErrNotAmbiguous, store.ErrAnswerRefused, store.ErrNotFound,
-		store.ErrHolderMayAct, store.ErrNothingToSweep, store.ErrInvalidInput} {
+		store.ErrHolderMayAct, store.ErrNothingToSweep, store.ErrInvalidInput, store.ErrResolveRefused,
+		store.ErrRequestKeyMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -233,5 +234,43 @@ func TestHandler(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestStoreErrorsAreFailures: a store write the store refused by its own rules (a resolution
+// refused, a request key used for another request, a lost lease, …) is not a store error; a
+// failure is.
+func TestStoreErrorsAreFailures(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []error{store.ErrResolveRefused, store.ErrRequestKeyMismatch, store.ErrLeaseLost, store.ErrNotAmbiguous} {
+		m.StoreTransaction("resolve", time.Millisecond, fmt.Errorf("resolve k: %w", e))
+	}
+	if v := value(t, m, "latch_store_errors_total", "op", "resolve"); v > 0 {
+		t.Errorf("refusals the store decided counted as %v store errors, want none", v)
+	}
+	m.StoreTransaction("resolve", time.Millisecond, errors.New("disk I/O error"))
+	if v := value(t, m, "latch_store_errors_total", "op", "resolve"); v != 1 {
+		t.Errorf("latch_store_errors_total{op=resolve} = %v after one failure, want 1", v)
+	}
+}
+
+// TestRefusalReasonsAreTheVocabulary: the reason label takes latch's reason words only.
+func TestRefusalReasonsAreTheVocabulary(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CallEnded("billing.charge", "denied", "no_matching_rule")
+	m.CallEnded("billing.charge", "denied", "made_up_word")
+	if v := value(t, m, "latch_refusals_total", "action", "billing.charge", "reason", "no_matching_rule"); v != 1 {
+		t.Errorf("refusals{no_matching_rule} = %v, want 1", v)
+	}
+	if v := value(t, m, "latch_refusals_total", "action", "billing.charge", "reason", "made_up_word"); v != -1 {
+		t.Errorf("a word outside the vocabulary became a label value (%v)", v)
 	}
 }
