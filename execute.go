@@ -116,6 +116,9 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	case policy.Allow:
 	case policy.Approve:
 		if approvalID == "" {
+			approvalID = g.keyedApproval(ctx, pr)
+		}
+		if approvalID == "" {
 			id, rc, err := g.approve(ctx, pr, actionID, started)
 			if err != nil {
 				return nil, rc, err

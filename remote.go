@@ -87,9 +87,6 @@ func (g *Guard) Begin(ctx context.Context, call *Call) (_ *Pending, err error) {
 		if err := store.CheckRequestKey(k); err != nil {
 			return nil, fmt.Errorf("latch: begin %s: %w", safetext.Quote(call.Action), err)
 		}
-		if approvalFrom(ctx) == "" {
-			ctx = g.keyedApproval(ctx, k)
-		}
 	}
 	b, rc, err := g.begin(ctx, call, true)
 	if rp := (*replayedError)(nil); errors.As(err, &rp) {
@@ -640,28 +637,28 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 	return &remoteBegun{begun: &begun{pr: pr, rc: rc, h: h}, ready: ready}, nil
 }
 
-// keyedApproval returns ctx presenting the approval that the live reservation named by request
-// key k spent, when the caller is the key's principal: a begin that waited for its approval
-// (Options.Wait, wait_seconds over HTTP) and lost its answer is then replayed, as a retry that
-// presented the approval is. The reservation decides the rest as for any replay (the same
-// action hash, effect key and approval, under a live lease). A key that names no approval,
-// another principal's key, a reservation whose attempt has ended, or a read that fails leaves
-// ctx as it was, and the call is decided as any other.
-func (g *Guard) keyedApproval(ctx context.Context, k string) context.Context {
+// keyedApproval is the approval that the live reservation named by the call's request key
+// spent, when the key is this principal's and names this action: a begin that waited for its
+// approval (Options.Wait, wait_seconds over HTTP) and lost its answer is then replayed, as a retry
+// that presented the approval is, and no second request is asked for. It is asked only where the
+// policy says approve and no approval was presented, so an allowed call reads nothing more. The
+// reservation decides the rest as for any replay. "" when there is none (a key that names no
+// approval, another principal's or another action's key, an attempt that has ended, a read that
+// fails): the call then asks for an approval as any other.
+func (g *Guard) keyedApproval(ctx context.Context, pr *prepared) string {
+	k := requestKeyFrom(ctx)
 	kr, ok := g.store.(store.RequestKeyReader)
-	if !ok {
-		return ctx
+	if k == "" || !pr.remote || pr.key == "" || !ok {
+		return ""
 	}
 	rk, err := kr.RequestKey(ctx, k)
-	if err != nil || rk.ApprovalID == "" || rk.EffectKey == "" {
-		return ctx
-	}
-	if p, err := g.principal(ctx); err != nil || p.Agent != rk.Agent || p.User != rk.User {
-		return ctx
+	if err != nil || rk.ApprovalID == "" || rk.Agent != pr.principal.Agent || rk.User != pr.principal.User ||
+		rk.ActionHash != pr.hash || rk.EffectKey != pr.key {
+		return ""
 	}
 	eff, err := g.store.Effect(ctx, rk.EffectKey)
 	if err != nil || eff.State != store.Executing || eff.ActionID != rk.ActionID || !g.cfg.Now().Before(eff.LeaseExpiresAt) {
-		return ctx
+		return ""
 	}
-	return WithApproval(ctx, rk.ApprovalID)
+	return rk.ApprovalID
 }
