@@ -40,6 +40,7 @@ func (r *Receipt) document() (map[string]any, error) {
 		authority = map[string]any{
 			"grant_id":      nullable(r.Authority.GrantID),
 			"delegation_id": nullable(r.Authority.DelegationID),
+			"break_glass":   nullable(r.Authority.BreakGlass),
 		}
 	}
 	var wouldHave any
@@ -85,12 +86,27 @@ func (r *Receipt) document() (map[string]any, error) {
 		"policy_hash":       nullable(r.PolicyHash),
 		"policy_version":    nullable(r.PolicyVersion),
 		"mode":              r.Mode,
+		"budget_charges":    charges(r.BudgetCharges),
+		"task":              nullable(r.Task),
+		"scope_hash":        nullable(r.ScopeHash),
 	}
 	if wouldHave != nil {
 		doc["would_have"] = wouldHave
 	}
 	r.addStates(doc)
 	return doc, nil
+}
+
+// charges is budget_charges in the value model: nil when there are none.
+func charges(cs []BudgetCharge) any {
+	if len(cs) == 0 {
+		return nil
+	}
+	l := make([]any, len(cs))
+	for i, c := range cs {
+		l[i] = map[string]any{"budget": c.Budget, "metric": c.Metric, "amount": c.Amount, "limit": c.Limit, "window": c.Window}
+	}
+	return l
 }
 
 // changeDocument is a state change's record: the envelope, its subject and the state it leaves.

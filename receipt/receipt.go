@@ -17,9 +17,14 @@ import (
 )
 
 // Schema is the schema tag of every receipt document this version writes. Version 2 added kind
-// and the state a record leaves behind (effect, approval, delegation); documents of every earlier
-// version still verify and parse (SchemaV1).
-const Schema = "latch.receipt/v2"
+// and the state a record leaves behind (effect, approval, delegation); version 3 added a call's
+// envelope: budget_charges, task, scope_hash and authority.break_glass. Documents of every
+// earlier version still verify and parse (SchemaV1, SchemaV2).
+const Schema = "latch.receipt/v3"
+
+// SchemaV2 is the schema tag of the receipts written before a call's envelope was recorded:
+// they have no budget_charges, task, scope_hash or authority.break_glass.
+const SchemaV2 = "latch.receipt/v2"
 
 // SchemaV1 is the schema tag of the receipts written before kinds existed: every one of them is
 // the receipt of a call.
@@ -52,6 +57,20 @@ type Principal struct {
 type Authority struct {
 	GrantID      string
 	DelegationID string
+	// BreakGlass is the break-glass envelope the delegation was opened in, when the call ran
+	// under a break-glass grant; "" otherwise.
+	BreakGlass string
+}
+
+// BudgetCharge is one budget charge a call's reservation made: Amount of Metric against
+// Budget, whose limit is Limit over a rolling Window (an ISO 8601 duration such as "P1D").
+// Budget is the budget's id: a grant's id, or the action's per-principal budget.
+type BudgetCharge struct {
+	Budget string `json:"budget"`
+	Metric string `json:"metric"`
+	Amount int64  `json:"amount"`
+	Limit  int64  `json:"limit"`
+	Window string `json:"window"`
 }
 
 // WouldHave is what enforcement would have done, recorded in observe mode. Its JSON is the
@@ -111,6 +130,15 @@ type Receipt struct {
 	PolicyVersion    string
 	Mode             string
 	WouldHave        *WouldHave
+
+	// BudgetCharges are the budget charges the call's reservation made, in the order they
+	// were checked; nil when it made none (schema v3).
+	BudgetCharges []BudgetCharge
+	// Task is the task id the call carried; "" when none. It is not part of the action hash.
+	Task string
+	// ScopeHash is the hash of the scope the call's resource was checked against; "" when
+	// the call was not scope-checked. The scope itself is never recorded.
+	ScopeHash string
 
 	// Kind says what the record is (docs/guarantees.md#record-kinds): "" or KindCall for the
 	// receipt of a call, or the state change it chains.
@@ -219,12 +247,16 @@ func (r *Receipt) canonical() ([]byte, error) {
 		if r.Authority != nil {
 			w.key("authority")
 			w.open()
+			w.opt("break_glass", r.Authority.BreakGlass)
 			w.opt("delegation_id", r.Authority.DelegationID)
 			w.opt("grant_id", r.Authority.GrantID)
 			w.close()
 		} else {
 			w.null("authority")
 		}
+	}
+	if call {
+		w.charges(r.BudgetCharges)
 	}
 	if r.By != "" {
 		w.str("by", r.By)
@@ -310,9 +342,13 @@ func (r *Receipt) canonical() ([]byte, error) {
 	}
 	w.str("result", r.Result)
 	w.str("schema", Schema)
+	if call {
+		w.opt("scope_hash", r.ScopeHash)
+	}
 	w.int("seq", r.Seq)
 	if call {
 		w.opt("started_at", stampText(r.StartedAt))
+		w.opt("task", r.Task)
 	}
 	if call && r.WouldHave != nil {
 		w.key("would_have")
@@ -327,6 +363,30 @@ func (r *Receipt) canonical() ([]byte, error) {
 		return nil, w.err
 	}
 	return w.b, nil
+}
+
+// charges writes budget_charges: null when there are none, else one object per charge.
+func (w *docWriter) charges(cs []BudgetCharge) {
+	if len(cs) == 0 {
+		w.null("budget_charges")
+		return
+	}
+	w.key("budget_charges")
+	w.b = append(w.b, '[')
+	for i, c := range cs {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.open()
+		w.int("amount", c.Amount)
+		w.str("budget", c.Budget)
+		w.int("limit", c.Limit)
+		w.str("metric", c.Metric)
+		w.str("window", c.Window)
+		w.close()
+	}
+	w.b = append(w.b, ']')
+	w.first = false
 }
 
 func stampText(t time.Time) string {
@@ -423,19 +483,23 @@ type wire struct {
 	Authority      *struct {
 		GrantID      *string `json:"grant_id"`
 		DelegationID *string `json:"delegation_id"`
+		BreakGlass   *string `json:"break_glass"`
 	} `json:"authority"`
-	ApprovalID       *string `json:"approval_id"`
-	Approver         *string `json:"approver"`
-	EffectKey        *string `json:"effect_key"`
-	Attempt          *int    `json:"attempt"`
-	IdempotencyToken *string `json:"idempotency_token"`
-	Result           string  `json:"result"`
-	Error            *string `json:"error"`
-	StartedAt        *string `json:"started_at"`
-	FinishedAt       *string `json:"finished_at"`
-	PolicyHash       *string `json:"policy_hash"`
-	PolicyVersion    *string `json:"policy_version"`
-	Mode             string  `json:"mode"`
+	BudgetCharges    []BudgetCharge `json:"budget_charges"`
+	Task             *string        `json:"task"`
+	ScopeHash        *string        `json:"scope_hash"`
+	ApprovalID       *string        `json:"approval_id"`
+	Approver         *string        `json:"approver"`
+	EffectKey        *string        `json:"effect_key"`
+	Attempt          *int           `json:"attempt"`
+	IdempotencyToken *string        `json:"idempotency_token"`
+	Result           string         `json:"result"`
+	Error            *string        `json:"error"`
+	StartedAt        *string        `json:"started_at"`
+	FinishedAt       *string        `json:"finished_at"`
+	PolicyHash       *string        `json:"policy_hash"`
+	PolicyVersion    *string        `json:"policy_version"`
+	Mode             string         `json:"mode"`
 	WouldHave        *struct {
 		Decision *string `json:"decision"`
 		Reason   *string `json:"reason"`
@@ -488,6 +552,12 @@ func (w *wire) callField() string {
 		return "mode"
 	case w.WouldHave != nil:
 		return "would_have"
+	case w.BudgetCharges != nil:
+		return "budget_charges"
+	case w.Task != nil:
+		return "task"
+	case w.ScopeHash != nil:
+		return "scope_hash"
 	}
 	return ""
 }
@@ -522,12 +592,14 @@ func Parse(doc []byte) (*Receipt, error) {
 		PolicyHash: str(w.PolicyHash), PolicyVersion: str(w.PolicyVersion), Mode: w.Mode,
 		Kind: KindOf(str(w.Kind)), Effect: w.Effect, Approval: w.Approval, Delegation: w.Delegation,
 		Prune: w.Prune, Hold: w.Hold, By: str(w.By), Note: str(w.Note),
+		BudgetCharges: w.BudgetCharges, Task: str(w.Task), ScopeHash: str(w.ScopeHash),
 	}
 	if w.Attempt != nil {
 		r.Attempt = *w.Attempt
 	}
 	if w.Authority != nil {
-		r.Authority = &Authority{GrantID: str(w.Authority.GrantID), DelegationID: str(w.Authority.DelegationID)}
+		r.Authority = &Authority{GrantID: str(w.Authority.GrantID), DelegationID: str(w.Authority.DelegationID),
+			BreakGlass: str(w.Authority.BreakGlass)}
 	}
 	if w.WouldHave != nil {
 		r.WouldHave = &WouldHave{Decision: str(w.WouldHave.Decision), Reason: str(w.WouldHave.Reason), Effect: str(w.WouldHave.Effect)}

@@ -25,6 +25,73 @@ func sample(i int) *receipt.Receipt {
 	}
 }
 
+// enveloped is sample(i) with every schema v3 member set: a call under a break-glass
+// delegation, charged against two budgets, on a task, scope-checked.
+func enveloped(i int) *receipt.Receipt {
+	r := sample(i)
+	r.Authority = &receipt.Authority{GrantID: "oncall", DelegationID: fmt.Sprintf("dlg_%032x", i), BreakGlass: "sev1"}
+	r.BudgetCharges = []receipt.BudgetCharge{
+		{Budget: "oncall", Metric: "amount_cents", Amount: int64(100 + i), Limit: 50000, Window: "P1D"},
+		{Budget: "oncall", Metric: "count", Amount: 1, Limit: 20, Window: "PT1H"},
+	}
+	r.Task = "ticket:INC-" + fmt.Sprint(i)
+	r.ScopeHash = "sha256:" + strings.Repeat("ef", 32)
+	return r
+}
+
+// TestEnvelopeRoundTrip: the schema v3 members a call's envelope adds are written in canonical
+// order (the same bytes canon.Marshal writes for the document), parse back to what was sealed,
+// and are null on a call without an envelope.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := enveloped(7)
+	s, err := receipt.Seal(r, 1, receipt.GenesisHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := r.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := canon.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.Doc) != string(want) {
+		t.Fatalf("Seal wrote\n%s\nwant (canon.Marshal)\n%s", s.Doc, want)
+	}
+	got, err := receipt.Parse(s.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r.BudgetCharges, got.BudgetCharges); diff != "" {
+		t.Errorf("budget_charges round trip (-sealed +parsed):\n%s", diff)
+	}
+	if got.Task != r.Task || got.ScopeHash != r.ScopeHash || got.Authority == nil || *got.Authority != *r.Authority {
+		t.Errorf("Parse = task %q, scope_hash %q, authority %+v; want %q, %q, %+v", got.Task, got.ScopeHash, got.Authority, r.Task, r.ScopeHash, r.Authority)
+	}
+	plain, err := receipt.Seal(sample(8), 2, s.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range []string{`"budget_charges":null`, `"task":null`, `"scope_hash":null`} {
+		if !strings.Contains(string(plain.Doc), member) {
+			t.Errorf("a call without an envelope: document lacks %s:\n%s", member, plain.Doc)
+		}
+	}
+	change := sample(9)
+	change.Kind = receipt.KindResolution
+	rec, err := receipt.Seal(change, 3, plain.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range []string{"budget_charges", "task", "scope_hash"} {
+		if strings.Contains(string(rec.Doc), `"`+member+`"`) {
+			t.Errorf("a resolution record carries %s:\n%s", member, rec.Doc)
+		}
+	}
+}
+
 func chain(t testing.TB, n int) ([]receipt.Sealed, receipt.Head) {
 	t.Helper()
 	var rows []receipt.Sealed
@@ -321,8 +388,8 @@ const v1Doc = `{"action":"billing.refund","action_hash":"sha256:3f0c","action_id
 	`"receipt_id":"rcp_00000000000000000000000000000001","resource":null,"result":"committed","schema":"latch.receipt/v1",` +
 	`"seq":%d,"started_at":"2026-01-02T03:04:05.000Z"}`
 
-// TestOlderSchemasVerify: a chain that starts with schema v1 receipts and goes on with v2
-// records of every kind verifies, and a v1 receipt parses as a call's receipt.
+// TestOlderSchemasVerify: a chain that starts with schema v1 receipts, goes on with a v2 one and
+// then v3 records of every kind verifies, and a v1 receipt parses as a call's receipt.
 func TestOlderSchemasVerify(t *testing.T) {
 	t.Parallel()
 	var rows []receipt.Sealed
@@ -332,9 +399,35 @@ func TestOlderSchemasVerify(t *testing.T) {
 		rows = append(rows, receipt.Sealed{Seq: n, Hash: canon.Sum(doc), Doc: doc})
 		prev = rows[len(rows)-1].Hash
 	}
+	// A schema v2 receipt: what this version writes, without the v3 members.
+	{
+		s, err := receipt.Seal(enveloped(3), 3, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := canon.Parse(s.Doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := v.(map[string]any)
+		delete(doc, "budget_charges")
+		delete(doc, "task")
+		delete(doc, "scope_hash")
+		delete(doc["authority"].(map[string]any), "break_glass")
+		doc["schema"] = receipt.SchemaV2
+		v2, err := canon.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, receipt.Sealed{Seq: 3, Hash: canon.Sum(v2), Doc: v2})
+		prev = rows[len(rows)-1].Hash
+	}
 	for i, kind := range []string{receipt.KindCall, receipt.KindResolution, receipt.KindApprovalAnswer, receipt.KindRevocation} {
-		r := sample(10 + i)
+		r := enveloped(10 + i)
 		r.Kind = kind
+		if kind != receipt.KindCall {
+			r.BudgetCharges, r.Task, r.ScopeHash = nil, "", ""
+		}
 		s, err := receipt.Seal(r, int64(len(rows)+1), prev)
 		if err != nil {
 			t.Fatal(err)
@@ -345,7 +438,7 @@ func TestOlderSchemasVerify(t *testing.T) {
 	last := rows[len(rows)-1]
 	rep, err := receipt.Verify(seq(rows), receipt.Head{Seq: last.Seq, Hash: last.Hash})
 	if err != nil || !rep.OK || rep.Verified != int64(len(rows)) {
-		t.Fatalf("Verify(v1, v1, v2…) = %+v, %v; want ok, %d verified", rep, err, len(rows))
+		t.Fatalf("Verify(v1, v1, v2, v3…) = %+v, %v; want ok, %d verified", rep, err, len(rows))
 	}
 	got, err := receipt.Parse(rows[0].Doc)
 	if err != nil || got.Kind != receipt.KindCall || got.EffectKey != "refund:1" || got.Result != receipt.Committed {

@@ -234,6 +234,10 @@ type ReserveRequest struct {
 	RequestKey string
 	Agent      string
 	User       string
+	// Charges are the budget charges the reservation makes (see Charge), checked and written in
+	// its transaction; the first that would exceed its limit refuses the reservation with
+	// Refusal{Reason: "budget_exhausted", Charge: that charge}, and nothing is charged.
+	Charges []Charge
 }
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
@@ -245,6 +249,8 @@ type Refusal struct {
 	Approval bool // the approval was refused (else the effect)
 	Reason   string
 	Detail   string
+	// Charge is the budget charge that refused the reservation (Reason budget_exhausted).
+	Charge *Charge
 }
 
 // ErrorPrefix starts every error message latch returns to a caller, once. A refused call's
