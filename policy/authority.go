@@ -15,7 +15,9 @@ import (
 type Authority struct {
 	MaxDelegationDepth int // default [DefaultMaxDelegationDepth]
 	Grants             []*Grant
-	Pos                Position // of the authority key
+	// BreakGlass are the break-glass envelopes, nil when none are declared.
+	BreakGlass []*Envelope
+	Pos        Position // of the authority key
 }
 
 // Grant is one entry of authority.grants.
@@ -28,7 +30,14 @@ type Grant struct {
 	Environments []string   // exact names; nil when not declared
 	ExpiresAt    time.Time  // zero when the grant does not expire
 	Delegable    bool       // only with ExpiresAt
-	Pos          Position   // of the grant's mapping
+	// Tasks are task-id patterns ('.'-separated? see docs/authority.md); nil when not
+	// declared (any task, or none). A grant that names tasks admits only calls carrying a
+	// matching task.
+	Tasks []string
+	// Budgets are the grant's budgets (docs/budgets.md), charged on every call it decides and on
+	// every call a delegation beneath it decides; nil when none.
+	Budgets []Budget
+	Pos     Position // of the grant's mapping
 }
 
 // Subject says whom a grant is for. Both are patterns (':'-separated segments); "" does not

@@ -82,6 +82,7 @@ type Policy struct {
 	Gateway     *Gateway   // nil when the document has no gateway section
 	Approvers   *Approvers // nil when the document has no approvers section
 	Retention   *Retention // nil when the document has no retention section
+	Scopes      *Scopes    // nil when the document has no scopes section
 	Hash        string     // "sha256:…" of the parsed document, docs/policy.md
 
 	compiled map[*Action]*compiledAction
@@ -108,6 +109,9 @@ type Action struct {
 	// Approvers is the action's `approvers:` entry (who may answer its approval requests, how
 	// many must grant); nil when it has none (see [Policy.ApproversFor]).
 	Approvers *ApproverRule
+	// Budgets are the action's own budgets (docs/budgets.md), each kept per principal
+	// (Budget.Per); nil when it has none.
+	Budgets []Budget
 }
 
 // Rule is one entry of an action's rules: when every condition holds, Decision applies.
