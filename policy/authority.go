@@ -30,7 +30,7 @@ type Grant struct {
 	Environments []string   // exact names; nil when not declared
 	ExpiresAt    time.Time  // zero when the grant does not expire
 	Delegable    bool       // only with ExpiresAt
-	// Tasks are task-id patterns ('.'-separated? see docs/authority.md); nil when not
+	// Tasks are task-id patterns (':'-separated, as resources; docs/authority.md); nil when not
 	// declared (any task, or none). A grant that names tasks admits only calls carrying a
 	// matching task.
 	Tasks []string
