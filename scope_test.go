@@ -343,7 +343,9 @@ func TestScopeObserveMode(t *testing.T) {
 		t.Errorf("observed out-of-scope call = result %s would_have %+v scope_hash %q ran %d; want it run, would_have deny out_of_scope",
 			rc.Result, rc.WouldHave, rc.ScopeHash, ran.Load())
 	}
-	prov.set(func(context.Context, latch.ScopeRequest) (latch.Scope, error) { return latch.Scope{}, errors.New("down") })
+	prov.set(func(context.Context, latch.ScopeRequest) (latch.Scope, error) {
+		return latch.Scope{}, errors.New("down")
+	})
 	rc, err = e.g.Execute(agent(t.Context()), chargeCall("A-1", 50), exec)
 	if err != nil || rc.WouldHave == nil || rc.WouldHave.Reason != "scope_unavailable" || ran.Load() != 2 {
 		t.Errorf("observed call, provider down = %+v, %v; want it run, would_have scope_unavailable", rc, err)
