@@ -190,7 +190,9 @@ func TestPolicyScopeService(t *testing.T) {
 		{"a number", answerJSON(`{"resources": ["invoice:*", 7]}`), "resources[1] is not a string"},
 		{"duplicate member", answerJSON(`{"resources": [], "resources": ["invoice:*"]}`), "not JSON latch accepts"},
 		{"bad pattern", answerJSON(`{"resources": ["invoice:**:x"]}`), "bad resource pattern (0)"},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect) }, "answered 307"},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
+		}, "answered 307"},
 	} {
 		svc.set(tc.answer)
 		before := ran.Load()
