@@ -55,6 +55,9 @@ func Normalize(p *Policy) map[string]any {
 	if p.Retention != nil {
 		n["retention"] = normalizeRetention(p.Retention)
 	}
+	if p.Scopes != nil {
+		n["scopes"] = normalizeScopes(p.Scopes)
+	}
 	return n
 }
 
@@ -156,7 +159,7 @@ func normalizeAuthority(au *Authority) map[string]any {
 		if !g.ExpiresAt.IsZero() {
 			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		grants[i] = map[string]any{
+		ng := map[string]any{
 			"id":           g.ID,
 			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
 			"actions":      stringList(g.Actions),
@@ -166,6 +169,11 @@ func normalizeAuthority(au *Authority) map[string]any {
 			"expires_at":   expires,
 			"delegable":    g.Delegable,
 		}
+		if g.Tasks != nil {
+			// Only when declared, so that a grant without tasks hashes as it always has.
+			ng["tasks"] = stringList(g.Tasks)
+		}
+		grants[i] = ng
 	}
 	return map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),
