@@ -61,5 +61,7 @@
 // # Authority
 //
 // A policy may add an authority section: which principal may propose which action, with
-// delegation that can only narrow. Without one there is no authority axis.
+// delegation that can only narrow. Without one there is no authority axis. A grant may be bound
+// to tasks (a job, a ticket, a workflow): a call names its task with Options.Task or WithTask,
+// the receipt records it, and it is never part of the action hash.
 package latch
