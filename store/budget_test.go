@@ -60,7 +60,9 @@ func TestPlanCharges(t *testing.T) {
 // failed, holds them again when a failed attempt is resolved otherwise, and does nothing else.
 func TestChargeChange(t *testing.T) {
 	t.Parallel()
-	eff := func(s store.State, attempt int) *store.Effect { return &store.Effect{Key: "k", State: s, Attempt: attempt} }
+	eff := func(s store.State, attempt int) *store.Effect {
+		return &store.Effect{Key: "k", State: s, Attempt: attempt}
+	}
 	for _, tc := range []struct {
 		name       string
 		prev, next *store.Effect
