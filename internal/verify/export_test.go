@@ -24,7 +24,8 @@ const (
 	FaultArgumentsOptional     = faultArgumentsOptional
 	FaultStateBlind            = faultStateBlind
 	FaultCheckpointsBlind      = faultCheckpointsBlind
-	FaultSchemaV2Only          = faultSchemaV2Only
+	FaultSchemaCurrentOnly     = faultSchemaCurrentOnly
+	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
 	FaultRevocationIgnored     = faultRevocationIgnored
 	FaultTransportNotExecuted  = faultTransportNotExecuted
 )

@@ -82,9 +82,9 @@ const (
 	// faultCheckpointsBlind counts every checkpoint as held whatever its check found, as a
 	// verifier that only checked signatures would. G28 fails.
 	faultCheckpointsBlind = "checkpoints_blind"
-	// faultSchemaV2Only treats a document of an earlier receipt schema as altered, as a verifier
-	// that dropped the older versions would. G31 fails.
-	faultSchemaV2Only = "schema_v2_only"
+	// faultSchemaCurrentOnly treats a document of any earlier receipt schema (v1, v2) as
+	// altered, as a verifier that knew only the current version would. G31 fails.
+	faultSchemaCurrentOnly = "schema_current_only"
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
 	// cache that never learns of one would. G20 fails.
 	faultRevocationIgnored = "revocation_ignored"
@@ -116,7 +116,7 @@ var faultTargets = map[string][]string{
 	faultArgumentsOptional:     {"L5"},
 	faultStateBlind:            {"L4"},
 	faultCheckpointsBlind:      {"G28"},
-	faultSchemaV2Only:          {"G31"},
+	faultSchemaCurrentOnly:     {"G31"},
 	faultRevocationIgnored:     {"G20"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
@@ -136,12 +136,21 @@ func faultNames() map[string][]string {
 // faultSet is the parsed Config.faults.
 type faultSet map[string]bool
 
+// faultAliases are earlier names of faults, still accepted.
+var faultAliases = map[string]string{
+	// G31's fault was named for the one schema it knew when v2 was current.
+	"schema_v2_only": faultSchemaCurrentOnly,
+}
+
 func parseFaults(names []string) (faultSet, error) {
 	fs := faultSet{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			continue
+		}
+		if to, ok := faultAliases[n]; ok {
+			n = to
 		}
 		if _, ok := faultTargets[n]; !ok {
 			known := make([]string, 0, len(faultTargets))
