@@ -156,7 +156,7 @@ func normalizeAuthority(au *Authority) map[string]any {
 		if !g.ExpiresAt.IsZero() {
 			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		grants[i] = map[string]any{
+		ng := map[string]any{
 			"id":           g.ID,
 			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
 			"actions":      stringList(g.Actions),
@@ -166,6 +166,11 @@ func normalizeAuthority(au *Authority) map[string]any {
 			"expires_at":   expires,
 			"delegable":    g.Delegable,
 		}
+		if g.Tasks != nil {
+			// Only when declared, so that a grant without tasks hashes as it always has.
+			ng["tasks"] = stringList(g.Tasks)
+		}
+		grants[i] = ng
 	}
 	return map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),

@@ -20,7 +20,7 @@ var (
 	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
-	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable"}
+	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable", "tasks"}
 	subjectKeys   = []string{"agent", "user"}
 )
 

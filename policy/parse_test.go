@@ -188,7 +188,7 @@ func TestParseRefusals(t *testing.T) {
 		{"grant id an integer", withGrant("      id: 7\n      subject: {agent: a}\n      actions: [x]\n"), 5, 11, "id in grant 0 is integer 7 (expected a string)"},
 		{"duplicate grant id", withGrant("      id: g1\n      subject: {agent: a}\n      actions: [x]\n    - id: g1\n      subject: {agent: b}\n      actions: [x]\n"), 8, 11, `duplicate grant id "g1" (first at line 5, column 11)`},
 		{"grant unknown key", withGrant("      id: g1\n      subject: {agent: a}\n      actions: [x]\n      action: [y]\n"), 8, 7,
-			`unknown key "action" in grant "g1" (expected one of id, subject, actions, resources, constraints, environments, expires_at, delegable)`},
+			`unknown key "action" in grant "g1" (expected one of id, subject, actions, resources, constraints, environments, expires_at, delegable, tasks)`},
 		{"grant missing subject", withGrant("      id: g1\n      actions: [x]\n"), 5, 7, `missing subject in grant "g1"`},
 		{"grant empty subject", withGrant("      id: g1\n      subject: {}\n      actions: [x]\n"), 6, 16, `empty subject in grant "g1" (expected agent, user or both)`},
 		{"grant subject unknown key", withGrant("      id: g1\n      subject: {agnet: a}\n      actions: [x]\n"), 6, 17, `unknown key "agnet" in the subject in grant "g1" (expected one of agent, user)`},
