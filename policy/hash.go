@@ -55,6 +55,9 @@ func Normalize(p *Policy) map[string]any {
 	if p.Retention != nil {
 		n["retention"] = normalizeRetention(p.Retention)
 	}
+	if p.Scopes != nil {
+		n["scopes"] = normalizeScopes(p.Scopes)
+	}
 	return n
 }
 

@@ -48,7 +48,7 @@ func TestParseRefusals(t *testing.T) {
 		{"unknown schema", "schema: latch.policy/v2\n", 1, 9, "unknown schema \"latch.policy/v2\" (expected latch.policy/v1)"},
 		{"schema not a string", "schema: 1\n", 1, 9, "schema is integer 1 (expected a string)"},
 		{"schema null", "schema:\n", 1, 1, "schema is null (expected a string)"},
-		{"unknown top-level key", header + "actoins: {}\n", 2, 1, `unknown key "actoins" at the top level (expected one of schema, mode, environment, version, actions, authority, gateway, approvers, retention)`},
+		{"unknown top-level key", header + "actoins: {}\n", 2, 1, `unknown key "actoins" at the top level (expected one of schema, mode, environment, version, actions, authority, gateway, approvers, retention, scopes)`},
 		{"duplicate top-level key", header + "mode: enforce\nmode: observe\n", 3, 1, `duplicate key "mode" (first at line 2, column 1`},
 		{"duplicate quoted and plain key", header + "\"mode\": enforce\nmode: observe\n", 3, 1, `duplicate key "mode"`},
 		{"bad mode", header + "mode: permissive\n", 2, 7, `bad mode "permissive" (expected enforce or observe)`},
