@@ -167,8 +167,9 @@ func (r *runner) delegablePick(n int) (*policy.Grant, *pick, time.Time, string) 
 }
 
 // narrowed is the child G9 and G20 create beneath g for pk's call v: for one agent
-// (latch-verify-delegate), that one action, the call's resource when g declares resources, g's
-// constraints and environments, and an expiry a day after t0.
+// (latch-verify-delegate), that one action, the call's resource when g declares resources, the
+// call's task when g names tasks, g's constraints and environments, and an expiry a day after
+// t0.
 func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 time.Time) policy.Grant {
 	base := policy.Grant{
 		Subject:      policy.Subject{Agent: delegateAgent},
@@ -182,6 +183,9 @@ func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 
 	}
 	if g.Resources != nil {
 		base.Resources = []string{pk.resourceOf(v)}
+	}
+	if g.Tasks != nil {
+		base.Tasks = []string{v.Task} // the call's own task, a literal pattern
 	}
 	return base
 }
@@ -297,6 +301,7 @@ func probesFor(parent *policy.Grant, base policy.Grant) ([]probe, []string) {
 		g.Resources = slices.Clone(base.Resources)
 		g.Constraints = slices.Clone(base.Constraints)
 		g.Environments = slices.Clone(base.Environments)
+		g.Tasks = slices.Clone(base.Tasks)
 		change(&g)
 		out = append(out, probe{kind: kind, dim: dim, grant: g})
 	}
@@ -338,6 +343,14 @@ func probesFor(parent *policy.Grant, base policy.Grant) ([]probe, []string) {
 		}
 		with("widened", authority.DimEnvironments, func(g *policy.Grant) { g.Environments = append(g.Environments, env) })
 		with("omitting", authority.DimEnvironments, func(g *policy.Grant) { g.Environments = nil })
+	}
+	if parent.Tasks != nil {
+		if wide, ok := widerPattern(parent.Tasks, ':', []string{"verify-widened:**", "verify-widened"}); ok {
+			with("widened", authority.DimTasks, func(g *policy.Grant) { g.Tasks = append(g.Tasks, wide) })
+		} else {
+			skipped = append(skipped, "widened tasks (the parent's patterns contain every pattern tried)")
+		}
+		with("omitting", authority.DimTasks, func(g *policy.Grant) { g.Tasks = nil })
 	}
 	if !parent.ExpiresAt.IsZero() {
 		with("widened", authority.DimExpiresAt, func(g *policy.Grant) { g.ExpiresAt = parent.ExpiresAt.Add(time.Hour) })

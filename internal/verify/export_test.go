@@ -28,6 +28,9 @@ const (
 	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
 	FaultRevocationIgnored     = faultRevocationIgnored
 	FaultTransportNotExecuted  = faultTransportNotExecuted
+	FaultTasksIgnored          = faultTasksIgnored
+	FaultBudgetUnchecked       = faultBudgetUnchecked
+	FaultScopeFailsOpen        = faultScopeFailsOpen
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

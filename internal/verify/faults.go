@@ -105,7 +105,7 @@ var faultTargets = map[string][]string{
 	faultLeaseRetry:            {"L1"},
 	faultExpiryOffByOne:        {"G8"},
 	faultDelegationUnchecked:   {"G9"},
-	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "L1", "L2", "L3"},
+	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "G22", "L1", "L2", "L3"},
 	faultAnyoneEntitled:        {"G17"},
 	faultSelfApprovalBytewise:  {"G18"},
 	faultCountPerSession:       {"G19"},
@@ -122,6 +122,9 @@ var faultTargets = map[string][]string{
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},
 	faultPruneReseals:          {"G32"},
+	faultTasksIgnored:          {"G24"},
+	faultBudgetUnchecked:       {"G22"},
+	faultScopeFailsOpen:        {"G23"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.
@@ -179,7 +182,7 @@ func (fs faultSet) storeFaults() bool {
 	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
 		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession] ||
 		fs[faultTokenStale] || fs[faultAttemptsUnbounded] || fs[faultLateOutcomeAnyAttempt] || fs[faultConflictUnnamed] ||
-		fs[faultRevocationIgnored]
+		fs[faultRevocationIgnored] || fs[faultBudgetUnchecked]
 }
 
 // AnswerApproval implements the answer faults: the approver is recorded under another name,
@@ -213,6 +216,11 @@ func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*s
 	if f.faults[faultAttemptsUnbounded] && req.MaxAttempts > 0 {
 		r := *req
 		r.MaxAttempts = 0
+		req = &r
+	}
+	if f.faults[faultBudgetUnchecked] && req.Charges != nil {
+		r := *req
+		r.Charges = nil
 		req = &r
 	}
 	res, err := f.reserve(ctx, req)
@@ -394,6 +402,16 @@ func (f *faultStore) LogEvents(ctx context.Context, events []store.Event) error 
 		return err
 	}
 	return ds.LogEvents(ctx, events)
+}
+
+// Charges implements store.BudgetStore, so that a guard whose policy declares budgets opens over
+// a faulty store as over the backend itself.
+func (f *faultStore) Charges(ctx context.Context, cf store.ChargeFilter) ([]*store.ChargeRecord, error) {
+	bs, ok := f.Store.(store.BudgetStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no budget ledger", f.Store)
+	}
+	return bs.Charges(ctx, cf)
 }
 
 func (f *faultStore) delegations() (store.DelegationStore, error) {
