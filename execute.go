@@ -79,8 +79,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	case p.Agent == "":
 		return nil, nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
 	}
+	task, terr := callTask(ctx, call)
+	if terr != nil {
+		return nil, nil, terr // a task no receipt should show: refused before anything is written
+	}
 	actionID := newID("act_")
 	pr, nerr := g.normalize(call, p)
+	pr.task = task
 	dspan.SetAttributes(AttrActionID.String(actionID), AttrEffectKey.String(pr.key))
 	if errors.Is(nerr, store.ErrInvalidInput) {
 		return nil, nil, nerr // a NUL byte in a name or key: no store can keep its receipt either
