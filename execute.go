@@ -114,6 +114,11 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	g.decide(dctx, pr)
 	endDecide(nil)
 	if g.policy.Mode == policy.ModeObserve {
+		if pr.eval.Decision != policy.Deny {
+			if err := g.checkScope(ctx, pr); err != nil {
+				pr.eval = scopeDenied(pr, err) // what enforcement would have refused (would_have)
+			}
+		}
 		return g.observe(ctx, pr, actionID, started)
 	}
 	approvalID := approvalFrom(ctx)
@@ -132,6 +137,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 		}
 	default:
 		rc, err := g.refuse(ctx, pr, actionID, started, pr.refusal())
+		return nil, rc, err
+	}
+	// Allowed, or approved: the scope is checked now, before anything is reserved or spent
+	// (docs/scopes.md).
+	if err := g.checkScope(ctx, pr); err != nil {
+		pr.eval = scopeDenied(pr, err)
+		rc, err := g.refuse(ctx, pr, actionID, started, err)
 		return nil, rc, err
 	}
 	return g.reserve(ctx, pr, actionID, approvalID, started)

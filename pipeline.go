@@ -43,6 +43,11 @@ type Options struct {
 	// both are set they must be equal. At most MaxTaskLength bytes, no control or format
 	// characters (CheckTask).
 	Task string
+	// Scope is this call's scope provider, overriding Config.Scope and the policy's scopes
+	// section (docs/scopes.md); ScopeTimeout, when positive, bounds the question to whichever
+	// provider the call asks.
+	Scope        ScopeFunc
+	ScopeTimeout time.Duration
 }
 
 // Outcome is a reconcile hook's answer to "did this effect happen?". The names carry an Outcome
@@ -103,6 +108,7 @@ type prepared struct {
 	eval      policy.Evaluation
 	auth      *authority.Decision // nil when the policy has no authority section
 	remote    bool                // begun by Begin: the executor runs elsewhere
+	scopeHash string              // the hash of the scope the resource was checked against, if any
 	started   time.Time
 	task      string // the call's task (callTask), "" when none
 }
@@ -338,7 +344,7 @@ func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt
 		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
 		Environment: pr.env, Task: pr.task, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
 		EffectKey: pr.key, StartedAt: started, PolicyHash: g.policy.Hash, PolicyVersion: g.policy.Version, Mode: mode,
-		Authority: pr.authorityRecord(),
+		Authority: pr.authorityRecord(), ScopeHash: pr.scopeHash,
 	}
 }
 

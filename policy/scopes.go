@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -114,30 +115,39 @@ func (p *parser) staticScopes(e entry) (map[string][]string, *Error) {
 	return m, nil
 }
 
-// scopeURL reads scopes.url: an https URL, or an http one whose host is a loopback address (a
-// scope service on the same machine). A scope sent in clear over a network could be forged, and
-// a forged scope widens what an agent may touch.
+// scopeURL reads scopes.url (CheckScopeURL).
 func (p *parser) scopeURL(e entry) (string, *Error) {
 	s, err := p.str(e, "scopes.url")
 	if err != nil {
 		return "", err
 	}
-	u, perr := url.Parse(s)
+	if cerr := CheckScopeURL(s); cerr != nil {
+		return "", p.errf(e.v, "bad scopes.url %s: %v", quote(s), cerr)
+	}
+	return s, nil
+}
+
+// CheckScopeURL validates the URL of a scope service: https, or http when the host is a
+// loopback address (a service on the same machine), with no credentials and no fragment. A
+// scope sent in clear over a network could be forged, and a forged scope widens what an agent
+// may touch.
+func CheckScopeURL(s string) error {
+	u, err := url.Parse(s)
 	switch {
-	case perr != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "":
-		return "", p.errf(e.v, "bad scopes.url %s (expected an absolute https URL, like https://scopes.internal/v1/scope)", quote(s))
+	case err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "":
+		return errors.New("expected an absolute https URL, like https://scopes.internal/v1/scope")
 	case u.User != nil:
-		return "", p.errf(e.v, "scopes.url %s holds credentials (a policy file is not the place for a secret)", quote(s))
+		return errors.New("it holds credentials (a policy file is not the place for a secret)")
 	case u.Fragment != "":
-		return "", p.errf(e.v, "scopes.url %s has a fragment (expected none)", quote(s))
+		return errors.New("it has a fragment (expected none)")
 	case u.Scheme == "https":
 	case u.Scheme == "http" && loopbackHost(u.Hostname()):
 	case u.Scheme == "http":
-		return "", p.errf(e.v, "scopes.url %s is http to a host that is not loopback (expected https, or http only to localhost, 127.0.0.1 or ::1)", quote(s))
+		return errors.New("http to a host that is not loopback (expected https, or http only to localhost, 127.0.0.1 or ::1)")
 	default:
-		return "", p.errf(e.v, "scopes.url %s has scheme %s (expected https)", quote(s), quote(u.Scheme))
+		return fmt.Errorf("scheme %s (expected https)", quote(u.Scheme))
 	}
-	return s, nil
+	return nil
 }
 
 // loopbackHost reports whether host names this machine: localhost, or a loopback IP address.
