@@ -391,7 +391,7 @@ func (r *runner) chargesOf(pk *pick, v variant) ([]charged, bool) {
 		}
 	}
 	p := pk.principal()
-	for _, b := range pk.act.Budgets {
+	for _, b := range r.cfg.Policy.Actions[pk.Action].Budgets { // as written: pk.act's are lifted
 		who := p.Agent
 		switch b.Per {
 		case policy.BudgetPerUser:

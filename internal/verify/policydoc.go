@@ -223,7 +223,7 @@ func encodeGrant(g *policy.Grant) map[string]any {
 	if g.Tasks != nil {
 		e["tasks"] = g.Tasks
 	}
-	if g.Budgets != nil {
+	if len(g.Budgets) > 0 { // a child without budgets leaves the key out: an empty list does not parse
 		e["budgets"] = encodeBudgets(g.Budgets)
 	}
 	return e

@@ -65,27 +65,35 @@ func (s *scopeProvider) provide(ctx context.Context, req latch.ScopeRequest) (la
 		<-ctx.Done()
 		return latch.Scope{}, ctx.Err()
 	}
-	pattern := req.Resource
-	if policy.CheckPattern(pattern, ':') != nil || !authority.Match(pattern, req.Resource, ':') {
-		pattern = "**" // a resource that is not a pattern of itself
+	return holding(req.Resource), nil
+}
+
+// holding is a scope that holds resource: the resource itself as a pattern, or, for a resource
+// that is not a pattern of itself, its first segment and everything below it.
+func holding(resource string) latch.Scope {
+	first, _, _ := strings.Cut(resource, ":")
+	for _, p := range []string{resource, first + ":**"} {
+		if policy.CheckPattern(p, ':') == nil && authority.Match(p, resource, ':') {
+			return latch.Scope{Resources: []string{p}}
+		}
 	}
-	return latch.Scope{Resources: []string{pattern}}, nil
+	return latch.Scope{Resources: []string{resource}}
 }
 
 // failOpen is a provider of faultScopeFailsOpen: fn's failure — an error, a panic, no answer
-// within a quarter of scopeTimeout — becomes a scope holding everything.
+// within a quarter of scopeTimeout — becomes a scope holding the call's resource, as if it had
+// not been checked.
 func failOpen(fn latch.ScopeFunc) latch.ScopeFunc {
-	everything := latch.Scope{Resources: []string{"**"}}
 	return func(ctx context.Context, req latch.ScopeRequest) (s latch.Scope, err error) {
 		ctx, cancel := context.WithTimeout(ctx, scopeTimeout/4)
 		defer cancel()
 		defer func() {
 			if recover() != nil {
-				s, err = everything, nil
+				s, err = holding(req.Resource), nil
 			}
 		}()
 		if s, err = fn(ctx, req); err != nil {
-			return everything, nil
+			return holding(req.Resource), nil
 		}
 		return s, nil
 	}
