@@ -367,7 +367,9 @@ actions:
 				t.Fatalf("send 6 = %v, want ambiguous", err)
 			}
 			exhausted("7")
-			hook := func(context.Context, *latch.Attempt) (latch.Outcome, any, error) { return latch.OutcomeNotExecuted, nil, nil }
+			hook := func(context.Context, *latch.Attempt) (latch.Outcome, any, error) {
+				return latch.OutcomeNotExecuted, nil, nil
+			}
 			if err := send("6", ran, &latch.Options{Reconcile: hook}); err != nil {
 				t.Fatalf("send 6 again with a hook that says not executed: %v", err)
 			}
