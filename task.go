@@ -88,13 +88,17 @@ func TaskFrom(ctx context.Context) string {
 
 type taskCtx struct{}
 
-// callTask is the task of call made with ctx: Options.Task or ctx's (WithTask), which must agree,
-// checked by CheckTask. The error is an *InvalidArgumentError wrapping store.ErrInvalidInput: the
-// call is refused before anything is written.
-func callTask(ctx context.Context, call *Call) (string, error) {
+// callTask is the task of call made with ctx (TaskOf).
+func callTask(ctx context.Context, call *Call) (string, error) { return TaskOf(ctx, call.Options) }
+
+// TaskOf is the task a call made with ctx and opts (nil allowed) carries: opts.Task or ctx's
+// (WithTask), which must be equal when both are set, checked by CheckTask; "" when neither names
+// one. The error is an *InvalidArgumentError wrapping store.ErrInvalidInput: the call is refused
+// before anything is written. A client of another process's guard (package client) sends it.
+func TaskOf(ctx context.Context, opts *Options) (string, error) {
 	var opt string
-	if call.Options != nil {
-		opt = call.Options.Task
+	if opts != nil {
+		opt = opts.Task
 	}
 	fromCtx := TaskFrom(ctx)
 	task := opt

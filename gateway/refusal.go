@@ -48,7 +48,10 @@ type Refusal struct {
 	Budget string `json:"budget,omitempty"`
 	Metric string `json:"metric,omitempty"`
 	Window string `json:"window,omitempty"`
-	Detail string `json:"detail,omitempty"`
+	// Dimension is what an authority refusal failed on: "tasks" for a grant bound to other
+	// tasks, "subject", "constraints.amount_lte", … (docs/authority.md).
+	Dimension string `json:"dimension,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // refusalCodes is the gateway's one table of the refusal vocabulary: the JSON-RPC code of each
@@ -79,7 +82,7 @@ func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	lr := latch.RefusalOf(err)
 	r := Refusal{Reason: string(lr.Reason), Kind: string(lr.Kind), Action: action, Detail: err.Error(),
 		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash,
-		Budget: lr.Budget, Metric: lr.Metric, Window: lr.Window}
+		Budget: lr.Budget, Metric: lr.Metric, Window: lr.Window, Dimension: lr.Dimension}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}

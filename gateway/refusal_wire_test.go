@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/latchkit/latch"
@@ -19,6 +20,9 @@ func TestRefusalWire(t *testing.T) {
 		// A budget refusal names its budget, what it meters and its window, as every surface does.
 		if lr := latch.RefusalOf(tc.Err); r.Budget != lr.Budget || r.Metric != lr.Metric || r.Window != lr.Window {
 			t.Errorf("%s: budget %q metric %q window %q, want %q %q %q", tc.Name, r.Budget, r.Metric, r.Window, lr.Budget, lr.Metric, lr.Window)
+		}
+		if ae := (*latch.AuthorityError)(nil); errors.As(tc.Err, &ae) && r.Dimension != ae.Dimension {
+			t.Errorf("%s: dimension %q, want %q", tc.Name, r.Dimension, ae.Dimension)
 		}
 	}
 }

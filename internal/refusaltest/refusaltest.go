@@ -67,6 +67,7 @@ var Cases = []Case{
 	{"not executed", latch.NotExecuted(errors.New("card declined")), latch.KindNotExecuted, latch.ReasonNotExecuted},
 	{"no authority", &latch.AuthorityError{Reason: "no_authority"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"authority constraint", &latch.AuthorityError{Reason: "authority_constraint", Dimension: "constraints.amount_lte"}, latch.KindAuthority, latch.ReasonAuthorityConstraint},
+	{"no authority for the task", &latch.AuthorityError{Reason: "no_authority", Dimension: "tasks"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
