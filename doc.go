@@ -61,5 +61,8 @@
 // # Authority
 //
 // A policy may add an authority section: which principal may propose which action, with
-// delegation that can only narrow. Without one there is no authority axis.
+// delegation that can only narrow. Without one there is no authority axis. A scope provider
+// (Config.Scope, Options.Scope, or the policy's scopes section) narrows further, per call: a call
+// whose resource is not among those its principal is assigned is refused out_of_scope before
+// anything is reserved, and the receipt records only the scope's hash (docs/scopes.md).
 package latch

@@ -189,7 +189,7 @@ func TestPolicyScopeService(t *testing.T) {
 		{"resources a string", answerJSON(`{"resources": "invoice:*"}`), `no "resources" list`},
 		{"a number", answerJSON(`{"resources": ["invoice:*", 7]}`), "resources[1] is not a string"},
 		{"duplicate member", answerJSON(`{"resources": [], "resources": ["invoice:*"]}`), "not JSON latch accepts"},
-		{"bad pattern", answerJSON(`{"resources": ["invoice:**:x"]}`), "bad resource pattern (0)"},
+		{"bad pattern", answerJSON(`{"resources": ["invoice:**:x"]}`), "bad resource pattern (index 0)"},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
 		}, "answered 307"},
