@@ -117,15 +117,10 @@ func meteredArgs(p *policy.Policy, name string) map[string]bool {
 	return out
 }
 
-// countable keeps the non-negative integers of cands: what a metered argument may be.
-func countable(cands []any) []any {
-	var out []any
-	for _, c := range cands {
-		if n, ok := c.(int64); ok && n >= 0 {
-			out = append(out, c)
-		}
-	}
-	return out
+// isCount reports whether v is a non-negative integer: what a metered argument may be.
+func isCount(v any) bool {
+	n, ok := v.(int64)
+	return ok && n >= 0
 }
 
 // budgetTarget is one budget of the policy, as written: a grant's, or an action's own.
@@ -355,7 +350,7 @@ func (r *runner) maxAmount(pk *pick, t budgetTarget) (variant, bool) {
 		addHints(hints, pk.fit.grant.Constraints)
 	}
 	amounts := []int64{t.b.Limit}
-	for _, c := range countable(candidates(m, own, hints[m], false, 1, pk.act.Argument(m))) {
+	for _, c := range candidatesKeeping(m, own, hints[m], false, 1, pk.act.Argument(m), isCount) {
 		if n := c.(int64); n > 0 && n < t.b.Limit {
 			amounts = append(amounts, n)
 		}
@@ -457,6 +452,12 @@ func (r *runner) heldBudget(ctx context.Context, written *scenarioPolicy, p *bud
 		return outcome{}, err
 	}
 	defer e.close()
+	// The next call's approval, when it needs one, is granted while the budget has room: a
+	// request for it is refused too once the budget is full.
+	next, err := e.withApproval(ctx, pk, p.vs[k])
+	if err != nil {
+		return controlFailed(pk.Action, fmt.Sprintf("approval for call %d: %v", k+1, err)), nil
+	}
 
 	// The calls that fit: k-1 commit, the k-th acts and then errors.
 	var admitted []string
@@ -470,7 +471,11 @@ func (r *runner) heldBudget(ctx context.Context, written *scenarioPolicy, p *bud
 			break
 		}
 	}
-	if ctlOK && k > 1 {
+	switch {
+	case !ctlOK || k == 1:
+	case k == 2:
+		admitted = append(admitted, "call 1 committed")
+	default:
 		admitted = append(admitted, fmt.Sprintf("calls 1–%d committed", k-1))
 	}
 	last := p.vs[k-1]
@@ -488,10 +493,6 @@ func (r *runner) heldBudget(ctx context.Context, written *scenarioPolicy, p *bud
 	heldText := e.heldText(ctx, p)
 
 	// The next call, from another process, while the k-th's charge is held.
-	next, err := e.withApproval(ctx, pk, p.vs[k])
-	if err != nil {
-		return controlFailed(pk.Action, fmt.Sprintf("approval for the next call: %v", err)), nil
-	}
 	held := &raceResult{}
 	if ctlOK {
 		if held, err = r.race(ctx, e, pk, []variant{next}, filepath.Join(r.tmp, name+"-held")); err != nil {
@@ -500,13 +501,10 @@ func (r *runner) heldBudget(ctx context.Context, written *scenarioPolicy, p *bud
 	}
 	// Resolved failed, the charge is released: the same call again, from another process.
 	_, rerr := e.g.Resolve(ctx, last.Key, store.Failed, "cli:"+verifyApprover)
-	again, err := e.withApproval(ctx, pk, p.vs[k])
-	if err != nil {
-		return controlFailed(pk.Action, fmt.Sprintf("approval for the call after the resolution: %v", err)), nil
-	}
 	released := &raceResult{}
 	if ctlOK && rerr == nil {
-		if released, err = r.race(ctx, e, pk, []variant{again}, filepath.Join(r.tmp, name+"-released")); err != nil {
+		// The refused call spent nothing: its approval, when it has one, is presented again.
+		if released, err = r.race(ctx, e, pk, []variant{next}, filepath.Join(r.tmp, name+"-released")); err != nil {
 			return outcome{}, err
 		}
 	}

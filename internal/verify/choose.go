@@ -221,10 +221,11 @@ func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *p
 				c = append(c, fmt.Sprintf("verify:resource-%d", k))
 			}
 		} else {
-			c = candidates(arg, byArg[arg], hints[arg], placeholders[arg], n, a.Argument(arg))
+			var keep func(any) bool
 			if metered[arg] {
-				c = countable(c)
+				keep = isCount
 			}
+			c = candidatesKeeping(arg, byArg[arg], hints[arg], placeholders[arg], n, a.Argument(arg), keep)
 		}
 		if len(c) == 0 {
 			return nil
@@ -449,6 +450,13 @@ func addHints(h map[string][]any, conds policy.Conditions) {
 // decl, when the action declares arg, filters the candidates too, and its enum and bounds are
 // seeds.
 func candidates(arg string, own policy.Conditions, hints []any, placeholder bool, n int, decl *policy.Argument) []any {
+	return candidatesKeeping(arg, own, hints, placeholder, n, decl, nil)
+}
+
+// candidatesKeeping is candidates keeping only the values keep accepts (nil: all), before the
+// bound is applied: an argument a budget meters takes non-negative integers only, which the
+// strings tried first must not crowd out.
+func candidatesKeeping(arg string, own policy.Conditions, hints []any, placeholder bool, n int, decl *policy.Argument, keep func(any) bool) []any {
 	var seeds []any
 	if decl != nil {
 		for _, e := range decl.Enum {
@@ -532,7 +540,7 @@ func candidates(arg string, own policy.Conditions, hints []any, placeholder bool
 		if i, ok := v.(int64); ok && (i < -maxSafe || i > maxSafe) {
 			continue
 		}
-		if placeholder && !renderable(v) {
+		if placeholder && !renderable(v) || keep != nil && !keep(v) {
 			continue
 		}
 		if ok, _ := own.Eval(map[string]any{arg: v}); !ok {

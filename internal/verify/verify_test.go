@@ -1066,3 +1066,46 @@ func TestEnvelopeFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestG22Shapes: G22 on an action that only decides approve (each call's approval granted while
+// the budget has room; the refused call spends nothing, so its approval is presented again once
+// the budget is released), and the budgets it cannot exhaust, N/A with the reason.
+func TestG22Shapes(t *testing.T) {
+	t.Parallel()
+	const head = "schema: latch.policy/v1\nactions:\n  wire.send:\n    effect: \"wire:{wire_id}\"\n"
+	tests := []struct {
+		name, doc string
+		status    verify.Status
+		want      string // in the detail (PASS) or the reason (N/A)
+	}{
+		{"approve", head + "    budgets: [{ metric: count, limit: 2, window: PT1H, per: agent }]\n    decision: approve\n",
+			verify.Pass, "k = 2; call 1 committed; call 2 (wire:verify-1): executor acted then errored: ambiguous"},
+		{"limit 0", head + "    budgets: [{ metric: count, limit: 0, window: PT1H, per: agent }]\n    decision: allow\n",
+			verify.NotApplicable, "no budget can be exhausted by calls the policy can run: action wire.send's own budget count ≤ 0 per PT1H per agent: its limit is 0"},
+		{"too many calls", head + "    budgets: [{ metric: count, limit: 65, window: PT1H, per: agent }]\n    decision: allow\n",
+			verify.NotApplicable, "filling it takes more than 64 calls of wire.send"},
+		{"denied", head + "    budgets: [{ metric: count, limit: 2, window: PT1H, per: agent }]\n    decision: deny\n",
+			verify.NotApplicable, "the action cannot run (allow or approve)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: []string{"G22"}})
+			r := byID(rep)["G22"]
+			got := r.Detail
+			if tc.status == verify.NotApplicable {
+				got = r.Reason
+			}
+			if r.Status != tc.status || !strings.Contains(got, tc.want) {
+				t.Errorf("G22 = %s %q (%s), want %s with %q", r.Status, r.Reason, r.Detail, tc.status, tc.want)
+			}
+			if tc.status != verify.Pass {
+				return
+			}
+			rep = run(t, verify.WithFaults(&verify.Config{Policy: parse(t, tc.doc), Only: []string{"G22"}}, verify.FaultBudgetUnchecked))
+			if r := byID(rep)["G22"]; r.Status != verify.Fail || r.Reason != "the call past the held budget executed" {
+				t.Errorf("G22 with %s = %s %q (%s), want FAIL", verify.FaultBudgetUnchecked, r.Status, r.Reason, r.Detail)
+			}
+		})
+	}
+}
