@@ -223,6 +223,20 @@ func TestFullPolicy(t *testing.T) {
 	rep := run(t, &verify.Config{Policy: parse(t, fullPolicy), StoreURL: u, LatchHTTP: true})
 	t.Logf("\n%s", text(t, rep))
 	allPass(t, rep)
+	// G22 fills both kinds of budget: the grant's count, and billing.refund's own amount with
+	// calls the allow rule decides (100, the most it permits; amount is passed as an integer).
+	got := byID(rep)
+	for _, want := range []string{"charged against billing-worker count ≤ 12 per P1D (1 a call): k = 12",
+		"action:billing.refund:agent:latch-verify amount ≤ 300 per P1D (100 a call): k = 3"} {
+		if !strings.Contains(got["G22"].Detail, want) {
+			t.Errorf("G22 detail lacks %q: %s", want, got["G22"].Detail)
+		}
+	}
+	for _, want := range []string{"widened budgets: refused authority_escalation on budgets", "omitting budgets: refused authority_escalation on budgets"} {
+		if !strings.Contains(got["G9"].Detail, want) {
+			t.Errorf("G9 detail lacks %q: %s", want, got["G9"].Detail)
+		}
+	}
 	if got := verify.ExitCode(rep, nil); got != verify.ExitPass {
 		t.Errorf("ExitCode = %d, want %d", got, verify.ExitPass)
 	}
