@@ -177,8 +177,11 @@ func (g *Guard) logOpen(c Config) {
 	}
 	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.policy.Hash,
 		"mode", mode, "environment", g.env)
-	if c.Scope != nil && g.policy.Scopes != nil {
+	switch {
+	case c.Scope != nil && g.policy.Scopes != nil:
 		g.log.Warn("latch: the policy's scopes section is not used: Config.Scope is the scope provider")
+	case g.scope != nil:
+		g.log.Info("latch: scopes from the policy", "scopes", g.policy.Scopes.String())
 	}
 }
 

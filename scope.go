@@ -28,13 +28,14 @@ import (
 type ScopeFunc func(ctx context.Context, req ScopeRequest) (Scope, error)
 
 // ScopeRequest is what a scope provider is asked about: the call's action, resource,
-// environment and principal. Resource is never "": a call without a resource is out of scope
-// without asking.
+// environment, principal and task ("" when the call names none; Options.Task, WithTask).
+// Resource is never "": a call without a resource is out of scope without asking.
 type ScopeRequest struct {
 	Action      string
 	Resource    string
 	Environment string
 	Principal   Principal
+	Task        string
 }
 
 // Scope is a principal's assigned scope: resource patterns, ':'-separated in the grammar of
@@ -166,7 +167,7 @@ func (g *Guard) checkScope(ctx context.Context, pr *prepared) error {
 		return refuse(ReasonOutOfScope, nil) // nothing can match it: the provider is not asked
 	}
 	sc, err := askScope(ctx, fn, ScopeRequest{Action: pr.call.Action, Resource: pr.resource, Environment: pr.env,
-		Principal: pr.principal}, timeout)
+		Principal: pr.principal, Task: pr.task}, timeout)
 	if err != nil {
 		return refuse(ReasonScopeUnavailable, err)
 	}
@@ -275,7 +276,8 @@ var scopeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // HTTPScope returns the scope provider that asks the scope service at url (https, or http to a
 // loopback address; policy.CheckScopeURL), as the policy's `scopes: {url: …}` does: it POSTs
 //
-//	{"action": …, "resource": …, "environment": …, "principal": {"agent": …, "user": … or null}}
+//	{"action": …, "resource": …, "environment": …, "principal": {"agent": …, "user": … or null},
+//	 "task": … or null}
 //
 // and reads {"resources": [patterns]} from a 2xx answer of at most 64 KiB. Any other status, a
 // larger answer, or an answer that is not such an object (strict JSON: no duplicate keys) is an
@@ -299,6 +301,7 @@ type scopeServiceRequest struct {
 		Agent string  `json:"agent"`
 		User  *string `json:"user"`
 	} `json:"principal"`
+	Task *string `json:"task"`
 }
 
 // askScopeService is one question to a scope service. Its errors do not name the URL: they
@@ -309,6 +312,9 @@ func askScopeService(ctx context.Context, url string, req ScopeRequest) (Scope, 
 	body.Principal.Agent = req.Principal.Agent
 	if req.Principal.User != "" {
 		body.Principal.User = &req.Principal.User
+	}
+	if req.Task != "" {
+		body.Task = &req.Task
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -147,7 +147,7 @@ func TestPolicyScopeService(t *testing.T) {
 		t.Fatalf("in scope = %+v, %v; want it run with the scope's hash", rc, err)
 	}
 	want := map[string]any{"action": "billing.charge", "resource": "invoice:A-1", "environment": "production",
-		"principal": map[string]any{"agent": "billing-worker", "user": "alice"}}
+		"principal": map[string]any{"agent": "billing-worker", "user": "alice"}, "task": nil}
 	if got, _ := json.Marshal(svc.last()); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("scope service was sent %s, want %s", got, must(json.Marshal(want)))
 	}
@@ -156,6 +156,12 @@ func TestPolicyScopeService(t *testing.T) {
 	}
 	if u := svc.last()["principal"].(map[string]any)["user"]; u != nil {
 		t.Errorf("principal without a user sent user %v, want null", u)
+	}
+	if _, err := e.g.Execute(latch.WithTask(ctx, "ticket:4711"), chargeCall("A-3", 10), exec); err != nil {
+		t.Fatal(err)
+	}
+	if task := svc.last()["task"]; task != "ticket:4711" {
+		t.Errorf("call with a task sent task %v, want ticket:4711", task)
 	}
 	rc, err = e.g.Execute(ctx, chargeCall("B-1", 10), exec)
 	refusedOnScope(t, e, rc, err, "charge:B-1", "out_of_scope", mustHash(t, "invoice:A-*"))

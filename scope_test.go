@@ -160,7 +160,7 @@ func TestScopeRefusesBeforeReserving(t *testing.T) {
 				t.Errorf("receipt document %s: want the scope's hash and never its patterns", rc.Doc)
 			}
 			if got := prov.asked[0]; got.Action != "billing.charge" || got.Resource != "invoice:A-1" || got.Principal.Agent != "billing-worker" ||
-				got.Principal.User != "alice" || got.Environment != "production" {
+				got.Principal.User != "alice" || got.Environment != "production" || got.Task != "" {
 				t.Errorf("provider asked %+v", got)
 			}
 
@@ -372,12 +372,12 @@ func TestScopeOptionsOverride(t *testing.T) {
 	e := scopeEnvOn(t, "sqlite", scopePolicy, latch.Config{Scope: guardWide.scope})
 	perCall := &provider{fn: scopeOf("invoice:B-*")}
 	call := chargeCall("B-1", 50)
-	call.Options = &latch.Options{Scope: perCall.scope}
+	call.Options = &latch.Options{Scope: perCall.scope, Task: "job:1"}
 	if _, err := e.g.Execute(agent(t.Context()), call, func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
 		t.Fatalf("B-1 under the per-call scope: %v", err)
 	}
-	if guardWide.questions() != 0 || perCall.questions() != 1 {
-		t.Errorf("asked: guard-wide %d, per-call %d; want 0, 1", guardWide.questions(), perCall.questions())
+	if guardWide.questions() != 0 || perCall.questions() != 1 || perCall.asked[0].Task != "job:1" {
+		t.Errorf("asked: guard-wide %d, per-call %d (%+v); want 0, 1 with the call's task", guardWide.questions(), perCall.questions(), perCall.asked)
 	}
 
 	plain := newEnv(t, scopePolicy)
