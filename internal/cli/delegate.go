@@ -108,6 +108,9 @@ The store is created if it does not exist yet, as a worker's guard would create 
 			if j.Environments != nil {
 				t.row("  environments", strings.Join(j.Environments, ", "))
 			}
+			if j.Tasks != nil {
+				t.row("  tasks", strings.Join(j.Tasks, ", "))
+			}
 			t.row("  expires_at", dash(deref(j.ExpiresAt)))
 			t.row("  delegable", yesNo(j.Delegable))
 			if err := t.flush(); err != nil {
@@ -309,6 +312,7 @@ type delegationJSON struct {
 	Resources    []string       `json:"resources"`
 	Constraints  map[string]any `json:"constraints"`
 	Environments []string       `json:"environments"`
+	Tasks        []string       `json:"tasks"`
 	ExpiresAt    *string        `json:"expires_at"`
 	Delegable    bool           `json:"delegable"`
 	CreatedBy    string         `json:"created_by"`
@@ -343,6 +347,7 @@ func newDelegationJSON(d *store.Delegation, byID map[string]*store.Delegation) d
 			}
 		}
 		j.Environments = g.Environments
+		j.Tasks = g.Tasks
 		j.ExpiresAt = jstamp(g.ExpiresAt)
 		j.expiresAt = g.ExpiresAt
 		j.Delegable = g.Delegable

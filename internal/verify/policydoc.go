@@ -214,14 +214,14 @@ func encodeGrant(g *policy.Grant) map[string]any {
 	if g.Environments != nil {
 		e["environments"] = g.Environments
 	}
+	if g.Tasks != nil {
+		e["tasks"] = g.Tasks
+	}
 	if !g.ExpiresAt.IsZero() {
 		e["expires_at"] = g.ExpiresAt.Format(time.RFC3339Nano)
 	}
 	if g.Delegable {
 		e["delegable"] = true
-	}
-	if g.Tasks != nil {
-		e["tasks"] = g.Tasks
 	}
 	if len(g.Budgets) > 0 { // a child without budgets leaves the key out: an empty list does not parse
 		e["budgets"] = encodeBudgets(g.Budgets)
