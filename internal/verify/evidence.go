@@ -295,7 +295,7 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		return controlFailed(action, fmt.Sprintf("five calls left %d receipts", head.Seq)), nil
 	}
 
-	var stmts []stmt
+	var stmts, ledger []stmt
 	prev := receipt.GenesisHash
 	for s, err := range e.st.Receipts(ctx, store.ReceiptFilter{}) {
 		if err != nil {
@@ -310,6 +310,12 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 			return outcome{}, fmt.Errorf("receipt %d is not an object", s.Seq)
 		}
 		if s.Seq <= older {
+			// A call before budgets charged nothing: its ledger rows go with the members.
+			if key, ok := doc["effect_key"].(string); ok && doc["budget_charges"] != nil {
+				if attempt, ok := doc["attempt"].(int64); ok {
+					ledger = append(ledger, stmt{"DELETE FROM {budget_charges} WHERE effect_key = ? AND attempt = ?", []any{key, attempt}})
+				}
+			}
 			asSchema(doc, olderSchemas[s.Seq-1])
 		}
 		doc["prev_hash"] = prev
@@ -321,13 +327,17 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		stmts = append(stmts, stmt{"UPDATE {receipts} SET doc = ?, hash = ? WHERE seq = ?", []any{docValue(b), prev, s.Seq}})
 	}
 	stmts = append(stmts, stmt{"UPDATE {chain_head} SET hash = ? WHERE id = 1 AND seq = ?", []any{prev, head.Seq}})
-	n, err := r.sc.edit(ctx, e.url, stmts...)
+	n, err := r.sc.edit(ctx, e.url, append(stmts, ledger...)...)
 	if err != nil {
 		return outcome{}, err
 	}
-	rewritten := int64(0)
-	for _, k := range n {
-		rewritten += k
+	rewritten, uncharged := int64(0), int64(0)
+	for i, k := range n {
+		if i < len(stmts) {
+			rewritten += k
+		} else {
+			uncharged += k
+		}
 	}
 	r.chainCalls(ctx, e, 1, c.commit) // a current receipt after the older ones
 	after, err := e.st.Head(ctx)
@@ -361,8 +371,8 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		}
 	}
 
-	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s, %s and the chain re-linked (%d rows), then one more call: head %d, %d %s + %d %s + %d %s documents (%d unparsable, %d not the version written): ok %v, %d verified, breaks: %s",
-		head.Seq, receipt.Schema, ctl.OK, older, strings.Join(olderSchemas, ", "), receipt.Schema, rewritten, after.Seq,
+	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s and the chain re-linked (%d rows; %d ledger rows of their calls removed, as before budgets), then one more call: head %d, %d %s + %d %s + %d %s documents (%d unparsable, %d not the version written): ok %v, %d verified, breaks: %s",
+		head.Seq, receipt.Schema, ctl.OK, older, strings.Join(olderSchemas, ", "), rewritten, uncharged, after.Seq,
 		versions[receipt.SchemaV1], receipt.SchemaV1, versions[receipt.SchemaV2], receipt.SchemaV2, versions[receipt.Schema], receipt.Schema,
 		unparsed, misplaced, got.OK, got.Verified, breaksText(got.Breaks))
 	switch {
