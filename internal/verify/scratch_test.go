@@ -222,9 +222,10 @@ func TestPostgresRun(t *testing.T) {
 	}
 }
 
-// TestPostgresEnvelope runs G22–G24 on the envelope policy against a Postgres store URL: G22's
-// racers reserve in the same private schema as the scenario, and the ledger holds and releases
-// there; each envelope fault makes its guarantee fail on Postgres too.
+// TestPostgresEnvelope runs G22–G24 (and G31, whose older calls lose their ledger rows) on the
+// envelope policy against a Postgres store URL: G22's racers reserve in the same private schema
+// as the scenario, and the ledger holds and releases there; each envelope fault makes its
+// guarantee fail on Postgres too.
 func TestPostgresEnvelope(t *testing.T) {
 	t.Parallel()
 	server := postgresURL(t)
@@ -232,7 +233,7 @@ func TestPostgresEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	only := []string{"G22", "G23", "G24"}
+	only := []string{"G22", "G23", "G24", "G31"} // G31 removes ledger rows of its older calls there too
 	rep, err := Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: only})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -242,6 +243,10 @@ func TestPostgresEnvelope(t *testing.T) {
 	if rep.Backend != "postgres" || rep.Passed != len(only) {
 		t.Errorf("Run on postgres:\n%s", b.String())
 	}
+	if d := rep.Results[3].Detail; rep.Results[3].ID != "G31" || strings.Contains(d, "; 0 ledger rows") || !strings.Contains(d, "ledger rows of their calls removed") {
+		t.Errorf("G31 on postgres removed no ledger rows: %s", d)
+	}
+	only = only[:3]
 	rep, err = Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: only,
 		faults: []string{faultBudgetUnchecked, faultScopeFailsOpen, faultTasksIgnored}})
 	if err != nil {
