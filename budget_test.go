@@ -472,6 +472,53 @@ func TestBudgetBeginFinish(t *testing.T) {
 			}
 			_, err = e.g.Begin(ctx, call("payout.send", `{"payout_id":"b2","amount":401}`))
 			budgetErr(t, err, "budget_exhausted", want[0].Budget, "amount", 24*time.Hour)
+			verifyChain(t, e.g) // the ledger agrees with the receipt written elsewhere
+		})
+	}
+}
+
+// TestBudgetRateAndTotal: two budgets on one metric of one grant, a rate (2 an hour) and a total
+// (3 a day), both hold; the refusal names the window that refused; the ledger, one row per
+// charged (budget, metric), agrees with the receipts (the chain verifies, state included).
+func TestBudgetRateAndTotal(t *testing.T) {
+	t.Parallel()
+	const doc = `
+schema: latch.policy/v1
+actions:
+  deploy.run:
+    effect: "deploy:{id}"
+    decision: allow
+authority:
+  grants:
+    - id: deployers
+      subject: {agent: ci}
+      actions: [deploy.run]
+      budgets:
+        - {metric: count, limit: 2, window: PT1H}
+        - {metric: count, limit: 3, window: P1D}
+`
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, doc)
+			ctx := as(t.Context(), "ci")
+			deploy := func(id string) error {
+				_, err := e.g.Execute(ctx, call("deploy.run", `{"id":"`+id+`"}`), ran)
+				return err
+			}
+			for _, id := range []string{"1", "2"} {
+				if err := deploy(id); err != nil {
+					t.Fatalf("deploy %s: %v", id, err)
+				}
+			}
+			budgetErr(t, deploy("3"), "budget_exhausted", "deployers", "count", time.Hour)
+			e.clock.Add(time.Hour + time.Second)
+			if err := deploy("3"); err != nil {
+				t.Fatalf("deploy 3 an hour later: %v", err)
+			}
+			e.clock.Add(time.Hour + time.Second)
+			budgetErr(t, deploy("4"), "budget_exhausted", "deployers", "count", 24*time.Hour)
+			verifyChain(t, e.g)
 		})
 	}
 }
