@@ -522,3 +522,21 @@ authority:
 		})
 	}
 }
+
+// TestWindowTextOneForm: a window is written one way everywhere — receipts (the policy's
+// FormatISODuration) and the store's refusals and ledger check (store.FormatWindow) — and the
+// store reads back what the receipt wrote, or the chain's ledger check would see a difference
+// where there is none.
+func TestWindowTextOneForm(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Second, 90 * time.Second, 15 * time.Minute, time.Hour, 24 * time.Hour,
+		36 * time.Hour, 30 * 24 * time.Hour, 24*time.Hour + time.Second, 1500 * time.Millisecond, 36500 * 24 * time.Hour} {
+		p, s := policy.FormatISODuration(d), store.FormatWindow(d)
+		if p != s {
+			t.Errorf("window %v: policy writes %q, the store %q", d, p, s)
+		}
+		if back, err := store.ParseWindow(p); err != nil || back != d {
+			t.Errorf("store.ParseWindow(%q) = %v, %v, want %v", p, back, err, d)
+		}
+	}
+}
