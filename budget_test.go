@@ -472,6 +472,71 @@ func TestBudgetBeginFinish(t *testing.T) {
 			}
 			_, err = e.g.Begin(ctx, call("payout.send", `{"payout_id":"b2","amount":401}`))
 			budgetErr(t, err, "budget_exhausted", want[0].Budget, "amount", 24*time.Hour)
+			verifyChain(t, e.g) // the ledger agrees with the receipt written elsewhere
 		})
+	}
+}
+
+// TestBudgetRateAndTotal: two budgets on one metric of one grant, a rate (2 an hour) and a total
+// (3 a day), both hold; the refusal names the window that refused; the ledger, one row per
+// charged (budget, metric), agrees with the receipts (the chain verifies, state included).
+func TestBudgetRateAndTotal(t *testing.T) {
+	t.Parallel()
+	const doc = `
+schema: latch.policy/v1
+actions:
+  deploy.run:
+    effect: "deploy:{id}"
+    decision: allow
+authority:
+  grants:
+    - id: deployers
+      subject: {agent: ci}
+      actions: [deploy.run]
+      budgets:
+        - {metric: count, limit: 2, window: PT1H}
+        - {metric: count, limit: 3, window: P1D}
+`
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, doc)
+			ctx := as(t.Context(), "ci")
+			deploy := func(id string) error {
+				_, err := e.g.Execute(ctx, call("deploy.run", `{"id":"`+id+`"}`), ran)
+				return err
+			}
+			for _, id := range []string{"1", "2"} {
+				if err := deploy(id); err != nil {
+					t.Fatalf("deploy %s: %v", id, err)
+				}
+			}
+			budgetErr(t, deploy("3"), "budget_exhausted", "deployers", "count", time.Hour)
+			e.clock.Add(time.Hour + time.Second)
+			if err := deploy("3"); err != nil {
+				t.Fatalf("deploy 3 an hour later: %v", err)
+			}
+			e.clock.Add(time.Hour + time.Second)
+			budgetErr(t, deploy("4"), "budget_exhausted", "deployers", "count", 24*time.Hour)
+			verifyChain(t, e.g)
+		})
+	}
+}
+
+// TestWindowTextOneForm: a window is written one way everywhere — receipts (the policy's
+// FormatISODuration) and the store's refusals and ledger check (store.FormatWindow) — and the
+// store reads back what the receipt wrote, or the chain's ledger check would see a difference
+// where there is none.
+func TestWindowTextOneForm(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Second, 90 * time.Second, 15 * time.Minute, time.Hour, 24 * time.Hour,
+		36 * time.Hour, 30 * 24 * time.Hour, 24*time.Hour + time.Second, 1500 * time.Millisecond, 36500 * 24 * time.Hour} {
+		p, s := policy.FormatISODuration(d), store.FormatWindow(d)
+		if p != s {
+			t.Errorf("window %v: policy writes %q, the store %q", d, p, s)
+		}
+		if back, err := store.ParseWindow(p); err != nil || back != d {
+			t.Errorf("store.ParseWindow(%q) = %v, %v, want %v", p, back, err, d)
+		}
 	}
 }
