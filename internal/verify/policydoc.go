@@ -129,6 +129,13 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		}
 		doc["approvers"] = map[string]any{"roles": roles}
 	}
+	if r := p.Retention; r != nil {
+		ret := map[string]any{}
+		if r.SettledEffects > 0 {
+			ret["settled_effects"] = r.SettledEffects.String() // a Go duration: 2160h0m0s
+		}
+		doc["retention"] = ret
+	}
 	if p.Authority != nil && withAuthority {
 		doc["authority"] = encodeAuthority(p.Authority)
 	}

@@ -1128,3 +1128,14 @@ func TestG22Shapes(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionSection: a policy with a retention section verifies; the scenario policy keeps
+// the section (it stopped every run with "the scenario policy differs" before).
+func TestRetentionSection(t *testing.T) {
+	t.Parallel()
+	doc := "schema: latch.policy/v1\nretention:\n  settled_effects: 90d\nactions:\n  a.b:\n    effect: \"a:{id}\"\n    decision: allow\n"
+	rep := run(t, &verify.Config{Policy: parse(t, doc), Only: []string{"G3", "G29"}})
+	if rep.Passed != 2 {
+		t.Errorf("passed %d of 2:\n%s", rep.Passed, text(t, rep))
+	}
+}
