@@ -67,4 +67,13 @@
 // (Config.Scope, Options.Scope, or the policy's scopes section) narrows further, per call: a call
 // whose resource is not among those its principal is assigned is refused out_of_scope before
 // anything is reserved, and the receipt records only the scope's hash (docs/scopes.md).
+//
+// # Budgets
+//
+// A grant or an action may carry budgets: at most so many calls, or so much of an integer
+// argument, within a rolling window. An admitted call is charged against every budget of the
+// grant that allowed it, every grant above that one, and its action, in the transaction that
+// reserves its effect key; one that would pass a limit is refused with a *BudgetError
+// (budget_exhausted), and a charge is given back only when its effect becomes failed
+// (docs/budgets.md).
 package latch

@@ -43,6 +43,11 @@ type Refusal struct {
 	Result      json.RawMessage `json:"result,omitempty"`     // the stored result of a committed effect
 	ReceiptID   string          `json:"receipt_id,omitempty"` // rcp_…, when a receipt was written
 	ActionID    string          `json:"action_id,omitempty"`  // act_…, what `latch inspect` takes
+	// Budget, Metric and Window name the budget of a budget refusal (budget_exhausted, …): its
+	// id, what it meters, its window in ISO 8601. What is left of it is never said.
+	Budget string `json:"budget,omitempty"`
+	Metric string `json:"metric,omitempty"`
+	Window string `json:"window,omitempty"`
 	// Dimension is what an authority refusal failed on: "tasks" for a grant bound to other
 	// tasks, "subject", "constraints.amount_lte", … (docs/authority.md).
 	Dimension string `json:"dimension,omitempty"`
@@ -77,7 +82,7 @@ func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	lr := latch.RefusalOf(err)
 	r := Refusal{Reason: string(lr.Reason), Kind: string(lr.Kind), Action: action, Detail: err.Error(),
 		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash,
-		Dimension: lr.Dimension}
+		Budget: lr.Budget, Metric: lr.Metric, Window: lr.Window, Dimension: lr.Dimension}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}

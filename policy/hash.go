@@ -95,6 +95,10 @@ func normalizeAction(a *Action) map[string]any {
 		// Only when declared, so that a policy without arguments: hashes as it always has.
 		m["arguments"] = normalizeArguments(a)
 	}
+	if a.Budgets != nil {
+		// Only when declared, so that a policy without budgets hashes as it always has.
+		m["budgets"] = normalizeBudgets(a.Budgets)
+	}
 	return m
 }
 
@@ -159,7 +163,7 @@ func normalizeAuthority(au *Authority) map[string]any {
 		if !g.ExpiresAt.IsZero() {
 			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		ng := map[string]any{
+		gm := map[string]any{
 			"id":           g.ID,
 			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
 			"actions":      stringList(g.Actions),
@@ -171,9 +175,13 @@ func normalizeAuthority(au *Authority) map[string]any {
 		}
 		if g.Tasks != nil {
 			// Only when declared, so that a grant without tasks hashes as it always has.
-			ng["tasks"] = stringList(g.Tasks)
+			gm["tasks"] = stringList(g.Tasks)
 		}
-		grants[i] = ng
+		if g.Budgets != nil {
+			// Only when declared, so that a grant without budgets hashes as it always has.
+			gm["budgets"] = normalizeBudgets(g.Budgets)
+		}
+		grants[i] = gm
 	}
 	return map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),

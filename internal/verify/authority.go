@@ -25,20 +25,27 @@ const fillWord = "verify"
 const delegateAgent = "latch-verify-delegate"
 
 // grantFit is one grant a pick may be chosen under: the principal that proposes, the resource
-// given explicitly ("" when the action's own template renders one the grant matches), and the
-// check every variant must pass on the authority axis.
+// given explicitly ("" when the action's own template renders one the grant matches), the task
+// the calls name ("" when the grant names none), and the check every variant must pass on the
+// authority axis.
 type grantFit struct {
 	grant     *policy.Grant
 	principal latch.Principal
 	resource  string
+	task      string
 	check     func(authority.Request) bool
 }
 
 // allows reports whether the fit's check passes for one call.
 func (f *grantFit) allows(action string, args map[string]any, resource string) bool {
-	return f.check(authority.Request{
-		Agent: f.principal.Agent, User: f.principal.User, Action: action, Resource: resource, Args: args,
-	})
+	return f.check(f.request(action, args, resource))
+}
+
+// request is the authority request of one call under the fit.
+func (f *grantFit) request(action string, args map[string]any, resource string) authority.Request {
+	return authority.Request{
+		Agent: f.principal.Agent, User: f.principal.User, Action: action, Resource: resource, Task: f.task, Args: args,
+	}
 }
 
 // concrete returns a string pattern matches, with every wildcard segment filled with fill.
@@ -75,6 +82,15 @@ func grantResource(g *policy.Grant) string {
 	return concrete(g.Resources[0], ':', fillWord)
 }
 
+// grantTask is the task the calls under g name: its first task pattern made concrete, "" when
+// g names no tasks (a grant without tasks allows a call whatever its task, and one without).
+func grantTask(g *policy.Grant) string {
+	if len(g.Tasks) == 0 {
+		return ""
+	}
+	return concrete(g.Tasks[0], ':', fillWord)
+}
+
 // coversAction reports whether some action pattern of g matches name.
 func coversAction(g *policy.Grant, name string) bool {
 	for _, ap := range g.Actions {
@@ -96,10 +112,10 @@ func fitsFor(a *policy.Authority, keep func(*policy.Grant) bool, check func(auth
 			if g == nil || keep != nil && !keep(g) || !coversAction(g, name) {
 				continue
 			}
-			p := grantPrincipal(g)
-			out = append(out, &grantFit{grant: g, principal: p, check: check})
+			p, task := grantPrincipal(g), grantTask(g)
+			out = append(out, &grantFit{grant: g, principal: p, task: task, check: check})
 			if r := grantResource(g); r != "" {
-				out = append(out, &grantFit{grant: g, principal: p, resource: r, check: check})
+				out = append(out, &grantFit{grant: g, principal: p, resource: r, task: task, check: check})
 			}
 		}
 		return out
@@ -168,13 +184,14 @@ type unlisted struct {
 	name      string
 	args      map[string]any
 	resource  string
+	task      string
 	principal latch.Principal
 	// covered says a grant allows the call, so that its refusal is the policy's: unknown_action.
 	covered bool
 }
 
 func (u unlisted) call() *latch.Call {
-	v := variant{Args: u.args, Resource: u.resource}
+	v := variant{Args: u.args, Resource: u.resource, Task: u.task}
 	return v.call(u.name)
 }
 
@@ -209,8 +226,8 @@ func (r *runner) unlistedCall() unlisted {
 					}
 					continue
 				}
-				u := unlisted{name: name, args: args, resource: grantResource(g), principal: pr, covered: true}
-				if r.allowedThroughout(authority.Request{Agent: pr.Agent, User: pr.User, Action: name, Resource: u.resource, Args: args}) {
+				u := unlisted{name: name, args: args, resource: grantResource(g), task: grantTask(g), principal: pr, covered: true}
+				if r.allowedThroughout(authority.Request{Agent: pr.Agent, User: pr.User, Action: name, Resource: u.resource, Task: u.task, Args: args}) {
 					return u
 				}
 				break

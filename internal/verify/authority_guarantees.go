@@ -167,8 +167,9 @@ func (r *runner) delegablePick(n int) (*policy.Grant, *pick, time.Time, string) 
 }
 
 // narrowed is the child G9 and G20 create beneath g for pk's call v: for one agent
-// (latch-verify-delegate), that one action, the call's resource when g declares resources, g's
-// constraints and environments, and an expiry a day after t0.
+// (latch-verify-delegate), that one action, the call's resource when g declares resources, the
+// call's task when g names tasks, g's constraints and environments, and an expiry a day after
+// t0.
 func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 time.Time) policy.Grant {
 	base := policy.Grant{
 		Subject:      policy.Subject{Agent: delegateAgent},
@@ -183,7 +184,24 @@ func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 
 	if g.Resources != nil {
 		base.Resources = []string{pk.resourceOf(v)}
 	}
+	if g.Tasks != nil {
+		base.Tasks = []string{v.Task} // the call's own task, a literal pattern
+	}
+	base.Budgets = slices.Clone(g.Budgets) // as tight as the parent's: no tighter is needed
 	return base
+}
+
+// scenarioGrant is g as the scenario policy has it (its budgets lifted, liftBudgets): the parent
+// of the children G9 and G20 create in a scratch store of that policy.
+func (r *runner) scenarioGrant(g *policy.Grant) *policy.Grant {
+	if a := r.pol().Authority; a != nil {
+		for _, sg := range a.Grants {
+			if sg != nil && sg.ID == g.ID {
+				return sg
+			}
+		}
+	}
+	return g
 }
 
 // asDelegate is pk proposed as the delegate of a narrowed child.
@@ -208,8 +226,9 @@ type probe struct {
 func (r *runner) escalation(ctx context.Context, g *policy.Grant, pk *pick, t0 time.Time) (outcome, error) {
 	creator := pk.principal()
 	v := pk.variants[0]
-	base := narrowed(g, pk, v, creator, t0)
-	probes, skipped := probesFor(g, base)
+	sg := r.scenarioGrant(g)
+	base := narrowed(sg, pk, v, creator, t0)
+	probes, skipped := probesFor(sg, base)
 
 	e, err := r.newEnv(ctx, "g9", r.sp)
 	if err != nil {
@@ -297,6 +316,8 @@ func probesFor(parent *policy.Grant, base policy.Grant) ([]probe, []string) {
 		g.Resources = slices.Clone(base.Resources)
 		g.Constraints = slices.Clone(base.Constraints)
 		g.Environments = slices.Clone(base.Environments)
+		g.Tasks = slices.Clone(base.Tasks)
+		g.Budgets = slices.Clone(base.Budgets)
 		change(&g)
 		out = append(out, probe{kind: kind, dim: dim, grant: g})
 	}
@@ -338,6 +359,27 @@ func probesFor(parent *policy.Grant, base policy.Grant) ([]probe, []string) {
 		}
 		with("widened", authority.DimEnvironments, func(g *policy.Grant) { g.Environments = append(g.Environments, env) })
 		with("omitting", authority.DimEnvironments, func(g *policy.Grant) { g.Environments = nil })
+	}
+	if parent.Tasks != nil {
+		if wide, ok := widerPattern(parent.Tasks, ':', []string{"verify-widened:**", "verify-widened"}); ok {
+			with("widened", authority.DimTasks, func(g *policy.Grant) { g.Tasks = append(g.Tasks, wide) })
+		} else {
+			skipped = append(skipped, "widened tasks (the parent's patterns contain every pattern tried)")
+		}
+		with("omitting", authority.DimTasks, func(g *policy.Grant) { g.Tasks = nil })
+	}
+	for i, b := range parent.Budgets {
+		what := fmt.Sprintf("budget on %s", b.Metric)
+		switch {
+		case b.Limit < maxSafe:
+			with("widened", authority.DimBudgets, func(g *policy.Grant) { g.Budgets[i].Limit = b.Limit + 1 })
+		case b.Window > policy.MinBudgetWindow:
+			// A shorter window is a higher rate.
+			with("widened", authority.DimBudgets, func(g *policy.Grant) { g.Budgets[i].Window = max(b.Window-time.Hour, policy.MinBudgetWindow) })
+		default:
+			skipped = append(skipped, "widened "+authority.DimBudgets+" ("+what+": no higher limit or shorter window)")
+		}
+		with("omitting", authority.DimBudgets, func(g *policy.Grant) { g.Budgets = slices.Delete(g.Budgets, i, i+1) })
 	}
 	if !parent.ExpiresAt.IsZero() {
 		with("widened", authority.DimExpiresAt, func(g *policy.Grant) { g.ExpiresAt = parent.ExpiresAt.Add(time.Hour) })
@@ -499,7 +541,7 @@ func (r *runner) g20(ctx context.Context) (outcome, error) {
 	if pk.resourceOf(after) != pk.resourceOf(v) {
 		after = v // the child names v's resource: the later call must be within it
 	}
-	base := narrowed(g, pk, v, creator, t0)
+	base := narrowed(r.scenarioGrant(g), pk, v, creator, t0)
 	e, err := r.newEnv(ctx, "g20", r.sp)
 	if err != nil {
 		return outcome{}, err

@@ -41,6 +41,8 @@ type childSpec struct {
 	Args       json.RawMessage `json:"args"`
 	Resource   string          `json:"resource,omitempty"`
 	Effect     string          `json:"effect,omitempty"`
+	Task       string          `json:"task,omitempty"`
+	Approval   string          `json:"approval,omitempty"` // the approval presented, when the call needs one
 	Key        string          `json:"key"`
 	Dir        string          `json:"dir"`  // shared: the execution markers
 	Name       string          `json:"name"` // unique among the racers
@@ -56,8 +58,9 @@ const roleRacer = "racer"
 // childResult is what a racer reports on its standard output once it has raced.
 type childResult struct {
 	Name    string `json:"name"`
-	Outcome string `json:"outcome"`         // committed, refused or error
-	State   string `json:"state,omitempty"` // refused: the effect state that refused it
+	Outcome string `json:"outcome"`          // committed, refused or error
+	State   string `json:"state,omitempty"`  // refused: the effect state, or the reason, that refused it
+	Budget  string `json:"budget,omitempty"` // refused on a budget: which
 	Error   string `json:"error,omitempty"`
 }
 
@@ -97,7 +100,7 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 		return err
 	}
 	now := time.Unix(0, c.Now).UTC()
-	g, _, err := openGuard(ctx, pol, c.URL, c.Env, func() time.Time { return now }, faults)
+	g, _, err := openGuard(ctx, pol, c.URL, c.Env, func() time.Time { return now }, faults, nil)
 	if err != nil {
 		return err
 	}
@@ -111,10 +114,13 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 	}
 
 	call := &latch.Call{Action: c.Action, Arguments: c.Args, Resource: c.Resource}
-	if c.Effect != "" {
-		call.Options = &latch.Options{Effect: c.Effect}
+	if c.Effect != "" || c.Task != "" {
+		call.Options = &latch.Options{Effect: c.Effect, Task: c.Task}
 	}
 	pctx := withPrincipal(ctx, latch.Principal{Agent: c.Agent, User: c.User})
+	if c.Approval != "" {
+		pctx = latch.WithApproval(pctx, c.Approval)
+	}
 	_, err = g.Execute(pctx, call, func(ctx context.Context, args json.RawMessage) (any, error) {
 		f, err := os.OpenFile(filepath.Join(c.Dir, execMarker+c.Name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
@@ -134,6 +140,13 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 		res.Outcome, res.State = "refused", ee.Reason
 	default:
 		res.Outcome, res.Error = "error", err.Error()
+		// A refusal the pipeline decided (a budget's, the authority's…) is reported by its
+		// reason; what it could not decide stays an error.
+		switch rf := latch.RefusalOf(err); rf.Kind {
+		case latch.KindInternal, latch.KindOutcomeUnknown, latch.KindNotExecuted:
+		default:
+			res.Outcome, res.State, res.Budget, res.Error = "refused", string(rf.Reason), rf.Budget, ""
+		}
 	}
 	return json.NewEncoder(out).Encode(res)
 }
@@ -206,7 +219,7 @@ func (r *runner) race(ctx context.Context, e *env, pk *pick, vs []variant, dir s
 		return nil, fmt.Errorf("race: %w", err)
 	}
 	policyFile := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, r.sp.doc, 0o600); err != nil {
+	if err := os.WriteFile(policyFile, e.sp.doc, 0o600); err != nil {
 		return nil, fmt.Errorf("race: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, raceTimeout)
@@ -226,7 +239,7 @@ func (r *runner) race(ctx context.Context, e *env, pk *pick, vs []variant, dir s
 		args, _ := json.Marshal(v.Args)
 		spec := childSpec{
 			Role: roleRacer, URL: e.url, PolicyFile: policyFile, Action: pk.Action, Args: args,
-			Resource: v.Resource, Effect: v.Effect, Key: v.Key, Dir: dir, Name: fmt.Sprintf("racer-%d", i),
+			Resource: v.Resource, Effect: v.Effect, Task: v.Task, Approval: v.approval, Key: v.Key, Dir: dir, Name: fmt.Sprintf("racer-%d", i),
 			Now: e.clock.Now().UnixNano(), Env: r.env, Agent: pk.principal().Agent, User: pk.principal().User, Faults: r.faults.list(),
 		}
 		raw, err := json.Marshal(spec)

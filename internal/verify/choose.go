@@ -30,6 +30,7 @@ type pick struct {
 	act      *policy.Action
 	Decision policy.Decision
 	Reason   string // the evaluation reason that fires: rule[i] or decision
+	rule     int    // the index of that rule, -1 for the bare decision
 	variants []variant
 	args     []string         // the synthesized argument names, in search order
 	cands    map[string][]any // the candidate values of each
@@ -54,14 +55,16 @@ type variant struct {
 	Resource string // an explicit resource ("" when the policy's template renders it)
 	Effect   string // an effect template overriding the policy's ("" when none)
 	Key      string // the effect key the call will use ("" when none)
+	Task     string // the task the call names ("" when none): the pick's grant names tasks
+	approval string // the approval a G4 racer presents ("" when none)
 }
 
 // call builds the pipeline call of a variant.
 func (v variant) call(action string) *latch.Call {
 	raw, _ := json.Marshal(v.Args) // canon's value model always encodes
 	c := &latch.Call{Action: action, Arguments: raw, Resource: v.Resource}
-	if v.Effect != "" {
-		c.Options = &latch.Options{Effect: v.Effect}
+	if v.Effect != "" || v.Task != "" {
+		c.Options = &latch.Options{Effect: v.Effect, Task: v.Task}
 	}
 	return c
 }
@@ -72,6 +75,9 @@ func (v variant) describe() string {
 	s := string(raw)
 	if v.Key != "" {
 		s += " key " + v.Key
+	}
+	if v.Task != "" {
+		s += " task " + v.Task
 	}
 	return s
 }
@@ -148,7 +154,7 @@ func synthesize(p *policy.Policy, name string, rule, n int) *pick {
 // allowed by the fit's check.
 func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *pick {
 	a := p.Actions[name]
-	pk := &pick{Action: name, act: a, Decision: a.Decision, Reason: policy.ReasonDecision, cands: map[string][]any{}, fit: fit}
+	pk := &pick{Action: name, act: a, Decision: a.Decision, Reason: policy.ReasonDecision, rule: rule, cands: map[string][]any{}, fit: fit}
 	var own policy.Conditions
 	if rule >= 0 {
 		own = a.Rules[rule].When
@@ -182,10 +188,17 @@ func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *p
 		}
 	}
 	// Every argument the action requires (named by another rule, or declared) must be passed
-	// too, else the call is denied missing_argument before any rule.
+	// too, else the call is denied missing_argument before any rule; so must every argument a
+	// budget meters, else it is refused budget_metric_missing.
 	for _, r := range a.Requirements() {
 		if _, ok := byArg[r.Argument]; !ok && !placeholders[r.Argument] {
 			byArg[r.Argument] = nil
+		}
+	}
+	metered := meteredArgs(p, name)
+	for m := range metered {
+		if _, ok := byArg[m]; !ok && !placeholders[m] {
+			byArg[m] = nil
 		}
 	}
 	pk.args = slices.Sorted(maps.Keys(byArg))
@@ -208,7 +221,11 @@ func synthesizeFor(p *policy.Policy, name string, rule, n int, fit *grantFit) *p
 				c = append(c, fmt.Sprintf("verify:resource-%d", k))
 			}
 		} else {
-			c = candidates(arg, byArg[arg], hints[arg], placeholders[arg], n, a.Argument(arg))
+			var keep func(any) bool
+			if metered[arg] {
+				keep = isCount
+			}
+			c = candidatesKeeping(arg, byArg[arg], hints[arg], placeholders[arg], n, a.Argument(arg), keep)
 		}
 		if len(c) == 0 {
 			return nil
@@ -339,10 +356,14 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 		}
 		key = k
 	}
-	if pk.fit != nil && !pk.fit.allows(pk.Action, args, resource) {
-		return variant{}, false
+	task := ""
+	if pk.fit != nil {
+		if !pk.fit.allows(pk.Action, args, resource) {
+			return variant{}, false
+		}
+		task = pk.fit.task
 	}
-	return variant{Args: args, Resource: res, Key: key}, true
+	return variant{Args: args, Resource: res, Key: key, Task: task}, true
 }
 
 // mutate returns a variant of base with one argument changed that the policy still decides the
@@ -429,6 +450,13 @@ func addHints(h map[string][]any, conds policy.Conditions) {
 // decl, when the action declares arg, filters the candidates too, and its enum and bounds are
 // seeds.
 func candidates(arg string, own policy.Conditions, hints []any, placeholder bool, n int, decl *policy.Argument) []any {
+	return candidatesKeeping(arg, own, hints, placeholder, n, decl, nil)
+}
+
+// candidatesKeeping is candidates keeping only the values keep accepts (nil: all), before the
+// bound is applied: an argument a budget meters takes non-negative integers only, which the
+// strings tried first must not crowd out.
+func candidatesKeeping(arg string, own policy.Conditions, hints []any, placeholder bool, n int, decl *policy.Argument, keep func(any) bool) []any {
 	var seeds []any
 	if decl != nil {
 		for _, e := range decl.Enum {
@@ -512,7 +540,7 @@ func candidates(arg string, own policy.Conditions, hints []any, placeholder bool
 		if i, ok := v.(int64); ok && (i < -maxSafe || i > maxSafe) {
 			continue
 		}
-		if placeholder && !renderable(v) {
+		if placeholder && !renderable(v) || keep != nil && !keep(v) {
 			continue
 		}
 		if ok, _ := own.Eval(map[string]any{arg: v}); !ok {

@@ -56,7 +56,7 @@ func (e *env) verifyState(ctx context.Context) (receipt.Report, error) {
 		}
 		rep.Breaks, rep.OK = kept, len(kept) == 0
 	}
-	if e.r.faults[faultSchemaV2Only] {
+	if e.r.faults[faultSchemaCurrentOnly] {
 		for s, err := range e.st.Receipts(ctx, store.ReceiptFilter{}) {
 			if err != nil {
 				return receipt.Report{}, fmt.Errorf("read receipts: %w", err)
@@ -236,15 +236,44 @@ func (e *env) checkpoints(ctx context.Context, pub ed25519.PublicKey) ([]receipt
 	return bs, held, nil
 }
 
-// v1Fields are the members a schema v2 document added to a call's receipt: its kind and the
-// state it leaves behind.
-var v1Fields = []string{"kind", "effect", "approval", "delegation"}
+// v3Fields are the members a schema v3 document added to a call's receipt: its envelope. The
+// authority object's break_glass is one too (envelopeOf removes it).
+var v3Fields = []string{"budget_charges", "task", "scope_hash"}
 
-// g31: a chain is written, then its first receipts are rewritten as schema v1 wrote them (the
-// receipts of an older latch: no kind, no state) and the chain re-linked, as a store upgraded
-// from that version holds it; a further call appends a current receipt. The whole chain must
-// verify, every receipt counted, and each document parse. Control: the chain as written
-// (current schema only) verifies.
+// v2Fields are the members a schema v2 document added to a call's receipt: its kind and the
+// state it leaves behind.
+var v2Fields = []string{"kind", "effect", "approval", "delegation"}
+
+// asSchema rewrites doc, a current call's receipt document, as schema tag wrote it: without the
+// members later versions added.
+func asSchema(doc map[string]any, tag string) {
+	switch tag {
+	case receipt.SchemaV1:
+		for _, k := range v2Fields {
+			delete(doc, k)
+		}
+		fallthrough
+	case receipt.SchemaV2:
+		for _, k := range v3Fields {
+			delete(doc, k)
+		}
+		if a, ok := doc["authority"].(map[string]any); ok {
+			delete(a, "break_glass")
+		}
+	}
+	doc["schema"] = tag
+}
+
+// olderSchemas says which schema each of the first receipts of G31's chain is rewritten as: the
+// ones after them stay current.
+var olderSchemas = []string{receipt.SchemaV1, receipt.SchemaV1, receipt.SchemaV2}
+
+// g31: a chain is written, then its first receipts are rewritten as the earlier schemas wrote
+// them — receipts 1 and 2 as schema v1 (no kind, no state, no envelope), receipt 3 as schema v2
+// (no envelope: budget_charges, task, scope_hash, authority.break_glass) — and the chain
+// re-linked, as a store upgraded across those versions holds it; a further call appends a current
+// receipt. The whole chain must verify, every receipt counted, and each document parse, each
+// version where it was put. Control: the chain as written (current schema only) verifies.
 func (r *runner) g31(ctx context.Context) (outcome, error) {
 	e, err := r.newEnv(ctx, "g31", r.sp)
 	if err != nil {
@@ -252,7 +281,7 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 	}
 	defer e.close()
 	var c counter
-	action := r.chainCalls(ctx, e, 4, c.commit)
+	action := r.chainCalls(ctx, e, 5, c.commit)
 	ctl, err := e.verifyState(ctx)
 	if err != nil {
 		return outcome{}, err
@@ -261,12 +290,12 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("read chain head: %w", err)
 	}
-	const older = 2 // receipts 1 and 2 become schema v1
+	older := int64(len(olderSchemas))
 	if head.Seq <= older {
-		return controlFailed(action, fmt.Sprintf("four calls left %d receipts", head.Seq)), nil
+		return controlFailed(action, fmt.Sprintf("five calls left %d receipts", head.Seq)), nil
 	}
 
-	var stmts []stmt
+	var stmts, ledger []stmt
 	prev := receipt.GenesisHash
 	for s, err := range e.st.Receipts(ctx, store.ReceiptFilter{}) {
 		if err != nil {
@@ -281,10 +310,13 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 			return outcome{}, fmt.Errorf("receipt %d is not an object", s.Seq)
 		}
 		if s.Seq <= older {
-			for _, k := range v1Fields {
-				delete(doc, k)
+			// A call before budgets charged nothing: its ledger rows go with the members.
+			if key, ok := doc["effect_key"].(string); ok && doc["budget_charges"] != nil {
+				if attempt, ok := doc["attempt"].(int64); ok {
+					ledger = append(ledger, stmt{"DELETE FROM {budget_charges} WHERE effect_key = ? AND attempt = ?", []any{key, attempt}})
+				}
 			}
-			doc["schema"] = receipt.SchemaV1
+			asSchema(doc, olderSchemas[s.Seq-1])
 		}
 		doc["prev_hash"] = prev
 		b, err := canon.Marshal(doc)
@@ -295,13 +327,17 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		stmts = append(stmts, stmt{"UPDATE {receipts} SET doc = ?, hash = ? WHERE seq = ?", []any{docValue(b), prev, s.Seq}})
 	}
 	stmts = append(stmts, stmt{"UPDATE {chain_head} SET hash = ? WHERE id = 1 AND seq = ?", []any{prev, head.Seq}})
-	n, err := r.sc.edit(ctx, e.url, stmts...)
+	n, err := r.sc.edit(ctx, e.url, append(stmts, ledger...)...)
 	if err != nil {
 		return outcome{}, err
 	}
-	rewritten := int64(0)
-	for _, k := range n {
-		rewritten += k
+	rewritten, uncharged := int64(0), int64(0)
+	for i, k := range n {
+		if i < len(stmts) {
+			rewritten += k
+		} else {
+			uncharged += k
+		}
 	}
 	r.chainCalls(ctx, e, 1, c.commit) // a current receipt after the older ones
 	after, err := e.st.Head(ctx)
@@ -313,7 +349,7 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	versions := map[string]int{}
-	unparsed := 0
+	misplaced, unparsed := 0, 0
 	for s, err := range e.st.Receipts(ctx, store.ReceiptFilter{}) {
 		if err != nil {
 			return outcome{}, fmt.Errorf("read receipts: %w", err)
@@ -326,18 +362,26 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 			continue
 		}
 		versions[tag.Schema]++
+		want := receipt.Schema
+		if s.Seq <= older {
+			want = olderSchemas[s.Seq-1]
+		}
+		if tag.Schema != want {
+			misplaced++
+		}
 	}
 
-	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s and the chain re-linked (%d rows), then one more call: head %d, %d %s + %d %s documents (%d unparsable): ok %v, %d verified, breaks: %s",
-		head.Seq, receipt.Schema, ctl.OK, older, receipt.SchemaV1, rewritten, after.Seq, versions[receipt.SchemaV1], receipt.SchemaV1,
-		versions[receipt.Schema], receipt.Schema, unparsed, got.OK, got.Verified, breaksText(got.Breaks))
+	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s and the chain re-linked (%d rows; %d ledger rows of their calls removed, as before budgets), then one more call: head %d, %d %s + %d %s + %d %s documents (%d unparsable, %d not the version written): ok %v, %d verified, breaks: %s",
+		head.Seq, receipt.Schema, ctl.OK, older, strings.Join(olderSchemas, ", "), rewritten, uncharged, after.Seq,
+		versions[receipt.SchemaV1], receipt.SchemaV1, versions[receipt.SchemaV2], receipt.SchemaV2, versions[receipt.Schema], receipt.Schema,
+		unparsed, misplaced, got.OK, got.Verified, breaksText(got.Breaks))
 	switch {
 	case !ctl.OK || ctl.Verified != head.Seq || rewritten != head.Seq+1 || after.Seq <= head.Seq:
 		return controlFailed(action, detail), nil
 	case !got.OK || got.Verified != after.Seq:
-		return fail(action, "a chain holding "+receipt.SchemaV1+" receipts does not verify", detail), nil
-	case unparsed > 0 || versions[receipt.SchemaV1] != older:
-		return fail(action, "a "+receipt.SchemaV1+" receipt does not parse", detail), nil
+		return fail(action, "a chain holding "+receipt.SchemaV1+" and "+receipt.SchemaV2+" receipts does not verify", detail), nil
+	case unparsed > 0 || misplaced > 0:
+		return fail(action, "an older receipt does not parse as the version it is", detail), nil
 	}
 	return pass(action, detail), nil
 }

@@ -24,9 +24,13 @@ const (
 	FaultArgumentsOptional     = faultArgumentsOptional
 	FaultStateBlind            = faultStateBlind
 	FaultCheckpointsBlind      = faultCheckpointsBlind
-	FaultSchemaV2Only          = faultSchemaV2Only
+	FaultSchemaCurrentOnly     = faultSchemaCurrentOnly
+	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
 	FaultRevocationIgnored     = faultRevocationIgnored
 	FaultTransportNotExecuted  = faultTransportNotExecuted
+	FaultTasksIgnored          = faultTasksIgnored
+	FaultBudgetUnchecked       = faultBudgetUnchecked
+	FaultScopeFailsOpen        = faultScopeFailsOpen
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

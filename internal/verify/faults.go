@@ -82,9 +82,9 @@ const (
 	// faultCheckpointsBlind counts every checkpoint as held whatever its check found, as a
 	// verifier that only checked signatures would. G28 fails.
 	faultCheckpointsBlind = "checkpoints_blind"
-	// faultSchemaV2Only treats a document of an earlier receipt schema as altered, as a verifier
-	// that dropped the older versions would. G31 fails.
-	faultSchemaV2Only = "schema_v2_only"
+	// faultSchemaCurrentOnly treats a document of any earlier receipt schema (v1, v2) as
+	// altered, as a verifier that knew only the current version would. G31 fails.
+	faultSchemaCurrentOnly = "schema_current_only"
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
 	// cache that never learns of one would. G20 fails.
 	faultRevocationIgnored = "revocation_ignored"
@@ -105,7 +105,7 @@ var faultTargets = map[string][]string{
 	faultLeaseRetry:            {"L1"},
 	faultExpiryOffByOne:        {"G8"},
 	faultDelegationUnchecked:   {"G9"},
-	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "L1", "L2", "L3"},
+	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "G22", "L1", "L2", "L3"},
 	faultAnyoneEntitled:        {"G17"},
 	faultSelfApprovalBytewise:  {"G18"},
 	faultCountPerSession:       {"G19"},
@@ -116,12 +116,15 @@ var faultTargets = map[string][]string{
 	faultArgumentsOptional:     {"L5"},
 	faultStateBlind:            {"L4"},
 	faultCheckpointsBlind:      {"G28"},
-	faultSchemaV2Only:          {"G31"},
+	faultSchemaCurrentOnly:     {"G31"},
 	faultRevocationIgnored:     {"G20"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},
 	faultPruneReseals:          {"G32"},
+	faultTasksIgnored:          {"G24"},
+	faultBudgetUnchecked:       {"G22"},
+	faultScopeFailsOpen:        {"G23"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.
@@ -136,12 +139,21 @@ func faultNames() map[string][]string {
 // faultSet is the parsed Config.faults.
 type faultSet map[string]bool
 
+// faultAliases are earlier names of faults, still accepted.
+var faultAliases = map[string]string{
+	// G31's fault was named for the one schema it knew when v2 was current.
+	"schema_v2_only": faultSchemaCurrentOnly,
+}
+
 func parseFaults(names []string) (faultSet, error) {
 	fs := faultSet{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			continue
+		}
+		if to, ok := faultAliases[n]; ok {
+			n = to
 		}
 		if _, ok := faultTargets[n]; !ok {
 			known := make([]string, 0, len(faultTargets))
@@ -170,7 +182,7 @@ func (fs faultSet) storeFaults() bool {
 	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
 		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession] ||
 		fs[faultTokenStale] || fs[faultAttemptsUnbounded] || fs[faultLateOutcomeAnyAttempt] || fs[faultConflictUnnamed] ||
-		fs[faultRevocationIgnored]
+		fs[faultRevocationIgnored] || fs[faultBudgetUnchecked]
 }
 
 // AnswerApproval implements the answer faults: the approver is recorded under another name,
@@ -204,6 +216,11 @@ func (f *faultStore) Reserve(ctx context.Context, req *store.ReserveRequest) (*s
 	if f.faults[faultAttemptsUnbounded] && req.MaxAttempts > 0 {
 		r := *req
 		r.MaxAttempts = 0
+		req = &r
+	}
+	if f.faults[faultBudgetUnchecked] && req.Charges != nil {
+		r := *req
+		r.Charges = nil
 		req = &r
 	}
 	res, err := f.reserve(ctx, req)
@@ -385,6 +402,16 @@ func (f *faultStore) LogEvents(ctx context.Context, events []store.Event) error 
 		return err
 	}
 	return ds.LogEvents(ctx, events)
+}
+
+// Charges implements store.BudgetStore, so that a guard whose policy declares budgets opens over
+// a faulty store as over the backend itself.
+func (f *faultStore) Charges(ctx context.Context, cf store.ChargeFilter) ([]*store.ChargeRecord, error) {
+	bs, ok := f.Store.(store.BudgetStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no budget ledger", f.Store)
+	}
+	return bs.Charges(ctx, cf)
 }
 
 func (f *faultStore) delegations() (store.DelegationStore, error) {

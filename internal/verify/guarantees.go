@@ -40,10 +40,16 @@ func outcomeOf(err error) string {
 		ar *latch.ApprovalRequiredError
 		ae *latch.AmbiguousError
 		au *latch.AuthorityError
+		se *latch.ScopeError
+		be *latch.BudgetError
 	)
 	switch {
 	case err == nil:
 		return "ran"
+	case errors.As(err, &se):
+		return "refused " + se.Reason
+	case errors.As(err, &be):
+		return "refused " + be.Reason + " on budget " + be.Budget
 	case errors.As(err, &au):
 		if au.Dimension != "" {
 			return "denied " + au.Reason + " on " + au.Dimension
@@ -372,7 +378,7 @@ func (r *runner) g6(ctx context.Context) (outcome, error) {
 	}
 	if extra != nil || !u.covered {
 		var err error
-		if sp, err = newScenarioPolicy(r.cfg.Policy, extra, u.covered); err != nil {
+		if sp, err = newScenarioPolicy(r.lifted, extra, u.covered); err != nil {
 			return outcome{}, err
 		}
 	}

@@ -52,8 +52,12 @@ func (c *clock) setAfter(t time.Time) {
 
 // runner holds what every scenario of one Run shares.
 type runner struct {
-	cfg    *Config
-	sp     *scenarioPolicy
+	cfg *Config
+	// lifted is the operator's policy with every budget's limit lifted out of reach
+	// (liftBudgets): what every scenario but G22 runs, so that a small budget does not refuse
+	// the calls another guarantee needs. It is cfg.Policy itself when nothing declares a budget.
+	lifted *policy.Policy
+	sp     *scenarioPolicy // lifted's scenario policy
 	faults faultSet
 	sc     *scratch
 	start  time.Time // every scenario's clock starts here
@@ -68,7 +72,8 @@ type runner struct {
 var errDry = errors.New("verify: dry run")
 
 func newRunner(cfg *Config, faults faultSet, sc *scratch) (*runner, error) {
-	sp, err := newScenarioPolicy(cfg.Policy, nil, true)
+	lifted := liftBudgets(cfg.Policy)
+	sp, err := newScenarioPolicy(lifted, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +85,7 @@ func newRunner(cfg *Config, faults faultSet, sc *scratch) (*runner, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	return &runner{cfg: cfg, sp: sp, faults: faults, sc: sc, start: start.UTC().Truncate(time.Millisecond),
+	return &runner{cfg: cfg, lifted: lifted, sp: sp, faults: faults, sc: sc, start: start.UTC().Truncate(time.Millisecond),
 		env: environment(cfg.Policy), tmp: tmp}, nil
 }
 
@@ -114,6 +119,7 @@ func withPrincipal(ctx context.Context, p latch.Principal) context.Context {
 // env is one scenario's scratch store and the guard over it.
 type env struct {
 	r     *runner
+	sp    *scenarioPolicy // the guard's policy, which G4's racers load too
 	g     *latch.Guard
 	st    store.Store // the backend itself, without any fault wrapper
 	url   string
@@ -122,6 +128,12 @@ type env struct {
 
 // newEnv opens a guard with the scenario policy sp over a fresh scratch store.
 func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*env, error) {
+	return r.newScopedEnv(ctx, name, sp, nil)
+}
+
+// newScopedEnv is newEnv with a scope provider for the guard (Config.Scope; nil: none), asked
+// within scopeTimeout.
+func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPolicy, scope latch.ScopeFunc) (*env, error) {
 	if r.dry {
 		return nil, errDry
 	}
@@ -131,22 +143,28 @@ func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*
 		return nil, err
 	}
 	c := &clock{t: r.start}
-	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults)
+	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults, scope)
 	if err != nil {
 		return nil, err
 	}
-	return &env{r: r, g: g, st: st, url: u, clock: c}, nil
+	return &env{r: r, sp: sp, g: g, st: st, url: u, clock: c}, nil
 }
 
 func (e *env) close() { e.g.Close() }
 
 // openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
-func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet) (*latch.Guard, store.Store, error) {
+func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet, scope latch.ScopeFunc) (*latch.Guard, store.Store, error) {
 	if faults[faultExpiryOffByOne] {
 		exact := now
 		now = func() time.Time { return exact().Add(-time.Microsecond) }
 	}
 	cfg := &latch.Config{Policy: pol, StoreURL: url, Environment: env, Now: now}
+	if scope != nil {
+		if faults[faultScopeFailsOpen] {
+			scope = failOpen(scope)
+		}
+		cfg.Scope, cfg.ScopeTimeout = scope, scopeTimeout
+	}
 	if faults[faultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
 	}

@@ -22,7 +22,7 @@ type scenarioPolicy struct {
 // lost on the way: the re-parsed document must normalize to exactly what the operator's does
 // (without its authority section when withAuthority is false: G6 leaves it out when no grant can
 // cover an unlisted name, so that the refusal it observes is the policy's; and always without
-// its gateway section).
+// its gateway and scopes sections).
 func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, withAuthority bool) (*scenarioPolicy, error) {
 	doc, err := encodePolicy(op, extra, withAuthority)
 	if err != nil {
@@ -40,6 +40,10 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, with
 		// The gateway section is the operator's upstreams, which no scenario may start: G12
 		// gives its scenario a gateway of its own (gateway.go).
 		want.Gateway = nil
+		// The scopes section names a scope service no scenario may ask (no network), or the
+		// operator's principals, which the scenarios do not propose as: G23 gives its guards
+		// scope providers of its own (scopes.go).
+		want.Scopes = nil
 		a, err := canon.Marshal(policy.Normalize(&want))
 		if err != nil {
 			return nil, fmt.Errorf("verify: normalize the policy: %w", err)
@@ -86,6 +90,9 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 			}
 			e["approvers"] = ap
 		}
+		if a.Budgets != nil {
+			e["budgets"] = encodeBudgets(a.Budgets)
+		}
 		if len(a.Rules) == 0 {
 			e["decision"] = string(a.Decision)
 		} else {
@@ -121,6 +128,13 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 			roles[name] = append([]string{}, r.Members...)
 		}
 		doc["approvers"] = map[string]any{"roles": roles}
+	}
+	if r := p.Retention; r != nil {
+		ret := map[string]any{}
+		if r.SettledEffects > 0 {
+			ret["settled_effects"] = r.SettledEffects.String() // a Go duration: 2160h0m0s
+		}
+		doc["retention"] = ret
 	}
 	if p.Authority != nil && withAuthority {
 		doc["authority"] = encodeAuthority(p.Authority)
@@ -216,7 +230,23 @@ func encodeGrant(g *policy.Grant) map[string]any {
 	if g.Delegable {
 		e["delegable"] = true
 	}
+	if len(g.Budgets) > 0 { // a child without budgets leaves the key out: an empty list does not parse
+		e["budgets"] = encodeBudgets(g.Budgets)
+	}
 	return e
+}
+
+// encodeBudgets writes a budgets list: a grant's (no per) or an action's own.
+func encodeBudgets(bs []policy.Budget) []any {
+	out := make([]any, len(bs))
+	for i, b := range bs {
+		m := map[string]any{"metric": b.Metric, "limit": b.Limit, "window": policy.FormatISODuration(b.Window)}
+		if b.Per != "" {
+			m["per"] = b.Per
+		}
+		out[i] = m
+	}
+	return out
 }
 
 func conditionKey(c policy.Condition) string {

@@ -222,6 +222,48 @@ func TestPostgresRun(t *testing.T) {
 	}
 }
 
+// TestPostgresEnvelope runs G22–G24 (and G31, whose older calls lose their ledger rows) on the
+// envelope policy against a Postgres store URL: G22's racers reserve in the same private schema
+// as the scenario, and the ledger holds and releases there; each envelope fault makes its
+// guarantee fail on Postgres too.
+func TestPostgresEnvelope(t *testing.T) {
+	t.Parallel()
+	server := postgresURL(t)
+	p, err := policy.Load(filepath.Join("testdata", "envelope.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := []string{"G22", "G23", "G24", "G31"} // G31 removes ledger rows of its older calls there too
+	rep, err := Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: only})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	if rep.Backend != "postgres" || rep.Passed != len(only) {
+		t.Errorf("Run on postgres:\n%s", b.String())
+	}
+	if d := rep.Results[3].Detail; rep.Results[3].ID != "G31" || strings.Contains(d, "; 0 ledger rows") || !strings.Contains(d, "ledger rows of their calls removed") {
+		t.Errorf("G31 on postgres removed no ledger rows: %s", d)
+	}
+	only = only[:3]
+	rep, err = Run(t.Context(), &Config{Policy: p, StoreURL: server, Only: only,
+		faults: []string{faultBudgetUnchecked, faultScopeFailsOpen, faultTasksIgnored}})
+	if err != nil {
+		t.Fatalf("Run with the envelope faults: %v", err)
+	}
+	b.Reset()
+	rep.WriteText(&b)
+	if rep.Failed != len(only) {
+		t.Errorf("Run on postgres with the envelope faults, want G22, G23, G24 to fail:\n%s", b.String())
+	}
+	for _, r := range rep.Results {
+		if r.Reason == controlFailedReason {
+			t.Errorf("%s on postgres with the envelope faults failed its control: %s", r.ID, r.Detail)
+		}
+	}
+}
+
 func parsePolicyForRun(t *testing.T) *policy.Policy {
 	t.Helper()
 	return parsePolicy(t, "schema: latch.policy/v1\nactions:\n  a.b:\n    effect: \"a:{id}\"\n    decision: allow\n")

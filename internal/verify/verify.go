@@ -4,11 +4,11 @@
 //
 // Each guarantee is a scenario driven through the real pipeline — latch.Open with the operator's
 // policy, a scratch store and an injected clock — with fake executors that count their calls.
-// Guarantees whose meaning latch shares with the reference catalogue carry its number (G1 … G31);
+// Guarantees whose meaning latch shares with the reference catalogue carry its number (G1 … G32);
 // latch's own carry the prefix L (L1 …). An id never changes meaning once released. Nothing sleeps (time moves by advancing the clock), nothing reaches the network, and the
 // operator's store is never opened: only its backend kind is read from its URL. G4 races real OS
-// processes: the running binary is re-executed, and the re-executed copy must call Child first
-// thing in main (or TestMain) to play its part.
+// processes, and G22 makes a call from another one: the running binary is re-executed, and the
+// re-executed copy must call Child first thing in main (or TestMain) to play its part.
 //
 // Every guarantee has a positive control, the same scenario done right, which must succeed: a
 // pipeline that refuses everything would otherwise pass every refusal check. A failed control is
@@ -26,7 +26,13 @@
 // decide what the scenario needs), with arguments that satisfy the grant's constraints too,
 // checked with authority.Evaluate. G8 (expired authority refused) and G9 (delegation cannot
 // escalate) exercise the section itself: a grant's expires_at to the microsecond, and children
-// created beneath a delegable grant in the scratch store.
+// created beneath a delegable grant in the scratch store. A grant that names tasks is proposed on
+// a task made from its first pattern; G24 exercises the tasks themselves.
+//
+// Budgets are charged in every scenario, at limits lifted out of reach so that a small budget
+// does not refuse the calls another guarantee needs; G22 exhausts the policy's budgets as written.
+// The policy's scopes section is left out (a scope service is never asked): G23 gives its guard
+// scope providers of its own.
 package verify
 
 import (
@@ -57,8 +63,8 @@ type Config struct {
 	// faults injects named faults, to show that each guarantee is able to fail: set by this
 	// package's tests only (export_test.go), never in production.
 	faults []string
-	// Executable is the binary re-executed as a G4 racer; default os.Executable(). It must call
-	// Child first thing in main.
+	// Executable is the binary re-executed as a G4 racer (and G22's call from another process);
+	// default os.Executable(). It must call Child first thing in main.
 	Executable string
 	// LatchHTTP says the operator's executors call their remotes through latchhttp, the HTTP
 	// classifier: G12 exercises it against a server on 127.0.0.1 (verify cannot see executors;
@@ -170,6 +176,9 @@ var catalogue = []guarantee{
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
 	{"G20", "revoked credential refused", (*runner).g20},
+	{"G22", "held budget refuses next reserve", (*runner).g22},
+	{"G23", "a failing scope provider refuses", (*runner).g23},
+	{"G24", "grant refused off its task", (*runner).g24},
 	{"G28", "truncation past a checkpoint fails", (*runner).g28},
 	{"G29", "a prune adds no new chain break", (*runner).g29},
 	{"G30", "a held range refuses to prune", (*runner).g30},

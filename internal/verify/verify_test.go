@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 }
 
 // fullPolicy has approvals, effects, rules whose earlier entries the argument search must steer
-// around, and an authority section with a delegable grant.
+// around, and an authority section with a delegable grant; budgets (the delegable grant's, and
+// an action's own per agent) and a grant bound to tasks.
 const fullPolicy = `
 schema: latch.policy/v1
 version: "verify-test"
@@ -57,7 +58,12 @@ actions:
       - when: { amount_gt: 100 }
         decision: approve
       - decision: allow
+    budgets:
+      - { metric: amount, limit: 300, window: P1D, per: agent }
   report.read:
+    decision: allow
+  report.export:
+    effect: "export:{report_id}"
     decision: allow
 authority:
   grants:
@@ -66,6 +72,12 @@ authority:
       actions: ["billing.*"]
       expires_at: "2030-01-01T00:00:00Z"
       delegable: true
+      budgets:
+        - { metric: count, limit: 12, window: PT24H }
+    - id: exports
+      subject: { agent: "latch-verify" }
+      actions: ["report.*"]
+      tasks: ["ticket:*"]
 `
 
 // readOnlyPolicy has no effect templates and no authority.
@@ -211,6 +223,25 @@ func TestFullPolicy(t *testing.T) {
 	rep := run(t, &verify.Config{Policy: parse(t, fullPolicy), StoreURL: u, LatchHTTP: true})
 	t.Logf("\n%s", text(t, rep))
 	allPass(t, rep)
+	// G22 fills both kinds of budget: the grant's count, and billing.refund's own amount with
+	// calls the allow rule decides (100, the most it permits; amount is passed as an integer).
+	got := byID(rep)
+	for _, want := range []string{"charged against billing-worker count ≤ 12 per P1D (1 a call): k = 12",
+		"action:billing.refund:agent:latch-verify amount ≤ 300 per P1D (100 a call): k = 3"} {
+		if !strings.Contains(got["G22"].Detail, want) {
+			t.Errorf("G22 detail lacks %q: %s", want, got["G22"].Detail)
+		}
+	}
+	// G31's older receipts are of calls before budgets: their ledger rows go with them, or the
+	// ledger check would name them.
+	if d := got["G31"].Detail; !strings.Contains(d, "(6 rows; 2 ledger rows of their calls removed, as before budgets)") {
+		t.Errorf("G31 detail: %s", d)
+	}
+	for _, want := range []string{"widened budgets: refused authority_escalation on budgets", "omitting budgets: refused authority_escalation on budgets"} {
+		if !strings.Contains(got["G9"].Detail, want) {
+			t.Errorf("G9 detail lacks %q: %s", want, got["G9"].Detail)
+		}
+	}
 	if got := verify.ExitCode(rep, nil); got != verify.ExitPass {
 		t.Errorf("ExitCode = %d, want %d", got, verify.ExitPass)
 	}
@@ -249,7 +280,8 @@ var paymentsEpoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 // delegable grant with constraints and environments, a grant for agents by pattern, approvals
 // and effects. Every scenario proposes as a principal a grant names (alice, through the verify
 // agent), with arguments that satisfy the grant's constraints; G8 runs at alice's expires_at, G9
-// probes every dimension her grant constrains. Every guarantee passes.
+// probes every dimension her grant constrains. Every guarantee passes but G22 and G24: the
+// example declares no budget and no grant bound to tasks.
 func TestPaymentsExample(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "examples", "authority", "payments.yaml"))
@@ -258,8 +290,21 @@ func TestPaymentsExample(t *testing.T) {
 	}
 	rep := run(t, &verify.Config{Policy: parse(t, string(doc)), Now: paymentsEpoch, LatchHTTP: true})
 	t.Logf("\n%s", text(t, rep))
-	allPass(t, rep)
 	got := byID(rep)
+	// The example declares no budget and no task-bound grant.
+	for id, reason := range map[string]string{"G22": "no grant and no action declares a budget", "G24": "no grant names a task"} {
+		if r := got[id]; r.Status != verify.NotApplicable || r.Reason != reason {
+			t.Errorf("%s = %s %q, want N/A %q", id, r.Status, r.Reason, reason)
+		}
+	}
+	for _, r := range rep.Results {
+		if r.ID != "G22" && r.ID != "G24" && r.Status != verify.Pass {
+			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
+		}
+	}
+	if n := len(verify.IDs()); rep.Passed != n-2 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d failed; want %d, 0", rep.Passed, rep.Failed, n-2)
+	}
 	for _, want := range []string{"constraints.amount_lte", "constraints.currency_in", "environments", "expires_at", "actions"} {
 		if d := got["G9"].Detail; !strings.Contains(d, "widened "+want+": refused authority_escalation on "+want) {
 			t.Errorf("G9 did not probe widened %s: %s", want, d)
@@ -276,8 +321,8 @@ func TestPaymentsExample(t *testing.T) {
 }
 
 // TestNoEffectsNoAuthority: the guarantees that need an effect template, an authority section,
-// roles or M-of-N are N/A with reasons, and the summary counts only the rest (G1, G2, G6, G7,
-// G10, G11, G18, G28–G32, L5), which pass.
+// roles, M-of-N or a budget are N/A with reasons, and the summary counts only the rest (G1, G2,
+// G6, G7, G10, G11, G18, G23, G28–G32, L5), which pass.
 func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Parallel()
 	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy)})
@@ -295,6 +340,7 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"L2":  "no action with an effect template can decide allow", "L3": "no action with an effect template can decide allow",
 		"L4":  "no action with an effect template can run (none can decide allow or approve)",
 		"G12": "no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp",
+		"G22": "no grant and no action declares a budget", "G24": "policy has no authority section",
 	}
 	for _, r := range rep.Results {
 		if reason, ok := na[r.ID]; ok {
@@ -307,10 +353,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 13 || rep.Applicable != 13 || rep.NotApplicable != 15 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 13, 13, 15, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 14 || rep.Applicable != 14 || rep.NotApplicable != 17 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 14, 14, 17, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "13/13 declared guarantees pass. 15 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "14/14 declared guarantees pass. 17 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused               N/A   no action with an effect template can decide allow\n") {
@@ -349,6 +395,8 @@ func TestFaults(t *testing.T) {
 		verify.FaultRefuseAll:           fullPolicy,
 		verify.FaultArgumentsOptional:   failOpenPolicy,
 		verify.FaultRevocationIgnored:   fullPolicy,
+		verify.FaultBudgetUnchecked:     fullPolicy,
+		verify.FaultTasksIgnored:        fullPolicy,
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -846,7 +894,7 @@ func TestList(t *testing.T) {
 		t.Errorf("List --only G99 = %v, want a *UsageError", err)
 	}
 	// docs/verify.md's listing of the payments example without --latchhttp: every guarantee
-	// applicable but G12, with the reason it prints.
+	// applicable but G12, G22 and G24, with the reasons it prints.
 	doc, err := os.ReadFile(filepath.Join("..", "..", "examples", "authority", "payments.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -862,7 +910,10 @@ func TestList(t *testing.T) {
 	for _, want := range []string{
 		"G12  byte written is ambiguous              N/A         no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp\n",
 		"L5   misspelt argument fails closed         applicable\n",
-		"28 guarantees: 27 applicable to this policy, 1 not applicable.\n",
+		"G22  held budget refuses next reserve       N/A         no grant and no action declares a budget\n",
+		"G23  a failing scope provider refuses       applicable\n",
+		"G24  grant refused off its task             N/A         no grant names a task\n",
+		"31 guarantees: 28 applicable to this policy, 3 not applicable.\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("payments listing lacks %q:\n%s", want, b.String())
@@ -942,5 +993,149 @@ func TestG12Gateway(t *testing.T) {
 	rep = run(t, &verify.Config{Policy: parse(t, strings.Replace(gatewayPolicy, "mcp.pay.refund", "pay.refund", 1)), Only: []string{"G12"}})
 	if r := byID(rep)["G12"]; r.Status != verify.NotApplicable || !strings.Contains(r.Reason, "gateway tool") {
 		t.Errorf("G12 with no gateway tool's action = %s %q, want N/A", r.Status, r.Reason)
+	}
+}
+
+// TestG31EverySchema: G31's chain holds documents of every receipt schema — two v1, one v2, the
+// rest current — and verifies whole; a verifier that knows only the current schema fails it,
+// under the fault's name and under its earlier name.
+func TestG31EverySchema(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"G31"}})
+	r := byID(rep)["G31"]
+	if r.Status != verify.Pass || !strings.Contains(r.Detail, "2 latch.receipt/v1 + 1 latch.receipt/v2 + ") ||
+		!strings.Contains(r.Detail, "(0 unparsable, 0 not the version written): ok true") {
+		t.Errorf("G31 = %s %q (%s), want PASS over v1, v2 and v3 documents", r.Status, r.Reason, r.Detail)
+	}
+	for _, fault := range []string{verify.FaultSchemaCurrentOnly, verify.FaultSchemaV2Only} {
+		rep := run(t, verify.WithFaults(&verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"G31"}}, fault))
+		if r := byID(rep)["G31"]; r.Status != verify.Fail || r.Reason == "control failed" {
+			t.Errorf("G31 with %s = %s %q (%s), want FAIL", fault, r.Status, r.Reason, r.Detail)
+		}
+	}
+}
+
+// envelopePolicy uses budgets (a grant's on an argument, an action's own per principal) and a
+// grant bound to tasks, and no scopes section (G23 makes its own provider).
+func envelopePolicy(t *testing.T) *policy.Policy {
+	t.Helper()
+	p, err := policy.Load(filepath.Join("testdata", "envelope.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return p
+}
+
+// envelopeIDs are the guarantees of the envelope.
+var envelopeIDs = []string{"G22", "G23", "G24"}
+
+// TestEnvelope runs G22–G24 on the envelope policy: all three pass, G22 exhausting the grant's
+// budget (amounts of 20000, the most the allow rule permits, five calls) and the action's own
+// (five calls, per principal), each refused from another process while the fifth is ambiguous
+// and admitted once it is resolved failed.
+func TestEnvelope(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: envelopePolicy(t), Only: envelopeIDs})
+	t.Logf("\n%s", text(t, rep))
+	got := byID(rep)
+	for _, id := range envelopeIDs {
+		if r := got[id]; r.Status != verify.Pass {
+			t.Errorf("%s = %s %q (%s), want PASS", id, r.Status, r.Reason, r.Detail)
+		}
+	}
+	for id, want := range map[string][]string{
+		"G22": {"grant payouts's budget amount ≤ 100000 per P1D", "payouts amount ≤ 100000 per P1D (20000 a call)", "k = 5",
+			"racers: 1 refused budget_exhausted", "ledger of payouts: 100000 held, 0 released",
+			"action deploy.release's own budget count ≤ 5 per P1D per principal", "action:deploy.release:principal:ci-verify/verify",
+			"ledger of payouts: 100000 held, 20000 released"},
+		"G23": {"the provider errors (asked 1): refused scope_unavailable, executions: 0, record absent",
+			"the provider panics (asked 1): refused scope_unavailable", "the provider never answers (asked 1): refused scope_unavailable",
+			"on resource latch-verify:scope as ci-verify/verify", "control, the provider answering a scope holding latch-verify:scope: ran, executions: 1, receipt scope_hash \"sha256:"},
+		"G24": {"grant releases names tasks release:*", "on task latch-verify-off-task, which it does not name: denied no_authority on tasks, executions: 0",
+			"with no task: denied no_authority on tasks, executions: 0", "control on task release:verify, which it names: ran (receipt task \"release:verify\")"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(got[id].Detail, w) {
+				t.Errorf("%s detail lacks %q:\n%s", id, w, got[id].Detail)
+			}
+		}
+	}
+}
+
+// TestEnvelopeFaults: each envelope fault makes exactly its guarantee fail — not its control —
+// and leaves the other two passing.
+func TestEnvelopeFaults(t *testing.T) {
+	t.Parallel()
+	for fault, target := range map[string]string{
+		verify.FaultBudgetUnchecked: "G22",
+		verify.FaultScopeFailsOpen:  "G23",
+		verify.FaultTasksIgnored:    "G24",
+	} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			rep := run(t, verify.WithFaults(&verify.Config{Policy: envelopePolicy(t), Only: envelopeIDs}, fault))
+			for _, r := range rep.Results {
+				switch {
+				case r.ID == target && (r.Status != verify.Fail || r.Reason == "control failed"):
+					t.Errorf("%s with %s = %s %q (%s), want FAIL", r.ID, fault, r.Status, r.Reason, r.Detail)
+				case r.ID != target && r.Status != verify.Pass:
+					t.Errorf("%s with %s = %s %q (%s), want PASS", r.ID, fault, r.Status, r.Reason, r.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestG22Shapes: G22 on an action that only decides approve (each call's approval granted while
+// the budget has room; the refused call spends nothing, so its approval is presented again once
+// the budget is released), and the budgets it cannot exhaust, N/A with the reason.
+func TestG22Shapes(t *testing.T) {
+	t.Parallel()
+	const head = "schema: latch.policy/v1\nactions:\n  wire.send:\n    effect: \"wire:{wire_id}\"\n"
+	tests := []struct {
+		name, doc string
+		status    verify.Status
+		want      string // in the detail (PASS) or the reason (N/A)
+	}{
+		{"approve", head + "    budgets: [{ metric: count, limit: 2, window: PT1H, per: agent }]\n    decision: approve\n",
+			verify.Pass, "k = 2; call 1 committed; call 2 (wire:verify-1): executor acted then errored: ambiguous"},
+		{"limit 0", head + "    budgets: [{ metric: count, limit: 0, window: PT1H, per: agent }]\n    decision: allow\n",
+			verify.NotApplicable, "no budget can be exhausted by calls the policy can run: action wire.send's own budget count ≤ 0 per PT1H per agent: its limit is 0"},
+		{"too many calls", head + "    budgets: [{ metric: count, limit: 65, window: PT1H, per: agent }]\n    decision: allow\n",
+			verify.NotApplicable, "filling it takes more than 64 calls of wire.send"},
+		{"denied", head + "    budgets: [{ metric: count, limit: 2, window: PT1H, per: agent }]\n    decision: deny\n",
+			verify.NotApplicable, "the action cannot run (allow or approve)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep := run(t, &verify.Config{Policy: parse(t, tc.doc), Only: []string{"G22"}})
+			r := byID(rep)["G22"]
+			got := r.Detail
+			if tc.status == verify.NotApplicable {
+				got = r.Reason
+			}
+			if r.Status != tc.status || !strings.Contains(got, tc.want) {
+				t.Errorf("G22 = %s %q (%s), want %s with %q", r.Status, r.Reason, r.Detail, tc.status, tc.want)
+			}
+			if tc.status != verify.Pass {
+				return
+			}
+			rep = run(t, verify.WithFaults(&verify.Config{Policy: parse(t, tc.doc), Only: []string{"G22"}}, verify.FaultBudgetUnchecked))
+			if r := byID(rep)["G22"]; r.Status != verify.Fail || r.Reason != "the call past the held budget executed" {
+				t.Errorf("G22 with %s = %s %q (%s), want FAIL", verify.FaultBudgetUnchecked, r.Status, r.Reason, r.Detail)
+			}
+		})
+	}
+}
+
+// TestRetentionSection: a policy with a retention section verifies; the scenario policy keeps
+// the section (it stopped every run with "the scenario policy differs" before).
+func TestRetentionSection(t *testing.T) {
+	t.Parallel()
+	doc := "schema: latch.policy/v1\nretention:\n  settled_effects: 90d\nactions:\n  a.b:\n    effect: \"a:{id}\"\n    decision: allow\n"
+	rep := run(t, &verify.Config{Policy: parse(t, doc), Only: []string{"G3", "G29"}})
+	if rep.Passed != 2 {
+		t.Errorf("passed %d of 2:\n%s", rep.Passed, text(t, rep))
 	}
 }
