@@ -121,6 +121,16 @@ func longestWindow(pol *policy.Policy, dels []authority.Delegation) time.Duratio
 // budget for each principal with ledger rows within its window, by action and principal. A
 // policy without budgets has none, and the ledger is not read.
 func (o *Operator) Budgets(ctx context.Context) ([]jsonview.Budget, error) {
+	return o.budgets(ctx, true)
+}
+
+// BudgetLevels are Budgets without their held charges (Held is empty): what a gauge or an alert
+// on consumption needs, read without an effect record per charge.
+func (o *Operator) BudgetLevels(ctx context.Context) ([]jsonview.Budget, error) {
+	return o.budgets(ctx, false)
+}
+
+func (o *Operator) budgets(ctx context.Context, withHeld bool) ([]jsonview.Budget, error) {
 	l, err := o.readLedger(ctx)
 	if err != nil {
 		return nil, err
@@ -132,7 +142,7 @@ func (o *Operator) Budgets(ctx context.Context) ([]jsonview.Budget, error) {
 			if len(g.Budgets) == 0 || authority.Live(auth, l.dels, g.ID, l.now) != nil {
 				continue
 			}
-			views, err := o.views(ctx, l, grantOwner(g.ID, jsonview.BudgetOfGrant, g.Budgets))
+			views, err := o.views(ctx, l, grantOwner(g.ID, jsonview.BudgetOfGrant, g.Budgets), withHeld)
 			if err != nil {
 				return nil, err
 			}
@@ -142,7 +152,7 @@ func (o *Operator) Budgets(ctx context.Context) ([]jsonview.Budget, error) {
 			if d.Err != nil || len(d.Grant.Budgets) == 0 || authority.Live(auth, l.dels, d.ID, l.now) != nil {
 				continue
 			}
-			views, err := o.views(ctx, l, grantOwner(d.ID, jsonview.BudgetOfDelegation, d.Grant.Budgets))
+			views, err := o.views(ctx, l, grantOwner(d.ID, jsonview.BudgetOfDelegation, d.Grant.Budgets), withHeld)
 			if err != nil {
 				return nil, err
 			}
@@ -150,7 +160,7 @@ func (o *Operator) Budgets(ctx context.Context) ([]jsonview.Budget, error) {
 		}
 	}
 	for _, ow := range l.actionOwners() {
-		views, err := o.views(ctx, l, ow)
+		views, err := o.views(ctx, l, ow, withHeld)
 		if err != nil {
 			return nil, err
 		}
@@ -189,8 +199,9 @@ func (l *ledger) actionOwners() []owner {
 	return out
 }
 
-// views are ow's budgets as an operator reads them at l.now.
-func (o *Operator) views(ctx context.Context, l *ledger, ow owner) ([]jsonview.Budget, error) {
+// views are ow's budgets as an operator reads them at l.now; withHeld lists each held charge
+// and why (reading its effect), else only their sum.
+func (o *Operator) views(ctx context.Context, l *ledger, ow owner, withHeld bool) ([]jsonview.Budget, error) {
 	out := make([]jsonview.Budget, 0, len(ow.budgets))
 	for _, b := range ow.budgets {
 		held := Held(l.charges[ow.budget], b.Metric, b.Window, l.now)
@@ -198,11 +209,14 @@ func (o *Operator) views(ctx context.Context, l *ledger, ow owner) ([]jsonview.B
 			Per: jsonview.Str(ow.per), Who: jsonview.Str(ow.who), Metric: b.Metric, Limit: b.Limit,
 			Window: jsonview.ISODuration(b.Window), WindowSeconds: int64(b.Window / time.Second), Held: make([]jsonview.Held, 0, len(held))}
 		for _, r := range held {
+			v.Consumed += r.Amount
+			if !withHeld {
+				continue
+			}
 			e, err := l.effect(ctx, o.cfg.Store, r.EffectKey)
 			if err != nil {
 				return nil, err
 			}
-			v.Consumed += r.Amount
 			v.Held = append(v.Held, heldView(r, e, l.now))
 		}
 		v.Remaining = max(v.Limit-v.Consumed, 0)
@@ -318,9 +332,29 @@ func (o *Operator) InspectGrant(ctx context.Context, id string) (jsonview.GrantI
 	out.Actions = append(out.Actions, g.Actions...)
 	out.ExpiresAt = jsonview.Stamp(g.ExpiresAt)
 	if len(g.Budgets) > 0 {
-		if out.Budgets, err = o.views(ctx, l, grantOwner(id, out.Kind, g.Budgets)); err != nil {
+		if out.Budgets, err = o.views(ctx, l, grantOwner(id, out.Kind, g.Budgets), true); err != nil {
 			return jsonview.GrantInspection{}, err
 		}
 	}
 	return out, nil
+}
+
+// WatchBudgets reads BudgetLevels now and then every interval until ctx ends, and hands each
+// read to f (with the error of a read that failed): latch serve's gauge of consumption and its
+// threshold alerts. It returns when ctx ends.
+func (o *Operator) WatchBudgets(ctx context.Context, every time.Duration, f func([]jsonview.Budget, error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		list, err := o.BudgetLevels(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		f(list, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
