@@ -59,6 +59,11 @@ func validGrant(g *policy.Grant) refusal {
 			return refusal{constraintDim(&g.Constraints[i]), err.Error()}
 		}
 	}
+	for i := range g.Budgets {
+		if err := policy.CheckBudget(g.Budgets[i], false); err != nil {
+			return refusal{DimBudgets, "budget " + strconv.Itoa(i) + ": " + err.Error()}
+		}
+	}
 	return refusal{}
 }
 
@@ -71,7 +76,7 @@ func conditionKey(c *policy.Condition) string {
 }
 
 // contained checks that child is a provable subset of parent on every dimension (docs/authority.md),
-// in the order subject, actions, resources, constraints, environments, expires_at, and returns
+// in the order subject, actions, resources, constraints, environments, expires_at, budgets, and returns
 // the first dimension on which it is not. Leaving out a dimension the parent constrains is
 // widening. child must be well-formed (validGrant). It does not allocate when child is
 // contained.
@@ -111,7 +116,39 @@ func contained(parent, child *policy.Grant) refusal {
 			return refusal{DimExpiresAt, "the child expires at " + timeText(child.ExpiresAt) + ", after the parent's " + timeText(parent.ExpiresAt)}
 		}
 	}
+	return containedBudgets(parent.Budgets, child.Budgets)
+}
+
+// containedBudgets requires, for every budget of the parent, a budget of the child on the same
+// metric with a limit no higher and a window no shorter: a shorter window with the same limit
+// is a higher rate, so it is wider. A child budget on a metric the parent does not limit is an
+// addition, and allowed.
+func containedBudgets(parent, child []policy.Budget) refusal {
+	for _, pb := range parent {
+		sameMetric, ok := false, false
+		for _, cb := range child {
+			if cb.Metric != pb.Metric {
+				continue
+			}
+			sameMetric = true
+			if cb.Limit <= pb.Limit && cb.Window >= pb.Window {
+				ok = true
+				break
+			}
+		}
+		switch {
+		case ok:
+		case !sameMetric:
+			return refusal{DimBudgets, "the parent limits " + strconv.Quote(pb.Metric) + " to " + budgetText(pb) + " and the child has no budget on it, which would leave it unlimited"}
+		default:
+			return refusal{DimBudgets, "no budget of the child on " + strconv.Quote(pb.Metric) + " is within the parent's " + budgetText(pb) + " (a limit at most the parent's, over a window at least as long)"}
+		}
+	}
 	return refusal{}
+}
+
+func budgetText(b policy.Budget) string {
+	return strconv.FormatInt(b.Limit, 10) + " per " + policy.FormatISODuration(b.Window)
 }
 
 // containedSubject checks the subject, the one dimension that is replaced rather than

@@ -25,6 +25,9 @@ const payGrant = `    - id: pay
       environments: [staging, production]
       expires_at: "2026-12-31T23:59:59Z"
       delegable: true
+      budgets:
+        - {metric: count, limit: 100, window: P1D}
+        - {metric: amount, limit: 1000000, window: P30D}
 `
 
 // midGrant is pay delegated, unchanged but for the agent, and still delegable.
@@ -35,6 +38,9 @@ constraints: {amount_lte: 50000, amount_gt: 0, currency_in: [EUR, USD], memo_pre
 environments: [staging, production]
 expires_at: "2026-12-31T23:59:59Z"
 delegable: true
+budgets:
+  - {metric: count, limit: 100, window: P1D}
+  - {metric: amount, limit: 1000000, window: P30D}
 `
 
 // narrowGrant is narrower than pay (and mid) on every dimension.
@@ -44,6 +50,10 @@ resources: ["invoice:eu-*"]
 constraints: {amount_lte: 10000, amount_gte: 1, currency_eq: EUR, memo_prefix: inv-eu-, account_not_in: [frozen-1, frozen-2], channel_eq: api}
 environments: [production]
 expires_at: "2026-06-30T00:00:00Z"
+budgets:
+  - {metric: count, limit: 10, window: P2D}
+  - {metric: amount, limit: 500000, window: P30D}
+  - {metric: fee, limit: 5, window: PT1H}
 `
 
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -160,6 +170,19 @@ func dimensionRows() []dimensionRow {
 			narrowParent: func(t testing.TB, g *policy.Grant) {
 				g.ExpiresAt = mustTime(t, "2026-05-01T00:00:00Z") // still after testNow
 			},
+		},
+		{
+			name: "budget limit", dim: DimBudgets,
+			widen:        func(t testing.TB, g *policy.Grant) { setBudget(t, g, "count", 101, "P2D") },
+			omit:         func(_ testing.TB, g *policy.Grant) { dropBudget(g, "count") },
+			narrowParent: func(t testing.TB, g *policy.Grant) { setBudget(t, g, "count", 9, "P1D") },
+		},
+		{
+			// A shorter window with the same limit is a higher rate.
+			name: "budget window", dim: DimBudgets,
+			widen:        func(t testing.TB, g *policy.Grant) { setBudget(t, g, "amount", 500000, "P29D") },
+			omit:         func(_ testing.TB, g *policy.Grant) { g.Budgets = nil },
+			narrowParent: func(t testing.TB, g *policy.Grant) { setBudget(t, g, "amount", 1000000, "P31D") },
 		},
 		{
 			name: "delegable", dim: DimDelegable,
@@ -358,6 +381,10 @@ resources: ["invoice:eu-1*"]
 constraints: {amount_lte: 100, amount_gte: 1, currency_eq: EUR, memo_prefix: inv-eu-1, account_not_in: [frozen-1, frozen-2], channel_eq: api}
 environments: [production]
 expires_at: "2026-04-01T00:00:00Z"
+budgets:
+  - {metric: count, limit: 10, window: P2D}
+  - {metric: amount, limit: 500000, window: P30D}
+  - {metric: fee, limit: 5, window: PT1H}
 `)
 	bot := Request{Agent: "svc:finance:bot", User: "alice", Now: testNow}
 	if err := CheckDelegation(auth, ds, "dlg_bot", grandchild, bot); err != nil {

@@ -26,6 +26,7 @@ const (
 	DimConstraints  = "constraints" // prefix of "constraints.<key>"
 	DimEnvironments = "environments"
 	DimExpiresAt    = "expires_at"
+	DimBudgets      = "budgets"   // a budget of the parent is not kept at least as tight by the child
 	DimDelegable    = "delegable" // the parent does not allow delegation
 	DimDepth        = "depth"     // the chain is deeper than max_delegation_depth
 	DimParent       = "parent"    // the parent does not exist, or cannot be told apart from another

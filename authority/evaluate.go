@@ -51,7 +51,20 @@ type Decision struct {
 	Dimension    string // "" when allowed
 	GrantID      string
 	DelegationID string
-	Trace        []string
+	// Chain is, on an allow, the grant that allowed the call and every grant above it: the
+	// delegation that matched (when one did), its parent, and so on up to the policy grant at
+	// the root, each with its budgets. A call is charged against every budget on it, so a
+	// delegation can spend no more than any grant above it has left (docs/budgets.md). nil on
+	// a deny.
+	Chain []Link
+	Trace []string
+}
+
+// Link is one grant of a [Decision]'s chain: its id (a policy grant's id, or a delegation's
+// dlg_ id) and its budgets.
+type Link struct {
+	ID      string
+	Budgets []policy.Budget
 }
 
 // ReasonGranted is the Reason of an allowing [Decision].
@@ -109,7 +122,7 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 		}
 		if !f.failed() {
 			e.line("grant ", g.ID, ": allowed")
-			return e.allow(g.ID, "")
+			return e.allow(g.ID, "", []Link{{ID: g.ID, Budgets: g.Budgets}})
 		}
 		e.near("grant ", g.ID, reason, f, g.ID, "")
 	}
@@ -134,7 +147,7 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 			continue
 		}
 		e.line("delegation ", d.ID, ": allowed beneath grant ", rootID)
-		return e.allow(rootID, d.ID)
+		return e.allow(rootID, d.ID, links(a, ds, d, c.depth))
 	}
 
 	if e.best.Reason != "" {
@@ -192,14 +205,31 @@ func (e *evaluation) near(kind, id, reason string, f refusal, grantID, delegatio
 	}
 }
 
-func (e *evaluation) allow(grantID, delegationID string) Decision {
+func (e *evaluation) allow(grantID, delegationID string, chain []Link) Decision {
 	return Decision{
 		Allowed:      true,
 		Reason:       ReasonGranted,
 		GrantID:      grantID,
 		DelegationID: delegationID,
+		Chain:        chain,
 		Trace:        e.trace(),
 	}
+}
+
+// links is the chain of a delegation whose walk held (depth delegations, then a policy grant):
+// d, each parent in turn, and the policy grant at the top.
+func links(a *policy.Authority, ds []Delegation, d *Delegation, depth int) []Link {
+	out := make([]Link, 0, depth+1)
+	cur := d
+	for range depth {
+		out = append(out, Link{ID: cur.ID, Budgets: cur.Grant.Budgets})
+		pg, pd, _ := lookup(a, ds, cur.Parent)
+		if pg != nil {
+			return append(out, Link{ID: pg.ID, Budgets: pg.Budgets})
+		}
+		cur = pd
+	}
+	return out // not reached: the walk found the policy grant within depth links
 }
 
 // matchDims are the dimensions a request is matched on, in the order they are checked. The

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -105,6 +106,8 @@ func TestEvaluateTrace(t *testing.T) {
 		Reason:       ReasonGranted,
 		GrantID:      "pay",
 		DelegationID: "dlg_bot",
+		// The delegation, then the policy grant above it: every budget the call is charged.
+		Chain: []Link{{ID: "dlg_bot", Budgets: ds[0].Grant.Budgets}, {ID: "pay", Budgets: grantByID(auth, "pay").Budgets}},
 		Trace: []string{
 			"grant pay: no match on subject",
 			"grant ops: no match on actions",
@@ -452,5 +455,51 @@ func TestEvaluateDoesNotMutate(t *testing.T) {
 	}
 	if diff := cmp.Diff(botRequest().Args, r.Args); diff != "" {
 		t.Errorf("Evaluate changed the arguments (-before +after):\n%s", diff)
+	}
+}
+
+// TestEvaluateChain checks the chain an allow carries — the deciding grant, then every grant
+// above it up to the policy grant, each with its own budgets — so that a call is charged
+// against every budget above it; and that a deny carries none.
+func TestEvaluateChain(t *testing.T) {
+	t.Parallel()
+	auth := mustAuthority(t, 3, payGrant)
+	mid := mustGrant(t, midGrant)
+	mid.Subject.Agent = "svc:finance:mid"
+	leaf := mustGrant(t, narrowGrant)
+	ds := []Delegation{
+		{ID: "dlg_leaf", Parent: "dlg_mid", Grant: *leaf},
+		{ID: "dlg_mid", Parent: "pay", Grant: *mid},
+	}
+	d := Evaluate(auth, ds, botRequest())
+	if !d.Allowed {
+		t.Fatalf("Evaluate = %+v, want allowed", d)
+	}
+	day := 24 * time.Hour
+	want := []Link{
+		{ID: "dlg_leaf", Budgets: []policy.Budget{{Metric: "count", Limit: 10, Window: 2 * day}, {Metric: "amount", Limit: 500000, Window: 30 * day}, {Metric: "fee", Limit: 5, Window: time.Hour}}},
+		{ID: "dlg_mid", Budgets: []policy.Budget{{Metric: "count", Limit: 100, Window: day}, {Metric: "amount", Limit: 1000000, Window: 30 * day}}},
+		{ID: "pay", Budgets: []policy.Budget{{Metric: "count", Limit: 100, Window: day}, {Metric: "amount", Limit: 1000000, Window: 30 * day}}},
+	}
+	if diff := cmp.Diff(want, d.Chain, cmpopts.IgnoreFields(policy.Budget{}, "Pos")); diff != "" {
+		t.Errorf("Evaluate chain (-want +got):\n%s", diff)
+	}
+
+	// A policy grant that allows is a chain of one.
+	r := botRequest()
+	r.Agent = "svc:finance:lead"
+	r.Resource = "invoice:us-1"
+	r.Environment = "staging"
+	r.Args["currency"] = "USD"
+	r.Args["memo"] = "inv-us-1"
+	if d := Evaluate(auth, ds, r); !d.Allowed || len(d.Chain) != 1 || d.Chain[0].ID != "pay" || len(d.Chain[0].Budgets) != 2 {
+		t.Errorf("Evaluate(by the policy grant's holder) = %+v, want allowed with the chain [pay]", d)
+	}
+
+	// A deny charges nothing: no chain.
+	r = botRequest()
+	r.Args["amount"] = int64(20000)
+	if d := Evaluate(auth, ds, r); d.Allowed || d.Chain != nil {
+		t.Errorf("Evaluate(over the constraint) = %+v, want denied with no chain", d)
 	}
 }

@@ -40,7 +40,24 @@ func clone(g *policy.Grant) *policy.Grant {
 	c.Resources = slices.Clone(g.Resources)
 	c.Environments = slices.Clone(g.Environments)
 	c.Constraints = slices.Clone(g.Constraints)
+	c.Budgets = slices.Clone(g.Budgets)
 	return &c
+}
+
+// setBudget replaces the budget on metric (or adds one) with limit over window (ISO 8601).
+func setBudget(t testing.TB, g *policy.Grant, metric string, limit int64, window string) {
+	t.Helper()
+	w, err := policy.ParseISODuration(window)
+	if err != nil {
+		t.Fatalf("ParseISODuration(%q) = %v", window, err)
+	}
+	dropBudget(g, metric)
+	g.Budgets = append(g.Budgets, policy.Budget{Metric: metric, Limit: limit, Window: w})
+}
+
+// dropBudget removes the budget on metric.
+func dropBudget(g *policy.Grant, metric string) {
+	g.Budgets = slices.DeleteFunc(g.Budgets, func(b policy.Budget) bool { return b.Metric == metric })
 }
 
 // cloneAuthority copies a so that its grants can be changed.

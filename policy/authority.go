@@ -179,7 +179,7 @@ func isAlnum(c byte) bool {
 
 // ParseGrant parses one grant written on its own, as `latch delegate --file GRANT.yaml` reads
 // it: a YAML mapping with the keys of an authority.grants entry (subject, actions, resources,
-// constraints, environments, expires_at, delegable), under the same strict rules as [Parse]. file
+// constraints, environments, expires_at, delegable, budgets), under the same strict rules as [Parse]. file
 // names it in errors ("" is reported as "grant"); every error is an *Error with a line of at
 // least 1.
 //
@@ -282,6 +282,8 @@ func (p *parser) grantFields(gn *yaml.Node, g *Grant, where string) *Error {
 			delegableNode = en.v
 			delegable, err = p.bool(en, "delegable "+where)
 			g.Delegable = delegable
+		case "budgets":
+			g.Budgets, err = p.budgets(en, where, false)
 		default:
 			keys := grantKeys
 			if p.grantDoc {

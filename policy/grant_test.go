@@ -60,7 +60,7 @@ func TestParseGrantRefusals(t *testing.T) {
 		{"a second document", minimal + "---\n" + minimal, 3, 1, "a second YAML document (expected exactly one document in a grant file)"},
 		{"yaml syntax", "subject: [\n", 1, 0, "invalid YAML"},
 		{"an id", "id: g1\n" + minimal, 1, 1, "id in the grant (a delegation's id is assigned when it is created, dlg_…; leave id out)"},
-		{"unknown key", minimal + "expires: x\n", 3, 1, `unknown key "expires" in the grant (expected one of subject, actions, resources, constraints, environments, expires_at, delegable)`},
+		{"unknown key", minimal + "expires: x\n", 3, 1, `unknown key "expires" in the grant (expected one of subject, actions, resources, constraints, environments, expires_at, delegable, budgets)`},
 		{"missing subject", "actions: [x]\n", 1, 1, "missing subject in the grant"},
 		{"missing actions", "subject: {agent: a}\n", 1, 1, "missing actions in the grant"},
 		{"empty subject", "subject: {}\nactions: [x]\n", 1, 10, "empty subject in the grant"},

@@ -92,6 +92,10 @@ func normalizeAction(a *Action) map[string]any {
 		// Only when declared, so that a policy without arguments: hashes as it always has.
 		m["arguments"] = normalizeArguments(a)
 	}
+	if a.Budgets != nil {
+		// Only when declared, so that a policy without budgets hashes as it always has.
+		m["budgets"] = normalizeBudgets(a.Budgets)
+	}
 	return m
 }
 
@@ -156,7 +160,7 @@ func normalizeAuthority(au *Authority) map[string]any {
 		if !g.ExpiresAt.IsZero() {
 			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		grants[i] = map[string]any{
+		gm := map[string]any{
 			"id":           g.ID,
 			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
 			"actions":      stringList(g.Actions),
@@ -166,6 +170,11 @@ func normalizeAuthority(au *Authority) map[string]any {
 			"expires_at":   expires,
 			"delegable":    g.Delegable,
 		}
+		if g.Budgets != nil {
+			// Only when declared, so that a grant without budgets hashes as it always has.
+			gm["budgets"] = normalizeBudgets(g.Budgets)
+		}
+		grants[i] = gm
 	}
 	return map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),

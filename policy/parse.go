@@ -17,10 +17,10 @@ import (
 // Keys of each mapping, in the order error messages list them.
 var (
 	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention"}
-	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers"}
+	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers", "budgets"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants"}
-	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable"}
+	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable", "budgets"}
 	subjectKeys   = []string{"agent", "user"}
 )
 
@@ -299,6 +299,9 @@ func (p *parser) check(n *yaml.Node, depth int, path string) *Error {
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
+		if n.Tag == tagFloat && isBudgetLimit(path) {
+			return p.errf(n, "%s is float %s (expected a non-negative integer: a budget's limit is a count or a sum of integers)", path, n.Value)
+		}
 		if e := p.checkScalar(n); e != nil {
 			return e
 		}
@@ -617,6 +620,8 @@ func (p *parser) action(e entry) (*Action, *Error) {
 			a.Rules, err = p.rules(en, name)
 		case "approvers":
 			a.Approvers, err = p.actionApprovers(en, where)
+		case "budgets":
+			a.Budgets, err = p.budgets(en, where, true)
 		default:
 			err = p.unknownKey(en.k, where, actionKeys)
 		}
@@ -635,6 +640,9 @@ func (p *parser) action(e entry) (*Action, *Error) {
 		return nil, p.errf(e.k, "action %s has neither decision nor rules (expected exactly one)", quote(name))
 	}
 	if err := p.checkAction(a, e.k, effectN, resourceN); err != nil {
+		return nil, err
+	}
+	if err := p.checkActionBudgets(a); err != nil {
 		return nil, err
 	}
 	return a, nil

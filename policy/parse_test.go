@@ -65,7 +65,7 @@ func TestParseRefusals(t *testing.T) {
 		{"action null", header + "actions:\n  a:\n", 3, 3, `action "a" is null (expected a mapping with decision or rules)`},
 		{"action scalar", header + "actions:\n  a: allow\n", 3, 6, `action "a" is string "allow"`},
 		{"unknown action key", withAction("    decision: allow\n    efect: \"x\"\n"), 5, 5,
-			`unknown key "efect" in action "a" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers)`},
+			`unknown key "efect" in action "a" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets)`},
 		{"both decision and rules", withAction("    decision: allow\n    rules:\n      - decision: deny\n"), 5, 5, `both decision and rules in action "a" (expected exactly one)`},
 		{"both, rules first", withAction("    rules:\n      - decision: deny\n    decision: allow\n"), 6, 5, `both decision and rules in action "a"`},
 		{"neither decision nor rules", withAction("    effect: \"x\"\n"), 3, 3, `action "a" has neither decision nor rules (expected exactly one)`},
@@ -188,7 +188,7 @@ func TestParseRefusals(t *testing.T) {
 		{"grant id an integer", withGrant("      id: 7\n      subject: {agent: a}\n      actions: [x]\n"), 5, 11, "id in grant 0 is integer 7 (expected a string)"},
 		{"duplicate grant id", withGrant("      id: g1\n      subject: {agent: a}\n      actions: [x]\n    - id: g1\n      subject: {agent: b}\n      actions: [x]\n"), 8, 11, `duplicate grant id "g1" (first at line 5, column 11)`},
 		{"grant unknown key", withGrant("      id: g1\n      subject: {agent: a}\n      actions: [x]\n      action: [y]\n"), 8, 7,
-			`unknown key "action" in grant "g1" (expected one of id, subject, actions, resources, constraints, environments, expires_at, delegable)`},
+			`unknown key "action" in grant "g1" (expected one of id, subject, actions, resources, constraints, environments, expires_at, delegable, budgets)`},
 		{"grant missing subject", withGrant("      id: g1\n      actions: [x]\n"), 5, 7, `missing subject in grant "g1"`},
 		{"grant empty subject", withGrant("      id: g1\n      subject: {}\n      actions: [x]\n"), 6, 16, `empty subject in grant "g1" (expected agent, user or both)`},
 		{"grant subject unknown key", withGrant("      id: g1\n      subject: {agnet: a}\n      actions: [x]\n"), 6, 17, `unknown key "agnet" in the subject in grant "g1" (expected one of agent, user)`},
@@ -244,7 +244,7 @@ func TestErrorString(t *testing.T) {
 	t.Parallel()
 	src := header + "actions:\n  billing.charge:\n    decision: allow\n    efect: \"x\"\n"
 	_, err := Parse("latch.yaml", []byte(src))
-	want := `latch.yaml:5:5: unknown key "efect" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers)`
+	want := `latch.yaml:5:5: unknown key "efect" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Parse(%q) = %v, want %v", src, err, want)
 	}

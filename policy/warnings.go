@@ -14,6 +14,8 @@ const (
 	WarnShadowedRule      = "shadowed_rule"      // a rule after one that always matches
 	WarnUnsatisfiableRule = "unsatisfiable_rule" // a rule whose conditions can never all hold
 	WarnNeverAllowed      = "never_allowed"      // rules that can never decide allow or approve
+	WarnBudgetNoEffect    = "budget_no_effect"   // a budgeted grant covers an action with no effect key
+	WarnBudgetMetric      = "budget_metric"      // a budgeted grant meters an argument an action does not declare as an integer
 )
 
 // Warning is something legal but probably wrong in a policy. `latch check` prints warnings
@@ -40,6 +42,11 @@ type Warning struct {
 //     argument's declared min, max or enum);
 //   - an action with rules none of which can ever decide allow or approve. (A bare
 //     `decision: deny` says so on purpose and is not warned about.)
+//   - a grant with budgets that covers a listed action with no effect template (every call to
+//     it under that grant is refused budget_needs_effect_key: a budget is charged with an
+//     effect key's reservation), or whose metric names an argument the action's arguments:
+//     section does not declare as an integer (refused budget_metric_missing or
+//     budget_metric_invalid).
 func (p *Policy) Warnings() []Warning {
 	if p == nil {
 		return nil
@@ -48,6 +55,7 @@ func (p *Policy) Warnings() []Warning {
 	for name, a := range p.Actions {
 		ws = append(ws, actionWarnings(p, name, a)...)
 	}
+	ws = append(ws, budgetWarnings(p)...)
 	sort.SliceStable(ws, func(i, j int) bool {
 		if ws[i].Pos.Line != ws[j].Pos.Line {
 			return ws[i].Pos.Line < ws[j].Pos.Line
