@@ -1,11 +1,5 @@
 package jsonview
 
-import (
-	"strconv"
-	"strings"
-	"time"
-)
-
 // What a budget belongs to (Budget.Kind).
 const (
 	BudgetOfGrant      = "grant"      // a policy grant's budget, shared by its holders and everything delegated beneath it
@@ -69,36 +63,4 @@ type GrantInspection struct {
 	Live      bool      `json:"live"`
 	NotLive   *string   `json:"not_live"`
 	Budgets   []Budget  `json:"budgets"`
-}
-
-// ISODuration writes d as an ISO 8601 duration the way a policy writes a budget's window: whole
-// days as P30D, else PT with hours, minutes and seconds (PT24H is written P1D), fractions of a
-// second as decimals.
-func ISODuration(d time.Duration) string {
-	if d <= 0 {
-		return "PT0S"
-	}
-	const day = 24 * time.Hour
-	if d%day == 0 {
-		return "P" + strconv.FormatInt(int64(d/day), 10) + "D"
-	}
-	var b strings.Builder
-	b.WriteString("P")
-	if d >= day {
-		b.WriteString(strconv.FormatInt(int64(d/day), 10) + "D")
-		d %= day
-	}
-	b.WriteString("T")
-	if h := d / time.Hour; h > 0 {
-		b.WriteString(strconv.FormatInt(int64(h), 10) + "H")
-		d %= time.Hour
-	}
-	if m := d / time.Minute; m > 0 {
-		b.WriteString(strconv.FormatInt(int64(m), 10) + "M")
-		d %= time.Minute
-	}
-	if d > 0 {
-		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S")
-	}
-	return b.String()
 }

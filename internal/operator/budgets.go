@@ -207,7 +207,7 @@ func (o *Operator) views(ctx context.Context, l *ledger, ow owner, withHeld bool
 		held := Held(l.charges[ow.budget], b.Metric, b.Window, l.now)
 		v := jsonview.Budget{Budget: ow.budget, Kind: ow.kind, Grant: jsonview.Str(ow.grant), Action: jsonview.Str(ow.action),
 			Per: jsonview.Str(ow.per), Who: jsonview.Str(ow.who), Metric: b.Metric, Limit: b.Limit,
-			Window: jsonview.ISODuration(b.Window), WindowSeconds: int64(b.Window / time.Second), Held: make([]jsonview.Held, 0, len(held))}
+			Window: policy.FormatISODuration(b.Window), WindowSeconds: int64(b.Window / time.Second), Held: make([]jsonview.Held, 0, len(held))}
 		for _, r := range held {
 			v.Consumed += r.Amount
 			if !withHeld {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/store"
 )
@@ -48,18 +47,6 @@ func TestRatio(t *testing.T) {
 	}{{0, 10, 0}, {8, 10, 0.8}, {10, 10, 1}, {12, 10, 1.2}, {0, 0, 1}} {
 		if got := operator.Ratio(tc.consumed, tc.limit); got != tc.want {
 			t.Errorf("Ratio(%d, %d) = %v, want %v", tc.consumed, tc.limit, got, tc.want)
-		}
-	}
-}
-
-func TestISODuration(t *testing.T) {
-	t.Parallel()
-	for d, want := range map[time.Duration]string{
-		24 * time.Hour: "P1D", 30 * 24 * time.Hour: "P30D", time.Hour: "PT1H", 90 * time.Minute: "PT1H30M",
-		26*time.Hour + time.Second: "P1DT2H1S", 1500 * time.Millisecond: "PT1.5S", 0: "PT0S",
-	} {
-		if got := jsonview.ISODuration(d); got != want {
-			t.Errorf("ISODuration(%v) = %q, want %q", d, got, want)
 		}
 	}
 }
