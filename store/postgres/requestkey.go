@@ -40,7 +40,7 @@ func (s *Store) reserveKeyed(ctx context.Context, op string, req *store.ReserveR
 				return err
 			}
 		}
-		p, err := store.PlanKeyedReserve(req, rk, eff, apr)
+		p, err := store.PlanKeyedReserve(req, rk, eff, apr, nil)
 		if err != nil {
 			return refused{fmt.Errorf("%s: %w", op, err)}
 		}

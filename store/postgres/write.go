@@ -25,12 +25,15 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
 	}
+	if len(req.Charges) > 0 {
+		return nil, fmt.Errorf("%s: budget charges are not kept by this backend yet", op)
+	}
 	if req.RequestKey != "" {
 		return s.reserveKeyed(ctx, op, req)
 	}
 	w, err := s.planned(ctx, &plannedWrite{op: op, effectKey: req.EffectKey, approvalID: req.ApprovalID,
 		plan: func(eff *store.Effect, apr *store.Approval) *plan {
-			rp := store.PlanReserve(req, eff, apr)
+			rp := store.PlanReserve(req, eff, apr, nil)
 			return &plan{effect: rp.Effect, approval: rp.Approval, events: rp.Events, now: req.Now, receipt: rp.Receipt,
 				result: func(events []store.Event, sealed *receipt.Sealed) any {
 					res := rp.Result
@@ -154,7 +157,7 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 		if err != nil {
 			return err
 		}
-		plan := store.PlanApproval(req, eff, h)
+		plan := store.PlanApproval(req, eff, h, nil)
 		if err := t.writeEffect(ctx, plan.Effect); err != nil {
 			return err
 		}
