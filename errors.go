@@ -47,6 +47,10 @@ var (
 	ErrIdentity = errors.New("latch: identity")
 	// ErrInvalidArgument: the call's arguments or templates cannot form an action.
 	ErrInvalidArgument = errors.New("latch: invalid argument")
+	// ErrBudgetExhausted: a budget the call is charged against has no room for it in its
+	// window; a later call may fit once older charges leave the window (docs/budgets.md). It
+	// also matches ErrDenied.
+	ErrBudgetExhausted = fmt.Errorf("%w: budget exhausted", ErrDenied)
 )
 
 // PolicyError is a policy that cannot be loaded, naming the file, line and column.
@@ -242,6 +246,60 @@ func (e *AuthorityError) Error() string {
 
 // Is matches ErrAuthority.
 func (e *AuthorityError) Is(target error) bool { return target == ErrAuthority }
+
+// BudgetError refuses a call because of a budget it is charged against (docs/budgets.md). Reason
+// is one of:
+//
+//	budget_exhausted         ErrBudgetExhausted: the budget has no room for this call's amount
+//	                         within its window
+//	budget_metric_missing    the budget meters an argument the call does not pass
+//	budget_metric_invalid    that argument is not a non-negative integer (strings are never
+//	                         read as numbers)
+//	budget_needs_effect_key  the call has no effect key, and a budget is charged only with the
+//	                         reservation of one
+//
+// Budget is the budget's id: the id of the grant that carries it (a policy grant, or a
+// delegation's dlg_ id, which may be an ancestor of the grant that allowed the call), or, for an
+// action's own budget, its per-principal id (store.ActionBudget). Metric and Window say which
+// budget of it. Every budget reason matches ErrDenied. The error never says how much of the
+// budget is left: that would tell a caller how to spend it to the last unit.
+type BudgetError struct {
+	Action string
+	Reason string
+	Budget string
+	Metric string
+	Window time.Duration
+	Detail string // what the store said, for people; the refused call's receipt error when set
+}
+
+func (e *BudgetError) Error() string {
+	if e.Detail != "" {
+		return "latch: " + e.Detail
+	}
+	what := fmt.Sprintf("budget %s on %s over %s", safetext.Quote(e.Budget), safetext.Quote(e.Metric), policy.FormatISODuration(e.Window))
+	var why string
+	switch e.Reason {
+	case string(ReasonBudgetExhausted):
+		why = what + " is exhausted"
+	case string(ReasonBudgetMetricMissing):
+		why = what + " meters an argument the call does not pass"
+	case string(ReasonBudgetMetricInvalid):
+		why = what + " meters an argument that is not a non-negative integer"
+	case string(ReasonBudgetNeedsEffectKey):
+		why = what + " is charged with an effect key's reservation, and the call has no effect key"
+	default:
+		why = what
+	}
+	if e.Action != "" {
+		return fmt.Sprintf("latch: %s denied: %s: %s", safetext.Quote(e.Action), e.Reason, why)
+	}
+	return fmt.Sprintf("latch: denied: %s: %s", e.Reason, why)
+}
+
+// Is matches ErrDenied, and ErrBudgetExhausted for budget_exhausted.
+func (e *BudgetError) Is(target error) bool {
+	return target == ErrDenied || target == ErrBudgetExhausted && e.Reason == string(ReasonBudgetExhausted)
+}
 
 // InvalidArgumentError refuses a call whose arguments or templates cannot form an action.
 // Reason is invalid_argument or effect_key_error; Pointer is the JSON pointer of the bad value.

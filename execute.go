@@ -111,6 +111,17 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	if g.policy.Mode == policy.ModeObserve {
 		return g.observe(ctx, pr, actionID, started)
 	}
+	if pr.eval.Decision != policy.Deny {
+		if err := g.budget(pr); err != nil {
+			var be *BudgetError
+			if !errors.As(err, &be) {
+				return nil, nil, err // no ledger: nothing is decided, nothing written
+			}
+			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: be.Reason, Trace: pr.eval.Trace}
+			rc, err := g.refuse(ctx, pr, actionID, started, err)
+			return nil, rc, err
+		}
+	}
 	approvalID := approvalFrom(ctx)
 	switch pr.eval.Decision {
 	case policy.Allow:
@@ -209,7 +220,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		req := &store.ReserveRequest{
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
-			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...),
+			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...), Charges: pr.charges,
 		}
 		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
 			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)
@@ -234,6 +245,9 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			rc.Approver = safetext.Valid(res.Approval.Approver) // a receipt must hash, whatever an old row holds
 			rc.Approval = store.ApprovalStateOf(res.Approval)   // spent: the call's receipt chains it
 		}
+		// Made, now that the reservation holds: a refused one charged nothing, and its receipt
+		// (written by the store from the draft) says none.
+		rc.BudgetCharges = receiptCharges(pr.charges)
 		h.written = true
 		if pr.key != "" {
 			h.key, h.attempt, h.lease = pr.key, res.Effect.Attempt, res.Effect.LeaseExpiresAt
@@ -261,6 +275,9 @@ type hold struct {
 // observe runs a call in observe mode (docs/guarantees.md#observe-mode): the decision and the reservation are made and
 // recorded as enforcement would make them, and the executor runs whatever they say.
 func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, started time.Time) (*begun, *Receipt, error) {
+	if err := g.observeBudgets(ctx, pr); err != nil {
+		return nil, nil, wrapOp("observe "+pr.call.Action, err)
+	}
 	rc := g.draft(pr, actionID, started)
 	rc.WouldHave = &receipt.WouldHave{Decision: string(pr.eval.Decision), Reason: pr.eval.Reason}
 	h := hold{}
@@ -458,6 +475,13 @@ func refusalError(key, approvalID string, res *store.ReserveResult) error {
 	r := res.Refusal
 	if r.Approval {
 		return &ApprovalMismatchError{ApprovalID: approvalID, Reason: r.Reason, Detail: r.Detail}
+	}
+	if r.Reason == string(ReasonBudgetExhausted) {
+		e := &BudgetError{Reason: r.Reason, Detail: r.Detail}
+		if c := r.Charge; c != nil {
+			e.Budget, e.Metric, e.Window = c.Budget, c.Metric, c.Window
+		}
+		return e
 	}
 	e := &EffectError{Key: key, Reason: r.Reason, Detail: r.Detail}
 	if res.Effect != nil {

@@ -96,6 +96,7 @@ type prepared struct {
 	key       string
 	eval      policy.Evaluation
 	auth      *authority.Decision // nil when the policy has no authority section
+	charges   []store.Charge      // the budget charges its reservation makes (budget.go)
 	remote    bool                // begun by Begin: the executor runs elsewhere
 	started   time.Time
 }
@@ -303,6 +304,12 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 		return nil, err
 	}
 	g.decide(ctx, pr)
+	if pr.eval.Decision != policy.Deny {
+		// A budget the call could never be charged against refuses it, as Execute would.
+		if _, err := g.charges(pr); err != nil {
+			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: ReasonOf(err), Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
+		}
+	}
 	if g.principalExpired(p, expired, g.cfg.Now()) {
 		// Execute would refuse it so, whatever the policy says.
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}

@@ -49,6 +49,11 @@ const (
 	ReasonNoMatchingRule   Reason = policy.ReasonNoMatchingRule
 	ReasonNoPrincipal      Reason = "no_principal"
 	ReasonPrincipalExpired Reason = "principal_expired"
+	// The budgets (BudgetError): Refusal.Budget, Metric and Window say which budget.
+	ReasonBudgetExhausted      Reason = "budget_exhausted"        // no room left in the window for this call's amount
+	ReasonBudgetMetricMissing  Reason = "budget_metric_missing"   // the metered argument is not passed
+	ReasonBudgetMetricInvalid  Reason = "budget_metric_invalid"   // the metered argument is not a non-negative integer
+	ReasonBudgetNeedsEffectKey Reason = "budget_needs_effect_key" // a budgeted call has no effect key
 
 	// KindInvalidArgument
 	ReasonInvalidArgument  Reason = "invalid_argument"
@@ -128,7 +133,13 @@ type Refusal struct {
 	Argument   string          // the argument at fault (missing_argument, invalid_arguments)
 	Pointer    string          // the JSON pointer of the value at fault
 	Dimension  string          // authority: what did not hold
-	Detail     string          // the error's message, for people
+	// Budget, Metric and Window name the budget of a budget refusal: the budget's id (a
+	// grant's id, or an action's per-principal budget), what it meters, and its window in ISO
+	// 8601 ("P1D"). How much of it is left is never said.
+	Budget string
+	Metric string
+	Window string
+	Detail string // the error's message, for people
 }
 
 // RefusalOf returns what err refuses, or nil for a nil error. An error latch does not know is
@@ -183,6 +194,12 @@ func outermost(err error, r *Refusal) bool {
 	case *AuthorityError:
 		r.Kind, r.Reason, r.Dimension = KindAuthority, Reason(e.Reason), e.Dimension
 		return true
+	case *BudgetError:
+		r.Kind, r.Reason, r.Budget, r.Metric = KindDenied, Reason(e.Reason), e.Budget, e.Metric
+		if e.Window > 0 {
+			r.Window = policy.FormatISODuration(e.Window)
+		}
+		return true
 	case *InvalidArgumentError:
 		r.Kind, r.Reason, r.Pointer = KindInvalidArgument, Reason(e.Reason), e.Pointer
 		return true
@@ -220,6 +237,7 @@ func sentinelRefusal(err error) (RefusalKind, Reason) {
 		{ErrApprovalRequired, KindApprovalRequired, ReasonApprovalRequired},
 		{ErrApprovalMismatch, KindApprovalRefused, ReasonApprovalMismatch},
 		{ErrInvalidArgument, KindInvalidArgument, ReasonInvalidArgument},
+		{ErrBudgetExhausted, KindDenied, ReasonBudgetExhausted},
 		{ErrDenied, KindDenied, ReasonDenied},
 		{ErrAuthority, KindAuthority, ReasonNoAuthority},
 		{ErrAlreadyCommitted, KindCommitted, ReasonCommitted},
@@ -278,6 +296,10 @@ func (r *Refusal) Err() error {
 	case KindApprovalRequired:
 		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, ExpiresAt: r.ExpiresAt}
 	case KindDenied:
+		if isBudgetReason(r.Reason) {
+			w, _ := policy.ParseISODuration(r.Window) // a window that does not read is left out, as on the wire
+			return &BudgetError{Reason: string(r.Reason), Budget: r.Budget, Metric: r.Metric, Window: w, Detail: detail}
+		}
 		reason := string(r.Reason)
 		if r.Reason == ReasonDenied && r.Rule != "" {
 			reason = r.Rule
@@ -337,6 +359,8 @@ func (k RefusalKind) NeedsResolution() bool { return k == KindAmbiguous || k == 
 var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
+	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
+	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,
 	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
 	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument,
 	ReasonApprovalRequired: KindApprovalRequired,
@@ -358,6 +382,14 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonRequestKeyOtherPrincipal: KindRequestKey, ReasonRequestKeyOtherAction: KindRequestKey,
 	ReasonRequestKeyOtherEffectKey: KindRequestKey, ReasonRequestKeyOtherApproval: KindRequestKey,
 	ReasonInternal: KindInternal,
+}
+
+func isBudgetReason(r Reason) bool {
+	switch r {
+	case ReasonBudgetExhausted, ReasonBudgetMetricMissing, ReasonBudgetMetricInvalid, ReasonBudgetNeedsEffectKey:
+		return true
+	}
+	return false
 }
 
 // Kind is the kind r belongs to, or "" for a word that is not one of latch's reasons.

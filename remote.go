@@ -511,6 +511,9 @@ type remoteCall struct {
 	StartedAt     time.Time       `json:"started_at"`
 	PolicyVersion string          `json:"policy_version,omitempty"`
 	Mode          string          `json:"mode"`
+	// BudgetCharges are the charges the call's reservation makes: its receipt records them
+	// once the reservation holds.
+	BudgetCharges []receipt.BudgetCharge `json:"budget_charges,omitempty"`
 }
 
 func (g *Guard) remoteRecord(pr *prepared) remoteCall {
@@ -519,7 +522,7 @@ func (g *Guard) remoteRecord(pr *prepared) remoteCall {
 		mode = string(policy.ModeEnforce)
 	}
 	return remoteCall{Arguments: pr.canonArgs, Issuer: pr.principal.Issuer, StartedAt: pr.started,
-		PolicyVersion: g.policy.Version, Mode: mode}
+		PolicyVersion: g.policy.Version, Mode: mode, BudgetCharges: receiptCharges(pr.charges)}
 }
 
 // proposedPayload is the payload of action_proposed.
@@ -633,6 +636,8 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 	}
 	if !reserved {
 		h.key = "" // observe mode, reservation refused: the executor runs holding nothing
+	} else if rm.Mode != string(policy.ModeObserve) {
+		rc.BudgetCharges = rm.BudgetCharges // made with the reservation, as Begin's draft says
 	}
 	return &remoteBegun{begun: &begun{pr: pr, rc: rc, h: h}, ready: ready}, nil
 }

@@ -89,6 +89,9 @@ type problem struct {
 	Attempt    int             `json:"attempt"`
 	Result     json.RawMessage `json:"result"`
 	Dimension  string          `json:"dimension"`
+	Budget     string          `json:"budget"`
+	Metric     string          `json:"metric"`
+	Window     string          `json:"window"`
 }
 
 // errorOf turns a problem document into the latch error a local guard returns for the same
@@ -106,7 +109,8 @@ func errorOf(status int, raw []byte, action string) error {
 	r := &latch.Refusal{Kind: kind, Reason: latch.Reason(p.Reason), Rule: p.Rule,
 		EffectKey: p.EffectKey, State: latch.State(p.State), Attempt: p.Attempt, Result: p.Result,
 		ApprovalID: p.ApprovalID, ActionHash: p.ActionHash, ActionID: p.ActionID,
-		Argument: p.Argument, Pointer: p.Pointer, Dimension: p.Dimension, Detail: p.Detail}
+		Argument: p.Argument, Pointer: p.Pointer, Dimension: p.Dimension, Detail: p.Detail,
+		Budget: p.Budget, Metric: p.Metric, Window: p.Window}
 	err := r.Err()
 	var de *latch.DeniedError
 	if errors.As(err, &de) {

@@ -43,7 +43,12 @@ type Refusal struct {
 	Result      json.RawMessage `json:"result,omitempty"`     // the stored result of a committed effect
 	ReceiptID   string          `json:"receipt_id,omitempty"` // rcp_…, when a receipt was written
 	ActionID    string          `json:"action_id,omitempty"`  // act_…, what `latch inspect` takes
-	Detail      string          `json:"detail,omitempty"`
+	// Budget, Metric and Window name the budget of a budget refusal (budget_exhausted, …): its
+	// id, what it meters, its window in ISO 8601. What is left of it is never said.
+	Budget string `json:"budget,omitempty"`
+	Metric string `json:"metric,omitempty"`
+	Window string `json:"window,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // refusalCodes is the gateway's one table of the refusal vocabulary: the JSON-RPC code of each
@@ -73,7 +78,8 @@ var refusalCodes = map[latch.RefusalKind]int64{
 func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	lr := latch.RefusalOf(err)
 	r := Refusal{Reason: string(lr.Reason), Kind: string(lr.Kind), Action: action, Detail: err.Error(),
-		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash}
+		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash,
+		Budget: lr.Budget, Metric: lr.Metric, Window: lr.Window}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}

@@ -187,7 +187,8 @@ var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
 		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": refusalKinds, "rule": str,
-		"field": str, "pointer": str, "argument": str, "action_id": str, "approval_id": str, "action_hash": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str}),
+		"field": str, "pointer": str, "argument": str, "action_id": str, "approval_id": str, "action_hash": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str,
+		"budget": str, "metric": str, "window": str}),
 	"Status": obj([]string{"status"}, map[string]any{"status": str}),
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,

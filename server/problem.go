@@ -40,6 +40,12 @@ type Problem struct {
 	Attempt    int             `json:"attempt,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"` // the stored result of a committed effect
 	Dimension  string          `json:"dimension,omitempty"`
+	// Budget, Metric and Window name the budget of a budget refusal (budget_exhausted,
+	// budget_metric_missing, budget_metric_invalid, budget_needs_effect_key): its id, what it
+	// meters, and its window in ISO 8601. What is left of it is never said.
+	Budget string `json:"budget,omitempty"`
+	Metric string `json:"metric,omitempty"`
+	Window string `json:"window,omitempty"`
 }
 
 func (p *Problem) Error() string { return p.Reason + ": " + p.Detail }
@@ -105,5 +111,6 @@ func problemOf(err error) *Problem {
 	p.Argument, p.Pointer, p.Dimension = r.Argument, r.Pointer, r.Dimension
 	p.ActionID, p.ApprovalID, p.ActionHash = r.ActionID, r.ApprovalID, r.ActionHash
 	p.EffectKey, p.State, p.Attempt, p.Result = r.EffectKey, string(r.State), r.Attempt, r.Result
+	p.Budget, p.Metric, p.Window = r.Budget, r.Metric, r.Window
 	return p
 }

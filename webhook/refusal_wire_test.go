@@ -33,5 +33,8 @@ func TestRefusalWire(t *testing.T) {
 		if want := refusaltest.Wire[tc.Kind].Webhook; w.Code != want || p.Error != string(tc.Reason) || p.Kind != string(tc.Kind) {
 			t.Errorf("%s: %d error %q kind %q, want %d %q %q", tc.Name, w.Code, p.Error, p.Kind, want, tc.Reason, tc.Kind)
 		}
+		if lr := latch.RefusalOf(tc.Err); p.Budget != lr.Budget || p.Metric != lr.Metric || p.Window != lr.Window {
+			t.Errorf("%s: budget %q metric %q window %q, want %q %q %q", tc.Name, p.Budget, p.Metric, p.Window, lr.Budget, lr.Metric, lr.Window)
+		}
 	}
 }

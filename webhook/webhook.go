@@ -435,7 +435,12 @@ type problem struct {
 	EffectKey  string `json:"effect_key,omitempty"`
 	State      string `json:"state,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
-	Detail     string `json:"detail"`
+	// Budget, Metric and Window name the budget of a budget refusal: its id, what it meters,
+	// its window in ISO 8601.
+	Budget string `json:"budget,omitempty"`
+	Metric string `json:"metric,omitempty"`
+	Window string `json:"window,omitempty"`
+	Detail string `json:"detail"`
 }
 
 // Answer headers.
@@ -498,7 +503,8 @@ func (rc *receiver) respond(w http.ResponseWriter, ev *Event, rcpt *latch.Receip
 	if state != "" && key != "" {
 		h.Set(HeaderState, state)
 	}
-	p := problem{Error: string(r.Reason), Kind: string(r.Kind), EffectKey: key, State: state, ApprovalID: r.ApprovalID, Detail: err.Error()}
+	p := problem{Error: string(r.Reason), Kind: string(r.Kind), EffectKey: key, State: state, ApprovalID: r.ApprovalID,
+		Budget: r.Budget, Metric: r.Metric, Window: r.Window, Detail: err.Error()}
 	switch r.Kind {
 	case latch.KindCommitted:
 		h.Set(HeaderReplayed, "true")

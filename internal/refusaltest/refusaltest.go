@@ -36,6 +36,11 @@ var Cases = []Case{
 	{"no matching rule", &latch.DeniedError{Action: "a", Reason: "no_matching_rule"}, latch.KindDenied, latch.ReasonNoMatchingRule},
 	{"no principal", &latch.DeniedError{Action: "a", Reason: "no_principal"}, latch.KindDenied, latch.ReasonNoPrincipal},
 	{"principal expired", &latch.DeniedError{Action: "a", Reason: "principal_expired"}, latch.KindDenied, latch.ReasonPrincipalExpired},
+	{"budget exhausted", &latch.BudgetError{Action: "a", Reason: "budget_exhausted", Budget: "support", Metric: "count", Window: 24 * time.Hour}, latch.KindDenied, latch.ReasonBudgetExhausted},
+	{"budget exhausted, as the store says it", &latch.BudgetError{Reason: "budget_exhausted", Budget: "dlg_0123456789abcdef0123456789abcdef", Metric: "amount", Window: time.Hour, Detail: "budget exhausted"}, latch.KindDenied, latch.ReasonBudgetExhausted},
+	{"budget metric missing", &latch.BudgetError{Action: "a", Reason: "budget_metric_missing", Budget: "action:a:agent:bot", Metric: "amount", Window: 30 * 24 * time.Hour}, latch.KindDenied, latch.ReasonBudgetMetricMissing},
+	{"budget metric invalid", &latch.BudgetError{Action: "a", Reason: "budget_metric_invalid", Budget: "support", Metric: "amount", Window: 15 * time.Minute}, latch.KindDenied, latch.ReasonBudgetMetricInvalid},
+	{"budget needs an effect key", &latch.BudgetError{Action: "a", Reason: "budget_needs_effect_key", Budget: "support", Metric: "count", Window: 24 * time.Hour}, latch.KindDenied, latch.ReasonBudgetNeedsEffectKey},
 	{"missing argument", &latch.DeniedError{Action: "a", Reason: "missing_argument", Argument: "amount", Pointer: "/amount"}, latch.KindInvalidArgument, latch.ReasonMissingArgument},
 	{"invalid arguments", &latch.DeniedError{Action: "a", Reason: "invalid_arguments", Argument: "amount", Pointer: "/amount"}, latch.KindInvalidArgument, latch.ReasonInvalidArguments},
 	{"invalid argument", &latch.InvalidArgumentError{Reason: "invalid_argument", Pointer: "/x", Err: errors.New("a float")}, latch.KindInvalidArgument, latch.ReasonInvalidArgument},
@@ -119,4 +124,5 @@ var Sentinels = []error{
 	latch.ErrAlreadyCommitted, latch.ErrInProgress, latch.ErrOutcomeConflict, latch.ErrAmbiguousEffect,
 	latch.ErrAmbiguous, latch.ErrNotExecuted, latch.ErrAttemptsExhausted, latch.ErrAuthority,
 	latch.ErrIdentity, latch.ErrInvalidArgument, latch.ErrOutcomeRefused, latch.ErrRequestKeyMismatch,
+	latch.ErrBudgetExhausted,
 }
