@@ -90,7 +90,11 @@ func (a *app) printBudgets(list []jsonview.Budget, all bool) error {
 		if len(shown) == 0 {
 			continue
 		}
-		fmt.Fprintf(a.stdout, "\n%s %s: %s\n", cell(b.Budget), cell(b.Metric), plural(len(shown), "held charge", "held charges"))
+		what := plural(len(shown), "held charge", "held charges")
+		if !all {
+			what += " waiting for a person"
+		}
+		fmt.Fprintf(a.stdout, "\n%s %s: %d %s\n", cell(b.Budget), cell(b.Metric), len(shown), what)
 		ht := newTable(a.stdout)
 		for _, h := range shown {
 			ht.row("  "+cell(h.EffectKey), "attempt "+strconv.Itoa(h.Attempt), "amount "+strconv.FormatInt(h.Amount, 10),

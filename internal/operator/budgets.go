@@ -184,7 +184,7 @@ func (l *ledger) actionOwners() []owner {
 			prefix := store.ActionBudget(name, b.Per, "")
 			for id, rows := range l.charges {
 				who, ok := strings.CutPrefix(id, prefix)
-				if !ok || who == "" || !slices.ContainsFunc(rows, func(r *store.ChargeRecord) bool { return r.Metric == b.Metric }) {
+				if !ok || !slices.ContainsFunc(rows, func(r *store.ChargeRecord) bool { return r.Metric == b.Metric }) {
 					continue
 				}
 				k := [2]string{b.Per, who}
