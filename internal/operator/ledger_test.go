@@ -192,7 +192,7 @@ func TestBudgetsFromTheLedger(t *testing.T) {
 				t.Fatal(err)
 			}
 			type row struct {
-				Budget, Metric            string
+				Budget, Metric             string
 				Consumed, Remaining, Limit int64
 				Held                       string
 			}
