@@ -423,6 +423,42 @@ func testBudgets(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("Prune", func(t *testing.T) {
+		t.Parallel()
+		f := newRetentionFixture(t, b)
+		short, long := countCharge("grant:ops", 10, time.Hour), countCharge("grant:ops", 10, 90*24*time.Hour)
+		spent, counting, released := charged("spent", short), charged("counting", long), charged("released", long)
+		f.run(spent, t0, store.Committed)
+		f.run(counting, t0, store.Committed)
+		f.run(released, t0, store.Failed)
+		f.run(newCall("filler"), t0.Add(time.Minute), store.Committed) // the checkpoint's receipt, kept
+		cp := f.checkpoint(t0.Add(time.Hour))
+		f.run(newCall("after"), t0.Add(2*time.Hour), store.Committed)
+		now := t0.Add(30 * 24 * time.Hour)
+		if _, err := f.rs.Prune(t.Context(), &store.PruneRequest{Now: now, By: "cli:ops", Before: cp.SignedAt.Add(time.Millisecond),
+			KeepSettled: 24 * time.Hour, Check: func(c *receipt.Checkpoint) error { return c.VerifySignature(f.pub) }}); err != nil {
+			t.Fatal(err)
+		}
+		// The charge whose window has passed and the released one no longer count: their effects
+		// go, with their rows. The one still counting keeps its effect and its row, checked
+		// against the record the prune carried.
+		f.noEffect(spent.Key)
+		f.noEffect(released.Key)
+		f.effect(counting.Key)
+		if rows := f.ledger(store.ChargeFilter{}); len(rows) != 1 || rows[0].EffectKey != counting.Key {
+			t.Fatalf("ledger after the prune = %+v, want only %s's row", rows, counting.Key)
+		}
+		f.verifyFrom(cp.Seq)
+		// The key whose effect went runs again from attempt 1, charged afresh.
+		again := spent.retry()
+		if res := f.reserved(again, now); res.Effect.Attempt != 1 {
+			t.Errorf("a pruned key reserved again: attempt %d, want 1", res.Effect.Attempt)
+		}
+		if rows := f.ledgerOf(spent.Key); len(rows) != 1 || rows[0].ActionID != again.ActionID {
+			t.Errorf("ledger of the pruned key reserved again = %+v, want its new charge", rows)
+		}
+	})
+
 	t.Run("ReleaseRace", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, b)
