@@ -36,6 +36,8 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		Probe: &store.ReserveRequest{
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), Receipt: g.draft(pr, actionID, started),
+			// A budget already exhausted refuses the call before a person is asked about it.
+			Charges: pr.charges,
 		},
 	}
 	t0 := time.Now()

@@ -62,4 +62,13 @@
 //
 // A policy may add an authority section: which principal may propose which action, with
 // delegation that can only narrow. Without one there is no authority axis.
+//
+// # Budgets
+//
+// A grant or an action may carry budgets: at most so many calls, or so much of an integer
+// argument, within a rolling window. An admitted call is charged against every budget of the
+// grant that allowed it, every grant above that one, and its action, in the transaction that
+// reserves its effect key; one that would pass a limit is refused with a *BudgetError
+// (budget_exhausted), and a charge is given back only when its effect becomes failed
+// (docs/budgets.md).
 package latch

@@ -122,3 +122,40 @@ func ExampleWithApproval() {
 	// charged 200000 <nil>
 	// true consumed
 }
+
+// A budget caps what a series of calls may add up to: here each agent may charge at most 50000
+// a day. The call that would pass the limit is refused budget_exhausted, naming the budget but
+// never how much of it is left, and nothing runs.
+func ExampleBudgetError() {
+	g, done := exampleGuard(`
+schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: allow
+    budgets:
+      - { metric: amount, limit: 50000, window: P1D, per: agent }
+`)
+	defer done()
+
+	charge := latch.Protect(g, "billing.charge", func(ctx context.Context, inv Invoice) (string, error) {
+		return "ch_" + inv.InvoiceID, nil
+	}, nil)
+	ctx := latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"})
+	for _, inv := range []Invoice{{"inv_1", 30000}, {"inv_2", 20000}, {"inv_3", 1}} {
+		id, err := charge(ctx, inv)
+		var be *latch.BudgetError
+		switch {
+		case errors.As(err, &be):
+			fmt.Println(inv.InvoiceID, be.Reason, be.Budget, be.Metric, be.Window, errors.Is(err, latch.ErrBudgetExhausted))
+		case err != nil:
+			fmt.Println(inv.InvoiceID, err)
+		default:
+			fmt.Println(inv.InvoiceID, id)
+		}
+	}
+	// Output:
+	// inv_1 ch_inv_1
+	// inv_2 ch_inv_2
+	// inv_3 budget_exhausted action:billing.charge:agent:billing-worker amount 24h0m0s true
+}

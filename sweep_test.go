@@ -325,6 +325,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(budgetChildEnv); spec != "" {
+		if err := budgetChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "budget child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m) // guards, sweepers and sink writers all end with their test
 }
 

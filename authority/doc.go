@@ -16,7 +16,10 @@
 // reports the highest-precedence reason among the grants that matched everything but failed
 // (authority_unreadable, authority_escalation, authority_revoked, authority_expired,
 // authority_constraint), or no_authority when no grant matched at all, together with the
-// dimension that failed and a trace line per grant.
+// dimension that failed and a trace line per grant. An allow carries the chain of grants that
+// allowed it (Decision.Chain), from the deciding grant up to the policy grant, each with its
+// budgets: a call is charged against every one of them (docs/budgets.md). Whether a budget has
+// room is the store's to decide, in the reservation's transaction, not this package's.
 //
 // # Why containment is "provable subset, or refused"
 //

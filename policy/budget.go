@@ -188,15 +188,17 @@ func (p *parser) budgets(e entry, where string, forAction bool) ([]Budget, *Erro
 		if e != nil {
 			return nil, e
 		}
-		// One budget per metric (and per, on an action): a second would be a second limit on
-		// the same consumption, which a reader can miss; write the stricter one.
-		k := b.Metric + "\x00" + b.Per
+		// Two budgets on one metric over different windows are a rate and a total (10 an
+		// hour, 100 a day), both checked; over the same window, one of them says nothing the
+		// other does not, and a reader can miss which holds: write the stricter one.
+		k := b.Metric + "\x00" + b.Per + "\x00" + b.Window.String()
 		if f := first[k]; f != nil {
 			what := "metric " + quote(b.Metric)
 			if forAction {
 				what += " per " + b.Per
 			}
-			return nil, p.errf(bn, "budget %d %s is a second budget on %s (first at line %d, column %d; keep one per metric)", i, where, what, f.Line, f.Column)
+			return nil, p.errf(bn, "budget %d %s is a second budget on %s over window %s (first at line %d, column %d; keep the stricter one)",
+				i, where, what, FormatISODuration(b.Window), f.Line, f.Column)
 		}
 		first[k] = bn
 		out = append(out, b)

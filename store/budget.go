@@ -14,8 +14,8 @@ import (
 
 // Charge is one budget charge a reservation makes (docs/budgets.md): Amount of Metric against
 // the budget named Budget, whose Limit holds over a rolling Window. The store checks it inside
-// the reservation's own transaction — the unreleased charges of (Budget, Metric) consumed within
-// (Now − Window, Now], plus Amount, may not exceed Limit — and writes it in that transaction, so
+// the reservation's own transaction — the unreleased charges of (Budget, Metric) consumed after
+// Now − Window, plus Amount, may not exceed Limit — and writes it in that transaction, so
 // no check-then-act window exists across processes or hosts.
 //
 // A charge is held while its effect is executing, committed or ambiguous, and released (a
@@ -122,13 +122,15 @@ func checkCharges(key string, cs []Charge) error {
 }
 
 // HeldSince is the start of c's window at now, exclusive: the charges of its (Budget, Metric)
-// consumed after it, at or before now, and not released are what c's limit holds. A backend
+// consumed after it and not released are what c's limit holds — also any stamped after now: a
+// reservation takes its now before it waits for the ledger, and another process may commit a
+// charge stamped later meanwhile; counting it can only refuse, never admit, too much. A backend
 // reads that sum for each charge of a reservation (Held) before it plans it.
 func (c *Charge) HeldSince(now time.Time) time.Time { return now.Add(-c.Window) }
 
 // PlanCharges decides the charges of a reservation whose effect would be reserved as attempt:
 // held[i] is the unreleased amount of req.Charges[i]'s (Budget, Metric) consumed in
-// (Now − Window, Now], as the backend read it in the reservation's transaction. The first charge,
+// the window (after Now − Window; see HeldSince), as the backend read it in the reservation's transaction. The first charge,
 // in order, that would take its held amount past its limit refuses the reservation
 // (ReasonBudgetExhausted); else the ledger rows to insert are returned, one per distinct
 // (Budget, Metric) — the first charge's limit and window are the row's. The refusal's detail

@@ -21,10 +21,11 @@ const ledgerVersion = 14
 // The budget ledger's statements; {s} is the schema.
 const (
 	// heldQuery is the amount a charge's (budget, metric) holds in its window: unreleased rows
-	// consumed after the window's start, at or before now. The index holds every column it
-	// reads.
+	// consumed after the window's start — also those stamped after this reservation's now, which
+	// a process whose clock was read later committed while this one waited for the lock. The
+	// index holds every column it reads.
 	heldQuery = `SELECT COALESCE(SUM(amount), 0)::bigint FROM {s}.budget_charges
-		WHERE budget = $1 AND metric = $2 AND consumed_at > $3 AND consumed_at <= $4 AND released_at IS NULL`
+		WHERE budget = $1 AND metric = $2 AND consumed_at > $3 AND released_at IS NULL`
 	insertChargeQuery = `INSERT INTO {s}.budget_charges (effect_key, attempt, budget, metric, amount, budget_limit, window_ns,
 		action_id, consumed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	// releaseQuery is a compare-and-set on released_at IS NULL: of two releases of one charge,
@@ -68,10 +69,6 @@ func (t *txn) held(ctx context.Context, charges []store.Charge, now time.Time) (
 	if _, err := t.Exec(ctx, lockBudgetsQuery, t.s.budgetLocks(charges)); err != nil {
 		return nil, fmt.Errorf("lock budgets: %w", err)
 	}
-	at, err := nanos(now)
-	if err != nil {
-		return nil, err
-	}
 	q := t.s.ledgerSQL(heldQuery)
 	out := make([]int64, len(charges))
 	for i := range charges {
@@ -80,7 +77,7 @@ func (t *txn) held(ctx context.Context, charges []store.Charge, now time.Time) (
 		if err != nil {
 			return nil, fmt.Errorf("budget %s: %w", c.Budget, err)
 		}
-		if err := t.QueryRow(ctx, q, c.Budget, c.Metric, since.Int64, at.Int64).Scan(&out[i]); err != nil {
+		if err := t.QueryRow(ctx, q, c.Budget, c.Metric, since.Int64).Scan(&out[i]); err != nil {
 			return nil, fmt.Errorf("read budget %s metric %s: %w", c.Budget, c.Metric, err)
 		}
 	}

@@ -23,9 +23,11 @@ var errNoLedger = errors.New("the store's schema predates the budget ledger: ope
 func (t *txn) keepsLedger() bool { return t.version == 0 || t.version >= ledgerVersion }
 
 // heldSQL is the amount a charge's (budget, metric) holds in its window: unreleased rows consumed
-// after the window's start, at or before now. It reads the index alone.
+// after the window's start — also those stamped after this reservation's now, which a process
+// whose clock was read later committed while this one waited for the write lock. It reads the
+// index alone.
 const heldSQL = `SELECT COALESCE(SUM(amount), 0) FROM budget_charges
-	WHERE budget = ? AND metric = ? AND consumed_at > ? AND consumed_at <= ? AND released_at IS NULL`
+	WHERE budget = ? AND metric = ? AND consumed_at > ? AND released_at IS NULL`
 
 // held reads, for each charge, the amount its (budget, metric) holds in its window at now
 // (store.PlanCharges). Under the write lock nothing else charges meanwhile.
@@ -40,11 +42,11 @@ func (t *txn) held(charges []store.Charge, now time.Time) ([]int64, error) {
 	for i := range charges {
 		c := &charges[i]
 		var b binder
-		since, at := b.nanos(c.HeldSince(now)), b.nanos(now)
+		since := b.nanos(c.HeldSince(now))
 		if b.err != nil {
 			return nil, fmt.Errorf("budget %s: %w", c.Budget, b.err)
 		}
-		_, err := t.c.queryRowArgs(heldSQL, []arg{text(c.Budget), text(c.Metric), integer(since), integer(at)}, func(sc scanner) error {
+		_, err := t.c.queryRowArgs(heldSQL, []arg{text(c.Budget), text(c.Metric), integer(since)}, func(sc scanner) error {
 			return sc.Scan(&out[i])
 		})
 		if err != nil {

@@ -173,8 +173,11 @@ func testBudgets(t *testing.T, b Backend) {
 		wantExhausted(t, "within the window", f.reserve(charged("k2", budget).reserve(t0.Add(59*time.Minute+59*time.Second))), budget)
 		// The window is (now − window, now]: a charge consumed exactly a window ago no longer counts.
 		wantReserved(t, "a window later", f.reserve(charged("k3", budget).reserve(t0.Add(time.Hour))))
-		// A charge consumed after now does not count at now either (the injected clock).
-		wantReserved(t, "before both, by the clock", f.reserve(charged("k4", budget).reserve(t0.Add(-time.Minute))))
+		// A charge stamped after now counts at now too: across processes, a reservation that
+		// read its clock first may be decided after one that read it later has committed.
+		later := countCharge("grant:later", 1, time.Hour)
+		wantReserved(t, "stamped later", f.reserve(charged("k4", later).reserve(t0.Add(2*time.Hour))))
+		wantExhausted(t, "stamped earlier, decided after", f.reserve(charged("k5", later).reserve(t0.Add(time.Hour))), later)
 		f.verify()
 	})
 
