@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -278,4 +279,47 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// TestWatchBudgets: the watch reads at once and then every interval, hands each read over, and
+// returns when its context ends (TestMain's goleak check holds it to leaving nothing behind).
+func TestWatchBudgets(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t, "sqlite")
+	f.call("k1", "billing", f.now.Add(-time.Minute), store.Committed, "ops-billing")
+	o, err := operator.New(&operator.Config{Store: f.st, Policy: f.pol, Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	reads := make(chan []jsonview.Budget, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.WatchBudgets(ctx, 10*time.Millisecond, func(list []jsonview.Budget, err error) {
+			if err != nil {
+				t.Errorf("read: %v", err)
+			}
+			select {
+			case reads <- list:
+			default:
+			}
+		})
+	}()
+	for range 3 {
+		select {
+		case list := <-reads:
+			if len(list) != 3 || list[0].Budget != "ops-billing" || list[0].Consumed != 1 || len(list[0].Held) != 0 {
+				t.Fatalf("a watch read = %+v, want the levels (ops-billing count 1, no held list)", list)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch read nothing")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchBudgets did not return when its context ended")
+	}
 }
