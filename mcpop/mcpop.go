@@ -1,7 +1,8 @@
 // Package mcpop is the operator's side of latch as an MCP server: the tools a person (or the
 // assistant they direct) needs when latch refuses something — list and show approval requests
 // with the exact arguments, approve or deny them, list the effects that need a person, resolve
-// one, inspect anything by id, list and count receipts, and verify the receipt chain. The
+// one, inspect anything by id, list and count receipts, verify the receipt chain, and list the
+// budgets in force with what each has consumed and holds. The
 // tools answer as the CLI and latch serve do (package internal/operator), in the same shapes
 // (package internal/jsonview): a field has one name and one null on every surface.
 //
@@ -157,6 +158,10 @@ func (o *Operator) Server() *mcp.Server {
 		Description: "List receipts in chain order, each with its hash and its document as stored: after a seq, at most limit (default 100)."}, o.listReceipts)
 	mcp.AddTool(s, &mcp.Tool{Name: "stats", Annotations: read, OutputSchema: schemaFor[jsonview.Stats](),
 		Description: "Count receipts by action and result over a window (since: 90m, 24h, 7d; default every receipt); in observe mode, what enforcement would have blocked."}, o.stats)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_budgets", Annotations: read, OutputSchema: schemaFor[Budgets](),
+		Description: "List the budgets in force (of policy grants, live delegations, and actions per principal): consumed and remaining within each rolling window, and every held charge with why it is held (an ambiguous effect holds its charge until a person resolves it)."}, o.listBudgets)
+	mcp.AddTool(s, &mcp.Tool{Name: "inspect_grant", Annotations: read, OutputSchema: schemaFor[jsonview.GrantInspection](),
+		Description: "One policy grant or delegation: whether it decides calls now, and each of its budgets with what it has consumed and every charge it holds."}, o.inspectGrant)
 	mcp.AddTool(s, &mcp.Tool{Name: "verify_receipts", Annotations: read, OutputSchema: schemaFor[jsonview.ChainReport](),
 		Description: "Verify the hash chain of receipts, the stored state against it and (when the server has the checkpoint public key) every signed checkpoint: ok, how many were verified, and each break with its seq."}, o.verify)
 	return s
@@ -409,6 +414,39 @@ func (o *Operator) stats(ctx context.Context, _ *mcp.CallToolRequest, in StatsAr
 		return nil, jsonview.Stats{}, toolError(err)
 	}
 	return nil, out, nil
+}
+
+// BudgetsArgs are the (no) arguments of list_budgets.
+type BudgetsArgs struct{}
+
+// Budgets is the result of list_budgets: the budgets in force as `latch budgets --json` prints
+// them and GET /v1/budgets lists them.
+type Budgets struct {
+	Budgets []jsonview.Budget `json:"budgets"`
+}
+
+func (o *Operator) listBudgets(ctx context.Context, _ *mcp.CallToolRequest, _ BudgetsArgs) (*mcp.CallToolResult, Budgets, error) {
+	list, err := o.op.Budgets(ctx)
+	if err != nil {
+		return nil, Budgets{}, toolError(err)
+	}
+	return nil, Budgets{Budgets: list}, nil
+}
+
+// GrantArgs name a policy grant or a delegation.
+type GrantArgs struct {
+	GrantID string `json:"grant_id" jsonschema:"a policy grant's id, or a delegation's (dlg_…)"`
+}
+
+func (o *Operator) inspectGrant(ctx context.Context, _ *mcp.CallToolRequest, in GrantArgs) (*mcp.CallToolResult, jsonview.GrantInspection, error) {
+	got, err := o.op.InspectGrant(ctx, in.GrantID)
+	switch {
+	case errors.Is(err, operator.ErrNoGrant):
+		return nil, jsonview.GrantInspection{}, fmt.Errorf("not_found: no grant or delegation %q", in.GrantID)
+	case err != nil:
+		return nil, jsonview.GrantInspection{}, toolError(err)
+	}
+	return nil, got, nil
 }
 
 // VerifyArgs are the (no) arguments of verify_receipts.

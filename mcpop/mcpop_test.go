@@ -91,7 +91,8 @@ func TestReadOnlyAnnotations(t *testing.T) {
 	t.Parallel()
 	_, cs, _ := setup(t, "")
 	want := map[string]bool{"list_approvals": true, "show_approval": true, "list_effects": true, "inspect": true,
-		"verify_receipts": true, "list_receipts": true, "stats": true, "approve": false, "deny": false, "resolve": false}
+		"verify_receipts": true, "list_receipts": true, "stats": true, "list_budgets": true, "inspect_grant": true,
+		"approve": false, "deny": false, "resolve": false}
 	seen := 0
 	for tool, err := range cs.Tools(t.Context(), nil) {
 		if err != nil {

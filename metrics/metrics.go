@@ -97,6 +97,7 @@ type Sink struct {
 	effects      *prometheus.Desc
 	approvals    *prometheus.Desc
 	countErrors  prometheus.Counter
+	budgets      *budgetGauge
 
 	// requestedAt remembers when requests this process saw were made, for the answer time when
 	// no store is given; bounded.
@@ -127,7 +128,7 @@ func New(cfg *Config) (*Sink, error) {
 		return nil, errors.New("metrics: negative count timeout")
 	}
 	s := &Sink{reg: c.Registry, timeout: c.CountTimeout, st: c.Store, pol: c.Policy, requestedAt: map[string]time.Time{},
-		labels: map[string]map[string]bool{}}
+		labels: map[string]map[string]bool{}, budgets: newBudgetGauge()}
 	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latch_calls_total",
 		Help: "Calls that ended, by action and result (committed, failed, ambiguous, observed, denied, blocked, approval_required, error)."},
 		[]string{"action", "result"})
@@ -166,7 +167,7 @@ func New(cfg *Config) (*Sink, error) {
 	s.approvals = prometheus.NewDesc("latch_approvals", "Approval requests by status, read from the store at scrape.", []string{"status"}, nil)
 	for _, col := range []prometheus.Collector{s.calls, s.refusals, s.requested, s.answered, s.expired, s.answerTime,
 		s.ambiguous, s.lapsed, s.conflicts, s.resolved, s.storeTx, s.storeErrors, s.sinkFailures, s.notifyFailed,
-		s.countErrors, gauges{s}} {
+		s.countErrors, gauges{s}, s.budgets} {
 		if err := s.reg.Register(col); err != nil {
 			return nil, errors.Join(errors.New("metrics: register"), err)
 		}

@@ -41,6 +41,9 @@ const (
 	KindEffectAmbiguous   = "effect_ambiguous" // an attempt's outcome is unknown
 	KindLeaseLapsed       = "lease_lapsed"     // a holder's lease lapsed with no outcome
 	KindOutcomeConflict   = "outcome_conflict"
+	// KindBudgetThreshold: a budget's consumption reached Config.BudgetShare of its limit
+	// (Notifier.Budgets). It comes from no event: its EventID is 0 and its Event "".
+	KindBudgetThreshold = "budget_threshold"
 )
 
 // Body formats.
@@ -58,8 +61,11 @@ const (
 const (
 	HeaderTimestamp = "Latch-Timestamp" // Unix seconds, signed with the body
 	HeaderSignature = "Latch-Signature" // v1=<hex HMAC-SHA256 of "timestamp.body">
-	HeaderDelivery  = "Latch-Delivery"  // the event's store id: the same for every retry of an alert
-	HeaderAlert     = "Latch-Alert"     // the alert's kind
+	// HeaderDelivery is the same for every retry of an alert: the event's store id, or for a
+	// budget alert "budget:ID:METRIC:MS.N" (MS: when the crossing was seen, in Unix
+	// milliseconds; N: the notifier's count of crossings).
+	HeaderDelivery = "Latch-Delivery"
+	HeaderAlert    = "Latch-Alert" // the alert's kind
 )
 
 // Config configures a Notifier.
@@ -81,6 +87,9 @@ type Config struct {
 	// a *metrics.Sink counts them.
 	Failures interface{ DeliveryFailed(kind string) }
 	Now      func() time.Time // the signature's clock; default time.Now
+	// BudgetShare, when positive, is the share of a budget's limit (0.8: 80%) whose crossing
+	// Budgets alerts on, once per crossing; 0 sends no budget alerts. At most 1.
+	BudgetShare float64
 }
 
 // Alert is the JSON body of an alert (FormatJSON).
@@ -96,7 +105,8 @@ type Alert struct {
 	Payload    json.RawMessage `json:"payload,omitempty"`
 	Text       string          `json:"text"` // one line for a person; agent-supplied values marked (see FormatSlack)
 
-	render func(quote func(string) string) string // Text with each value passed through quote
+	render   func(quote func(string) string) string // Text with each value passed through quote
+	delivery string                                 // HeaderDelivery when the alert comes from no event
 }
 
 // Notifier posts alerts. It implements latch.Sink and is safe for concurrent use.
@@ -108,6 +118,10 @@ type Notifier struct {
 	mu      sync.Mutex
 	actions map[string]string // action id → action name, from action_proposed; bounded
 	closed  bool
+	// above holds the budgets (id and metric) whose consumption was at or past BudgetShare
+	// when Budgets last saw them.
+	above     map[[2]string]bool
+	crossings int64 // the crossings alerted on, for their delivery ids
 }
 
 var _ latch.Sink = (*Notifier)(nil)
@@ -161,8 +175,10 @@ func New(cfg *Config) (*Notifier, error) {
 		return nil, errors.New("notify: the json format needs a secret to sign its alerts")
 	case c.QueueSize < 0 || c.Timeout < 0 || c.Attempts < 0 || c.Backoff < 0:
 		return nil, errors.New("notify: negative queue size, timeout, attempts or backoff")
+	case !(c.BudgetShare >= 0 && c.BudgetShare <= 1): // NaN too
+		return nil, fmt.Errorf("notify: budget share %v: want a share of the limit from 0 (no budget alerts) to 1", c.BudgetShare)
 	}
-	n := &Notifier{cfg: c, log: c.Logger, actions: map[string]string{}}
+	n := &Notifier{cfg: c, log: c.Logger, actions: map[string]string{}, above: map[[2]string]bool{}}
 	for _, raw := range c.URLs {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -195,8 +211,14 @@ func (n *Notifier) Event(_ context.Context, e store.Event) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.queue(a)
+	return nil
+}
+
+// queue hands a to every target without blocking; n.mu is held.
+func (n *Notifier) queue(a *Alert) {
 	if n.closed {
-		return nil
+		return
 	}
 	for _, t := range n.targets {
 		select {
@@ -205,7 +227,6 @@ func (n *Notifier) Event(_ context.Context, e store.Event) error {
 			n.failed("dropped", t.url, a, errors.New("queue full"))
 		}
 	}
-	return nil
 }
 
 func (n *Notifier) remember(actionID, name string) {
@@ -382,7 +403,11 @@ func (n *Notifier) post(u string, a *Alert, body []byte) (retry bool, err error)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderAlert, a.Alert)
-	req.Header.Set(HeaderDelivery, strconv.FormatInt(a.EventID, 10))
+	delivery := a.delivery
+	if delivery == "" {
+		delivery = strconv.FormatInt(a.EventID, 10)
+	}
+	req.Header.Set(HeaderDelivery, delivery)
 	if len(n.cfg.Secret) > 0 {
 		ts := n.cfg.Now().Unix()
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))

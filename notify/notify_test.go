@@ -328,8 +328,10 @@ func TestNewRefuses(t *testing.T) {
 	for _, c := range []notify.Config{
 		{},
 		{URLs: []string{"http://127.0.0.1:1/x"}}, // json without a secret
-		{URLs: []string{"ftp://example.com"}, Secret: secret},                     // not http
-		{URLs: []string{"http://127.0.0.1:1/x"}, Secret: secret, Format: "teams"}, // unknown format
+		{URLs: []string{"ftp://example.com"}, Secret: secret},                       // not http
+		{URLs: []string{"http://127.0.0.1:1/x"}, Secret: secret, Format: "teams"},   // unknown format
+		{URLs: []string{"http://127.0.0.1:1/x"}, Secret: secret, BudgetShare: 1.5},  // more than the limit
+		{URLs: []string{"http://127.0.0.1:1/x"}, Secret: secret, BudgetShare: -0.1}, // negative
 	} {
 		if n, err := notify.New(&c); err == nil {
 			n.Close()

@@ -56,6 +56,7 @@ var ops = map[string]op{
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
 	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
+	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
@@ -241,6 +242,19 @@ var schemas = map[string]any{
 			"action": str, "result": str, "count": integer})},
 		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
 			"action": str, "would_have": str, "reason": str, "count": integer})}}),
+	// A budget in force and what it holds (docs/budgets.md); remaining is for operators only.
+	"Budget": obj([]string{"budget", "kind", "grant", "action", "per", "who", "metric", "limit", "window", "window_seconds",
+		"consumed", "remaining", "ratio", "held"}, map[string]any{
+		"budget": str, "kind": map[string]any{"enum": []string{"grant", "delegation", "action"}}, "grant": nstr, "action": nstr,
+		"per": map[string]any{"enum": []any{"agent", "user", "principal", nil}}, "who": nstr, "metric": str,
+		"limit": integer, "window": str, "window_seconds": integer, "consumed": integer, "remaining": integer,
+		"ratio": map[string]any{"type": "number", "minimum": 0},
+		"held": map[string]any{"type": "array", "items": obj([]string{"effect_key", "attempt", "action_id", "amount", "consumed_at",
+			"state", "needs_person", "why"}, map[string]any{
+			"effect_key": str, "attempt": integer, "action_id": nstr, "amount": integer, "consumed_at": stamp,
+			"state":        map[string]any{"enum": []any{"executing", "committed", "failed", "ambiguous", nil}},
+			"needs_person": map[string]any{"type": "boolean"}, "why": str})}}),
+	"Budgets": obj([]string{"budgets"}, map[string]any{"budgets": map[string]any{"type": "array", "items": ref("Budget")}}),
 	"Report": obj([]string{"ok", "verified", "breaks", "state", "start", "checkpoints"}, map[string]any{
 		"ok": map[string]any{"type": "boolean"}, "verified": integer,
 		"breaks": map[string]any{"type": "array", "items": obj([]string{"kind", "seq", "detail", "subject", "chain", "table"}, map[string]any{

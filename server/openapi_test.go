@@ -212,6 +212,9 @@ func TestOpenAPI(t *testing.T) {
 		{"GET", "/v1/receipts/verify", s.approver, nil},
 		{"GET", "/v1/receipts/verify", "", nil},
 		{"GET", "/v1/receipts/verify", s.alice, nil},
+		{"GET", "/v1/budgets", s.approver, nil},
+		{"GET", "/v1/budgets", "", nil},
+		{"GET", "/v1/budgets", s.alice, nil},
 		{"GET", "/readyz", "", nil},
 	} {
 		if b, ok := q.body.([]byte); ok { // a body that is not JSON, sent as a form

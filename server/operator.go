@@ -287,3 +287,19 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// listBudgets is GET /v1/budgets: every budget in force, with what it has consumed, what
+// remains and each charge it holds, as `latch budgets --json` lists them (operator.Budgets).
+// What remains is for operators: a refused caller is never told it.
+func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	out, err := s.op.Budgets(r.Context())
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"budgets": out})
+}

@@ -40,6 +40,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
 		{"GET", "/v1/events", true, s.events},
 		{"GET", "/v1/stats", true, s.stats},
+		{"GET", "/v1/budgets", true, s.listBudgets},
 	}
 }
 

@@ -217,6 +217,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.pruneCommand(),
 		a.holdCommand(),
 		a.inspectCommand(),
+		a.budgetsCommand(),
 		a.statsCommand(),
 		a.delegateCommand(),
 		a.revokeCommand(),

@@ -18,9 +18,10 @@ import (
 
 func (a *app) inspectCommand() *cobra.Command {
 	var asJSON bool
+	var grant string
 	cmd := &cobra.Command{
-		Use:   "inspect ID",
-		Short: "Everything about an action id, an approval id or an effect key",
+		Use:   "inspect ID | --grant ID",
+		Short: "Everything about an action id, an approval id or an effect key; or a grant's budgets",
 		Long: `Answer "what happened to this?" in one command.
 
 ID is an action id (act_…), an approval id (apr_…) or otherwise an effect key. The
@@ -29,10 +30,28 @@ hash they are bound to; for an effect: the effect record), the timeline of event
 the order they were written, and the receipt(s), each as its full document.
 
 --json prints one object, as the operator MCP server's inspect tool answers:
-  id, kind (action, approval or effect), approval, effect, events, receipts`,
-		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88 --json",
-		Args:    exactArgs("ID"),
+  id, kind (action, approval or effect), approval, effect, events, receipts
+
+--grant ID inspects a policy grant or a delegation instead: whether it decides calls
+now (a revoked, expired or cut delegation does not), and each of its budgets with
+what it has consumed, what remains, and every charge it holds with why (an ambiguous
+effect holds its charge until a person resolves it). With --json, one object:
+  grant_id, kind (grant or delegation), parent, subject, actions, expires_at, live,
+  not_live, budgets (each as latch budgets --json prints it)`,
+		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88 --json\n  latch inspect --grant ops-billing",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("grant") {
+				return noArgs(cmd, args)
+			}
+			return exactArgs("ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			if cmd.Flags().Changed("grant") {
+				if grant == "" {
+					return usagef("--grant: say which grant or delegation")
+				}
+				return a.inspectGrant(grant, asJSON)
+			}
 			st, err := a.openRead()
 			if err != nil {
 				return err
@@ -65,6 +84,7 @@ the order they were written, and the receipt(s), each as its full document.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().StringVar(&grant, "grant", "", "inspect the policy grant or delegation `ID`: its budgets, consumed and held")
 	return cmd
 }
 

@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,11 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/notify"
+	"github.com/latchkit/latch/store"
 )
 
 // TestServeNotify: `latch serve --notify URL --notify-secret-file F` posts a signed alert to a
@@ -91,5 +96,130 @@ func TestServeNotify(t *testing.T) {
 	}
 	if err := srv.Wait(); err != nil {
 		t.Errorf("serve: %v\n%s", err, stderr)
+	}
+}
+
+// budgetAlertPolicy budgets the ops grant at five calls a day.
+const budgetAlertPolicy = `schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: allow
+authority:
+  grants:
+    - id: ops
+      subject: {agent: billing-worker}
+      actions: [billing.*]
+      budgets:
+        - {metric: count, limit: 5, window: P1D}
+`
+
+// TestServeBudgetAlert: `latch serve --notify URL --notify-budget-share 0.6` alerts once when a
+// budget's consumption reaches 60% of its limit — not again on the next refreshes while it stays
+// there — and again after it fell below (an ambiguous charge resolved failed is released) and
+// reached it again: two alerts, counted at a real receiver that verifies each signature. The
+// gauge latch_budget_consumption_ratio shows the consumption, and the server stops cleanly.
+func TestServeBudgetAlert(t *testing.T) {
+	t.Parallel()
+	latchBin, policyPath := latchDir(t, budgetAlertPolicy)
+	dir := filepath.Dir(policyPath)
+	secretFile := filepath.Join(dir, "notify.key")
+	if err := os.WriteFile(secretFile, []byte("k3y\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []notify.Alert
+	var deliveries []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify([]byte("k3y"), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+			t.Errorf("alert signature: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var a notify.Alert
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert body: %v", err)
+		}
+		mu.Lock()
+		got = append(got, a)
+		deliveries = append(deliveries, r.Header.Get(notify.HeaderDelivery))
+		mu.Unlock()
+	}))
+	defer recv.Close()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); count() < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the receiver got %d alerts, want %d", count(), n)
+			}
+		}
+		time.Sleep(600 * time.Millisecond) // several refreshes: no alert more
+		if c := count(); c != n {
+			t.Fatalf("the receiver got %d alerts, want %d", c, n)
+		}
+	}
+
+	storeURL := "sqlite:" + filepath.Join(dir, "state.db")
+	p := startServe(t, latchBin, nil, "--policy", policyPath, "--store", storeURL, "serve", "--notify", recv.URL, "--notify-secret-file", secretFile,
+		"--budget-refresh", "100ms", "--notify-budget-share", "0.6")
+	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: storeURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	call := func(inv string, fail error) {
+		t.Helper()
+		ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "billing-worker"})
+		_, err := g.Execute(ctx, &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"` + inv + `"}`)},
+			func(context.Context, json.RawMessage) (any, error) { return nil, fail })
+		if (err != nil) != (fail != nil) {
+			t.Fatalf("call %s = %v", inv, err)
+		}
+	}
+	call("i1", nil)
+	call("i2", nil)
+	time.Sleep(400 * time.Millisecond) // 40%: refreshed, below the share
+	if c := count(); c != 0 {
+		t.Fatalf("alerts at 40%%: %d, want none", c)
+	}
+	call("i3", errors.New("connection reset")) // ambiguous: held, 60%
+	waitFor(1)
+	if _, err := g.Resolve(t.Context(), "charge:i3", store.Failed, "cli:ana"); err != nil { // released: 40%
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	call("i4", nil) // 60% again: a new crossing
+	waitFor(2)
+	mu.Lock()
+	for _, a := range got {
+		if a.Alert != notify.KindBudgetThreshold || !strings.Contains(a.Text, "Budget ops (grant count) is 60% consumed: 3 of 5") {
+			t.Errorf("alert = %+v", a)
+		}
+	}
+	if deliveries[0] == deliveries[1] || !strings.HasPrefix(deliveries[0], "budget:ops:count:") {
+		t.Errorf("deliveries %q: want one id per crossing", deliveries)
+	}
+	mu.Unlock()
+
+	resp, err := http.Get(p.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `latch_budget_consumption_ratio{budget="ops",kind="grant",metric="count"} 0.6`) {
+		t.Errorf("/metrics lacks the budget's ratio:\n%s", body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("serve: %v\n%s", err, p.stderr)
 	}
 }

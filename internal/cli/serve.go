@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/latchkit/latch/auth"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/policy"
@@ -36,6 +38,8 @@ func (a *app) serveCommand() *cobra.Command {
 	var proxies []string
 	var sessionTTL string
 	var otelEndpoint string
+	var budgetRefresh time.Duration
+	var budgetShare float64
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -123,15 +127,21 @@ stops it gracefully: requests in flight finish first.`,
 				return err
 			}
 			sinks := []latch.Sink{m}
+			switch {
+			case budgetRefresh < 0:
+				return usagef("--budget-refresh %v: want a duration, or 0 for no refresh", budgetRefresh)
+			case !(budgetShare >= 0 && budgetShare <= 1):
+				return usagef("--notify-budget-share %v: want a share of the limit from 0 (no budget alerts) to 1", budgetShare)
+			}
+			var n *notify.Notifier
 			if len(notifyURLs) > 0 {
-				n, err := a.notifier(notifyURLs, notifyFormat, notifySecretFile, m, log)
-				if err != nil {
+				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, budgetShare, m, log); err != nil {
 					return err
 				}
 				defer n.Close() // after the guard's Close has handed it what was queued
 				sinks = append(sinks, n)
-			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" {
-				return usagef("--notify-format and --notify-secret-file go with --notify URL")
+			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" || cmd.Flags().Changed("notify-budget-share") {
+				return usagef("--notify-format, --notify-secret-file and --notify-budget-share go with --notify URL")
 			}
 			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks, TracerProvider: tp})
 			if err != nil {
@@ -155,6 +165,10 @@ stops it gracefully: requests in flight finish first.`,
 			if err := ckpt.start(ctx, g.Store(), log); err != nil {
 				return err
 			}
+			if budgetRefresh > 0 {
+				stopWatch := a.watchBudgets(ctx, g, budgetRefresh, m, n, log)
+				defer stopWatch() // the watch ends before the notifier closes
+			}
 			return s.ListenAndServe(ctx)
 		},
 	}
@@ -170,6 +184,8 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
+	f.Float64Var(&budgetShare, "notify-budget-share", 0.8, "with --notify, alert once when a budget's consumption reaches this `SHARE` of its limit (0: no budget alerts)")
+	f.DurationVar(&budgetRefresh, "budget-refresh", 30*time.Second, "read the budgets' consumption every `DURATION` for latch_budget_consumption_ratio and the budget alerts (0: never)")
 	jwt.register(f, "callers'")
 	f.BoolVar(&cfg.NoConsole, "no-console", false, "serve the API only, without the web console under /")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
@@ -185,7 +201,7 @@ stops it gracefully: requests in flight finish first.`,
 
 // notifier builds the alert notifier of --notify: the secret comes from a file, never the
 // command line (which other users of the host can read), or from $LATCH_NOTIFY_SECRET.
-func (a *app) notifier(urls []string, format, secretFile string, m *metrics.Sink, log *slog.Logger) (*notify.Notifier, error) {
+func (a *app) notifier(urls []string, format, secretFile string, budgetShare float64, m *metrics.Sink, log *slog.Logger) (*notify.Notifier, error) {
 	var secret []byte
 	switch {
 	case secretFile != "":
@@ -201,11 +217,45 @@ func (a *app) notifier(urls []string, format, secretFile string, m *metrics.Sink
 	case format == notify.FormatJSON:
 		return nil, usagef("--notify needs a secret to sign alerts: --notify-secret-file FILE or $LATCH_NOTIFY_SECRET")
 	}
-	n, err := notify.New(&notify.Config{URLs: urls, Secret: secret, Format: format, Failures: m, Logger: log})
+	n, err := notify.New(&notify.Config{URLs: urls, Secret: secret, Format: format, Failures: m, Logger: log, BudgetShare: budgetShare})
 	if err != nil {
 		return nil, usagef("%s", strings.TrimPrefix(err.Error(), "notify: "))
 	}
 	return n, nil
+}
+
+// watchBudgets reads the budgets' consumption every interval until ctx ends or the returned
+// stop is called (which waits for it): the gauge latch_budget_consumption_ratio, and the
+// notifier's threshold alerts when n is not nil.
+func (a *app) watchBudgets(ctx context.Context, g *latch.Guard, every time.Duration, m *metrics.Sink, n *notify.Notifier, log *slog.Logger) (stop func()) {
+	o := a.operatorOf(g.Store(), g.Policy(), nil)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.WatchBudgets(wctx, every, func(list []jsonview.Budget, err error) {
+			if err != nil {
+				log.Error("latch serve: read budgets", "err", err)
+				return
+			}
+			levels := make([]metrics.BudgetLevel, len(list))
+			alerts := make([]notify.BudgetLevel, len(list))
+			for i, b := range list {
+				name := b.Budget
+				if b.Action != nil {
+					name = *b.Action // the action's, never the principal's: bounded labels
+				}
+				levels[i] = metrics.BudgetLevel{Kind: b.Kind, Budget: name, Metric: b.Metric, Ratio: b.Ratio}
+				alerts[i] = notify.BudgetLevel{Budget: b.Budget, Kind: b.Kind, Metric: b.Metric, Consumed: b.Consumed, Limit: b.Limit,
+					Window: b.Window, Ratio: b.Ratio}
+			}
+			m.SetBudgets(levels)
+			if n != nil {
+				n.Budgets(alerts)
+			}
+		})
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (a *app) tokenCommand() *cobra.Command {

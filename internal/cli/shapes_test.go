@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
@@ -287,4 +288,192 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// budgetShapesPolicy budgets a grant and the action per agent.
+const budgetShapesPolicy = `schema: latch.policy/v1
+actions:
+  refund.issue:
+    effect: "refund:{id}"
+    arguments:
+      id: { type: string }
+      amount: { type: integer, min: 1 }
+    decision: allow
+    budgets:
+      - {metric: amount, limit: 100000, window: P1D, per: principal}
+authority:
+  grants:
+    - id: refunds
+      subject: {agent: refunder}
+      actions: [refund.*]
+      budgets:
+        - {metric: count, limit: 10, window: PT1H}
+`
+
+// TestBudgetShapesAgree: the budgets `latch budgets --json` prints are the objects GET
+// /v1/budgets and the operator MCP server's list_budgets answer — every field, its name and its
+// null — with the charges a real guard made (committed, ambiguous); the OpenAPI document and the
+// MCP output schema name exactly those fields, and `latch inspect --grant --json` is what
+// inspect_grant answers.
+func TestBudgetShapesAgree(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "latch.yaml")
+	if err := os.WriteFile(policyPath, []byte(budgetShapesPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeURL := "sqlite:" + filepath.Join(dir, "state.db")
+	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: storeURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "refunder", User: "u1"})
+	for i, fail := range []error{nil, io.ErrUnexpectedEOF, nil} {
+		args, _ := json.Marshal(map[string]any{"id": fmt.Sprint("o", i), "amount": 100 * (i + 1)})
+		_, err := g.Execute(ctx, &latch.Call{Action: "refund.issue", Arguments: args}, func(context.Context, json.RawMessage) (any, error) { return nil, fail })
+		if (err != nil) != (fail != nil) {
+			t.Fatalf("call %d = %v", i, err)
+		}
+	}
+	cliOut := func(args ...string) []map[string]any {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := cli.Main(t.Context(), append([]string{"--policy", policyPath, "--store", storeURL}, args...), &stdout, &stderr, func(string) string { return "" }); code != 0 {
+			t.Fatalf("latch %v = exit %d\n%s", args, code, stderr.String())
+		}
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("latch %v: %v\n%s", args, err, line)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	budgets := cliOut("budgets", "--json")
+	if len(budgets) != 2 || budgets[0]["consumed"] != float64(3) || budgets[1]["consumed"] != float64(600) {
+		t.Fatalf("latch budgets --json = %v, want the grant's count 3 and the principal's amount 600", budgets)
+	}
+	if held := budgets[0]["held"].([]any); len(held) != 3 || held[1].(map[string]any)["state"] != "ambiguous" {
+		t.Fatalf("held = %v, want three, the second ambiguous", held)
+	}
+	grant := cliOut("inspect", "--grant", "refunds", "--json")[0]
+
+	ts := g.Store().(store.TokenStore)
+	secret, _, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(g, &server.Config{NoConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(sctx, ln) }()
+	defer func() { stop(); <-done }()
+	get := func(path string, into any) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || json.Unmarshal(b, into) != nil {
+			t.Fatalf("GET %s = %d %s", path, resp.StatusCode, b)
+		}
+	}
+	var page struct{ Budgets []map[string]any }
+	get("/v1/budgets", &page)
+	if d := cmp.Diff(budgets, page.Budgets); d != "" {
+		t.Errorf("latch budgets --json (-) vs GET /v1/budgets (+):\n%s", d)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	get("/v1/openapi.json", &doc)
+	if d := cmp.Diff(sortedKeys(budgets[0]), sortedKeys(doc.Components.Schemas["Budget"].Properties)); d != "" {
+		t.Errorf("OpenAPI schema Budget fields (-CLI +OpenAPI):\n%s", d)
+	}
+	held := budgets[0]["held"].([]any)[0].(map[string]any)
+	heldSchema, _ := doc.Components.Schemas["Budget"].Properties["held"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
+	if d := cmp.Diff(sortedKeys(held), sortedKeys(heldSchema)); d != "" {
+		t.Errorf("OpenAPI schema Budget.held fields (-CLI +OpenAPI):\n%s", d)
+	}
+
+	op, err := mcpop.New(&mcpop.Config{Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := op.Server().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "shapes"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(tool string, args any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s = %+v, %v", tool, res, err)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var viaMCP []map[string]any
+	for _, b := range call("list_budgets", map[string]any{})["budgets"].([]any) {
+		viaMCP = append(viaMCP, b.(map[string]any))
+	}
+	if d := cmp.Diff(budgets, viaMCP); d != "" {
+		t.Errorf("latch budgets --json (-) vs MCP list_budgets (+):\n%s", d)
+	}
+	if d := cmp.Diff(grant, call("inspect_grant", map[string]any{"grant_id": "refunds"})); d != "" {
+		t.Errorf("latch inspect --grant --json (-) vs MCP inspect_grant (+):\n%s", d)
+	}
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tool.Name != "list_budgets" {
+			continue
+		}
+		b, _ := json.Marshal(tool.OutputSchema)
+		var schema struct {
+			Properties struct {
+				Budgets struct {
+					Items struct {
+						Properties map[string]any `json:"properties"`
+					} `json:"items"`
+				} `json:"budgets"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(sortedKeys(budgets[0]), sortedKeys(schema.Properties.Budgets.Items.Properties)); d != "" {
+			t.Errorf("MCP list_budgets output schema fields (-CLI +MCP):\n%s", d)
+		}
+	}
 }

@@ -24,7 +24,7 @@ import (
 // base is what every page's layout needs.
 type base struct {
 	Title     string
-	Nav       string // the current section: approvals, attention, receipts
+	Nav       string // the current section: approvals, attention, receipts, budgets
 	Me        *viewer
 	Flash     string
 	Error     string
@@ -78,7 +78,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	out := map[string]*template.Template{}
-	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt"} {
+	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -920,4 +920,44 @@ func (cs *Console) receiptPage(w http.ResponseWriter, r *http.Request, v *viewer
 		return
 	}
 	cs.fail(w, r, v, http.StatusNotFound, fmt.Sprintf("There is no receipt %d.", seq))
+}
+
+type budgetsData struct {
+	base
+	Budgets []budgetView
+}
+
+// budgetView is one budget as the Budgets page draws it: its bar (Consumed of Limit), and each
+// charge it holds with why.
+type budgetView struct {
+	jsonview.Budget
+	Percent string // the ratio as a percentage, for the words beside the bar
+	Of      string // what it belongs to, in words
+	High    int64  // where the bar turns to a warning: 80% of the limit
+}
+
+// budgetsPage is GET /budgets: every budget in force (operator.Budgets), as a bar of what it
+// has consumed of its limit, with the charges it holds and why each is held.
+func (cs *Console) budgetsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	list, err := cs.op.Budgets(r.Context())
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The budgets could not be read: "+err.Error())
+		return
+	}
+	data := &budgetsData{base: cs.pageBase(w, r, v, "Budgets", "budgets", nil)}
+	for _, b := range list {
+		bv := budgetView{Budget: b, Percent: strconv.FormatFloat(100*b.Ratio, 'f', 0, 64) + "%", High: b.Limit * 8 / 10, Of: b.Kind}
+		if b.Kind == jsonview.BudgetOfAction {
+			bv.Of = "action " + deref(b.Action) + ", per " + deref(b.Per) + " " + deref(b.Who)
+		}
+		data.Budgets = append(data.Budgets, bv)
+	}
+	cs.render(w, http.StatusOK, "budgets", data)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
