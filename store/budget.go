@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/latchkit/latch/internal/safetext"
+	"github.com/latchkit/latch/policy"
 )
 
 // Charge is one budget charge a reservation makes (docs/budgets.md): Amount of Metric against
@@ -189,92 +188,18 @@ func ChargeChange(w *EffectWrite) int {
 	return 0
 }
 
-// FormatWindow writes a window as an ISO 8601 duration, as receipts record it: whole days as
-// "P30D", anything else in hours, minutes and seconds ("PT1H30M", "PT0.5S").
-func FormatWindow(d time.Duration) string {
-	if d <= 0 {
-		return "PT0S"
-	}
-	const day = 24 * time.Hour
-	if d%day == 0 {
-		return "P" + strconv.FormatInt(int64(d/day), 10) + "D"
-	}
-	var b strings.Builder
-	b.WriteString("P")
-	if days := d / day; days > 0 {
-		b.WriteString(strconv.FormatInt(int64(days), 10) + "D")
-		d -= days * day
-	}
-	b.WriteString("T")
-	if h := d / time.Hour; h > 0 {
-		b.WriteString(strconv.FormatInt(int64(h), 10) + "H")
-		d -= h * time.Hour
-	}
-	if m := d / time.Minute; m > 0 {
-		b.WriteString(strconv.FormatInt(int64(m), 10) + "M")
-		d -= m * time.Minute
-	}
-	if d > 0 {
-		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S")
-	}
-	return b.String()
-}
+// FormatWindow writes a window as receipts and refusals record it: the policy's one ISO 8601
+// writer (policy.FormatISODuration), so that P1D and PT24H are the same window everywhere.
+func FormatWindow(d time.Duration) string { return policy.FormatISODuration(d) }
 
-// ParseWindow reads an ISO 8601 duration of weeks, days, hours, minutes and seconds ("P1W",
-// "P30D", "PT24H", "P1DT12H", "PT0.5S"), as FormatWindow and the policy write them. Years and
-// months, whose length varies, are refused.
+// ParseWindow reads back what FormatWindow wrote (policy.ParseISODuration): a positive window
+// of whole seconds.
 func ParseWindow(s string) (time.Duration, error) {
-	bad := func(why string) (time.Duration, error) {
-		return 0, fmt.Errorf("window %s: %s", strconv.Quote(s), why)
+	d, err := policy.ParseISODuration(s)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("window %s is not positive", strconv.Quote(s))
 	}
-	rest, ok := strings.CutPrefix(s, "P")
-	if !ok || rest == "" || rest == "T" {
-		return bad("is not an ISO 8601 duration (P…)")
-	}
-	var total time.Duration
-	inTime := false
-	units := "WD"
-	for rest != "" {
-		if rest[0] == 'T' {
-			if inTime {
-				return bad("has two T")
-			}
-			inTime, units, rest = true, "HMS", rest[1:]
-			if rest == "" {
-				return bad("ends after T")
-			}
-			continue
-		}
-		i := strings.IndexFunc(rest, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-		if i <= 0 {
-			return bad("lacks a number before a unit")
-		}
-		num := rest[:i]
-		u := rest[i]
-		j := strings.IndexByte(units, u)
-		if j < 0 {
-			return bad(fmt.Sprintf("has unit %q where %s is expected", u, units))
-		}
-		units = units[j+1:] // each unit once, in order
-		scale := map[byte]time.Duration{'W': 7 * 24 * time.Hour, 'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[u]
-		var part time.Duration
-		if n, err := strconv.ParseInt(num, 10, 64); err == nil && n <= int64(math.MaxInt64/scale) {
-			part = time.Duration(n) * scale
-		} else if f, err := strconv.ParseFloat(num, 64); err == nil && f*float64(scale) < math.MaxInt64 {
-			part = time.Duration(f * float64(scale))
-		} else {
-			return bad("has a malformed or too large number")
-		}
-		if total > math.MaxInt64-part {
-			return bad("is longer than the store can hold")
-		}
-		total += part
-		rest = rest[i+1:]
-	}
-	if total <= 0 {
-		return bad("is not positive")
-	}
-	return total, nil
+	return d, err
 }
 
 // CheckChargeFilter refuses a filter whose budget or metric cannot be kept, or whose limit is
