@@ -34,6 +34,9 @@ type Delegation struct {
 	// Revoked says this delegation itself was revoked. Delegations beneath it are cut by the
 	// chain walk, so revoking a chain of any depth is one write.
 	Revoked bool
+	// Via is ViaBreakGlass for a grant opened in a break-glass envelope (its Parent is the
+	// envelope's id), "" for a delegation.
+	Via string
 	// Err is non-nil when the stored row could not be read. One unreadable row denies
 	// everything: a row that cannot be read might be the revocation that matters.
 	Err error
@@ -51,7 +54,10 @@ type Decision struct {
 	Dimension    string // "" when allowed
 	GrantID      string
 	DelegationID string
-	Trace        []string
+	// BreakGlass is the envelope the matching delegation was opened in, when it is a
+	// break-glass grant (GrantID is then the envelope's id too); "" otherwise.
+	BreakGlass string
+	Trace      []string
 }
 
 // ReasonGranted is the Reason of an allowing [Decision].
@@ -134,7 +140,9 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 			continue
 		}
 		e.line("delegation ", d.ID, ": allowed beneath grant ", rootID)
-		return e.allow(rootID, d.ID)
+		dec := e.allow(rootID, d.ID)
+		dec.BreakGlass = c.envelope
+		return dec
 	}
 
 	if e.best.Reason != "" {
@@ -307,9 +315,10 @@ func idText(id string) string {
 
 // chain is the result of walking a delegation's chain.
 type chain struct {
-	root   *policy.Grant // the policy grant at the top, nil if not reached
-	depth  int           // delegations from d up to the root, d included
-	reason string        // the highest-precedence failure, "" if the chain holds
+	root     *policy.Grant // the policy grant (or envelope) at the top, nil if not reached
+	envelope string        // the envelope at the top of a break-glass chain
+	depth    int           // delegations from d up to the root, d included
+	reason   string        // the highest-precedence failure, "" if the chain holds
 	refusal
 }
 
@@ -330,7 +339,7 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 		c.fail(ReasonUnreadable, DimRecord, "id "+d.ID+" names "+strconv.Itoa(n)+" records")
 		return c
 	}
-	cur := d
+	cur, opened := d, false
 	for c.depth = 1; ; c.depth++ {
 		if cur.Revoked {
 			c.fail(ReasonRevoked, DimRevoked, "delegation "+cur.ID+" is revoked")
@@ -339,8 +348,16 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 			f := expiredRefusal("delegation "+cur.ID, cur.Grant.ExpiresAt, now)
 			c.fail(ReasonExpired, f.dim, f.msg)
 		}
+		if cur.Via == ViaBreakGlass {
+			c.opening(a, cur) // the envelope is the root of a break-glass chain
+			opened = true
+			break
+		}
 		pg, pd, n := lookup(a, ds, cur.Parent)
 		switch {
+		case n == 0 && a.Envelope(cur.Parent) != nil:
+			c.fail(ReasonEscalation, DimParent, "parent "+cur.Parent+" of delegation "+cur.ID+" is a break-glass envelope, beneath which only a break-glass opening may be")
+			return c
 		case n == 0:
 			c.fail(ReasonRevoked, DimParent, "parent "+cur.Parent+" of delegation "+cur.ID+" no longer exists")
 			return c
@@ -373,8 +390,14 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 		}
 		cur = pd
 	}
-	if limit := maxDepth(a); c.depth > limit {
-		c.fail(ReasonEscalation, DimDepth, "delegation "+d.ID+" is "+strconv.Itoa(c.depth)+" deep (max_delegation_depth is "+strconv.Itoa(limit)+")")
+	// A break-glass opening is no delegation: it does not count towards the depth (and, never
+	// delegable, has nothing beneath it).
+	depth := c.depth
+	if opened {
+		depth--
+	}
+	if limit := maxDepth(a); depth > limit {
+		c.fail(ReasonEscalation, DimDepth, "delegation "+d.ID+" is "+strconv.Itoa(depth)+" deep (max_delegation_depth is "+strconv.Itoa(limit)+")")
 	}
 	return c
 }

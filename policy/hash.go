@@ -152,24 +152,34 @@ func normalizeConditions(c Conditions) any {
 func normalizeAuthority(au *Authority) map[string]any {
 	grants := make([]any, len(au.Grants))
 	for i, g := range au.Grants {
-		var expires any
-		if !g.ExpiresAt.IsZero() {
-			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
-		}
-		grants[i] = map[string]any{
-			"id":           g.ID,
-			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
-			"actions":      stringList(g.Actions),
-			"resources":    stringList(g.Resources),
-			"constraints":  normalizeConditions(g.Constraints),
-			"environments": stringList(g.Environments),
-			"expires_at":   expires,
-			"delegable":    g.Delegable,
-		}
+		grants[i] = normalizeGrant(g)
 	}
-	return map[string]any{
+	m := map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),
 		"grants":               grants,
+	}
+	if au.BreakGlass != nil {
+		// Only when declared, so that a policy without envelopes hashes as it always has.
+		m["break_glass"] = normalizeEnvelopes(au.BreakGlass)
+	}
+	return m
+}
+
+// normalizeGrant is one grant as the hash sees it: a policy grant, or an envelope's shape.
+func normalizeGrant(g *Grant) map[string]any {
+	var expires any
+	if !g.ExpiresAt.IsZero() {
+		expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return map[string]any{
+		"id":           g.ID,
+		"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
+		"actions":      stringList(g.Actions),
+		"resources":    stringList(g.Resources),
+		"constraints":  normalizeConditions(g.Constraints),
+		"environments": stringList(g.Environments),
+		"expires_at":   expires,
+		"delegable":    g.Delegable,
 	}
 }
 
