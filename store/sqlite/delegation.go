@@ -99,7 +99,7 @@ func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
 }
 
 // delegationQuery reads delegations with their revocation, if any. A reader of a schema older
-// than viaVersion reads ” for via and reason: every row then was a delegation.
+// than viaVersion reads empty strings for via and reason: every row then was a delegation.
 func (s *Store) delegationQuery() string {
 	cols := `d.via, d.reason`
 	if s.readOnly && s.version < viaVersion {
