@@ -336,7 +336,7 @@ func (pr *prepared) authorityRecord() *receipt.Authority {
 	if pr.auth == nil || pr.auth.GrantID == "" {
 		return nil
 	}
-	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID}
+	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID, BreakGlass: pr.auth.BreakGlass}
 }
 
 // proposal returns the events that open every decided call.
@@ -344,8 +344,11 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 	evs := g.proposalEvents(pr, actionID, now)
 	if a := pr.auth; a != nil {
 		if a.Allowed {
-			evs = append(evs, store.NewEvent(store.EventAuthorityResolved, now, actionID, pr.key, "", map[string]any{
-				"grant_id": a.GrantID, "delegation_id": a.DelegationID}))
+			payload := map[string]any{"grant_id": a.GrantID, "delegation_id": a.DelegationID}
+			if a.BreakGlass != "" {
+				payload["break_glass"] = a.BreakGlass
+			}
+			evs = append(evs, store.NewEvent(store.EventAuthorityResolved, now, actionID, pr.key, "", payload))
 		} else {
 			evs = append(evs, store.NewEvent(store.EventAuthorityDenied, now, actionID, pr.key, "", map[string]any{
 				"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}))

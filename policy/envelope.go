@@ -247,3 +247,58 @@ type Scopes struct {
 	Timeout time.Duration
 	Pos     Position // of the scopes key
 }
+
+// BreakGlassGrant writes the grant document a break-glass opening stores (docs/authority.md):
+// doc — an envelope's Doc, or a narrower grant the opener brings, as [ParseGrant] reads it —
+// with its subject replaced by subject when subject names anyone, and expires_at set to
+// expires. doc may not carry an expires_at of its own: an opening's TTL sets it. It returns the
+// document and the grant it parses to. file names doc in errors, each an *Error with a line.
+// Whether the grant fits the envelope is not decided here but by package authority.
+func BreakGlassGrant(file string, doc []byte, subject Subject, expires time.Time) ([]byte, *Grant, error) {
+	if file == "" {
+		file = "grant"
+	}
+	if _, err := ParseGrant(file, doc); err != nil {
+		return nil, nil, err
+	}
+	p := &parser{file: file, grantDoc: true}
+	root, e := p.decode(doc) // as ParseGrant just did: a mapping, checked
+	if e != nil {
+		return nil, nil, e
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for _, en := range entries(root) {
+		switch en.k.Value {
+		case "expires_at":
+			return nil, nil, p.errf(en.k, "expires_at in the grant (a break-glass grant expires after the TTL it is opened for, at most the envelope's max_ttl: leave expires_at out)")
+		case "subject":
+			if subject != (Subject{}) {
+				continue // written below
+			}
+		}
+		out.Content = append(out.Content, en.k, en.v)
+	}
+	str := func(s string) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
+	}
+	if subject != (Subject{}) {
+		sn := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+		if subject.Agent != "" {
+			sn.Content = append(sn.Content, str("agent"), str(subject.Agent))
+		}
+		if subject.User != "" {
+			sn.Content = append(sn.Content, str("user"), str(subject.User))
+		}
+		out.Content = append([]*yaml.Node{str("subject"), sn}, out.Content...)
+	}
+	out.Content = append(out.Content, str("expires_at"), str(expires.UTC().Format(time.RFC3339Nano)))
+	b, err := yaml.Marshal(out)
+	if err != nil {
+		return nil, nil, &Error{File: file, Line: 1, Msg: "write the break-glass grant: " + err.Error()}
+	}
+	g, err := ParseGrant(file, b)
+	if err != nil {
+		return nil, nil, err // a subject that is no pattern: reported as the stored grant reads it
+	}
+	return b, g, nil
+}

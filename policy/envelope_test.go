@@ -156,3 +156,41 @@ func asPolicyError(t *testing.T, err error) *Error {
 	}
 	return pe
 }
+
+func TestBreakGlassGrant(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, envelopePolicy)
+	env := p.Authority.Envelope("incident")
+	at := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	doc, g, err := BreakGlassGrant("", env.Doc, Subject{Agent: "ops-bot", User: "team:a"}, at)
+	if err != nil {
+		t.Fatalf("BreakGlassGrant = %v", err)
+	}
+	again, err := ParseGrant("doc", doc)
+	if err != nil {
+		t.Fatalf("ParseGrant(stored doc) = %v\n%s", err, doc)
+	}
+	want := env.Grant
+	want.ID, want.Subject, want.ExpiresAt = "", Subject{Agent: "ops-bot", User: "team:a"}, at
+	for _, got := range []*Grant{g, again} {
+		if diff := cmp.Diff(&want, got, cmpopts.IgnoreFields(Grant{}, "Pos"), cmpopts.IgnoreFields(Condition{}, "Pos")); diff != "" {
+			t.Errorf("opened grant differs from the envelope with a subject and an expiry (-want +got):\n%s", diff)
+		}
+	}
+	// Without a subject, the document's own is kept.
+	if _, g, err := BreakGlassGrant("", env.Doc, Subject{}, at); err != nil || g.Subject != env.Subject {
+		t.Errorf("BreakGlassGrant without a subject = %+v, %v; want the envelope's subject", g, err)
+	}
+	for _, tt := range []struct{ doc, msg string }{
+		{"subject: {agent: a}\nactions: [x]\nexpires_at: \"2030-01-01T00:00:00Z\"\n", "grant:3:1: expires_at in the grant"},
+		{"subject: {agent: a}\nactions: [x]\nttl: 1h\n", `grant:3:1: unknown key "ttl"`},
+		{"subject: {agent: a}\n", "grant:1:1: missing actions"},
+	} {
+		if _, _, err := BreakGlassGrant("", []byte(tt.doc), Subject{}, at); err == nil || !strings.HasPrefix(err.Error(), tt.msg) {
+			t.Errorf("BreakGlassGrant(%q) = %v, want %q", tt.doc, err, tt.msg)
+		}
+	}
+	if _, _, err := BreakGlassGrant("", env.Doc, Subject{Agent: "a?b"}, at); err == nil {
+		t.Error("BreakGlassGrant with a subject no pattern allows = nil error")
+	}
+}
