@@ -59,21 +59,23 @@ type ApprovalHistory struct {
 }
 
 // PlanApproval decides an approval request from the rows the backend read under its write lock:
-// the effect record under the probe's key (nil when none, or no probe) and the history of the
-// request's action hash (docs/guarantees.md#approvals):
+// the effect record under the probe's key (nil when none, or no probe), the amounts the
+// probe's budget charges hold (held, as PlanReserve takes it) and the history of the request's
+// action hash (docs/guarantees.md#approvals):
 //
-//   - a probe Reserve would refuse is written as Reserve writes it, and nothing is asked;
+//   - a probe Reserve would refuse is written as Reserve writes it, and nothing is asked: a
+//     budget already exhausted too (budget_exhausted), with nothing charged;
 //   - a request still pending (and not yet expired) for the same action hash and principal is
 //     handed back, with its id and expiry, instead of a new one (approval_reused);
 //   - else the new request is stored (approval_requested); when the last answer to the same
 //     action was a denial, it records that request and who denied it.
-func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory) *ApprovalPlan {
+func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory, held []int64) *ApprovalPlan {
 	p := &ApprovalPlan{}
 	if req.Probe != nil && req.Probe.EffectKey != "" {
 		probe := *req.Probe
 		probe.ApprovalID = ""
 		probe.Events = req.Events
-		if rp := PlanReserve(&probe, eff, nil); rp.Result.Refusal != nil {
+		if rp := PlanReserve(&probe, eff, nil, held); rp.Result.Refusal != nil {
 			p.Effect, p.Events, p.Receipt = rp.Effect, rp.Events, rp.Receipt
 			p.Result.Refused = &rp.Result
 			return p

@@ -104,6 +104,9 @@ func (r *ReserveRequest) Check() error {
 			return fmt.Errorf("%w: a reservation with a request key needs an effect key and an agent", ErrInvalidInput)
 		}
 	}
+	if err := checkCharges(r.EffectKey, r.Charges); err != nil {
+		return err
+	}
 	if err := CheckReceipt(r.Receipt); err != nil {
 		return err
 	}

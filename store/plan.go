@@ -40,6 +40,8 @@ type ReservePlan struct {
 	Receipt  *receipt.Receipt // nil when no receipt is written
 	// RequestKey is the request key the reservation writes (PlanKeyedReserve); nil for none.
 	RequestKey *RequestKeyWrite
+	// Charges are the ledger rows the reservation inserts (PlanCharges); nil for none.
+	Charges []ChargeRecord
 }
 
 // CheckApproval decides whether approval a may be spent on the action with hash actionHash at
@@ -71,9 +73,13 @@ func CheckApproval(a *Approval, actionHash string, now time.Time) (reason string
 const LeaseExpiredError = "lease expired: the holder never finished"
 
 // PlanReserve decides a reservation from the rows the backend read: the effect record under
-// req.EffectKey (nil when none) and the approval req.ApprovalID names (nil when none or unknown).
-// It is the retry table and the approval checks of docs/guarantees.md, in one place for every backend.
-func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
+// req.EffectKey (nil when none), the approval req.ApprovalID names (nil when none or unknown),
+// and for each of req.Charges the amount its budget holds in its window (held, see
+// PlanCharges; nil when there are no charges). It is the retry table, the approval checks and
+// the budget checks of docs/guarantees.md, in one place for every backend. The checks run in
+// that order: a presented approval, then the effect's state, then the charges, so that a
+// duplicate is refused as a duplicate whatever its budget holds.
+func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval, held []int64) *ReservePlan {
 	p := &ReservePlan{Events: append([]Event(nil), req.Events...)}
 	p.Result.Effect = eff
 	p.Result.Approval = apr
@@ -85,6 +91,13 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		if req.Receipt != nil {
 			rc := *req.Receipt
 			rc.Result = receipt.Blocked
+			if r.Reason == ReasonBudgetExhausted {
+				// A budget is part of the call's authority: its refusal is a denial, as an
+				// authority refusal is, not a block by the effect's state.
+				rc.Result, rc.Decision, rc.DecisionReason = receipt.Denied, "deny", ReasonBudgetExhausted
+			}
+			// A refused reservation charged nothing, whatever the draft said.
+			rc.BudgetCharges = nil
 			rc.Error = r.Text()
 			if apr != nil && rc.Approver == "" {
 				rc.Approver = safetext.Valid(apr.Approver)
@@ -141,6 +154,15 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval) *ReservePlan {
 		if eff != nil {
 			next.Attempt = eff.Attempt + 1
 			next.CreatedAt = eff.CreatedAt
+		}
+		if len(req.Charges) > 0 {
+			r, rows := PlanCharges(req, held, next.Attempt)
+			if r != nil {
+				ev(EventEffectRefused, map[string]any{"reason": r.Reason, "budget": r.Charge.Budget, "metric": r.Charge.Metric,
+					"window": FormatWindow(r.Charge.Window)})
+				return refuse(r)
+			}
+			p.Charges = rows
 		}
 		p.Effect = &EffectWrite{Prev: eff, Next: next}
 		p.Result.Effect = &p.Effect.Next

@@ -42,6 +42,9 @@ type Evidence struct {
 	// their effect_key and approval_id index columns) and from Carried.
 	Effects   iter.Seq2[*Effect, error]
 	Approvals iter.Seq2[*Approval, error]
+	// Charges yields every budget ledger row ordered by effect key in byte order, then attempt
+	// (then budget and metric); nil on a store without a ledger.
+	Charges iter.Seq2[*ChargeRecord, error]
 	// Delegations returns every delegation row, revoked ones included.
 	Delegations func() ([]*Delegation, error)
 	// Start is where the chain starts since its last prune; nil when it was never pruned.
@@ -70,6 +73,8 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	defer effects.close()
 	approvals := newLatestRuns(approvalCodec, runLimit, "statecheck", "check state")
 	defer approvals.close()
+	charges := newLatestRuns(chargeCodec, runLimit, "statecheck", "check state")
+	defer charges.close()
 	// The records that name an effect or an approval are read for their states off the walk's
 	// path, by a goroutine of their own, in chunks: the walk reads the chain from the store
 	// while it checks the hashes, and this is a third thing to do meanwhile.
@@ -80,7 +85,7 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 		for chunk := range notes {
 			for _, r := range chunk {
 				if err == nil {
-					err = note(effects, approvals, r.Index.EffectKey, r.Index.ApprovalID, r.Seq, r.Doc)
+					err = note(effects, approvals, charges, r.Index.EffectKey, r.Index.ActionID, r.Index.ApprovalID, r.Seq, r.Doc)
 				}
 			}
 		}
@@ -135,14 +140,14 @@ func verifyEvidence(ev *Evidence) (receipt.Report, error) {
 	}
 	c := stateCheck{legacy: legacy, rep: &rep, checked: &receipt.StateChecked{}}
 	if ev.Start != nil {
-		carriedDels, carriedHolds, err := c.carried(ev.Start, pruned, ev.Carried, effects, approvals)
+		carriedDels, carriedHolds, err := c.carried(ev.Start, pruned, ev.Carried, effects, approvals, charges)
 		if err != nil {
 			return receipt.Report{}, err
 		}
 		dels = append(carriedDels, dels...)
 		holds = append(carriedHolds, holds...)
 	}
-	if err := c.effects(effects, ev.Effects); err != nil {
+	if err := c.effects(effects, ev.Effects, charges, ev.Charges); err != nil {
 		return receipt.Report{}, err
 	}
 	if err := c.approvals(approvals, ev.Approvals); err != nil {
@@ -172,10 +177,12 @@ func (c *stateCheck) diverged(seq int64, subject, chain, table string) {
 }
 
 // note adds a record that names an effect key or an approval id (either may be empty) to what
-// the check gathers of it: the state it asserts, whether it is of schema v1. A document that
-// cannot be read asserts nothing (the walk reports it, content_altered) but still names its key.
-func note(effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState], key, approvalID string,
-	seq int64, doc []byte) error {
+// the check gathers of it: the state it asserts, whether it is of schema v1, and for a call's
+// receipt what its attempt charged (noteCharges; actionID is the record's, "" when unknown). A
+// document that cannot be read asserts nothing (the walk reports it, content_altered) but still
+// names its key.
+func note(effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState], charges *latestRuns[chargeNote],
+	key, actionID, approvalID string, seq int64, doc []byte) error {
 	if key == "" && approvalID == "" {
 		return nil
 	}
@@ -186,6 +193,9 @@ func note(effects *latestRuns[receipt.EffectState], approvals *latestRuns[receip
 	}
 	if key != "" {
 		if err := effects.add(key, seq, st.Effect, v1); err != nil {
+			return err
+		}
+		if err := noteCharges(charges, key, actionID, seq, doc, st); err != nil {
 			return err
 		}
 	}
@@ -299,13 +309,23 @@ func ahead[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 	}
 }
 
-func (c *stateCheck) effects(records *latestRuns[receipt.EffectState], rows iter.Seq2[*Effect, error]) error {
+// effects checks the effect rows against the chain and, when the store keeps a budget ledger
+// (ledger not nil), each effect's ledger rows with it (ledgercheck.go).
+func (c *stateCheck) effects(records *latestRuns[receipt.EffectState], rows iter.Seq2[*Effect, error],
+	notes *latestRuns[chargeNote], ledger iter.Seq2[*ChargeRecord, error]) error {
 	if rows == nil {
 		return nil
 	}
-	return walkGroups(records, rows, func(e *Effect) string { return e.Key },
+	var l *ledgerCheck
+	if ledger != nil {
+		l = newLedgerCheck(c, notes, ledger)
+	}
+	err := walkGroups(records, rows, func(e *Effect) string { return e.Key },
 		func(g *group[receipt.EffectState, Effect]) {
 			subject := "effect " + safetext.Quote(g.key)
+			if l != nil {
+				l.effect(g.key, g.state, g.row)
+			}
 			if g.row != nil {
 				c.checked.Effects++
 			}
@@ -329,6 +349,12 @@ func (c *stateCheck) effects(records *latestRuns[receipt.EffectState], rows iter
 				c.diverged(g.seq, subject, effectText(g.state), effectText(table))
 			}
 		})
+	if l != nil {
+		if lerr := l.finish(); err == nil {
+			err = lerr
+		}
+	}
+	return err
 }
 
 func effectText(s *receipt.EffectState) string {
@@ -467,7 +493,7 @@ func delegationText(s *receipt.DelegationState) string {
 // records, for the in-memory checks; the carried effect and approval records join what the chain's
 // own records said of their rows.
 func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[Carried, error],
-	effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState]) (dels, holds []receipt.Sealed, err error) {
+	effects *latestRuns[receipt.EffectState], approvals *latestRuns[receipt.ApprovalState], charges *latestRuns[chargeNote]) (dels, holds []receipt.Sealed, err error) {
 	var h CarriedHasher
 	if items != nil {
 		for it, err := range items {
@@ -481,9 +507,9 @@ func (c *stateCheck) carried(start *ChainStart, pruned []byte, items iter.Seq2[C
 			case CarriedHold:
 				holds = append(holds, receipt.Sealed{Seq: it.Seq, Doc: it.Doc})
 			case CarriedEffect:
-				err = note(effects, approvals, it.Key, "", it.Seq, it.Doc)
+				err = note(effects, approvals, charges, it.Key, "", "", it.Seq, it.Doc)
 			case CarriedApproval:
-				err = note(effects, approvals, "", it.Key, it.Seq, it.Doc)
+				err = note(effects, approvals, charges, "", "", it.Key, it.Seq, it.Doc)
 			}
 			if err != nil {
 				return nil, nil, err

@@ -135,9 +135,10 @@ func replayPlan(eff *Effect) *ReservePlan {
 
 // PlanKeyedReserve is PlanReserve for a request that may carry a request key: rk is the key's
 // stored row (nil when new or when the request has none). A replay writes nothing; a reservation
-// writes the key with it (plan.RequestKey); a refusal leaves the key as it was. The error is a
+// writes the key with it (plan.RequestKey); a refusal leaves the key as it was; held is as
+// PlanReserve takes it. The error is a
 // *RequestKeyError, with nothing to write.
-func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *Approval) (*ReservePlan, error) {
+func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *Approval, held []int64) (*ReservePlan, error) {
 	replay, err := PlanReplay(req, rk, eff)
 	switch {
 	case err != nil:
@@ -145,7 +146,7 @@ func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *App
 	case replay:
 		return replayPlan(eff), nil
 	}
-	p := PlanReserve(req, eff, apr)
+	p := PlanReserve(req, eff, apr, held)
 	if req.RequestKey != "" && p.Result.Reserved && p.Result.Refusal == nil && p.Effect != nil {
 		next := RequestKey{Key: req.RequestKey, Agent: req.Agent, User: req.User, ActionHash: req.ActionHash,
 			EffectKey: req.EffectKey, ApprovalID: req.ApprovalID, ActionID: req.ActionID, Attempt: p.Effect.Next.Attempt,

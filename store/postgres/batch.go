@@ -444,6 +444,22 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		q.w.approval = &row
 		checks++
 	}
+	// The budget charges the effect writes release (a record of a failed outcome) or hold
+	// again, after every effect write: their results are read after the checks'.
+	charges := 0
+	for _, q := range byKey {
+		if q.p.effect == nil {
+			continue
+		}
+		sql, args, err := s.chargeStmt(q.p.effect)
+		if err != nil {
+			return nil, false
+		}
+		if sql != "" {
+			writes.Queue(sql, args...)
+			charges++
+		}
+	}
 	var ev eventColumnsOf
 	for _, q := range batch {
 		q.events = make([]store.Event, len(q.p.events))
@@ -473,6 +489,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	for range checks {
 		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
 			failed = true // another transaction wrote first, or the statement failed
+		}
+	}
+	for range charges {
+		if _, err := br.Exec(); err != nil {
+			failed = true
 		}
 	}
 	all = &witness{}

@@ -878,3 +878,95 @@ func TestCutRequestKey(t *testing.T) {
 		}
 	})
 }
+
+// TestCutCharge cuts the COMMIT of charged reservations, of their refusals and of the records
+// that release them: a reservation and its budget charge land together or not at all, once (a
+// re-issue after a commit that landed charges nothing twice), and a failed outcome's release
+// lands with it — through the batch that writes records.
+func TestCutCharge(t *testing.T) {
+	const rounds = 30
+	budget := store.Charge{Budget: "grant:ops", Metric: "cents", Amount: 100, Limit: 100 * rounds, Window: 24 * time.Hour}
+	cutRounds(t, rounds, func(e *cutEnv, i int, mode cutMode) {
+		c := newCutCall(fmt.Sprintf("charge:budget-%d", i))
+		req := c.reserveReq(e.now)
+		req.Charges = []store.Charge{budget}
+		var res *store.ReserveResult
+		e.cut(t, mode, fmt.Sprintf("charged reservation %d", i), func() (err error) {
+			res, err = e.proxied.Reserve(e.ctx, req)
+			return err
+		})
+		row, err := e.direct.Effect(e.ctx, c.key)
+		if err != nil || !res.Reserved || row.State != store.Executing || row.ActionID != c.actionID {
+			t.Fatalf("charged reservation %d (cut %s) = %+v; another connection reads %+v, %v", i, mode, res, row, err)
+		}
+		rows := chargesOf(t, e.direct, c.key)
+		if len(rows) != 1 || rows[0].Attempt != 1 || rows[0].ActionID != c.actionID || rows[0].Amount != budget.Amount || !rows[0].ReleasedAt.IsZero() {
+			t.Fatalf("charged reservation %d (cut %s): ledger rows %+v, want one held row of attempt 1", i, mode, rows)
+		}
+		// Every other round fails, through a record whose commit is cut: the release lands with
+		// the failed outcome, or neither does.
+		if i%2 == 1 {
+			rec := c.recordReq(e.now.Add(time.Second), 1)
+			rec.Outcome, rec.Result, rec.Receipt.Result = store.Failed, nil, receipt.Failed
+			e.cut(t, mode, fmt.Sprintf("failed record %d", i), func() error {
+				_, err := e.proxied.Record(e.ctx, rec)
+				return err
+			})
+			row, err := e.direct.Effect(e.ctx, c.key)
+			rows := chargesOf(t, e.direct, c.key)
+			if err != nil || row.State != store.Failed || len(rows) != 1 || !rows[0].ReleasedAt.Equal(e.now.Add(time.Second)) {
+				t.Fatalf("failed record %d (cut %s): effect %+v, %v; ledger %+v; want failed and released", i, mode, row, err, rows)
+			}
+		}
+		e.now = e.now.Add(2 * time.Second)
+	})
+}
+
+// TestCutChargeRefused cuts the COMMIT of a reservation its budget refuses: the refusal's
+// receipt lands once, and nothing is charged or reserved.
+func TestCutChargeRefused(t *testing.T) {
+	budget := store.Charge{Budget: "grant:tight", Metric: "count", Amount: 1, Limit: 1, Window: time.Hour}
+	cutRounds(t, 12, func(e *cutEnv, i int, mode cutMode) {
+		if i == 0 {
+			first := newCutCall("charge:tight-first")
+			req := first.reserveReq(e.now)
+			req.Charges = []store.Charge{budget}
+			if res, err := e.direct.Reserve(e.ctx, req); err != nil || !res.Reserved {
+				t.Fatalf("first charge = %+v, %v", res, err)
+			}
+		}
+		c := newCutCall(fmt.Sprintf("charge:tight-%d", i))
+		req := c.reserveReq(e.now.Add(time.Minute))
+		req.Charges = []store.Charge{budget}
+		var res *store.ReserveResult
+		e.cut(t, mode, fmt.Sprintf("refused charge %d", i), func() (err error) {
+			res, err = e.proxied.Reserve(e.ctx, req)
+			return err
+		})
+		if res.Refusal == nil || res.Refusal.Reason != store.ReasonBudgetExhausted || len(receiptsOf(t, e.direct, c.actionID)) != 1 {
+			t.Fatalf("refused charge %d (cut %s) = %+v, want budget_exhausted with one receipt", i, mode, res.Refusal)
+		}
+		if _, err := e.direct.Effect(e.ctx, c.key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("refused charge %d (cut %s): effect %v, want none", i, mode, err)
+		}
+		if rows := chargesOf(t, e.direct, c.key); len(rows) != 0 {
+			t.Fatalf("refused charge %d (cut %s): ledger %+v, want none", i, mode, rows)
+		}
+	})
+}
+
+// chargesOf reads the ledger rows of one effect key.
+func chargesOf(t *testing.T, st *Store, key string) []*store.ChargeRecord {
+	t.Helper()
+	all, err := st.Charges(t.Context(), store.ChargeFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*store.ChargeRecord
+	for _, r := range all {
+		if r.EffectKey == key {
+			out = append(out, r)
+		}
+	}
+	return out
+}

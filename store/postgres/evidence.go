@@ -38,6 +38,11 @@ func (s *Store) readEvidence(ctx context.Context, tx pgx.Tx, fn func(ev *store.E
 		into(scanEffect))
 	ev.Approvals = eachIn(ctx, tx, "read approvals", `SELECT `+s.q.approvalRead+` FROM `+s.quoted()+`.approvals ORDER BY approval_id COLLATE "C"`, nil,
 		into(scanApproval))
+	if s.version >= ledgerVersion {
+		ev.Charges = eachIn(ctx, tx, "read budget charges", s.ledgerSQL(`SELECT budget, metric, amount, budget_limit, window_ns,
+			effect_key, attempt, action_id, consumed_at, released_at FROM {s}.budget_charges
+			ORDER BY effect_key COLLATE "C", attempt, budget COLLATE "C", metric COLLATE "C"`), nil, into(scanCharge))
+	}
 	ev.Delegations = func() ([]*store.Delegation, error) {
 		if s.version < delegationsVersion {
 			return nil, nil

@@ -37,11 +37,17 @@
 //     by every transaction that may append a receipt: Reserve (a refused reservation appends
 //     its blocked receipt), CreateApproval (a refused probe does too) and Record, alone or in a
 //     group-commit batch, whether or not it turns out to append;
-//  2. effect rows, in effect-key order (an INSERT … ON CONFLICT DO NOTHING of a key that another
-//     transaction has inserted but not committed waits for it as an UPDATE waits for a row lock);
-//  3. approval rows, in approval-id order;
-//  4. rows inserted under fresh ids (events, receipts, approval requests, delegations), which
-//     nobody else writes.
+//  2. the budgets a reservation (or a probe) charges: a transaction-scoped advisory lock per
+//     (budget, metric), in ascending order of its key, taken before the held amounts are read, so
+//     that reservations charging one budget on different effect keys decide one after the other
+//     (released at commit: nothing is left on the session);
+//  3. effect rows, in effect-key order (an INSERT … ON CONFLICT DO NOTHING of a key that another
+//     transaction has inserted but not committed waits for it as an UPDATE waits for a row lock),
+//     each followed by the ledger rows of the attempt it writes, when the write makes that
+//     attempt failed (released) or committed again (held again);
+//  4. approval rows, in approval-id order;
+//  5. rows inserted under fresh ids (events, receipts, approval requests, delegations, budget
+//     charges), which nobody else writes.
 //
 // Transactions that take no head lock hold one row at most and wait for nothing else while they
 // hold it: ExtendLease and Resolve an effect row, AnswerApproval an approval row, Revoke the

@@ -13,39 +13,53 @@ import (
 // requestKeysVersion is the schema that added request keys (migration 11).
 const requestKeysVersion = 11
 
-// reserveKeyed is Reserve for a request with a request key, in a transaction of its own rather
-// than a batch: it reads and writes the key's row beside the effect and the approval, and a
-// replay writes nothing. It takes its locks in the lock order (the chain head first: a refusal
-// appends a receipt), so keyed reservations of one key are serialized, and a lost commit is
-// settled as every write's is (write, in tx.go): by its events, and by the key row it inserted.
+// reserveKeyed is Reserve for a request with a request key or budget charges, in a transaction
+// of its own rather than a batch: it reads and writes the key's row and the budget ledger
+// beside the effect and the approval, and a replay writes nothing. It takes its locks in the
+// lock order (the chain head first: a refusal appends a receipt; then the budgets' advisory
+// locks, ascending), so keyed reservations of one key are serialized, and so are charges of one
+// budget; a lost commit is settled as every write's is (write, in tx.go): by its events, and by
+// the key row it inserted. The ledger rows are inserted in the same transaction, so a lost
+// commit leaves the reservation and its charges, or neither.
 func (s *Store) reserveKeyed(ctx context.Context, op string, req *store.ReserveRequest) (*store.ReserveResult, error) {
-	if s.version < requestKeysVersion {
+	if req.RequestKey != "" && s.version < requestKeysVersion {
 		return nil, fmt.Errorf("%s: the store's schema predates request keys: open it with a writer to migrate it", op)
 	}
 	w, err := s.write(ctx, op, func(ctx context.Context, t *txn) error {
 		if err := t.lockHead(ctx); err != nil {
 			return err
 		}
-		rk, err := t.readRequestKey(ctx, req.RequestKey)
+		held, err := t.held(ctx, req.Charges, req.Now)
 		if err != nil {
 			return err
 		}
+		var rk *store.RequestKey
+		if req.RequestKey != "" {
+			if rk, err = t.readRequestKey(ctx, req.RequestKey); err != nil {
+				return err
+			}
+		}
 		var eff *store.Effect
 		var apr *store.Approval
-		if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
-			return err
+		if req.EffectKey != "" {
+			if eff, err = t.readEffect(ctx, req.EffectKey); err != nil {
+				return err
+			}
 		}
 		if req.ApprovalID != "" {
 			if apr, err = t.readApproval(ctx, req.ApprovalID); err != nil {
 				return err
 			}
 		}
-		p, err := store.PlanKeyedReserve(req, rk, eff, apr)
+		p, err := store.PlanKeyedReserve(req, rk, eff, apr, held)
 		if err != nil {
 			return refused{fmt.Errorf("%s: %w", op, err)}
 		}
 		events, sealed, err := t.apply(ctx, p.Effect, p.Approval, p.Events, req.Now, p.Receipt)
 		if err != nil {
+			return err
+		}
+		if err := t.insertCharges(ctx, p.Charges); err != nil {
 			return err
 		}
 		if err := t.writeRequestKey(ctx, p.RequestKey); err != nil {

@@ -128,10 +128,29 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 		if err != nil {
 			return nil, fmt.Errorf("prune: %w", err)
 		}
-		if res.Effects, err = exec("effects", `DELETE FROM `+s.tbl("effects")+` e WHERE state IN ('committed', 'failed') AND conflict = ''
-			AND updated_at < $1 AND NOT EXISTS (SELECT 1 FROM `+s.tbl("receipts")+` r WHERE r.effect_key = e.effect_key AND r.seq >= $2)`,
-			before.Int64, cp.Seq); err != nil {
+		// An effect whose charge still counts against its budget stays, with its charge: a key
+		// reserved again from nothing would start at attempt 1 beside the old row, and the
+		// charge must go on counting until its window has passed.
+		q := `DELETE FROM ` + s.tbl("effects") + ` e WHERE state IN ('committed', 'failed') AND conflict = ''
+			AND updated_at < $1 AND NOT EXISTS (SELECT 1 FROM ` + s.tbl("receipts") + ` r WHERE r.effect_key = e.effect_key AND r.seq >= $2)`
+		args := []any{before.Int64, cp.Seq}
+		if s.version >= ledgerVersion {
+			now, err := nanos(req.Now)
+			if err != nil {
+				return nil, fmt.Errorf("prune: %w", err)
+			}
+			q += ` AND NOT EXISTS (SELECT 1 FROM ` + s.tbl("budget_charges") + ` c WHERE c.effect_key = e.effect_key
+				AND c.released_at IS NULL AND c.consumed_at > $3 - c.window_ns)`
+			args = append(args, now.Int64)
+		}
+		if res.Effects, err = exec("effects", q, args...); err != nil {
 			return nil, err
+		}
+		if s.version >= ledgerVersion {
+			if _, err := exec("budget charges", `DELETE FROM `+s.tbl("budget_charges")+` c WHERE NOT EXISTS
+				(SELECT 1 FROM `+s.tbl("effects")+` e WHERE e.effect_key = c.effect_key)`); err != nil {
+				return nil, err
+			}
 		}
 	}
 	settled := `status IN ('consumed', 'denied', 'expired')

@@ -392,7 +392,8 @@ func (s *Store) effectStmt(w *store.EffectWrite) (string, []any, effectRow, erro
 	return s.q.casEffect, args, next, nil
 }
 
-// writeEffect applies an effect write; no row written is errConflict.
+// writeEffect applies an effect write, and what it does to the budget charges of the attempt it
+// writes (store.ChargeChange); no row written is errConflict.
 func (t *txn) writeEffect(ctx context.Context, w *store.EffectWrite) error {
 	if w == nil {
 		return nil
@@ -409,7 +410,9 @@ func (t *txn) writeEffect(ctx context.Context, w *store.EffectWrite) error {
 		return errConflict
 	}
 	t.w.effect = &next
-	return nil
+	// The attempt's budget charges are released (or held again) with the write that makes it
+	// failed (or not), in its transaction.
+	return t.applyCharges(ctx, w)
 }
 
 // approvalStmt returns the compare-and-set (on the previous status) that applies an approval

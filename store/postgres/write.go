@@ -25,12 +25,14 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
 	}
-	if req.RequestKey != "" {
+	if req.RequestKey != "" || len(req.Charges) > 0 {
+		// A transaction of its own, not a batch: it reads and writes rows beside the effect
+		// and the approval (the request key's, the budget ledger's).
 		return s.reserveKeyed(ctx, op, req)
 	}
 	w, err := s.planned(ctx, &plannedWrite{op: op, effectKey: req.EffectKey, approvalID: req.ApprovalID,
 		plan: func(eff *store.Effect, apr *store.Approval) *plan {
-			rp := store.PlanReserve(req, eff, apr)
+			rp := store.PlanReserve(req, eff, apr, nil)
 			return &plan{effect: rp.Effect, approval: rp.Approval, events: rp.Events, now: req.Now, receipt: rp.Receipt,
 				result: func(events []store.Event, sealed *receipt.Sealed) any {
 					res := rp.Result
@@ -144,8 +146,12 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 			return err
 		}
 		var eff *store.Effect
+		var held []int64
 		if p := req.Probe; p != nil && p.EffectKey != "" {
 			var err error
+			if held, err = t.held(ctx, p.Charges, req.Now); err != nil {
+				return err
+			}
 			if eff, err = t.readEffect(ctx, p.EffectKey); err != nil {
 				return err
 			}
@@ -154,7 +160,7 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 		if err != nil {
 			return err
 		}
-		plan := store.PlanApproval(req, eff, h)
+		plan := store.PlanApproval(req, eff, h, held)
 		if err := t.writeEffect(ctx, plan.Effect); err != nil {
 			return err
 		}

@@ -64,6 +64,15 @@ func (s *Store) readEvidence(ctx context.Context, tx *sql.Tx, fn func(ev *store.
 			*a, err = scanApproval(sc)
 			return err
 		})
+	if s.version == 0 || s.version >= ledgerVersion {
+		// By primary key: effect key in byte order, then attempt.
+		ev.Charges = each(ctx, tx, "read budget charges", `SELECT budget, metric, amount, budget_limit, window_ns, effect_key, attempt,
+			action_id, consumed_at, released_at FROM budget_charges ORDER BY effect_key, attempt, budget, metric`, nil,
+			func(sc scanner, c **store.ChargeRecord) (err error) {
+				*c, err = scanCharge(sc)
+				return err
+			})
+	}
 	ev.Delegations = func() ([]*store.Delegation, error) {
 		if s.readOnly && s.version < 2 {
 			return nil, nil

@@ -118,9 +118,25 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		if b.err != nil {
 			return nil, fmt.Errorf("prune: %w", b.err)
 		}
-		if res.Effects, err = t.c.exec(`DELETE FROM effects WHERE state IN ('committed', 'failed') AND conflict = '' AND updated_at < ?
-			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.effect_key = effects.effect_key AND r.seq >= ?)`, before, cp.Seq); err != nil {
+		// An effect whose charge still counts against its budget stays, with its charge: a key
+		// reserved again from nothing would start at attempt 1 beside the old row, and the
+		// charge must go on counting until its window has passed.
+		settled := `state IN ('committed', 'failed') AND conflict = '' AND updated_at < ?
+			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.effect_key = effects.effect_key AND r.seq >= ?)`
+		args := []any{before, cp.Seq}
+		if t.keepsLedger() {
+			settled += ` AND NOT EXISTS (SELECT 1 FROM budget_charges c WHERE c.effect_key = effects.effect_key
+				AND c.released_at IS NULL AND c.consumed_at > ? - c.window_ns)`
+			args = append(args, b.nanos(req.Now))
+		}
+		if res.Effects, err = t.c.exec(`DELETE FROM effects WHERE `+settled, args...); err != nil {
 			return nil, fmt.Errorf("prune: effects: %w", err)
+		}
+		if t.keepsLedger() {
+			if _, err := t.c.exec(`DELETE FROM budget_charges WHERE NOT EXISTS
+				(SELECT 1 FROM effects e WHERE e.effect_key = budget_charges.effect_key)`); err != nil {
+				return nil, fmt.Errorf("prune: budget charges: %w", err)
+			}
 		}
 	}
 	const settledApproval = `status IN ('consumed', 'denied', 'expired')

@@ -275,8 +275,18 @@ func (t *txn) history(hash string) (store.ApprovalHistory, error) {
 // else can write between the read and the write, so this is a backstop that should never fire.
 var errConcurrent = errors.New("the row changed under the transaction's lock")
 
-// applyEffect writes an effect: an insert, or a compare-and-set on (key, state, attempt, action id).
+// applyEffect writes an effect — an insert, or a compare-and-set on (key, state, attempt, action
+// id) — and releases (or holds again) the budget charges of the attempt it writes.
 func (t *txn) applyEffect(w *store.EffectWrite) error {
+	if err := t.writeEffect(w); err != nil {
+		return err
+	}
+	return t.applyCharges(w)
+}
+
+// writeEffect writes an effect row: an insert, or a compare-and-set on (key, state, attempt,
+// action id).
+func (t *txn) writeEffect(w *store.EffectWrite) error {
 	var b binder
 	n := w.Next
 	lease, result, created, updated := b.timeArg(n.LeaseExpiresAt), jsonArg(n.Result), b.timeArg(n.CreatedAt), b.timeArg(n.UpdatedAt)

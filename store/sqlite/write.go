@@ -47,13 +47,20 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 				return err
 			}
 		}
-		plan, err := store.PlanKeyedReserve(req, rk, eff, apr)
+		held, err := t.held(req.Charges, req.Now)
+		if err != nil {
+			return err
+		}
+		plan, err := store.PlanKeyedReserve(req, rk, eff, apr, held)
 		if err != nil {
 			refusal = err
 			return errRefused
 		}
 		events, sealed, err := t.apply(plan.Effect, plan.Approval, plan.Events, req.Now, plan.Receipt)
 		if err != nil {
+			return err
+		}
+		if err := t.insertCharges(plan.Charges); err != nil {
 			return err
 		}
 		if err := t.applyRequestKey(plan.RequestKey); err != nil {
@@ -215,9 +222,13 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 	var res *store.ApprovalResult
 	err := s.write(ctx, func(t *txn) error {
 		var eff *store.Effect
+		var held []int64
 		if p := req.Probe; p != nil && p.EffectKey != "" {
 			var err error
 			if eff, err = t.effect(p.EffectKey); err != nil {
+				return err
+			}
+			if held, err = t.held(p.Charges, req.Now); err != nil {
 				return err
 			}
 		}
@@ -225,7 +236,7 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 		if err != nil {
 			return err
 		}
-		plan := store.PlanApproval(req, eff, h)
+		plan := store.PlanApproval(req, eff, h, held)
 		if plan.Insert != nil {
 			if err := t.insertApproval(plan.Insert); err != nil {
 				return err

@@ -22,7 +22,7 @@ import (
 // value is the JSON of a childSpec: the role, the store URL, the shared directory, the key.
 const childEnv = "LATCH_STORETEST_CHILD"
 
-// roleReserve reserves Key (with ApprovalID, if set) and, when it wins, "executes".
+// roleReserve reserves Key (with ApprovalID and Charges, if set) and, when it wins, "executes".
 const roleReserve = "reserve"
 
 // Roles of a prune racing writers: roleCommit reserves Key and records it committed, then does
@@ -48,6 +48,8 @@ type childSpec struct {
 	Executed   string `json:"executed"` // created O_EXCL by a winner: a second creation fails
 	Now        int64  `json:"now"`      // the injected clock, unix nanoseconds
 	Before     int64  `json:"before,omitempty"`
+	// Charges are the budget charges a reserve racer's reservation makes.
+	Charges []store.Charge `json:"charges,omitempty"`
 }
 
 // Child must be the first call in TestMain of a backend's test package. When the test binary was
@@ -123,7 +125,9 @@ func (c childSpec) run(b Backend) error {
 		return os.WriteFile(c.path("result-"+c.Name), []byte(fmt.Sprintf("pruned %d", res.Receipts)), 0o600)
 	}
 	call := call{ActionID: newID("act_"), Hash: c.ActionHash, Key: c.Key, ApprovalID: c.ApprovalID}
-	res, err := st.Reserve(ctx, call.reserve(now))
+	req := call.reserve(now)
+	req.Charges = c.Charges
+	res, err := st.Reserve(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -82,6 +82,7 @@ func Run(t *testing.T, b Backend) {
 		{"Sessions", testSessions},
 		{"Retention", testRetention},
 		{"PruneWhileWriting", testPruneWhileWriting},
+		{"Budgets", testBudgets},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
@@ -128,6 +129,8 @@ type call struct {
 	Hash       string
 	Key        string
 	ApprovalID string
+	// Charges are the budget charges its reservation makes; its receipts record them.
+	Charges []store.Charge
 }
 
 func newCall(key string) call {
@@ -145,14 +148,24 @@ func (c call) draft(now time.Time) *receipt.Receipt {
 		ReceiptID: newID("rcp_"), ActionID: c.ActionID, Action: action, ActionHash: c.Hash, Arguments: arguments,
 		Resource: "invoice:inv_88", Principal: receipt.Principal{Agent: agent, User: user}, Environment: "production",
 		Decision: "allow", DecisionReason: "rule charge", ApprovalID: c.ApprovalID, EffectKey: c.Key,
-		StartedAt: now, PolicyHash: policyHash, Mode: "enforce",
+		StartedAt: now, PolicyHash: policyHash, Mode: "enforce", BudgetCharges: receiptCharges(c.Charges),
 	}
+}
+
+// receiptCharges is how a call's receipt records its reservation's charges.
+func receiptCharges(cs []store.Charge) []receipt.BudgetCharge {
+	var out []receipt.BudgetCharge
+	for _, c := range cs {
+		out = append(out, receipt.BudgetCharge{Budget: c.Budget, Metric: c.Metric, Amount: c.Amount, Limit: c.Limit,
+			Window: store.FormatWindow(c.Window)})
+	}
+	return out
 }
 
 func (c call) reserve(now time.Time) *store.ReserveRequest {
 	return &store.ReserveRequest{
 		Now: now, ActionID: c.ActionID, Action: action, ActionHash: c.Hash, EffectKey: c.Key, Lease: lease,
-		ApprovalID: c.ApprovalID, Receipt: c.draft(now), Arguments: arguments,
+		ApprovalID: c.ApprovalID, Receipt: c.draft(now), Arguments: arguments, Charges: c.Charges,
 	}
 }
 
