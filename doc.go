@@ -61,5 +61,7 @@
 // # Authority
 //
 // A policy may add an authority section: which principal may propose which action, with
-// delegation that can only narrow. Without one there is no authority axis.
+// delegation that can only narrow. Without one there is no authority axis. Its break-glass
+// envelopes grant nothing until a verified person opens one (Guard.BreakGlass): a recorded,
+// expiring, revocable grant whose calls name the envelope in their receipts.
 package latch
