@@ -46,7 +46,7 @@ func (s *Server) breakGlass(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	if req.TTLSeconds < 0 || req.TTLSeconds > int64(policy.MaxBreakGlassTTL/time.Second) {
-		p := problem(http.StatusBadRequest, "invalid_request", "ttl_seconds: want 0 (the envelope's max_ttl) or a positive number of seconds, at most the envelope's max_ttl")
+		p := problem(http.StatusBadRequest, "invalid_field", "ttl_seconds: want 0 (the envelope's max_ttl) or a positive number of seconds, at most the envelope's max_ttl")
 		p.Field = "ttl_seconds"
 		writeProblem(w, p)
 		return

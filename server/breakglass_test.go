@@ -68,7 +68,7 @@ func TestBreakGlassHTTP(t *testing.T) {
 			}
 			wantProblem(t, "no reason", s.do("POST", "/v1/break-glass", carol, openBody("", 600)), 400, "invalid_grant")
 			wantProblem(t, "an unknown member", s.do("POST", "/v1/break-glass", carol, `{"envelope":"incident","reason":"x","ttl":600}`), 400, "unknown_field")
-			wantProblem(t, "a negative TTL", s.do("POST", "/v1/break-glass", carol, openBody("INC-1", -1)), 400, "invalid_request")
+			wantProblem(t, "a negative TTL", s.do("POST", "/v1/break-glass", carol, openBody("INC-1", -1)), 400, "invalid_field")
 			wantProblem(t, "a grant that is not one", s.do("POST", "/v1/break-glass", carol,
 				map[string]any{"envelope": "incident", "reason": "x", "grant": "actions: [billing.charge]\n"}), 400, "invalid_grant")
 			wantProblem(t, "an unknown envelope", s.do("POST", "/v1/break-glass", carol, map[string]any{"envelope": "nope", "reason": "x"}), 404, "envelope_not_found")
