@@ -81,7 +81,7 @@ func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision 
 	}
 	return authority.Evaluate(g.policy.Authority, ds, authority.Request{
 		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,
-		Environment: pr.env, Args: pr.args, Now: g.cfg.Now(),
+		Environment: pr.env, Task: pr.task, Args: pr.args, Now: g.cfg.Now(),
 	})
 }
 

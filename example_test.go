@@ -122,3 +122,41 @@ func ExampleWithApproval() {
 	// charged 200000 <nil>
 	// true consumed
 }
+
+// A scope provider says which resources a principal is assigned; a call on any other is
+// refused before anything is reserved. Here the policy's static scopes give billing-worker the
+// invoices of the EU desk.
+func ExampleScopeFunc() {
+	g, done := exampleGuard(`
+schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    resource: "invoice:{invoice_id}"
+    decision: allow
+scopes:
+  static:
+    billing-worker: ["invoice:EU-*"]
+`)
+	defer done()
+
+	charge := latch.Protect(g, "billing.charge", func(ctx context.Context, inv Invoice) (string, error) {
+		return "ch_" + inv.InvoiceID, nil
+	}, nil)
+	ctx := latch.WithPrincipal(context.Background(), latch.Principal{Agent: "billing-worker"})
+	fmt.Println(charge(ctx, Invoice{InvoiceID: "EU-1", Amount: 100}))
+	_, err := charge(ctx, Invoice{InvoiceID: "US-1", Amount: 100})
+	fmt.Println(latch.ReasonOf(err), errors.Is(err, latch.ErrScope))
+
+	// A provider in code wins over the policy's section, for one call here.
+	us := latch.Protect(g, "billing.charge", func(ctx context.Context, inv Invoice) (string, error) {
+		return "ch_" + inv.InvoiceID, nil
+	}, &latch.Options{Scope: func(ctx context.Context, req latch.ScopeRequest) (latch.Scope, error) {
+		return latch.Scope{Resources: []string{"invoice:US-*"}}, nil
+	}})
+	fmt.Println(us(ctx, Invoice{InvoiceID: "US-1", Amount: 100}))
+	// Output:
+	// ch_EU-1 <nil>
+	// out_of_scope true
+	// ch_US-1 <nil>
+}

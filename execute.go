@@ -79,8 +79,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	case p.Agent == "":
 		return nil, nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
 	}
+	task, terr := callTask(ctx, call)
+	if terr != nil {
+		return nil, nil, terr // a task no receipt should show: refused before anything is written
+	}
 	actionID := newID("act_")
 	pr, nerr := g.normalize(call, p)
+	pr.task = task
 	dspan.SetAttributes(AttrActionID.String(actionID), AttrEffectKey.String(pr.key))
 	if errors.Is(nerr, store.ErrInvalidInput) {
 		return nil, nil, nerr // a NUL byte in a name or key: no store can keep its receipt either
@@ -109,6 +114,11 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	g.decide(dctx, pr)
 	endDecide(nil)
 	if g.policy.Mode == policy.ModeObserve {
+		if pr.eval.Decision != policy.Deny {
+			if err := g.checkScope(ctx, pr); err != nil {
+				pr.eval = scopeDenied(pr, err) // what enforcement would have refused (would_have)
+			}
+		}
 		return g.observe(ctx, pr, actionID, started)
 	}
 	approvalID := approvalFrom(ctx)
@@ -127,6 +137,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 		}
 	default:
 		rc, err := g.refuse(ctx, pr, actionID, started, pr.refusal())
+		return nil, rc, err
+	}
+	// Allowed, or approved: the scope is checked now, before anything is reserved or spent
+	// (docs/scopes.md).
+	if err := g.checkScope(ctx, pr); err != nil {
+		pr.eval = scopeDenied(pr, err)
+		rc, err := g.refuse(ctx, pr, actionID, started, err)
 		return nil, rc, err
 	}
 	return g.reserve(ctx, pr, actionID, approvalID, started)

@@ -50,6 +50,14 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
 	Now            func() time.Time // injectable clock
+	// Scope is the guard's scope provider (docs/scopes.md): asked on every allowed call, and on
+	// every call presenting an approval, for the resources its principal is assigned; a call
+	// whose resource is not among them is refused out_of_scope. It wins over the policy's
+	// scopes section, which is then not used. Options.Scope overrides it for one call.
+	Scope ScopeFunc
+	// ScopeTimeout bounds each question to Scope (or to an Options.Scope that gives no timeout
+	// of its own): default DefaultScopeTimeout.
+	ScopeTimeout time.Duration
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
@@ -73,6 +81,9 @@ type Guard struct {
 	protected protections
 	// hooks are the reconcile hooks the sweeper asks (reconcile.go).
 	hooks reconcilers
+	// scope is the provider of the policy's scopes section; nil without one, or when
+	// Config.Scope wins over it (scope.go).
+	scope *guardScope
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a
@@ -94,8 +105,8 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	if c.ApprovalTTL == 0 {
 		c.ApprovalTTL = DefaultApprovalTTL
 	}
-	if c.Lease < 0 || c.ApprovalTTL < 0 {
-		return nil, errors.New("latch: open: negative lease or approval ttl")
+	if c.Lease < 0 || c.ApprovalTTL < 0 || c.ScopeTimeout < 0 {
+		return nil, errors.New("latch: open: negative lease, approval ttl or scope timeout")
 	}
 	p := c.Policy
 	if p == nil {
@@ -108,6 +119,13 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 		}
 		var err error
 		if p, err = policy.LoadContext(ctx, c.PolicyPath); err != nil {
+			return nil, err
+		}
+	}
+	var scope *guardScope
+	if c.Scope == nil && p.Scopes != nil {
+		var err error
+		if scope, err = policyScope(p.Scopes); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +151,7 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	}
 	obs := observersOf(c.Sinks)
 	g := &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger, obs), obs: obs,
-		tracer: newTracer(c.TracerProvider)}
+		tracer: newTracer(c.TracerProvider), scope: scope}
 	g.logOpen(c)
 	return g, nil
 }
@@ -159,6 +177,12 @@ func (g *Guard) logOpen(c Config) {
 	}
 	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.policy.Hash,
 		"mode", mode, "environment", g.env)
+	switch {
+	case c.Scope != nil && g.policy.Scopes != nil:
+		g.log.Warn("latch: the policy's scopes section is not used: Config.Scope is the scope provider")
+	case g.scope != nil:
+		g.log.Info("latch: scopes from the policy", "scopes", g.policy.Scopes.String())
+	}
 }
 
 // Close closes the guard's store.

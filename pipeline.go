@@ -37,6 +37,17 @@ type Options struct {
 	// for the sweeper, which asks it without a call (Guard.RegisterReconcile).
 	Reconcile ReconcileFunc
 	Wait      bool // block until an approval request is answered or expires
+	// Task is the id of the task the call is part of — a job, a ticket, a workflow — matched
+	// against the tasks a grant names (docs/authority.md#tasks) and recorded on the receipt. It
+	// is not part of the action hash. WithTask gives one per call to a protected function; when
+	// both are set they must be equal. At most MaxTaskLength bytes, no control or format
+	// characters (CheckTask).
+	Task string
+	// Scope is this call's scope provider, overriding Config.Scope and the policy's scopes
+	// section (docs/scopes.md); ScopeTimeout, when positive, bounds the question to whichever
+	// provider the call asks.
+	Scope        ScopeFunc
+	ScopeTimeout time.Duration
 }
 
 // Outcome is a reconcile hook's answer to "did this effect happen?". The names carry an Outcome
@@ -97,7 +108,9 @@ type prepared struct {
 	eval      policy.Evaluation
 	auth      *authority.Decision // nil when the policy has no authority section
 	remote    bool                // begun by Begin: the executor runs elsewhere
+	scopeHash string              // the hash of the scope the resource was checked against, if any
 	started   time.Time
+	task      string // the call's task (callTask), "" when none
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -298,10 +311,15 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	case p.Agent == "":
 		return nil, &DeniedError{Action: call.Action, Reason: "no_principal"}
 	}
+	task, err := callTask(ctx, call)
+	if err != nil {
+		return nil, err
+	}
 	pr, err := g.normalize(call, p)
 	if err != nil {
 		return nil, err
 	}
+	pr.task = task
 	g.decide(ctx, pr)
 	if g.principalExpired(p, expired, g.cfg.Now()) {
 		// Execute would refuse it so, whatever the policy says.
@@ -324,9 +342,9 @@ func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt
 		ReceiptID: newID("rcp_"), ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash,
 		Arguments: pr.canonArgs, Resource: pr.resource,
 		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
-		Environment: pr.env, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
+		Environment: pr.env, Task: pr.task, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
 		EffectKey: pr.key, StartedAt: started, PolicyHash: g.policy.Hash, PolicyVersion: g.policy.Version, Mode: mode,
-		Authority: pr.authorityRecord(),
+		Authority: pr.authorityRecord(), ScopeHash: pr.scopeHash,
 	}
 }
 
@@ -343,16 +361,21 @@ func (pr *prepared) authorityRecord() *receipt.Authority {
 func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.Event {
 	evs := g.proposalEvents(pr, actionID, now)
 	if a := pr.auth; a != nil {
+		var data map[string]any
+		kind := store.EventAuthorityResolved
 		if a.Allowed {
-			payload := map[string]any{"grant_id": a.GrantID, "delegation_id": a.DelegationID}
+			data = map[string]any{"grant_id": a.GrantID, "delegation_id": a.DelegationID}
 			if a.BreakGlass != "" {
-				payload["break_glass"] = a.BreakGlass
+				data["break_glass"] = a.BreakGlass
 			}
-			evs = append(evs, store.NewEvent(store.EventAuthorityResolved, now, actionID, pr.key, "", payload))
 		} else {
-			evs = append(evs, store.NewEvent(store.EventAuthorityDenied, now, actionID, pr.key, "", map[string]any{
-				"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}))
+			kind = store.EventAuthorityDenied
+			data = map[string]any{"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}
 		}
+		if pr.task != "" {
+			data["task"] = pr.task // what the task dimension was decided on
+		}
+		evs = append(evs, store.NewEvent(kind, now, actionID, pr.key, "", data))
 	}
 	return evs
 }

@@ -49,6 +49,8 @@ const (
 	ReasonNoMatchingRule   Reason = policy.ReasonNoMatchingRule
 	ReasonNoPrincipal      Reason = "no_principal"
 	ReasonPrincipalExpired Reason = "principal_expired"
+	ReasonOutOfScope       Reason = "out_of_scope"      // the resource is not in the principal's scope (ScopeError)
+	ReasonScopeUnavailable Reason = "scope_unavailable" // the scope provider failed, timed out or answered garbage
 
 	// KindInvalidArgument
 	ReasonInvalidArgument  Reason = "invalid_argument"
@@ -173,6 +175,9 @@ func outermost(err error, r *Refusal) bool {
 		}
 		r.Argument, r.Pointer = e.Argument, e.Pointer
 		return true
+	case *ScopeError:
+		r.Kind, r.Reason = KindDenied, Reason(e.Reason)
+		return true
 	case *ApprovalMismatchError:
 		r.Kind, r.Reason, r.ApprovalID = KindApprovalRefused, Reason("approval_"+e.Reason), e.ApprovalID
 		return true
@@ -278,6 +283,9 @@ func (r *Refusal) Err() error {
 	case KindApprovalRequired:
 		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, ExpiresAt: r.ExpiresAt}
 	case KindDenied:
+		if r.Reason == ReasonOutOfScope || r.Reason == ReasonScopeUnavailable {
+			return &ScopeError{Reason: string(r.Reason), Detail: detail}
+		}
 		reason := string(r.Reason)
 		if r.Reason == ReasonDenied && r.Rule != "" {
 			reason = r.Rule
@@ -337,6 +345,7 @@ func (k RefusalKind) NeedsResolution() bool { return k == KindAmbiguous || k == 
 var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
+	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied,
 	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
 	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument,
 	ReasonApprovalRequired: KindApprovalRequired,

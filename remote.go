@@ -511,6 +511,8 @@ type remoteCall struct {
 	StartedAt     time.Time       `json:"started_at"`
 	PolicyVersion string          `json:"policy_version,omitempty"`
 	Mode          string          `json:"mode"`
+	Task          string          `json:"task,omitempty"`
+	ScopeHash     string          `json:"scope_hash,omitempty"`
 }
 
 func (g *Guard) remoteRecord(pr *prepared) remoteCall {
@@ -519,7 +521,7 @@ func (g *Guard) remoteRecord(pr *prepared) remoteCall {
 		mode = string(policy.ModeEnforce)
 	}
 	return remoteCall{Arguments: pr.canonArgs, Issuer: pr.principal.Issuer, StartedAt: pr.started,
-		PolicyVersion: g.policy.Version, Mode: mode}
+		PolicyVersion: g.policy.Version, Mode: mode, Task: pr.task, ScopeHash: pr.scopeHash}
 }
 
 // proposedPayload is the payload of action_proposed.
@@ -613,7 +615,7 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 	pr.principal = Principal{Agent: pp.Agent, User: pp.User, Issuer: rm.Issuer}
 	pr.action = g.policy.Actions[pp.Action]
 	pr.canonArgs, pr.resource, pr.env, pr.hash, pr.key = rm.Arguments, pp.Resource, pp.Environment, pp.ActionHash, h.key
-	pr.started = rm.StartedAt
+	pr.started, pr.task, pr.scopeHash = rm.StartedAt, rm.Task, rm.ScopeHash
 	rc := g.draft(pr, actionID, rm.StartedAt)
 	rc.PolicyHash, rc.PolicyVersion, rc.Mode = policyH, rm.PolicyVersion, rm.Mode
 	rc.ApprovalID = apr

@@ -235,3 +235,42 @@ func TestBreakGlassNotDelegable(t *testing.T) {
 		t.Errorf("CheckDelegation beneath a break-glass grant = %v, want authority_escalation on delegable", e)
 	}
 }
+
+// TestBreakGlassTasks: an envelope reads a grant's tasks like any other key; an opening must
+// keep them (contained as actions are), and a call under it must name a matching task.
+func TestBreakGlassTasks(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse("latch.yaml", []byte(`schema: latch.policy/v1
+actions: {}
+authority:
+  grants: []
+  break_glass:
+    - id: ticketed
+      subject: {agent: ops-bot}
+      actions: [db.restart]
+      tasks: ["ticket:*"]
+      max_ttl: 1h
+`))
+	if err != nil {
+		t.Fatalf("Parse = %v", err)
+	}
+	a := p.Authority
+	req := BreakGlassRequest{Envelope: "ticketed", TTL: time.Hour, Reason: "x", Opener: Opener{Name: "dave", Verified: true}, Now: testNow,
+		Grant: mustGrant(t, "subject: {agent: ops-bot}\nactions: [db.restart]\nexpires_at: \"2026-03-01T13:00:00Z\"\n")}
+	if e := asError(t, CheckBreakGlass(a, nil, req)); e.Reason != ReasonEscalation || e.Dimension != DimTasks {
+		t.Errorf("an opening without the envelope's tasks = %v, want authority_escalation on tasks", e)
+	}
+	req.Grant = mustGrant(t, "subject: {agent: ops-bot}\nactions: [db.restart]\ntasks: [\"ticket:42\"]\nexpires_at: \"2026-03-01T13:00:00Z\"\n")
+	if err := CheckBreakGlass(a, nil, req); err != nil {
+		t.Fatalf("an opening for ticket:42 = %v", err)
+	}
+	d := Delegation{ID: "dlg_t", Parent: "ticketed", Via: ViaBreakGlass, Grant: *req.Grant, CreatedAt: testNow}
+	call := Request{Agent: "ops-bot", Action: "db.restart", Task: "ticket:42", Now: testNow}
+	if got := Evaluate(a, []Delegation{d}, call); !got.Allowed || got.BreakGlass != "ticketed" {
+		t.Errorf("a call for ticket:42 = %+v, want allowed under ticketed", outcomeOf(got))
+	}
+	call.Task = "ticket:43"
+	if got := Evaluate(a, []Delegation{d}, call); got.Allowed {
+		t.Errorf("a call for ticket:43 = %+v, want refused", outcomeOf(got))
+	}
+}

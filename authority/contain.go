@@ -36,6 +36,8 @@ func validGrant(g *policy.Grant) refusal {
 		return refusal{DimResources, "empty resources (expected at least one pattern, or none declared)"}
 	case g.Environments != nil && len(g.Environments) == 0:
 		return refusal{DimEnvironments, "empty environments (expected at least one name, or none declared)"}
+	case g.Tasks != nil && len(g.Tasks) == 0:
+		return refusal{DimTasks, "empty tasks (expected at least one pattern, or none declared)"}
 	case g.Delegable && g.ExpiresAt.IsZero():
 		return refusal{DimExpiresAt, "delegable grant without expires_at (a grant that can be delegated must expire)"}
 	}
@@ -52,6 +54,11 @@ func validGrant(g *policy.Grant) refusal {
 	for _, e := range g.Environments {
 		if e == "" {
 			return refusal{DimEnvironments, "empty environment name"}
+		}
+	}
+	for _, p := range g.Tasks {
+		if !validPattern(p, ':') {
+			return refusal{DimTasks, "bad task pattern " + strconv.Quote(p)}
 		}
 	}
 	for i := range g.Constraints {
@@ -71,7 +78,7 @@ func conditionKey(c *policy.Condition) string {
 }
 
 // contained checks that child is a provable subset of parent on every dimension (docs/authority.md),
-// in the order subject, actions, resources, constraints, environments, expires_at, and returns
+// in the order subject, actions, resources, constraints, environments, tasks, expires_at, and returns
 // the first dimension on which it is not. Leaving out a dimension the parent constrains is
 // widening. child must be well-formed (validGrant). It does not allocate when child is
 // contained.
@@ -101,6 +108,16 @@ func contained(parent, child *policy.Grant) refusal {
 			if !has(parent.Environments, e) {
 				return refusal{DimEnvironments, "environment " + strconv.Quote(e) + " is not one of the parent's " + list(parent.Environments)}
 			}
+		}
+	}
+	if parent.Tasks != nil {
+		// As for actions, every child pattern within some parent pattern; and, as for resources,
+		// a child that names no tasks would admit every task (and calls with none).
+		if child.Tasks == nil {
+			return refusal{DimTasks, "the parent is limited to tasks " + list(parent.Tasks) + " and the child declares none, which would allow every task"}
+		}
+		if i := uncontained(parent.Tasks, child.Tasks, ':'); i >= 0 {
+			return refusal{DimTasks, notContained("task", child.Tasks, i, parent.Tasks)}
 		}
 	}
 	if !parent.ExpiresAt.IsZero() {

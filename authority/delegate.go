@@ -21,7 +21,7 @@ import (
 //     subject;
 //   - authority_escalation on depth: the child would be deeper than max_delegation_depth;
 //   - authority_escalation on the first dimension (subject, actions, resources,
-//     constraints.<key>, environments, expires_at) on which child is not a provable subset of
+//     constraints.<key>, environments, tasks, expires_at) on which child is not a provable subset of
 //     the parent; leaving out a dimension the parent constrains is widening;
 //   - authority_expired on expires_at: child has already expired at creator.Now.
 //

@@ -23,6 +23,7 @@ const payGrant = `    - id: pay
         account_not_in: [frozen-1]
         channel_eq: api
       environments: [staging, production]
+      tasks: ["ticket:**", "river:job:*"]
       expires_at: "2026-12-31T23:59:59Z"
       delegable: true
 `
@@ -33,6 +34,7 @@ actions: [billing.charge, "billing.refund*"]
 resources: ["invoice:*"]
 constraints: {amount_lte: 50000, amount_gt: 0, currency_in: [EUR, USD], memo_prefix: inv-, account_not_in: [frozen-1], channel_eq: api}
 environments: [staging, production]
+tasks: ["ticket:**", "river:job:*"]
 expires_at: "2026-12-31T23:59:59Z"
 delegable: true
 `
@@ -43,6 +45,7 @@ actions: [billing.charge]
 resources: ["invoice:eu-*"]
 constraints: {amount_lte: 10000, amount_gte: 1, currency_eq: EUR, memo_prefix: inv-eu-, account_not_in: [frozen-1, frozen-2], channel_eq: api}
 environments: [production]
+tasks: ["ticket:INC-*"]
 expires_at: "2026-06-30T00:00:00Z"
 `
 
@@ -52,7 +55,7 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func botRequest() Request {
 	return Request{
 		Agent: "svc:finance:bot", User: "alice",
-		Action: "billing.charge", Resource: "invoice:eu-7", Environment: "production",
+		Action: "billing.charge", Resource: "invoice:eu-7", Environment: "production", Task: "ticket:INC-42",
 		Args: map[string]any{
 			"amount": int64(5000), "currency": "EUR", "memo": "inv-eu-7", "account": "acc-1", "channel": "api",
 		},
@@ -152,6 +155,12 @@ func dimensionRows() []dimensionRow {
 			widen:        func(_ testing.TB, g *policy.Grant) { g.Environments = []string{"production", "dev"} },
 			omit:         func(_ testing.TB, g *policy.Grant) { g.Environments = nil },
 			narrowParent: func(_ testing.TB, g *policy.Grant) { g.Environments = []string{"staging"} },
+		},
+		{
+			name: "tasks", dim: DimTasks,
+			widen:        func(_ testing.TB, g *policy.Grant) { g.Tasks = []string{"ticket:INC-*", "river:**"} },
+			omit:         func(_ testing.TB, g *policy.Grant) { g.Tasks = nil },
+			narrowParent: func(_ testing.TB, g *policy.Grant) { g.Tasks = []string{"ticket:OPS-*"} },
 		},
 		{
 			name: "expires_at", dim: DimExpiresAt,
@@ -357,6 +366,7 @@ actions: [billing.charge]
 resources: ["invoice:eu-1*"]
 constraints: {amount_lte: 100, amount_gte: 1, currency_eq: EUR, memo_prefix: inv-eu-1, account_not_in: [frozen-1, frozen-2], channel_eq: api}
 environments: [production]
+tasks: ["ticket:INC-1*"]
 expires_at: "2026-04-01T00:00:00Z"
 `)
 	bot := Request{Agent: "svc:finance:bot", User: "alice", Now: testNow}

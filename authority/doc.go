@@ -9,8 +9,8 @@
 //
 // # Evaluation
 //
-// [Evaluate] allows a request iff some grant matches its subject, action, resource and
-// environment, all the grant's constraints hold, it has not expired, and — for a delegation —
+// [Evaluate] allows a request iff some grant matches its subject, action, resource,
+// environment and task, all the grant's constraints hold, it has not expired, and — for a delegation —
 // every link of its chain up to a policy grant is present, unrevoked, unexpired, within
 // max_delegation_depth, and still contained in its parent. When none allows, the decision
 // reports the highest-precedence reason among the grants that matched everything but failed
@@ -34,7 +34,7 @@
 //     argument (`amount_lte: 100` by `amount_lte: 50` or `amount_lt: 101` or `amount_in: [5, 10]`),
 //     never by a combination of several;
 //   - leaving out a dimension the parent constrains (resources, environments, a constraint, a
-//     user, an expiry) is widening, not silence, and is refused.
+//     user, tasks, an expiry) is widening, not silence, and is refused.
 //
 // The same check runs at creation ([CheckDelegation]) and again at every evaluation, so editing
 // the policy file so that a parent grant no longer contains what was delegated beneath it cuts
@@ -62,6 +62,9 @@
 //   - A record that is not well-formed (no id or parent, a malformed grant) is treated like an
 //     unreadable row and denies everything. An id that names more than one record, or a chain
 //     that loops, is authority_unreadable for the delegations whose chain runs into it.
+//   - A grant that names tasks matches only a request whose Task one of its patterns matches
+//     (':'-separated, as resources), and never a request with no task; a grant that names none
+//     admits any task, or none. A request refused by the task alone is no_authority on "tasks".
 //   - A zero Request.Now counts every grant with an expires_at as expired.
 //   - An allowing decision names the policy grant at the root of the chain (GrantID) and the
 //     delegation that matched (DelegationID), the pair a receipt records.

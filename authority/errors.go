@@ -10,7 +10,7 @@ const (
 	ReasonRevoked     = "authority_revoked"    // a delegation or one above it was revoked, or its parent is gone
 	ReasonExpired     = "authority_expired"    // the grant, or one above it, is past its expires_at
 	ReasonConstraint  = "authority_constraint" // a constraint of the grant does not hold for the arguments
-	ReasonNoAuthority = "no_authority"         // no grant matches the subject, action, resource and environment
+	ReasonNoAuthority = "no_authority"         // no grant matches the subject, action, resource, environment and task
 
 	// ReasonInvalidGrant is returned only by [CheckDelegation], for a child grant that is not a
 	// well-formed grant (a pattern CheckPattern refuses, no actions, a malformed constraint).
@@ -25,6 +25,7 @@ const (
 	DimResources    = "resources"
 	DimConstraints  = "constraints" // prefix of "constraints.<key>"
 	DimEnvironments = "environments"
+	DimTasks        = "tasks"
 	DimExpiresAt    = "expires_at"
 	DimDelegable    = "delegable" // the parent does not allow delegation
 	DimDepth        = "depth"     // the chain is deeper than max_delegation_depth

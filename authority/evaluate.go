@@ -9,14 +9,16 @@ import (
 
 // Request is one proposal on the authority axis: who asks (Agent, and User when the agent acts
 // for one), what (Action, and Resource when the action has one), where (Environment, the
-// policy's environment), with which arguments (Args, in canon's value model), and when (Now,
-// the injected clock). A zero Now cannot show that anything has not expired: every grant with an
-// expires_at is then treated as expired.
+// policy's environment), for which task (Task, the id of the job, ticket or workflow the call is
+// part of, "" when it names none), with which arguments (Args, in canon's value model), and when
+// (Now, the injected clock). A zero Now cannot show that anything has not expired: every grant
+// with an expires_at is then treated as expired.
 type Request struct {
 	Agent, User string
 	Action      string
 	Resource    string
 	Environment string
+	Task        string
 	Args        map[string]any
 	Now         time.Time
 }
@@ -64,7 +66,8 @@ type Decision struct {
 const ReasonGranted = "granted"
 
 // Evaluate decides r on the authority axis (docs/authority.md): it is allowed iff some grant — a policy
-// grant of a, or a delegation of ds — matches the subject, action, resource and environment, all
+// grant of a, or a delegation of ds — matches the subject, action, resource, environment and
+// task (a grant that names tasks matches only a request whose task one of them matches), all
 // its constraints hold on r.Args, it has not expired (it is valid up to and including its
 // expires_at), and, for a delegation, its whole chain up to a policy grant is present,
 // unrevoked, unexpired, at most a.MaxDelegationDepth deep and still contained in its parent at
@@ -214,12 +217,13 @@ func (e *evaluation) allow(grantID, delegationID string) Decision {
 // action comes first: a grant for other actions says nothing about this request, so when no
 // grant matches, the dimension reported is the furthest any grant got (a grant for this action
 // but another agent: "subject").
-var matchDims = [...]string{DimActions, DimSubject, DimResources, DimEnvironments}
+var matchDims = [...]string{DimActions, DimSubject, DimResources, DimEnvironments, DimTasks}
 
 // mismatch returns the index in matchDims of the first dimension on which g does not match r,
 // or -1 when it matches: the action, the subject (a constrained user requires r to have one),
-// the resource (a grant that declares resources does not match a request without one) and the
-// environment (exact names).
+// the resource (a grant that declares resources does not match a request without one), the
+// environment (exact names) and the task (a grant that names tasks does not match a request
+// without one).
 func mismatch(g *policy.Grant, r *Request) int {
 	if !matchAny(g.Actions, r.Action, '.') {
 		return 0
@@ -232,6 +236,9 @@ func mismatch(g *policy.Grant, r *Request) int {
 	}
 	if g.Environments != nil && (r.Environment == "" || !has(g.Environments, r.Environment)) {
 		return 3
+	}
+	if g.Tasks != nil && (r.Task == "" || !matchAny(g.Tasks, r.Task, ':')) {
+		return 4
 	}
 	return -1
 }

@@ -39,6 +39,7 @@ func clone(g *policy.Grant) *policy.Grant {
 	c.Actions = slices.Clone(g.Actions)
 	c.Resources = slices.Clone(g.Resources)
 	c.Environments = slices.Clone(g.Environments)
+	c.Tasks = slices.Clone(g.Tasks)
 	c.Constraints = slices.Clone(g.Constraints)
 	return &c
 }

@@ -216,8 +216,13 @@ const (
 // lasts: the server hands back the same reservation. The same key from another principal or
 // with other arguments is a *latch.RequestKeyError. Without a key, a lost answer is returned as
 // it is: asking again could only meet the first attempt (in_progress).
+//
+// When ctx carries a task (latch.WithTask), it is sent as the call's task.
 func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage, approvalID string, wait time.Duration) (*Begun, error) {
 	body := map[string]any{"action": action, "arguments": args}
+	if task := latch.TaskFrom(ctx); task != "" {
+		body["task"] = task
+	}
 	if approvalID != "" {
 		body["approval_id"] = approvalID
 	}
@@ -327,8 +332,9 @@ const waitFor = 60 * time.Second
 // Protect wraps fn as latch.Protect does, with the guard on the server: the same arguments
 // (encoded to a JSON object), the same canonical value handed to fn, the same errors. Inside fn,
 // latch.IdempotencyToken and latch.ExtendLease work as in process. Options.Wait waits for a
-// human's answer (in rounds of up to 60 s, until ctx ends); Effect, Resource, Lease and
-// Reconcile belong to the server's policy and are refused here.
+// human's answer (in rounds of up to 60 s, until ctx ends); Options.Task, or ctx's task
+// (latch.WithTask), is sent as the call's task (latch.TaskOf: equal when both are set); Effect,
+// Resource, Lease and Reconcile belong to the server's policy and are refused here.
 //
 // Each call begins with a request key — ctx's (latch.WithRequestKey), else a fresh one — so a
 // begin whose answer is lost is asked again and continues the same reservation (see Begin).
@@ -337,6 +343,11 @@ func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R,
 		if opts != nil && (opts.Effect != "" || opts.Resource != "" || opts.Lease != 0 || opts.Reconcile != nil) {
 			return out, fmt.Errorf("latch: %s: Options.Effect, Resource, Lease and Reconcile are the server's policy and cannot be set by a client", action)
 		}
+		task, err := latch.TaskOf(ctx, opts)
+		if err != nil {
+			return out, err
+		}
+		ctx = latch.WithTask(ctx, task)
 		raw, err := json.Marshal(args)
 		if err != nil {
 			return out, &latch.InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}

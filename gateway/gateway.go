@@ -346,9 +346,13 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
+		task, err := taskOf(req)
+		if err != nil {
+			return nil, wireError(refusal(t.Action, nil, err))
+		}
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
-		ctx = latch.WithPrincipal(ctx, p)
+		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
 		if t.approves {
 			id, err := g.grantFor(ctx, t, args)
 			if err != nil {

@@ -43,7 +43,10 @@ type Refusal struct {
 	Result      json.RawMessage `json:"result,omitempty"`     // the stored result of a committed effect
 	ReceiptID   string          `json:"receipt_id,omitempty"` // rcp_…, when a receipt was written
 	ActionID    string          `json:"action_id,omitempty"`  // act_…, what `latch inspect` takes
-	Detail      string          `json:"detail,omitempty"`
+	// Dimension is what an authority refusal failed on: "tasks" for a grant bound to other
+	// tasks, "subject", "constraints.amount_lte", … (docs/authority.md).
+	Dimension string `json:"dimension,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // refusalCodes is the gateway's one table of the refusal vocabulary: the JSON-RPC code of each
@@ -73,7 +76,8 @@ var refusalCodes = map[latch.RefusalKind]int64{
 func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	lr := latch.RefusalOf(err)
 	r := Refusal{Reason: string(lr.Reason), Kind: string(lr.Kind), Action: action, Detail: err.Error(),
-		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash}
+		EffectKey: lr.EffectKey, EffectState: effectState(lr.State), ApprovalID: lr.ApprovalID, ActionHash: lr.ActionHash,
+		Dimension: lr.Dimension}
 	if rc != nil {
 		r.ReceiptID, r.ActionID = rc.ReceiptID, rc.ActionID
 	}

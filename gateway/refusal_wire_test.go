@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/latchkit/latch"
 
 	"github.com/latchkit/latch/internal/refusaltest"
 )
@@ -14,6 +17,9 @@ func TestRefusalWire(t *testing.T) {
 		code, r := refusal("mcp.up.act", nil, tc.Err)
 		if w := refusaltest.Wire[tc.Kind].Gateway; code != w || r.Reason != string(tc.Reason) || r.Kind != string(tc.Kind) {
 			t.Errorf("%s: %d reason %q kind %q, want %d %q %q", tc.Name, code, r.Reason, r.Kind, w, tc.Reason, tc.Kind)
+		}
+		if ae := (*latch.AuthorityError)(nil); errors.As(tc.Err, &ae) && r.Dimension != ae.Dimension {
+			t.Errorf("%s: dimension %q, want %q", tc.Name, r.Dimension, ae.Dimension)
 		}
 	}
 }

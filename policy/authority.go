@@ -181,7 +181,7 @@ func isAlnum(c byte) bool {
 
 // ParseGrant parses one grant written on its own, as `latch delegate --file GRANT.yaml` reads
 // it: a YAML mapping with the keys of an authority.grants entry (subject, actions, resources,
-// constraints, environments, expires_at, delegable), under the same strict rules as [Parse]. file
+// constraints, environments, expires_at, delegable, tasks), under the same strict rules as [Parse]. file
 // names it in errors ("" is reported as "grant"); every error is an *Error with a line of at
 // least 1.
 //
@@ -270,6 +270,8 @@ func (p *parser) grantFields(gn *yaml.Node, g *Grant, where string) *Error {
 				}
 				return nil
 			})
+		case "tasks":
+			g.Tasks, err = p.patterns(en, "tasks "+where, func(s string) error { return CheckPattern(s, ':') })
 		case "expires_at":
 			var s string
 			if s, err = p.str(en, "expires_at "+where); err == nil {

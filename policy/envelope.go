@@ -237,14 +237,16 @@ func normalizeEnvelopes(envs []*Envelope) []any {
 	return out
 }
 
-// Scopes is the policy's `scopes:` section (docs/authority.md): where the resources each
+// Scopes is the policy's `scopes:` section (docs/scopes.md): where the resources each
 // principal is assigned come from, when no scope provider is given in code.
 type Scopes struct {
 	// Static maps a principal ("agent" or "agent/user") to its resource patterns.
 	Static map[string][]string
 	// URL, when set, is asked for a principal's scope on each call.
 	URL     string
-	Timeout time.Duration
+	Timeout time.Duration // with URL: how long a call waits for the answer (default DefaultScopeTimeout)
+	// Actions are the action-name patterns the section applies to; nil means every action.
+	Actions []string
 	Pos     Position // of the scopes key
 }
 

@@ -16,6 +16,7 @@ constraints: {amount_lte: 10000, currency_in: [EUR]}
 environments: [production]
 expires_at: "2026-06-30T00:00:00+02:00"
 delegable: true
+tasks: ["ticket:INC-*", "river:job:**"]
 `
 
 // TestParseGrantMatchesPolicyGrant checks that a grant file reads exactly like the same grant
@@ -60,7 +61,7 @@ func TestParseGrantRefusals(t *testing.T) {
 		{"a second document", minimal + "---\n" + minimal, 3, 1, "a second YAML document (expected exactly one document in a grant file)"},
 		{"yaml syntax", "subject: [\n", 1, 0, "invalid YAML"},
 		{"an id", "id: g1\n" + minimal, 1, 1, "id in the grant (a delegation's id is assigned when it is created, dlg_…; leave id out)"},
-		{"unknown key", minimal + "expires: x\n", 3, 1, `unknown key "expires" in the grant (expected one of subject, actions, resources, constraints, environments, expires_at, delegable)`},
+		{"unknown key", minimal + "expires: x\n", 3, 1, `unknown key "expires" in the grant (expected one of subject, actions, resources, constraints, environments, expires_at, delegable, tasks)`},
 		{"missing subject", "actions: [x]\n", 1, 1, "missing subject in the grant"},
 		{"missing actions", "subject: {agent: a}\n", 1, 1, "missing actions in the grant"},
 		{"empty subject", "subject: {}\nactions: [x]\n", 1, 10, "empty subject in the grant"},
@@ -74,6 +75,11 @@ func TestParseGrantRefusals(t *testing.T) {
 		{"duplicate key", minimal + "actions: [y]\n", 3, 1, `duplicate key "actions"`},
 		{"anchor", "subject: &s {agent: a}\nactions: [x]\n", 1, 10, "anchor &s"},
 		{"control character", "subject: {agent: \"a\x01\"}\nactions: [x]\n", 1, 20, "control character U+0001"},
+		{"empty tasks", minimal + "tasks: []\n", 3, 8, "empty tasks in the grant"},
+		{"tasks not a list", minimal + "tasks: \"ticket:1\"\n", 3, 8, `tasks in the grant is string "ticket:1" (expected a list)`},
+		{"bad task pattern", minimal + "tasks: [\"ticket:*x\"]\n", 3, 9, `bad entry "ticket:*x" in tasks in the grant: segment "*x": * is allowed only once, at the end of a segment`},
+		{"task deep wildcard first", minimal + "tasks: [\"**\"]\n", 3, 9, "** needs at least one literal segment before it"},
+		{"task empty segment", minimal + "tasks: [\"ticket::1\"]\n", 3, 9, "empty segment 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,6 +55,9 @@ func Normalize(p *Policy) map[string]any {
 	if p.Retention != nil {
 		n["retention"] = normalizeRetention(p.Retention)
 	}
+	if p.Scopes != nil {
+		n["scopes"] = normalizeScopes(p.Scopes)
+	}
 	return n
 }
 
@@ -171,7 +174,7 @@ func normalizeGrant(g *Grant) map[string]any {
 	if !g.ExpiresAt.IsZero() {
 		expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	return map[string]any{
+	ng := map[string]any{
 		"id":           g.ID,
 		"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
 		"actions":      stringList(g.Actions),
@@ -181,6 +184,11 @@ func normalizeGrant(g *Grant) map[string]any {
 		"expires_at":   expires,
 		"delegable":    g.Delegable,
 	}
+	if g.Tasks != nil {
+		// Only when declared, so that a grant without tasks hashes as it always has.
+		ng["tasks"] = stringList(g.Tasks)
+	}
+	return ng
 }
 
 func orNull(s string) any {

@@ -154,6 +154,9 @@ func TestHashSeesEverySemanticChange(t *testing.T) {
 		"grant environments":   edit(t, "environments: [production]", "environments: [production, staging]"),
 		"grant expires_at":     edit(t, `"2026-12-31T23:00:00Z"`, `"2026-12-31T23:00:00.000000001Z"`),
 		"grant delegable":      edit(t, "      delegable: true\n", "      delegable: false\n"),
+		"grant tasks":          edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:*\"]\n"),
+		"grant tasks other":    edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:INC-1\"]\n"),
+		"grant tasks order":    edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:INC-1\", \"ticket:*\"]\n"),
 		"grant order":          strings.Replace(strings.Replace(hashBase, "    - id: g2\n      subject: {agent: \"svc:git\"}\n      actions: [git.**]\n", "", 1), "  grants:\n", "  grants:\n    - id: g2\n      subject: {agent: \"svc:git\"}\n      actions: [git.**]\n", 1),
 	}
 	seen := map[string]string{base: "base"}

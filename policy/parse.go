@@ -16,11 +16,11 @@ import (
 
 // Keys of each mapping, in the order error messages list them.
 var (
-	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention"}
+	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention", "scopes"}
 	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants", "break_glass"}
-	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable"}
+	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable", "tasks"}
 	subjectKeys   = []string{"agent", "user"}
 )
 
@@ -149,6 +149,8 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 			pol.Approvers, e = p.approvers(en)
 		case "retention":
 			pol.Retention, e = p.retention(en)
+		case "scopes":
+			pol.Scopes, e = p.scopes(en)
 		default:
 			e = p.unknownKey(en.k, "at the top level", topKeys)
 		}

@@ -22,6 +22,7 @@ type actionRequest struct {
 	Resource    string          `json:"resource"`
 	ApprovalID  string          `json:"approval_id"`
 	WaitSeconds int             `json:"wait_seconds"`
+	Task        string          `json:"task"` // the call's task (latch.Options.Task); "" for none
 }
 
 // actionJSON is a begun action: the answer of POST /v1/actions and GET /v1/actions/{id}.
@@ -112,6 +113,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 		ctx = latch.WithRequestKey(ctx, key)
 	}
 	call := &latch.Call{Action: req.Action, Arguments: req.Arguments, Resource: req.Resource}
+	if req.Task != "" {
+		call.Options = &latch.Options{Task: req.Task}
+	}
 	if req.ApprovalID != "" {
 		ctx = latch.WithApproval(ctx, req.ApprovalID)
 	}
@@ -156,11 +160,16 @@ func idempotencyKey(r *http.Request) (string, *Problem) {
 }
 
 // beginProblem is problemOf for a begin, whose request key may name another request: that
-// refusal (kind request_key_mismatch) also names the header at fault.
+// refusal (kind request_key_mismatch) also names the header at fault, and a task no call may
+// carry names the field task.
 func beginProblem(err error) *Problem {
 	p := problemOf(err)
-	if p.Kind == string(latch.KindRequestKey) {
+	var ie *store.InputError
+	switch {
+	case p.Kind == string(latch.KindRequestKey):
 		p.Field = IdempotencyKeyHeader
+	case errors.As(err, &ie) && ie.Field == "task":
+		p.Field = "task"
 	}
 	return p
 }

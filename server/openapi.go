@@ -193,7 +193,8 @@ var schemas = map[string]any{
 	"Status": obj([]string{"status"}, map[string]any{"status": str}),
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,
-		"wait_seconds": map[string]any{"type": "integer", "minimum": 0}}},
+		"wait_seconds": map[string]any{"type": "integer", "minimum": 0},
+		"task":         map[string]any{"type": "string", "description": "The task the call is part of (a job, a ticket, a workflow): matched against the tasks a grant names and recorded on the receipt, never part of the action hash. At most 512 bytes, no control or format characters."}}},
 	"Action": obj([]string{"status", "action_id", "action", "action_hash"}, map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
@@ -238,6 +239,7 @@ var schemas = map[string]any{
 		"resources":    map[string]any{"type": []string{"array", "null"}, "items": str},
 		"constraints":  map[string]any{"type": []string{"object", "null"}, "additionalProperties": anyJSON},
 		"environments": map[string]any{"type": []string{"array", "null"}, "items": str},
+		"tasks":        map[string]any{"type": []string{"array", "null"}, "items": str},
 		"expires_at":   stamp, "delegable": map[string]any{"type": "boolean"}, "created_by": str, "created_at": stamp,
 		"revoked": map[string]any{"type": "boolean"}, "revoked_at": stamp, "revoked_by": nstr, "cut_by": nstr, "grant": str,
 		"via": nstr, "reason": nstr}),

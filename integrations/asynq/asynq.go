@@ -56,6 +56,11 @@ type Config struct {
 	// Options are the protected call's options: an effect key template overriding the policy's,
 	// the lease, a reconcile hook, Wait for approvals.
 	Options *latch.Options
+	// TaskFromTask makes each task's call carry the asynq task as its latch task,
+	// "asynq:task:<id>" (TaskOf), which a grant bound to tasks (tasks: ["asynq:task:*"])
+	// requires. Leave Options.Task empty with it: a call has one task, and two different ones
+	// refuse it invalid_argument.
+	TaskFromTask bool
 	// Action names the latch action of a task, for Middleware; default: the task's type. Every
 	// task that passes the middleware is an action, so a task type the policy does not list is
 	// denied, never run unprotected.
@@ -73,6 +78,10 @@ type Config struct {
 // DefaultReconcileFor is how long, by default, a task is retried while a reconcile hook may
 // settle its ambiguous effect, counted from when the effect became ambiguous.
 const DefaultReconcileFor = 24 * time.Hour
+
+// TaskOf is the latch task the call of the asynq task id carries with Config.TaskFromTask:
+// "asynq:task:<id>".
+func TaskOf(id string) string { return "asynq:task:" + id }
 
 // TaskError is why a task was stopped: latch refused to run its effect, or recorded its outcome
 // as unknown. It wraps asynq.SkipRetry, so asynq archives the task instead of retrying it.
@@ -167,6 +176,9 @@ func defaults(cfg *Config) *Config {
 func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h asynq.Handler, t *asynq.Task) error {
 	if c.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, c.Principal)
+	}
+	if id, ok := asynq.GetTaskID(ctx); ok && c.TaskFromTask {
+		ctx = latch.WithTask(ctx, TaskOf(id))
 	}
 	if c.Options != nil && c.Options.Reconcile != nil && g.ReconcileHook(action) == nil {
 		g.RegisterReconcile(action, c.Options.Reconcile) // a middleware's action is known per task

@@ -63,8 +63,14 @@ func setup(t *testing.T) *fixture {
 // setupWith is setup with the call options options returns for the remote the handlers use.
 func setupWith(t *testing.T, options func(*remotetest.Server) *latch.Options) *fixture {
 	t.Helper()
+	return setupPolicy(t, testPolicy, options, false)
+}
+
+// setupPolicy is setupWith under the policy doc, with Config.TaskFromTask set to fromTask.
+func setupPolicy(t *testing.T, doc string, options func(*remotetest.Server) *latch.Options, fromTask bool) *fixture {
+	t.Helper()
 	redis := asynq.RedisClientOpt{Addr: redisAddr(t)}
-	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	p, err := policy.Parse("latch.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +103,9 @@ func setupWith(t *testing.T, options func(*remotetest.Server) *latch.Options) *f
 	mux.Handle("charge:invoice", charge)
 	mux.Handle("refund:invoice", refund)
 	mux.Use(latchasynq.Middleware(g, &latchasynq.Config{
-		Principal: latch.Principal{Agent: "billing-worker"},
-		Options:   options(remote),
+		Principal:    latch.Principal{Agent: "billing-worker"},
+		Options:      options(remote),
+		TaskFromTask: fromTask,
 		Action: func(task *asynq.Task) string {
 			return map[string]string{"charge:invoice": "billing.charge", "refund:invoice": "billing.refund"}[task.Type()]
 		},

@@ -33,6 +33,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -63,6 +64,10 @@ type Config struct {
 	// Options are the protected call's options: an effect key template overriding the policy's,
 	// the lease, a reconcile hook, Wait for approvals.
 	Options *latch.Options
+	// TaskFromJob makes each job's call carry the job as its task, "river:job:<id>", which a
+	// grant bound to tasks (tasks: ["river:job:*"]) requires. Leave Options.Task empty with it: a
+	// call has one task, and two different ones refuse it invalid_argument.
+	TaskFromJob bool
 	// InProgressSnooze is how long a job is snoozed when another attempt holds its effect key;
 	// default DefaultInProgressSnooze.
 	InProgressSnooze time.Duration
@@ -149,6 +154,9 @@ func Wrap[T river.JobArgs](g *latch.Guard, action string, w river.Worker[T], cfg
 
 type jobKey struct{}
 
+// JobTask is the task a job's call carries with Config.TaskFromJob: "river:job:<id>".
+func JobTask(id int64) string { return "river:job:" + strconv.FormatInt(id, 10) }
+
 type protected[T river.JobArgs] struct {
 	inner  river.Worker[T]
 	cfg    Config
@@ -168,6 +176,9 @@ func (p *protected[T]) Timeout(job *river.Job[T]) time.Duration { return p.inner
 func (p *protected[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	if p.cfg.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, p.cfg.Principal)
+	}
+	if p.cfg.TaskFromJob {
+		ctx = latch.WithTask(ctx, JobTask(job.ID))
 	}
 	_, err := p.run(context.WithValue(ctx, jobKey{}, job), job.Args)
 	return p.outcome(ctx, job.JobRow, err)

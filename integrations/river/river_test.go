@@ -117,13 +117,19 @@ func setup(t *testing.T) *fixture {
 // setupWith is setup with the configuration config returns for the remote the workers use.
 func setupWith(t *testing.T, config func(*remotetest.Server) *latchriver.Config) *fixture {
 	t.Helper()
+	return setupPolicy(t, testPolicy, config)
+}
+
+// setupPolicy is setupWith under the policy doc.
+func setupPolicy(t *testing.T, doc string, config func(*remotetest.Server) *latchriver.Config) *fixture {
+	t.Helper()
 	storeURL := testdb.PostgresURL(t, "latchriver")
 	u, err := url.Parse(storeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	schema := u.Query().Get("schema")
-	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	p, err := policy.Parse("latch.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,12 @@ type Config struct {
 	// action of its own name: every activity of the worker is an action, so one the policy does
 	// not list is denied, never run unprotected.
 	Actions map[string]string
+	// TaskFromWorkflow makes each activity's call carry its workflow as its task,
+	// "temporal:workflow:<workflow id>" (WorkflowTask), which a grant bound to tasks (tasks:
+	// ["temporal:workflow:**"]) requires. The workflow id, not the run id: it stays the same
+	// across the retries and continuations of one piece of work. Leave Options.Task empty with
+	// it: a call has one task, and two different ones refuse it invalid_argument.
+	TaskFromWorkflow bool
 	// ReconcileFor is how long an activity whose effect is ambiguous is retried, when its action
 	// has a reconcile hook (Options.Reconcile, registered for the guard's sweeper on the
 	// activity's first run, or one registered on the guard), counted from when the effect became
@@ -100,6 +106,12 @@ type Config struct {
 	// reconcile hook and each one stopped; default: discarded.
 	Logger *slog.Logger
 }
+
+// WorkflowTask is the task an activity's call carries with Config.TaskFromWorkflow:
+// "temporal:workflow:<workflow id>". A workflow id is free text: one holding ':' is more than
+// one segment to a grant's task patterns, so "temporal:workflow:**" is the pattern that
+// matches every workflow.
+func WorkflowTask(workflowID string) string { return "temporal:workflow:" + workflowID }
 
 // NewInterceptor returns a worker interceptor that protects the worker's activities:
 //
@@ -153,6 +165,9 @@ func (a *activityInterceptor) ExecuteActivity(ctx context.Context, in *intercept
 	}
 	if a.w.cfg.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, a.w.cfg.Principal)
+	}
+	if a.w.cfg.TaskFromWorkflow {
+		ctx = latch.WithTask(ctx, WorkflowTask(info.WorkflowExecution.ID))
 	}
 	if o := a.w.cfg.Options; o != nil && o.Reconcile != nil && a.w.g.ReconcileHook(action) == nil {
 		a.w.g.RegisterReconcile(action, o.Reconcile) // for the guard's sweeper

@@ -15,6 +15,7 @@ import (
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -83,11 +84,21 @@ type fixture struct {
 	suite   testsuite.WorkflowTestSuite
 	options *latch.Options // the interceptor's call options
 	asked   atomic.Int32   // how many times the options' hook was asked
+	// fromWorkflow is the interceptor's TaskFromWorkflow; workflowID, when set, the id the
+	// workflow runs under.
+	fromWorkflow bool
+	workflowID   string
 }
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
+	return setupPolicy(t, testPolicy)
+}
+
+// setupPolicy is setup under the policy doc.
+func setupPolicy(t *testing.T, doc string) *fixture {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +117,10 @@ func (f *fixture) interceptors() worker.Options {
 		DeadlockDetectionTimeout: time.Minute,
 		Interceptors: []interceptor.WorkerInterceptor{
 			latchtemporal.NewInterceptor(f.guard, &latchtemporal.Config{
-				Principal: latch.Principal{Agent: "billing-worker"},
-				Actions:   map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
-				Options:   f.options,
+				Principal:        latch.Principal{Agent: "billing-worker"},
+				Actions:          map[string]string{"Charge": "billing.charge", "Refund": "billing.refund"},
+				Options:          f.options,
+				TaskFromWorkflow: f.fromWorkflow,
 			}),
 		}}
 }
@@ -119,6 +131,9 @@ func (f *fixture) runWorkflow(t *testing.T, in ChargeInput) (string, error) {
 	t.Helper()
 	env := f.suite.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(f.interceptors())
+	if f.workflowID != "" {
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: f.workflowID})
+	}
 	env.RegisterWorkflow(ChargeWorkflow)
 	env.RegisterActivity(f.acts)
 	env.ExecuteWorkflow(ChargeWorkflow, in)

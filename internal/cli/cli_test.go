@@ -154,6 +154,7 @@ func cmdWorker(ts *testscript.TestScript, neg bool, args []string) {
 	user := fs.String("user", "", "principal user")
 	fail := fs.String("fail", "", "ambiguous|notexecuted|crash")
 	lease := fs.Duration("lease", 0, "lease override")
+	task := fs.String("task", "", "the call's task")
 	ts.Check(fs.Parse(args[2:]))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -180,7 +181,7 @@ func cmdWorker(ts *testscript.TestScript, neg bool, args []string) {
 	if *approval != "" {
 		cctx = latch.WithApproval(cctx, *approval)
 	}
-	call := &latch.Call{Action: args[0], Arguments: json.RawMessage(args[1]), Options: &latch.Options{Lease: *lease}}
+	call := &latch.Call{Action: args[0], Arguments: json.RawMessage(args[1]), Options: &latch.Options{Lease: *lease, Task: *task}}
 	var rc *latch.Receipt
 	done := make(chan struct{})
 	go func() {

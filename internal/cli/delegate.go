@@ -109,6 +109,9 @@ The store is created if it does not exist yet, as a worker's guard would create 
 			if j.Environments != nil {
 				t.row("  environments", strings.Join(j.Environments, ", "))
 			}
+			if j.Tasks != nil {
+				t.row("  tasks", strings.Join(j.Tasks, ", "))
+			}
 			t.row("  expires_at", dash(deref(j.ExpiresAt)))
 			t.row("  delegable", yesNo(j.Delegable))
 			if err := t.flush(); err != nil {

@@ -16,6 +16,7 @@ type Delegation struct {
 	Resources    []string       `json:"resources"`
 	Constraints  map[string]any `json:"constraints"`
 	Environments []string       `json:"environments"`
+	Tasks        []string       `json:"tasks"`
 	ExpiresAt    *string        `json:"expires_at"`
 	Delegable    bool           `json:"delegable"`
 	CreatedBy    string         `json:"created_by"`
@@ -53,6 +54,7 @@ func NewDelegation(d *store.Delegation, byID map[string]*store.Delegation) (Dele
 			}
 		}
 		j.Environments = g.Environments
+		j.Tasks = g.Tasks
 		j.ExpiresAt = Stamp(g.ExpiresAt)
 		j.Delegable = g.Delegable
 	}

@@ -36,6 +36,8 @@ var Cases = []Case{
 	{"no matching rule", &latch.DeniedError{Action: "a", Reason: "no_matching_rule"}, latch.KindDenied, latch.ReasonNoMatchingRule},
 	{"no principal", &latch.DeniedError{Action: "a", Reason: "no_principal"}, latch.KindDenied, latch.ReasonNoPrincipal},
 	{"principal expired", &latch.DeniedError{Action: "a", Reason: "principal_expired"}, latch.KindDenied, latch.ReasonPrincipalExpired},
+	{"out of scope", &latch.ScopeError{Action: "a", Reason: "out_of_scope", Resource: "customer:EU-7"}, latch.KindDenied, latch.ReasonOutOfScope},
+	{"scope unavailable", &latch.ScopeError{Action: "a", Reason: "scope_unavailable", Resource: "customer:EU-7", Err: errors.New("the scope provider did not answer within 2s")}, latch.KindDenied, latch.ReasonScopeUnavailable},
 	{"missing argument", &latch.DeniedError{Action: "a", Reason: "missing_argument", Argument: "amount", Pointer: "/amount"}, latch.KindInvalidArgument, latch.ReasonMissingArgument},
 	{"invalid arguments", &latch.DeniedError{Action: "a", Reason: "invalid_arguments", Argument: "amount", Pointer: "/amount"}, latch.KindInvalidArgument, latch.ReasonInvalidArguments},
 	{"invalid argument", &latch.InvalidArgumentError{Reason: "invalid_argument", Pointer: "/x", Err: errors.New("a float")}, latch.KindInvalidArgument, latch.ReasonInvalidArgument},
@@ -60,6 +62,7 @@ var Cases = []Case{
 	{"not executed", latch.NotExecuted(errors.New("card declined")), latch.KindNotExecuted, latch.ReasonNotExecuted},
 	{"no authority", &latch.AuthorityError{Reason: "no_authority"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"authority constraint", &latch.AuthorityError{Reason: "authority_constraint", Dimension: "constraints.amount_lte"}, latch.KindAuthority, latch.ReasonAuthorityConstraint},
+	{"no authority for the task", &latch.AuthorityError{Reason: "no_authority", Dimension: "tasks"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
@@ -119,4 +122,5 @@ var Sentinels = []error{
 	latch.ErrAlreadyCommitted, latch.ErrInProgress, latch.ErrOutcomeConflict, latch.ErrAmbiguousEffect,
 	latch.ErrAmbiguous, latch.ErrNotExecuted, latch.ErrAttemptsExhausted, latch.ErrAuthority,
 	latch.ErrIdentity, latch.ErrInvalidArgument, latch.ErrOutcomeRefused, latch.ErrRequestKeyMismatch,
+	latch.ErrScope,
 }

@@ -277,6 +277,7 @@ authority:
       resources: ["thing:*"]
       constraints: { n_lte: 5, s_in: ["q", 1, true], t_prefix: "p" }
       environments: [prod, staging]
+      tasks: ["ticket:*", "river:job:**"]
       expires_at: "2030-01-01T01:00:00.5+01:00"
       delegable: true
 `)

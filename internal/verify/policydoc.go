@@ -207,6 +207,9 @@ func encodeGrant(g *policy.Grant) map[string]any {
 	if g.Environments != nil {
 		e["environments"] = g.Environments
 	}
+	if g.Tasks != nil {
+		e["tasks"] = g.Tasks
+	}
 	if !g.ExpiresAt.IsZero() {
 		e["expires_at"] = g.ExpiresAt.Format(time.RFC3339Nano)
 	}
