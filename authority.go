@@ -54,7 +54,12 @@ func (g *Guard) delegations(ctx context.Context) ([]authority.Delegation, error)
 	}
 	out := make([]authority.Delegation, len(rows))
 	for i, r := range rows {
-		out[i] = authority.Delegation{ID: r.ID, Parent: r.Parent, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Revoked: !r.RevokedAt.IsZero()}
+		out[i] = authority.Delegation{ID: r.ID, Parent: r.Parent, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Revoked: !r.RevokedAt.IsZero(), Via: r.Via}
+		if r.Via != "" && r.Via != store.ViaBreakGlass {
+			// A way of coming to be this binary does not know: never guessed at.
+			out[i].Err = fmt.Errorf("via %q is not one this version of latch knows", r.Via)
+			continue
+		}
 		gr, err := g.grants.parse(r)
 		if err != nil {
 			out[i].Err = err

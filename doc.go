@@ -66,7 +66,9 @@
 // the receipt records it, and it is never part of the action hash. A scope provider
 // (Config.Scope, Options.Scope, or the policy's scopes section) narrows further, per call: a call
 // whose resource is not among those its principal is assigned is refused out_of_scope before
-// anything is reserved, and the receipt records only the scope's hash (docs/scopes.md).
+// anything is reserved, and the receipt records only the scope's hash (docs/scopes.md). Its
+// break-glass envelopes grant nothing until a verified person opens one (Guard.BreakGlass): a
+// recorded, expiring, revocable grant whose calls name the envelope in their receipts.
 //
 // # Budgets
 //

@@ -361,7 +361,7 @@ func (pr *prepared) authorityRecord() *receipt.Authority {
 	if pr.auth == nil || pr.auth.GrantID == "" {
 		return nil
 	}
-	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID}
+	return &receipt.Authority{GrantID: pr.auth.GrantID, DelegationID: pr.auth.DelegationID, BreakGlass: pr.auth.BreakGlass}
 }
 
 // proposal returns the events that open every decided call.
@@ -372,6 +372,9 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 		kind := store.EventAuthorityResolved
 		if a.Allowed {
 			data = map[string]any{"grant_id": a.GrantID, "delegation_id": a.DelegationID}
+			if a.BreakGlass != "" {
+				data["break_glass"] = a.BreakGlass
+			}
 		} else {
 			kind = store.EventAuthorityDenied
 			data = map[string]any{"reason": a.Reason, "dimension": a.Dimension, "grant_id": a.GrantID, "delegation_id": a.DelegationID}

@@ -590,7 +590,8 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 		case store.EventAuthorityResolved:
 			var raw map[string]string
 			if json.Unmarshal(e.Payload, &raw) == nil {
-				pr.auth = &authority.Decision{Allowed: true, GrantID: raw["grant_id"], DelegationID: raw["delegation_id"]}
+				pr.auth = &authority.Decision{Allowed: true, GrantID: raw["grant_id"], DelegationID: raw["delegation_id"],
+					BreakGlass: raw["break_glass"]}
 			}
 		case store.EventEffectReserved:
 			var v struct {

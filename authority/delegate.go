@@ -42,6 +42,8 @@ func CheckDelegation(a *policy.Authority, ds []Delegation, parent string, child 
 	}
 	pg, pd, n := lookup(a, ds, parent)
 	switch {
+	case n == 0 && a.Envelope(parent) != nil:
+		return &Error{ReasonNoAuthority, DimParent, strconv.Quote(parent) + " is a break-glass envelope: it is opened (latch break-glass), never delegated"}
 	case n == 0:
 		return &Error{ReasonNoAuthority, DimParent, "no grant or delegation " + strconv.Quote(parent)}
 	case n > 1:

@@ -36,6 +36,9 @@ type Delegation struct {
 	// Revoked says this delegation itself was revoked. Delegations beneath it are cut by the
 	// chain walk, so revoking a chain of any depth is one write.
 	Revoked bool
+	// Via is ViaBreakGlass for a grant opened in a break-glass envelope (its Parent is the
+	// envelope's id), "" for a delegation.
+	Via string
 	// Err is non-nil when the stored row could not be read. One unreadable row denies
 	// everything: a row that cannot be read might be the revocation that matters.
 	Err error
@@ -54,16 +57,19 @@ type Decision struct {
 	GrantID      string
 	DelegationID string
 	// Chain is, on an allow, the grant that allowed the call and every grant above it: the
-	// delegation that matched (when one did), its parent, and so on up to the policy grant at
-	// the root, each with its budgets. A call is charged against every budget on it, so a
-	// delegation can spend no more than any grant above it has left (docs/budgets.md). nil on
-	// a deny.
+	// delegation that matched (when one did), its parent, and so on up to the policy grant (or
+	// break-glass envelope) at the root, each with its budgets. A call is charged against every
+	// budget on it, so a delegation can spend no more than any grant above it has left
+	// (docs/budgets.md). nil on a deny.
 	Chain []Link
-	Trace []string
+	// BreakGlass is the envelope the matching delegation was opened in, when it is a
+	// break-glass grant (GrantID is then the envelope's id too); "" otherwise.
+	BreakGlass string
+	Trace      []string
 }
 
-// Link is one grant of a [Decision]'s chain: its id (a policy grant's id, or a delegation's
-// dlg_ id) and its budgets.
+// Link is one grant of a [Decision]'s chain: its id (a policy grant's id, a break-glass
+// envelope's id, or a delegation's dlg_ id) and its budgets.
 type Link struct {
 	ID      string
 	Budgets []policy.Budget
@@ -150,7 +156,9 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 			continue
 		}
 		e.line("delegation ", d.ID, ": allowed beneath grant ", rootID)
-		return e.allow(rootID, d.ID, links(a, ds, d, c.depth))
+		dec := e.allow(rootID, d.ID, links(a, ds, d, c.depth))
+		dec.BreakGlass = c.envelope
+		return dec
 	}
 
 	if e.best.Reason != "" {
@@ -226,6 +234,13 @@ func links(a *policy.Authority, ds []Delegation, d *Delegation, depth int) []Lin
 	cur := d
 	for range depth {
 		out = append(out, Link{ID: cur.ID, Budgets: cur.Grant.Budgets})
+		if cur.Via == ViaBreakGlass {
+			// A break-glass grant's parent is its envelope, whose budgets every opening shares.
+			if env := a.Envelope(cur.Parent); env != nil {
+				return append(out, Link{ID: env.ID, Budgets: env.Budgets})
+			}
+			return out // not reached: the walk refused a grant whose envelope is gone
+		}
 		pg, pd, _ := lookup(a, ds, cur.Parent)
 		if pg != nil {
 			return append(out, Link{ID: pg.ID, Budgets: pg.Budgets})
@@ -344,9 +359,10 @@ func idText(id string) string {
 
 // chain is the result of walking a delegation's chain.
 type chain struct {
-	root   *policy.Grant // the policy grant at the top, nil if not reached
-	depth  int           // delegations from d up to the root, d included
-	reason string        // the highest-precedence failure, "" if the chain holds
+	root     *policy.Grant // the policy grant (or envelope) at the top, nil if not reached
+	envelope string        // the envelope at the top of a break-glass chain
+	depth    int           // delegations from d up to the root, d included
+	reason   string        // the highest-precedence failure, "" if the chain holds
 	refusal
 }
 
@@ -367,7 +383,7 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 		c.fail(ReasonUnreadable, DimRecord, "id "+d.ID+" names "+strconv.Itoa(n)+" records")
 		return c
 	}
-	cur := d
+	cur, opened := d, false
 	for c.depth = 1; ; c.depth++ {
 		if cur.Revoked {
 			c.fail(ReasonRevoked, DimRevoked, "delegation "+cur.ID+" is revoked")
@@ -376,8 +392,16 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 			f := expiredRefusal("delegation "+cur.ID, cur.Grant.ExpiresAt, now)
 			c.fail(ReasonExpired, f.dim, f.msg)
 		}
+		if cur.Via == ViaBreakGlass {
+			c.opening(a, cur) // the envelope is the root of a break-glass chain
+			opened = true
+			break
+		}
 		pg, pd, n := lookup(a, ds, cur.Parent)
 		switch {
+		case n == 0 && a.Envelope(cur.Parent) != nil:
+			c.fail(ReasonEscalation, DimParent, "parent "+cur.Parent+" of delegation "+cur.ID+" is a break-glass envelope, beneath which only a break-glass opening may be")
+			return c
 		case n == 0:
 			c.fail(ReasonRevoked, DimParent, "parent "+cur.Parent+" of delegation "+cur.ID+" no longer exists")
 			return c
@@ -410,8 +434,14 @@ func walk(a *policy.Authority, ds []Delegation, d *Delegation, now time.Time) ch
 		}
 		cur = pd
 	}
-	if limit := maxDepth(a); c.depth > limit {
-		c.fail(ReasonEscalation, DimDepth, "delegation "+d.ID+" is "+strconv.Itoa(c.depth)+" deep (max_delegation_depth is "+strconv.Itoa(limit)+")")
+	// A break-glass opening is no delegation: it does not count towards the depth (and, never
+	// delegable, has nothing beneath it).
+	depth := c.depth
+	if opened {
+		depth--
+	}
+	if limit := maxDepth(a); depth > limit {
+		c.fail(ReasonEscalation, DimDepth, "delegation "+d.ID+" is "+strconv.Itoa(depth)+" deep (max_delegation_depth is "+strconv.Itoa(limit)+")")
 	}
 	return c
 }

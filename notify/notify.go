@@ -1,6 +1,6 @@
 // Package notify posts alerts to webhooks when something needs a person: an approval was
 // requested, an effect became ambiguous, a lease lapsed with no outcome, a holder's outcome
-// contradicted a resolution. It is a latch.Sink: register it with a guard (latch serve does,
+// contradicted a resolution, a break-glass grant was opened. It is a latch.Sink: register it with a guard (latch serve does,
 // with --notify URL), and it alerts on the events the guard commits.
 //
 // Each alert is a JSON document signed with HMAC-SHA256 over the timestamp and the body (see
@@ -44,6 +44,8 @@ const (
 	// KindBudgetThreshold: a budget's consumption reached Config.BudgetShare of its limit
 	// (Notifier.Budgets). It comes from no event: its EventID is 0 and its Event "".
 	KindBudgetThreshold = "budget_threshold"
+	// KindBreakGlassOpened: a person opened a break-glass grant (docs/authority.md#break-glass).
+	KindBreakGlassOpened = "break_glass_opened"
 )
 
 // Body formats.
@@ -246,6 +248,9 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 	var p struct {
 		Cause     string `json:"cause"`
 		ExpiresAt string `json:"expires_at"`
+		// Of a break-glass opening's delegation_created.
+		Via, Parent, By, Agent, User, Reason string
+		DelegationID                         string `json:"delegation_id"`
 	}
 	_ = json.Unmarshal(e.Payload, &p) // an undecodable payload alerts without its details
 	n.mu.Lock()
@@ -275,6 +280,16 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 		a.Alert = KindEffectAmbiguous
 		a.render = func(q func(string) string) string {
 			return fmt.Sprintf("Outcome unknown: effect %s of %s is ambiguous; retries are refused until someone runs latch resolve", q(e.EffectKey), actionOr(q, action))
+		}
+	case e.Kind == store.EventDelegationCreated && p.Via == store.ViaBreakGlass:
+		a.Alert = KindBreakGlassOpened
+		a.render = func(q func(string) string) string {
+			whom := q(p.Agent)
+			if p.User != "" {
+				whom += " for " + q(p.User)
+			}
+			return fmt.Sprintf("Break-glass opened: envelope %s for %s by %s until %s, because %s; end it early with latch revoke %s",
+				q(p.Parent), whom, q(p.By), q(p.ExpiresAt), q(p.Reason), q(p.DelegationID))
 		}
 	case e.Kind == store.EventOutcomeConflict:
 		a.Alert = KindOutcomeConflict

@@ -125,6 +125,8 @@ func (p *parser) authority(e entry) (*Authority, *Error) {
 		case "grants":
 			hasGrants = true
 			au.Grants, err = p.grants(en)
+		case "break_glass":
+			au.BreakGlass, err = p.breakGlass(en)
 		default:
 			err = p.unknownKey(en.k, "in the authority section", authorityKeys)
 		}

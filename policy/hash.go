@@ -159,34 +159,44 @@ func normalizeConditions(c Conditions) any {
 func normalizeAuthority(au *Authority) map[string]any {
 	grants := make([]any, len(au.Grants))
 	for i, g := range au.Grants {
-		var expires any
-		if !g.ExpiresAt.IsZero() {
-			expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
-		}
-		gm := map[string]any{
-			"id":           g.ID,
-			"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
-			"actions":      stringList(g.Actions),
-			"resources":    stringList(g.Resources),
-			"constraints":  normalizeConditions(g.Constraints),
-			"environments": stringList(g.Environments),
-			"expires_at":   expires,
-			"delegable":    g.Delegable,
-		}
-		if g.Tasks != nil {
-			// Only when declared, so that a grant without tasks hashes as it always has.
-			gm["tasks"] = stringList(g.Tasks)
-		}
-		if g.Budgets != nil {
-			// Only when declared, so that a grant without budgets hashes as it always has.
-			gm["budgets"] = normalizeBudgets(g.Budgets)
-		}
-		grants[i] = gm
+		grants[i] = normalizeGrant(g)
 	}
-	return map[string]any{
+	m := map[string]any{
 		"max_delegation_depth": int64(au.MaxDelegationDepth),
 		"grants":               grants,
 	}
+	if au.BreakGlass != nil {
+		// Only when declared, so that a policy without envelopes hashes as it always has.
+		m["break_glass"] = normalizeEnvelopes(au.BreakGlass)
+	}
+	return m
+}
+
+// normalizeGrant is one grant as the hash sees it: a policy grant, or an envelope's shape.
+func normalizeGrant(g *Grant) map[string]any {
+	var expires any
+	if !g.ExpiresAt.IsZero() {
+		expires = g.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	ng := map[string]any{
+		"id":           g.ID,
+		"subject":      map[string]any{"agent": orNull(g.Subject.Agent), "user": orNull(g.Subject.User)},
+		"actions":      stringList(g.Actions),
+		"resources":    stringList(g.Resources),
+		"constraints":  normalizeConditions(g.Constraints),
+		"environments": stringList(g.Environments),
+		"expires_at":   expires,
+		"delegable":    g.Delegable,
+	}
+	if g.Tasks != nil {
+		// Only when declared, so that a grant without tasks hashes as it always has.
+		ng["tasks"] = stringList(g.Tasks)
+	}
+	if g.Budgets != nil {
+		// Only when declared, so that a grant without budgets hashes as it always has.
+		ng["budgets"] = normalizeBudgets(g.Budgets)
+	}
+	return ng
 }
 
 func orNull(s string) any {

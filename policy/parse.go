@@ -19,7 +19,7 @@ var (
 	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention", "scopes"}
 	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers", "budgets"}
 	ruleKeys      = []string{"when", "decision"}
-	authorityKeys = []string{"max_delegation_depth", "grants"}
+	authorityKeys = []string{"max_delegation_depth", "grants", "break_glass"}
 	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable", "tasks", "budgets"}
 	subjectKeys   = []string{"agent", "user"}
 )
@@ -159,6 +159,9 @@ func (p *parser) document(data []byte) (*Policy, *Error) {
 		}
 	}
 	if e := p.checkActionApprovers(pol); e != nil {
+		return nil, e
+	}
+	if e := p.checkEnvelopes(pol); e != nil {
 		return nil, e
 	}
 	pol.compiled = make(map[*Action]*compiledAction, len(pol.Actions))
@@ -697,7 +700,7 @@ func (p *parser) duration(e entry, what string, max time.Duration) (time.Duratio
 // fmtBound writes a whole number of days as days: 168h0m0s reads as 7 days (168h).
 func fmtBound(d time.Duration) string {
 	if d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%d days (%dh)", d/(24*time.Hour), d/time.Hour)
+		return fmt.Sprintf("%d %s (%dh)", d/(24*time.Hour), plural(int(d/(24*time.Hour)), "day", "days"), d/time.Hour)
 	}
 	return d.String()
 }

@@ -176,7 +176,7 @@ func TestParseRefusals(t *testing.T) {
 
 		// Authority.
 		{"authority a list", header + "authority: []\n", 2, 12, "authority is a list (expected a mapping with grants)"},
-		{"authority unknown key", header + "authority:\n  grant: []\n", 3, 3, `unknown key "grant" in the authority section (expected one of max_delegation_depth, grants)`},
+		{"authority unknown key", header + "authority:\n  grant: []\n", 3, 3, `unknown key "grant" in the authority section (expected one of max_delegation_depth, grants, break_glass)`},
 		{"authority without grants", header + "authority:\n  max_delegation_depth: 2\n", 3, 3, "missing grants in the authority section"},
 		{"max_delegation_depth negative", header + "authority:\n  max_delegation_depth: -1\n  grants: []\n", 3, 25, "max_delegation_depth is -1 (expected 0 or more)"},
 		{"max_delegation_depth a string", header + "authority:\n  max_delegation_depth: three\n  grants: []\n", 3, 25, "max_delegation_depth is string \"three\" (expected an integer)"},

@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
 
@@ -52,6 +54,7 @@ var ops = map[string]op{
 	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/break-glass":            {"Open a break-glass grant inside one of the policy's envelopes (a person)", "BreakGlassRequest", "Delegation", []int{200, 400, 401, 403, 404}, nil},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
 	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
@@ -227,6 +230,21 @@ var schemas = map[string]any{
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},
 		"result": anyJSON, "error": nstr, "conflict": nstr, "resolved_by": nstr, "note": nstr, "created_at": stamp, "updated_at": stamp}),
 	"Effects": obj([]string{"effects"}, map[string]any{"effects": map[string]any{"type": "array", "items": ref("Effect")}}),
+	"BreakGlassRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"envelope", "reason"}, "properties": map[string]any{
+		"envelope": str, "reason": str, "grant": str,
+		"ttl_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": int64(policy.MaxBreakGlassTTL / time.Second)},
+		"for": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"agent"}, "properties": map[string]any{
+			"agent": str, "user": str}}}},
+	// A delegation as latch delegations --json prints it; a break-glass grant has via break-glass.
+	"Delegation": obj([]string{"delegation_id", "parent", "subject", "actions", "expires_at", "created_by", "via", "reason"}, map[string]any{
+		"delegation_id": str, "parent": str, "subject": principl, "actions": map[string]any{"type": "array", "items": str},
+		"resources":    map[string]any{"type": []string{"array", "null"}, "items": str},
+		"constraints":  map[string]any{"type": []string{"object", "null"}, "additionalProperties": anyJSON},
+		"environments": map[string]any{"type": []string{"array", "null"}, "items": str},
+		"tasks":        map[string]any{"type": []string{"array", "null"}, "items": str},
+		"expires_at":   stamp, "delegable": map[string]any{"type": "boolean"}, "created_by": str, "created_at": stamp,
+		"revoked": map[string]any{"type": "boolean"}, "revoked_at": stamp, "revoked_by": nstr, "cut_by": nstr, "grant": str,
+		"via": nstr, "reason": nstr}),
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
 		"to": map[string]any{"enum": []string{"committed", "failed"}}, "result": anyJSON, "note": str}},
 	"Receipts": obj([]string{"receipts", "next_after"}, map[string]any{

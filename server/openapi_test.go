@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -215,6 +216,9 @@ func TestOpenAPI(t *testing.T) {
 		{"GET", "/v1/budgets", s.approver, nil},
 		{"GET", "/v1/budgets", "", nil},
 		{"GET", "/v1/budgets", s.alice, nil},
+		{"POST", "/v1/break-glass", "", nil},
+		{"POST", "/v1/break-glass", s.alice, map[string]any{"envelope": "incident", "reason": "x"}},
+		{"POST", "/v1/break-glass", s.approver, map[string]any{"envelope": "incident", "reason": "x"}}, // no authority section: 404
 		{"GET", "/readyz", "", nil},
 	} {
 		if b, ok := q.body.([]byte); ok { // a body that is not JSON, sent as a form
@@ -228,6 +232,11 @@ func TestOpenAPI(t *testing.T) {
 		}
 		s.do(q.method, q.path, q.token, q.body)
 	}
+	// Break-glass openings need a policy with envelopes: a second server, observed alike.
+	bg := breakGlassServer(t, obs)
+	bg.do("POST", "/v1/break-glass", bg.approver, `{"envelope":"incident","reason":"x","ttl":1}`)
+	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 7200})
+	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 60})
 	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
 	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {
 		h1, h2 := hold(t, s.url, path, s.alice, 4096), hold(t, s.url, path, s.alice, 4096)
@@ -401,4 +410,35 @@ func TestOpenAPIObservedBegin(t *testing.T) {
 	if wh["decision"] != "deny" || wh["effect"] != "reserved" {
 		t.Errorf("would_have = %v, want decision deny, effect reserved", wh)
 	}
+}
+
+// breakGlassServer serves breakGlassPolicy through obs, with an approver token for carol, who
+// may open its envelope.
+func breakGlassServer(t *testing.T, obs *observed) *srv {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(breakGlassPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: storeURL(t, "sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	srvr, err := server.New(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: obs.wrap(srvr.Handler())}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Shutdown(context.Background()) })
+	secret, _, err := auth.CreateToken(t.Context(), g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &srv{t: t, url: "http://" + ln.Addr().String(), g: g, approver: secret}
 }

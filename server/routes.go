@@ -36,6 +36,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/effects", true, s.listEffects},
 		{"GET", "/v1/effects/{key}", true, s.getEffect},
 		{"POST", "/v1/effects/{key}/resolve", true, s.resolve},
+		{"POST", "/v1/break-glass", true, s.breakGlass},
 		{"GET", "/v1/receipts", true, s.listReceipts},
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
 		{"GET", "/v1/events", true, s.events},

@@ -21,6 +21,10 @@ const (
 	MethodSession = "session"
 	// MethodProxy: a header set by a trusted authenticating proxy, accepted only from its address.
 	MethodProxy = "proxy"
+	// MethodPassword: a local approver account's password, checked by a CLI command that only
+	// a verified person may run (latch break-glass). Not a way of answering approvals, so not
+	// one of Methods.
+	MethodPassword = "password"
 )
 
 // Methods are the authentication methods, in the order messages list them.

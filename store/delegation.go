@@ -17,7 +17,17 @@ type Delegation struct {
 	CreatedAt time.Time
 	RevokedAt time.Time // zero when not revoked
 	RevokedBy string
+	// Via says how the delegation came to be: ViaBreakGlass for a grant opened in a break-glass
+	// envelope (Parent is the envelope's id, CreatedBy the person who opened it), "" for a
+	// delegation (and every delegation stored before via existed).
+	Via string
+	// Reason is why a break-glass grant was opened, as its opener wrote it; "" for a
+	// delegation.
+	Reason string
 }
+
+// ViaBreakGlass is the Via of a break-glass grant (docs/authority.md).
+const ViaBreakGlass = "break-glass"
 
 // RevokeRequest revokes a delegation.
 type RevokeRequest struct {

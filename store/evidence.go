@@ -89,6 +89,7 @@ func AnswerRecord(req *AnswerRequest, w *ApprovalWrite) *receipt.Receipt {
 func DelegationRecord(d *Delegation) *receipt.Receipt {
 	rc := changeRecord(receipt.KindDelegation, receipt.Delegated, d.CreatedAt)
 	rc.By = safetext.Valid(d.CreatedBy)
+	rc.Note = safetext.Valid(d.Reason) // a break-glass grant's reason; "" writes none
 	rc.Delegation = DelegationStateOf(d)
 	return rc
 }

@@ -183,7 +183,8 @@ func CheckNewApproval(a *Approval, events []Event) error {
 
 // CheckDelegation refuses a delegation whose ids or names cannot be kept (ErrInvalidInput).
 func CheckDelegation(d *Delegation, events []Event) error {
-	if err := checkTexts("delegation id", d.ID, "delegation parent", d.Parent, "created by", d.CreatedBy); err != nil {
+	if err := checkTexts("delegation id", d.ID, "delegation parent", d.Parent, "created by", d.CreatedBy,
+		"delegation via", d.Via, "delegation reason", d.Reason); err != nil {
 		return err
 	}
 	return CheckEvents(events)

@@ -221,6 +221,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.statsCommand(),
 		a.delegateCommand(),
 		a.revokeCommand(),
+		a.breakGlassCommand(),
 		a.delegationsCommand(),
 		a.verifyCommand(),
 		a.versionCommand(),

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
@@ -200,6 +201,9 @@ func (a *app) delegationsCommand() *cobra.Command {
 		Short: "List delegations: who holds what, beneath which grant, until when",
 		Long: `List every delegation in the store, in creation order, revoked ones included.
 
+A break-glass grant (latch break-glass) has its envelope as PARENT, marked
+"(break-glass)", and the person who opened it as CREATED BY.
+
 REVOKED says whether the delegation still grants anything as far as revocation goes:
 "-" (not revoked), "by NAME at TIME" (revoked itself), or "beneath dlg_…" (cut: a
 delegation above it was revoked). An expired delegation is shown "(expired)". Whether
@@ -209,7 +213,7 @@ every call (authority_escalation), not here.
 --json prints JSON Lines, one object per delegation:
   delegation_id, parent, subject {agent, user}, actions, resources, constraints,
   environments, expires_at, delegable, created_by, created_at, revoked, revoked_at,
-  revoked_by, cut_by, grant`,
+  revoked_by, cut_by, grant, via (break-glass or null), reason`,
 		Example: "  latch delegations\n  latch delegations --json | jq -r 'select(.revoked|not) | .delegation_id'",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -261,7 +265,11 @@ every call (authority_escalation), not here.
 				if j.unreadable {
 					actions = "(unreadable grant: every call is denied authority_unreadable)"
 				}
-				t.row(d.ID, cell(d.Parent), principal(deref(j.Subject.Agent), deref(j.Subject.User)), cell(actions),
+				parent := cell(d.Parent)
+				if d.Via != "" {
+					parent += " (" + cell(d.Via) + ")"
+				}
+				t.row(d.ID, parent, principal(deref(j.Subject.Agent), deref(j.Subject.User)), cell(actions),
 					expires, dash(d.CreatedBy), stamp(d.CreatedAt), revoked)
 			}
 			return t.flush()
@@ -302,77 +310,23 @@ func (a *app) openGuard(create bool) (*latch.Guard, error) {
 	return g, nil
 }
 
-// delegationJSON is one line of `latch delegations --json`, and the object `latch delegate
-// --json` prints.
+// delegationJSON is one line of `latch delegations --json`, the object `latch delegate --json`
+// and `latch break-glass --json` print, and what POST /v1/break-glass answers (jsonview).
 type delegationJSON struct {
-	DelegationID string         `json:"delegation_id"`
-	Parent       string         `json:"parent"`
-	Subject      principalJSON  `json:"subject"`
-	Actions      []string       `json:"actions"`
-	Resources    []string       `json:"resources"`
-	Constraints  map[string]any `json:"constraints"`
-	Environments []string       `json:"environments"`
-	Tasks        []string       `json:"tasks"`
-	ExpiresAt    *string        `json:"expires_at"`
-	Delegable    bool           `json:"delegable"`
-	CreatedBy    string         `json:"created_by"`
-	CreatedAt    *string        `json:"created_at"`
-	Revoked      bool           `json:"revoked"`    // it, or one above it, was revoked: it grants nothing
-	RevokedAt    *string        `json:"revoked_at"` // its own revocation
-	RevokedBy    *string        `json:"revoked_by"`
-	CutBy        *string        `json:"cut_by"` // the revoked delegation above it, when not revoked itself
-	Grant        string         `json:"grant"`  // the grant document as its author wrote it
-
+	jsonview.Delegation
 	expiresAt  time.Time
 	unreadable bool
 }
 
-// newDelegationJSON renders a stored delegation. byID (nil allowed) is every delegation by id,
-// to find a revoked ancestor. A grant that no longer parses is shown with empty fields: the
-// authority axis denies every call while it is in the store.
+// newDelegationJSON renders a stored delegation (jsonview.NewDelegation), with the expiry the
+// table marks and whether its grant no longer parses.
 func newDelegationJSON(d *store.Delegation, byID map[string]*store.Delegation) delegationJSON {
-	j := delegationJSON{
-		DelegationID: d.ID, Parent: d.Parent, Actions: []string{}, CreatedBy: d.CreatedBy,
-		CreatedAt: jstamp(d.CreatedAt), RevokedAt: jstamp(d.RevokedAt), RevokedBy: jstr(d.RevokedBy),
-		Revoked: !d.RevokedAt.IsZero(), Grant: string(d.Grant),
-	}
-	if g, err := policy.ParseGrant(d.ID, d.Grant); err == nil {
-		j.Subject = principalJSON{Agent: jstr(g.Subject.Agent), User: jstr(g.Subject.User)}
-		j.Actions = g.Actions
-		j.Resources = g.Resources
-		if len(g.Constraints) > 0 {
-			j.Constraints = make(map[string]any, len(g.Constraints))
-			for _, c := range g.Constraints {
-				j.Constraints[c.Key] = c.Operand
-			}
-		}
-		j.Environments = g.Environments
-		j.Tasks = g.Tasks
-		j.ExpiresAt = jstamp(g.ExpiresAt)
+	v, g := jsonview.NewDelegation(d, byID)
+	j := delegationJSON{Delegation: v, unreadable: g == nil}
+	if g != nil {
 		j.expiresAt = g.ExpiresAt
-		j.Delegable = g.Delegable
-	} else {
-		j.unreadable = true
-	}
-	if !j.Revoked && byID != nil {
-		if cut := revokedAncestor(d, byID); cut != "" {
-			j.Revoked, j.CutBy = true, &cut
-		}
 	}
 	return j
-}
-
-// revokedAncestor returns the id of the nearest revoked delegation above d, or "". A chain
-// that loops stops the walk.
-func revokedAncestor(d *store.Delegation, byID map[string]*store.Delegation) string {
-	seen := map[string]bool{d.ID: true}
-	for p := byID[d.Parent]; p != nil && !seen[p.ID]; p = byID[p.Parent] {
-		if !p.RevokedAt.IsZero() {
-			return p.ID
-		}
-		seen[p.ID] = true
-	}
-	return ""
 }
 
 // descendants returns the ids of every delegation beneath id, at any depth.

@@ -181,7 +181,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.Int64Var(&cfg.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight, "the request bodies answered at once on the begin and outcome routes, all callers together, in `BYTES` (past it: 429 too_many_in_flight)")
 	f.Int64Var(&cfg.MaxCallerInFlight, "max-caller-in-flight", server.DefaultMaxCallerInFlight, "the same bound for one caller (one principal), in `BYTES`")
 	f.DurationVar(&cfg.Sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
-	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
+	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses, an outcome conflicts or a break-glass grant is opened (repeatable)")
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	f.Float64Var(&budgetShare, "notify-budget-share", 0.8, "with --notify, alert once when a budget's consumption reaches this `SHARE` of its limit (0: no budget alerts)")

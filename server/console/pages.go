@@ -78,7 +78,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	out := map[string]*template.Template{}
-	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets"} {
+	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets", "breakglass"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+p+".html")
 		if err != nil {
 			return nil, err

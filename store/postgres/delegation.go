@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,16 @@ var _ store.DelegationStore = (*Store)(nil)
 
 // delegationsVersion is the schema version that added delegations.
 const delegationsVersion = 2
+
+// viaVersion is the schema version that added delegations.via and reason.
+var viaVersion = func() int {
+	for _, m := range migrations {
+		if strings.HasSuffix(m.Name, "_delegation_via.sql") {
+			return m.Version
+		}
+	}
+	panic("postgres: no delegation_via migration")
+}()
 
 // CreateDelegation inserts a delegation and its events in one transaction. Delegations are
 // insert-only: an existing id is an error.
@@ -33,7 +44,7 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 	if grant == nil {
 		grant = []byte{}
 	}
-	args := []any{d.ID, d.Parent, grant, d.CreatedBy, created.Int64}
+	args := []any{d.ID, d.Parent, grant, d.CreatedBy, created.Int64, d.Via, d.Reason}
 	w, err := s.write(ctx, "create delegation "+d.ID, func(ctx context.Context, t *txn) error {
 		if err := t.lockHead(ctx); err != nil { // it appends a record: the head first (the lock order)
 			return err
@@ -150,7 +161,7 @@ func scanDelegation(row pgx.Row) (*store.Delegation, error) {
 	var d store.Delegation
 	var created int64
 	var revoked stamp
-	if err := row.Scan(&d.ID, &d.Parent, &d.Grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy); err != nil {
+	if err := row.Scan(&d.ID, &d.Parent, &d.Grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy, &d.Via, &d.Reason); err != nil {
 		return nil, err
 	}
 	d.CreatedAt = fromNanos(stamp{Int64: created, Valid: true})

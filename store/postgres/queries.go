@@ -18,8 +18,9 @@ const (
 	receiptColumns             = `seq, hash, doc`
 	eventColumns               = `id, kind, at, action_id, effect_key, approval_id, payload`
 	// delegationSelect reads delegations with their revocation, if any.
+	// {via} is d.via, d.reason, or stand-ins for them before viaVersion.
 	delegationSelect = `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at,
-		COALESCE(r.revoked_by, '') FROM {s}.delegations d LEFT JOIN {s}.revocations r ON r.delegation_id = d.delegation_id`
+		COALESCE(r.revoked_by, ''), {via} FROM {s}.delegations d LEFT JOIN {s}.revocations r ON r.delegation_id = d.delegation_id`
 )
 
 // queries holds every statement the store runs, its tables qualified with the quoted schema.
@@ -63,6 +64,10 @@ func newQueries(schema string, version int) queries {
 	effectValues, approvalValues := `, $13, $14, $15`, `, $15`
 	approvalValues += `, $16, $17`
 	insertColumns := 17
+	via := `d.via, d.reason`
+	if version < viaVersion {
+		via = `''::text, ''::text` // every row of such a schema is a delegation
+	}
 	switch {
 	case version < notesVersion:
 		effectRead, effectWrite = effectColumnsBeforeNotes+effectStandIns, effectColumnsBeforeNotes
@@ -165,12 +170,13 @@ func newQueries(schema string, version int) queries {
 		// The columns of an approval request that never change after it is created.
 		approvalPresent: r.Replace(`SELECT count(*) FROM {s}.approvals
 			WHERE approval_id = $1 AND action_hash = $2 AND created_at IS NOT DISTINCT FROM $3`),
-		readDelegation:  r.Replace(delegationSelect + ` WHERE d.delegation_id = $1`),
-		listDelegations: r.Replace(delegationSelect + ` ORDER BY d.seq`),
-		insertDelegation: r.Replace(`INSERT INTO {s}.delegations (delegation_id, parent, grant_doc, created_by, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (delegation_id) DO NOTHING`),
+		readDelegation:  r.Replace(strings.Replace(delegationSelect, "{via}", via, 1) + ` WHERE d.delegation_id = $1`),
+		listDelegations: r.Replace(strings.Replace(delegationSelect, "{via}", via, 1) + ` ORDER BY d.seq`),
+		insertDelegation: r.Replace(`INSERT INTO {s}.delegations (delegation_id, parent, grant_doc, created_by, created_at, via, reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (delegation_id) DO NOTHING`),
 		delegationPresent: r.Replace(`SELECT count(*) FROM {s}.delegations
-			WHERE delegation_id = $1 AND parent = $2 AND grant_doc = $3 AND created_by = $4 AND created_at = $5`),
+			WHERE delegation_id = $1 AND parent = $2 AND grant_doc = $3 AND created_by = $4 AND created_at = $5
+				AND via = $6 AND reason = $7`),
 		insertRevocation: r.Replace(`INSERT INTO {s}.revocations (delegation_id, revoked_by, revoked_at)
 			VALUES ($1, $2, $3) ON CONFLICT (delegation_id) DO NOTHING`),
 		revocationPresent: r.Replace(`SELECT count(*) FROM {s}.revocations

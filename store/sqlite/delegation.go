@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/latchkit/latch/store"
 )
@@ -25,9 +26,9 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 		if b.err != nil {
 			return b.err
 		}
-		if _, err := t.c.exec(`INSERT INTO delegations (delegation_id, parent, grant_doc, created_by, created_at, seq)
-			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM delegations))`,
-			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at); err != nil {
+		if _, err := t.c.exec(`INSERT INTO delegations (delegation_id, parent, grant_doc, created_by, created_at, via, reason, seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM delegations))`,
+			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at, d.Via, d.Reason); err != nil {
 			return err
 		}
 		w, err := t.insertEvents(events, d.CreatedAt)
@@ -51,7 +52,7 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 	}
 	var out *store.Delegation
 	err := s.write(ctx, func(t *txn) error {
-		d, err := readRow(t, delegationQuery+` WHERE d.delegation_id = ?`, []any{req.ID}, scanDelegation)
+		d, err := readRow(t, s.delegationQuery()+` WHERE d.delegation_id = ?`, []any{req.ID}, scanDelegation)
 		switch {
 		case err != nil:
 			return err
@@ -90,21 +91,39 @@ func (s *Store) Delegations(ctx context.Context) ([]*store.Delegation, error) {
 	if s.readOnly && s.version < 2 {
 		return nil, nil // a reader of a schema from before delegations existed: there are none
 	}
-	out, err := collect(ctx, s.r, delegationQuery+` ORDER BY d.seq`, nil, scanDelegation)
+	out, err := collect(ctx, s.r, s.delegationQuery()+` ORDER BY d.seq`, nil, scanDelegation)
 	if err != nil {
 		return nil, fmt.Errorf("list delegations: %w", err)
 	}
 	return out, nil
 }
 
-const delegationQuery = `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at, COALESCE(r.revoked_by, '')
+// delegationQuery reads delegations with their revocation, if any. A reader of a schema older
+// than viaVersion reads empty strings for via and reason: every row then was a delegation.
+func (s *Store) delegationQuery() string {
+	cols := `d.via, d.reason`
+	if s.readOnly && s.version < viaVersion {
+		cols = `'', ''`
+	}
+	return `SELECT d.delegation_id, d.parent, d.grant_doc, d.created_by, d.created_at, r.revoked_at, COALESCE(r.revoked_by, ''), ` + cols + `
 	FROM delegations d LEFT JOIN revocations r ON r.delegation_id = d.delegation_id`
+}
+
+// viaVersion is the schema version that added delegations.via and reason.
+var viaVersion = func() int {
+	for _, m := range migrations {
+		if strings.HasSuffix(m.Name, "_delegation_via.sql") {
+			return m.Version
+		}
+	}
+	panic("sqlite: no delegation_via migration")
+}()
 
 func scanDelegation(sc scanner) (*store.Delegation, error) {
 	var d store.Delegation
 	var grant string
 	var created, revoked sql.NullInt64
-	if err := sc.Scan(&d.ID, &d.Parent, &grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy); err != nil {
+	if err := sc.Scan(&d.ID, &d.Parent, &grant, &d.CreatedBy, &created, &revoked, &d.RevokedBy, &d.Via, &d.Reason); err != nil {
 		return nil, err
 	}
 	d.Grant = []byte(grant)

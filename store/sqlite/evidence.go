@@ -77,7 +77,7 @@ func (s *Store) readEvidence(ctx context.Context, tx *sql.Tx, fn func(ev *store.
 		if s.readOnly && s.version < 2 {
 			return nil, nil
 		}
-		out, err := collect(ctx, tx, delegationQuery+` ORDER BY d.seq`, nil, scanDelegation)
+		out, err := collect(ctx, tx, s.delegationQuery()+` ORDER BY d.seq`, nil, scanDelegation)
 		if err != nil {
 			return nil, fmt.Errorf("delegations: %w", err)
 		}

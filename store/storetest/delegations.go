@@ -72,4 +72,20 @@ func testDelegations(t *testing.T, b Backend) {
 		t.Errorf("events as the caller holds them: revoked id %d at %s, logged id %d; the store holds ids %d at %s and %d",
 			revoked[0].ID, revoked[0].Time, logged[0].ID, evs[1].ID, evs[1].Time, evs[2].ID)
 	}
+
+	// A break-glass grant keeps how it came to be and why; a delegation reads via and reason "".
+	opened := &store.Delegation{ID: newID("dlg_"), Parent: "incident", Grant: grant, CreatedBy: "session:carol",
+		CreatedAt: at, Via: store.ViaBreakGlass, Reason: "INC-42: refunds stuck"}
+	if err := ds.CreateDelegation(ctx, opened, nil); err != nil {
+		t.Fatalf("CreateDelegation(break-glass): %v", err)
+	}
+	list, _ = ds.Delegations(ctx)
+	if len(list) != 3 || list[0].Via != "" || list[0].Reason != "" || list[2].ID != opened.ID ||
+		list[2].Via != store.ViaBreakGlass || list[2].Reason != opened.Reason || list[2].CreatedBy != "session:carol" {
+		t.Errorf("Delegations = %+v, want the break-glass grant last with its via and reason, the others with none", list)
+	}
+	if d, err := ds.RevokeDelegation(ctx, &store.RevokeRequest{Now: at, ID: opened.ID, By: "cli:alice"}); err != nil ||
+		d.Via != store.ViaBreakGlass || d.Reason != opened.Reason {
+		t.Errorf("RevokeDelegation(break-glass) = %+v, %v, want it with its via and reason", d, err)
+	}
 }
