@@ -280,6 +280,13 @@ authority:
       tasks: ["ticket:*", "river:job:**"]
       expires_at: "2030-01-01T01:00:00.5+01:00"
       delegable: true
+      budgets: [{ metric: count, limit: 5, window: P1D }, { metric: n, limit: 50, window: PT1H }]
+  break_glass:
+    - id: sev1
+      subject: { agent: "oncall-*" }
+      actions: ["a.**"]
+      resources: ["thing:*"]
+      max_ttl: 90m
 `)
 	sp, err := newScenarioPolicy(p, nil, true)
 	if err != nil {

@@ -195,7 +195,23 @@ func encodeAuthority(a *policy.Authority) map[string]any {
 			grants = append(grants, e)
 		}
 	}
-	return map[string]any{"max_delegation_depth": a.MaxDelegationDepth, "grants": grants}
+	out := map[string]any{"max_delegation_depth": a.MaxDelegationDepth, "grants": grants}
+	if len(a.BreakGlass) > 0 {
+		envs := make([]any, 0, len(a.BreakGlass))
+		for _, env := range a.BreakGlass {
+			if env == nil {
+				continue
+			}
+			e := encodeGrant(&env.Grant)
+			e["id"], e["max_ttl"] = env.ID, env.MaxTTL.String()
+			if env.Openers != nil {
+				e["openers"] = env.Openers
+			}
+			envs = append(envs, e)
+		}
+		out["break_glass"] = envs
+	}
+	return out
 }
 
 // encodeGrant writes a grant without its id: the form of a delegation's grant document too.
