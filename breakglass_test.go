@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -271,5 +273,84 @@ func TestPlainDelegationBeneathEnvelopeDenied(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Reason != want {
 			t.Errorf("a call under a delegation with via %q beneath an envelope err = %v, want %s", via, err, want)
 		}
+	}
+}
+
+// TestBreakGlassEnvelopeBudget: on both stores, an envelope's budget is shared by every grant
+// opened in it — each call under an opening is charged against the opening and the envelope —
+// so a second opening cannot spend what the first one spent, and an opening must carry the
+// envelope's budget at least as tight.
+func TestBreakGlassEnvelopeBudget(t *testing.T) {
+	t.Parallel()
+	doc := strings.Replace(breakGlassDoc, "      max_ttl: 2h\n", "      max_ttl: 2h\n      budgets: [{metric: amount, limit: 1000, window: P1D}]\n", 1)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			p, err := policy.Parse("latch.yaml", []byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := newClock()
+			g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_bgbudget"), Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { g.Close() })
+			ctx := t.Context()
+			open := func(agent, reason string) {
+				t.Helper()
+				if _, err := g.BreakGlass(ctx, &latch.BreakGlassRequest{Envelope: "incident", For: latch.Principal{Agent: agent},
+					TTL: time.Hour, Reason: reason, By: carolSession}); err != nil {
+					t.Fatalf("BreakGlass for %s: %v", agent, err)
+				}
+			}
+			refund := func(agent, id string, amount int64) (*latch.Receipt, error) {
+				args, _ := json.Marshal(map[string]any{"refund_id": id, "amount": amount})
+				return g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: agent}), &latch.Call{Action: "payments.refund", Arguments: args},
+					func(context.Context, json.RawMessage) (any, error) { return "ok", nil })
+			}
+			open("ops-bot", "INC-9")
+			rc, err := refund("ops-bot", "rf_1", 700)
+			if err != nil {
+				t.Fatalf("first refund: %v", err)
+			}
+			charged := map[string]int64{}
+			for _, c := range rc.BudgetCharges {
+				charged[c.Budget] = c.Amount
+			}
+			if charged["incident"] != 700 || len(rc.BudgetCharges) != 2 {
+				t.Errorf("receipt charges = %+v, want 700 against the opening and against the envelope incident", rc.BudgetCharges)
+			}
+			open("ops-helper", "INC-9, a second pair of hands")
+			var be *latch.BudgetError
+			if _, err := refund("ops-helper", "rf_2", 400); !errors.As(err, &be) || be.Reason != "budget_exhausted" || be.Budget != "incident" {
+				t.Fatalf("a second opening spending past the envelope's budget: err = %v, want budget_exhausted naming incident", err)
+			}
+			if _, err := refund("ops-helper", "rf_3", 300); err != nil {
+				t.Errorf("a second opening within what the envelope has left: %v", err)
+			}
+			// Operators see the envelope's budget, shared by both openings.
+			o, err := operator.New(&operator.Config{Store: g.Store(), Policy: p, Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bs, err := o.Budgets(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env *jsonview.Budget
+			for i := range bs {
+				if bs[i].Budget == "incident" {
+					env = &bs[i]
+				}
+			}
+			if env == nil || env.Kind != jsonview.BudgetOfEnvelope || env.Consumed != 1000 || env.Remaining != 0 {
+				t.Errorf("operator budgets = %+v; want the envelope incident, consumed 1000 of 1000", bs)
+			}
+			in, err := o.InspectGrant(ctx, "incident")
+			if err != nil || in.Kind != jsonview.BudgetOfEnvelope || in.Live || len(in.Budgets) != 1 {
+				t.Errorf("InspectGrant(incident) = %+v, %v; want an envelope (never live on its own) with its budget", in, err)
+			}
+		})
 	}
 }

@@ -242,7 +242,9 @@ var schemas = map[string]any{
 		"constraints":  map[string]any{"type": []string{"object", "null"}, "additionalProperties": anyJSON},
 		"environments": map[string]any{"type": []string{"array", "null"}, "items": str},
 		"tasks":        map[string]any{"type": []string{"array", "null"}, "items": str},
-		"expires_at":   stamp, "delegable": map[string]any{"type": "boolean"}, "created_by": str, "created_at": stamp,
+		"budgets": map[string]any{"type": []string{"array", "null"}, "items": obj([]string{"metric", "limit", "window"}, map[string]any{
+			"metric": str, "limit": integer, "window": str})},
+		"expires_at": stamp, "delegable": map[string]any{"type": "boolean"}, "created_by": str, "created_at": stamp,
 		"revoked": map[string]any{"type": "boolean"}, "revoked_at": stamp, "revoked_by": nstr, "cut_by": nstr, "grant": str,
 		"via": nstr, "reason": nstr}),
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
@@ -263,7 +265,7 @@ var schemas = map[string]any{
 	// A budget in force and what it holds (docs/budgets.md); remaining is for operators only.
 	"Budget": obj([]string{"budget", "kind", "grant", "action", "per", "who", "metric", "limit", "window", "window_seconds",
 		"consumed", "remaining", "ratio", "held"}, map[string]any{
-		"budget": str, "kind": map[string]any{"enum": []string{"grant", "delegation", "action"}}, "grant": nstr, "action": nstr,
+		"budget": str, "kind": map[string]any{"enum": []string{"grant", "delegation", "envelope", "action"}}, "grant": nstr, "action": nstr,
 		"per": map[string]any{"enum": []any{"agent", "user", "principal", nil}}, "who": nstr, "metric": str,
 		"limit": integer, "window": str, "window_seconds": integer, "consumed": integer, "remaining": integer,
 		"ratio": map[string]any{"type": "number", "minimum": 0},

@@ -4,6 +4,7 @@ package jsonview
 const (
 	BudgetOfGrant      = "grant"      // a policy grant's budget, shared by its holders and everything delegated beneath it
 	BudgetOfDelegation = "delegation" // a delegation's budget
+	BudgetOfEnvelope   = "envelope"   // a break-glass envelope's budget, shared by every grant opened in it
 	BudgetOfAction     = "action"     // an action's own budget, kept per principal
 )
 

@@ -17,6 +17,7 @@ type Delegation struct {
 	Constraints  map[string]any `json:"constraints"`
 	Environments []string       `json:"environments"`
 	Tasks        []string       `json:"tasks"`
+	Budgets      []GrantBudget  `json:"budgets"` // null when the grant declares none
 	ExpiresAt    *string        `json:"expires_at"`
 	Delegable    bool           `json:"delegable"`
 	CreatedBy    string         `json:"created_by"`
@@ -55,6 +56,7 @@ func NewDelegation(d *store.Delegation, byID map[string]*store.Delegation) (Dele
 		}
 		j.Environments = g.Environments
 		j.Tasks = g.Tasks
+		j.Budgets = GrantBudgets(g.Budgets)
 		j.ExpiresAt = Stamp(g.ExpiresAt)
 		j.Delegable = g.Delegable
 	}
@@ -64,6 +66,26 @@ func NewDelegation(d *store.Delegation, byID map[string]*store.Delegation) (Dele
 		}
 	}
 	return j, g
+}
+
+// GrantBudget is one budget a grant declares, as a policy writes it: its window ISO 8601
+// (PT24H, P30D).
+type GrantBudget struct {
+	Metric string `json:"metric"`
+	Limit  int64  `json:"limit"`
+	Window string `json:"window"`
+}
+
+// GrantBudgets renders a grant's budgets; nil when it declares none.
+func GrantBudgets(bs []policy.Budget) []GrantBudget {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]GrantBudget, len(bs))
+	for i, b := range bs {
+		out[i] = GrantBudget{Metric: b.Metric, Limit: b.Limit, Window: policy.FormatISODuration(b.Window)}
+	}
+	return out
 }
 
 // revokedAncestor returns the id of the nearest revoked delegation above d, or "". A chain

@@ -105,6 +105,9 @@ func longestWindow(pol *policy.Policy, dels []authority.Delegation) time.Duratio
 		for _, g := range pol.Authority.Grants {
 			see(g.Budgets)
 		}
+		for _, env := range pol.Authority.BreakGlass {
+			see(env.Budgets)
+		}
 	}
 	for _, d := range dels {
 		see(d.Grant.Budgets)
@@ -116,7 +119,8 @@ func longestWindow(pol *policy.Policy, dels []authority.Delegation) time.Duratio
 }
 
 // Budgets are the budgets in force now, each with what it has consumed and what it holds: every
-// budget of a policy grant that has not expired, then of every live delegation (its chain
+// budget of a policy grant that has not expired, then of every break-glass envelope (shared by
+// the grants opened in it), then of every live delegation (its chain
 // checked as a call's would be: authority.Live) in creation order, then every action's own
 // budget for each principal with ledger rows within its window, by action and principal. A
 // policy without budgets has none, and the ledger is not read.
@@ -143,6 +147,16 @@ func (o *Operator) budgets(ctx context.Context, withHeld bool) ([]jsonview.Budge
 				continue
 			}
 			views, err := o.views(ctx, l, grantOwner(g.ID, jsonview.BudgetOfGrant, g.Budgets), withHeld)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, views...)
+		}
+		for _, env := range auth.BreakGlass {
+			if len(env.Budgets) == 0 {
+				continue
+			}
+			views, err := o.views(ctx, l, grantOwner(env.ID, jsonview.BudgetOfEnvelope, env.Budgets), withHeld)
 			if err != nil {
 				return nil, err
 			}
@@ -308,6 +322,9 @@ func (o *Operator) InspectGrant(ctx context.Context, id string) (jsonview.GrantI
 				g, out.Kind = pg, jsonview.BudgetOfGrant
 			}
 		}
+		if env := a.Envelope(id); env != nil && g == nil {
+			g, out.Kind = &env.Grant, jsonview.BudgetOfEnvelope
+		}
 	}
 	if d := l.stored[id]; d != nil && g == nil {
 		out.Kind, out.Parent = jsonview.BudgetOfDelegation, jsonview.Str(d.Parent)
@@ -320,7 +337,9 @@ func (o *Operator) InspectGrant(ctx context.Context, id string) (jsonview.GrantI
 	if out.Kind == "" {
 		return jsonview.GrantInspection{}, fmt.Errorf("inspect grant %s: %w", id, ErrNoGrant)
 	}
-	if err := authority.Live(l.pol.Authority, l.dels, id, l.now); err != nil {
+	if out.Kind == jsonview.BudgetOfEnvelope {
+		out.NotLive = jsonview.Str("a break-glass envelope decides no call on its own: the grants a person opens in it do (latch break-glass)")
+	} else if err := authority.Live(l.pol.Authority, l.dels, id, l.now); err != nil {
 		out.NotLive = jsonview.Str(err.Error()) // the reason word, the dimension, and why
 	} else {
 		out.Live = true
