@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/safetext"
+	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server/console"
 	"github.com/latchkit/latch/store"
@@ -21,6 +23,8 @@ import (
 
 func (a *app) breakGlassCommand() *cobra.Command {
 	var envelope, reason, ttlText, as, forText, file string
+	var notifyURLs []string
+	var notifyFormat, notifySecretFile string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "break-glass --envelope ID --reason TEXT [--ttl DURATION] [--as ACCOUNT] [flags]",
@@ -41,7 +45,12 @@ grant, its event and its record.
 
 Calls under it carry the envelope in their receipt (authority.break_glass). latch revoke
 ends it early; latch delegations lists it, its parent marked (break-glass). A refusal
-exits 1 naming the reason and the dimension, and writes no grant.`,
+exits 1 naming the reason and the dimension, and writes no grant.
+
+--notify URL posts the break_glass_opened alert from this command, signed as latch serve
+--notify signs its alerts (the same --notify-format and --notify-secret-file): latch serve
+alerts on the openings it makes itself (the API, the console), not on this command's.
+An alert that cannot be delivered is reported on standard error; the grant stays open.`,
 		Example: "  latch break-glass --envelope payments-incident --for ops-bot --ttl 1h --reason 'INC-42: refunds stuck' --as carol",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -82,11 +91,33 @@ exits 1 naming the reason and the dimension, and writes no grant.`,
 			if err != nil {
 				return err
 			}
-			g, err := a.openGuard(false)
+			var sinks []latch.Sink
+			var n *notify.Notifier
+			if len(notifyURLs) > 0 {
+				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, 0, nil, slog.New(slog.NewTextHandler(a.stderr, nil))); err != nil {
+					return err
+				}
+				sinks = []latch.Sink{n}
+			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" {
+				return usagef("--notify-format and --notify-secret-file go with --notify URL")
+			}
+			g, err := a.openGuardWith(false, sinks)
 			if err != nil {
+				if n != nil {
+					n.Close()
+				}
 				return err
 			}
 			defer g.Close()
+			if n != nil {
+				// Closed before the guard: the alert is delivered (or given up on) before the
+				// command exits.
+				defer func() {
+					if err := n.Close(); err != nil {
+						fmt.Fprintf(a.stderr, "latch break-glass: the alert: %v\n", err)
+					}
+				}()
+			}
 			person, err := a.verifyAccount(g.Store(), name)
 			if err != nil {
 				return err
@@ -133,6 +164,9 @@ exits 1 naming the reason and the dimension, and writes no grant.`,
 	f.StringVar(&forText, "for", "", "whom the grant is for: `AGENT[/USER]`, replacing the envelope's (or the file's) subject")
 	f.StringVar(&file, "file", "", "a narrower grant to open, a YAML `FILE` with the keys of a grant (no id, no expires_at)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as one JSON object (the shape of latch delegations --json)")
+	f.StringArrayVar(&notifyURLs, "notify", nil, "post the signed break_glass_opened alert to `URL` (repeatable)")
+	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
+	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alert's HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	return cmd
 }
 

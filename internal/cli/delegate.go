@@ -282,7 +282,10 @@ every call (authority_escalation), not here.
 // openGuard opens a guard over the configured policy and store for the delegation commands.
 // create says whether a missing store may be created (delegate: the first delegation may come
 // before any worker); revoke needs an existing one, as there is nothing to revoke otherwise.
-func (a *app) openGuard(create bool) (*latch.Guard, error) {
+func (a *app) openGuard(create bool) (*latch.Guard, error) { return a.openGuardWith(create, nil) }
+
+// openGuardWith is openGuard with sinks told of what the guard writes (an alert notifier).
+func (a *app) openGuardWith(create bool, sinks []latch.Sink) (*latch.Guard, error) {
 	p, err := a.loadPolicy()
 	if err != nil {
 		return nil, err
@@ -302,7 +305,7 @@ func (a *app) openGuard(create bool) (*latch.Guard, error) {
 	} else if st, err = a.openWrite(); err != nil {
 		return nil, err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now})
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now, Sinks: sinks})
 	if err != nil {
 		st.Close()
 		return nil, errors.New(reason(err))

@@ -223,3 +223,80 @@ func TestServeBudgetAlert(t *testing.T) {
 		t.Errorf("serve: %v\n%s", err, p.stderr)
 	}
 }
+
+// breakGlassAlertPolicy has one envelope carol, on call, may open.
+const breakGlassAlertPolicy = `schema: latch.policy/v1
+actions:
+  payments.refund:
+    effect: "refund:{refund_id}"
+    decision: allow
+approvers:
+  roles:
+    oncall: [carol]
+authority:
+  grants: []
+  break_glass:
+    - id: incident
+      subject: {agent: "ops-*"}
+      actions: [payments.refund]
+      max_ttl: 2h
+      openers: [oncall]
+`
+
+// TestBreakGlassCLINotify: `latch break-glass --notify URL` posts one signed break_glass_opened
+// alert for the opening it makes, before it exits; a refused opening posts none.
+func TestBreakGlassCLINotify(t *testing.T) {
+	t.Parallel()
+	latchBin, policyPath := latchDir(t, breakGlassAlertPolicy)
+	dir := filepath.Dir(policyPath)
+	secretFile := filepath.Join(dir, "notify.key")
+	if err := os.WriteFile(secretFile, []byte("k3y\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []notify.Alert
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify([]byte("k3y"), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+			t.Errorf("alert signature: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var a notify.Alert
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert body: %v", err)
+		}
+		mu.Lock()
+		got = append(got, a)
+		mu.Unlock()
+	}))
+	defer recv.Close()
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(latchBin, append([]string{"--policy", policyPath}, args...)...)
+		cmd.Env = append(cleanEnv(), "LATCH_APPROVER=")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("s3cret-pass\n", "approver", "add", "carol", "--role", "oncall"); err != nil {
+		t.Fatalf("approver add: %v\n%s", err, out)
+	}
+	// Refused (beyond max_ttl): no grant, no alert.
+	if out, err := run("s3cret-pass\n", "break-glass", "--envelope", "incident", "--for", "ops-bot", "--ttl", "3h",
+		"--reason", "INC-7", "--as", "carol", "--notify", recv.URL, "--notify-secret-file", secretFile); err == nil {
+		t.Fatalf("break-glass beyond max_ttl succeeded:\n%s", out)
+	}
+	out, err := run("s3cret-pass\n", "break-glass", "--envelope", "incident", "--for", "ops-bot", "--ttl", "1h",
+		"--reason", "INC-7: refunds stuck", "--as", "carol", "--notify", recv.URL, "--notify-secret-file", secretFile)
+	if err != nil {
+		t.Fatalf("break-glass: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("alerts received by the time break-glass exited = %d, want 1: %+v\n%s", len(got), got, out)
+	}
+	if a := got[0]; a.Alert != notify.KindBreakGlassOpened || !strings.Contains(a.Text, "INC-7: refunds stuck") || !strings.Contains(a.Text, "ops-bot") {
+		t.Errorf("alert = %+v, want break_glass_opened naming ops-bot and the reason", a)
+	}
+}

@@ -217,7 +217,11 @@ func (a *app) notifier(urls []string, format, secretFile string, budgetShare flo
 	case format == notify.FormatJSON:
 		return nil, usagef("--notify needs a secret to sign alerts: --notify-secret-file FILE or $LATCH_NOTIFY_SECRET")
 	}
-	n, err := notify.New(&notify.Config{URLs: urls, Secret: secret, Format: format, Failures: m, Logger: log, BudgetShare: budgetShare})
+	cfg := &notify.Config{URLs: urls, Secret: secret, Format: format, Logger: log, BudgetShare: budgetShare}
+	if m != nil {
+		cfg.Failures = m
+	}
+	n, err := notify.New(cfg)
 	if err != nil {
 		return nil, usagef("%s", strings.TrimPrefix(err.Error(), "notify: "))
 	}
