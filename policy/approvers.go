@@ -329,18 +329,7 @@ func (p *parser) checkApprovers(pol *Policy, a *Action) *Error {
 		if pol.HasRole(role) {
 			continue
 		}
-		var defined []string
-		if pol.Approvers != nil {
-			for n := range pol.Approvers.Roles {
-				defined = append(defined, n)
-			}
-		}
-		slices.Sort(defined)
-		expected := "the policy has no approvers section defining roles"
-		if len(defined) > 0 {
-			expected = "expected one of " + strings.Join(defined, ", ")
-		}
-		return errAt(r.rolePos[i], "unknown role %s in approvers of action %s (%s)", quote(role), quote(a.Name), expected)
+		return errAt(r.rolePos[i], "unknown role %s in approvers of action %s (%s)", quote(role), quote(a.Name), pol.rolesExpected())
 	}
 	if len(r.Roles) == 0 {
 		return nil
@@ -387,4 +376,19 @@ func normalizeApproverRule(r *ApproverRule) map[string]any {
 		roles = stringList(r.Roles)
 	}
 	return map[string]any{"roles": roles, "required": int64(max(r.Required, 1)), "verified": r.Verified}
+}
+
+// rolesExpected says which roles the policy defines, for an error naming a role it does not.
+func (pol *Policy) rolesExpected() string {
+	var defined []string
+	if pol.Approvers != nil {
+		for n := range pol.Approvers.Roles {
+			defined = append(defined, n)
+		}
+	}
+	if len(defined) == 0 {
+		return "the policy has no approvers section defining roles"
+	}
+	slices.Sort(defined)
+	return "expected one of " + strings.Join(defined, ", ")
 }

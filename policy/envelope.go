@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -192,20 +191,9 @@ func (p *parser) checkEnvelopes(pol *Policy) *Error {
 			if pol.HasRole(role) {
 				continue
 			}
-			var defined []string
-			if pol.Approvers != nil {
-				for n := range pol.Approvers.Roles {
-					defined = append(defined, n)
-				}
-			}
-			slices.Sort(defined)
-			expected := "the policy has no approvers section defining roles"
-			if len(defined) > 0 {
-				expected = "expected one of " + strings.Join(defined, ", ")
-			}
 			pos := env.openersPos[i]
 			return &Error{File: p.file, Line: pos.Line, Column: pos.Column,
-				Msg: fmt.Sprintf("unknown role %s in openers of break-glass envelope %s (%s)", quote(role), quote(env.ID), expected)}
+				Msg: fmt.Sprintf("unknown role %s in openers of break-glass envelope %s (%s)", quote(role), quote(env.ID), pol.rolesExpected())}
 		}
 	}
 	return nil

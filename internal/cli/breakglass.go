@@ -139,16 +139,7 @@ An alert that cannot be delivered is reported on standard error; the grant stays
 				principal(deref(j.Subject.Agent), deref(j.Subject.User)), d.CreatedBy, dash(deref(j.ExpiresAt)))
 			t := newTable(a.stdout)
 			t.row("  reason", safetext.Quote(d.Reason))
-			t.row("  actions", strings.Join(j.Actions, ", "))
-			if j.Resources != nil {
-				t.row("  resources", strings.Join(j.Resources, ", "))
-			}
-			if len(j.Constraints) > 0 {
-				t.row("  constraints", constraintsText(j.Constraints))
-			}
-			if j.Environments != nil {
-				t.row("  environments", strings.Join(j.Environments, ", "))
-			}
+			grantRows(t, j)
 			if err := t.flush(); err != nil {
 				return err
 			}

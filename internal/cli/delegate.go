@@ -99,19 +99,7 @@ The store is created if it does not exist yet, as a worker's guard would create 
 			}
 			fmt.Fprintf(a.stdout, "delegated %s to %s beneath %s, by %s\n", d.ID, principal(deref(j.Subject.Agent), deref(j.Subject.User)), d.Parent, d.CreatedBy)
 			t := newTable(a.stdout)
-			t.row("  actions", strings.Join(j.Actions, ", "))
-			if j.Resources != nil {
-				t.row("  resources", strings.Join(j.Resources, ", "))
-			}
-			if len(j.Constraints) > 0 {
-				t.row("  constraints", constraintsText(j.Constraints))
-			}
-			if j.Environments != nil {
-				t.row("  environments", strings.Join(j.Environments, ", "))
-			}
-			if j.Tasks != nil {
-				t.row("  tasks", strings.Join(j.Tasks, ", "))
-			}
+			grantRows(t, j)
 			t.row("  expires_at", dash(deref(j.ExpiresAt)))
 			t.row("  delegable", yesNo(j.Delegable))
 			if err := t.flush(); err != nil {
@@ -311,6 +299,26 @@ func (a *app) openGuardWith(create bool, sinks []latch.Sink) (*latch.Guard, erro
 		return nil, errors.New(reason(err))
 	}
 	return g, nil
+}
+
+// grantRows writes what a delegated or opened grant admits, one row per dimension it declares.
+func grantRows(t *table, j delegationJSON) {
+	t.row("  actions", strings.Join(j.Actions, ", "))
+	if j.Resources != nil {
+		t.row("  resources", strings.Join(j.Resources, ", "))
+	}
+	if len(j.Constraints) > 0 {
+		t.row("  constraints", constraintsText(j.Constraints))
+	}
+	if j.Environments != nil {
+		t.row("  environments", strings.Join(j.Environments, ", "))
+	}
+	if j.Tasks != nil {
+		t.row("  tasks", strings.Join(j.Tasks, ", "))
+	}
+	for _, b := range j.Budgets {
+		t.row("  budget", fmt.Sprintf("%d %s per %s", b.Limit, b.Metric, b.Window))
+	}
 }
 
 // delegationJSON is one line of `latch delegations --json`, the object `latch delegate --json`

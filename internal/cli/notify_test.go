@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -127,31 +128,8 @@ func TestServeBudgetAlert(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte("k3y\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []notify.Alert
-	var deliveries []string
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := notify.Verify([]byte("k3y"), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
-			t.Errorf("alert signature: %v", err)
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		var a notify.Alert
-		if err := json.Unmarshal(body, &a); err != nil {
-			t.Errorf("alert body: %v", err)
-		}
-		mu.Lock()
-		got = append(got, a)
-		deliveries = append(deliveries, r.Header.Get(notify.HeaderDelivery))
-		mu.Unlock()
-	}))
-	defer recv.Close()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got)
-	}
+	recv := newAlertReceiver(t, "k3y")
+	count := recv.count
 	waitFor := func(n int) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); count() < n; time.Sleep(20 * time.Millisecond) {
@@ -166,7 +144,7 @@ func TestServeBudgetAlert(t *testing.T) {
 	}
 
 	storeURL := "sqlite:" + filepath.Join(dir, "state.db")
-	p := startServe(t, latchBin, nil, "--policy", policyPath, "--store", storeURL, "serve", "--notify", recv.URL, "--notify-secret-file", secretFile,
+	p := startServe(t, latchBin, nil, "--policy", policyPath, "--store", storeURL, "serve", "--notify", recv.url, "--notify-secret-file", secretFile,
 		"--budget-refresh", "100ms", "--notify-budget-share", "0.6")
 	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: storeURL})
 	if err != nil {
@@ -196,7 +174,7 @@ func TestServeBudgetAlert(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	call("i4", nil) // 60% again: a new crossing
 	waitFor(2)
-	mu.Lock()
+	got, deliveries := recv.alerts()
 	for _, a := range got {
 		if a.Alert != notify.KindBudgetThreshold || !strings.Contains(a.Text, "Budget ops (grant count) is 60% consumed: 3 of 5") {
 			t.Errorf("alert = %+v", a)
@@ -205,7 +183,6 @@ func TestServeBudgetAlert(t *testing.T) {
 	if deliveries[0] == deliveries[1] || !strings.HasPrefix(deliveries[0], "budget:ops:count:") {
 		t.Errorf("deliveries %q: want one id per crossing", deliveries)
 	}
-	mu.Unlock()
 
 	resp, err := http.Get(p.base + "/metrics")
 	if err != nil {
@@ -253,24 +230,7 @@ func TestBreakGlassCLINotify(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte("k3y\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []notify.Alert
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := notify.Verify([]byte("k3y"), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
-			t.Errorf("alert signature: %v", err)
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		var a notify.Alert
-		if err := json.Unmarshal(body, &a); err != nil {
-			t.Errorf("alert body: %v", err)
-		}
-		mu.Lock()
-		got = append(got, a)
-		mu.Unlock()
-	}))
-	defer recv.Close()
+	recv := newAlertReceiver(t, "k3y")
 	run := func(stdin string, args ...string) (string, error) {
 		cmd := exec.Command(latchBin, append([]string{"--policy", policyPath}, args...)...)
 		cmd.Env = append(cleanEnv(), "LATCH_APPROVER=")
@@ -283,20 +243,65 @@ func TestBreakGlassCLINotify(t *testing.T) {
 	}
 	// Refused (beyond max_ttl): no grant, no alert.
 	if out, err := run("s3cret-pass\n", "break-glass", "--envelope", "incident", "--for", "ops-bot", "--ttl", "3h",
-		"--reason", "INC-7", "--as", "carol", "--notify", recv.URL, "--notify-secret-file", secretFile); err == nil {
+		"--reason", "INC-7", "--as", "carol", "--notify", recv.url, "--notify-secret-file", secretFile); err == nil {
 		t.Fatalf("break-glass beyond max_ttl succeeded:\n%s", out)
 	}
 	out, err := run("s3cret-pass\n", "break-glass", "--envelope", "incident", "--for", "ops-bot", "--ttl", "1h",
-		"--reason", "INC-7: refunds stuck", "--as", "carol", "--notify", recv.URL, "--notify-secret-file", secretFile)
+		"--reason", "INC-7: refunds stuck", "--as", "carol", "--notify", recv.url, "--notify-secret-file", secretFile)
 	if err != nil {
 		t.Fatalf("break-glass: %v\n%s", err, out)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	got, _ := recv.alerts()
 	if len(got) != 1 {
 		t.Fatalf("alerts received by the time break-glass exited = %d, want 1: %+v\n%s", len(got), got, out)
 	}
 	if a := got[0]; a.Alert != notify.KindBreakGlassOpened || !strings.Contains(a.Text, "INC-7: refunds stuck") || !strings.Contains(a.Text, "ops-bot") {
 		t.Errorf("alert = %+v, want break_glass_opened naming ops-bot and the reason", a)
 	}
+}
+
+// alertReceiver is a real HTTP receiver of latch's alerts that verifies each signature with key
+// and keeps what it got, in order.
+type alertReceiver struct {
+	url        string
+	mu         sync.Mutex
+	got        []notify.Alert
+	deliveries []string // each alert's delivery id
+}
+
+func newAlertReceiver(t *testing.T, key string) *alertReceiver {
+	t.Helper()
+	ar := &alertReceiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify([]byte(key), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+			t.Errorf("alert signature: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var a notify.Alert
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert body: %v", err)
+		}
+		ar.mu.Lock()
+		ar.got = append(ar.got, a)
+		ar.deliveries = append(ar.deliveries, r.Header.Get(notify.HeaderDelivery))
+		ar.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	ar.url = srv.URL
+	return ar
+}
+
+// alerts returns what the receiver got so far, and their delivery ids.
+func (ar *alertReceiver) alerts() ([]notify.Alert, []string) {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return slices.Clone(ar.got), slices.Clone(ar.deliveries)
+}
+
+func (ar *alertReceiver) count() int {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return len(ar.got)
 }
