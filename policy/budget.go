@@ -37,7 +37,7 @@ func ParseISODuration(s string) (time.Duration, error) {
 		return 0, errors.New("an ISO 8601 duration starts with P")
 	}
 	if rest == "" {
-		return 0, errors.New("P with no amount (expected P1D, PT1H, …)")
+		return 0, errors.New("no amount after P (expected P1D, PT1H, …)")
 	}
 	var total time.Duration
 	timePart, units := false, 0
@@ -49,7 +49,7 @@ func ParseISODuration(s string) (time.Duration, error) {
 			}
 			timePart, order, rest = true, "HMS", rest[1:]
 			if rest == "" {
-				return 0, errors.New("T with no hours, minutes or seconds after it")
+				return 0, errors.New("no hours, minutes or seconds after T")
 			}
 			continue
 		}
