@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -153,7 +154,7 @@ func Replay(ctx context.Context, st store.Store, proposed *policy.Policy, opts *
 		if err != nil {
 			return nil, fmt.Errorf("policy replay: receipt %d: %w", sealed.Seq, err)
 		}
-		if receipt.KindOf(rc.Kind) != receipt.KindCall {
+		if !receipt.IsCall(rc.Kind) {
 			continue
 		}
 		if rc.Principal.Agent == "" {
@@ -231,6 +232,9 @@ func decide(ctx context.Context, g *latch.Guard, rc *receipt.Receipt, env string
 // arguments, its budgets' shape, its authority grants), so that another policy may decide it
 // otherwise. Every other denial depends on a circumstance of the moment and is kept.
 func replayable(reason string) bool {
+	if reason == policy.ReasonDecision || strings.HasPrefix(reason, "rule[") {
+		return true // a bare decision, or the rule that decided
+	}
 	switch latch.Reason(reason) {
 	case latch.ReasonDenied, latch.ReasonUnknownAction, latch.ReasonNoMatchingRule,
 		latch.ReasonInvalidArgument, latch.ReasonEffectKeyError, latch.ReasonMissingArgument, latch.ReasonInvalidArguments,
