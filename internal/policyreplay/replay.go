@@ -14,6 +14,9 @@
 // they were revoked by then, take part. The question a replay answers is "what would the
 // proposed policy have decided, then, about the calls that were actually made".
 //
+// A call that asked for an approval has a call receipt once it is made again with the approval;
+// a request never presented again has none, so it is not replayed.
+//
 // A refusal that depends on a circumstance of the moment rather than on the policy — an
 // expired or unidentifiable credential, a spent budget, a resource outside the caller's scope,
 // an unreadable store, and any reason this version does not know — is kept as recorded: a
