@@ -343,3 +343,67 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		t.Error("Replay(last -1) = nil error, want one")
 	}
 }
+
+// taskPolicy lets ops-bot restart under tickets of taskPattern, in production only.
+func taskPolicy(taskPattern string) string {
+	return `
+schema: latch.policy/v1
+actions:
+  ops.restart:
+    effect: "restart:{host}"
+    decision: allow
+authority:
+  grants:
+    - id: tickets
+      subject: { agent: ops-bot }
+      actions: [ops.restart]
+      environments: [production]
+      tasks: ["` + taskPattern + `"]
+`
+}
+
+// TestReplayTaskAndEnvironment: a call's task and environment are rebuilt from its receipt, so
+// the policy it ran under changes nothing, a grant narrowed to other tasks denies it, and
+// Options.Environment decides it in another environment — on both stores.
+func TestReplayTaskAndEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			g, err := latch.Open(ctx, &latch.Config{Policy: parse(t, "tasks.yaml", taskPolicy("ticket:INC-*")),
+				StoreURL: testdb.URL(t, backend, "policyreplay"), Environment: "production"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { g.Close() })
+			call := &latch.Call{Action: "ops.restart", Arguments: json.RawMessage(`{"host":"h1"}`), Options: &latch.Options{Task: "ticket:INC-7"}}
+			rc, err := g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: "ops-bot"}), call, ok)
+			if err != nil {
+				t.Fatalf("Execute = %v", err)
+			}
+			var doc struct{ Seq int64 }
+			if err := json.Unmarshal(rc.Doc, &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				name, policy string
+				opts         *policyreplay.Options
+				want         []brief
+			}{
+				{"same grant", taskPolicy("ticket:INC-*"), nil, []brief{}},
+				{"other tasks", taskPolicy("ticket:OPS-*"), nil, []brief{{doc.Seq, "ops.restart", "ops-bot", policy.Allow, policy.Deny, "no_authority"}}},
+				{"staging", taskPolicy("ticket:INC-*"), &policyreplay.Options{Environment: "staging"},
+					[]brief{{doc.Seq, "ops.restart", "ops-bot", policy.Allow, policy.Deny, "no_authority"}}},
+			} {
+				rep, err := policyreplay.Replay(ctx, g.Store(), parse(t, tc.name+".yaml", tc.policy), tc.opts)
+				if err != nil {
+					t.Fatalf("%s: Replay = %v", tc.name, err)
+				}
+				if diff := cmp.Diff(tc.want, briefs(rep.Changes)); diff != "" {
+					t.Errorf("%s: changes (-want +got):\n%s", tc.name, diff)
+				}
+			}
+		})
+	}
+}
