@@ -232,15 +232,17 @@ func decide(ctx context.Context, g *latch.Guard, rc *receipt.Receipt, env string
 }
 
 // replayable says whether a recorded denial's reason is one a policy decides (its rules, its
-// arguments, its budgets' shape, its authority grants), so that another policy may decide it
-// otherwise. Every other denial depends on a circumstance of the moment and is kept.
+// arguments, its templates, its budgets' shape, its authority grants), so that another policy
+// may decide it otherwise. Every other denial depends on a circumstance of the moment and is
+// kept — invalid_argument too: arguments that could not form an action at all (a float, not an
+// object) are recorded as {}, and re-deciding {} would answer about a call nobody made.
 func replayable(reason string) bool {
 	if reason == policy.ReasonDecision || strings.HasPrefix(reason, "rule[") {
 		return true // a bare decision, or the rule that decided
 	}
 	switch latch.Reason(reason) {
 	case latch.ReasonDenied, latch.ReasonUnknownAction, latch.ReasonNoMatchingRule,
-		latch.ReasonInvalidArgument, latch.ReasonEffectKeyError, latch.ReasonMissingArgument, latch.ReasonInvalidArguments,
+		latch.ReasonEffectKeyError, latch.ReasonMissingArgument, latch.ReasonInvalidArguments,
 		latch.ReasonBudgetMetricMissing, latch.ReasonBudgetMetricInvalid, latch.ReasonBudgetNeedsEffectKey,
 		latch.ReasonNoAuthority, latch.ReasonAuthorityEscalation, latch.ReasonAuthorityRevoked,
 		latch.ReasonAuthorityExpired, latch.ReasonAuthorityConstraint:

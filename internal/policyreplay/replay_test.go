@@ -304,8 +304,8 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// TestReplayKeepsCircumstances: a refusal the policy did not decide (an expired credential) is
-// kept as recorded, not re-decided into an allow.
+// TestReplayKeepsCircumstances: a refusal the policy did not decide (an expired credential,
+// arguments that could not form an action) is kept as recorded, not re-decided into an allow.
 func TestReplayKeepsCircumstances(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -322,13 +322,18 @@ func TestReplayKeepsCircumstances(t *testing.T) {
 	if _, err := g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: "bot"}), &latch.Call{Action: "doc.write"}, ok); err == nil {
 		t.Fatal("Execute(doc.write) = nil, want denied (unknown action)")
 	}
+	// Arguments that cannot form an action are recorded as {}: re-deciding {} would be about
+	// a call nobody made.
+	if _, err := g.Execute(latch.WithPrincipal(ctx, latch.Principal{Agent: "bot"}), &latch.Call{Action: "doc.read", Arguments: json.RawMessage(`{"n":1.5}`)}, ok); !errors.Is(err, latch.ErrInvalidArgument) {
+		t.Fatalf("Execute(float) = %v, want invalid_argument", err)
+	}
 	loose := parse(t, "loose.yaml", "schema: latch.policy/v1\nactions:\n  doc.read:\n    decision: allow\n  doc.write:\n    decision: allow\n")
 	rep, err := policyreplay.Replay(ctx, g.Store(), loose, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Replayed != 2 || rep.Kept != 1 || rep.Changed != 1 || len(rep.Changes) != 1 || rep.Changes[0].Action != "doc.write" {
-		t.Errorf("Replay = replayed %d, kept %d, changed %d %+v; want 2, 1, 1 (doc.write only)", rep.Replayed, rep.Kept, rep.Changed, rep.Changes)
+	if rep.Replayed != 3 || rep.Kept != 2 || rep.Changed != 1 || len(rep.Changes) != 1 || rep.Changes[0].Action != "doc.write" {
+		t.Errorf("Replay = replayed %d, kept %d, changed %d %+v; want 3, 2, 1 (doc.write only)", rep.Replayed, rep.Kept, rep.Changed, rep.Changes)
 	}
 }
 
