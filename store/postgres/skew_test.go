@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,24 @@ func (c *shiftedClock) set(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// syncBuffer is a bytes.Buffer a logger may write from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // skewEvents returns the store's clock_skew_detected events.
 func skewEvents(t *testing.T, st *Store) []*store.Event {
 	t.Helper()
@@ -46,9 +66,10 @@ func skewEvents(t *testing.T, st *Store) []*store.Event {
 	return out
 }
 
-// lapseLease reserves key with a one-second lease and reserves it again two seconds later (by
-// the request's clock), which finds the lease lapsed and writes the record ambiguous.
-func lapseLease(t *testing.T, st *Store, key string) {
+// lapseLease reserves key with a one-second lease and, two seconds later by the request's clock,
+// finds the lease lapsed and has the record written ambiguous: by a contending reservation
+// (how "reserve"), an approval request's probe (how "probe") or the sweeper (how "sweep").
+func lapseLease(t *testing.T, st *Store, how, key string) {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -56,13 +77,44 @@ func lapseLease(t *testing.T, st *Store, key string) {
 		return &store.ReserveRequest{Now: at, ActionID: id, Action: "billing.charge", ActionHash: "sha256:" + strings.Repeat("a", 64),
 			EffectKey: key, Lease: time.Second}
 	}
-	if res, err := st.Reserve(ctx, req(now, "act_"+randomHex(16))); err != nil || !res.Reserved {
+	first := "act_" + randomHex(16)
+	if res, err := st.Reserve(ctx, req(now, first)); err != nil || !res.Reserved {
 		t.Fatalf("first reserve = %+v, %v", res, err)
 	}
-	res, err := st.Reserve(ctx, req(now.Add(2*time.Second), "act_"+randomHex(16)))
+	later := now.Add(2 * time.Second)
+	if how == "sweep" {
+		eff, _, err := st.LapseLease(ctx, &store.LapseRequest{Now: later, Key: key, ActionID: first, Attempt: 1})
+		if err != nil || eff.State != store.Ambiguous {
+			t.Fatalf("lapse lease = %+v, %v; want the record ambiguous", eff, err)
+		}
+		return
+	}
+	if how == "probe" {
+		hash := "sha256:" + strings.Repeat("a", 64)
+		a := &store.Approval{ID: "apr_" + randomHex(16), Status: store.Pending, ActionHash: hash, ActionName: "billing.charge",
+			Action: json.RawMessage(`{"schema":"latch.action/v1","name":"billing.charge"}`), Agent: "bot",
+			PolicyHash: "sha256:" + strings.Repeat("b", 64), CreatedAt: later, ExpiresAt: later.Add(time.Hour)}
+		res, err := st.CreateApproval(ctx, &store.ApprovalRequest{Now: later, Approval: a, Probe: req(later, "act_"+randomHex(16))})
+		if err != nil || res.Refused == nil {
+			t.Fatalf("approval probe after the lease = %+v, %v; want the probe refused", res, err)
+		}
+		if eff, err := st.Effect(ctx, key); err != nil || eff.State != store.Ambiguous {
+			t.Fatalf("effect after the probe = %+v, %v; want ambiguous", eff, err)
+		}
+		return
+	}
+	res, err := st.Reserve(ctx, req(later, "act_"+randomHex(16)))
 	if err != nil || res.Reserved || res.Effect == nil || res.Effect.State != store.Ambiguous {
 		t.Fatalf("reserve after the lease = %+v, %v; want a refusal with the record ambiguous", res, err)
 	}
+}
+
+// resetLeaseLimit lets the next lease-time check run at once (the rate limit would hold it back
+// for skewLeaseEvery).
+func resetLeaseLimit(st *Store) {
+	st.skew.mu.Lock()
+	st.skew.lastLease = time.Time{}
+	st.skew.mu.Unlock()
 }
 
 // TestClockSkewAtOpen: a host clock 5s ahead of the database's records one clock_skew_detected
@@ -72,11 +124,15 @@ func TestClockSkewAtOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ahead := &shiftedClock{shift: 5 * time.Second}
-	st, err := Open(ctx, newSchemaURL(t), &Config{Now: ahead.Now})
+	var logs syncBuffer
+	st, err := Open(ctx, newSchemaURL(t), &Config{Now: ahead.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	if n := strings.Count(logs.String(), "clock skew: the host's clock and the database's disagree"); n != 1 {
+		t.Errorf("%d clock skew warnings logged, want 1: %s", n, logs.String())
+	}
 	evs := skewEvents(t, st)
 	if len(evs) != 1 {
 		t.Fatalf("%d clock_skew_detected events at open with the host 5s ahead, want 1", len(evs))
@@ -120,43 +176,65 @@ func TestClockSkewAtOpen(t *testing.T) {
 }
 
 // TestClockSkewAtLeaseLapse: a store opened with agreeing clocks records nothing; once the
-// host's clock runs 5s ahead, the next lapsed lease records one event (where lease), and the
-// lapse itself is decided as before. Within the threshold, a lapse records none.
+// host's clock runs 5s ahead, the next lapsed lease records one event (where lease), whether a
+// contending reservation, an approval request's probe or the sweeper found it, and the lapse itself is decided as before.
+// Within the threshold, a lapse records none; within one episode, a second lapse none either.
 func TestClockSkewAtLeaseLapse(t *testing.T) {
 	t.Parallel()
-	clk := &shiftedClock{}
-	st, err := Open(t.Context(), newSchemaURL(t), &Config{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	lapseLease(t, st, "charge:within")
-	if evs := skewEvents(t, st); len(evs) != 0 {
-		t.Fatalf("clock_skew_detected at a lapse within the threshold: %+v", evs)
-	}
-	clk.set(5 * time.Second)
-	st.skew.mu.Lock()
-	st.skew.lastLease = time.Time{} // the rate limit would hold the check back for 10s
-	st.skew.mu.Unlock()
-	lapseLease(t, st, "charge:ahead")
-	evs := skewEvents(t, st)
-	if len(evs) != 1 {
-		t.Fatalf("%d clock_skew_detected events after a lapse with the host 5s ahead, want 1", len(evs))
-	}
-	var data map[string]any
-	if err := json.Unmarshal(evs[0].Payload, &data); err != nil {
-		t.Fatal(err)
-	}
-	if data["where"] != "lease" {
-		t.Errorf("where = %v, want lease", data["where"])
-	}
-	// The same episode: another lapse (past the rate limit) records nothing more.
-	st.skew.mu.Lock()
-	st.skew.lastLease = time.Time{}
-	st.skew.mu.Unlock()
-	lapseLease(t, st, "charge:again")
-	if evs := skewEvents(t, st); len(evs) != 1 {
-		t.Fatalf("%d events after a second lapse in one episode, want 1", len(evs))
+	for _, how := range []string{"reserve", "probe", "sweep"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			clk := &shiftedClock{}
+			st, err := Open(t.Context(), newSchemaURL(t), &Config{Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			lapseLease(t, st, how, "charge:within")
+			if evs := skewEvents(t, st); len(evs) != 0 {
+				t.Fatalf("clock_skew_detected at a lapse within the threshold: %+v", evs)
+			}
+			clk.set(5 * time.Second)
+			resetLeaseLimit(st)
+			lapseLease(t, st, how, "charge:ahead")
+			evs := skewEvents(t, st)
+			if len(evs) != 1 {
+				t.Fatalf("%d clock_skew_detected events after a lapse with the host 5s ahead, want 1", len(evs))
+			}
+			var data map[string]any
+			if err := json.Unmarshal(evs[0].Payload, &data); err != nil {
+				t.Fatal(err)
+			}
+			if data["where"] != "lease" {
+				t.Errorf("where = %v, want lease", data["where"])
+			}
+			if evs[0].ActionID != "" || evs[0].EffectKey != "" {
+				t.Errorf("event names action %q, effect %q; want neither", evs[0].ActionID, evs[0].EffectKey)
+			}
+			// The same episode: another lapse (past the rate limit) records nothing more.
+			resetLeaseLimit(st)
+			lapseLease(t, st, how, "charge:again")
+			if evs := skewEvents(t, st); len(evs) != 1 {
+				t.Fatalf("%d events after a second lapse in one episode, want 1", len(evs))
+			}
+			// The clocks agree again, the episode ends; a new skew is a new episode.
+			clk.set(0)
+			resetLeaseLimit(st)
+			lapseLease(t, st, how, "charge:agree")
+			clk.set(-5 * time.Second)
+			resetLeaseLimit(st)
+			lapseLease(t, st, how, "charge:behind")
+			evs = skewEvents(t, st)
+			if len(evs) != 2 {
+				t.Fatalf("%d events after a second episode, want 2", len(evs))
+			}
+			if err := json.Unmarshal(evs[1].Payload, &data); err != nil {
+				t.Fatal(err)
+			}
+			if ms, _ := data["skew_ms"].(float64); ms > -4000 || ms < -6000 {
+				t.Errorf("skew_ms = %v, want about -5000 (the host behind)", data["skew_ms"])
+			}
+		})
 	}
 }
 
