@@ -71,4 +71,3 @@ func (p *parser) precondition(e entry, where string) (*Precondition, *Error) {
 	}
 	return c, nil
 }
-
