@@ -403,7 +403,7 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 }
 
 func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
-	if !pr.remote && !pr.preconditionRead && pr.captured == "" {
+	if !pr.remote && !pr.preconditionRead && pr.captured == "" && pr.capturedAt.IsZero() {
 		// The usual call: both payloads written directly, without building maps.
 		proposed, ok1 := stringObject("action", pr.call.Action, "action_hash", pr.hash, "agent", pr.principal.Agent,
 			"environment", pr.env, "resource", pr.resource, "user", pr.principal.User)
