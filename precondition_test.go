@@ -361,3 +361,54 @@ func TestPreconditionFromPolicyURL(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPPrecondition: the precondition service's answer is the state only when it is a 2xx
+// strict-JSON answer of at most 64 KiB; a redirect is not followed; a URL off this machine over
+// plain http is refused when the provider is made.
+func TestHTTPPrecondition(t *testing.T) {
+	t.Parallel()
+	if _, err := latch.HTTPPrecondition("http://state.example.com/v1"); err == nil {
+		t.Error("HTTPPrecondition accepted plain http to a remote host")
+	}
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			_, _ = io.WriteString(w, `{"b":1,"a":[true,null]}`)
+		case "/null":
+			_, _ = io.WriteString(w, `null`)
+		case "/big":
+			_, _ = io.WriteString(w, `{"pad":"`+strings.Repeat("x", 64<<10)+`"}`)
+		case "/dup":
+			_, _ = io.WriteString(w, `{"a":1,"a":2}`)
+		case "/500":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "/redirect": // followed, it would answer /ok's state
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(handler))
+	t.Cleanup(srv.Close)
+	ask := func(path string) (any, error) {
+		fn, err := latch.HTTPPrecondition(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fn(t.Context(), latch.PreconditionRequest{Action: "a", Arguments: json.RawMessage(`{}`), Principal: latch.Principal{Agent: "bot"}})
+	}
+	state, err := ask("/ok")
+	h, herr := latch.PreconditionFingerprint(state)
+	want, _ := latch.PreconditionFingerprint(map[string]any{"a": []any{true, nil}, "b": 1})
+	if err != nil || herr != nil || h != want {
+		t.Errorf("/ok = %s, %v, %v; want the fingerprint of the same state, %s", h, err, herr, want)
+	}
+	if state, err := ask("/null"); err != nil {
+		t.Errorf("/null = %v", err)
+	} else if h, _ := latch.PreconditionFingerprint(state); h != "" {
+		t.Errorf("/null fingerprint = %q, want none", h)
+	}
+	for _, path := range []string{"/big", "/dup", "/500", "/redirect"} {
+		if _, err := ask(path); err == nil || strings.Contains(err.Error(), srv.URL) {
+			t.Errorf("%s = %v; want an error that does not name the URL", path, err)
+		}
+	}
+}

@@ -68,7 +68,7 @@ func TestPreconditionOverHTTP(t *testing.T) {
 
 			set(`{"status":"paid"}`, http.StatusOK)
 			p := wantProblem(t, "state changed", s.do("POST", "/v1/actions", s.alice, body), 403, "precondition_changed")
-			if p["approval_id"] != nil && p["approval_id"] != apr {
+			if p["approval_id"] != apr {
 				t.Errorf("problem names approval %v, want %s", p["approval_id"], apr)
 			}
 			if _, err := s.g.Store().Effect(t.Context(), "charge:inv_9"); !errors.Is(err, store.ErrNotFound) {
