@@ -31,7 +31,9 @@ func TestApprovalsShowStateCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "worker"})
-	read := func(context.Context, latch.PreconditionRequest) (any, error) { return map[string]any{"status": "open"}, nil }
+	read := func(context.Context, latch.PreconditionRequest) (any, error) {
+		return map[string]any{"status": "open"}, nil
+	}
 	ask := func(id string, opts *latch.Options) string {
 		_, err := g.Execute(ctx, &latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"id":"` + id + `"}`), Options: opts},
 			func(context.Context, json.RawMessage) (any, error) { return nil, nil })
