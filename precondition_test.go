@@ -268,7 +268,7 @@ func TestPreconditionMissingAndUnavailable(t *testing.T) {
 
 			// A refused approval is refused for its own reason: the provider is not asked.
 			n := state.questions()
-			rc, err = e.g.Execute(latch.WithApproval(ctx, "apr_nosuch"), call, never)
+			_, err = e.g.Execute(latch.WithApproval(ctx, "apr_nosuch"), call, never)
 			var am *latch.ApprovalMismatchError
 			if !errors.As(err, &am) || am.Reason != "unknown" {
 				t.Errorf("unknown approval = %v, want approval_unknown", err)

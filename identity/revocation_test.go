@@ -104,7 +104,7 @@ func TestRevocationFileRefusesBeforeExp(t *testing.T) {
 			t.Fatalf("before any revocation: %v", err)
 		}
 	}
-	runs, head := rg.runs, rg.head()
+	runs := rg.runs
 
 	// Revoke a1 by jti, agent-2 wholly, and agent-3's tokens issued at or before t0-30s.
 	writeFile(t, dir, "revoked.txt", []byte(fmt.Sprintf("iss %s\njti a1\nsub agent-2\nsub agent-3 %s\n", testIssuer, t0.Add(-30*time.Second).Format(time.RFC3339))))
@@ -112,7 +112,7 @@ func TestRevocationFileRefusesBeforeExp(t *testing.T) {
 		t.Fatalf("within the poll interval the last read stands: %v", err)
 	}
 	runs++
-	head = rg.head()
+	head := rg.head()
 	clk.Set(t0.Add(2 * time.Second)) // past Poll: the next check reads the file again
 	rg.wantRefused(rg.call(a1), latch.ReasonCredentialRevoked, runs, head)
 	rg.wantRefused(rg.call(b1), latch.ReasonCredentialRevoked, runs, head)
