@@ -86,7 +86,7 @@ const (
 	// altered, as a verifier that knew only the current version would. G31 fails.
 	faultSchemaCurrentOnly = "schema_current_only"
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
-	// cache that never learns of one would. G20 fails.
+	// cache that never learns of one would. L6 fails.
 	faultRevocationIgnored = "revocation_ignored"
 	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
@@ -117,7 +117,7 @@ var faultTargets = map[string][]string{
 	faultStateBlind:            {"L4"},
 	faultCheckpointsBlind:      {"G28"},
 	faultSchemaCurrentOnly:     {"G31"},
-	faultRevocationIgnored:     {"G20"},
+	faultRevocationIgnored:     {"L6"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},

@@ -336,7 +336,7 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"G19": "no action that can decide approve requires two or more grants (approvers.required): one grant decides every request",
 		"G14": "no action with an effect template can decide allow",
 		"G15": "no action with an effect template that can decide allow sets max_attempts: renewals have no ceiling to refuse past",
-		"G20": "policy has no authority section",
+		"L6":  "policy has no authority section",
 		"L2":  "no action with an effect template can decide allow", "L3": "no action with an effect template can decide allow",
 		"L4":  "no action with an effect template can run (none can decide allow or approve)",
 		"G12": "no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp",
@@ -937,7 +937,7 @@ func TestNewGuaranteesHold(t *testing.T) {
 		only []string
 	}{
 		{effectsPolicy, []string{"G12", "G14", "G28", "G31", "L2", "L3", "L4", "L5"}},
-		{fullPolicy, []string{"G15", "G20"}},
+		{fullPolicy, []string{"G15", "L6"}},
 		{failOpenPolicy, []string{"L5"}},
 	}
 	for _, tc := range tests {
