@@ -128,12 +128,25 @@ type env struct {
 
 // newEnv opens a guard with the scenario policy sp over a fresh scratch store.
 func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*env, error) {
-	return r.newScopedEnv(ctx, name, sp, nil)
+	return r.newEnvWith(ctx, name, sp, guardOptions{})
 }
 
 // newScopedEnv is newEnv with a scope provider for the guard (Config.Scope; nil: none), asked
 // within scopeTimeout.
 func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPolicy, scope latch.ScopeFunc) (*env, error) {
+	return r.newEnvWith(ctx, name, sp, guardOptions{scope: scope})
+}
+
+// guardOptions is what a scenario gives its guard beyond the policy, the store and the clock.
+type guardOptions struct {
+	scope latch.ScopeFunc // Config.Scope, asked within scopeTimeout; nil: none
+	// tune sets the rest of the guard's configuration a scenario needs (its identity provider,
+	// RequireApprovedPolicy…), given the scenario's clock.
+	tune func(cfg *latch.Config, now func() time.Time)
+}
+
+// newEnvWith is newEnv with the guard options o.
+func (r *runner) newEnvWith(ctx context.Context, name string, sp *scenarioPolicy, o guardOptions) (*env, error) {
 	if r.dry {
 		return nil, errDry
 	}
@@ -143,7 +156,7 @@ func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPoli
 		return nil, err
 	}
 	c := &clock{t: r.start}
-	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults, scope)
+	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults, o)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +166,13 @@ func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPoli
 func (e *env) close() { e.g.Close() }
 
 // openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
-func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet, scope latch.ScopeFunc) (*latch.Guard, store.Store, error) {
+func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet, o guardOptions) (*latch.Guard, store.Store, error) {
 	if faults[faultExpiryOffByOne] {
 		exact := now
 		now = func() time.Time { return exact().Add(-time.Microsecond) }
 	}
 	cfg := &latch.Config{Policy: pol, StoreURL: url, Environment: env, Now: now}
-	if scope != nil {
+	if scope := o.scope; scope != nil {
 		if faults[faultScopeFailsOpen] {
 			scope = failOpen(scope)
 		}
@@ -167,6 +180,9 @@ func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now fun
 	}
 	if faults[faultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
+	}
+	if o.tune != nil {
+		o.tune(cfg, now)
 	}
 	st, err := latch.OpenStore(ctx, url, nil)
 	if err != nil {
