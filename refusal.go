@@ -96,6 +96,12 @@ const (
 
 	// KindIdentity
 	ReasonIdentity Reason = "identity"
+	// ReasonCredentialRevoked: a revocation feed reports the credential revoked (by its jti, or
+	// its subject's credentials issued before a time), before its exp (IdentityError).
+	ReasonCredentialRevoked Reason = "credential_revoked"
+	// ReasonRevocationFeedStale: the revocation feed covering the credential's issuer was last
+	// read longer ago than its maximum staleness, so no credential of that issuer is accepted.
+	ReasonRevocationFeedStale Reason = "revocation_feed_stale"
 
 	// KindOutcomeRefused
 	ReasonNoSuchAction    Reason = "no_such_action"
@@ -214,6 +220,12 @@ func outermost(err error, r *Refusal) bool {
 	case *RequestKeyError:
 		r.Kind, r.Reason = KindRequestKey, Reason(e.Reason)
 		return true
+	case *IdentityError:
+		r.Kind, r.Reason = KindIdentity, Reason(e.Reason)
+		if r.Reason == "" {
+			r.Reason = ReasonIdentity
+		}
+		return true
 	case interface{ Unwrap() error }:
 		if inner := e.Unwrap(); inner != nil {
 			return outermost(inner, r)
@@ -330,7 +342,7 @@ func (r *Refusal) Err() error {
 	case KindAuthority:
 		return &AuthorityError{Reason: string(r.Reason), Dimension: r.Dimension, Detail: detail}
 	case KindIdentity:
-		return &identityError{detail: detail}
+		return &IdentityError{Reason: string(r.Reason), Detail: detail}
 	case KindNotExecuted:
 		return NotExecuted(errors.New(detail))
 	case KindOutcomeRefused:
@@ -341,11 +353,25 @@ func (r *Refusal) Err() error {
 	return &internalError{detail: detail}
 }
 
-// identityError is an identity refusal rebuilt from its wire form.
-type identityError struct{ detail string }
+// IdentityError is an identity refusal whose reason is more precise than identity: an
+// IdentityProvider wraps one in its error (credential_revoked, revocation_feed_stale), and
+// RefusalOf reads its Reason. It matches ErrIdentity. The Go client also rebuilds every identity
+// refusal of the wire as one.
+type IdentityError struct {
+	Reason string // a reason word of kind identity; "" reads as identity
+	Detail string
+}
 
-func (e *identityError) Error() string        { return "latch: identity: " + e.detail }
-func (e *identityError) Is(target error) bool { return target == ErrIdentity }
+func (e *IdentityError) Error() string {
+	d := strings.TrimPrefix(e.Detail, "latch: identity: ")
+	if e.Reason == "" || e.Reason == string(ReasonIdentity) {
+		return "latch: identity: " + d
+	}
+	return "latch: identity: " + e.Reason + ": " + d
+}
+
+// Is reports whether target is ErrIdentity.
+func (e *IdentityError) Is(target error) bool { return target == ErrIdentity }
 
 // internalError is an error latch met, rebuilt from its wire form: it matches no sentinel.
 type internalError struct{ detail string }
@@ -384,7 +410,7 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonNoAuthority: KindAuthority, ReasonAuthorityUnreadable: KindAuthority,
 	ReasonAuthorityEscalation: KindAuthority, ReasonAuthorityRevoked: KindAuthority,
 	ReasonAuthorityExpired: KindAuthority, ReasonAuthorityConstraint: KindAuthority,
-	ReasonIdentity:     KindIdentity,
+	ReasonIdentity: KindIdentity, ReasonCredentialRevoked: KindIdentity, ReasonRevocationFeedStale: KindIdentity,
 	ReasonNoSuchAction: KindOutcomeRefused, ReasonNotHolder: KindOutcomeRefused,
 	ReasonAlreadyRecorded: KindOutcomeRefused, ReasonLeaseLost: KindOutcomeRefused,
 	ReasonNoLease: KindOutcomeRefused, ReasonOutcomeRefused: KindOutcomeRefused,

@@ -171,7 +171,8 @@ type Caller struct {
 
 // AuthError is a refused credential: the HTTP status and the snake_case reason latch serve
 // answers with (unauthenticated, invalid_token, token_revoked, token_expired,
-// store_unavailable), and a detail for people that never quotes the credential.
+// store_unavailable, and for a JWT a revocation feed refuses credential_revoked or
+// revocation_feed_stale), and a detail for people that never quotes the credential.
 type AuthError struct {
 	Status int
 	Reason string
@@ -248,6 +249,9 @@ func (a *Authenticator) verified(ctx context.Context, cred string) (*Caller, err
 	switch {
 	case errors.As(err, &expired):
 		return nil, authError(http.StatusUnauthorized, "token_expired", "the credential expired at "+expired.Principal.ExpiresAt.UTC().Format(time.RFC3339))
+	case errors.As(err, &ie) && latch.Reason(ie.Reason).Kind() == latch.KindIdentity:
+		// credential_revoked, revocation_feed_stale: the refusal's own word on every surface.
+		return nil, authError(http.StatusUnauthorized, ie.Reason, ie.Msg)
 	case errors.As(err, &ie) && ie.Reason == "expired": // a person's expired JWT
 		return nil, authError(http.StatusUnauthorized, "token_expired", "the credential does not verify: "+err.Error())
 	case err != nil:

@@ -23,6 +23,8 @@ import "github.com/latchkit/latch"
 //	approver_claim    a person's token whose name claim is missing or not a non-empty string
 //	role              the token's audience marks it both an agent's and a person's
 //	keys_unavailable  the JWKS could not be fetched or read
+//	credential_revoked     the revocation feed reports the token revoked (Err: a *latch.IdentityError)
+//	revocation_feed_stale  the revocation feed covering the issuer is older than its max staleness (likewise)
 //
 // Msg never quotes the credential; it may quote claim values, but only from a token whose
 // signature verified.
@@ -33,10 +35,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if _, ok := e.Err.(*latch.ExpiredCredentialError); e.Err != nil && !ok {
-		return e.Msg + ": " + e.Err.Error()
+	switch e.Err.(type) {
+	case nil, *latch.ExpiredCredentialError, *latch.IdentityError: // they say what Msg says
+		return e.Msg
 	}
-	return e.Msg
+	return e.Msg + ": " + e.Err.Error()
 }
 
 // Unwrap returns the underlying cause, if any.

@@ -93,6 +93,13 @@ type Config struct {
 	// AgentClaim; default "sub".
 	ApproverNameClaim string
 
+	// Revocations, when set, is consulted for every token whose signature and claims verify: a
+	// token it reports revoked (by jti, or its sub's tokens issued at or before a time) is
+	// refused credential_revoked before its exp, and while the feed is stale for Issuer every
+	// token is refused revocation_feed_stale (docs/governance.md#revoked-credentials). Several
+	// verifiers may share one feed.
+	Revocations *RevocationFeed
+
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -343,6 +350,9 @@ func (j *JWT) identify(ctx context.Context, token string) (latch.Principal, *Per
 	if err != nil {
 		return latch.Principal{}, nil, err
 	}
+	if err := j.checkRevoked(ctx, claims); err != nil {
+		return latch.Principal{}, nil, err
+	}
 	person, err := j.isPerson(claims)
 	switch {
 	case err != nil:
@@ -380,6 +390,20 @@ func (j *JWT) verify(ctx context.Context, token string) (jwt.MapClaims, error) {
 		return nil, j.explain(parsed, claims, err)
 	}
 	return claims, nil
+}
+
+// checkRevoked asks the revocation feed, if any, about verified claims.
+func (j *JWT) checkRevoked(ctx context.Context, claims jwt.MapClaims) error {
+	if j.cfg.Revocations == nil {
+		return nil
+	}
+	sub, _ := claims["sub"].(string)
+	jti, _ := claims["jti"].(string)
+	var iat time.Time
+	if t, _ := claims.GetIssuedAt(); t != nil {
+		iat = t.Time
+	}
+	return j.cfg.Revocations.Check(ctx, j.cfg.Issuer, sub, jti, iat)
 }
 
 // isPerson reports whether verified claims carry an approver mark (Config.ApproverClaim,

@@ -60,6 +60,7 @@ var ops = map[string]op{
 	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
 	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil},
+	"POST /v1/revocations":            {"Push revoked credentials to the JWT revocation feed (its own bearer secret, not a token)", "Revocations", "RevocationsAccepted", []int{200, 400, 401, 404, 413}, nil},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
@@ -187,6 +188,10 @@ var refusalKinds = func() map[string]any {
 var wouldHave = obj([]string{"decision", "reason", "effect"}, map[string]any{
 	"decision": map[string]any{"enum": []string{"allow", "approve", "deny"}}, "reason": nstr, "effect": nstr})
 
+// revocationSubject is a CAEP subject identifier: iss_sub or jwt_id.
+var revocationSubject = obj([]string{"format", "iss"}, map[string]any{
+	"format": map[string]any{"type": "string", "enum": []string{"iss_sub", "jwt_id"}}, "iss": str, "sub": str, "jti": str})
+
 var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
 		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": refusalKinds, "rule": str,
@@ -212,6 +217,15 @@ var schemas = map[string]any{
 		"receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"LeaseRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"seconds"}, "properties": map[string]any{
 		"seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": maxLeaseSeconds}}},
+	// A revocation document: CAEP events as JSON (a plain text list is accepted too).
+	"Revocations": obj([]string{"events"}, map[string]any{"events": map[string]any{"type": "array", "items": obj([]string{"events"}, map[string]any{
+		"iss": str, "iat": integer, "jti": str,
+		"sub_id": revocationSubject,
+		// By event type URI: session-revoked, or credential-change with change_type revoke or delete.
+		"events": map[string]any{"type": "object", "additionalProperties": obj(nil, map[string]any{
+			"subject": revocationSubject, "event_timestamp": integer, "change_type": str, "credential_type": str})},
+	})}}),
+	"RevocationsAccepted": obj([]string{"accepted", "refreshed_at"}, map[string]any{"accepted": integer, "refreshed_at": stamp}),
 	"Lease": obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},

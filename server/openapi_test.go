@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -78,7 +79,11 @@ func TestOpenAPI(t *testing.T) {
 	closeGuard := func() { closeOnce.Do(func() { g.Close() }) }
 	t.Cleanup(closeGuard)
 	// Two bodies of 4 KiB in flight are one agent's most: a third is 429.
-	srvr, err := server.New(g, &server.Config{MaxBody: 4096, MaxCallerInFlight: 8192})
+	feed, err := identity.NewRevocationFeed(nil) // fed by pushes only
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvr, err := server.New(g, &server.Config{MaxBody: 4096, MaxCallerInFlight: 8192, Revocations: feed, RevocationSecret: []byte("push-secret")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +224,10 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/v1/break-glass", "", nil},
 		{"POST", "/v1/break-glass", s.alice, map[string]any{"envelope": "incident", "reason": "x"}},
 		{"POST", "/v1/break-glass", s.approver, map[string]any{"envelope": "incident", "reason": "x"}}, // no authority section: 404
+		{"POST", "/v1/revocations", "push-secret", map[string]any{"events": []any{}}},
+		{"POST", "/v1/revocations", "push-secret", `{"events": 3}`},
+		{"POST", "/v1/revocations", s.approver, map[string]any{"events": []any{}}},
+		{"POST", "/v1/revocations", "push-secret", `{"events": [], "pad": "` + strings.Repeat("x", 5000) + `"}`},
 		{"GET", "/readyz", "", nil},
 	} {
 		if b, ok := q.body.([]byte); ok { // a body that is not JSON, sent as a form
@@ -237,6 +246,7 @@ func TestOpenAPI(t *testing.T) {
 	bg.do("POST", "/v1/break-glass", bg.approver, `{"envelope":"incident","reason":"x","ttl":1}`)
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 7200})
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 60})
+	bg.do("POST", "/v1/revocations", "push-secret", map[string]any{"events": []any{}}) // no feed: 404
 	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
 	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {
 		h1, h2 := hold(t, s.url, path, s.alice, 4096), hold(t, s.url, path, s.alice, 4096)

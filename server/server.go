@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/auth"
+	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/server/console"
@@ -65,6 +66,12 @@ type Config struct {
 	// agent's, unless Identity is an auth.PeopleProvider that names a person for it (identity.JWT
 	// with approver marks): an agent's never answers or resolves, a person's never proposes.
 	Identity latch.IdentityProvider
+	// Revocations is the revocation feed Identity consults (identity.Config.Revocations), and
+	// RevocationSecret the bearer secret POST /v1/revocations takes pushes to it with; with
+	// either unset the route answers 404. The secret is its own: a feed's transmitter is neither
+	// an agent nor a person.
+	Revocations      *identity.RevocationFeed
+	RevocationSecret []byte
 	// Metrics is the metrics sink registered with the guard (latch.Config.Sinks), served at
 	// /metrics. Nil serves a sink of the server's own, which can count only what it reads
 	// from the store at scrape (effects by state, approvals by status).

@@ -171,7 +171,7 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 	if !ok {
 		return fmt.Errorf("store %T keeps no API tokens: the HTTP gateway authenticates agents with them", g.Store())
 	}
-	idp, err := gf.jwt.provider()
+	idp, err := gf.jwt.provider(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -350,6 +350,7 @@ type jwtFlags struct {
 	agentClaim       string
 	userClaim        string
 	people           jwtPeople // the marks of a person's JWT (jwtpeople.go)
+	revocations      jwtRevocations
 }
 
 func (j *jwtFlags) register(f *pflag.FlagSet, whose string) {
@@ -360,10 +361,12 @@ func (j *jwtFlags) register(f *pflag.FlagSet, whose string) {
 	f.StringVar(&j.agentClaim, "jwt-agent-claim", "", "the claim naming the agent (default sub)")
 	f.StringVar(&j.userClaim, "jwt-user-claim", "", "the claim naming the user the agent acts for (optional)")
 	j.people.register(f)
+	j.revocations.register(f)
 }
 
 func (j *jwtFlags) given() bool {
-	return j.issuer != "" || j.audience != "" || len(j.keys) > 0 || j.jwks != "" || j.agentClaim != "" || j.userClaim != "" || j.people.given()
+	return j.issuer != "" || j.audience != "" || len(j.keys) > 0 || j.jwks != "" || j.agentClaim != "" || j.userClaim != "" || j.people.given() ||
+		j.revocations.given()
 }
 
 func (j *jwtFlags) check() error {
@@ -376,17 +379,26 @@ func (j *jwtFlags) check() error {
 	case (len(j.keys) > 0) == (j.jwks != ""):
 		return usagef("JWT verification needs exactly one key source: --jwt-key FILE or --jwt-jwks URL")
 	}
+	if err := j.revocations.check(); err != nil {
+		return err
+	}
 	return j.people.check()
 }
 
-// provider is the JWT verifier the flags describe, nil when none is.
-func (j *jwtFlags) provider() (latch.IdentityProvider, error) {
+// provider is the JWT verifier the flags describe, nil when none is. With --jwt-revocations it
+// reads the feed once before answering, and a feed that cannot be read stops the command.
+func (j *jwtFlags) provider(ctx context.Context, log *slog.Logger) (latch.IdentityProvider, error) {
 	if !j.given() {
 		return nil, nil
 	}
 	cfg := &identity.Config{Issuer: j.issuer, Audience: j.audience, KeyFiles: j.keys,
 		JWKSURL: j.jwks, AgentClaim: j.agentClaim, UserClaim: j.userClaim}
 	j.people.apply(cfg)
+	feed, err := j.revocations.feed(ctx, j.issuer, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Revocations = feed
 	v, err := identity.NewJWT(cfg)
 	if err != nil {
 		return nil, err

@@ -129,7 +129,7 @@ func (a *app) runOperator(f *pflag.FlagSet, of *operatorFlags) error {
 	if !ok {
 		return fmt.Errorf("store %T keeps no API tokens: the HTTP operator authenticates approvers with them", g.Store())
 	}
-	idp, err := of.jwt.provider()
+	idp, err := of.jwt.provider(ctx, log)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var notifyURLs []string
 	var notifyFormat, notifySecretFile string
 	var jwt jwtFlags
+	var pushSecretFile string
 	var ckpt scheduledCheckpoints
 	var proxies []string
 	var sessionTTL string
@@ -65,14 +66,24 @@ stops it gracefully: requests in flight finish first.`,
 			if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
+			if pushSecretFile != "" {
+				if jwt.issuer == "" {
+					return usagef("--revocation-push-secret-file takes pushes to the JWTs' revocation feed: give --jwt-issuer too")
+				}
+				secret, err := readSecretFile("--revocation-push-secret-file", pushSecretFile)
+				if err != nil {
+					return err
+				}
+				jwt.revocations.push, cfg.RevocationSecret = true, secret
+			}
 			if err := jwt.check(); err != nil {
 				return err
 			}
-			idp, err := jwt.provider()
+			idp, err := jwt.provider(a.ctx, slog.New(slog.NewTextHandler(a.stderr, nil)))
 			if err != nil {
 				return usagef("%s", err.Error())
 			}
-			cfg.Identity = idp
+			cfg.Identity, cfg.Revocations = idp, jwt.revocations.built
 			cfg.MaxWait = time.Duration(maxWait) * time.Second
 			switch {
 			case cfg.TokenCache < 0:
@@ -187,6 +198,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.Float64Var(&budgetShare, "notify-budget-share", 0.8, "with --notify, alert once when a budget's consumption reaches this `SHARE` of its limit (0: no budget alerts)")
 	f.DurationVar(&budgetRefresh, "budget-refresh", 30*time.Second, "read the budgets' consumption every `DURATION` for latch_budget_consumption_ratio and the budget alerts (0: never)")
 	jwt.register(f, "callers'")
+	f.StringVar(&pushSecretFile, "revocation-push-secret-file", "", "take revoked JWT credentials pushed to POST /v1/revocations by a sender presenting the secret in `FILE` as its bearer credential (with --jwt-issuer; docs/governance.md#revoked-credentials)")
 	f.BoolVar(&cfg.NoConsole, "no-console", false, "serve the API only, without the web console under /")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "a single-sign-on proxy's `ADDR` or CIDR whose --proxy-header names the console user (repeatable)")
 	f.StringVar(&con.ProxyHeader, "proxy-header", console.DefaultProxyHeader, "the `HEADER` a trusted proxy names the console user in")
@@ -197,6 +209,19 @@ stops it gracefully: requests in flight finish first.`,
 	f.StringVar(&otelEndpoint, "otel-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to the collector at `URL` (http://127.0.0.1:4318; else the OTEL_EXPORTER_OTLP_* variables)")
 	ckpt.flags(f)
 	return cmd
+}
+
+// readSecretFile reads a secret from path, trimmed; an empty one is refused.
+func readSecretFile(flag, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	secret := []byte(strings.TrimSpace(string(b)))
+	if len(secret) == 0 {
+		return nil, fmt.Errorf("%s %s is empty", flag, path)
+	}
+	return secret, nil
 }
 
 // notifier builds the alert notifier of --notify: the secret comes from a file, never the

@@ -69,6 +69,8 @@ var Cases = []Case{
 	{"authority constraint", &latch.AuthorityError{Reason: "authority_constraint", Dimension: "constraints.amount_lte"}, latch.KindAuthority, latch.ReasonAuthorityConstraint},
 	{"no authority for the task", &latch.AuthorityError{Reason: "no_authority", Dimension: "tasks"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
+	{"credential revoked", fmt.Errorf("%w: %w", latch.ErrIdentity, &latch.IdentityError{Reason: "credential_revoked", Detail: "jti t-1 of https://idp.example was revoked"}), latch.KindIdentity, latch.ReasonCredentialRevoked},
+	{"revocation feed stale", &latch.IdentityError{Reason: "revocation_feed_stale", Detail: "the revocation feed was last read 10m ago"}, latch.KindIdentity, latch.ReasonRevocationFeedStale},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
 	{"request key used by another principal", &latch.RequestKeyError{Key: "k1", Reason: "request_key_other_principal", Detail: "another principal"}, latch.KindRequestKey, latch.ReasonRequestKeyOtherPrincipal},
