@@ -27,6 +27,7 @@ const (
 	FaultSchemaCurrentOnly     = faultSchemaCurrentOnly
 	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
 	FaultRevocationIgnored     = faultRevocationIgnored
+	FaultCredentialCached      = faultCredentialCached
 	FaultTransportNotExecuted  = faultTransportNotExecuted
 	FaultTasksIgnored          = faultTasksIgnored
 	FaultBudgetUnchecked       = faultBudgetUnchecked

@@ -88,6 +88,10 @@ const (
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
 	// cache that never learns of one would. L6 fails.
 	faultRevocationIgnored = "revocation_ignored"
+	// faultCredentialCached gives G20's guard an identity provider that remembers the principal
+	// of each credential it verified once and never asks the verifier (and its revocation feed)
+	// again, as a token cache would. G20 fails.
+	faultCredentialCached = "credential_cached"
 	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
 	// fails.
@@ -118,6 +122,7 @@ var faultTargets = map[string][]string{
 	faultCheckpointsBlind:      {"G28"},
 	faultSchemaCurrentOnly:     {"G31"},
 	faultRevocationIgnored:     {"L6"},
+	faultCredentialCached:      {"G20"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},

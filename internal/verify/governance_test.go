@@ -1,0 +1,106 @@
+package verify
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// governancePolicies are the shapes the governance guarantees are graded on: an allowed action
+// with an effect, an action that only ever asks for approval (with an authority section, so the
+// scenario's principal is a grant's), and a policy that can run nothing.
+var governancePolicies = map[string]string{
+	"allow": `
+schema: latch.policy/v1
+actions:
+  deploy.release:
+    effect: "release:{service}:{version}"
+    decision: allow
+`,
+	"approve": `
+schema: latch.policy/v1
+approvers:
+  roles:
+    leads: [alice, bob]
+actions:
+  payments.payout:
+    effect: "payout:{payout_id}"
+    decision: approve
+    approvers: { roles: [leads], required: 2 }
+authority:
+  grants:
+    - id: payouts
+      subject: { agent: "payout-bot-*", user: "*" }
+      actions: ["payments.*"]
+`,
+	"deny": `
+schema: latch.policy/v1
+actions:
+  admin.wipe:
+    decision: deny
+`,
+}
+
+// governanceBackends are the store URLs the governance guarantees are graded on: SQLite, and
+// the test server's Postgres when there is one.
+func governanceBackends(t *testing.T) map[string]string {
+	t.Helper()
+	backends := map[string]string{"sqlite": ""}
+	if os.Getenv("LATCH_TEST_POSTGRES_URL") != "" || os.Getenv("LATCH_REQUIRE_POSTGRES") == "1" {
+		backends["postgres"] = postgresURL(t)
+	} else {
+		t.Log("LATCH_TEST_POSTGRES_URL is unset: graded on SQLite only")
+	}
+	return backends
+}
+
+// runGoverned runs the guarantees only on the policy named, with the faults given.
+func runGoverned(t *testing.T, storeURL, policyName string, only []string, faults ...string) map[string]Result {
+	t.Helper()
+	rep, err := Run(t.Context(), &Config{Policy: parsePolicy(t, governancePolicies[policyName]), StoreURL: storeURL, Only: only, faults: faults})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	t.Logf("%s with faults %v:\n%s", policyName, faults, b.String())
+	out := map[string]Result{}
+	for _, r := range rep.Results {
+		out[r.ID] = r
+	}
+	return out
+}
+
+// TestG20RevocationFeed: on both backends, for an allowed and an approved action, a token whose
+// jti the feed lists is refused credential_revoked a day before its exp, executing and writing
+// nothing, while the token before the revocation and an unrevoked one run; a verifier behind a
+// token cache (credential_cached) lets the revoked token run, and G20 fails on the guarantee,
+// not its control. A policy that can run nothing is N/A.
+func TestG20RevocationFeed(t *testing.T) {
+	t.Parallel()
+	for backend, u := range governanceBackends(t) {
+		for _, pol := range []string{"allow", "approve"} {
+			t.Run(backend+"/"+pol, func(t *testing.T) {
+				t.Parallel()
+				r := runGoverned(t, u, pol, []string{"G20"})["G20"]
+				if r.Status != Pass {
+					t.Fatalf("G20 = %s %q (%s), want PASS", r.Status, r.Reason, r.Detail)
+				}
+				for _, want := range []string{"verify's own issuer and feed, not yours", ": refused credential_revoked, executions: 0", "24h0m0s before its exp"} {
+					if !strings.Contains(r.Detail, want) {
+						t.Errorf("G20 detail lacks %q: %s", want, r.Detail)
+					}
+				}
+				r = runGoverned(t, u, pol, []string{"G20"}, faultCredentialCached)["G20"]
+				if r.Status != Fail || r.Reason != "the call with the revoked credential executed" {
+					t.Errorf("G20 with %s = %s %q (%s), want FAIL on the revoked call", faultCredentialCached, r.Status, r.Reason, r.Detail)
+				}
+			})
+		}
+	}
+	r := runGoverned(t, "", "deny", []string{"G20"})["G20"]
+	if r.Status != NotApplicable || r.Reason != naNoRunnable {
+		t.Errorf("G20 on a policy that runs nothing = %s %q, want N/A %q", r.Status, r.Reason, naNoRunnable)
+	}
+}
