@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/latchkit/latch/auth"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -589,6 +590,7 @@ func TestWarnings(t *testing.T) {
 // the identity package that trusts it.
 type jwtIssuer struct {
 	key      ed25519.PrivateKey
+	keyFile  string
 	verifier *identity.JWT
 }
 
@@ -610,7 +612,7 @@ func newJWTIssuer(t *testing.T) *jwtIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &jwtIssuer{key: priv, verifier: v}
+	return &jwtIssuer{key: priv, keyFile: file, verifier: v}
 }
 
 func (j *jwtIssuer) token(t *testing.T, claims jwt.MapClaims) string {
@@ -699,5 +701,97 @@ func TestExampleConfiguration(t *testing.T) {
 	e := setupWith(t, src, latch.Principal{Agent: "support-bot"})
 	if w := e.gw.Warnings(); len(w) != 0 {
 		t.Errorf("Warnings() = %q, want none", w)
+	}
+}
+
+// A JWT revoked while its session is open — by jti in a real revocation file — is refused at
+// the session's next request, before its exp, and its tool call never runs; the refusal names
+// credential_revoked. A new session with it is refused too; another JWT of the agent still works.
+func TestHTTPJWTRevoked(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, testPolicy, latch.Principal{})
+	ts := e.guard.Store().(store.TokenStore)
+	iss := newJWTIssuer(t)
+	list := filepath.Join(t.TempDir(), "revoked.txt")
+	if err := os.WriteFile(list, []byte("iss https://id.example\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	feed, err := identity.NewRevocationFeed(&identity.RevocationConfig{Source: list, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := identity.NewJWT(&identity.Config{Issuer: "https://id.example", Audience: "latch-gateway", KeyFiles: []string{iss.keyFile},
+		UserClaim: "act_for", Revocations: feed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.gw.Handler(&auth.Authenticator{Tokens: ts, Identity: v}))
+	t.Cleanup(srv.Close)
+	ctx := t.Context()
+	connect := func(token string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, tr, nil)
+	}
+	revoked, kept := iss.token(t, jwt.MapClaims{"jti": "g1"}), iss.token(t, jwt.MapClaims{"jti": "g2"})
+	cs, err := connect(revoked)
+	if err != nil {
+		t.Fatalf("connect before the revocation: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if _, err := refund(ctx, cs, "ord_r1", 100); err != nil {
+		t.Fatalf("refund before the revocation: %v", err)
+	}
+	if err := os.WriteFile(list, []byte("iss https://id.example\njti g1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // past the feed's poll interval
+	_, err = refund(ctx, cs, "ord_r2", 100)
+	if err == nil {
+		t.Fatal("refund with the revoked JWT on its open session succeeded, want refused")
+	}
+	if cs2, err := connect(revoked); err == nil {
+		_ = cs2.Close()
+		t.Error("a new session with the revoked JWT succeeded, want refused")
+	}
+	// What the middleware answers, read directly: 401, naming the reason.
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+revoked)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "credential_revoked") {
+		t.Errorf("a request with the revoked JWT = %d %q, want 401 naming credential_revoked", resp.StatusCode, body)
+	}
+	for _, line := range e.ledgerLines(t) {
+		if strings.Contains(line, "ord_r2") {
+			t.Errorf("the refused refund ran: %q", line)
+		}
+	}
+	cs3, err := connect(kept)
+	if err != nil {
+		t.Fatalf("connect with another JWT of the agent: %v", err)
+	}
+	t.Cleanup(func() { _ = cs3.Close() })
+	if _, err := refund(ctx, cs3, "ord_r3", 100); err != nil {
+		t.Errorf("refund with an unrevoked JWT: %v", err)
+	}
+	// The revoked session cannot be ended by its client (its DELETE is refused 401 like any
+	// request it makes, and the client gives the session up): taken off the list, it can.
+	if err := os.WriteFile(list, []byte("iss https://id.example\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	del, _ := http.NewRequestWithContext(ctx, "DELETE", srv.URL, nil)
+	del.Header.Set("Authorization", "Bearer "+revoked)
+	del.Header.Set("Mcp-Session-Id", cs.ID())
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode >= 300 {
+		t.Errorf("end the session once its JWT is no longer revoked: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 }

@@ -355,7 +355,7 @@ func (f *RevocationFeed) Check(ctx context.Context, iss, sub, jti string, iat ti
 		case f.refreshed.IsZero():
 			return stale(fmt.Sprintf("the revocation feed covering issuer %s has never been read", quote(iss)))
 		case age > f.cfg.MaxStaleness:
-			return stale(fmt.Sprintf("the revocation feed covering issuer %s was last read %s ago, more than its max staleness %s", quote(iss), age.Round(time.Second), f.cfg.MaxStaleness))
+			return stale(fmt.Sprintf("the revocation feed covering issuer %s was last read %s ago, more than its max staleness %s", quote(iss), age.Truncate(time.Millisecond), f.cfg.MaxStaleness))
 		}
 	}
 	return nil

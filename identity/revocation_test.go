@@ -193,8 +193,8 @@ func TestRevocationURLEventsAndStaleness(t *testing.T) {
 				"change_type": "revoke", "credential_type": "x509", "event_timestamp": t0.Unix()}}},
 		// An update is not a revocation, and an unknown event type is ignored.
 		map[string]any{"events": map[string]any{
-			EventCredentialChange: map[string]any{"subject": map[string]any{"format": "iss_sub", "iss": testIssuer, "sub": "agent-1"}, "change_type": "update"},
-			"https://example.com/unknown":  map[string]any{"anything": true}}},
+			EventCredentialChange:         map[string]any{"subject": map[string]any{"format": "iss_sub", "iss": testIssuer, "sub": "agent-1"}, "change_type": "update"},
+			"https://example.com/unknown": map[string]any{"anything": true}}},
 	))
 	clk.Set(t0.Add(11 * time.Second))
 	runs, head := rg.runs, rg.head()

@@ -226,7 +226,7 @@ var schemas = map[string]any{
 			"subject": revocationSubject, "event_timestamp": integer, "change_type": str, "credential_type": str})},
 	})}}),
 	"RevocationsAccepted": obj([]string{"accepted", "refreshed_at"}, map[string]any{"accepted": integer, "refreshed_at": stamp}),
-	"Lease": obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
+	"Lease":               obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
 		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
