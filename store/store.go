@@ -171,6 +171,9 @@ const (
 	EventDelegationCreated   = "delegation_created"
 	EventDelegationRevoked   = "delegation_revoked"
 	EventDelegationRejected  = "delegation_rejected"
+	// EventClockSkewDetected: a store whose backend has its own clock (PostgreSQL) found the
+	// host's clock past its threshold from the database's, at open or when a lease lapsed.
+	EventClockSkewDetected = "clock_skew_detected"
 	// EventOutcomeConflict: a holder's outcome arrived after its effect was resolved otherwise;
 	// the resolution stands.
 	EventOutcomeConflict = "outcome_conflict"

@@ -133,28 +133,68 @@ func delegateError(parent string, err error) error {
 }
 
 func (a *app) revokeCommand() *cobra.Command {
-	var as string
+	var as, createdBy, under string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "revoke ID [flags]",
+		Use:   "revoke ID | --created-by AGENT[/USER] | --under GRANT [flags]",
 		Short: "Revoke a delegation, and with it everything beneath it",
 		Long: `Revoke the delegation ID (dlg_…), with one write: it and every delegation created
 beneath it, at any depth, stop granting anything at once (authority_revoked). The
 record keeps revoked_by = "cli:NAME", NAME from --as, else $LATCH_APPROVER, else
 $USER. A revocation is final: a revoked delegation is never restored (delegate
-again instead). Policy grants are revoked by editing the policy.`,
-		Example: "  latch revoke dlg_5e0c… --as alice",
-		Args:    exactArgs("ID"),
+again instead). Policy grants are revoked by editing the policy.
+
+Instead of an ID, a selector revokes every delegation it matches, each with its own
+write and delegation_revoked event:
+
+  --created-by AGENT[/USER]  delegations created by exactly this principal (as the
+                             CREATED BY column of latch delegations shows it)
+  --under GRANT              every delegation whose chain passes through GRANT: a
+                             policy grant id, a break-glass envelope id, or a dlg_…
+                             id. GRANT itself is not revoked, only what lies beneath
+                             it (revoke a dlg_… by id to end it too).
+
+Both selectors together revoke what matches both. A match already revoked is
+skipped, so a run stopped halfway leaves what it reached revoked and running it
+again finishes the rest. Nothing matched at all exits 1. The text output lists each
+revoked id; --json prints one object: {"revoked": [ids], "skipped": [ids]}.`,
+		Example: "  latch revoke dlg_5e0c… --as alice\n" +
+			"  latch revoke --created-by finance-bot --as alice\n" +
+			"  latch revoke --under alice-payments --as alice --json",
+		Args: func(cmd *cobra.Command, pos []string) error {
+			selector := cmd.Flags().Changed("created-by") || cmd.Flags().Changed("under")
+			switch {
+			case selector && len(pos) > 0:
+				return usagef("pass an ID or a selector (--created-by, --under), not both")
+			case selector:
+				return nil
+			}
+			return exactArgs("ID (or a selector: --created-by AGENT[/USER], --under GRANT)")(cmd, pos)
+		},
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			if len(pos) == 0 {
+				if cmd.Flags().Changed("created-by") {
+					if _, err := parseRevokeCreator(createdBy); err != nil {
+						return err
+					}
+				}
+				if cmd.Flags().Changed("under") && strings.TrimSpace(under) == "" {
+					return usagef("--under is empty (want a policy grant id, an envelope id or a dlg_… id)")
+				}
+			}
 			name, err := a.operator(as, cmd.Flags().Changed("as"))
 			if err != nil {
 				return err
 			}
-			id := pos[0]
 			g, err := a.openGuard(false)
 			if err != nil {
 				return err
 			}
 			defer g.Close()
+			if len(pos) == 0 {
+				return a.revokeWhere(g, latch.RevokeSelector{CreatedBy: createdBy, Under: under}, "cli:"+name, asJSON)
+			}
+			id := pos[0]
 			d, err := g.Revoke(a.ctx, id, "cli:"+name)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
@@ -167,6 +207,9 @@ again instead). Policy grants are revoked by editing the policy.`,
 			case err != nil:
 				return fmt.Errorf("revoke %s: %s", id, reason(err))
 			}
+			if asJSON {
+				return jsonLine(a.stdout, revokeJSON{Revoked: []string{d.ID}, Skipped: []string{}})
+			}
 			beneath := 0
 			if ds, ok := g.Store().(store.DelegationStore); ok {
 				if all, err := ds.Delegations(a.ctx); err == nil {
@@ -178,8 +221,85 @@ again instead). Policy grants are revoked by editing the policy.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "who revokes: recorded as cli:`NAME` (default $LATCH_APPROVER, else $USER)")
+	f := cmd.Flags()
+	f.StringVar(&as, "as", "", "who revokes: recorded as cli:`NAME` (default $LATCH_APPROVER, else $USER)")
+	f.StringVar(&createdBy, "created-by", "", "revoke every delegation created by exactly `AGENT[/USER]`")
+	f.StringVar(&under, "under", "", "revoke every delegation beneath `GRANT` (a policy grant, envelope or dlg_… id), GRANT itself excluded")
+	f.BoolVar(&asJSON, "json", false, "print {\"revoked\": [ids], \"skipped\": [ids]} as one JSON object")
 	return cmd
+}
+
+// revokeJSON is what latch revoke --json prints: the ids revoked by this run and the matches
+// skipped because they were already revoked, in creation order.
+type revokeJSON struct {
+	Revoked []string `json:"revoked"`
+	Skipped []string `json:"skipped"`
+}
+
+// parseRevokeCreator checks --created-by: AGENT or AGENT/USER, matched exactly.
+func parseRevokeCreator(s string) (latch.Principal, error) {
+	agent, user, hasUser := strings.Cut(s, "/")
+	switch {
+	case strings.TrimSpace(s) == "":
+		return latch.Principal{}, usagef("--created-by is empty (want AGENT[/USER], e.g. cli/alice)")
+	case agent == "":
+		return latch.Principal{}, usagef("--created-by %q: the agent is missing (want AGENT[/USER], e.g. cli/alice)", s)
+	case hasUser && user == "":
+		return latch.Principal{}, usagef("--created-by %q: the user after / is empty (want AGENT[/USER])", s)
+	case strings.Contains(user, "/"):
+		return latch.Principal{}, usagef("--created-by %q: at most one / (want AGENT[/USER])", s)
+	}
+	return latch.Principal{Agent: agent, User: user}, nil
+}
+
+// revokeWhere revokes what a selector matches and prints each revoked id. What was revoked
+// before a failure is printed too, so the operator sees how far the run got.
+func (a *app) revokeWhere(g *latch.Guard, sel latch.RevokeSelector, by string, asJSON bool) error {
+	res, err := g.RevokeWhere(a.ctx, sel, by)
+	if errors.Is(err, latch.ErrNothingMatched) {
+		return fmt.Errorf("no delegation matches %s; nothing was changed", selectorText(sel))
+	}
+	if res == nil {
+		return fmt.Errorf("revoke %s: %s", selectorText(sel), reason(err))
+	}
+	out := revokeJSON{Revoked: []string{}, Skipped: []string{}}
+	for _, d := range res.Revoked {
+		out.Revoked = append(out.Revoked, d.ID)
+	}
+	for _, d := range res.Skipped {
+		out.Skipped = append(out.Skipped, d.ID)
+	}
+	if asJSON {
+		if jerr := jsonLine(a.stdout, out); jerr != nil {
+			return jerr
+		}
+	} else {
+		for _, d := range res.Revoked {
+			fmt.Fprintf(a.stdout, "revoked %s (%s beneath %s), by %s at %s\n", d.ID, delegationSubject(d), d.Parent, d.RevokedBy, stamp(d.RevokedAt))
+		}
+		for _, id := range out.Skipped {
+			fmt.Fprintf(a.stdout, "skipped %s: already revoked\n", id)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("revoke %s: %s (the %d revoked before it stay revoked; run it again to finish)", selectorText(sel), reason(err), len(out.Revoked))
+	}
+	if !asJSON {
+		fmt.Fprintf(a.stdout, "%d revoked, %d already revoked, matching %s\n", len(out.Revoked), len(out.Skipped), selectorText(sel))
+	}
+	return nil
+}
+
+// selectorText names a selector as the flags that made it.
+func selectorText(sel latch.RevokeSelector) string {
+	var parts []string
+	if sel.CreatedBy != "" {
+		parts = append(parts, "--created-by "+sel.CreatedBy)
+	}
+	if sel.Under != "" {
+		parts = append(parts, "--under "+sel.Under)
+	}
+	return strings.Join(parts, " ")
 }
 
 func (a *app) delegationsCommand() *cobra.Command {

@@ -297,6 +297,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 	switch {
 	case cerr == nil && tag.String() == "COMMIT":
 		s.writes.Add(1)
+		s.skewAfterBatch(ctx, batch)
 		return true, false, nil
 	case cerr == nil:
 		return false, false, nil // the server answered ROLLBACK: a statement had failed
@@ -311,11 +312,23 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 	case landed:
 		s.writes.Add(1)
 		s.log.Warn("lost commit settled: it landed", "store", s.url, "op", "batch", "writes", len(batch), "error", cerr)
+		s.skewAfterBatch(ctx, batch)
 		return true, false, nil
 	}
 	s.log.Warn("lost commit settled: it did not land; re-issuing", "store", s.url, "op", "batch", "writes", len(batch),
 		"error", cerr)
 	return false, true, nil
+}
+
+// skewAfterBatch checks the clocks once a committed batch wrote a lapsed lease ambiguous
+// (skew.go).
+func (s *Store) skewAfterBatch(ctx context.Context, batch []*queuedWrite) {
+	for _, q := range batch {
+		if q.p != nil && lapses(q.p.effect, q.p.now) {
+			s.checkSkew(ctx, skewAtLease)
+			return
+		}
+	}
 }
 
 // batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote.

@@ -90,6 +90,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -106,6 +107,13 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConns caps the connection pool; 0 keeps pgx's default (or the URL's pool_max_conns).
 	MaxConns int32
+	// ClockSkewThreshold is how far the host's clock may be from the database's before the
+	// store reports it (a clock_skew_detected event and a warning): above 0, at most
+	// MaxClockSkewThreshold; 0 means DefaultClockSkewThreshold. A clock_skew_threshold= URL
+	// parameter takes precedence.
+	ClockSkewThreshold time.Duration
+	// Now is the host's clock the skew check reads; nil is time.Now.
+	Now func() time.Time
 }
 
 // Store is a latch store in one PostgreSQL schema. It implements store.Store,
@@ -120,7 +128,8 @@ type Store struct {
 	q        queries
 	version  int // the schema version at open: latestVersion for a writer, maybe older for a reader
 	writes   atomic.Int64
-	batch    *batcher // Reserve and Record in flight together share a transaction (batch.go)
+	skew     *skewWatch // clock skew detection (skew.go)
+	batch    *batcher   // Reserve and Record in flight together share a transaction (batch.go)
 }
 
 var (
@@ -132,8 +141,9 @@ var (
 
 // location is a parsed store URL.
 type location struct {
-	pgURL  string // the URL pgx sees: schema= removed
+	pgURL  string // the URL pgx sees: schema= and clock_skew_threshold= removed
 	schema string
+	skew   time.Duration // clock_skew_threshold=, 0 when not given
 }
 
 // maxIdentifier is PostgreSQL's identifier length (NAMEDATALEN-1). A longer schema name would be
@@ -167,6 +177,17 @@ func parseURL(raw string) (location, error) {
 		}
 		loc.schema = vs[0]
 		q.Del("schema")
+	}
+	if vs, ok := q[skewParam]; ok {
+		d, err := time.ParseDuration(vs[0])
+		if err != nil {
+			return location{}, fmt.Errorf("%s %q: want a duration such as 2s or 500ms", skewParam, vs[0])
+		}
+		if err := checkSkewThreshold(d); err != nil {
+			return location{}, err
+		}
+		loc.skew = d
+		q.Del(skewParam)
 	}
 	u.RawQuery = q.Encode()
 	loc.pgURL = u.String()
@@ -261,6 +282,7 @@ func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("open %s: %w", s.url, err)
 	}
+	s.checkSkew(ctx, skewAtOpen)
 	return s, nil
 }
 
@@ -281,6 +303,18 @@ func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	threshold := loc.skew
+	if threshold == 0 {
+		threshold = c.ClockSkewThreshold
+	}
+	if threshold == 0 {
+		threshold = DefaultClockSkewThreshold
+	} else if err := checkSkewThreshold(threshold); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	pc, err := pgxpool.ParseConfig(loc.pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -298,7 +332,7 @@ func newStore(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	return &Store{
 		url: redact(url), schema: loc.schema, readOnly: c.ReadOnly, log: c.Logger,
 		pool: pool, conn: pc.ConnConfig, q: newQueries(pgx.Identifier{loc.schema}.Sanitize(), latestVersion()),
-		batch: newBatcher(),
+		batch: newBatcher(), skew: &skewWatch{threshold: threshold, now: c.Now, log: c.Logger},
 	}, nil
 }
 

@@ -78,6 +78,9 @@ type txn struct {
 	// and the reused event ids give that wait to writes with no row to compare.
 	pending *witness
 	w       witness
+	// lapsed says the transaction wrote a lapsed lease ambiguous: once it commits, the store
+	// checks the clocks (skew.go), since the lapse was decided on the host's.
+	lapsed bool
 }
 
 // write runs fn in one READ COMMITTED transaction and commits it, again from the start when a
@@ -133,6 +136,9 @@ func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn 
 		cerr := tx.Commit(ctx)
 		if cerr == nil {
 			s.writes.Add(1)
+			if t.lapsed {
+				s.checkSkew(ctx, skewAtLease)
+			}
 			return &t.w, nil
 		}
 		if notCommitted(cerr) {
@@ -158,6 +164,12 @@ func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn 
 		pending, last = &t.w, cerr
 	}
 	return nil, fmt.Errorf("%s: gave up after %d tries: %w", op, maxTries, last)
+}
+
+// lapses reports an effect write that makes a lapsed lease ambiguous: a lapse decided on the
+// host's clock (now), after which the store checks it against the database's.
+func lapses(w *store.EffectWrite, now time.Time) bool {
+	return w != nil && w.Next.State == store.Ambiguous && store.LeaseLapsed(w.Prev, now)
 }
 
 // retryable reports a transaction PostgreSQL aborted and that may simply run again.
@@ -614,6 +626,9 @@ func (t *txn) appendReceipt(ctx context.Context, rc *receipt.Receipt) (*receipt.
 // It returns the events as written and the receipt as sealed.
 func (t *txn) apply(ctx context.Context, effect *store.EffectWrite, approval *store.ApprovalWrite,
 	events []store.Event, now time.Time, rc *receipt.Receipt) ([]store.Event, *receipt.Sealed, error) {
+	if lapses(effect, now) {
+		t.lapsed = true
+	}
 	if err := t.writeEffect(ctx, effect); err != nil {
 		return nil, nil, err
 	}

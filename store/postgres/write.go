@@ -161,6 +161,7 @@ func (s *Store) CreateApproval(ctx context.Context, req *store.ApprovalRequest) 
 			return err
 		}
 		plan := store.PlanApproval(req, eff, h, held)
+		t.lapsed = lapses(plan.Effect, req.Now)
 		if err := t.writeEffect(ctx, plan.Effect); err != nil {
 			return err
 		}
