@@ -28,6 +28,7 @@ const (
 	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
 	FaultRevocationIgnored     = faultRevocationIgnored
 	FaultCredentialCached      = faultCredentialCached
+	FaultSkewThresholdUnit     = faultSkewThresholdUnit
 	FaultTransportNotExecuted  = faultTransportNotExecuted
 	FaultTasksIgnored          = faultTasksIgnored
 	FaultBudgetUnchecked       = faultBudgetUnchecked

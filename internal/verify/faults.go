@@ -92,6 +92,9 @@ const (
 	// of each credential it verified once and never asks the verifier (and its revocation feed)
 	// again, as a token cache would. G20 fails.
 	faultCredentialCached = "credential_cached"
+	// faultSkewThresholdUnit opens G13's stores with the largest threshold (5m) instead of the
+	// default (1s), as a threshold read in the wrong unit would. G13 fails.
+	faultSkewThresholdUnit = "skew_threshold_wrong_unit"
 	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
 	// fails.
@@ -123,6 +126,7 @@ var faultTargets = map[string][]string{
 	faultSchemaCurrentOnly:     {"G31"},
 	faultRevocationIgnored:     {"L6"},
 	faultCredentialCached:      {"G20"},
+	faultSkewThresholdUnit:     {"G13"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},

@@ -104,3 +104,41 @@ func TestG20RevocationFeed(t *testing.T) {
 		t.Errorf("G20 on a policy that runs nothing = %s %q, want N/A %q", r.Status, r.Reason, naNoRunnable)
 	}
 }
+
+// TestG13ClockSkew: on Postgres, a host clock 5s ahead at open and one 5s behind when a lease
+// lapses are each named by one clock_skew_detected event, while agreeing clocks record none and
+// the lapse is decided as without skew; a threshold in the wrong unit (5m) misses both, and G13
+// fails on the guarantee, not its control. On SQLite, one clock: N/A.
+func TestG13ClockSkew(t *testing.T) {
+	t.Parallel()
+	r := runGoverned(t, "", "deny", []string{"G13"})["G13"]
+	want := "the sqlite backend has no clock of its own: the store reads the host's clock only, so there is no second clock to disagree with"
+	if r.Status != NotApplicable || r.Reason != want {
+		t.Errorf("G13 on SQLite = %s %q, want N/A %q", r.Status, r.Reason, want)
+	}
+	u := postgresURL(t)
+	// Graded on every policy, the one that runs nothing included: the store is what is graded.
+	for _, pol := range []string{"deny", "allow"} {
+		r := runGoverned(t, u, pol, []string{"G13"})["G13"]
+		if r.Status != Pass {
+			t.Fatalf("G13 on Postgres (%s) = %s %q (%s), want PASS", pol, r.Status, r.Reason, r.Detail)
+		}
+		for _, want := range []string{"clock_skew_detected where open, skew_ms ", "clock_skew_detected where lease, skew_ms -", "clocks agreeing: no clock_skew_detected event at open"} {
+			if !strings.Contains(r.Detail, want) {
+				t.Errorf("G13 detail lacks %q: %s", want, r.Detail)
+			}
+		}
+	}
+	r = runGoverned(t, u, "deny", []string{"G13"}, faultSkewThresholdUnit)["G13"]
+	if r.Status != Fail || r.Reason == controlFailedReason {
+		t.Errorf("G13 with %s = %s %q (%s), want FAIL on the guarantee", faultSkewThresholdUnit, r.Status, r.Reason, r.Detail)
+	}
+	cat, err := List(t.Context(), &Config{Policy: parsePolicy(t, governancePolicies["deny"]), StoreURL: u, Only: []string{"G13"}})
+	if err != nil || len(cat.Entries) != 1 || !cat.Entries[0].Applicable {
+		t.Errorf("List on Postgres: %+v, %v; want G13 applicable", cat, err)
+	}
+	cat, err = List(t.Context(), &Config{Policy: parsePolicy(t, governancePolicies["deny"]), Only: []string{"G13"}})
+	if err != nil || len(cat.Entries) != 1 || cat.Entries[0].Applicable || cat.Entries[0].Reason != want {
+		t.Errorf("List on SQLite: %+v, %v; want G13 N/A %q", cat, err, want)
+	}
+}

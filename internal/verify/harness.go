@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -64,7 +65,10 @@ type runner struct {
 	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
 	dry    bool      // List's runner: newEnv stops every scenario with errDry
-	envs   int       // scratch environments opened so far (newEnv)
+	// backend is the scheme of the operator's store URL (sqlite for ""): the kind of every
+	// scratch store, known to List's runner too, which makes none.
+	backend string
+	envs    int // scratch environments opened so far (newEnv)
 }
 
 // errDry stops a scenario of List's dry runner at its first scratch environment: by then it has
@@ -85,8 +89,12 @@ func newRunner(cfg *Config, faults faultSet, sc *scratch) (*runner, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	place := cfg.StoreURL
+	if place == "" {
+		place = storeurl.DefaultPlace
+	}
 	return &runner{cfg: cfg, lifted: lifted, sp: sp, faults: faults, sc: sc, start: start.UTC().Truncate(time.Millisecond),
-		env: environment(cfg.Policy), tmp: tmp}, nil
+		env: environment(cfg.Policy), tmp: tmp, backend: store.Scheme(place)}, nil
 }
 
 // environment is the environment a guard over p defaults to (latch.Open's rule):

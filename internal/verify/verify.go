@@ -172,6 +172,7 @@ var catalogue = []guarantee{
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
 	{"G12", "byte written is ambiguous", (*runner).g12},
+	{"G13", "clock skew is named", (*runner).g13},
 	{"G14", "token changes across a renewal", (*runner).g14},
 	{"G15", "renewal past the ceiling refused", (*runner).g15},
 	{"G17", "unentitled approver refused", (*runner).g17},
