@@ -31,6 +31,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		Approval: &store.Approval{
 			ID: newID("apr_"), Status: store.Pending, ActionHash: pr.hash, Action: pr.doc, ActionName: pr.call.Action,
 			Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: g.policy.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
+			PreconditionHash: pr.precondition, PreconditionAt: pr.preconditionAt,
 		},
 		Events: append(g.proposal(pr, actionID, now), reconciled...),
 		Probe: &store.ReserveRequest{

@@ -157,6 +157,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 		rc, err := g.refuse(ctx, pr, actionID, started, err)
 		return nil, rc, err
 	}
+	// The state of the target, last, right before the reservation: an approval is spent only on
+	// the state its approver saw (docs/governance.md#precondition-fingerprints).
+	if err := g.recheckPrecondition(ctx, pr, approvalID); err != nil {
+		pr.eval = preconditionDenied(pr, err)
+		rc, err := g.refuse(ctx, pr, actionID, started, err)
+		return nil, rc, err
+	}
 	return g.reserve(ctx, pr, actionID, approvalID, started)
 }
 
@@ -167,6 +174,13 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 func (g *Guard) approve(ctx context.Context, pr *prepared, actionID string, started time.Time) (_ string, _ *Receipt, err error) {
 	ctx, span := g.startSpan(ctx, SpanApprove, AttrAction.String(pr.call.Action), AttrActionID.String(actionID))
 	defer func() { endSpan(span, err) }()
+	// The state the approver will be asked about, read before the request is stored: a request
+	// whose state cannot be read is not stored.
+	if err := g.capturePrecondition(ctx, pr); err != nil {
+		pr.eval = preconditionDenied(pr, err)
+		rc, err := g.refuse(ctx, pr, actionID, started, err)
+		return "", rc, err
+	}
 	var reconciled []store.Event
 	if pr.key != "" && pr.opts.Reconcile != nil {
 		if reconciled, err = g.reconcile(ctx, pr, actionID); err != nil {

@@ -48,6 +48,14 @@ type Options struct {
 	// provider the call asks.
 	Scope        ScopeFunc
 	ScopeTimeout time.Duration
+	// Precondition is this call's precondition provider, overriding the action's precondition
+	// entry in the policy (docs/governance.md#precondition-fingerprints). Recheck says when it is
+	// asked (RecheckOnApproval when both this and the policy leave it empty);
+	// PreconditionTimeout, when positive, bounds its answer (else the policy's, else
+	// DefaultPreconditionTimeout).
+	Precondition        PreconditionFunc
+	Recheck             Recheck
+	PreconditionTimeout time.Duration
 }
 
 // Outcome is a reconcile hook's answer to "did this effect happen?". The names carry an Outcome
@@ -112,6 +120,13 @@ type prepared struct {
 	scopeHash string              // the hash of the scope the resource was checked against, if any
 	started   time.Time
 	task      string // the call's task (callTask), "" when none
+	// The precondition fingerprints (precondition.go): the state read for this call ("" for
+	// none), whether it was read, when; and the one captured with a presented approval.
+	precondition     string
+	preconditionRead bool
+	preconditionAt   time.Time
+	captured         string
+	capturedAt       time.Time
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -388,7 +403,7 @@ func (g *Guard) proposal(pr *prepared, actionID string, now time.Time) []store.E
 }
 
 func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []store.Event {
-	if !pr.remote {
+	if !pr.remote && !pr.preconditionRead && pr.captured == "" && pr.capturedAt.IsZero() {
 		// The usual call: both payloads written directly, without building maps.
 		proposed, ok1 := stringObject("action", pr.call.Action, "action_hash", pr.hash, "agent", pr.principal.Agent,
 			"environment", pr.env, "resource", pr.resource, "user", pr.principal.User)
@@ -407,12 +422,27 @@ func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []s
 	if pr.remote {
 		proposed["remote"] = g.remoteRecord(pr)
 	}
+	evaluated := map[string]any{"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash}
+	// The fingerprints the call was decided on, never the state itself: the one read for this
+	// call and the one captured with the approval it presents.
+	if pr.preconditionRead {
+		evaluated["precondition"] = orNone(pr.precondition)
+	}
+	if pr.captured != "" || !pr.capturedAt.IsZero() {
+		evaluated["precondition_captured"] = orNone(pr.captured)
+	}
 	return []store.Event{
 		store.NewEvent(store.EventActionProposed, now, actionID, pr.key, "", proposed),
-		store.NewEvent(store.EventPolicyEvaluated, now, actionID, pr.key, "", map[string]any{
-			"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash,
-		}),
+		store.NewEvent(store.EventPolicyEvaluated, now, actionID, pr.key, "", evaluated),
 	}
+}
+
+// orNone is a fingerprint as an event records it: "none" for a target without state.
+func orNone(h string) string {
+	if h == "" {
+		return "none"
+	}
+	return h
 }
 
 // stringObject writes the JSON object of keys kv[0], kv[2], … (given in canonical order) and

@@ -51,6 +51,11 @@ const (
 	ReasonPrincipalExpired Reason = "principal_expired"
 	ReasonOutOfScope       Reason = "out_of_scope"      // the resource is not in the principal's scope (ScopeError)
 	ReasonScopeUnavailable Reason = "scope_unavailable" // the scope provider failed, timed out or answered garbage
+	// The state of the target (PreconditionError): Refusal.ApprovalID names the approval
+	// presented, which stays as it was.
+	ReasonPreconditionChanged     Reason = "precondition_changed"     // its fingerprint differs from the one the approval was requested on
+	ReasonPreconditionMissing     Reason = "precondition_missing"     // a fingerprint on one side only
+	ReasonPreconditionUnavailable Reason = "precondition_unavailable" // the precondition provider failed, timed out or answered garbage
 	// The budgets (BudgetError): Refusal.Budget, Metric and Window say which budget.
 	ReasonBudgetExhausted      Reason = "budget_exhausted"        // no room left in the window for this call's amount
 	ReasonBudgetMetricMissing  Reason = "budget_metric_missing"   // the metered argument is not passed
@@ -195,6 +200,9 @@ func outermost(err error, r *Refusal) bool {
 	case *ScopeError:
 		r.Kind, r.Reason = KindDenied, Reason(e.Reason)
 		return true
+	case *PreconditionError:
+		r.Kind, r.Reason, r.ApprovalID = KindDenied, Reason(e.Reason), e.ApprovalID
+		return true
 	case *ApprovalMismatchError:
 		r.Kind, r.Reason, r.ApprovalID = KindApprovalRefused, Reason("approval_"+e.Reason), e.ApprovalID
 		return true
@@ -316,6 +324,9 @@ func (r *Refusal) Err() error {
 		if r.Reason == ReasonOutOfScope || r.Reason == ReasonScopeUnavailable {
 			return &ScopeError{Reason: string(r.Reason), Detail: detail}
 		}
+		if isPreconditionReason(r.Reason) {
+			return &PreconditionError{Reason: string(r.Reason), ApprovalID: r.ApprovalID, Detail: detail}
+		}
 		if isBudgetReason(r.Reason) {
 			w, _ := policy.ParseISODuration(r.Window) // a window that does not read is left out, as on the wire
 			return &BudgetError{Reason: string(r.Reason), Budget: r.Budget, Metric: r.Metric, Window: w, Detail: detail}
@@ -394,6 +405,7 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
 	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied,
+	ReasonPreconditionChanged: KindDenied, ReasonPreconditionMissing: KindDenied, ReasonPreconditionUnavailable: KindDenied,
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,
 	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,

@@ -50,7 +50,7 @@ actions:
 `))
 	fmt.Println(err)
 	// Output:
-	// latch.yaml:4:5: unknown key "desicion" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets)
+	// latch.yaml:4:5: unknown key "desicion" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets, precondition)
 }
 
 func ExamplePolicy_Warnings() {

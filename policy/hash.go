@@ -99,6 +99,10 @@ func normalizeAction(a *Action) map[string]any {
 		// Only when declared, so that a policy without budgets hashes as it always has.
 		m["budgets"] = normalizeBudgets(a.Budgets)
 	}
+	if c := a.Precondition; c != nil {
+		// Only when declared, so that a policy without preconditions hashes as it always has.
+		m["precondition"] = map[string]any{"url": c.URL, "recheck": string(c.Recheck), "timeout": durationString(c.Timeout)}
+	}
 	return m
 }
 

@@ -17,7 +17,7 @@ import (
 // Keys of each mapping, in the order error messages list them.
 var (
 	topKeys       = []string{"schema", "mode", "environment", "version", "actions", "authority", "gateway", "approvers", "retention", "scopes"}
-	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers", "budgets"}
+	actionKeys    = []string{"effect", "resource", "arguments", "lease", "approval_ttl", "max_attempts", "rules", "decision", "approvers", "budgets", "precondition"}
 	ruleKeys      = []string{"when", "decision"}
 	authorityKeys = []string{"max_delegation_depth", "grants", "break_glass"}
 	grantKeys     = []string{"id", "subject", "actions", "resources", "constraints", "environments", "expires_at", "delegable", "tasks", "budgets"}
@@ -627,6 +627,8 @@ func (p *parser) action(e entry) (*Action, *Error) {
 			a.Approvers, err = p.actionApprovers(en, where)
 		case "budgets":
 			a.Budgets, err = p.budgets(en, where, true)
+		case "precondition":
+			a.Precondition, err = p.precondition(en, where)
 		default:
 			err = p.unknownKey(en.k, where, actionKeys)
 		}

@@ -65,7 +65,7 @@ func TestParseRefusals(t *testing.T) {
 		{"action null", header + "actions:\n  a:\n", 3, 3, `action "a" is null (expected a mapping with decision or rules)`},
 		{"action scalar", header + "actions:\n  a: allow\n", 3, 6, `action "a" is string "allow"`},
 		{"unknown action key", withAction("    decision: allow\n    efect: \"x\"\n"), 5, 5,
-			`unknown key "efect" in action "a" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets)`},
+			`unknown key "efect" in action "a" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets, precondition)`},
 		{"both decision and rules", withAction("    decision: allow\n    rules:\n      - decision: deny\n"), 5, 5, `both decision and rules in action "a" (expected exactly one)`},
 		{"both, rules first", withAction("    rules:\n      - decision: deny\n    decision: allow\n"), 6, 5, `both decision and rules in action "a"`},
 		{"neither decision nor rules", withAction("    effect: \"x\"\n"), 3, 3, `action "a" has neither decision nor rules (expected exactly one)`},
@@ -244,7 +244,7 @@ func TestErrorString(t *testing.T) {
 	t.Parallel()
 	src := header + "actions:\n  billing.charge:\n    decision: allow\n    efect: \"x\"\n"
 	_, err := Parse("latch.yaml", []byte(src))
-	want := `latch.yaml:5:5: unknown key "efect" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets)`
+	want := `latch.yaml:5:5: unknown key "efect" in action "billing.charge" (expected one of effect, resource, arguments, lease, approval_ttl, max_attempts, rules, decision, approvers, budgets, precondition)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Parse(%q) = %v, want %v", src, err, want)
 	}

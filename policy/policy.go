@@ -112,6 +112,10 @@ type Action struct {
 	// Budgets are the action's own budgets (docs/budgets.md), each kept per principal
 	// (Budget.Per); nil when it has none.
 	Budgets []Budget
+	// Precondition is the action's `precondition:` entry (docs/governance.md#precondition-fingerprints):
+	// where the state of the action's target is read, so that an approval is spent only on the
+	// state the approver saw; nil when it has none.
+	Precondition *Precondition
 }
 
 // Rule is one entry of an action's rules: when every condition holds, Decision applies.

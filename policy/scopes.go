@@ -53,7 +53,7 @@ func (p *parser) scopes(e entry) (*Scopes, *Error) {
 			s.URL, err = p.scopeURL(en)
 		case "timeout":
 			timeoutN = en.k
-			s.Timeout, err = p.scopeTimeout(en)
+			s.Timeout, err = p.scopeTimeout(en, "scopes.timeout")
 		case "actions":
 			s.Actions, err = p.patterns(en, "scopes.actions", checkActionPattern)
 		default:
@@ -159,8 +159,9 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (p *parser) scopeTimeout(e entry) (time.Duration, *Error) {
-	const what = "scopes.timeout"
+// scopeTimeout reads how long a call waits for a service latch asks (what names the key): a
+// duration from MinScopeTimeout to MaxScopeTimeout.
+func (p *parser) scopeTimeout(e entry, what string) (time.Duration, *Error) {
 	if e.v.Kind == yaml.ScalarNode && e.v.Tag == tagInt {
 		return 0, p.errf(e.v, "%s is a bare number %s (expected a duration with a unit, like 2s or 500ms)", what, e.v.Value)
 	}

@@ -231,6 +231,8 @@ var schemas = map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
 		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
 		"created_at": stamp, "expires_at": stamp, "approver": nstr, "previous_denied": nstr, "previous_denied_by": nstr,
+		"precondition": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
+			obj([]string{"hash", "captured_at"}, map[string]any{"hash": nstr, "captured_at": stamp})}},
 		"required": integer, "grants": integer,
 		"display": map[string]any{"type": "array", "items": obj([]string{"name", "raw"}, map[string]any{
 			"name": str, "label": nstr, "raw": str, "human": nstr})},

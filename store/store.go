@@ -130,6 +130,12 @@ type Approval struct {
 	// Required is how many distinct grants the request needed at its last answer; 0 before any
 	// answer (the policy's approvers say: Policy.ApproversFor).
 	Required int
+	// PreconditionHash is the fingerprint of the target's state when the request was stored
+	// (docs/governance.md#precondition-fingerprints): "sha256:…", or "" when no precondition
+	// provider applied. PreconditionAt is when that state was read (zero when none was). Both
+	// are set when the request is stored and never change.
+	PreconditionHash string
+	PreconditionAt   time.Time
 }
 
 // Event is one entry of the append-only event log (docs/guarantees.md#events). ID is assigned by the store.

@@ -38,14 +38,18 @@ Where the policy gives an argument display hints (a label, money in minor units)
 arguments are followed by how a person should read them — "Refund: €2,500.00 (250000
 minor units)" — beside the exact values, which are what the approval is bound to.
 
+A request stored on the state of its target (an action with a precondition) is listed
+below the table with when that state was read: "apr_…: state captured at 2026-… (sha256:…)".
+The approval is spent only while the target's state still has that fingerprint.
+
 A request asked for an action whose last request was denied is listed below the table:
 "apr_…: asked again after apr_… was denied by bob". Asking again while a request for the
 same action is pending hands back that request; it is not listed twice.
 
 --json prints JSON Lines, one object per request:
   approval_id, status, action, action_hash, arguments, display, principal, resource,
-  created_at, expires_at, approver, previous_denied, previous_denied_by, answers,
-  required, grants`,
+  created_at, expires_at, approver, previous_denied, previous_denied_by, precondition
+  ({hash, captured_at} or null), answers, required, grants`,
 		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -82,6 +86,10 @@ same action is pending hands back that request; it is not listed twice.
 				j := o.ApprovalView(ap)
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
 					dash(deref(j.Resource)), stamp(ap.ExpiresAt), cell(answersCell(pol, ap)), cell(withReadable(pol, j.Action, j.Arguments)))
+				if !ap.PreconditionAt.IsZero() {
+					again = append(again, fmt.Sprintf("%s: state captured at %s (%s)", ap.ID, stamp(ap.PreconditionAt),
+						cell(dash(ap.PreconditionHash))))
+				}
 				if ap.PreviousDenied != "" {
 					again = append(again, fmt.Sprintf("%s: asked again after %s was denied by %s", ap.ID, cell(ap.PreviousDenied), cell(ap.PreviousDeniedBy)))
 				}

@@ -62,11 +62,30 @@ type Approval struct {
 	// and PreviousDeniedBy who denied it (null when it was not asked again after a denial).
 	PreviousDenied   *string `json:"previous_denied"`
 	PreviousDeniedBy *string `json:"previous_denied_by"`
+	// Precondition is the state of the action's target the request was stored on
+	// (docs/governance.md#precondition-fingerprints): null when no precondition provider was
+	// asked.
+	Precondition *Precondition `json:"precondition"`
 	// Answers are the answers given so far, oldest first; Required is how many distinct
 	// grants the request needs and Grants how many it has (docs/approvals.md).
 	Answers  []Answer `json:"answers"`
 	Required int      `json:"required"`
 	Grants   int      `json:"grants"`
+}
+
+// Precondition is the fingerprint of a target's state and when the state was read: what an
+// approval is spent on only while the state still has it.
+type Precondition struct {
+	Hash       *string `json:"hash"` // null: the target had no state to read
+	CapturedAt *string `json:"captured_at"`
+}
+
+// PreconditionOf is the fingerprint a request was stored with, nil when none was read.
+func PreconditionOf(a *store.Approval) *Precondition {
+	if a.PreconditionAt.IsZero() && a.PreconditionHash == "" {
+		return nil
+	}
+	return &Precondition{Hash: Str(a.PreconditionHash), CapturedAt: Stamp(a.PreconditionAt)}
 }
 
 // Answer is one person's answer to an approval request.
@@ -134,7 +153,7 @@ func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
 		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
 		Arguments: args, Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
 		CreatedAt: Stamp(a.CreatedAt), ExpiresAt: Stamp(a.ExpiresAt), Approver: Str(a.Approver),
-		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy),
+		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy), Precondition: PreconditionOf(a),
 		Answers: make([]Answer, len(a.Answers)), Required: n, Grants: store.Grants(a.Answers, verified),
 	}
 	for i, x := range a.Answers {

@@ -213,15 +213,19 @@ type approvalView struct {
 	Approver    string
 	Note        string
 	AnsweredAt  time.Time
-	Denials     []denialView
-	Answers     []answerView
-	Required    int
-	Given       int
-	CanAnswer   bool
-	WhyNot      string
-	CSRF        string
-	Roles       string // the roles the policy names for the action's approvers
-	Verified    bool   // the policy counts verified answers only
+	// StateAt is when the state of the action's target was read for the request (zero when no
+	// precondition applies), StateHash its fingerprint ("" for a target without state).
+	StateAt   time.Time
+	StateHash string
+	Denials   []denialView
+	Answers   []answerView
+	Required  int
+	Given     int
+	CanAnswer bool
+	WhyNot    string
+	CSRF      string
+	Roles     string // the roles the policy names for the action's approvers
+	Verified  bool   // the policy counts verified answers only
 }
 
 type denialView struct {
@@ -270,7 +274,8 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	av := &approvalView{ID: a.ID, Status: string(a.Status), Action: d.Name, Hash: a.ActionHash, Resource: d.Resource,
 		Agent: d.Principal.Agent, User: d.Principal.User, Environment: d.Environment, PolicyHash: a.PolicyHash,
 		PolicyNow: a.PolicyHash == pol.Hash, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
-		Approver: a.Approver, Note: a.Note, AnsweredAt: a.AnsweredAt, Required: 1, CSRF: v.CSRF}
+		Approver: a.Approver, Note: a.Note, AnsweredAt: a.AnsweredAt, Required: 1, CSRF: v.CSRF,
+		StateAt: a.PreconditionAt, StateHash: a.PreconditionHash}
 	if av.PolicyNow {
 		av.PolicyVer = pol.Version
 	}

@@ -26,11 +26,11 @@ type answerQueries struct {
 	answerPresent         string
 }
 
-func newAnswerQueries(schema string) answerQueries {
+func newAnswerQueries(schema, approvalRead string) answerQueries {
 	const cols = `approval_id, approver, method, verified, granted, note, answered_at, required`
 	r := strings.NewReplacer("{s}", schema).Replace
 	return answerQueries{
-		lockApproval: r(`SELECT ` + approvalColumns + ` FROM {s}.approvals WHERE approval_id = $1 FOR UPDATE`),
+		lockApproval: r(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = $1 FOR UPDATE`),
 		answersOf:    r(`SELECT ` + cols + ` FROM {s}.approval_answers WHERE approval_id = $1 ORDER BY n`),
 		allAnswers:   r(`SELECT ` + cols + ` FROM {s}.approval_answers ORDER BY approval_id, n`),
 		insertAnswer: r(`INSERT INTO {s}.approval_answers (approval_id, n, approver, approver_key, method, verified, granted,

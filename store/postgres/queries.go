@@ -5,7 +5,10 @@ import "strings"
 // Column lists, in the order the scanners read them.
 const (
 	effectColumns   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, arguments, note, conflict`
-	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by`
+	approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by, precondition_hash, precondition_at`
+	// The list of a schema before preconditionVersion, and stand-ins for the columns it lacks.
+	approvalColumnsBeforePrecondition = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by`
+	preconditionStandIns              = `, ''::text, NULL::bigint`
 	// The list of a schema before deniedVersion, and stand-ins for the columns it lacks.
 	approvalColumnsBeforeDenied = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash, created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note`
 	deniedStandIns              = `, ''::text, ''::text`
@@ -54,6 +57,10 @@ const notesVersion = 5
 // (migration 6).
 const deniedVersion = 6
 
+// preconditionVersion is the schema that added approvals.precondition_hash and precondition_at
+// (migration 16).
+const preconditionVersion = 16
+
 // newQueries builds the statements for the quoted schema at the given schema version.
 func newQueries(schema string, version int) queries {
 	r := strings.NewReplacer("{s}", schema)
@@ -62,8 +69,8 @@ func newQueries(schema string, version int) queries {
 	effectRead, effectWrite, approvalRead, approvalWrite := effectColumns, effectColumns, approvalColumns, approvalColumns
 	effectCAS, approvalCAS := `, arguments = $17, note = $18, conflict = $19`, `, note = $16`
 	effectValues, approvalValues := `, $13, $14, $15`, `, $15`
-	approvalValues += `, $16, $17`
-	insertColumns := 17
+	approvalValues += `, $16, $17, $18, $19`
+	insertColumns := 19
 	via := `d.via, d.reason`
 	if version < viaVersion {
 		via = `''::text, ''::text` // every row of such a schema is a delegation
@@ -71,17 +78,23 @@ func newQueries(schema string, version int) queries {
 	switch {
 	case version < notesVersion:
 		effectRead, effectWrite = effectColumnsBeforeNotes+effectStandIns, effectColumnsBeforeNotes
-		approvalRead, approvalWrite = approvalColumnsBeforeNotes+approvalStandIns+deniedStandIns, approvalColumnsBeforeNotes
+		approvalRead, approvalWrite = approvalColumnsBeforeNotes+approvalStandIns+deniedStandIns+preconditionStandIns, approvalColumnsBeforeNotes
 		effectCAS, approvalCAS, effectValues, approvalValues = "", "", "", ""
 		insertColumns = 14
 	case version < deniedVersion:
-		approvalRead, approvalWrite = approvalColumnsBeforeDenied+deniedStandIns, approvalColumnsBeforeDenied
+		approvalRead, approvalWrite = approvalColumnsBeforeDenied+deniedStandIns+preconditionStandIns, approvalColumnsBeforeDenied
 		approvalValues = `, $15`
 		insertColumns = 15
+	case version < preconditionVersion:
+		// A request stored in such a schema keeps no fingerprint: presented, it is one that
+		// captured none.
+		approvalRead, approvalWrite = approvalColumnsBeforePrecondition+preconditionStandIns, approvalColumnsBeforePrecondition
+		approvalValues = `, $15, $16, $17`
+		insertColumns = 17
 	}
 	var answers answerQueries
 	if version >= answersVersion {
-		answers = newAnswerQueries(schema)
+		answers = newAnswerQueries(schema, approvalRead)
 	}
 	return queries{
 		answers:               answers,

@@ -134,17 +134,21 @@ type approvalRow struct {
 	consumed                stamp
 	note                    string
 	prevDenied, prevDenier  string
+	precondHash             string
+	precondAt               stamp
 }
 
 func toApprovalRow(a *store.Approval) (approvalRow, error) {
 	r := approvalRow{id: a.ID, status: string(a.Status), actionHash: a.ActionHash, action: rawJSON(a.Action),
 		actionName: a.ActionName, agent: a.Agent, user: a.User, policyHash: a.PolicyHash, approver: a.Approver,
-		consumedBy: a.ConsumedBy, note: a.Note, prevDenied: a.PreviousDenied, prevDenier: a.PreviousDeniedBy}
+		consumedBy: a.ConsumedBy, note: a.Note, prevDenied: a.PreviousDenied, prevDenier: a.PreviousDeniedBy,
+		precondHash: a.PreconditionHash}
 	var err error
 	for _, f := range []struct {
 		dst *stamp
 		t   time.Time
-	}{{&r.created, a.CreatedAt}, {&r.expires, a.ExpiresAt}, {&r.answered, a.AnsweredAt}, {&r.consumed, a.ConsumedAt}} {
+	}{{&r.created, a.CreatedAt}, {&r.expires, a.ExpiresAt}, {&r.answered, a.AnsweredAt}, {&r.consumed, a.ConsumedAt},
+		{&r.precondAt, a.PreconditionAt}} {
 		if *f.dst, err = nanos(f.t); err != nil {
 			return r, fmt.Errorf("approval %s: %w", a.ID, err)
 		}
@@ -154,14 +158,15 @@ func toApprovalRow(a *store.Approval) (approvalRow, error) {
 
 func (r *approvalRow) scan(row pgx.Row) error {
 	return row.Scan(&r.id, &r.status, &r.actionHash, &r.action, &r.actionName, &r.agent, &r.user, &r.policyHash,
-		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed, &r.note, &r.prevDenied, &r.prevDenier)
+		&r.created, &r.expires, &r.approver, &r.answered, &r.consumedBy, &r.consumed, &r.note, &r.prevDenied, &r.prevDenier,
+		&r.precondHash, &r.precondAt)
 }
 
 // args are the row's first n values in approvalColumns order (a schema before the latest has
 // only the first columns: queries.approvalInsertColumns).
 func (r *approvalRow) args(n int) []any {
 	a := []any{r.id, r.status, r.actionHash, r.action, r.actionName, r.agent, r.user, r.policyHash, r.created,
-		r.expires, r.approver, r.answered, r.consumedBy, r.consumed, r.note, r.prevDenied, r.prevDenier}
+		r.expires, r.approver, r.answered, r.consumedBy, r.consumed, r.note, r.prevDenied, r.prevDenier, r.precondHash, r.precondAt}
 	return a[:n]
 }
 
@@ -170,7 +175,7 @@ func (r *approvalRow) equal(o *approvalRow) bool {
 		r.actionName == o.actionName && r.agent == o.agent && r.user == o.user && r.policyHash == o.policyHash &&
 		r.created == o.created && r.expires == o.expires && r.approver == o.approver && r.answered == o.answered &&
 		r.consumedBy == o.consumedBy && r.consumed == o.consumed && r.note == o.note && r.prevDenied == o.prevDenied &&
-		r.prevDenier == o.prevDenier
+		r.prevDenier == o.prevDenier && r.precondHash == o.precondHash && r.precondAt == o.precondAt
 }
 
 // scanApproval reads an approval row, as selected by approvalRead.
@@ -187,7 +192,8 @@ func (r *approvalRow) approval() *store.Approval {
 		Action: fromBytes(r.action), ActionName: r.actionName, Agent: r.agent, User: r.user, PolicyHash: r.policyHash,
 		CreatedAt: fromNanos(r.created), ExpiresAt: fromNanos(r.expires), Approver: r.approver,
 		AnsweredAt: fromNanos(r.answered), ConsumedBy: r.consumedBy, ConsumedAt: fromNanos(r.consumed), Note: r.note,
-		PreviousDenied: r.prevDenied, PreviousDeniedBy: r.prevDenier}
+		PreviousDenied: r.prevDenied, PreviousDeniedBy: r.prevDenier, PreconditionHash: r.precondHash,
+		PreconditionAt: fromNanos(r.precondAt)}
 }
 
 func scanEvent(row pgx.Row) (*store.Event, error) {

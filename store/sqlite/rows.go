@@ -89,12 +89,18 @@ const notesVersion = 6
 // (migration 7).
 const deniedVersion = 7
 
+// preconditionVersion is the schema that added approvals.precondition_hash and precondition_at
+// (migration 17).
+const preconditionVersion = 17
+
 const (
 	effectColumnsBeforeNotes   = `effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, result, error, resolved_by, created_at, updated_at, NULL, '', ''`
 	approvalColumnsBeforeNotes = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, '', '', ''`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, '', '', '', '', NULL`
 	approvalColumnsBeforeDenied = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, '', ''`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, '', '', '', NULL`
+	approvalColumnsBeforePrecondition = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by, '', NULL`
 )
 
 // approvalColumnsAt is the approval column list a reader selects from a schema at version
@@ -107,6 +113,8 @@ func approvalColumnsAt(version int) string {
 		return approvalColumnsBeforeNotes
 	case version < deniedVersion:
 		return approvalColumnsBeforeDenied
+	case version < preconditionVersion:
+		return approvalColumnsBeforePrecondition
 	}
 	return approvalColumns
 }
@@ -208,16 +216,17 @@ func scanEffectRow(r *zrow) (*store.Effect, error) {
 }
 
 const approvalColumns = `approval_id, status, action_hash, action, action_name, agent, principal_user, policy_hash,
-	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by`
+	created_at, expires_at, approver, answered_at, consumed_by, consumed_at, note, previous_denied, previous_denied_by,
+	precondition_hash, precondition_at`
 
 func scanApproval(sc scanner) (*store.Approval, error) {
 	var a store.Approval
 	var status string
 	var action sql.NullString
-	var created, expires, answered, consumed sql.NullInt64
+	var created, expires, answered, consumed, precondAt sql.NullInt64
 	if err := sc.Scan(&a.ID, &status, &a.ActionHash, &action, &a.ActionName, &a.Agent, &a.User, &a.PolicyHash,
 		&created, &expires, &a.Approver, &answered, &a.ConsumedBy, &consumed, &a.Note, &a.PreviousDenied,
-		&a.PreviousDeniedBy); err != nil {
+		&a.PreviousDeniedBy, &a.PreconditionHash, &precondAt); err != nil {
 		return nil, err
 	}
 	a.Status = store.ApprovalStatus(status)
@@ -226,6 +235,7 @@ func scanApproval(sc scanner) (*store.Approval, error) {
 	a.ExpiresAt = fromNanos(expires)
 	a.AnsweredAt = fromNanos(answered)
 	a.ConsumedAt = fromNanos(consumed)
+	a.PreconditionAt = fromNanos(precondAt)
 	return &a, nil
 }
 

@@ -517,7 +517,8 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE budget_charges`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
-		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by"} {
+		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by",
+		"approvals DROP COLUMN precondition_hash", "approvals DROP COLUMN precondition_at"} {
 		exec(t, db, `ALTER TABLE `+col)
 	}
 	exec(t, db, `UPDATE latch_schema SET version = 1`)

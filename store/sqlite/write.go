@@ -264,18 +264,22 @@ func (t *txn) insertApproval(a *store.Approval) error {
 	var b binder
 	args := []any{a.ID, string(store.Pending), a.ActionHash, b.json(a.Action), a.ActionName, a.Agent, a.User,
 		a.PolicyHash, b.time(a.CreatedAt), b.time(a.ExpiresAt), a.Approver, b.time(a.AnsweredAt), a.ConsumedBy,
-		b.time(a.ConsumedAt), a.Note, a.PreviousDenied, a.PreviousDeniedBy}
+		b.time(a.ConsumedAt), a.Note, a.PreviousDenied, a.PreviousDeniedBy, a.PreconditionHash, b.time(a.PreconditionAt)}
 	if b.err != nil {
 		return b.err
 	}
-	// A schema before deniedVersion lacks the last two columns, one before notesVersion the
-	// last three.
+	// A schema before preconditionVersion lacks the last two columns, one before deniedVersion
+	// the last four, one before notesVersion the last five. A request stored in an older schema
+	// keeps no fingerprint, and is presented as one that captured none.
+	const precond = ",\n\tprecondition_hash, precondition_at"
 	cols, n := approvalColumns, len(args)
 	switch {
 	case t.legacy:
-		cols, n = strings.TrimSuffix(approvalColumns, ", note, previous_denied, previous_denied_by"), n-3
+		cols, n = strings.TrimSuffix(strings.TrimSuffix(approvalColumns, precond), ", note, previous_denied, previous_denied_by"), n-5
 	case t.version != 0 && t.version < deniedVersion:
-		cols, n = strings.TrimSuffix(approvalColumns, ", previous_denied, previous_denied_by"), n-2
+		cols, n = strings.TrimSuffix(strings.TrimSuffix(approvalColumns, precond), ", previous_denied, previous_denied_by"), n-4
+	case t.version != 0 && t.version < preconditionVersion:
+		cols, n = strings.TrimSuffix(approvalColumns, precond), n-2
 	}
 	marks := strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 	args = args[:n]

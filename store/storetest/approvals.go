@@ -157,6 +157,35 @@ func testReserveWithApproval(t *testing.T, b Backend) {
 	hash := hashOf("billing.charge inv_1")
 	now := t0.Add(2 * time.Minute)
 
+	t.Run("PreconditionKept", func(t *testing.T) {
+		// The fingerprint captured with a request is read back as stored, and no answer or
+		// reservation changes it: the recheck compares against what the approver was shown.
+		t.Parallel()
+		f := newFixture(t, b)
+		a := newApproval(hash, t0)
+		a.PreconditionHash, a.PreconditionAt = hashOf("state A"), t0.Add(-time.Second)
+		res, err := f.st.CreateApproval(t.Context(), &store.ApprovalRequest{Now: t0, Approval: a})
+		if err != nil || res.Approval == nil {
+			t.Fatalf("CreateApproval = %+v, %v", res, err)
+		}
+		got := f.approval(a.ID)
+		if got.PreconditionHash != a.PreconditionHash || !got.PreconditionAt.Equal(a.PreconditionAt) {
+			t.Fatalf("Approval() precondition = %q at %v, want %q at %v", got.PreconditionHash, got.PreconditionAt,
+				a.PreconditionHash, a.PreconditionAt)
+		}
+		granted := f.answer(a.ID, true, t0.Add(time.Minute))
+		c := withApproval("charge:inv_1", granted)
+		wantReserved(t, "reserve with the granted approval", f.reserve(c.reserve(now)))
+		got = f.approval(a.ID)
+		if got.Status != store.Consumed || got.PreconditionHash != a.PreconditionHash || !got.PreconditionAt.Equal(a.PreconditionAt) {
+			t.Errorf("Approval() after consumption = %s, precondition %q at %v; want consumed, %q at %v", got.Status,
+				got.PreconditionHash, got.PreconditionAt, a.PreconditionHash, a.PreconditionAt)
+		}
+		if plain := f.createApproval(hashOf("other"), t0); plain.PreconditionHash != "" || !plain.PreconditionAt.IsZero() {
+			t.Errorf("a request without a fingerprint reads %q at %v, want none", plain.PreconditionHash, plain.PreconditionAt)
+		}
+	})
+
 	t.Run("Unknown", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, b)
