@@ -29,6 +29,7 @@ const (
 	FaultRevocationIgnored     = faultRevocationIgnored
 	FaultCredentialCached      = faultCredentialCached
 	FaultSkewThresholdUnit     = faultSkewThresholdUnit
+	FaultPreconditionCached    = faultPreconditionCached
 	FaultTransportNotExecuted  = faultTransportNotExecuted
 	FaultTasksIgnored          = faultTasksIgnored
 	FaultBudgetUnchecked       = faultBudgetUnchecked

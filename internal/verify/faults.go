@@ -95,6 +95,10 @@ const (
 	// faultSkewThresholdUnit opens G13's stores with the largest threshold (5m) instead of the
 	// default (1s), as a threshold read in the wrong unit would. G13 fails.
 	faultSkewThresholdUnit = "skew_threshold_wrong_unit"
+	// faultPreconditionCached answers G16's precondition provider from the first state it read
+	// for each call, as a recheck that reused the read made when the request was stored would:
+	// the moved state goes unseen. G16 fails.
+	faultPreconditionCached = "precondition_cached"
 	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
 	// fails.
@@ -127,6 +131,7 @@ var faultTargets = map[string][]string{
 	faultRevocationIgnored:     {"L6"},
 	faultCredentialCached:      {"G20"},
 	faultSkewThresholdUnit:     {"G13"},
+	faultPreconditionCached:    {"G16"},
 	faultTransportNotExecuted:  {"G12"},
 	faultPrunePastCheckpoint:   {"G29"},
 	faultHoldIgnored:           {"G30"},

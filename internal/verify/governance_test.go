@@ -34,6 +34,22 @@ authority:
       subject: { agent: "payout-bot-*", user: "*" }
       actions: ["payments.*"]
 `,
+	// A precondition entry naming a state service that is not there: verify never asks it.
+	"precondition": `
+schema: latch.policy/v1
+approvers:
+  roles:
+    leads: [alice, bob]
+actions:
+  invoices.void:
+    effect: "void:{invoice_id}"
+    precondition: { url: "http://127.0.0.1:1/latch-verify-never-asked", recheck: always }
+    rules:
+      - when: { amount_lte: 100 }
+        decision: allow
+      - decision: approve
+    approvers: { roles: [leads] }
+`,
 	"deny": `
 schema: latch.policy/v1
 actions:
@@ -140,5 +156,51 @@ func TestG13ClockSkew(t *testing.T) {
 	cat, err = List(t.Context(), &Config{Policy: parsePolicy(t, governancePolicies["deny"]), Only: []string{"G13"}})
 	if err != nil || len(cat.Entries) != 1 || cat.Entries[0].Applicable || cat.Entries[0].Reason != want {
 		t.Errorf("List on SQLite: %+v, %v; want G13 N/A %q", cat, err, want)
+	}
+}
+
+// TestG16Precondition: on both backends, an approval granted on a state that then moves is
+// refused precondition_changed with nothing executed or reserved and the approval left granted,
+// and spent once the state is back; the unchanged control commits. A provider answering from
+// its first read (precondition_cached) lets the moved call run, and G16 fails on the guarantee.
+// A policy where nothing reaches approve is N/A.
+func TestG16Precondition(t *testing.T) {
+	t.Parallel()
+	for backend, u := range governanceBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			r := runGoverned(t, u, "approve", []string{"G16"})["G16"]
+			if r.Status != Pass {
+				t.Fatalf("G16 = %s %q (%s), want PASS", r.Status, r.Reason, r.Detail)
+			}
+			for _, want := range []string{"presented: refused precondition_changed (captured sha256:", "(provider asked again: true), executions: 0, record absent, approval granted", "presented again: ran, executions: 1"} {
+				if !strings.Contains(r.Detail, want) {
+					t.Errorf("G16 detail lacks %q: %s", want, r.Detail)
+				}
+			}
+			r = runGoverned(t, u, "approve", []string{"G16"}, faultPreconditionCached)["G16"]
+			if r.Status != Fail || r.Reason != "the call whose precondition moved executed" {
+				t.Errorf("G16 with %s = %s %q (%s), want FAIL on the moved call", faultPreconditionCached, r.Status, r.Reason, r.Detail)
+			}
+		})
+	}
+	r := runGoverned(t, "", "allow", []string{"G16"})["G16"]
+	if r.Status != NotApplicable || r.Reason != naNoApprove {
+		t.Errorf("G16 on a policy without approve = %s %q, want N/A %q", r.Status, r.Reason, naNoApprove)
+	}
+}
+
+// TestPreconditionEntryNeverAsked: a policy whose action declares a precondition service runs
+// the catalogue's scenarios without asking it (the scenario policy leaves the entry out; G16
+// gives its calls a provider of its own): the service's port is closed, so a scenario that
+// asked it would be refused precondition_unavailable and fail its control.
+func TestPreconditionEntryNeverAsked(t *testing.T) {
+	t.Parallel()
+	only := []string{"G1", "G2", "G3", "G7", "G16", "L1"}
+	got := runGoverned(t, "", "precondition", only)
+	for _, id := range only {
+		if r := got[id]; r.Status != Pass {
+			t.Errorf("%s = %s %q (%s), want PASS", id, r.Status, r.Reason, r.Detail)
+		}
 	}
 }

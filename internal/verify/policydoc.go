@@ -22,7 +22,7 @@ type scenarioPolicy struct {
 // lost on the way: the re-parsed document must normalize to exactly what the operator's does
 // (without its authority section when withAuthority is false: G6 leaves it out when no grant can
 // cover an unlisted name, so that the refusal it observes is the policy's; and always without
-// its gateway and scopes sections).
+// its gateway and scopes sections and its actions' precondition entries).
 func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, withAuthority bool) (*scenarioPolicy, error) {
 	doc, err := encodePolicy(op, extra, withAuthority)
 	if err != nil {
@@ -44,6 +44,9 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, with
 		// operator's principals, which the scenarios do not propose as: G23 gives its guards
 		// scope providers of its own (scopes.go).
 		want.Scopes = nil
+		// An action's precondition entry names a state service no scenario may ask (no
+		// network): G16 gives its calls a precondition provider of its own (precondition.go).
+		want.Actions = withoutPreconditions(want.Actions)
 		a, err := canon.Marshal(policy.Normalize(&want))
 		if err != nil {
 			return nil, fmt.Errorf("verify: normalize the policy: %w", err)
@@ -270,4 +273,28 @@ func conditionKey(c policy.Condition) string {
 		return c.Key
 	}
 	return c.Arg + "_" + string(c.Op)
+}
+
+// withoutPreconditions returns actions with every precondition entry left out (actions itself
+// when none declares one).
+func withoutPreconditions(actions map[string]*policy.Action) map[string]*policy.Action {
+	var out map[string]*policy.Action
+	for name, a := range actions {
+		if a == nil || a.Precondition == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*policy.Action, len(actions))
+			for k, v := range actions {
+				out[k] = v
+			}
+		}
+		c := *a
+		c.Precondition = nil
+		out[name] = &c
+	}
+	if out == nil {
+		return actions
+	}
+	return out
 }

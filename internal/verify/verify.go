@@ -175,6 +175,7 @@ var catalogue = []guarantee{
 	{"G13", "clock skew is named", (*runner).g13},
 	{"G14", "token changes across a renewal", (*runner).g14},
 	{"G15", "renewal past the ceiling refused", (*runner).g15},
+	{"G16", "moved precondition refused", (*runner).g16},
 	{"G17", "unentitled approver refused", (*runner).g17},
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
