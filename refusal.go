@@ -51,6 +51,9 @@ const (
 	ReasonPrincipalExpired Reason = "principal_expired"
 	ReasonOutOfScope       Reason = "out_of_scope"      // the resource is not in the principal's scope (ScopeError)
 	ReasonScopeUnavailable Reason = "scope_unavailable" // the scope provider failed, timed out or answered garbage
+	// ReasonPolicyUnapproved: Config.RequireApprovedPolicy is set and the policy in force has no
+	// approved change (docs/governance.md).
+	ReasonPolicyUnapproved Reason = "policy_unapproved"
 	// The budgets (BudgetError): Refusal.Budget, Metric and Window say which budget.
 	ReasonBudgetExhausted      Reason = "budget_exhausted"        // no room left in the window for this call's amount
 	ReasonBudgetMetricMissing  Reason = "budget_metric_missing"   // the metered argument is not passed
@@ -367,7 +370,7 @@ func (k RefusalKind) NeedsResolution() bool { return k == KindAmbiguous || k == 
 var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
-	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied,
+	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied, ReasonPolicyUnapproved: KindDenied,
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,
 	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
