@@ -23,6 +23,7 @@ schema: latch.policy/v1
 approvers:
   roles:
     leads: [alice, bob]
+  policy_change: { roles: [leads], required: 2 }
 actions:
   payments.payout:
     effect: "payout:{payout_id}"
@@ -201,6 +202,37 @@ func TestPreconditionEntryNeverAsked(t *testing.T) {
 	for _, id := range only {
 		if r := got[id]; r.Status != Pass {
 			t.Errorf("%s = %s %q (%s), want PASS", id, r.Status, r.Reason, r.Detail)
+		}
+	}
+}
+
+// TestG21ApprovedPolicy: on both backends and every policy shape (one that runs nothing
+// included), a guard requiring an approved policy refuses the call policy_unapproved with
+// nothing executed, reserved or asked, and, once the proposal is granted (two leads, where the
+// policy_change rule says so), the same running guard decides the call under the policy. A guard
+// opened without the requirement (policy_approval_unrequired) lets the first call decide, and
+// G21 fails on the guarantee.
+func TestG21ApprovedPolicy(t *testing.T) {
+	t.Parallel()
+	for backend, u := range governanceBackends(t) {
+		for _, pol := range []string{"allow", "approve", "deny"} {
+			t.Run(backend+"/"+pol, func(t *testing.T) {
+				t.Parallel()
+				r := runGoverned(t, u, pol, []string{"G21"})["G21"]
+				if r.Status != Pass {
+					t.Fatalf("G21 = %s %q (%s), want PASS", r.Status, r.Reason, r.Detail)
+				}
+				want := map[string]string{"allow": "then {", "approve": "then {", "deny": "refused unknown_action, executions: 0"}[pol]
+				for _, w := range []string{": refused policy_unapproved, executions: 0", want} {
+					if !strings.Contains(r.Detail, w) {
+						t.Errorf("G21 detail lacks %q: %s", w, r.Detail)
+					}
+				}
+				r = runGoverned(t, u, pol, []string{"G21"}, faultPolicyApprovalUnrequired)["G21"]
+				if r.Status != Fail || r.Reason == controlFailedReason {
+					t.Errorf("G21 with %s = %s %q (%s), want FAIL on the guarantee", faultPolicyApprovalUnrequired, r.Status, r.Reason, r.Detail)
+				}
+			})
 		}
 	}
 }

@@ -87,11 +87,7 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 			e["arguments"] = encodeArguments(a)
 		}
 		if r := a.Approvers; r != nil {
-			ap := map[string]any{"required": r.Required, "verified": r.Verified}
-			if len(r.Roles) > 0 {
-				ap["roles"] = r.Roles
-			}
-			e["approvers"] = ap
+			e["approvers"] = encodeApproverRule(r)
 		}
 		if a.Budgets != nil {
 			e["budgets"] = encodeBudgets(a.Budgets)
@@ -130,7 +126,11 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		for name, r := range p.Approvers.Roles {
 			roles[name] = append([]string{}, r.Members...)
 		}
-		doc["approvers"] = map[string]any{"roles": roles}
+		ap := map[string]any{"roles": roles}
+		if r := p.Approvers.PolicyChange; r != nil {
+			ap["policy_change"] = encodeApproverRule(r)
+		}
+		doc["approvers"] = ap
 	}
 	if r := p.Retention; r != nil {
 		ret := map[string]any{}
@@ -297,4 +297,13 @@ func withoutPreconditions(actions map[string]*policy.Action) map[string]*policy.
 		return actions
 	}
 	return out
+}
+
+// encodeApproverRule writes an approvers entry: an action's, or the policy's policy_change rule.
+func encodeApproverRule(r *policy.ApproverRule) map[string]any {
+	ap := map[string]any{"required": r.Required, "verified": r.Verified}
+	if len(r.Roles) > 0 {
+		ap["roles"] = r.Roles
+	}
+	return ap
 }

@@ -180,6 +180,7 @@ var catalogue = []guarantee{
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
 	{"G20", "revoked credential refused before exp", (*runner).g20},
+	{"G21", "unapproved policy decides nothing", (*runner).g21},
 	{"G22", "held budget refuses next reserve", (*runner).g22},
 	{"G23", "a failing scope provider refuses", (*runner).g23},
 	{"G24", "grant refused off its task", (*runner).g24},

@@ -332,7 +332,7 @@ func TestPaymentsExample(t *testing.T) {
 
 // TestNoEffectsNoAuthority: the guarantees that need an effect template, an authority section,
 // roles, M-of-N or a budget are N/A with reasons, and the summary counts only the rest (G1, G2,
-// G6, G7, G10, G11, G16, G18, G20, G23, G28–G32, L5), which pass.
+// G6, G7, G10, G11, G16, G18, G20, G21, G23, G28–G32, L5), which pass.
 func TestNoEffectsNoAuthority(t *testing.T) {
 	t.Parallel()
 	rep := run(t, &verify.Config{Policy: parse(t, readOnlyPolicy)})
@@ -364,10 +364,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 16 || rep.Applicable != 16 || rep.NotApplicable != 18 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 16, 16, 18, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 17 || rep.Applicable != 17 || rep.NotApplicable != 18 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 17, 17, 18, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "16/16 declared guarantees pass. 18 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "17/17 declared guarantees pass. 18 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused               N/A   no action with an effect template can decide allow\n") {
@@ -934,7 +934,7 @@ func TestList(t *testing.T) {
 		"G22  held budget refuses next reserve       N/A         no grant and no action declares a budget\n",
 		"G23  a failing scope provider refuses       applicable\n",
 		"G24  grant refused off its task             N/A         no grant names a task\n",
-		"34 guarantees: 30 applicable to this policy, 4 not applicable.\n",
+		"35 guarantees: 31 applicable to this policy, 4 not applicable.\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("payments listing lacks %q:\n%s", want, b.String())
@@ -957,7 +957,7 @@ func TestNewGuaranteesHold(t *testing.T) {
 		doc  string
 		only []string
 	}{
-		{effectsPolicy, []string{"G12", "G14", "G16", "G20", "G28", "G31", "L2", "L3", "L4", "L5"}},
+		{effectsPolicy, []string{"G12", "G14", "G16", "G20", "G21", "G28", "G31", "L2", "L3", "L4", "L5"}},
 		{fullPolicy, []string{"G15", "L6"}},
 		{failOpenPolicy, []string{"L5"}},
 	}
