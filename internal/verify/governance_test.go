@@ -223,7 +223,8 @@ func TestG21ApprovedPolicy(t *testing.T) {
 					t.Fatalf("G21 = %s %q (%s), want PASS", r.Status, r.Reason, r.Detail)
 				}
 				want := map[string]string{"allow": "then {", "approve": "then {", "deny": "refused unknown_action, executions: 0"}[pol]
-				for _, w := range []string{": refused policy_unapproved, executions: 0", want} {
+				granted := map[string]string{"allow": "granted by 1 approver(s)", "approve": "granted by 2 approver(s)", "deny": "granted by 1 approver(s)"}[pol]
+				for _, w := range []string{": refused policy_unapproved, executions: 0", want, granted} {
 					if !strings.Contains(r.Detail, w) {
 						t.Errorf("G21 detail lacks %q: %s", w, r.Detail)
 					}

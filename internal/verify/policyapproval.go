@@ -64,6 +64,7 @@ func (r *runner) g21(ctx context.Context) (outcome, error) {
 
 	a, perr := e.g.ProposePolicy(withPrincipal(ctx, latch.Principal{Agent: policyProposer}), e.sp.pol, "", nil)
 	proposal := ""
+	required := e.sp.pol.ApproversFor(policy.PolicyChangeAction).Required
 	if perr == nil {
 		proposal = a.ID
 		_, perr = e.grantAll(ctx, a.ID, policy.PolicyChangeAction, 0)
@@ -73,8 +74,8 @@ func (r *runner) g21(ctx context.Context) (outcome, error) {
 
 	unapproved := string(latch.ReasonPolicyUnapproved)
 	reason0, reason1 := refusalReason(err0), refusalReason(err1)
-	detail := fmt.Sprintf("RequireApprovedPolicy, policy %s never approved in the scratch store; %s: %s, executions: %d, store before: %s, after: %s; proposed by %s (%s) and granted: %s; then %s: %s, executions: %d",
-		short(e.sp.pol.Hash), what0, refusalText(err0), c0.count(), before, after, policyProposer, proposal, errText(perr), what1, refusalText(err1), c1.count())
+	detail := fmt.Sprintf("RequireApprovedPolicy, policy %s never approved in the scratch store; %s: %s, executions: %d, store before: %s, after: %s; proposed by %s (%s) and granted by %d approver(s), as approvers.policy_change requires: %s; then %s: %s, executions: %d",
+		short(e.sp.pol.Hash), what0, refusalText(err0), c0.count(), before, after, policyProposer, proposal, required, errText(perr), what1, refusalText(err1), c1.count())
 	switch {
 	case perr != nil || reason1 == unapproved || pk != nil && (err1 != nil || c1.count() != 1) || pk == nil && (err1 == nil || c1.count() != 0):
 		return controlFailed(action, detail), nil

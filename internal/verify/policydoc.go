@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -57,6 +58,11 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, with
 		}
 		if !bytes.Equal(a, b) {
 			return nil, fmt.Errorf("verify: the scenario policy differs from the operator's:\n%s\n%s", a, b)
+		}
+		// Who approves a change of the policy is not part of its normal form: compared apart.
+		if x, y := op.ApproversFor(policy.PolicyChangeAction), p.ApproversFor(policy.PolicyChangeAction); !slices.Equal(x.Roles, y.Roles) ||
+			x.Required != y.Required || x.Verified != y.Verified {
+			return nil, fmt.Errorf("verify: the scenario policy's approvers.policy_change differs from the operator's: %+v, %+v", y, x)
 		}
 	}
 	return &scenarioPolicy{pol: p, doc: doc}, nil
