@@ -257,7 +257,7 @@ func parseRevokeCreator(s string) (latch.Principal, error) {
 func (a *app) revokeWhere(g *latch.Guard, sel latch.RevokeSelector, by string, asJSON bool) error {
 	res, err := g.RevokeWhere(a.ctx, sel, by)
 	if errors.Is(err, latch.ErrNothingMatched) {
-		return fmt.Errorf("no delegation matches %s; nothing was changed", selectorText(sel))
+		return fmt.Errorf("no delegation matches %s; nothing was changed", cell(selectorText(sel)))
 	}
 	if res == nil {
 		return fmt.Errorf("revoke %s: %s", selectorText(sel), reason(err))
@@ -275,7 +275,7 @@ func (a *app) revokeWhere(g *latch.Guard, sel latch.RevokeSelector, by string, a
 		}
 	} else {
 		for _, d := range res.Revoked {
-			fmt.Fprintf(a.stdout, "revoked %s (%s beneath %s), by %s at %s\n", d.ID, delegationSubject(d), d.Parent, d.RevokedBy, stamp(d.RevokedAt))
+			fmt.Fprintf(a.stdout, "revoked %s (%s beneath %s), by %s at %s\n", d.ID, cell(delegationSubject(d)), cell(d.Parent), cell(d.RevokedBy), stamp(d.RevokedAt))
 		}
 		for _, id := range out.Skipped {
 			fmt.Fprintf(a.stdout, "skipped %s: already revoked\n", id)
@@ -285,7 +285,7 @@ func (a *app) revokeWhere(g *latch.Guard, sel latch.RevokeSelector, by string, a
 		return fmt.Errorf("revoke %s: %s (the %d revoked before it stay revoked; run it again to finish)", selectorText(sel), reason(err), len(out.Revoked))
 	}
 	if !asJSON {
-		fmt.Fprintf(a.stdout, "%d revoked, %d already revoked, matching %s\n", len(out.Revoked), len(out.Skipped), selectorText(sel))
+		fmt.Fprintf(a.stdout, "%d revoked, %d already revoked, matching %s\n", len(out.Revoked), len(out.Skipped), cell(selectorText(sel)))
 	}
 	return nil
 }
