@@ -12,6 +12,10 @@
 // person's — an approver, who answers approval requests and resolves effects — and never an
 // agent's: Identify names the person, and Principal refuses the token.
 //
+// A RevocationFeed (Config.Revocations) refuses a token its issuer revoked before its exp — by
+// jti, or a subject's tokens — read from a file, a polled URL or pushes, as a plain list or CAEP
+// events; past its max staleness it refuses every token of the issuers it covers.
+//
 // Only asymmetric signatures are accepted (RS256, ES256, EdDSA), each only with a key of its
 // own type and strength, so a token cannot pick the algorithm its key is checked with. A
 // refusal is an *Error whose message names what failed and never quotes the credential.

@@ -137,3 +137,59 @@ func ExampleJWT_Identify() {
 	// agent refund-agent
 	// person alice - as an agent: the token is a person's (an approver's): people answer approval requests and resolve effects, and do not propose actions
 }
+
+// A revocation feed refuses a credential before its exp: here the feed takes a pushed plain
+// list (in production it reads a file or polls the issuer's URL as well, see RevocationConfig).
+func ExampleRevocationFeed() {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "identity-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "issuer.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	feed, err := identity.NewRevocationFeed(&identity.RevocationConfig{Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	j, err := identity.NewJWT(&identity.Config{Issuer: "https://auth.example.com", Audience: "payments",
+		KeyFiles: []string{keyFile}, Revocations: feed, Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mint := func(jti string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://auth.example.com", "aud": "payments",
+			"sub": "refund-agent", "jti": jti, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}).SignedString(priv)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return tok
+	}
+	if _, err := feed.Push([]byte("iss https://auth.example.com\njti t-1\n")); err != nil {
+		log.Fatal(err)
+	}
+	for _, jti := range []string{"t-1", "t-2"} {
+		p, err := j.Verify(context.Background(), mint(jti))
+		if err != nil {
+			// A guard refuses the call with this error wrapped in ErrIdentity; its reason word:
+			fmt.Printf("%s: refused %s: %v\n", jti, latch.RefusalOf(err).Reason, err)
+			continue
+		}
+		fmt.Printf("%s: %s\n", jti, p.Agent)
+	}
+	// Output:
+	// t-1: refused credential_revoked: the credential (jti "t-1") of issuer "https://auth.example.com" was revoked
+	// t-2: refund-agent
+}

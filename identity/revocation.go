@@ -286,10 +286,11 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// Push adds the revocations of body — a document in either format — to the feed, and counts as
-// a successful read: a feed fed by pushes stays fresh while they keep coming (an empty
-// document is a heartbeat). Pushing the same document twice changes nothing the second time.
-// It returns how many entries the document held.
+// Push adds the revocations of body — a document in either format — to the feed, and returns
+// how many entries it held. Pushing the same document twice changes nothing the second time.
+// For a feed with no Source a push counts as a successful read: it stays fresh while pushes
+// keep coming (an empty document is a heartbeat); a feed with a Source ages by its reads only.
+// Pushed entries are kept in memory, beside the source's.
 func (f *RevocationFeed) Push(body []byte) (int, error) {
 	if int64(len(body)) > f.cfg.MaxBytes {
 		return 0, fmt.Errorf("revocations of %d bytes exceed %d", len(body), f.cfg.MaxBytes)

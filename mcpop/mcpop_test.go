@@ -9,11 +9,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"github.com/latchkit/latch/auth"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,6 +203,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // approver marks edit sets, and returns a client connector and the token minter.
 func jwtOperator(t *testing.T, g *latch.Guard, edit func(*identity.Config)) (connect func(tok string) (*mcp.ClientSession, error), sign func(claims jwt.MapClaims) string) {
 	t.Helper()
+	_, connect, sign = jwtOperatorAt(t, g, edit)
+	return connect, sign
+}
+
+// jwtOperatorAt is jwtOperator, also returning the server's URL.
+func jwtOperatorAt(t *testing.T, g *latch.Guard, edit func(*identity.Config)) (url string, connect func(tok string) (*mcp.ClientSession, error), sign func(claims jwt.MapClaims) string) {
+	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +253,7 @@ func jwtOperator(t *testing.T, g *latch.Guard, edit func(*identity.Config)) (con
 		}
 		return cs, err
 	}
-	return connect, sign
+	return srv.URL, connect, sign
 }
 
 var approverMark = func(c *identity.Config) { c.ApproverClaim, c.ApproverValue = "latch_role", "approver" }
@@ -377,5 +386,74 @@ func TestAskedAgainAfterDenial(t *testing.T) {
 	}
 	if a.PreviousDenied == nil || *a.PreviousDenied != id || a.PreviousDeniedBy == nil || *a.PreviousDeniedBy != "alice" {
 		t.Errorf("show_approval = %s, want previous_denied %s by alice", b, id)
+	}
+}
+
+// A person's JWT that a revocation feed reports revoked — by subject, in CAEP events polled from
+// a real HTTP feed on 127.0.0.1 — opens no session and answers nothing, before its exp; another
+// person's JWT answers. When the feed goes stale past its bound, every JWT of the issuer is
+// refused revocation_feed_stale. Nothing refused is written.
+func TestHTTPJWTRevokedPerson(t *testing.T) {
+	t.Parallel()
+	g, _, id := setup(t, "")
+	var down atomic.Bool
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"events": [{"events": {"` + identity.EventCredentialChange + `": {"change_type": "revoke",
+			"subject": {"format": "iss_sub", "iss": "https://sso.example", "sub": "erin"}}}}]}`))
+	}))
+	t.Cleanup(src.Close)
+	feed, err := identity.NewRevocationFeed(&identity.RevocationConfig{Source: src.URL, Poll: 20 * time.Millisecond, MaxStaleness: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opURL, connect, sign := jwtOperatorAt(t, g, func(c *identity.Config) { approverMark(c); c.Revocations = feed })
+	before := g.Store().(store.WriteCounter).WriteTransactions()
+	erin := sign(jwt.MapClaims{"sub": "erin", "latch_role": "approver", "iat": time.Now().Unix()})
+	if cs, err := connect(erin); err == nil {
+		res, cerr := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id}})
+		t.Fatalf("a revoked person's JWT opened a session; approve = %v %v", cerr, res)
+	} else if !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("a revoked person's JWT: %v, want Unauthorized", err)
+	}
+	if after := g.Store().(store.WriteCounter).WriteTransactions(); after != before {
+		t.Errorf("the refused session wrote %d transactions", after-before)
+	}
+	if a, err := g.Store().Approval(t.Context(), id); err != nil || a.Status != store.Pending {
+		t.Fatalf("approval after the revoked person's attempt = %v %v, want pending", a, err)
+	}
+	dana := sign(jwt.MapClaims{"sub": "dana", "latch_role": "approver"})
+	cs, err := connect(dana)
+	if err != nil {
+		t.Fatalf("another person's JWT: %v", err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_approvals", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_approvals: %v %s", err, errText(res))
+	}
+	_ = cs.Close()
+	down.Store(true)
+	time.Sleep(700 * time.Millisecond) // past the 300ms bound since the last good read
+	for tok, want := range map[string]string{erin: "credential_revoked", dana: "revocation_feed_stale"} {
+		if _, err := connect(tok); err == nil {
+			t.Errorf("a session opened, want %s", want)
+		}
+		// The client says Unauthorized; the answer itself names the reason.
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", opURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), want) {
+			t.Errorf("a request = %d %q, want 401 naming %s", resp.StatusCode, body, want)
+		}
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/server"
 )
 
 // fence matches a fenced block of docs/http.md: its language and its text.
@@ -110,7 +113,11 @@ func TestCurlExamples(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			s := startWith(t, backend, policyDoc, nil)
+			feed, err := identity.NewRevocationFeed(nil) // the push example's
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startWith(t, backend, policyDoc, &server.Config{Revocations: feed, RevocationSecret: []byte("push-secret")})
 			// What the examples refer to: a pending approval and an ambiguous effect.
 			apr := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge", "arguments": map[string]any{"invoice_id": "inv_90", "amount": 90000}})
 			amb := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge", "arguments": map[string]any{"invoice_id": "inv_87", "amount": 100}})
@@ -120,7 +127,7 @@ func TestCurlExamples(t *testing.T) {
 			if r := s.do("POST", "/v1/actions/"+amb.body["action_id"].(string)+"/outcome", s.alice, map[string]any{"outcome": "unknown"}); r.status != 200 {
 				t.Fatalf("setup outcome: %d %s", r.status, r.raw)
 			}
-			env := append(os.Environ(), "LATCH="+s.url, "TOKEN="+s.alice, "APPROVER="+s.approver, "APPROVAL_ID="+apr.body["approval_id"].(string))
+			env := append(os.Environ(), "LATCH="+s.url, "TOKEN="+s.alice, "APPROVER="+s.approver, "APPROVAL_ID="+apr.body["approval_id"].(string), "PUSH_SECRET=push-secret")
 			for i, c := range curls {
 				cmd := exec.CommandContext(t.Context(), sh, "-c", c)
 				cmd.Env = env

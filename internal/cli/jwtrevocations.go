@@ -43,7 +43,18 @@ func (r *jwtRevocations) check() error {
 	case r.poll < 0:
 		return usagef("--jwt-revocations-poll %v: want a positive duration", r.poll)
 	}
-	return nil
+	_, err := r.config(nil, "")
+	return err
+}
+
+// config checks the flags by building the feed they describe (which does no I/O).
+func (r *jwtRevocations) config(log *slog.Logger, issuer string) (*identity.RevocationFeed, error) {
+	f, err := identity.NewRevocationFeed(&identity.RevocationConfig{Source: r.source, Issuers: []string{issuer},
+		MaxStaleness: r.maxStaleness, Poll: r.poll, Logger: log})
+	if err != nil {
+		return nil, usagef("--jwt-revocations: %s", strings.TrimLeft(strings.TrimPrefix(err.Error(), "identity: revocation feed"), ": "))
+	}
+	return f, nil
 }
 
 // feed builds the feed the flags describe for issuer (nil when none) and reads it once: a feed
@@ -52,10 +63,9 @@ func (r *jwtRevocations) feed(ctx context.Context, issuer string, log *slog.Logg
 	if r.source == "" && !r.push {
 		return nil, nil
 	}
-	f, err := identity.NewRevocationFeed(&identity.RevocationConfig{Source: r.source, Issuers: []string{issuer},
-		MaxStaleness: r.maxStaleness, Poll: r.poll, Logger: log})
+	f, err := r.config(log, issuer)
 	if err != nil {
-		return nil, usagef("--jwt-revocations: %s", strings.TrimLeft(strings.TrimPrefix(err.Error(), "identity: revocation feed"), ": "))
+		return nil, err
 	}
 	if err := f.Refresh(ctx); err != nil {
 		return nil, fmt.Errorf("--jwt-revocations: %w", err)
