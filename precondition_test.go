@@ -412,3 +412,42 @@ func TestHTTPPrecondition(t *testing.T) {
 		}
 	}
 }
+
+// TestPreconditionWhileWaiting: a call that waits for its approval (Options.Wait) reads the
+// state again once the approval is granted: a state changed while it waited refuses it
+// precondition_changed, and the approval stays granted.
+func TestPreconditionWhileWaiting(t *testing.T) {
+	t.Parallel()
+	e := scopeEnvOn(t, "sqlite", scopePolicy, latch.Config{})
+	ctx := agent(t.Context())
+	state := &targetState{state: map[string]any{"status": "open"}}
+	call := chargeCall("B-1", 500)
+	call.Options = &latch.Options{Precondition: state.read, Wait: true}
+	type result struct {
+		rc  *latch.Receipt
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rc, err := e.g.Execute(ctx, call, func(context.Context, json.RawMessage) (any, error) {
+			t.Error("ran on a changed state")
+			return nil, nil
+		})
+		done <- result{rc, err}
+	}()
+	var id string
+	for deadline := time.Now().Add(10 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if l, err := e.g.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending}); err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+	}
+	if id == "" {
+		t.Fatal("no request was stored")
+	}
+	state.set(map[string]any{"status": "paid"}, nil)
+	if _, err := e.g.Approve(t.Context(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	refusedOnPrecondition(t, e, r.rc, r.err, "precondition_changed", id)
+}

@@ -114,6 +114,14 @@ func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory, held []i
 	}
 	payload["action_hash"] = a.ActionHash
 	payload["expires_at"] = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	if !a.PreconditionAt.IsZero() {
+		// The fingerprint of the target's state the request is bound to, never the state.
+		h := a.PreconditionHash
+		if h == "" {
+			h = "none"
+		}
+		payload["precondition"], payload["precondition_at"] = h, a.PreconditionAt.UTC().Format(time.RFC3339Nano)
+	}
 	p.Events = append(p.Events, NewEvent(kind, req.Now, actionID, key, a.ID, payload))
 	return p
 }

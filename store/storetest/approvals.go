@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,11 @@ func testReserveWithApproval(t *testing.T, b Backend) {
 		res, err := f.st.CreateApproval(t.Context(), &store.ApprovalRequest{Now: t0, Approval: a})
 		if err != nil || res.Approval == nil {
 			t.Fatalf("CreateApproval = %+v, %v", res, err)
+		}
+		if evs := f.events(store.EventFilter{ApprovalID: a.ID}); len(evs) != 1 ||
+			!strings.Contains(string(evs[0].Payload), `"precondition":"`+a.PreconditionHash+`"`) ||
+			!strings.Contains(string(evs[0].Payload), `"precondition_at":"`+a.PreconditionAt.UTC().Format(time.RFC3339Nano)+`"`) {
+			t.Errorf("approval_requested = %s; want the fingerprint and its capture time", evs[0].Payload)
 		}
 		got := f.approval(a.ID)
 		if got.PreconditionHash != a.PreconditionHash || !got.PreconditionAt.Equal(a.PreconditionAt) {
