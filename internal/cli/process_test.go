@@ -76,9 +76,10 @@ func freeAddr(t *testing.T) string {
 // serveProc is a `latch serve` process started by startServe.
 type serveProc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	base   string // http://ADDR
 }
+
 
 // startServe starts `bin args... --listen ADDR` (args name the serve command) as a real process
 // with env (cleanEnv() when nil), on a free address, and waits until its /readyz answers; the
@@ -86,7 +87,7 @@ type serveProc struct {
 func startServe(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &serveProc{cmd: exec.Command(bin, append(args, "--listen", addr)...), stderr: new(bytes.Buffer), base: "http://" + addr}
+	p := &serveProc{cmd: exec.Command(bin, append(args, "--listen", addr)...), stderr: &lockedBuffer{b: new(bytes.Buffer)}, base: "http://" + addr}
 	p.cmd.Env = env
 	if env == nil {
 		p.cmd.Env = cleanEnv()
