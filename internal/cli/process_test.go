@@ -80,7 +80,6 @@ type serveProc struct {
 	base   string // http://ADDR
 }
 
-
 // startServe starts `bin args... --listen ADDR` (args name the serve command) as a real process
 // with env (cleanEnv() when nil), on a free address, and waits until its /readyz answers; the
 // process is killed when the test ends, if it is still running.
