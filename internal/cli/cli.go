@@ -207,6 +207,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.demoCommand(),
 		a.checkCommand(),
 		a.evalCommand(),
+		a.policyCommand(),
 		a.approvalsCommand(),
 		a.answerCommand(true),
 		a.answerCommand(false),

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/internal/policyreplay"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -357,4 +361,147 @@ func (a *app) argCheckLine(c argCheckJSON) string {
 		return a.mark(true) + " " + req + "; every declared argument fits"
 	}
 	return a.mark(true) + " " + req + " (no arguments: section, so types are not checked)"
+}
+
+// policyCommand is `latch policy`: the commands about a policy change.
+func (a *app) policyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Work with a proposed policy change (replay it against recorded calls, propose it for approval)",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(a.policyReplayCommand(), a.policyProposeCommand())
+	return cmd
+}
+
+func (a *app) policyReplayCommand() *cobra.Command {
+	var last int
+	var since string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "replay FILE [--last N | --since T] [--json]",
+		Short: "Re-decide recorded calls under a proposed policy and list every decision that would change",
+		Long: `Read the call receipts of the store, rebuild each call (action, arguments, resource,
+principal, environment, task) and decide it under the proposed policy FILE exactly as a guard
+would — the policy's rules and, when FILE has an authority section, its grants and the store's
+delegations — then list every call whose decision would change (allow→approve,
+approve→deny, deny→allow, …) with the count of each change.
+
+Each call is decided as of the moment it started: a grant's expires_at is compared with that
+instant, and a delegation counts only if it existed then, revoked only if it had been revoked
+by then. Receipts without a principal are skipped. A refusal that depended on a circumstance
+of the moment rather than on the policy (an expired credential, a spent budget, a resource
+outside the caller's scope, an unreadable store) is kept as recorded and counted as kept.
+
+replay only reads: it executes nothing and writes nothing to the store. The changed calls
+listed are capped at 1000 (in seq order); the counts always cover every call.
+
+--last N replays the call receipts among the last N receipts; --since T those finished at or
+after T (an RFC 3339 time, or a duration back from now: 90m, 24h, 7d). --json prints one
+object: policy_hash, policy_version, replayed, skipped, kept, first_seq, last_seq, changed,
+transitions {"allow→approve": N, …}, changes [{seq, receipt_id, action_id, action, principal,
+environment, resource, effect_key, started_at, from, from_reason, to, reason}], truncated.
+Exits 0 when the replay ran, whether or not any decision changes; 1 when it could not (an
+invalid FILE, a store that cannot be read); 2 on a usage error.`,
+		Example: "  latch policy replay proposed.yaml\n  latch policy replay proposed.yaml --last 500\n  latch policy replay proposed.yaml --since 7d --json",
+		Args:    exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			opts := &policyreplay.Options{}
+			if cmd.Flags().Changed("last") {
+				if last < 1 {
+					return usagef("--last %d: want a positive number", last)
+				}
+				opts.Last = last
+			}
+			if cmd.Flags().Changed("since") {
+				if opts.Last > 0 {
+					return usagef("--last and --since select receipts two ways: give one")
+				}
+				t, err := a.sinceTime(since)
+				if err != nil {
+					return err
+				}
+				opts.Since = t
+			}
+			proposed, err := policy.LoadContext(a.ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.openRead()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := policyreplay.Replay(a.ctx, st, proposed, opts)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return jsonLine(a.stdout, rep.View())
+			}
+			return a.printReplay(proposed, rep)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&last, "last", 0, "only the call receipts among the last `N` receipts")
+	f.StringVar(&since, "since", "", "only receipts finished at or after `T` (RFC 3339, or a duration back from now: 90m, 24h, 7d)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// sinceTime reads --since: an RFC 3339 time, or a window back from now.
+func (a *app) sinceTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := operator.ParseWindow(s)
+	if err != nil {
+		return time.Time{}, usagef("--since %q: want an RFC 3339 time (2026-03-01T00:00:00Z) or a duration such as 90m, 24h or 7d", s)
+	}
+	return a.now().Add(-d), nil
+}
+
+func (a *app) printReplay(p *policy.Policy, r *policyreplay.Report) error {
+	what := cell(p.File) + " (" + p.Hash
+	if p.Version != "" {
+		what += ", version " + cell(p.Version)
+	}
+	what += ")"
+	window := "no receipts"
+	if r.FirstSeq != 0 {
+		window = fmt.Sprintf("receipts %d-%d", r.FirstSeq, r.LastSeq)
+	}
+	fmt.Fprintf(a.stdout, "replayed %d %s under %s, %s\n", r.Replayed, plural(r.Replayed, "call", "calls"), what, window)
+	if r.Skipped > 0 || r.Kept > 0 {
+		fmt.Fprintf(a.stdout, "skipped %d without a principal; kept %d %s of the moment as recorded\n", r.Skipped, r.Kept, plural(r.Kept, "refusal", "refusals"))
+	}
+	if r.Changed == 0 {
+		fmt.Fprintln(a.stdout, "no decision would change")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%d %s would change:\n", r.Changed, plural(r.Changed, "decision", "decisions"))
+	t := newTable(a.stdout)
+	for _, tr := range r.Transitions {
+		t.row("  "+tr.Key(), strconv.Itoa(tr.Count))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	t = newTable(a.stdout, "SEQ", "ACTION", "PRINCIPAL", "EFFECT KEY", "FROM", "TO", "REASON")
+	for _, c := range r.Changes {
+		from := string(c.From)
+		if c.FromReason != "" {
+			from += " (" + cell(c.FromReason) + ")"
+		}
+		t.row(strconv.FormatInt(c.Seq, 10), cell(c.Action), principal(c.Principal.Agent, c.Principal.User), dash(c.EffectKey),
+			from, string(c.To), dash(c.Reason))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if r.Truncated {
+		fmt.Fprintf(a.stdout, "(%d of %d changed calls listed; narrow the replay with --last or --since to see the rest)\n", len(r.Changes), r.Changed)
+	}
+	return nil
 }
