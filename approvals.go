@@ -30,7 +30,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		Now: now,
 		Approval: &store.Approval{
 			ID: newID("apr_"), Status: store.Pending, ActionHash: pr.hash, Action: pr.doc, ActionName: pr.call.Action,
-			Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: g.policy.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
+			Agent: pr.principal.Agent, User: pr.principal.User, PolicyHash: pr.pol.Hash, CreatedAt: now, ExpiresAt: now.Add(ttl),
 			PreconditionHash: pr.precondition, PreconditionAt: pr.preconditionAt,
 		},
 		Events: append(g.proposal(pr, actionID, now), reconciled...),
@@ -159,7 +159,7 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	case err != nil:
 		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
 	}
-	rule := g.policy.ApproversFor(cur.ActionName)
+	rule := g.current().ApproversFor(cur.ActionName)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
@@ -194,7 +194,7 @@ func (g *Guard) entitled(ctx context.Context, rule policy.ApproverRule, name str
 			return false, fmt.Errorf("roles of %s: %w", safetext.Quote(name), err)
 		}
 	}
-	return g.policy.Entitled(rule, name, roles).Entitled, nil
+	return g.current().Entitled(rule, name, roles).Entitled, nil
 }
 
 // Resolve settles an ambiguous effect as committed or failed, recording who said so (by: the
@@ -306,7 +306,7 @@ func (g *Guard) MayResolve(ctx context.Context, eff *store.Effect, by string) er
 	case store.SameName(name, agent) || user != "" && store.SameName(name, user):
 		return refuse(store.ReasonSelfResolution)
 	}
-	ok, err = g.entitled(ctx, g.policy.ApproversFor(eff.Action), name)
+	ok, err = g.entitled(ctx, g.current().ApproversFor(eff.Action), name)
 	switch {
 	case err != nil:
 		return fmt.Errorf("resolve %s: %w", safetext.Quote(eff.Key), err)

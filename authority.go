@@ -79,7 +79,7 @@ func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision 
 		return authority.Decision{Reason: authority.ReasonUnreadable, Dimension: authority.DimRecord,
 			Trace: []string{"delegations unreadable: " + err.Error()}}
 	}
-	return authority.Evaluate(g.policy.Authority, ds, authority.Request{
+	return authority.Evaluate(pr.pol.Authority, ds, authority.Request{
 		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,
 		Environment: pr.env, Task: pr.task, Args: pr.args, Now: g.cfg.Now(),
 	})
@@ -87,7 +87,7 @@ func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision 
 
 // delegationStore returns the guard's store as a delegation store.
 func (g *Guard) delegationStore() (store.DelegationStore, error) {
-	if g.policy.Authority == nil {
+	if g.current().Authority == nil {
 		return nil, errors.New("latch: the policy has no authority section: there is nothing to delegate")
 	}
 	ds, ok := g.store.(store.DelegationStore)
@@ -123,7 +123,7 @@ func (g *Guard) Delegate(ctx context.Context, parent string, grantDoc []byte, cr
 		by += "/" + creator.User
 	}
 	id := newID("dlg_")
-	if err := authority.CheckDelegation(g.policy.Authority, list, parent, child, authority.Request{Agent: creator.Agent, User: creator.User, Now: now}); err != nil {
+	if err := authority.CheckDelegation(g.current().Authority, list, parent, child, authority.Request{Agent: creator.Agent, User: creator.User, Now: now}); err != nil {
 		var ae *authority.Error
 		if !errors.As(err, &ae) {
 			return nil, fmt.Errorf("latch: delegate: %w", err)

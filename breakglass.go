@@ -58,7 +58,7 @@ func (g *Guard) BreakGlass(ctx context.Context, req *BreakGlassRequest) (*store.
 	}
 	now := g.cfg.Now()
 	opener, verified := openerOf(req.By)
-	env := g.policy.Authority.Envelope(req.Envelope)
+	env := g.current().Authority.Envelope(req.Envelope)
 	ttl := req.TTL
 	var child *policy.Grant
 	var doc []byte
@@ -86,7 +86,7 @@ func (g *Guard) BreakGlass(ctx context.Context, req *BreakGlassRequest) (*store.
 	check := authority.BreakGlassRequest{Envelope: req.Envelope, Grant: child, TTL: ttl, Reason: req.Reason, Now: now,
 		Opener: authority.Opener{Name: opener, Verified: verified, Roles: roles}}
 	by := req.By.String()
-	if err := authority.CheckBreakGlass(g.policy.Authority, list, check); err != nil {
+	if err := authority.CheckBreakGlass(g.current().Authority, list, check); err != nil {
 		var ae *authority.Error
 		if !errors.As(err, &ae) {
 			return nil, fmt.Errorf("latch: break-glass: %w", err)
@@ -133,7 +133,7 @@ func openerOf(by store.Approver) (name string, verified bool) {
 // the store's accounts). A role the policy does not define counts for nothing.
 func (g *Guard) personRoles(ctx context.Context, name string) ([]string, error) {
 	var out []string
-	if ap := g.policy.Approvers; ap != nil && name != "" {
+	if ap := g.current().Approvers; ap != nil && name != "" {
 		key := policy.NameKey(name)
 		for rn, r := range ap.Roles {
 			for _, m := range r.Members {
@@ -154,7 +154,7 @@ func (g *Guard) personRoles(ctx context.Context, name string) ([]string, error) 
 			return nil, fmt.Errorf("roles of %s: %w", name, err)
 		}
 		for _, r := range extra {
-			if g.policy.HasRole(r) {
+			if g.current().HasRole(r) {
 				out = append(out, r)
 			}
 		}

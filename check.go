@@ -79,7 +79,7 @@ func (ps *protections) snapshot() []protection {
 func (g *Guard) Check() error {
 	var errs []error
 	for _, p := range g.protected.snapshot() {
-		for _, e := range checkProtection(g.policy, p.action, p.typ) {
+		for _, e := range checkProtection(g.current(), p.action, p.typ) {
 			errs = append(errs, e)
 		}
 	}

@@ -23,6 +23,7 @@ func EvaluatePolicy(p *policy.Policy, call *Call, principal Principal, env strin
 	if env == "" {
 		env = "production"
 	}
-	g := &Guard{cfg: Config{Now: time.Now}, policy: p, env: env, log: slog.New(slog.DiscardHandler)}
+	g := &Guard{cfg: Config{Now: time.Now}, env: env, log: slog.New(slog.DiscardHandler)}
+	g.pol.Store(p)
 	return g.Evaluate(WithPrincipal(context.Background(), principal), call)
 }

@@ -97,10 +97,18 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 		rc, err := g.refuse(ctx, pr, actionID, started, nerr)
 		return nil, rc, err
 	}
+	// An unapproved policy decides nothing, its mode included (docs/governance.md).
+	if deny, err := g.unapproved(dctx, pr); err != nil {
+		return nil, nil, err
+	} else if deny {
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: string(ReasonPolicyUnapproved)}
+		rc, err := g.refuse(ctx, pr, actionID, started, &DeniedError{Action: call.Action, Reason: string(ReasonPolicyUnapproved)})
+		return nil, rc, err
+	}
 	// A provider's principal was checked by the provider, with its leeway; one from the context
 	// is checked here.
 	if g.principalExpired(p, expired, started) {
-		if g.policy.Mode == policy.ModeObserve {
+		if pr.pol.Mode == policy.ModeObserve {
 			// Observe mode records the refusal it would have made, and runs (docs/guarantees.md#observe-mode).
 			g.decide(dctx, pr)
 			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace}
@@ -113,7 +121,7 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 	}
 	g.decide(dctx, pr)
 	endDecide(nil)
-	if g.policy.Mode == policy.ModeObserve {
+	if pr.pol.Mode == policy.ModeObserve {
 		if pr.eval.Decision != policy.Deny {
 			if err := g.checkScope(ctx, pr); err != nil {
 				pr.eval = scopeDenied(pr, err) // what enforcement would have refused (would_have)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -58,13 +59,18 @@ type Config struct {
 	// ScopeTimeout bounds each question to Scope (or to an Options.Scope that gives no timeout
 	// of its own): default DefaultScopeTimeout.
 	ScopeTimeout time.Duration
+	// RequireApprovedPolicy refuses every call (Execute, Begin; Evaluate reports it) with
+	// policy_unapproved unless the store holds an approved change to the policy in force, by its
+	// hash (docs/governance.md). It lives in code, not in the file it governs.
+	RequireApprovedPolicy bool
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
 // for concurrent use.
 type Guard struct {
-	cfg    Config
-	policy *policy.Policy
+	cfg Config
+	// pol is the policy in force: each call reads it once (prepared.pol); SetPolicy swaps it.
+	pol    atomic.Pointer[policy.Policy]
 	store  store.Store
 	env    string
 	log    *slog.Logger
@@ -82,8 +88,10 @@ type Guard struct {
 	// hooks are the reconcile hooks the sweeper asks (reconcile.go).
 	hooks reconcilers
 	// scope is the provider of the policy's scopes section; nil without one, or when
-	// Config.Scope wins over it (scope.go).
-	scope *guardScope
+	// Config.Scope wins over it (scope.go). SetPolicy swaps it with the policy.
+	scope atomic.Pointer[guardScope]
+	// approvedPolicy is the hash of the last policy found approved (policyapproval.go).
+	approvedPolicy atomic.Pointer[string]
 }
 
 // Open builds a guard: it loads the policy (a missing or invalid policy is an error, never a
@@ -150,8 +158,10 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 		}
 	}
 	obs := observersOf(c.Sinks)
-	g := &Guard{cfg: c, policy: p, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger, obs), obs: obs,
-		tracer: newTracer(c.TracerProvider), scope: scope}
+	g := &Guard{cfg: c, store: st, env: env, log: c.Logger, sinks: newSinks(c.Sinks, c.Logger, obs), obs: obs,
+		tracer: newTracer(c.TracerProvider)}
+	g.pol.Store(p)
+	g.scope.Store(scope)
 	g.logOpen(c)
 	return g, nil
 }
@@ -171,17 +181,17 @@ func (g *Guard) logOpen(c Config) {
 			policyFile = abs
 		}
 	}
-	mode := string(g.policy.Mode)
+	mode := string(g.current().Mode)
 	if mode == "" {
 		mode = string(policy.ModeEnforce)
 	}
-	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.policy.Hash,
+	g.log.Info("latch: guard open", "store", storeName, "policy", policyFile, "policy_hash", g.current().Hash,
 		"mode", mode, "environment", g.env)
 	switch {
-	case c.Scope != nil && g.policy.Scopes != nil:
+	case c.Scope != nil && g.current().Scopes != nil:
 		g.log.Warn("latch: the policy's scopes section is not used: Config.Scope is the scope provider")
-	case g.scope != nil:
-		g.log.Info("latch: scopes from the policy", "scopes", g.policy.Scopes.String())
+	case g.scope.Load() != nil:
+		g.log.Info("latch: scopes from the policy", "scopes", g.current().Scopes.String())
 	}
 }
 
@@ -193,8 +203,11 @@ func (g *Guard) Close() error {
 	return g.store.Close()
 }
 
-// Policy returns the guard's policy.
-func (g *Guard) Policy() *policy.Policy { return g.policy }
+// Policy returns the guard's policy in force.
+func (g *Guard) Policy() *policy.Policy { return g.current() }
+
+// current is the policy in force.
+func (g *Guard) current() *policy.Policy { return g.pol.Load() }
 
 // Store returns the guard's store, for operator tooling.
 func (g *Guard) Store() store.Store { return g.store }

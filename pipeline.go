@@ -127,6 +127,9 @@ type prepared struct {
 	preconditionAt   time.Time
 	captured         string
 	capturedAt       time.Time
+	// pol is the policy the call is decided under, read once: a policy swapped in meanwhile
+	// (Guard.SetPolicy) decides later calls, never half of this one.
+	pol *policy.Policy
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -144,14 +147,14 @@ func (g *Guard) principal(ctx context.Context) (Principal, error) {
 // normalize builds the action of docs/guarantees.md#actions-and-the-action-hash: canonical arguments, resource, hash, effect key.
 // The returned error is an *InvalidArgumentError; pr is usable for a receipt even then.
 func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
-	pr := &prepared{call: call, principal: p, env: call.Environment}
+	pr := &prepared{call: call, principal: p, env: call.Environment, pol: g.current()}
 	if call.Options != nil {
 		pr.opts = *call.Options
 	}
 	if pr.env == "" {
 		pr.env = g.env
 	}
-	pr.action = g.policy.Actions[call.Action]
+	pr.action = pr.pol.Actions[call.Action]
 	if err := checkNames("action name", call.Action, "agent", p.Agent, "user", p.User, "environment", pr.env,
 		"resource", call.Resource); err != nil {
 		return pr, err
@@ -196,7 +199,7 @@ func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
 	// invalid_arguments), naming the argument: a template that cannot render because of that
 	// argument is not the reason to report. In observe mode such a call still runs, so it needs
 	// its effect key, and a template that cannot render is refused as it always was.
-	tolerate := !g.policy.CheckArguments(call.Action, args).OK() && g.policy.Mode != policy.ModeObserve
+	tolerate := !pr.pol.CheckArguments(call.Action, args).OK() && pr.pol.Mode != policy.ModeObserve
 	if rerr := g.render(pr, args); rerr != nil {
 		if !tolerate {
 			return pr, rerr
@@ -292,8 +295,8 @@ func actionDocument(name string, canonArgs []byte, resource string, p Principal,
 // the stricter (docs/guarantees.md#the-pipeline-of-one-call). Authority either allows or denies, so a denial replaces the
 // policy's decision and an allow leaves it.
 func (g *Guard) decide(ctx context.Context, pr *prepared) {
-	pr.eval = g.policy.Evaluate(pr.call.Action, pr.args)
-	if g.policy.Authority == nil {
+	pr.eval = pr.pol.Evaluate(pr.call.Action, pr.args)
+	if pr.pol.Authority == nil {
 		return
 	}
 	ad := g.authorize(ctx, pr)
@@ -343,6 +346,12 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 			pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: ReasonOf(err), Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
 		}
 	}
+	if deny, err := g.unapproved(ctx, pr); err != nil {
+		return nil, err
+	} else if deny {
+		// Execute would refuse it so, whatever the policy says.
+		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: string(ReasonPolicyUnapproved), Arguments: pr.eval.Arguments}
+	}
 	if g.principalExpired(p, expired, g.cfg.Now()) {
 		// Execute would refuse it so, whatever the policy says.
 		pr.eval = policy.Evaluation{Decision: policy.Deny, Reason: "principal_expired", Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
@@ -350,13 +359,13 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	return &Evaluation{
 		Action: call.Action, ActionHash: pr.hash, Arguments: pr.canonArgs, Resource: pr.resource,
 		EffectKey: pr.key, Decision: pr.eval.Decision, Reason: pr.eval.Reason, Trace: pr.eval.Trace,
-		PolicyHash: g.policy.Hash, Authority: pr.auth, ArgumentCheck: pr.eval.Arguments,
+		PolicyHash: pr.pol.Hash, Authority: pr.auth, ArgumentCheck: pr.eval.Arguments,
 	}, nil
 }
 
 // draft is the receipt of a call before its result is known.
 func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt.Receipt {
-	mode := string(g.policy.Mode)
+	mode := string(pr.pol.Mode)
 	if mode == "" {
 		mode = string(policy.ModeEnforce)
 	}
@@ -365,7 +374,7 @@ func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt
 		Arguments: pr.canonArgs, Resource: pr.resource,
 		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
 		Environment: pr.env, Task: pr.task, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
-		EffectKey: pr.key, StartedAt: started, PolicyHash: g.policy.Hash, PolicyVersion: g.policy.Version, Mode: mode,
+		EffectKey: pr.key, StartedAt: started, PolicyHash: pr.pol.Hash, PolicyVersion: pr.pol.Version, Mode: mode,
 		Authority: pr.authorityRecord(), ScopeHash: pr.scopeHash,
 	}
 }
@@ -407,7 +416,7 @@ func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []s
 		// The usual call: both payloads written directly, without building maps.
 		proposed, ok1 := stringObject("action", pr.call.Action, "action_hash", pr.hash, "agent", pr.principal.Agent,
 			"environment", pr.env, "resource", pr.resource, "user", pr.principal.User)
-		evaluated, ok2 := stringObject("decision", string(pr.eval.Decision), "policy_hash", g.policy.Hash, "reason", pr.eval.Reason)
+		evaluated, ok2 := stringObject("decision", string(pr.eval.Decision), "policy_hash", pr.pol.Hash, "reason", pr.eval.Reason)
 		if ok1 && ok2 {
 			return []store.Event{
 				{Kind: store.EventActionProposed, Time: now, ActionID: actionID, EffectKey: pr.key, Payload: proposed},
@@ -422,7 +431,7 @@ func (g *Guard) proposalEvents(pr *prepared, actionID string, now time.Time) []s
 	if pr.remote {
 		proposed["remote"] = g.remoteRecord(pr)
 	}
-	evaluated := map[string]any{"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": g.policy.Hash}
+	evaluated := map[string]any{"decision": string(pr.eval.Decision), "reason": pr.eval.Reason, "policy_hash": pr.pol.Hash}
 	// The fingerprints the call was decided on, never the state itself: the one read for this
 	// call and the one captured with the approval it presents.
 	if pr.preconditionRead {

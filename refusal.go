@@ -56,6 +56,9 @@ const (
 	ReasonPreconditionChanged     Reason = "precondition_changed"     // its fingerprint differs from the one the approval was requested on
 	ReasonPreconditionMissing     Reason = "precondition_missing"     // a fingerprint on one side only
 	ReasonPreconditionUnavailable Reason = "precondition_unavailable" // the precondition provider failed, timed out or answered garbage
+	// ReasonPolicyUnapproved: Config.RequireApprovedPolicy is set and the policy in force has no
+	// approved change (docs/governance.md).
+	ReasonPolicyUnapproved Reason = "policy_unapproved"
 	// The budgets (BudgetError): Refusal.Budget, Metric and Window say which budget.
 	ReasonBudgetExhausted      Reason = "budget_exhausted"        // no room left in the window for this call's amount
 	ReasonBudgetMetricMissing  Reason = "budget_metric_missing"   // the metered argument is not passed
@@ -404,7 +407,7 @@ func (k RefusalKind) NeedsResolution() bool { return k == KindAmbiguous || k == 
 var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
-	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied,
+	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied, ReasonPolicyUnapproved: KindDenied,
 	ReasonPreconditionChanged: KindDenied, ReasonPreconditionMissing: KindDenied, ReasonPreconditionUnavailable: KindDenied,
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,

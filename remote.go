@@ -519,12 +519,12 @@ type remoteCall struct {
 }
 
 func (g *Guard) remoteRecord(pr *prepared) remoteCall {
-	mode := string(g.policy.Mode)
+	mode := string(pr.pol.Mode)
 	if mode == "" {
 		mode = string(policy.ModeEnforce)
 	}
 	return remoteCall{Arguments: pr.canonArgs, Issuer: pr.principal.Issuer, StartedAt: pr.started,
-		PolicyVersion: g.policy.Version, Mode: mode, Task: pr.task, ScopeHash: pr.scopeHash, BudgetCharges: receiptCharges(pr.charges)}
+		PolicyVersion: pr.pol.Version, Mode: mode, Task: pr.task, ScopeHash: pr.scopeHash, BudgetCharges: receiptCharges(pr.charges)}
 }
 
 // proposedPayload is the payload of action_proposed.
@@ -616,7 +616,8 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 	rm := pp.Remote
 	pr.call = &Call{Action: pp.Action, Arguments: rm.Arguments, Resource: pp.Resource, Environment: pp.Environment}
 	pr.principal = Principal{Agent: pp.Agent, User: pp.User, Issuer: rm.Issuer}
-	pr.action = g.policy.Actions[pp.Action]
+	pr.pol = g.current() // the receipt's policy fields are the recorded ones, set below
+	pr.action = pr.pol.Actions[pp.Action]
 	pr.canonArgs, pr.resource, pr.env, pr.hash, pr.key = rm.Arguments, pp.Resource, pp.Environment, pp.ActionHash, h.key
 	pr.started, pr.task, pr.scopeHash = rm.StartedAt, rm.Task, rm.ScopeHash
 	rc := g.draft(pr, actionID, rm.StartedAt)

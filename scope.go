@@ -133,13 +133,14 @@ func policyScope(s *policy.Scopes) (*guardScope, error) {
 func (g *Guard) scopeFor(pr *prepared) (ScopeFunc, time.Duration) {
 	var fn ScopeFunc
 	var timeout time.Duration
+	sc := g.scope.Load()
 	switch {
 	case pr.opts.Scope != nil:
 		fn, timeout = pr.opts.Scope, g.cfg.ScopeTimeout
 	case g.cfg.Scope != nil:
 		fn, timeout = g.cfg.Scope, g.cfg.ScopeTimeout
-	case g.scope != nil && g.scope.applies(pr.call.Action):
-		fn, timeout = g.scope.fn, g.scope.timeout
+	case sc != nil && sc.applies(pr.call.Action):
+		fn, timeout = sc.fn, sc.timeout
 	default:
 		return nil, 0
 	}

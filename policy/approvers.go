@@ -14,7 +14,7 @@ import (
 
 // Keys of the approvers sections, in the order error messages list them.
 var (
-	approversKeys      = []string{"roles"}
+	approversKeys      = []string{"roles", "policy_change"}
 	actionApproverKeys = []string{"roles", "required", "verified"}
 )
 
@@ -23,7 +23,10 @@ var (
 // local approver accounts of the store that were given the role.
 type Approvers struct {
 	Roles map[string]*Role
-	Pos   Position // of the approvers key
+	// PolicyChange is who approves a change of the policy itself (the reserved action
+	// PolicyChangeAction, docs/governance.md); nil means anyone but the proposer, one grant.
+	PolicyChange *ApproverRule
+	Pos          Position // of the approvers key
 }
 
 // Role is one role of the approvers section.
@@ -59,7 +62,11 @@ var DefaultApprovers = ApproverRule{Required: 1}
 // DefaultApprovers when it has none or is not listed. The result is a copy.
 func (p *Policy) ApproversFor(action string) ApproverRule {
 	if p != nil {
-		if a := p.Actions[action]; a != nil && a.Approvers != nil {
+		a := p.Actions[action]
+		if action == PolicyChangeAction && p.Approvers != nil && p.Approvers.PolicyChange != nil {
+			a = &Action{Approvers: p.Approvers.PolicyChange}
+		}
+		if a != nil && a.Approvers != nil {
 			r := *a.Approvers
 			r.Roles = slices.Clone(r.Roles)
 			if r.Required < 1 {
@@ -185,6 +192,14 @@ func (p *parser) approvers(e entry) (*Approvers, *Error) {
 	}
 	ap := &Approvers{Roles: map[string]*Role{}, Pos: posOf(e.k)}
 	for _, en := range entries(e.v) {
+		if en.k.Value == "policy_change" {
+			r, e := p.actionApprovers(en, "policy_change")
+			if e != nil {
+				return nil, e
+			}
+			ap.PolicyChange = r
+			continue
+		}
 		if en.k.Value != "roles" {
 			return nil, p.unknownKey(en.k, "in approvers", approversKeys)
 		}
@@ -303,6 +318,11 @@ func (p *parser) checkActionApprovers(pol *Policy) *Error {
 		}
 		return x.Pos.Column - y.Pos.Column
 	})
+	if pol.Approvers != nil && pol.Approvers.PolicyChange != nil {
+		// Checked as the reserved action's rule, after the actions', which come first in a file
+		// more often than not.
+		list = append(list, &Action{Name: PolicyChangeAction, Approvers: pol.Approvers.PolicyChange, Pos: pol.Approvers.PolicyChange.Pos})
+	}
 	for _, a := range list {
 		if e := p.checkApprovers(pol, a); e != nil {
 			return e

@@ -554,6 +554,9 @@ func (p *parser) actions(e entry, pol *Policy) *Error {
 		if !validActionName(name) {
 			return p.errf(en.k, "bad action name %s (expected dot-separated segments of letters, digits, _ and -, like billing.charge)", quote(name))
 		}
+		if name == PolicyChangeAction {
+			return p.errf(en.k, "action name %s is reserved: it is a change of the policy itself, whose approvers are approvers.policy_change", quote(name))
+		}
 		a, e := p.action(en)
 		if e != nil {
 			return e

@@ -118,6 +118,11 @@ type Action struct {
 	Precondition *Precondition
 }
 
+// PolicyChangeAction is the reserved action name of a change of the policy itself: an approval
+// request of it is a proposal of a new policy (docs/governance.md). No policy may declare it; its
+// approvers are the approvers section's policy_change rule.
+const PolicyChangeAction = "latch.policy.apply"
+
 // Rule is one entry of an action's rules: when every condition holds, Decision applies.
 type Rule struct {
 	When     Conditions // nil means always

@@ -367,10 +367,10 @@ func (a *app) argCheckLine(c argCheckJSON) string {
 func (a *app) policyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Work with a proposed policy change (replay it against recorded calls)",
+		Short: "Work with a proposed policy change (replay it against recorded calls, propose it for approval)",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(a.policyReplayCommand())
+	cmd.AddCommand(a.policyReplayCommand(), a.policyProposeCommand())
 	return cmd
 }
 

@@ -76,7 +76,7 @@ func freeAddr(t *testing.T) string {
 // serveProc is a `latch serve` process started by startServe.
 type serveProc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	base   string // http://ADDR
 }
 
@@ -86,7 +86,7 @@ type serveProc struct {
 func startServe(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &serveProc{cmd: exec.Command(bin, append(args, "--listen", addr)...), stderr: new(bytes.Buffer), base: "http://" + addr}
+	p := &serveProc{cmd: exec.Command(bin, append(args, "--listen", addr)...), stderr: &lockedBuffer{b: new(bytes.Buffer)}, base: "http://" + addr}
 	p.cmd.Env = env
 	if env == nil {
 		p.cmd.Env = cleanEnv()

@@ -41,6 +41,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var otelEndpoint string
 	var budgetRefresh time.Duration
 	var budgetShare float64
+	var requireApproved bool
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -56,7 +57,13 @@ under / (docs/approvals.md): people log in with accounts from 'latch approver ad
 through a single-sign-on proxy whose address --trusted-proxy names. The server listens on
 127.0.0.1:7420 by default and refuses a non-loopback address unless --tls-cert and
 --tls-key are given, or --behind-proxy says a proxy terminates TLS. SIGTERM or SIGINT
-stops it gracefully: requests in flight finish first.`,
+stops it gracefully: requests in flight finish first.
+
+SIGHUP reloads the policy file: an invalid file is logged and the policy in force stays. With
+--require-approved-policy every call is refused policy_unapproved unless the policy in force
+was approved (latch policy propose, then latch approve; docs/governance.md), and SIGHUP puts a
+new file in force only once it is approved; calls already decided keep the policy they were
+decided under.`,
 		Example: "  latch token create --agent billing-worker\n  latch serve --listen 127.0.0.1:7420",
 		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -154,7 +161,8 @@ stops it gracefully: requests in flight finish first.`,
 			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" || cmd.Flags().Changed("notify-budget-share") {
 				return usagef("--notify-format, --notify-secret-file and --notify-budget-share go with --notify URL")
 			}
-			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks, TracerProvider: tp})
+			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks, TracerProvider: tp,
+				RequireApprovedPolicy: requireApproved})
 			if err != nil {
 				return err
 			}
@@ -173,6 +181,8 @@ stops it gracefully: requests in flight finish first.`,
 			}
 			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			stopReload := reloadOnHangup(ctx, g, path, log)
+			defer stopReload()
 			if err := ckpt.start(ctx, g.Store(), log); err != nil {
 				return err
 			}
@@ -207,6 +217,7 @@ stops it gracefully: requests in flight finish first.`,
 	f.DurationVar(&cfg.TokenCache, "token-cache", 0, "trust a verified API token this long before reading the store again, so a revoked token is refused only within it (default 0: read the store on every request)")
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	f.StringVar(&otelEndpoint, "otel-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to the collector at `URL` (http://127.0.0.1:4318; else the OTEL_EXPORTER_OTLP_* variables)")
+	f.BoolVar(&requireApproved, "require-approved-policy", false, "refuse every call (policy_unapproved) unless the policy in force was approved through latch policy propose; SIGHUP then loads an approved new file")
 	ckpt.flags(f)
 	return cmd
 }
@@ -222,6 +233,45 @@ func readSecretFile(flag, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s is empty", flag, path)
 	}
 	return secret, nil
+}
+
+// reloadOnHangup reloads the policy file at path into g on each SIGHUP until ctx ends or the
+// returned stop is called (which waits for it). A file that does not load, or that the guard
+// refuses (not approved, under --require-approved-policy), is logged; the policy in force stays.
+func reloadOnHangup(ctx context.Context, g *latch.Guard, path string, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-hup:
+			}
+			p, err := policy.LoadContext(rctx, path)
+			if err != nil {
+				log.Error("latch serve: SIGHUP: policy not reloaded", "err", err)
+				continue
+			}
+			if p.Hash == g.Policy().Hash {
+				log.Info("latch serve: SIGHUP: the policy file is the policy in force", "policy_hash", p.Hash)
+				continue
+			}
+			if err := g.SetPolicy(rctx, p); err != nil {
+				log.Error("latch serve: SIGHUP: policy not put in force", "policy_hash", p.Hash, "reason", latch.ReasonOf(err), "err", err)
+				continue
+			}
+			log.Info("latch serve: SIGHUP: policy reloaded", "policy_hash", p.Hash)
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
 
 // notifier builds the alert notifier of --notify: the secret comes from a file, never the

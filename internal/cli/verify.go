@@ -25,7 +25,7 @@ func (a *app) verifyCommand() *cobra.Command {
 	var junit, only string
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Run the guarantee catalogue (G1–G31, L1–L5) against this policy in a scratch store",
+		Short: "Run the guarantee catalogue (G1–G32, L1–L6) against this policy in a scratch store",
 		Long: `Run latch's own failure scenarios against this policy, in a scratch store of the same
 backend as the configured one (the configured store is never opened), with fake executors,
 an injected clock and no network. Each guarantee has a positive control; a guarantee the

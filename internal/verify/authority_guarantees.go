@@ -126,7 +126,7 @@ func (r *runner) g9(ctx context.Context) (outcome, error) {
 	return r.escalation(ctx, g, pk, t0)
 }
 
-// delegablePick finds, as G9 and G20 need, the first delegable grant under which an action the
+// delegablePick finds, as G9 and L6 need, the first delegable grant under which an action the
 // policy can run (allow, else approve) is allowed to a principal it names, with the clock it
 // is allowed at (moved back to two days before the grant's expiry when that is sooner), or
 // says why there is none.
@@ -166,7 +166,7 @@ func (r *runner) delegablePick(n int) (*policy.Grant, *pick, time.Time, string) 
 	return nil, nil, time.Time{}, "no delegable grant allows an action the policy can run (allow or approve) to a principal it names, with arguments that satisfy both the rule and the grant's constraints: the control, a narrowed child that works, cannot be made"
 }
 
-// narrowed is the child G9 and G20 create beneath g for pk's call v: for one agent
+// narrowed is the child G9 and L6 create beneath g for pk's call v: for one agent
 // (latch-verify-delegate), that one action, the call's resource when g declares resources, the
 // call's task when g names tasks, g's constraints and environments, and an expiry a day after
 // t0.
@@ -192,7 +192,7 @@ func narrowed(g *policy.Grant, pk *pick, v variant, creator latch.Principal, t0 
 }
 
 // scenarioGrant is g as the scenario policy has it (its budgets lifted, liftBudgets): the parent
-// of the children G9 and G20 create in a scratch store of that policy.
+// of the children G9 and L6 create in a scratch store of that policy.
 func (r *runner) scenarioGrant(g *policy.Grant) *policy.Grant {
 	if a := r.pol().Authority; a != nil {
 		for _, sg := range a.Grants {
@@ -526,12 +526,12 @@ func newDelegationID() string {
 	return "dlg_" + hex.EncodeToString(b[:])
 }
 
-// g20: beneath the first delegable grant (as G9 finds it), a narrowed child is created for
+// l6: beneath the first delegable grant (as G9 finds it), a narrowed child is created for
 // latch-verify-delegate and a call through it runs; the creator revokes it; a day before its
 // expiry, a call through it must be refused authority_revoked without executing. Control: the
 // child is created, the call through it runs (its receipt names the delegation), and the
 // revocation is recorded.
-func (r *runner) g20(ctx context.Context) (outcome, error) {
+func (r *runner) l6(ctx context.Context) (outcome, error) {
 	g, pk, t0, why := r.delegablePick(2)
 	if pk == nil {
 		return notApplicable(why), nil
@@ -542,7 +542,7 @@ func (r *runner) g20(ctx context.Context) (outcome, error) {
 		after = v // the child names v's resource: the later call must be within it
 	}
 	base := narrowed(r.scenarioGrant(g), pk, v, creator, t0)
-	e, err := r.newEnv(ctx, "g20", r.sp)
+	e, err := r.newEnv(ctx, "l6", r.sp)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -100,7 +100,7 @@ func (c *childSpec) run(in io.Reader, out io.Writer) error {
 		return err
 	}
 	now := time.Unix(0, c.Now).UTC()
-	g, _, err := openGuard(ctx, pol, c.URL, c.Env, func() time.Time { return now }, faults, nil)
+	g, _, err := openGuard(ctx, pol, c.URL, c.Env, func() time.Time { return now }, faults, guardOptions{})
 	if err != nil {
 		return err
 	}

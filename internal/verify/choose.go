@@ -57,14 +57,17 @@ type variant struct {
 	Key      string // the effect key the call will use ("" when none)
 	Task     string // the task the call names ("" when none): the pick's grant names tasks
 	approval string // the approval a G4 racer presents ("" when none)
+	// precondition is the call's precondition provider (Options.Precondition; nil when none):
+	// G16's, which overrides any the policy's action declares.
+	precondition latch.PreconditionFunc
 }
 
 // call builds the pipeline call of a variant.
 func (v variant) call(action string) *latch.Call {
 	raw, _ := json.Marshal(v.Args) // canon's value model always encodes
 	c := &latch.Call{Action: action, Arguments: raw, Resource: v.Resource}
-	if v.Effect != "" || v.Task != "" {
-		c.Options = &latch.Options{Effect: v.Effect, Task: v.Task}
+	if v.Effect != "" || v.Task != "" || v.precondition != nil {
+		c.Options = &latch.Options{Effect: v.Effect, Task: v.Task, Precondition: v.precondition}
 	}
 	return c
 }

@@ -4,33 +4,37 @@ package verify
 
 // The fault names.
 const (
-	FaultApprovalReusable      = faultApprovalReusable
-	FaultReserveLies           = faultReserveLies
-	FaultAmbiguousAsFailed     = faultAmbiguousAsFailed
-	FaultAllowUnknown          = faultAllowUnknown
-	FaultAnonymousPrincipal    = faultAnonymousPrincipal
-	FaultChainBlind            = faultChainBlind
-	FaultLeaseRetry            = faultLeaseRetry
-	FaultExpiryOffByOne        = faultExpiryOffByOne
-	FaultDelegationUnchecked   = faultDelegationUnchecked
-	FaultRefuseAll             = faultRefuseAll
-	FaultAnyoneEntitled        = faultAnyoneEntitled
-	FaultSelfApprovalBytewise  = faultSelfApprovalBytewise
-	FaultCountPerSession       = faultCountPerSession
-	FaultTokenStale            = faultTokenStale
-	FaultAttemptsUnbounded     = faultAttemptsUnbounded
-	FaultLateOutcomeAnyAttempt = faultLateOutcomeAnyAttempt
-	FaultConflictUnnamed       = faultConflictUnnamed
-	FaultArgumentsOptional     = faultArgumentsOptional
-	FaultStateBlind            = faultStateBlind
-	FaultCheckpointsBlind      = faultCheckpointsBlind
-	FaultSchemaCurrentOnly     = faultSchemaCurrentOnly
-	FaultSchemaV2Only          = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
-	FaultRevocationIgnored     = faultRevocationIgnored
-	FaultTransportNotExecuted  = faultTransportNotExecuted
-	FaultTasksIgnored          = faultTasksIgnored
-	FaultBudgetUnchecked       = faultBudgetUnchecked
-	FaultScopeFailsOpen        = faultScopeFailsOpen
+	FaultApprovalReusable         = faultApprovalReusable
+	FaultReserveLies              = faultReserveLies
+	FaultAmbiguousAsFailed        = faultAmbiguousAsFailed
+	FaultAllowUnknown             = faultAllowUnknown
+	FaultAnonymousPrincipal       = faultAnonymousPrincipal
+	FaultChainBlind               = faultChainBlind
+	FaultLeaseRetry               = faultLeaseRetry
+	FaultExpiryOffByOne           = faultExpiryOffByOne
+	FaultDelegationUnchecked      = faultDelegationUnchecked
+	FaultRefuseAll                = faultRefuseAll
+	FaultAnyoneEntitled           = faultAnyoneEntitled
+	FaultSelfApprovalBytewise     = faultSelfApprovalBytewise
+	FaultCountPerSession          = faultCountPerSession
+	FaultTokenStale               = faultTokenStale
+	FaultAttemptsUnbounded        = faultAttemptsUnbounded
+	FaultLateOutcomeAnyAttempt    = faultLateOutcomeAnyAttempt
+	FaultConflictUnnamed          = faultConflictUnnamed
+	FaultArgumentsOptional        = faultArgumentsOptional
+	FaultStateBlind               = faultStateBlind
+	FaultCheckpointsBlind         = faultCheckpointsBlind
+	FaultSchemaCurrentOnly        = faultSchemaCurrentOnly
+	FaultSchemaV2Only             = "schema_v2_only" // FaultSchemaCurrentOnly's earlier name, still accepted
+	FaultRevocationIgnored        = faultRevocationIgnored
+	FaultCredentialCached         = faultCredentialCached
+	FaultSkewThresholdUnit        = faultSkewThresholdUnit
+	FaultPreconditionCached       = faultPreconditionCached
+	FaultPolicyApprovalUnrequired = faultPolicyApprovalUnrequired
+	FaultTransportNotExecuted     = faultTransportNotExecuted
+	FaultTasksIgnored             = faultTasksIgnored
+	FaultBudgetUnchecked          = faultBudgetUnchecked
+	FaultScopeFailsOpen           = faultScopeFailsOpen
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

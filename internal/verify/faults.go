@@ -86,8 +86,22 @@ const (
 	// altered, as a verifier that knew only the current version would. G31 fails.
 	faultSchemaCurrentOnly = "schema_current_only"
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a
-	// cache that never learns of one would. G20 fails.
+	// cache that never learns of one would. L6 fails.
 	faultRevocationIgnored = "revocation_ignored"
+	// faultCredentialCached gives G20's guard an identity provider that remembers the principal
+	// of each credential it verified once and never asks the verifier (and its revocation feed)
+	// again, as a token cache would. G20 fails.
+	faultCredentialCached = "credential_cached"
+	// faultSkewThresholdUnit opens G13's stores with the largest threshold (5m) instead of the
+	// default (1s), as a threshold read in the wrong unit would. G13 fails.
+	faultSkewThresholdUnit = "skew_threshold_wrong_unit"
+	// faultPreconditionCached answers G16's precondition provider from the first state it read
+	// for each call, as a recheck that reused the read made when the request was stored would:
+	// the moved state goes unseen. G16 fails.
+	faultPreconditionCached = "precondition_cached"
+	// faultPolicyApprovalUnrequired opens G21's guard without RequireApprovedPolicy, as a server
+	// that dropped its flag on the way to the guard would. G21 fails.
+	faultPolicyApprovalUnrequired = "policy_approval_unrequired"
 	// faultTransportNotExecuted wraps every transport error of G12's executor in NotExecuted,
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
 	// fails.
@@ -96,35 +110,39 @@ const (
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
 var faultTargets = map[string][]string{
-	faultApprovalReusable:      {"G1", "G2"},
-	faultReserveLies:           {"G3", "G4"},
-	faultAmbiguousAsFailed:     {"G5", "G10", "G12"},
-	faultAllowUnknown:          {"G6"},
-	faultAnonymousPrincipal:    {"G7"},
-	faultChainBlind:            {"G11"},
-	faultLeaseRetry:            {"L1"},
-	faultExpiryOffByOne:        {"G8"},
-	faultDelegationUnchecked:   {"G9"},
-	faultRefuseAll:             {"G3", "G4", "G5", "G14", "G15", "G22", "L1", "L2", "L3"},
-	faultAnyoneEntitled:        {"G17"},
-	faultSelfApprovalBytewise:  {"G18"},
-	faultCountPerSession:       {"G19"},
-	faultTokenStale:            {"G14"},
-	faultAttemptsUnbounded:     {"G15"},
-	faultLateOutcomeAnyAttempt: {"L2"},
-	faultConflictUnnamed:       {"L3"},
-	faultArgumentsOptional:     {"L5"},
-	faultStateBlind:            {"L4"},
-	faultCheckpointsBlind:      {"G28"},
-	faultSchemaCurrentOnly:     {"G31"},
-	faultRevocationIgnored:     {"G20"},
-	faultTransportNotExecuted:  {"G12"},
-	faultPrunePastCheckpoint:   {"G29"},
-	faultHoldIgnored:           {"G30"},
-	faultPruneReseals:          {"G32"},
-	faultTasksIgnored:          {"G24"},
-	faultBudgetUnchecked:       {"G22"},
-	faultScopeFailsOpen:        {"G23"},
+	faultApprovalReusable:         {"G1", "G2"},
+	faultReserveLies:              {"G3", "G4"},
+	faultAmbiguousAsFailed:        {"G5", "G10", "G12"},
+	faultAllowUnknown:             {"G6"},
+	faultAnonymousPrincipal:       {"G7"},
+	faultChainBlind:               {"G11"},
+	faultLeaseRetry:               {"L1"},
+	faultExpiryOffByOne:           {"G8"},
+	faultDelegationUnchecked:      {"G9"},
+	faultRefuseAll:                {"G3", "G4", "G5", "G14", "G15", "G22", "L1", "L2", "L3"},
+	faultAnyoneEntitled:           {"G17"},
+	faultSelfApprovalBytewise:     {"G18"},
+	faultCountPerSession:          {"G19"},
+	faultTokenStale:               {"G14"},
+	faultAttemptsUnbounded:        {"G15"},
+	faultLateOutcomeAnyAttempt:    {"L2"},
+	faultConflictUnnamed:          {"L3"},
+	faultArgumentsOptional:        {"L5"},
+	faultStateBlind:               {"L4"},
+	faultCheckpointsBlind:         {"G28"},
+	faultSchemaCurrentOnly:        {"G31"},
+	faultRevocationIgnored:        {"L6"},
+	faultCredentialCached:         {"G20"},
+	faultSkewThresholdUnit:        {"G13"},
+	faultPreconditionCached:       {"G16"},
+	faultPolicyApprovalUnrequired: {"G21"},
+	faultTransportNotExecuted:     {"G12"},
+	faultPrunePastCheckpoint:      {"G29"},
+	faultHoldIgnored:              {"G30"},
+	faultPruneReseals:             {"G32"},
+	faultTasksIgnored:             {"G24"},
+	faultBudgetUnchecked:          {"G22"},
+	faultScopeFailsOpen:           {"G23"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.

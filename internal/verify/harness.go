@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/storeurl"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -64,7 +65,10 @@ type runner struct {
 	env    string    // the environment every call is made in
 	tmp    string    // G4's shared directories and the racers' policy file
 	dry    bool      // List's runner: newEnv stops every scenario with errDry
-	envs   int       // scratch environments opened so far (newEnv)
+	// backend is the scheme of the operator's store URL (sqlite for ""): the kind of every
+	// scratch store, known to List's runner too, which makes none.
+	backend string
+	envs    int // scratch environments opened so far (newEnv)
 }
 
 // errDry stops a scenario of List's dry runner at its first scratch environment: by then it has
@@ -85,8 +89,12 @@ func newRunner(cfg *Config, faults faultSet, sc *scratch) (*runner, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	place := cfg.StoreURL
+	if place == "" {
+		place = storeurl.DefaultPlace
+	}
 	return &runner{cfg: cfg, lifted: lifted, sp: sp, faults: faults, sc: sc, start: start.UTC().Truncate(time.Millisecond),
-		env: environment(cfg.Policy), tmp: tmp}, nil
+		env: environment(cfg.Policy), tmp: tmp, backend: store.Scheme(place)}, nil
 }
 
 // environment is the environment a guard over p defaults to (latch.Open's rule):
@@ -128,12 +136,25 @@ type env struct {
 
 // newEnv opens a guard with the scenario policy sp over a fresh scratch store.
 func (r *runner) newEnv(ctx context.Context, name string, sp *scenarioPolicy) (*env, error) {
-	return r.newScopedEnv(ctx, name, sp, nil)
+	return r.newEnvWith(ctx, name, sp, guardOptions{})
 }
 
 // newScopedEnv is newEnv with a scope provider for the guard (Config.Scope; nil: none), asked
 // within scopeTimeout.
 func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPolicy, scope latch.ScopeFunc) (*env, error) {
+	return r.newEnvWith(ctx, name, sp, guardOptions{scope: scope})
+}
+
+// guardOptions is what a scenario gives its guard beyond the policy, the store and the clock.
+type guardOptions struct {
+	scope latch.ScopeFunc // Config.Scope, asked within scopeTimeout; nil: none
+	// tune sets the rest of the guard's configuration a scenario needs (its identity provider,
+	// RequireApprovedPolicy…), given the scenario's clock.
+	tune func(cfg *latch.Config, now func() time.Time)
+}
+
+// newEnvWith is newEnv with the guard options o.
+func (r *runner) newEnvWith(ctx context.Context, name string, sp *scenarioPolicy, o guardOptions) (*env, error) {
 	if r.dry {
 		return nil, errDry
 	}
@@ -143,7 +164,7 @@ func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPoli
 		return nil, err
 	}
 	c := &clock{t: r.start}
-	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults, scope)
+	g, st, err := openGuard(ctx, sp.pol, u, r.env, c.Now, r.faults, o)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +174,13 @@ func (r *runner) newScopedEnv(ctx context.Context, name string, sp *scenarioPoli
 func (e *env) close() { e.g.Close() }
 
 // openGuard opens the real pipeline over a scratch store, with the faults a test asked for.
-func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet, scope latch.ScopeFunc) (*latch.Guard, store.Store, error) {
+func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now func() time.Time, faults faultSet, o guardOptions) (*latch.Guard, store.Store, error) {
 	if faults[faultExpiryOffByOne] {
 		exact := now
 		now = func() time.Time { return exact().Add(-time.Microsecond) }
 	}
 	cfg := &latch.Config{Policy: pol, StoreURL: url, Environment: env, Now: now}
-	if scope != nil {
+	if scope := o.scope; scope != nil {
 		if faults[faultScopeFailsOpen] {
 			scope = failOpen(scope)
 		}
@@ -167,6 +188,9 @@ func openGuard(ctx context.Context, pol *policy.Policy, url, env string, now fun
 	}
 	if faults[faultAnonymousPrincipal] {
 		cfg.Identity = anonymousIdentity{}
+	}
+	if o.tune != nil {
+		o.tune(cfg, now)
 	}
 	st, err := latch.OpenStore(ctx, url, nil)
 	if err != nil {

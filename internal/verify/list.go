@@ -36,8 +36,9 @@ type Catalogue struct {
 
 // List describes the catalogue for cfg.Policy without running anything: each guarantee with
 // whether the policy can exercise it and, when it cannot, why (the reason Run would give for
-// N/A). Only Policy, Only, LatchHTTP and Now of cfg are read; no store is opened, no scratch
-// store created, no process started. Each scenario runs until its first scratch environment,
+// N/A). Only Policy, Only, LatchHTTP, Now and the scheme of StoreURL (G13 needs a backend with
+// a clock of its own) of cfg are read; no store is opened, no scratch store created, no process
+// started. Each scenario runs until its first scratch environment,
 // by which point it has decided applicability; Run refuses a scenario that finds N/A later, so
 // the two cannot disagree.
 func List(ctx context.Context, cfg *Config) (*Catalogue, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -22,7 +23,7 @@ type scenarioPolicy struct {
 // lost on the way: the re-parsed document must normalize to exactly what the operator's does
 // (without its authority section when withAuthority is false: G6 leaves it out when no grant can
 // cover an unlisted name, so that the refusal it observes is the policy's; and always without
-// its gateway and scopes sections).
+// its gateway and scopes sections and its actions' precondition entries).
 func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, withAuthority bool) (*scenarioPolicy, error) {
 	doc, err := encodePolicy(op, extra, withAuthority)
 	if err != nil {
@@ -44,6 +45,9 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, with
 		// operator's principals, which the scenarios do not propose as: G23 gives its guards
 		// scope providers of its own (scopes.go).
 		want.Scopes = nil
+		// An action's precondition entry names a state service no scenario may ask (no
+		// network): G16 gives its calls a precondition provider of its own (precondition.go).
+		want.Actions = withoutPreconditions(want.Actions)
 		a, err := canon.Marshal(policy.Normalize(&want))
 		if err != nil {
 			return nil, fmt.Errorf("verify: normalize the policy: %w", err)
@@ -54,6 +58,11 @@ func newScenarioPolicy(op *policy.Policy, extra map[string]policy.Decision, with
 		}
 		if !bytes.Equal(a, b) {
 			return nil, fmt.Errorf("verify: the scenario policy differs from the operator's:\n%s\n%s", a, b)
+		}
+		// Who approves a change of the policy is not part of its normal form: compared apart.
+		if x, y := op.ApproversFor(policy.PolicyChangeAction), p.ApproversFor(policy.PolicyChangeAction); !slices.Equal(x.Roles, y.Roles) ||
+			x.Required != y.Required || x.Verified != y.Verified {
+			return nil, fmt.Errorf("verify: the scenario policy's approvers.policy_change differs from the operator's: %+v, %+v", y, x)
 		}
 	}
 	return &scenarioPolicy{pol: p, doc: doc}, nil
@@ -84,11 +93,7 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 			e["arguments"] = encodeArguments(a)
 		}
 		if r := a.Approvers; r != nil {
-			ap := map[string]any{"required": r.Required, "verified": r.Verified}
-			if len(r.Roles) > 0 {
-				ap["roles"] = r.Roles
-			}
-			e["approvers"] = ap
+			e["approvers"] = encodeApproverRule(r)
 		}
 		if a.Budgets != nil {
 			e["budgets"] = encodeBudgets(a.Budgets)
@@ -127,7 +132,11 @@ func encodePolicy(p *policy.Policy, extra map[string]policy.Decision, withAuthor
 		for name, r := range p.Approvers.Roles {
 			roles[name] = append([]string{}, r.Members...)
 		}
-		doc["approvers"] = map[string]any{"roles": roles}
+		ap := map[string]any{"roles": roles}
+		if r := p.Approvers.PolicyChange; r != nil {
+			ap["policy_change"] = encodeApproverRule(r)
+		}
+		doc["approvers"] = ap
 	}
 	if r := p.Retention; r != nil {
 		ret := map[string]any{}
@@ -270,4 +279,37 @@ func conditionKey(c policy.Condition) string {
 		return c.Key
 	}
 	return c.Arg + "_" + string(c.Op)
+}
+
+// withoutPreconditions returns actions with every precondition entry left out (actions itself
+// when none declares one).
+func withoutPreconditions(actions map[string]*policy.Action) map[string]*policy.Action {
+	var out map[string]*policy.Action
+	for name, a := range actions {
+		if a == nil || a.Precondition == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*policy.Action, len(actions))
+			for k, v := range actions {
+				out[k] = v
+			}
+		}
+		c := *a
+		c.Precondition = nil
+		out[name] = &c
+	}
+	if out == nil {
+		return actions
+	}
+	return out
+}
+
+// encodeApproverRule writes an approvers entry: an action's, or the policy's policy_change rule.
+func encodeApproverRule(r *policy.ApproverRule) map[string]any {
+	ap := map[string]any{"required": r.Required, "verified": r.Verified}
+	if len(r.Roles) > 0 {
+		ap["roles"] = r.Roles
+	}
+	return ap
 }

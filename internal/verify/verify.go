@@ -153,6 +153,8 @@ type guarantee struct {
 // numbering (G…) by number, then latch's own (L…). Each run function is a hook of its own so that
 // a guarantee can be deepened without touching the others. An id never changes meaning once
 // released: a guarantee that is withdrawn leaves its id unused, and a new meaning takes a new id.
+// The two exceptions (docs/verify.md) gave a G id back its reference meaning: the lapsed lease
+// first released as G12 is L1, and the revoked delegation first released as G20 is L6.
 //
 // Every run function decides whether the policy can exercise its guarantee (N/A with a reason)
 // before it opens its first scratch environment (runner.newEnv): List relies on that, running
@@ -170,12 +172,15 @@ var catalogue = []guarantee{
 	{"G10", "unknown errors are ambiguous", (*runner).g10},
 	{"G11", "altered receipt detected", (*runner).g11},
 	{"G12", "byte written is ambiguous", (*runner).g12},
+	{"G13", "clock skew is named", (*runner).g13},
 	{"G14", "token changes across a renewal", (*runner).g14},
 	{"G15", "renewal past the ceiling refused", (*runner).g15},
+	{"G16", "moved precondition refused", (*runner).g16},
 	{"G17", "unentitled approver refused", (*runner).g17},
 	{"G18", "requester cannot approve", (*runner).g18},
 	{"G19", "one principal counts once", (*runner).g19},
-	{"G20", "revoked credential refused", (*runner).g20},
+	{"G20", "revoked credential refused before exp", (*runner).g20},
+	{"G21", "unapproved policy decides nothing", (*runner).g21},
 	{"G22", "held budget refuses next reserve", (*runner).g22},
 	{"G23", "a failing scope provider refuses", (*runner).g23},
 	{"G24", "grant refused off its task", (*runner).g24},
@@ -189,6 +194,7 @@ var catalogue = []guarantee{
 	{"L3", "reused key with other arguments named", (*runner).l3},
 	{"L4", "state edit outside latch detected", (*runner).l4},
 	{"L5", "misspelt argument fails closed", (*runner).l5},
+	{"L6", "revoked delegation refused", (*runner).l6},
 }
 
 // IDs returns the ids of the catalogue in order.
