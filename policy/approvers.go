@@ -387,7 +387,13 @@ func normalizeApprovers(ap *Approvers) map[string]any {
 	for name, r := range ap.Roles {
 		roles[name] = stringList(r.Members)
 	}
-	return map[string]any{"roles": roles}
+	n := map[string]any{"roles": roles}
+	if ap.PolicyChange != nil {
+		// Only when declared, so that a policy without it hashes as it always has: who may
+		// approve a policy change is part of what an approval of the policy approves.
+		n["policy_change"] = normalizeApproverRule(ap.PolicyChange)
+	}
+	return n
 }
 
 func normalizeApproverRule(r *ApproverRule) map[string]any {

@@ -157,6 +157,9 @@ func TestHashSeesEverySemanticChange(t *testing.T) {
 		"grant tasks":          edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:*\"]\n"),
 		"grant tasks other":    edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:INC-1\"]\n"),
 		"grant tasks order":    edit(t, "      actions: [git.**]\n", "      actions: [git.**]\n      tasks: [\"ticket:INC-1\", \"ticket:*\"]\n"),
+		"approvers roles":      edit(t, "authority:\n", "approvers:\n  roles:\n    owners: [olga, omar]\nauthority:\n"),
+		"policy_change":        edit(t, "authority:\n", "approvers:\n  roles:\n    owners: [olga, omar]\n  policy_change: {roles: [owners], required: 2}\nauthority:\n"),
+		"policy_change other":  edit(t, "authority:\n", "approvers:\n  roles:\n    owners: [olga, omar]\n  policy_change: {roles: [owners], required: 1}\nauthority:\n"),
 		"grant order":          strings.Replace(strings.Replace(hashBase, "    - id: g2\n      subject: {agent: \"svc:git\"}\n      actions: [git.**]\n", "", 1), "  grants:\n", "  grants:\n    - id: g2\n      subject: {agent: \"svc:git\"}\n      actions: [git.**]\n", 1),
 	}
 	seen := map[string]string{base: "base"}
