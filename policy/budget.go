@@ -77,11 +77,13 @@ func ParseISODuration(s string) (time.Duration, error) {
 			}
 			return 0, fmt.Errorf("unit %c is not expected here (units are W and D, then T and H, M and S, in that order)", unit)
 		}
+		// Bounded by the unit, before multiplying: P870000D would otherwise wrap around.
+		u := isoUnit(unit, timePart)
 		n, err := strconv.ParseInt(rest[:i], 10, 64)
-		if err != nil || n > int64(MaxBudgetWindow/time.Second) {
+		if err != nil || n > int64(MaxBudgetWindow/u) {
 			return 0, fmt.Errorf("%s%c is longer than %d days", rest[:i], unit, MaxDays)
 		}
-		total += time.Duration(n) * isoUnit(unit, timePart)
+		total += time.Duration(n) * u
 		if total > MaxBudgetWindow {
 			return 0, fmt.Errorf("longer than %d days", MaxDays)
 		}

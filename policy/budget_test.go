@@ -49,6 +49,8 @@ func TestParseISODuration(t *testing.T) {
 		{"P1D1W", "not expected here"},
 		{"PT1M1H", "not expected here"},
 		{"P1DT", "no hours, minutes or seconds after T"},
+		{"P870000D", "longer than"},
+		{"P9999999999W", "longer than"},
 		{"P1DT1HT1M", "a second T"},
 		{"P-1D", "expected a number"},
 		{"P36501D", "longer than 36500 days"},
