@@ -59,6 +59,12 @@ const (
 	// ReasonPolicyUnapproved: Config.RequireApprovedPolicy is set and the policy in force has no
 	// approved change (docs/governance.md).
 	ReasonPolicyUnapproved Reason = "policy_unapproved"
+	// The gateway's upstream pins (docs/gateway.md#pinning): the tool's definition, as the
+	// gateway last listed it, hashes otherwise than its pin (upstream_mismatch), or the gateway
+	// holds no definition of the pinned tool to check (upstream_unverified). The upstream is
+	// not called.
+	ReasonUpstreamMismatch   Reason = "upstream_mismatch"
+	ReasonUpstreamUnverified Reason = "upstream_unverified"
 	// The budgets (BudgetError): Refusal.Budget, Metric and Window say which budget.
 	ReasonBudgetExhausted      Reason = "budget_exhausted"        // no room left in the window for this call's amount
 	ReasonBudgetMetricMissing  Reason = "budget_metric_missing"   // the metered argument is not passed
@@ -408,6 +414,7 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonDenied: KindDenied, ReasonUnknownAction: KindDenied, ReasonNoMatchingRule: KindDenied,
 	ReasonNoPrincipal: KindDenied, ReasonPrincipalExpired: KindDenied,
 	ReasonOutOfScope: KindDenied, ReasonScopeUnavailable: KindDenied, ReasonPolicyUnapproved: KindDenied,
+	ReasonUpstreamMismatch: KindDenied, ReasonUpstreamUnverified: KindDenied,
 	ReasonPreconditionChanged: KindDenied, ReasonPreconditionMissing: KindDenied, ReasonPreconditionUnavailable: KindDenied,
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,

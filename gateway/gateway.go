@@ -77,6 +77,9 @@ type Gateway struct {
 	nonce     string        // marks the stand-ins of answers too large to keep (answer.go)
 	stopSweep func()        // ends the sweeper; nil without one
 	swept     chan struct{} // closed when the sweeper has ended
+	seen      observations  // the tools this process last listed, for the pins (pin.go)
+	driftMu   sync.Mutex
+	drifted   map[string]string // alias\x00tool → the drifted hash already warned of
 }
 
 // Tool is one upstream tool as the gateway lists it.
@@ -102,6 +105,12 @@ type upstream struct {
 	closed   bool      // the session ended: nothing more can be sent on it
 	shut     bool      // the gateway closed: never redial
 	lastDial time.Time // when a redial was last tried
+	// relisted lists the tools of a redialled session anew, so that the pins are checked
+	// against the restarted upstream's definitions (pin.go).
+	relisted func(context.Context, *mcp.ClientSession)
+	// check refuses a call of a pinned tool whose definition no longer matches its pin: a
+	// redial made just before sending it may have found a redefined tool.
+	check func(*Tool) error
 }
 
 // redialEvery spaces the redials of an upstream that stays down, so that a burst of calls does
@@ -144,6 +153,9 @@ func (up *upstream) current(ctx context.Context, now time.Time) (*mcp.ClientSess
 	}
 	up.session, up.closed = cs, false
 	go up.watch(cs)
+	if up.relisted != nil {
+		up.relisted(ctx, cs)
+	}
 	return cs, nil
 }
 
@@ -229,7 +241,8 @@ func (g *Gateway) startSweep() {
 }
 
 func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
-	up := &upstream{alias: u.Alias, dial: func(ctx context.Context) (*mcp.ClientSession, error) { return g.dial(ctx, u) }}
+	up := &upstream{alias: u.Alias, dial: func(ctx context.Context) (*mcp.ClientSession, error) { return g.dial(ctx, u) },
+		relisted: func(ctx context.Context, cs *mcp.ClientSession) { g.relist(ctx, u.Alias, cs) }, check: g.pinRefusal}
 	cs, err := up.dial(ctx)
 	if err != nil {
 		return fmt.Errorf("gateway: connect upstream %s: %w", u.Alias, err)
@@ -237,10 +250,15 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 	up.session = cs
 	g.upstreams[u.Alias] = up
 	go up.watch(cs)
-	for def, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
-		}
+	defs, err := listTools(ctx, cs)
+	if err != nil {
+		return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
+	}
+	g.seen.record(u.Alias, defs)
+	if err := g.checkPins(u); err != nil {
+		return err
+	}
+	for _, def := range defs {
 		t := &Tool{Name: u.Alias + g.sep() + def.Name, Action: "mcp." + u.Alias + "." + def.Name,
 			Upstream: u.Alias, UpstreamAs: def.Name, ErrorsMean: policy.ErrorsMeanUnknown, def: def}
 		if s := u.Tools[def.Name]; s != nil {
@@ -274,7 +292,11 @@ func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSess
 	// Every answer is read through a filter that bounds it by Config.MaxAnswer (answer.go).
 	var t mcp.Transport
 	if u.URL != "" {
-		hc := &http.Client{Transport: limitTransport{base: http.DefaultTransport, limit: g.cfg.MaxAnswer, nonce: g.nonce}}
+		var base http.RoundTripper = http.DefaultTransport
+		if u.Pin != nil && len(u.Pin.TLSCertSHA256) > 0 {
+			base = pinnedTLS(u.Pin.TLSCertSHA256)
+		}
+		hc := &http.Client{Transport: limitTransport{base: base, limit: g.cfg.MaxAnswer, nonce: g.nonce}}
 		t = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1, HTTPClient: hc, MaxEventSize: int(g.cfg.MaxAnswer + standInRoom)}
 	} else {
 		cmd := exec.Command(u.Command[0], u.Command[1:]...)
@@ -283,7 +305,9 @@ func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSess
 		cmd.Env = os.Environ()
 		t = &commandTransport{cmd: cmd, limit: g.cfg.MaxAnswer, nonce: g.nonce}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { g.listChanged(u.Alias, req.Session) },
+	})
 	return client.Connect(ctx, t, nil)
 }
 
@@ -353,6 +377,9 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
+		if err := g.pinRefusal(t); err != nil {
+			return nil, wireError(refusal(t.Action, nil, err))
+		}
 		if t.approves {
 			id, err := g.grantFor(ctx, t, args)
 			if err != nil {
@@ -489,6 +516,12 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 	if err != nil {
 		// Nothing was sent: the connection had ended and could not be made again.
 		return nil, latch.NotExecuted(err)
+	}
+	if up.check != nil {
+		if err := up.check(t); err != nil {
+			// The redial above found the tool redefined: nothing is sent.
+			return nil, latch.NotExecuted(err)
+		}
 	}
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
 	if errors.Is(err, mcp.ErrConnectionClosed) {

@@ -39,6 +39,7 @@ var paymentsBin string
 
 func TestMain(m *testing.M) {
 	runUpstream() // when started as a test upstream, serves it and exits
+	runPinnedUpstream()
 	dir, err := os.MkdirTemp("", "latch-gateway-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

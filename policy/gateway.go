@@ -11,7 +11,8 @@ import (
 // Keys of the gateway section, in the order error messages list them.
 var (
 	gatewayKeys  = []string{"upstreams", "separator"}
-	upstreamKeys = []string{"command", "url", "tools"}
+	upstreamKeys = []string{"command", "url", "tools", "pin"}
+	pinKeys      = []string{"tool_schema_sha256", "tls_cert_sha256"}
 	toolKeys     = []string{"errors_mean", "read_only"}
 )
 
@@ -47,7 +48,20 @@ type Upstream struct {
 	Command []string         // argv; nil when URL is set
 	URL     string           // "" when Command is set
 	Tools   map[string]*Tool // per-tool settings, by the upstream's tool name; may be empty
+	Pin     *Pin             // nil when the upstream is not pinned
 	Pos     Position         // of the alias
+}
+
+// Pin is what an upstream must be for the gateway to call it (docs/gateway.md#pinning).
+type Pin struct {
+	// ToolSchemaSHA256 maps an upstream tool's own name to "sha256:" and the hex SHA-256 of the
+	// canonical JSON of its whole tools/list entry. A call of a pinned tool whose definition, as
+	// the gateway last listed it, hashes otherwise is refused upstream_mismatch.
+	ToolSchemaSHA256 map[string]string
+	// TLSCertSHA256 lists "sha256:" hashes of the DER leaf certificates an https upstream may
+	// present; when set they are the only trust anchors. A list, so certificates can rotate.
+	TLSCertSHA256 []string
+	Pos           Position // of the pin key
 }
 
 // Tool is the per-tool setting of an upstream.
@@ -141,6 +155,12 @@ func (p *parser) upstream(e entry) (*Upstream, *Error) {
 				}
 				u.Tools[tn.k.Value] = t
 			}
+		case "pin":
+			pin, e := p.pin(en, where)
+			if e != nil {
+				return nil, e
+			}
+			u.Pin = pin
 		default:
 			return nil, p.unknownKey(en.k, where, upstreamKeys)
 		}
@@ -151,7 +171,68 @@ func (p *parser) upstream(e entry) (*Upstream, *Error) {
 	case u.Command != nil && u.URL != "":
 		return nil, p.errf(e.k, "upstream %s has both command and url (expected exactly one)", quote(alias))
 	}
+	if u.Pin != nil && len(u.Pin.TLSCertSHA256) > 0 && !strings.HasPrefix(u.URL, "https://") {
+		return nil, p.errf(e.k, "upstream %s pins tls_cert_sha256 but is not an https url (only an https upstream presents a certificate)", quote(alias))
+	}
 	return u, nil
+}
+
+// pin parses an upstream's pin section.
+func (p *parser) pin(e entry, where string) (*Pin, *Error) {
+	where = "in pin " + where
+	if e := p.mapping(e, "pin "+where, "a mapping with tool_schema_sha256 or tls_cert_sha256"); e != nil {
+		return nil, e
+	}
+	pin := &Pin{ToolSchemaSHA256: map[string]string{}, Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		switch en.k.Value {
+		case "tool_schema_sha256":
+			if e := p.mapping(en, "tool_schema_sha256 "+where, "a mapping from the upstream's tool names to sha256:HEX"); e != nil {
+				return nil, e
+			}
+			for _, tn := range entries(en.v) {
+				name := tn.k.Value
+				if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != "" {
+					return nil, p.errf(tn.k, "bad tool name %s in tool_schema_sha256 %s (expected letters, digits, _, - and .)", quote(name), where)
+				}
+				h, e := p.sha256Pin(tn, "tool_schema_sha256 of tool "+quote(name)+" "+where)
+				if e != nil {
+					return nil, e
+				}
+				pin.ToolSchemaSHA256[name] = h
+			}
+		case "tls_cert_sha256":
+			if en.v.Kind != yaml.SequenceNode || len(en.v.Content) == 0 {
+				return nil, p.errf(at(en), "tls_cert_sha256 %s is %s (expected a non-empty list of sha256:HEX leaf certificate hashes)", where, describeNode(en.v))
+			}
+			for _, c := range en.v.Content {
+				h, e := p.sha256Pin(entry{en.k, c}, "tls_cert_sha256 "+where+" element")
+				if e != nil {
+					return nil, e
+				}
+				pin.TLSCertSHA256 = append(pin.TLSCertSHA256, h)
+			}
+		default:
+			return nil, p.unknownKey(en.k, where, pinKeys)
+		}
+	}
+	if len(pin.ToolSchemaSHA256) == 0 && len(pin.TLSCertSHA256) == 0 {
+		return nil, p.errf(e.k, "pin %s pins nothing (expected tool_schema_sha256 or tls_cert_sha256)", where)
+	}
+	return pin, nil
+}
+
+// sha256Pin parses one "sha256:" and 64 lowercase hex digits.
+func (p *parser) sha256Pin(e entry, what string) (string, *Error) {
+	s, err := p.str(e, what)
+	if err != nil {
+		return "", err
+	}
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", p.errf(e.v, "bad %s: %s (expected sha256: and 64 lowercase hex digits)", what, quote(s))
+	}
+	return s, nil
 }
 
 func (p *parser) tool(e entry, where string) (*Tool, *Error) {
@@ -214,7 +295,20 @@ func normalizeGateway(g *Gateway) map[string]any {
 			}
 			tools[name] = tm
 		}
-		ups[alias] = map[string]any{"command": cmd, "url": u2, "tools": tools}
+		um := map[string]any{"command": cmd, "url": u2, "tools": tools}
+		if u.Pin != nil {
+			// Only when set: an unpinned upstream hashes as it did before pins existed.
+			tp := make(map[string]any, len(u.Pin.ToolSchemaSHA256))
+			for name, h := range u.Pin.ToolSchemaSHA256 {
+				tp[name] = h
+			}
+			certs := make([]any, len(u.Pin.TLSCertSHA256))
+			for i, h := range u.Pin.TLSCertSHA256 {
+				certs[i] = h
+			}
+			um["pin"] = map[string]any{"tool_schema_sha256": tp, "tls_cert_sha256": certs}
+		}
+		ups[alias] = um
 	}
 	out := map[string]any{"upstreams": ups}
 	if g.Separator != "." && g.Separator != "" {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -92,10 +93,85 @@ func TestParseGatewayRefusals(t *testing.T) {
 		{"command string", header + "  upstreams:\n    p: { command: ./x }\n", 4, 19, `command in upstream "p" is string "./x" (expected a non-empty list`},
 		{"command number", header + "  upstreams:\n    p: { command: [x, 1] }\n", 4, 23, `command in upstream "p" element is integer`},
 		{"bad url", header + "  upstreams:\n    p: { url: ftp://h/ }\n", 4, 15, `bad url "ftp://h/" in upstream "p"`},
-		{"unknown upstream key", header + "  upstreams:\n    p: { url: http://h/, env: {} }\n", 4, 26, `unknown key "env" in upstream "p" (expected one of command, url, tools)`},
+		{"unknown upstream key", header + "  upstreams:\n    p: { url: http://h/, env: {} }\n", 4, 26, `unknown key "env" in upstream "p" (expected one of command, url, tools, pin)`},
 		{"bad errors_mean", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { errors_mean: never }\n", 7, 32, `bad errors_mean "never" in tool "refund" in upstream "p" (expected unknown or not_executed)`},
 		{"unknown tool key", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { effect: x }\n", 7, 19, `unknown key "effect" in tool "refund"`},
 		{"read_only not a bool", header + "  upstreams:\n    p:\n      url: http://h/\n      tools:\n        refund: { read_only: yes please }\n", 7, 30, `read_only in tool "refund"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("latch.yaml", []byte(tt.src))
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Parse(%q) = %v, want an *Error", tt.src, err)
+			}
+			if pe.Line != tt.line || pe.Column != tt.col || !strings.Contains(pe.Msg, tt.msg) {
+				t.Errorf("Parse(%q) = %d:%d %s, want %d:%d containing %q", tt.src, pe.Line, pe.Column, pe.Msg, tt.line, tt.col, tt.msg)
+			}
+		})
+	}
+}
+
+const pinSrc = `schema: latch.policy/v1
+gateway:
+  upstreams:
+    p:
+      url: https://h/mcp
+      pin:
+        tool_schema_sha256:
+          refund: "sha256:%s"
+        tls_cert_sha256: ["sha256:%s"]
+`
+
+func TestParseGatewayPin(t *testing.T) {
+	t.Parallel()
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	pol, err := Parse("latch.yaml", fmt.Appendf(nil, pinSrc, a, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := pol.Gateway.Upstreams["p"].Pin
+	if pin == nil || pin.ToolSchemaSHA256["refund"] != "sha256:"+a || len(pin.TLSCertSHA256) != 1 || pin.TLSCertSHA256[0] != "sha256:"+b {
+		t.Fatalf("pin = %+v", pin)
+	}
+	// Each pinned hash is part of the policy hash; an unpinned upstream hashes as before.
+	for _, other := range [][2]string{{b, b}, {a, a}} {
+		o, err := Parse("latch.yaml", fmt.Appendf(nil, pinSrc, other[0], other[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Hash == pol.Hash {
+			t.Errorf("policies pinning %v and %v have one hash", [2]string{a, b}, other)
+		}
+	}
+	unpinned := "schema: latch.policy/v1\ngateway:\n  upstreams:\n    p:\n      url: https://h/mcp\n"
+	u1, err := Parse("latch.yaml", []byte(unpinned))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u1.Hash == pol.Hash {
+		t.Error("a pinned and an unpinned upstream have one policy hash")
+	}
+}
+
+func TestParseGatewayPinRefusals(t *testing.T) {
+	t.Parallel()
+	const header = "schema: latch.policy/v1\ngateway:\n  upstreams:\n    p:\n"
+	h := strings.Repeat("a", 64)
+	tests := []struct {
+		name      string
+		src       string
+		line, col int
+		msg       string
+	}{
+		{"unknown pin key", header + "      url: https://h/\n      pin: { public_key: x }\n", 6, 14, `unknown key "public_key" in pin in upstream "p" (expected one of tool_schema_sha256, tls_cert_sha256)`},
+		{"empty pin", header + "      url: https://h/\n      pin: {}\n", 6, 7, `pins nothing`},
+		{"bad tool hash", header + "      url: https://h/\n      pin: { tool_schema_sha256: { refund: \"md5:ab\" } }\n", 6, 44, `bad tool_schema_sha256 of tool "refund" in pin in upstream "p": "md5:ab" (expected sha256: and 64 lowercase hex digits)`},
+		{"upper hex", header + "      url: https://h/\n      pin: { tool_schema_sha256: { refund: \"sha256:" + strings.ToUpper(h) + "\" } }\n", 6, 44, `expected sha256: and 64 lowercase hex digits`},
+		{"certs not a list", header + "      url: https://h/\n      pin: { tls_cert_sha256: \"sha256:" + h + "\" }\n", 6, 31, `tls_cert_sha256 in pin in upstream "p" is string`},
+		{"certs on http", header + "      url: http://h/\n      pin: { tls_cert_sha256: [\"sha256:" + h + "\"] }\n", 4, 5, `upstream "p" pins tls_cert_sha256 but is not an https url`},
+		{"certs on a command", header + "      command: [x]\n      pin: { tls_cert_sha256: [\"sha256:" + h + "\"] }\n", 4, 5, `is not an https url`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

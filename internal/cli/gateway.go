@@ -90,6 +90,7 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
+	cmd.AddCommand(a.gatewayPinCommand())
 	return cmd
 }
 

@@ -36,6 +36,8 @@ var Cases = []Case{
 	{"no matching rule", &latch.DeniedError{Action: "a", Reason: "no_matching_rule"}, latch.KindDenied, latch.ReasonNoMatchingRule},
 	{"no principal", &latch.DeniedError{Action: "a", Reason: "no_principal"}, latch.KindDenied, latch.ReasonNoPrincipal},
 	{"policy unapproved", &latch.DeniedError{Action: "a", Reason: "policy_unapproved"}, latch.KindDenied, latch.ReasonPolicyUnapproved},
+	{"upstream mismatch", &latch.DeniedError{Action: "a", Reason: "upstream_mismatch"}, latch.KindDenied, latch.ReasonUpstreamMismatch},
+	{"upstream unverified", &latch.DeniedError{Action: "a", Reason: "upstream_unverified"}, latch.KindDenied, latch.ReasonUpstreamUnverified},
 	{"principal expired", &latch.DeniedError{Action: "a", Reason: "principal_expired"}, latch.KindDenied, latch.ReasonPrincipalExpired},
 	{"out of scope", &latch.ScopeError{Action: "a", Reason: "out_of_scope", Resource: "customer:EU-7"}, latch.KindDenied, latch.ReasonOutOfScope},
 	{"scope unavailable", &latch.ScopeError{Action: "a", Reason: "scope_unavailable", Resource: "customer:EU-7", Err: errors.New("the scope provider did not answer within 2s")}, latch.KindDenied, latch.ReasonScopeUnavailable},
