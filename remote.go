@@ -68,6 +68,10 @@ type Pending struct {
 	// whatever it says.
 	WouldHave *receipt.WouldHave
 	StartedAt time.Time
+	// Replayed is set when ctx's request key (WithRequestKey) named a reservation that still
+	// holds its effect: this Pending is that earlier Begin's call, whose executor may be running
+	// now. A caller that runs the executor itself must not run it again for a replayed Pending.
+	Replayed bool
 }
 
 // Begin runs the pipeline of a call up to its executor — principal, normalize, decide, approve,
@@ -176,6 +180,7 @@ func (g *Guard) replay(ctx context.Context, span trace.Span, rp *replayedError) 
 	span.SetAttributes(AttrActionID.String(rp.actionID), AttrEffectKey.String(b.h.key), AttrAttempt.Int(b.h.attempt))
 	p := b.pending()
 	p.LeaseExpiresAt = rp.lease
+	p.Replayed = true
 	return p, nil
 }
 

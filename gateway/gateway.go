@@ -76,6 +76,7 @@ type Gateway struct {
 	tools     []*Tool
 	nonce     string        // marks the stand-ins of answers too large to keep (answer.go)
 	stopSweep func()        // ends the sweeper; nil without one
+	keyed     keyedRuns     // keyed calls in flight here (requestkey.go)
 	swept     chan struct{} // closed when the sweeper has ended
 	seen      observations  // the tools this process last listed, for the pins (pin.go)
 	driftMu   sync.Mutex
@@ -374,6 +375,10 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, wireError(refusal(t.Action, nil, err))
 		}
+		key, err := requestKeyOf(req)
+		if err != nil {
+			return nil, wireError(refusal(t.Action, nil, err))
+		}
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
@@ -388,6 +393,9 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 			if id != "" {
 				ctx = latch.WithApproval(ctx, id)
 			}
+		}
+		if key != "" {
+			return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
 		}
 		var result *mcp.CallToolResult
 		var big *answerInfo // set when the answer was too large to keep

@@ -72,7 +72,7 @@ var refusalCodes = map[latch.RefusalKind]int64{
 	latch.KindAuthority:        CodeAuthority,
 	latch.KindIdentity:         CodeUnauthenticated,
 	latch.KindOutcomeRefused:   CodeInternal,
-	latch.KindRequestKey:       CodeInternal,
+	latch.KindRequestKey:       CodeDenied, // a key naming another call: retrying under it never succeeds
 	latch.KindInternal:         CodeInternal,
 }
 

@@ -111,7 +111,7 @@ var Wire = map[latch.RefusalKind]WireForm{
 	latch.KindAuthority:        {http.StatusForbidden, -31008, http.StatusForbidden, latch.TaskStop},
 	latch.KindIdentity:         {http.StatusUnauthorized, -31009, http.StatusForbidden, latch.TaskStop},
 	latch.KindOutcomeRefused:   {http.StatusConflict, -31000, http.StatusInternalServerError, latch.TaskStop},
-	latch.KindRequestKey:       {http.StatusUnprocessableEntity, -31000, http.StatusInternalServerError, latch.TaskStop},
+	latch.KindRequestKey:       {http.StatusUnprocessableEntity, -31001, http.StatusInternalServerError, latch.TaskStop},
 	latch.KindInternal:         {http.StatusInternalServerError, -31000, http.StatusInternalServerError, latch.TaskRetry},
 }
 
