@@ -81,7 +81,7 @@ func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision 
 	}
 	hop, err := callHop(ctx, pr.call)
 	if err != nil {
-		return authority.Decision{Reason: authority.ReasonHop, Dimension: authority.DimHop, Trace: []string{err.Error()}}
+		return authority.Decision{Reason: authority.ReasonHop, Dimension: authority.DimHop, Trace: []string{err.(*AuthorityError).Detail}}
 	}
 	return authority.Evaluate(pr.pol.Authority, ds, authority.Request{
 		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,

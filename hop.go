@@ -23,19 +23,30 @@ func HopFrom(ctx context.Context) string {
 	return h
 }
 
-// callHop is the hop a call presents: its Options.Hop or its context's, which must be equal when
-// both are set.
+// callHop is the hop a call presents (HopOf).
 func callHop(ctx context.Context, call *Call) (string, error) {
+	if call == nil {
+		return HopOf(ctx, nil)
+	}
+	return HopOf(ctx, call.Options)
+}
+
+// HopOf is the hop a call made with ctx and opts (nil allowed) presents: opts.Hop or ctx's
+// (WithHop), which must be equal when both are set (else an *AuthorityError, authority_hop);
+// "" when neither names one. A client of
+// another process's guard (package client) sends it.
+func HopOf(ctx context.Context, opts *Options) (string, error) {
 	var opt string
-	if call != nil && call.Options != nil {
-		opt = call.Options.Hop
+	if opts != nil {
+		opt = opts.Hop
 	}
 	fromCtx := HopFrom(ctx)
 	switch {
 	case opt == "":
 		return fromCtx, nil
 	case fromCtx != "" && fromCtx != opt:
-		return "", fmt.Errorf("the call presents hop %q in its options and hop %q in its context", opt, fromCtx)
+		return "", &AuthorityError{Reason: authority.ReasonHop, Dimension: authority.DimHop,
+			Detail: fmt.Sprintf("the call presents hop %q in its options and hop %q in its context", opt, fromCtx)}
 	}
 	return opt, nil
 }

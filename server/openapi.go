@@ -201,7 +201,8 @@ var schemas = map[string]any{
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,
 		"wait_seconds": map[string]any{"type": "integer", "minimum": 0},
-		"task":         map[string]any{"type": "string", "description": "The task the call is part of (a job, a ticket, a workflow): matched against the tasks a grant names and recorded on the receipt, never part of the action hash. At most 512 bytes, no control or format characters."}}},
+		"task":         map[string]any{"type": "string", "description": "The task the call is part of (a job, a ticket, a workflow): matched against the tasks a grant names and recorded on the receipt, never part of the action hash. At most 512 bytes, no control or format characters."},
+		"hop":          map[string]any{"type": "string", "description": "The id of a hop (a delegation handed to the calling agent by another) the call acts under: the call is then decided on the authority axis by that hop's chain alone, and refused 403 authority_hop when the hop is missing, not live or addressed to another agent."}}},
 	"Action": obj([]string{"status", "action_id", "action", "action_hash"}, map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
