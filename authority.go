@@ -55,7 +55,7 @@ func (g *Guard) delegations(ctx context.Context) ([]authority.Delegation, error)
 	out := make([]authority.Delegation, len(rows))
 	for i, r := range rows {
 		out[i] = authority.Delegation{ID: r.ID, Parent: r.Parent, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Revoked: !r.RevokedAt.IsZero(), Via: r.Via}
-		if r.Via != "" && r.Via != store.ViaBreakGlass {
+		if r.Via != "" && r.Via != store.ViaBreakGlass && r.Via != store.ViaHop {
 			// A way of coming to be this binary does not know: never guessed at.
 			out[i].Err = fmt.Errorf("via %q is not one this version of latch knows", r.Via)
 			continue
@@ -79,9 +79,13 @@ func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision 
 		return authority.Decision{Reason: authority.ReasonUnreadable, Dimension: authority.DimRecord,
 			Trace: []string{"delegations unreadable: " + err.Error()}}
 	}
+	hop, err := callHop(ctx, pr.call)
+	if err != nil {
+		return authority.Decision{Reason: authority.ReasonHop, Dimension: authority.DimHop, Trace: []string{err.(*AuthorityError).Detail}}
+	}
 	return authority.Evaluate(pr.pol.Authority, ds, authority.Request{
 		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,
-		Environment: pr.env, Task: pr.task, Args: pr.args, Now: g.cfg.Now(),
+		Environment: pr.env, Task: pr.task, Args: pr.args, Now: g.cfg.Now(), Hop: hop,
 	})
 }
 

@@ -31,6 +31,7 @@ const (
 	approvalKey
 	credentialKey
 	execKey
+	hopKey
 )
 
 // WithPrincipal returns a context carrying the principal for the calls made with it.

@@ -43,6 +43,11 @@ type Options struct {
 	// both are set they must be equal. At most MaxTaskLength bytes, no control or format
 	// characters (CheckTask).
 	Task string
+	// Hop is the id of a hop (Guard.Hop) the call acts under: the call is then decided on the
+	// authority axis by that hop's chain alone, never by the caller's own grants, and is refused
+	// authority_hop when the hop is missing, not live or addressed to another agent
+	// (docs/agents.md). WithHop gives one per context; when both are set they must be equal.
+	Hop string
 	// Scope is this call's scope provider, overriding Config.Scope and the policy's scopes
 	// section (docs/scopes.md); ScopeTimeout, when positive, bounds the question to whichever
 	// provider the call asks.

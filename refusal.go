@@ -107,6 +107,9 @@ const (
 	ReasonAuthorityRevoked    Reason = authority.ReasonRevoked
 	ReasonAuthorityExpired    Reason = authority.ReasonExpired
 	ReasonAuthorityConstraint Reason = authority.ReasonConstraint
+	// ReasonAuthorityHop: the call presented a hop that does not exist, is not live (revoked,
+	// expired, or its chain no longer holds) or is addressed to another agent (AuthorityError).
+	ReasonAuthorityHop Reason = authority.ReasonHop
 
 	// KindIdentity
 	ReasonIdentity Reason = "identity"
@@ -432,7 +435,8 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonNoAuthority: KindAuthority, ReasonAuthorityUnreadable: KindAuthority,
 	ReasonAuthorityEscalation: KindAuthority, ReasonAuthorityRevoked: KindAuthority,
 	ReasonAuthorityExpired: KindAuthority, ReasonAuthorityConstraint: KindAuthority,
-	ReasonIdentity: KindIdentity, ReasonCredentialRevoked: KindIdentity, ReasonRevocationFeedStale: KindIdentity,
+	ReasonAuthorityHop: KindAuthority,
+	ReasonIdentity:     KindIdentity, ReasonCredentialRevoked: KindIdentity, ReasonRevocationFeedStale: KindIdentity,
 	ReasonNoSuchAction: KindOutcomeRefused, ReasonNotHolder: KindOutcomeRefused,
 	ReasonAlreadyRecorded: KindOutcomeRefused, ReasonLeaseLost: KindOutcomeRefused,
 	ReasonNoLease: KindOutcomeRefused, ReasonOutcomeRefused: KindOutcomeRefused,

@@ -190,7 +190,7 @@ func TestEvaluateBreakGlass(t *testing.T) {
 		}, ReasonExpired, DimExpiresAt},
 		{"revoked", func(_ *policy.Authority, d *Delegation, _ *Request) { d.Revoked = true }, ReasonRevoked, DimRevoked},
 		{"a plain delegation beneath an envelope", func(_ *policy.Authority, d *Delegation, _ *Request) { d.Via = "" }, ReasonEscalation, DimParent},
-		{"an unknown via beneath an envelope", func(_ *policy.Authority, d *Delegation, _ *Request) { d.Via = "hop" }, ReasonEscalation, DimParent},
+		{"an unknown via beneath an envelope", func(_ *policy.Authority, d *Delegation, _ *Request) { d.Via = "hand-off" }, ReasonEscalation, DimParent},
 		{"a break-glass delegation beneath a grant", func(_ *policy.Authority, d *Delegation, _ *Request) { d.Parent = "reader" }, ReasonRevoked, DimParent},
 		{"envelope removed", func(a *policy.Authority, _ *Delegation, _ *Request) { a.BreakGlass = a.BreakGlass[1:] }, ReasonRevoked, DimParent},
 		{"envelope narrowed", func(a *policy.Authority, _ *Delegation, _ *Request) {

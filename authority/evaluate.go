@@ -21,6 +21,10 @@ type Request struct {
 	Task        string
 	Args        map[string]any
 	Now         time.Time
+	// Hop, when set, is the id of a hop the caller presents: the request is then decided by
+	// that hop's chain alone ([ViaHop]), and a hop that is missing, not live or addressed to
+	// another subject denies it with [ReasonHop].
+	Hop string
 }
 
 // Delegation is a stored, insert-only delegation record: a narrower grant created beneath a
@@ -37,7 +41,7 @@ type Delegation struct {
 	// chain walk, so revoking a chain of any depth is one write.
 	Revoked bool
 	// Via is ViaBreakGlass for a grant opened in a break-glass envelope (its Parent is the
-	// envelope's id), "" for a delegation.
+	// envelope's id), ViaHop for a hop, "" for a delegation.
 	Via string
 	// Err is non-nil when the stored row could not be read. One unreadable row denies
 	// everything: a row that cannot be read might be the revocation that matters.
@@ -106,6 +110,9 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 			}
 		}
 	}
+	if r.Hop != "" {
+		return evaluateHop(a, ds, r)
+	}
 	var grants []*policy.Grant
 	if a != nil {
 		grants = a.Grants
@@ -138,6 +145,9 @@ func Evaluate(a *policy.Authority, ds []Delegation, r Request) Decision {
 
 	for i := range ds {
 		d := &ds[i]
+		if d.Via == ViaHop {
+			continue // a hop is used only by a call that presents it
+		}
 		if m := mismatch(&d.Grant, &r); m >= 0 {
 			e.miss("delegation ", d.ID, m)
 			continue

@@ -221,11 +221,15 @@ const (
 // with other arguments is a *latch.RequestKeyError. Without a key, a lost answer is returned as
 // it is: asking again could only meet the first attempt (in_progress).
 //
-// When ctx carries a task (latch.WithTask), it is sent as the call's task.
+// When ctx carries a task (latch.WithTask), it is sent as the call's task; when it presents a
+// hop (latch.WithHop), the hop is sent and the call is decided by the hop's chain alone.
 func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage, approvalID string, wait time.Duration) (*Begun, error) {
 	body := map[string]any{"action": action, "arguments": args}
 	if task := latch.TaskFrom(ctx); task != "" {
 		body["task"] = task
+	}
+	if hop := latch.HopFrom(ctx); hop != "" {
+		body["hop"] = hop
 	}
 	if approvalID != "" {
 		body["approval_id"] = approvalID
@@ -337,7 +341,8 @@ const waitFor = 60 * time.Second
 // (encoded to a JSON object), the same canonical value handed to fn, the same errors. Inside fn,
 // latch.IdempotencyToken and latch.ExtendLease work as in process. Options.Wait waits for a
 // human's answer (in rounds of up to 60 s, until ctx ends); Options.Task, or ctx's task
-// (latch.WithTask), is sent as the call's task (latch.TaskOf: equal when both are set); Effect,
+// (latch.WithTask), is sent as the call's task (latch.TaskOf: equal when both are set), and
+// Options.Hop, or ctx's hop (latch.WithHop), as the hop the call acts under; Effect,
 // Resource, Lease and Reconcile belong to the server's policy and are refused here.
 //
 // Each call begins with a request key — ctx's (latch.WithRequestKey), else a fresh one — so a
@@ -352,6 +357,13 @@ func Protect[A, R any](c *Client, action string, fn func(context.Context, A) (R,
 			return out, err
 		}
 		ctx = latch.WithTask(ctx, task)
+		hop, err := latch.HopOf(ctx, opts)
+		if err != nil {
+			return out, err
+		}
+		if hop != "" {
+			ctx = latch.WithHop(ctx, hop)
+		}
 		raw, err := json.Marshal(args)
 		if err != nil {
 			return out, &latch.InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("encode arguments of %s: %w", action, err)}

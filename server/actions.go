@@ -23,6 +23,7 @@ type actionRequest struct {
 	ApprovalID  string          `json:"approval_id"`
 	WaitSeconds int             `json:"wait_seconds"`
 	Task        string          `json:"task"` // the call's task (latch.Options.Task); "" for none
+	Hop         string          `json:"hop"`  // the hop the call acts under (latch.Options.Hop); "" for none
 }
 
 // actionJSON is a begun action: the answer of POST /v1/actions and GET /v1/actions/{id}.
@@ -113,8 +114,8 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 		ctx = latch.WithRequestKey(ctx, key)
 	}
 	call := &latch.Call{Action: req.Action, Arguments: req.Arguments, Resource: req.Resource}
-	if req.Task != "" {
-		call.Options = &latch.Options{Task: req.Task}
+	if req.Task != "" || req.Hop != "" {
+		call.Options = &latch.Options{Task: req.Task, Hop: req.Hop}
 	}
 	if req.ApprovalID != "" {
 		ctx = latch.WithApproval(ctx, req.ApprovalID)

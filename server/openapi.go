@@ -54,6 +54,7 @@ var ops = map[string]op{
 	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/hops":                   {"Hand part of a grant the calling agent holds to one receiving agent (a hop)", "HopRequest", "Delegation", []int{200, 400, 401, 403}, nil},
 	"POST /v1/break-glass":            {"Open a break-glass grant inside one of the policy's envelopes (a person)", "BreakGlassRequest", "Delegation", []int{200, 400, 401, 403, 404}, nil},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
@@ -201,7 +202,8 @@ var schemas = map[string]any{
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,
 		"wait_seconds": map[string]any{"type": "integer", "minimum": 0},
-		"task":         map[string]any{"type": "string", "description": "The task the call is part of (a job, a ticket, a workflow): matched against the tasks a grant names and recorded on the receipt, never part of the action hash. At most 512 bytes, no control or format characters."}}},
+		"task":         map[string]any{"type": "string", "description": "The task the call is part of (a job, a ticket, a workflow): matched against the tasks a grant names and recorded on the receipt, never part of the action hash. At most 512 bytes, no control or format characters."},
+		"hop":          map[string]any{"type": "string", "description": "The id of a hop (a delegation handed to the calling agent by another) the call acts under: the call is then decided on the authority axis by that hop's chain alone, and refused 403 authority_hop when the hop is missing, not live or addressed to another agent."}}},
 	"Action": obj([]string{"status", "action_id", "action", "action_hash"}, map[string]any{
 		"status": map[string]any{"enum": []string{"reserved", "allowed", "recorded"}}, "action_id": str, "action": str, "action_hash": str,
 		"arguments": map[string]any{"type": "object"}, "resource": nstr, "principal": principl, "effect_key": nstr, "attempt": nint,
@@ -250,6 +252,10 @@ var schemas = map[string]any{
 		"envelope": str, "reason": str, "grant": str,
 		"ttl_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": int64(policy.MaxBreakGlassTTL / time.Second)},
 		"for": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"agent"}, "properties": map[string]any{
+			"agent": str, "user": str}}}},
+	"HopRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"parent", "to", "grant"}, "properties": map[string]any{
+		"parent": str, "grant": str,
+		"to": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"agent"}, "properties": map[string]any{
 			"agent": str, "user": str}}}},
 	// A delegation as latch delegations --json prints it; a break-glass grant has via break-glass.
 	"Delegation": obj([]string{"delegation_id", "parent", "subject", "actions", "expires_at", "created_by", "via", "reason"}, map[string]any{

@@ -247,6 +247,13 @@ func TestOpenAPI(t *testing.T) {
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 7200})
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 60})
 	bg.do("POST", "/v1/revocations", "push-secret", map[string]any{"events": []any{}}) // no feed: 404
+	// Hops need a delegable grant the sending agent holds.
+	hsv := observedServer(t, obs, hopPolicy)
+	hop := map[string]any{"parent": "sender", "to": map[string]any{"agent": "billing-worker"}, "grant": "actions: [billing.charge]\nconstraints: {amount_lte: 50}\nexpires_at: 2098-01-01T00:00:00Z\n"}
+	hsv.do("POST", "/v1/hops", hsv.bob, hop)
+	hsv.do("POST", "/v1/hops", "", hop)
+	hsv.do("POST", "/v1/hops", hsv.approver, hop)
+	hsv.do("POST", "/v1/hops", hsv.bob, map[string]any{"parent": "sender"})
 	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
 	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {
 		h1, h2 := hold(t, s.url, path, s.alice, 4096), hold(t, s.url, path, s.alice, 4096)
@@ -426,7 +433,14 @@ func TestOpenAPIObservedBegin(t *testing.T) {
 // may open its envelope.
 func breakGlassServer(t *testing.T, obs *observed) *srv {
 	t.Helper()
-	p, err := policy.Parse("latch.yaml", []byte(breakGlassPolicy))
+	return observedServer(t, obs, breakGlassPolicy)
+}
+
+// observedServer is a server over its own SQLite store with policyDoc, its traffic observed by
+// obs, with tokens for approver carol (approver) and agent other-worker (bob).
+func observedServer(t *testing.T, obs *observed, policyDoc string) *srv {
+	t.Helper()
+	p, err := policy.Parse("latch.yaml", []byte(policyDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,5 +464,9 @@ func breakGlassServer(t *testing.T, obs *observed) *srv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &srv{t: t, url: "http://" + ln.Addr().String(), g: g, approver: secret}
+	bob, _, err := auth.CreateToken(t.Context(), g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "other-worker"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &srv{t: t, url: "http://" + ln.Addr().String(), g: g, approver: secret, bob: bob}
 }

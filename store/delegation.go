@@ -18,7 +18,8 @@ type Delegation struct {
 	RevokedAt time.Time // zero when not revoked
 	RevokedBy string
 	// Via says how the delegation came to be: ViaBreakGlass for a grant opened in a break-glass
-	// envelope (Parent is the envelope's id, CreatedBy the person who opened it), "" for a
+	// envelope (Parent is the envelope's id, CreatedBy the person who opened it), ViaHop for a
+	// hop (a delegation addressed to one receiving agent, CreatedBy the sender), "" for a
 	// delegation (and every delegation stored before via existed).
 	Via string
 	// Reason is why a break-glass grant was opened, as its opener wrote it; "" for a
@@ -28,6 +29,9 @@ type Delegation struct {
 
 // ViaBreakGlass is the Via of a break-glass grant (docs/authority.md).
 const ViaBreakGlass = "break-glass"
+
+// ViaHop is the Via of a hop (docs/agents.md).
+const ViaHop = "hop"
 
 // RevokeRequest revokes a delegation.
 type RevokeRequest struct {

@@ -170,6 +170,7 @@ The operator loop:
 
 Authority (a policy with an authority: section):
   latch delegate --parent ID --file GRANT.yaml --as AGENT[/USER]
+  latch hop --parent ID --to AGENT[/USER] --file GRANT.yaml --as AGENT[/USER]
   latch delegations          who holds what, beneath which grant
   latch revoke ID --as ME    cuts it and everything beneath it
 
@@ -221,6 +222,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.budgetsCommand(),
 		a.statsCommand(),
 		a.delegateCommand(),
+		a.hopCommand(),
 		a.revokeCommand(),
 		a.breakGlassCommand(),
 		a.delegationsCommand(),

@@ -155,6 +155,7 @@ func cmdWorker(ts *testscript.TestScript, neg bool, args []string) {
 	fail := fs.String("fail", "", "ambiguous|notexecuted|crash")
 	lease := fs.Duration("lease", 0, "lease override")
 	task := fs.String("task", "", "the call's task")
+	hop := fs.String("hop", "", "the hop the call acts under")
 	ts.Check(fs.Parse(args[2:]))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -181,7 +182,7 @@ func cmdWorker(ts *testscript.TestScript, neg bool, args []string) {
 	if *approval != "" {
 		cctx = latch.WithApproval(cctx, *approval)
 	}
-	call := &latch.Call{Action: args[0], Arguments: json.RawMessage(args[1]), Options: &latch.Options{Lease: *lease, Task: *task}}
+	call := &latch.Call{Action: args[0], Arguments: json.RawMessage(args[1]), Options: &latch.Options{Lease: *lease, Task: *task, Hop: *hop}}
 	var rc *latch.Receipt
 	done := make(chan struct{})
 	go func() {

@@ -18,9 +18,9 @@ import (
 
 func (a *app) inspectCommand() *cobra.Command {
 	var asJSON bool
-	var grant string
+	var grant, hop string
 	cmd := &cobra.Command{
-		Use:   "inspect ID | --grant ID",
+		Use:   "inspect ID | --grant ID | --hop ID",
 		Short: "Everything about an action id, an approval id or an effect key; or a grant's budgets",
 		Long: `Answer "what happened to this?" in one command.
 
@@ -37,15 +37,25 @@ now (a revoked, expired or cut delegation does not), and each of its budgets wit
 what it has consumed, what remains, and every charge it holds with why (an ambiguous
 effect holds its charge until a person resolves it). With --json, one object:
   grant_id, kind (grant or delegation), parent, subject, actions, expires_at, live,
-  not_live, budgets (each as latch budgets --json prints it)`,
+  not_live, budgets (each as latch budgets --json prints it)
+
+--hop ID lists every receipt that names the hop: the sender's record of creating it
+(kind delegation) and each call decided under it (authority.delegation_id), in chain
+order. With --json, one object: hop, receipts (each seq, hash, receipt).`,
 		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88 --json\n  latch inspect --grant ops-billing",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("grant") {
+			if cmd.Flags().Changed("grant") || cmd.Flags().Changed("hop") {
 				return noArgs(cmd, args)
 			}
 			return exactArgs("ID")(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			if cmd.Flags().Changed("hop") {
+				if hop == "" || cmd.Flags().Changed("grant") {
+					return usagef("--hop: say which hop (and not --grant too)")
+				}
+				return a.inspectHop(hop, asJSON)
+			}
 			if cmd.Flags().Changed("grant") {
 				if grant == "" {
 					return usagef("--grant: say which grant or delegation")
@@ -85,6 +95,7 @@ effect holds its charge until a person resolves it). With --json, one object:
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&grant, "grant", "", "inspect the policy grant or delegation `ID`: its budgets, consumed and held")
+	cmd.Flags().StringVar(&hop, "hop", "", "list the receipts that name the hop `ID`: its creation and the calls decided under it")
 	return cmd
 }
 

@@ -27,7 +27,7 @@ type Delegation struct {
 	RevokedBy    *string        `json:"revoked_by"`
 	CutBy        *string        `json:"cut_by"` // the revoked delegation above it, when not revoked itself
 	Grant        string         `json:"grant"`  // the grant document as stored
-	Via          *string        `json:"via"`    // "break-glass" for a break-glass grant, null for a delegation
+	Via          *string        `json:"via"`    // "break-glass" for a break-glass grant, "hop" for a hop, null for a delegation
 	Reason       *string        `json:"reason"` // why a break-glass grant was opened
 }
 

@@ -73,6 +73,7 @@ var Cases = []Case{
 	{"not executed", latch.NotExecuted(errors.New("card declined")), latch.KindNotExecuted, latch.ReasonNotExecuted},
 	{"no authority", &latch.AuthorityError{Reason: "no_authority"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"authority constraint", &latch.AuthorityError{Reason: "authority_constraint", Dimension: "constraints.amount_lte"}, latch.KindAuthority, latch.ReasonAuthorityConstraint},
+	{"hop not usable", &latch.AuthorityError{Reason: "authority_hop", Dimension: "hop"}, latch.KindAuthority, latch.ReasonAuthorityHop},
 	{"no authority for the task", &latch.AuthorityError{Reason: "no_authority", Dimension: "tasks"}, latch.KindAuthority, latch.ReasonNoAuthority},
 	{"identity", fmt.Errorf("%w: no credential", latch.ErrIdentity), latch.KindIdentity, latch.ReasonIdentity},
 	{"credential revoked", fmt.Errorf("%w: %w", latch.ErrIdentity, &latch.IdentityError{Reason: "credential_revoked", Detail: "jti t-1 of https://idp.example was revoked"}), latch.KindIdentity, latch.ReasonCredentialRevoked},
