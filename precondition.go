@@ -195,40 +195,17 @@ func (g *Guard) preconditionFor(pr *prepared) (PreconditionFunc, Recheck, time.D
 // goroutine (as a scope provider is asked: one that ignores its context or panics cannot hold
 // or crash the call), and returns its fingerprint.
 func readPrecondition(ctx context.Context, fn PreconditionFunc, pr *prepared, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(withoutApproval(ctx), timeout)
-	defer cancel()
 	req := PreconditionRequest{Action: pr.call.Action, Arguments: json.RawMessage(pr.canonArgs), Resource: pr.resource,
 		Environment: pr.env, Principal: pr.principal}
-	type answer struct {
-		state any
-		err   error
+	state, err := askBounded(ctx, "precondition provider", timeout, func(ctx context.Context) (any, error) { return fn(ctx, req) })
+	if err != nil {
+		return "", err
 	}
-	ch := make(chan answer, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- answer{err: fmt.Errorf("the precondition provider panicked: %s", validText(fmt.Sprint(r)))}
-			}
-		}()
-		s, err := fn(ctx, req)
-		ch <- answer{s, err}
-	}()
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			return "", fmt.Errorf("the precondition provider failed: %w", a.err)
-		}
-		h, err := PreconditionFingerprint(a.state)
-		if err != nil {
-			return "", fmt.Errorf("the precondition provider returned a bad state: %w", err)
-		}
-		return h, nil
-	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			return "", fmt.Errorf("the precondition provider did not answer within %s", timeout)
-		}
-		return "", fmt.Errorf("the call ended before the precondition provider answered: %w", context.Cause(ctx))
+	h, err := PreconditionFingerprint(state)
+	if err != nil {
+		return "", fmt.Errorf("the precondition provider returned a bad state: %w", err)
 	}
+	return h, nil
 }
 
 // capturePrecondition reads the state of pr's target for the approval request about to be

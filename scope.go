@@ -195,38 +195,46 @@ func scopeDenied(pr *prepared, err error) policy.Evaluation {
 	return policy.Evaluation{Decision: policy.Deny, Reason: reason, Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
 }
 
-// askScope runs fn under a deadline of timeout, on its own goroutine, so that a provider that
-// ignores its context or panics cannot hold or crash the call. A provider that never returns
-// keeps its goroutine; the call does not wait for it. The provider does not see an approval the
-// call presents: a protected call it makes is decided on its own.
+// askScope runs fn under a deadline of timeout (askBounded). The provider does not see an
+// approval the call presents: a protected call it makes is decided on its own.
 func askScope(ctx context.Context, fn ScopeFunc, req ScopeRequest, timeout time.Duration) (Scope, error) {
+	return askBounded(ctx, "scope provider", timeout, func(ctx context.Context) (Scope, error) { return fn(ctx, req) })
+}
+
+// askBounded asks a provider the call depends on (a scope, a precondition) for its answer under
+// a deadline of timeout, on its own goroutine, so that a provider that ignores its context or
+// panics cannot hold or crash the call. A provider that never returns keeps its goroutine; the
+// call does not wait for it. It never sees the approval the call presents. Errors name what
+// was asked (what) and never carry the provider's answer.
+func askBounded[T any](ctx context.Context, what string, timeout time.Duration, ask func(context.Context) (T, error)) (T, error) {
+	var zero T
 	ctx, cancel := context.WithTimeout(withoutApproval(ctx), timeout)
 	defer cancel()
 	type answer struct {
-		scope Scope
-		err   error
+		v   T
+		err error
 	}
 	ch := make(chan answer, 1)
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
-				ch <- answer{err: fmt.Errorf("the scope provider panicked: %s", validText(fmt.Sprint(r)))}
+				ch <- answer{err: fmt.Errorf("the %s panicked: %s", what, validText(fmt.Sprint(r)))}
 			}
 		}()
-		s, err := fn(ctx, req)
-		ch <- answer{s, err}
+		v, err := ask(ctx)
+		ch <- answer{v, err}
 	}()
 	select {
 	case a := <-ch:
 		if a.err != nil {
-			return Scope{}, fmt.Errorf("the scope provider failed: %w", a.err)
+			return zero, fmt.Errorf("the %s failed: %w", what, a.err)
 		}
-		return a.scope, nil
+		return a.v, nil
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			return Scope{}, fmt.Errorf("the scope provider did not answer within %s", timeout)
+			return zero, fmt.Errorf("the %s did not answer within %s", what, timeout)
 		}
-		return Scope{}, fmt.Errorf("the call ended before the scope provider answered: %w", context.Cause(ctx))
+		return zero, fmt.Errorf("the call ended before the %s answered: %w", what, context.Cause(ctx))
 	}
 }
 
