@@ -1,13 +1,10 @@
 package latch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/latchkit/latch/canon"
@@ -279,10 +276,6 @@ func preconditionDenied(pr *prepared, err error) policy.Evaluation {
 	return policy.Evaluation{Decision: policy.Deny, Reason: reason, Trace: pr.eval.Trace, Arguments: pr.eval.Arguments}
 }
 
-// stateClient asks precondition services. It follows no redirect: the policy checked where the
-// state comes from (https, or http to loopback), and a redirect would take it elsewhere.
-var stateClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 // stateServiceRequest is the body a precondition service is sent.
 type stateServiceRequest struct {
 	Action      string          `json:"action"`
@@ -327,35 +320,9 @@ func askStateService(ctx context.Context, url string, req PreconditionRequest) (
 	if req.Principal.User != "" {
 		body.Principal.User = &req.Principal.User
 	}
-	b, err := json.Marshal(body)
+	raw, err := postService(ctx, "precondition service", url, body, maxPreconditionAnswer)
 	if err != nil {
-		return nil, fmt.Errorf("precondition service request: %w", err)
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("precondition service request: %w", err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	resp, err := stateClient.Do(hr)
-	if err != nil {
-		var ue interface{ Unwrap() error }
-		if errors.As(err, &ue) && ue.Unwrap() != nil {
-			err = ue.Unwrap() // the cause, without the URL
-		}
-		return nil, fmt.Errorf("precondition service: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPreconditionAnswer))
-		return nil, fmt.Errorf("precondition service answered %s", resp.Status)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPreconditionAnswer+1))
-	if err != nil {
-		return nil, fmt.Errorf("precondition service answer: %w", err)
-	}
-	if len(raw) > maxPreconditionAnswer {
-		return nil, fmt.Errorf("precondition service answer is larger than %d KiB", maxPreconditionAnswer>>10)
+		return nil, err
 	}
 	if _, err := canon.Parse(raw); err != nil {
 		return nil, fmt.Errorf("precondition service answer is not JSON latch accepts: %w", err)

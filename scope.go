@@ -278,9 +278,47 @@ func ScopeHash(s Scope) (string, error) {
 	return h, err
 }
 
-// scopeClient asks scope services. It follows no redirect: the policy checked where the scope
-// comes from (https, or http to loopback), and a redirect would take it elsewhere.
-var scopeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// serviceClient asks scope and precondition services. It follows no redirect: the policy checked
+// where the answer comes from (https, or http to loopback), and a redirect would take it
+// elsewhere.
+var serviceClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// postService POSTs body as JSON to the service (what names it in errors) at url and returns
+// a 2xx answer of at most limit bytes. Its errors do not name the URL: they reach the refused
+// call's receipt and the agent.
+func postService(ctx context.Context, what, url string, body any, limit int) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%s request: %w", what, err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s request: %w", what, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	resp, err := serviceClient.Do(hr)
+	if err != nil {
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) && ue.Unwrap() != nil {
+			err = ue.Unwrap() // the cause, without the URL
+		}
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, int64(limit)))
+		return nil, fmt.Errorf("%s answered %s", what, resp.Status)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s answer: %w", what, err)
+	}
+	if len(raw) > limit {
+		return nil, fmt.Errorf("%s answer is larger than %d KiB", what, limit>>10)
+	}
+	return raw, nil
+}
 
 // HTTPScope returns the scope provider that asks the scope service at url (https, or http to a
 // loopback address; policy.CheckScopeURL), as the policy's `scopes: {url: …}` does: it POSTs
@@ -325,35 +363,9 @@ func askScopeService(ctx context.Context, url string, req ScopeRequest) (Scope, 
 	if req.Task != "" {
 		body.Task = &req.Task
 	}
-	b, err := json.Marshal(body)
+	raw, err := postService(ctx, "scope service", url, body, maxScopeAnswer)
 	if err != nil {
-		return Scope{}, fmt.Errorf("scope service request: %w", err)
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return Scope{}, fmt.Errorf("scope service request: %w", err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	resp, err := scopeClient.Do(hr)
-	if err != nil {
-		var ue interface{ Unwrap() error }
-		if errors.As(err, &ue) && ue.Unwrap() != nil {
-			err = ue.Unwrap() // the cause, without the URL
-		}
-		return Scope{}, fmt.Errorf("scope service: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxScopeAnswer))
-		return Scope{}, fmt.Errorf("scope service answered %s", resp.Status)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxScopeAnswer+1))
-	if err != nil {
-		return Scope{}, fmt.Errorf("scope service answer: %w", err)
-	}
-	if len(raw) > maxScopeAnswer {
-		return Scope{}, fmt.Errorf("scope service answer is larger than %d KiB", maxScopeAnswer>>10)
+		return Scope{}, err
 	}
 	return parseScopeAnswer(raw)
 }
