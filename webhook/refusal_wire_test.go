@@ -36,5 +36,8 @@ func TestRefusalWire(t *testing.T) {
 		if lr := latch.RefusalOf(tc.Err); p.Budget != lr.Budget || p.Metric != lr.Metric || p.Window != lr.Window {
 			t.Errorf("%s: budget %q metric %q window %q, want %q %q %q", tc.Name, p.Budget, p.Metric, p.Window, lr.Budget, lr.Metric, lr.Window)
 		}
+		if lr := latch.RefusalOf(tc.Err); p.Dimension != lr.Dimension || p.Rule != lr.Rule {
+			t.Errorf("%s: dimension %q rule %q, want %q %q", tc.Name, p.Dimension, p.Rule, lr.Dimension, lr.Rule)
+		}
 	}
 }

@@ -435,6 +435,10 @@ type problem struct {
 	EffectKey  string `json:"effect_key,omitempty"`
 	State      string `json:"state,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Rule is the policy rule that denied the delivery (reason denied); Dimension is what did
+	// not hold of an authority refusal (constraints.amount_lte, hop, tasks, …).
+	Rule      string `json:"rule,omitempty"`
+	Dimension string `json:"dimension,omitempty"`
 	// Budget, Metric and Window name the budget of a budget refusal: its id, what it meters,
 	// its window in ISO 8601.
 	Budget string `json:"budget,omitempty"`
@@ -504,6 +508,7 @@ func (rc *receiver) respond(w http.ResponseWriter, ev *Event, rcpt *latch.Receip
 		h.Set(HeaderState, state)
 	}
 	p := problem{Error: string(r.Reason), Kind: string(r.Kind), EffectKey: key, State: state, ApprovalID: r.ApprovalID,
+		Rule: r.Rule, Dimension: r.Dimension,
 		Budget: r.Budget, Metric: r.Metric, Window: r.Window, Detail: err.Error()}
 	switch r.Kind {
 	case latch.KindCommitted:
