@@ -2,6 +2,7 @@ package latch_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -351,6 +352,57 @@ func TestPruneKeepsWhatAResolutionNeeds(t *testing.T) {
 			got, err := e.g.Resolve(ctx, "charge:inv_conf", store.Committed, "cli:erin")
 			if err != nil || got.State != store.Committed || got.Conflict != "" {
 				t.Fatalf("erin resolves the conflict after the prune = %+v, %v; want committed, the conflict settled", got, err)
+			}
+			verifyChain(t, e.g)
+		})
+	}
+}
+
+// TestPruneForgetsRequestKeysOfPrunedEffects: a prune that removes a settled effect removes the
+// request keys naming it, older than what the prune keeps; a key whose effect is kept stays, and
+// a replay under it is still answered from the effect.
+func TestPruneForgetsRequestKeysOfPrunedEffects(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvOn(t, backend, testPolicy)
+			keyed := func(key, inv string) {
+				t.Helper()
+				ctx := latch.WithRequestKey(agent(t.Context()), key)
+				p, err := e.g.Begin(ctx, &latch.Call{Action: "billing.charge", Arguments: json.RawMessage(`{"invoice_id":"` + inv + `","amount":1}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.g.Finish(agent(t.Context()), p.ActionID, latch.OutcomeCommitted, json.RawMessage(`"ch"`), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keyed("key-old", "inv_old")
+			e.clock.Add(2 * time.Hour)
+			keyed("key-new", "inv_new")
+			ctx := t.Context()
+			key, _ := storetest.SigningKey(t)
+			cp, err := store.SignCheckpoint(ctx, e.g.Store(), key, e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := store.Retention(e.g.Store())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq, KeepSettled: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.g.Store().Effect(ctx, "charge:inv_old"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("charge:inv_old after the prune: %v, want pruned", err)
+			}
+			kr := e.g.Store().(store.RequestKeyReader)
+			if rk, err := kr.RequestKey(ctx, "key-old"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("key-old after its effect was pruned = %+v, %v; want forgotten", rk, err)
+			}
+			if rk, err := kr.RequestKey(ctx, "key-new"); err != nil || rk.EffectKey != "charge:inv_new" {
+				t.Errorf("key-new after the prune = %+v, %v; want kept", rk, err)
 			}
 			verifyChain(t, e.g)
 		})

@@ -23,7 +23,8 @@ import (
 // still holds its key under a live lease; once that attempt's outcome is recorded (or its lease
 // lapsed) the key's request is decided as any duplicate of the effect is decided now — refused
 // committed with the stored result, refused ambiguous, or, after a failure, a new attempt that
-// the key then names. Keys are kept as long as the store is.
+// the key then names. A key is kept as long as the effect it names: a prune that removes the
+// settled effect removes its keys.
 
 // MaxRequestKey is the longest request key, in bytes.
 const MaxRequestKey = 255

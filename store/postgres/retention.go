@@ -146,6 +146,14 @@ func (s *Store) prune(ctx context.Context, t *txn, req *store.PruneRequest) (*st
 		if res.Effects, err = exec("effects", q, args...); err != nil {
 			return nil, err
 		}
+		// A request key names its effect's reservation: with the effect gone, a replay under it
+		// has nothing to be handed, and the key would be kept for ever.
+		if s.version >= requestKeysVersion {
+			if _, err := exec("request keys", `DELETE FROM `+s.tbl("request_keys")+` k WHERE updated_at < $1
+				AND NOT EXISTS (SELECT 1 FROM `+s.tbl("effects")+` e WHERE e.effect_key = k.effect_key)`, before.Int64); err != nil {
+				return nil, err
+			}
+		}
 		if s.version >= ledgerVersion {
 			if _, err := exec("budget charges", `DELETE FROM `+s.tbl("budget_charges")+` c WHERE NOT EXISTS
 				(SELECT 1 FROM `+s.tbl("effects")+` e WHERE e.effect_key = c.effect_key)`); err != nil {

@@ -132,6 +132,14 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		if res.Effects, err = t.c.exec(`DELETE FROM effects WHERE `+settled, args...); err != nil {
 			return nil, fmt.Errorf("prune: effects: %w", err)
 		}
+		// A request key names its effect's reservation: with the effect gone, a replay under it
+		// has nothing to be handed, and the key would be kept for ever.
+		if t.version == 0 || t.version >= requestKeysVersion {
+			if _, err := t.c.exec(`DELETE FROM request_keys WHERE updated_at < ?
+				AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.effect_key = request_keys.effect_key)`, before); err != nil {
+				return nil, fmt.Errorf("prune: request keys: %w", err)
+			}
+		}
 		if t.keepsLedger() {
 			if _, err := t.c.exec(`DELETE FROM budget_charges WHERE NOT EXISTS
 				(SELECT 1 FROM effects e WHERE e.effect_key = budget_charges.effect_key)`); err != nil {
