@@ -15,6 +15,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/gateway"
+	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -262,6 +263,83 @@ func testHeldCallRunsOnceApproved(t *testing.T, version string) {
 	}
 	if lines := e.ledgerLines(t); len(lines) != 1 {
 		t.Errorf("ledger = %q after a re-send, want one refund", lines)
+	}
+}
+
+// The approver answers through the operator MCP server (a go-sdk client of its own) while the
+// agent's call is held: the call answers with the result.
+func TestHeldCallApprovedThroughOperatorMCP(t *testing.T) {
+	t.Parallel()
+	e := holdSetup(t, nil, accept, nil)
+	ctx := t.Context()
+	op, err := mcpop.New(&mcpop.Config{Guard: e.guard, Approver: "alice", Now: e.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := op.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	opc, err := mcp.NewClient(&mcp.Implementation{Name: "approver"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = opc.Close() })
+	done := callAsync(ctx, e.agent, refundParams("ord_10", 3100))
+	_, ask := askOf(t, e)
+	stillOpen(t, done, 300*time.Millisecond)
+	res, err := opc.CallTool(ctx, &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": ask.Approval.ApprovalID}})
+	if err != nil || res.IsError {
+		t.Fatalf("approve through the operator MCP: %+v, %v", res, err)
+	}
+	if r := answerOf(t, done); r.err != nil || r.res == nil || r.res.IsError {
+		t.Fatalf("the held call answered %+v, %v; want the result", r.res, r.err)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want one refund", lines)
+	}
+}
+
+// Two identical calls held at once (an agent that retried while waiting), one of them carrying a
+// request key: every request they made is granted, and the tool still runs once — the other
+// call is refused as a duplicate of the committed effect, or its grant as spent.
+func TestHeldCallsRunOnce(t *testing.T) {
+	t.Parallel()
+	e := holdSetup(t, nil, accept, nil)
+	ctx := t.Context()
+	keyed := refundParams("ord_11", 4100)
+	keyed.Meta = mcp.Meta{gateway.MetaRequestKey: "retry-of-ord-11"}
+	first := callAsync(ctx, e.agent, refundParams("ord_11", 4100))
+	second := callAsync(ctx, e.agent, keyed)
+	ids := map[string]bool{}
+	for range 2 {
+		_, ask := askOf(t, e)
+		ids[ask.Approval.ApprovalID] = true
+	}
+	stillOpen(t, first, 200*time.Millisecond)
+	for id := range ids {
+		if _, err := e.guard.Approve(ctx, id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := 0
+	for _, done := range []<-chan callResult{first, second} {
+		r := answerOf(t, done)
+		if r.err == nil && r.res != nil && !r.res.IsError {
+			ok++
+			continue
+		}
+		if code, ref := refusalOf(t, r.err); code != gateway.CodeDuplicate && code != gateway.CodeApprovalRefused {
+			t.Errorf("the other held call = %d %+v, want a duplicate or a spent approval", code, ref)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d held calls answered with the result, want 1", ok)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want exactly one refund", lines)
 	}
 }
 
