@@ -120,9 +120,10 @@ func connectHeldAgent(t *testing.T, tr mcp.Transport, asks chan<- *mcp.ElicitReq
 	return cs
 }
 
-// accept is a client whose user accepts every elicitation at once — which must approve nothing.
+// accept is a client whose user accepts every elicitation at once, sending content that claims
+// an approval — which must approve nothing.
 func accept(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	return &mcp.ElicitResult{Action: "accept"}, nil
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true, "approver": "alice"}}, nil
 }
 
 type callResult struct {
