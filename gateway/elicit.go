@@ -141,8 +141,8 @@ func (g *Gateway) waitUntil(a *store.Approval) time.Time {
 // the one its request state names, if it is bound to this call's action hash. nil otherwise:
 // the call is decided as a new one.
 func (g *Gateway) heldRequest(ctx context.Context, req *mcp.CallToolRequest, t *Tool, args json.RawMessage) (*store.Approval, error) {
-	if req.Params == nil || !strings.HasPrefix(req.Params.RequestState, statePrefix) {
-		return nil, nil
+	if req.Params == nil || !strings.HasPrefix(req.Params.RequestState, statePrefix) || !g.elicits(req) {
+		return nil, nil // holding off, or a client that was never asked: decided as a new call
 	}
 	id := strings.TrimPrefix(req.Params.RequestState, statePrefix)
 	a, err := g.cfg.Guard.Store().Approval(ctx, id)

@@ -525,7 +525,7 @@ func TestHeldCallOverHTTP(t *testing.T) {
 // under or spend that request.
 func TestForgedRequestStateIgnored(t *testing.T) {
 	t.Parallel()
-	e := holdSetup(t, nil, nil, nil) // a client without elicitation: it sends what it likes
+	e := holdSetup(t, func(c *gateway.Config) { c.ApprovalWait = 300 * time.Millisecond }, accept, nil)
 	ctx := t.Context()
 	_, err := e.agent.CallTool(ctx, refundParams("ord_9", 100))
 	_, r := refusalOf(t, err)
@@ -538,7 +538,12 @@ func TestForgedRequestStateIgnored(t *testing.T) {
 	_, err = e.agent.CallTool(ctx, p)
 	code, r2 := refusalOf(t, err)
 	if code != gateway.CodeApprovalRequired || r2.ApprovalID == "" || r2.ApprovalID == r.ApprovalID {
-		t.Errorf("the forged call = %d %+v, want approval_required of a new request (not %s)", code, r2, r.ApprovalID)
+		t.Errorf("the forged call = %d %+v, want approval_required of a new request (not %s), after its own wait", code, r2, r.ApprovalID)
+	}
+	for range 2 {
+		if _, ask := askOf(t, e); ask.Approval.ApprovalID == r.ApprovalID && string(ask.Approval.Arguments) != `{"amount":100,"order_id":"ord_9"}` {
+			t.Errorf("an elicitation showed %s with other arguments", r.ApprovalID)
+		}
 	}
 	if a, err := e.guard.Store().Approval(ctx, r.ApprovalID); err != nil || a.Status != store.Granted {
 		t.Errorf("the granted request after the forged call = %+v, %v; want granted, unspent", a, err)
