@@ -13,6 +13,11 @@
 // committed with a marker of its size and hash, never held whole. Refusals reach the agent as JSON-RPC errors with a stable code
 // and a structured data object (see [Refusal]). docs/gateway.md explains the reasoning.
 //
+// A call a person must approve is refused approval_required, and the agent re-sends it once the
+// request is granted; an agent whose client takes elicitation is shown the request instead and,
+// if its user accepts, its call is held open until an approver answers, the request expires or
+// Config.ApprovalWait passes (elicit.go) — the elicitation's own answer is never an approval.
+//
 // The agent's principal comes from the MCP session — a bearer token on HTTP, the configured
 // principal on stdio — and never from tool arguments.
 package gateway

@@ -61,6 +61,20 @@ type Config struct {
 	// (its holder crashed, or another process holds it and went silent) is written ambiguous and
 	// an expired approval request expired, without waiting for a caller to meet them.
 	Sweep time.Duration
+	// ApprovalWait is the longest a tools/call that needs a person's approval is held open for
+	// an agent whose MCP client declared elicitation: the client is shown the request, and the
+	// call answers when an approver does, or when the request expires (elicit.go). Zero is
+	// DefaultApprovalWait; negative never holds a call open (every agent is answered
+	// approval_required and re-sends). Agents without elicitation are never held.
+	ApprovalWait time.Duration
+	// ProgressEvery is how often a held call sends a progress notification, when its request
+	// carried a progress token, so that the agent's client knows the call is alive; zero is
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
+	// ConsoleURL is the base URL of the latch serve console approvers answer in (such as
+	// https://latch.example.com): the elicitation of a held call links the request's page. ""
+	// links none.
+	ConsoleURL string
 }
 
 // Defaults of Config.
@@ -192,6 +206,18 @@ func New(ctx context.Context, cfg *Config) (*Gateway, error) {
 	}
 	if g.cfg.Sweep < 0 {
 		return nil, fmt.Errorf("gateway: new: Config.Sweep %v is negative", g.cfg.Sweep)
+	}
+	if g.cfg.ApprovalWait == 0 {
+		g.cfg.ApprovalWait = DefaultApprovalWait
+	}
+	switch {
+	case g.cfg.ProgressEvery < 0:
+		return nil, fmt.Errorf("gateway: new: Config.ProgressEvery %v is negative", g.cfg.ProgressEvery)
+	case g.cfg.ProgressEvery == 0:
+		g.cfg.ProgressEvery = DefaultProgressEvery
+	}
+	if err := checkConsoleURL(g.cfg.ConsoleURL); err != nil {
+		return nil, err
 	}
 	g.nonce = rand.Text()
 	sec := cfg.Guard.Policy().Gateway
@@ -360,7 +386,6 @@ func (g *Gateway) principal(req *mcp.CallToolRequest) (latch.Principal, bool) {
 }
 
 func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
-	up := g.upstreams[t.Upstream]
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, ok := g.principal(req)
 		if !ok {
@@ -382,51 +407,74 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
-		if err := g.pinRefusal(t); err != nil {
-			return nil, wireError(refusal(t.Action, nil, err))
-		}
-		if t.approves {
-			id, err := g.grantFor(ctx, t, args)
-			if err != nil {
-				return nil, wireError(CodeInternal, Refusal{Reason: "internal", Action: t.Action, Detail: err.Error()})
-			}
-			if id != "" {
-				ctx = latch.WithApproval(ctx, id)
-			}
-		}
-		if key != "" {
-			return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
-		}
-		var result *mcp.CallToolResult
-		var big *answerInfo // set when the answer was too large to keep
-		rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
-			func(ctx context.Context, a json.RawMessage) (any, error) {
-				ctx, cancel, err := g.deadline(ctx)
-				if err != nil {
-					return nil, err
-				}
-				defer cancel()
-				r, err := up.call(ctx, t, a, time.Now())
-				if err != nil {
-					return nil, err
-				}
-				if a, ok := g.tooLarge(r); ok {
-					g.cfg.Logger.Warn("latch gateway: an answer too large to keep: the call is committed with a marker in its place",
-						"action", t.Action, "bytes", a.Bytes, "limit", a.Limit, "sha256", a.SHA256)
-					big, result = &a, answerMarker(a)
-					return result, nil
-				}
-				result = r
-				return r, nil
-			})
+		// A call sent again with its user's answer to the elicitation of its approval request
+		// waits for the request (elicit.go); any other call is decided, and a call refused
+		// approval_required is answered with that elicitation when the agent's client takes one.
+		held, err := g.heldRequest(ctx, req, t, args)
 		if err != nil {
-			return nil, wireError(refusal(t.Action, rc, err))
+			return nil, wireError(CodeInternal, Refusal{Reason: "internal", Action: t.Action, Detail: err.Error()})
 		}
-		if big != nil {
-			return nil, wireError(tooLargeRefusal(t.Action, rc, result, *big))
+		if held != nil {
+			return g.holdOpen(ctx, req, t, held, func(ctx context.Context) (*mcp.CallToolResult, error) {
+				return g.attempt(ctx, t, args, key)
+			})
 		}
-		return result, nil
+		res, err := g.attempt(ctx, t, args, key)
+		if ask, ok := g.askToWait(ctx, req, err); ok {
+			return ask, nil
+		}
+		return res, err
 	}
+}
+
+// attempt decides and runs one tool call: the pins, a granted approval the call matches (unless
+// ctx presents one), then the call itself, keyed or not.
+func (g *Gateway) attempt(ctx context.Context, t *Tool, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
+	up := g.upstreams[t.Upstream]
+	if err := g.pinRefusal(t); err != nil {
+		return nil, wireError(refusal(t.Action, nil, err))
+	}
+	if t.approves && latch.ApprovalFrom(ctx) == "" {
+		id, err := g.grantFor(ctx, t, args)
+		if err != nil {
+			return nil, wireError(CodeInternal, Refusal{Reason: "internal", Action: t.Action, Detail: err.Error()})
+		}
+		if id != "" {
+			ctx = latch.WithApproval(ctx, id)
+		}
+	}
+	if key != "" {
+		return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
+	}
+	var result *mcp.CallToolResult
+	var big *answerInfo // set when the answer was too large to keep
+	rc, err := g.cfg.Guard.Execute(ctx, &latch.Call{Action: t.Action, Arguments: args},
+		func(ctx context.Context, a json.RawMessage) (any, error) {
+			ctx, cancel, err := g.deadline(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer cancel()
+			r, err := up.call(ctx, t, a, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			if a, ok := g.tooLarge(r); ok {
+				g.cfg.Logger.Warn("latch gateway: an answer too large to keep: the call is committed with a marker in its place",
+					"action", t.Action, "bytes", a.Bytes, "limit", a.Limit, "sha256", a.SHA256)
+				big, result = &a, answerMarker(a)
+				return result, nil
+			}
+			result = r
+			return r, nil
+		})
+	if err != nil {
+		return nil, wireError(refusal(t.Action, rc, err))
+	}
+	if big != nil {
+		return nil, wireError(tooLargeRefusal(t.Action, rc, result, *big))
+	}
+	return result, nil
 }
 
 // requestKey is the TokenInfo.Extra key of the context of the HTTP request that carried a call:

@@ -41,8 +41,12 @@ type gatewayFlags struct {
 	callTimeout time.Duration
 	maxAnswer   int64
 	sweep       time.Duration
-	http        httpFlags
-	jwt         jwtFlags
+	// approvalWait bounds how long a call is held open for its approval (0: never);
+	// consoleURL is the console its elicitation links.
+	approvalWait time.Duration
+	consoleURL   string
+	http         httpFlags
+	jwt          jwtFlags
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -70,7 +74,11 @@ upstream offers, a non-loopback address and observe mode; --strict refuses to st
 Each upstream call is bounded by --call-timeout and by its lease, and cancelled when the agent
 goes away; such a call is ambiguous. An answer larger than --max-answer is not kept: the call is
 committed with a marker of its size and hash. Every --sweep, lapsed leases are written
-ambiguous. SIGTERM or SIGINT stops it: idle sessions are closed, calls in flight have 5 s to
+ambiguous. An approval-required call from an agent whose MCP client takes elicitation is
+shown to the agent's user and, accepted, held open until an approver answers (in the console
+--console-url links, with latch approve, or the operator MCP server), the request expires, or
+--approval-wait passes; other agents are answered approval_required and re-send. SIGTERM or
+SIGINT stops it: idle sessions are closed, calls in flight have 5 s to
 finish, and any still running then are cancelled and recorded ambiguous.`,
 		Example: `  latch token create --agent support-bot
   latch gateway --policy examples/gateway/latch.yaml
@@ -88,6 +96,8 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.callTimeout, "call-timeout", gateway.DefaultCallTimeout, "bound each upstream tool call by `DURATION` (and always by its lease); a call that reaches it is ambiguous")
 	f.Int64Var(&gf.maxAnswer, "max-answer", gateway.DefaultMaxAnswer, "the largest upstream answer kept and passed on, in `BYTES`; a larger one is committed with a marker in its place")
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
+	f.DurationVar(&gf.approvalWait, "approval-wait", gateway.DefaultApprovalWait, "hold an approval-required call open for an agent whose client takes elicitation at most `DURATION` (0: never hold one)")
+	f.StringVar(&gf.consoleURL, "console-url", "", "the base `URL` of the latch serve console, linked from a held call's elicitation")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -103,6 +113,8 @@ func (gf *gatewayFlags) check(f *pflag.FlagSet) error {
 		return usagef("--max-answer %d: want at least %d bytes", gf.maxAnswer, gateway.MinMaxAnswer)
 	case gf.sweep < 0:
 		return usagef("--sweep %v: want a duration, or 0 for never", gf.sweep)
+	case gf.approvalWait < 0:
+		return usagef("--approval-wait %v: want a duration, or 0 for never", gf.approvalWait)
 	}
 	if gf.stdio {
 		for _, name := range []string{"listen", "tls-cert", "tls-key", "behind-proxy"} {
@@ -146,7 +158,10 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.http.listen))
 	}
 	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now,
-		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep}
+		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep, ApprovalWait: gf.approvalWait, ConsoleURL: gf.consoleURL}
+	if gf.approvalWait == 0 {
+		cfg.ApprovalWait = -1 // the flag's 0 is never; the Config's 0 is the default
+	}
 	if gf.stdio {
 		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
 	}

@@ -488,6 +488,7 @@ func TestGatewayUsage(t *testing.T) {
 		{[]string{"gateway", "--listen", "0.0.0.0:7421"}, "is not loopback"},
 		{[]string{"gateway", "--jwt-issuer", "https://id.example"}, "--jwt-audience"},
 		{[]string{"gateway", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"gateway", "--approval-wait", "-1s"}, "--approval-wait -1s: want a duration"},
 	}
 	for _, tt := range tests {
 		cmd := e.command(tt.args...)
