@@ -159,7 +159,9 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	case err != nil:
 		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
 	}
-	rule := g.current().ApproversFor(cur.ActionName)
+	// Once the request has waited its escalate_after, the roles and people it escalates to may
+	// answer too (docs/approvals.md#reminders-and-escalation).
+	rule := g.current().ApproversFor(cur.ActionName).RuleAt(cur.CreatedAt, r.Now)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
@@ -178,7 +180,7 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 
 // entitled reports whether the person named name (NormalizeApprover'd) is a member of one of
 // rule's roles — listed in the policy, or given the role by the store's approver accounts — or
-// rule names no roles. It reads the person's roles only when rule names some.
+// one of the people an escalated rule names, or rule names no roles. It reads the person's roles only when rule names some.
 func (g *Guard) entitled(ctx context.Context, rule policy.ApproverRule, name string) (bool, error) {
 	if len(rule.Roles) == 0 {
 		return true, nil

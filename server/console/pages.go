@@ -368,7 +368,7 @@ func (cs *Console) mayAnswer(v *viewer, a *store.Approval, d *actionDoc) (bool, 
 		}
 	}
 	pol := cs.g.Policy()
-	rule := pol.ApproversFor(d.Name)
+	rule := pol.ApproversFor(d.Name).RuleAt(a.CreatedAt, now)
 	if ent := pol.Entitled(rule, v.Name, v.Roles); !ent.Entitled {
 		return false, "You are not among the approvers of " + d.Name + " (the policy names " + strings.Join(rule.Roles, ", ") + "): you can read this request but not answer it."
 	}
