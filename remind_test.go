@@ -278,3 +278,55 @@ func TestRemindEscalateProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestEscalatedApprovers: before escalate_after only the leads may answer a refund; from then
+// on the heads and erin may too. The escalation changes who may answer, never how many must
+// grant, and the requester is never among them, even when escalate_to names it.
+func TestEscalatedApprovers(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			src := strings.Replace(remindPolicy, "people: [erin]", "people: [erin, bot]", 1)
+			p, err := policy.Parse("latch.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var offset atomic.Int64
+			g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_escalated"),
+				Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			id := askRefund(t, g, "e1")
+			refused := func(who, reason string) {
+				t.Helper()
+				_, err := g.Approve(t.Context(), id, who)
+				var ae *store.AnswerError
+				if !errors.As(err, &ae) || ae.Reason != reason {
+					t.Errorf("Approve by %s at +%v = %v, want %s", who, time.Duration(offset.Load()), err, reason)
+				}
+			}
+			offset.Store(int64(29 * time.Minute))
+			refused("dana", store.ReasonNotEntitled)
+			refused("erin", store.ReasonNotEntitled)
+			if a, err := g.Approve(t.Context(), id, "alice"); err != nil || a.Status != store.Pending {
+				t.Fatalf("Approve by alice = %+v, %v; want pending, 1 of 2", a, err)
+			}
+			offset.Store(int64(30 * time.Minute))
+			refused("bot", store.ReasonSelfApproval) // escalate_to names the requester: still refused
+			refused("mallory", store.ReasonNotEntitled)
+			if a, err := g.Approve(t.Context(), id, "ERIN"); err != nil || a.Status != store.Granted {
+				t.Fatalf("Approve by ERIN after escalate_after = %+v, %v; want granted (alice and erin: 2 of 2)", a, err)
+			}
+
+			// One grant of the two required stays one, whoever gives it.
+			id2 := askRefund(t, g, "e2")
+			offset.Store(int64(61 * time.Minute)) // 31 minutes after id2 was asked for
+			if a, err := g.Approve(t.Context(), id2, "dana"); err != nil || a.Status != store.Pending {
+				t.Fatalf("Approve by dana = %+v, %v; want pending: required stays 2", a, err)
+			}
+		})
+	}
+}
