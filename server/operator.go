@@ -63,7 +63,12 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
+	v, err := s.op.ApprovalDetail(r.Context(), a)
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
