@@ -111,7 +111,9 @@ func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*s
 //
 // The action's `approvers:` in the guard's policy decide: an approver who is not a member of
 // one of its roles — listed in the policy, or given the role by the store's approver accounts
-// (store.RoleLookup) — is refused approver_not_entitled; with `verified: true` an unverified
+// (store.RoleLookup), or, once the request has waited the action's escalate_after, of a role or
+// among the people its escalate_to names — is refused approver_not_entitled (escalation adds
+// who may answer, never changes how many must grant); with `verified: true` an unverified
 // answer is refused approver_not_verified; `required` distinct people must grant (req.Required
 // may ask for more, never fewer), and one entitled deny denies. The requesting agent or user
 // never counts, in any spelling (self_approval); one person answers once, whatever the spelling,
