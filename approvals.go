@@ -111,7 +111,9 @@ func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*s
 //
 // The action's `approvers:` in the guard's policy decide: an approver who is not a member of
 // one of its roles — listed in the policy, or given the role by the store's approver accounts
-// (store.RoleLookup) — is refused approver_not_entitled; with `verified: true` an unverified
+// (store.RoleLookup), or, once the request has waited the action's escalate_after, of a role or
+// among the people its escalate_to names — is refused approver_not_entitled (escalation adds
+// who may answer, never changes how many must grant); with `verified: true` an unverified
 // answer is refused approver_not_verified; `required` distinct people must grant (req.Required
 // may ask for more, never fewer), and one entitled deny denies. The requesting agent or user
 // never counts, in any spelling (self_approval); one person answers once, whatever the spelling,
@@ -159,7 +161,9 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	case err != nil:
 		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
 	}
-	rule := g.current().ApproversFor(cur.ActionName)
+	// Once the request has waited its escalate_after, the roles and people it escalates to may
+	// answer too (docs/approvals.md#reminders-and-escalation).
+	rule := g.current().ApproversFor(cur.ActionName).RuleAt(cur.CreatedAt, r.Now)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
@@ -178,7 +182,7 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 
 // entitled reports whether the person named name (NormalizeApprover'd) is a member of one of
 // rule's roles — listed in the policy, or given the role by the store's approver accounts — or
-// rule names no roles. It reads the person's roles only when rule names some.
+// one of the people an escalated rule names, or rule names no roles. It reads the person's roles only when rule names some.
 func (g *Guard) entitled(ctx context.Context, rule policy.ApproverRule, name string) (bool, error) {
 	if len(rule.Roles) == 0 {
 		return true, nil

@@ -68,6 +68,10 @@ func (c *SweepConfig) withDefaults() (SweepConfig, error) {
 type SweepReport struct {
 	Lapsed  []string // effect keys whose lapsed lease it wrote ambiguous
 	Expired []string // approval requests it wrote expired
+	// Reminded and Escalated are the approval requests it reminded the approvers of, and
+	// escalated (docs/approvals.md#reminders-and-escalation).
+	Reminded  []string
+	Escalated []string
 	// Reconciled are the reconcile hooks it asked, one per effect, in the order asked.
 	Reconciled []Reconciliation
 	// Deferred counts the ambiguous effects whose hook was due but left for the next pass
@@ -105,6 +109,9 @@ func (g *Guard) Sweep(ctx context.Context) (*SweepReport, error) {
 //   - every effect executing under a lease that lapsed is written ambiguous (as a reservation
 //     meeting it would write it; its holder may still report its own outcome);
 //   - every approval request, pending or granted, whose expiry passed is written expired;
+//   - every pending request that waited its action's approvers.remind_after is reminded about,
+//     and every one that waited escalate_after is escalated, each once (an event its sinks —
+//     --notify — deliver; docs/approvals.md#reminders-and-escalation);
 //   - every ambiguous effect whose action has a reconcile hook (RegisterReconcile; Protect
 //     registers its Options.Reconcile) is asked about, when due, with a deadline: its answer
 //     resolves the effect as the same answer would before a call (recorded as
@@ -134,6 +141,9 @@ func (g *Guard) SweepWith(ctx context.Context, cfg *SweepConfig) (*SweepReport, 
 	if err := g.sweepApprovals(ctx, sw, rep); err != nil {
 		errs = append(errs, err)
 	}
+	if err := g.sweepNudges(ctx, rep); err != nil {
+		errs = append(errs, err)
+	}
 	if err := g.sweepReconcile(ctx, c, rep); err != nil {
 		errs = append(errs, err)
 	}
@@ -161,8 +171,9 @@ func (g *Guard) SweepEvery(ctx context.Context, interval time.Duration, cfg *Swe
 		if err != nil && ctx.Err() == nil {
 			g.log.Error("latch: sweep", "err", err)
 		}
-		if rep != nil && len(rep.Lapsed)+len(rep.Expired)+len(rep.Reconciled) > 0 {
+		if rep != nil && len(rep.Lapsed)+len(rep.Expired)+len(rep.Reconciled)+len(rep.Reminded)+len(rep.Escalated) > 0 {
 			g.log.Info("latch: swept", "lapsed_leases", len(rep.Lapsed), "expired_approvals", len(rep.Expired),
+				"reminded", len(rep.Reminded), "escalated", len(rep.Escalated),
 				"reconciled", len(rep.Reconciled), "deferred", rep.Deferred)
 		}
 		select {

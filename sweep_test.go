@@ -332,6 +332,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(remindChildEnv); spec != "" {
+		if err := remindChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "remind child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m) // guards, sweepers and sink writers all end with their test
 }
 

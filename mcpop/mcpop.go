@@ -293,6 +293,11 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 		case err != nil:
 			return nil, jsonview.Approval{}, toolError(err)
 		}
+		// The answer is committed: a failed read of the reminders recorded leaves their
+		// schedule only rather than failing the answer.
+		if v, err := o.op.ApprovalDetail(ctx, a); err == nil {
+			return nil, v, nil
+		}
 		return nil, o.op.ApprovalView(a), nil
 	}
 }

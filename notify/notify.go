@@ -1,5 +1,5 @@
 // Package notify posts alerts to webhooks when something needs a person: an approval was
-// requested, an effect became ambiguous, a lease lapsed with no outcome, a holder's outcome
+// requested, a request waited long enough to be reminded about or escalated, an effect became ambiguous, a lease lapsed with no outcome, a holder's outcome
 // contradicted a resolution, a break-glass grant was opened. It is a latch.Sink: register it with a guard (latch serve does,
 // with --notify URL), and it alerts on the events the guard commits.
 //
@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ import (
 // Alert kinds.
 const (
 	KindApprovalRequested = "approval_requested"
+	// KindApprovalReminded: a request waited its action's remind_after unanswered.
+	KindApprovalReminded = "approval_reminded"
+	// KindApprovalEscalated: a request waited its action's escalate_after unanswered and was
+	// escalated to the roles and people the alert names, who may now answer it.
+	KindApprovalEscalated = "approval_escalated"
 	KindEffectAmbiguous   = "effect_ambiguous" // an attempt's outcome is unknown
 	KindLeaseLapsed       = "lease_lapsed"     // a holder's lease lapsed with no outcome
 	KindOutcomeConflict   = "outcome_conflict"
@@ -251,6 +257,9 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 		// Of a break-glass opening's delegation_created.
 		Via, Parent, By, Agent, User, Reason string
 		DelegationID                         string `json:"delegation_id"`
+		// Of a reminder's or an escalation's event.
+		Action, Progress string
+		Roles, People    []string
 	}
 	_ = json.Unmarshal(e.Payload, &p) // an undecodable payload alerts without its details
 	n.mu.Lock()
@@ -270,6 +279,36 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 				s += ", expires " + q(p.ExpiresAt)
 			}
 			return s + ": latch approvals"
+		}
+	case e.Kind == store.EventApprovalReminded || e.Kind == store.EventApprovalEscalated:
+		if action == "" {
+			action = p.Action // a sweeper's process did not see the call proposed
+		}
+		a.Action = action
+		a.render = func(q func(string) string) string {
+			what := "Reminder: approval"
+			if e.Kind == store.EventApprovalEscalated {
+				what = "Escalated: approval"
+			}
+			s := fmt.Sprintf("%s %s for %s is still unanswered", what, q(e.ApprovalID), actionOr(q, action))
+			if progressForm.MatchString(p.Progress) { // ours ("1 of 2"), not an agent's: shown as is
+				s += " (" + p.Progress + " granted)"
+			}
+			if who := names(q, p.Roles, p.People); who != "" {
+				if e.Kind == store.EventApprovalEscalated {
+					s += "; escalated to " + who + ", who may now answer it"
+				} else {
+					s += "; approvers: " + who
+				}
+			}
+			if p.ExpiresAt != "" {
+				s += "; expires " + q(p.ExpiresAt)
+			}
+			return s + ": latch approvals"
+		}
+		a.Alert = KindApprovalReminded
+		if e.Kind == store.EventApprovalEscalated {
+			a.Alert = KindApprovalEscalated
 		}
 	case e.Kind == store.EventExecutionAmbiguous && p.Cause == "lease_expired":
 		a.Alert = KindLeaseLapsed
@@ -301,6 +340,21 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 	}
 	a.Text = a.render(safetext.Quote)
 	return a
+}
+
+// progressForm is the form of a reminder's progress (store.Progress of a pending request).
+var progressForm = regexp.MustCompile(`^[0-9]{1,4} of [0-9]{1,4}$`)
+
+// names lists roles ("role payments") and people through q, "" when there are none.
+func names(q func(string) string, roles, people []string) string {
+	var out []string
+	for _, r := range roles {
+		out = append(out, "role "+q(r))
+	}
+	for _, p := range people {
+		out = append(out, q(p))
+	}
+	return strings.Join(out, ", ")
 }
 
 // actionOr is the action's name through q, or "an action" when this process did not see it.

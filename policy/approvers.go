@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -15,7 +16,8 @@ import (
 // Keys of the approvers sections, in the order error messages list them.
 var (
 	approversKeys      = []string{"roles", "policy_change"}
-	actionApproverKeys = []string{"roles", "required", "verified"}
+	actionApproverKeys = []string{"roles", "required", "verified", "remind_after", "escalate_after", "escalate_to"}
+	escalateToKeys     = []string{"roles", "people"}
 )
 
 // Approvers is the policy's `approvers:` section: the roles people answer approval requests in
@@ -48,10 +50,72 @@ type ApproverRule struct {
 	// --as NAME): only answers authenticated by a login session, an approver token, a JWT or a
 	// trusted proxy count.
 	Verified bool
-	Pos      Position // of the approvers key
+	// RemindAfter, when positive, is how long a request may wait unanswered before the sweeper
+	// reminds its approvers, once (docs/approvals.md#reminders-and-escalation).
+	RemindAfter time.Duration
+	// EscalateAfter, when positive, is how long a request may wait unanswered before the
+	// sweeper escalates it to EscalateTo, once; from then on the people EscalateTo names may
+	// answer it too (EscalatedRule).
+	EscalateAfter time.Duration
+	// EscalateTo is who a request is escalated to; set exactly when EscalateAfter is.
+	EscalateTo *EscalateTo
+	Pos        Position // of the approvers key
 
 	rolePos     []Position // of each entry of Roles
 	requiredPos Position   // of required's value; zero when absent
+	remindPos   Position   // of remind_after's value; zero when absent
+	escalatePos Position   // of escalate_after's value; zero when absent
+
+	// people are approvers named directly rather than by role: set only by EscalatedRule.
+	people []string
+}
+
+// EscalateTo is an approver rule's `escalate_to:`: the roles and the people a request is
+// escalated to. At least one of them is set.
+type EscalateTo struct {
+	Roles  []string // roles of approvers.roles
+	People []string // approver names, NFKC-normalized and trimmed, no two naming the same person
+	Pos    Position // of the escalate_to key
+
+	rolePos []Position
+}
+
+// EscalatedRule returns the rule that decides who may answer a request of this rule once it is
+// escalated: the same rule, whose roles also include EscalateTo's roles and whose people
+// include EscalateTo's people. Required, Verified and the self-approval rule are unchanged: an
+// escalation adds who may answer, never how many must grant. A rule that names no roles lets
+// anyone but the requester answer already, so it is returned unchanged. The result is a copy.
+func (r ApproverRule) EscalatedRule() ApproverRule {
+	out := r
+	out.Roles = slices.Clone(r.Roles)
+	out.people = slices.Clone(r.people)
+	if r.EscalateTo == nil || len(r.Roles) == 0 {
+		return out
+	}
+	for _, role := range r.EscalateTo.Roles {
+		if !slices.Contains(out.Roles, role) {
+			out.Roles = append(out.Roles, role)
+		}
+	}
+	out.people = append(out.people, r.EscalateTo.People...)
+	return out
+}
+
+// Escalated reports whether a request of this rule created at created is escalated at now:
+// the rule escalates, and EscalateAfter has passed since created. It is decided from the clock
+// alone, so every process and surface agrees on it whether or not a sweeper has yet sent the
+// escalation notice.
+func (r ApproverRule) Escalated(created, now time.Time) bool {
+	return r.EscalateAfter > 0 && r.EscalateTo != nil && !now.Before(created.Add(r.EscalateAfter))
+}
+
+// RuleAt returns the rule that decides who may answer a request of this rule created at
+// created, at now: EscalatedRule once it is Escalated, else the rule itself.
+func (r ApproverRule) RuleAt(created, now time.Time) ApproverRule {
+	if r.Escalated(created, now) {
+		return r.EscalatedRule()
+	}
+	return r
 }
 
 // DefaultApprovers is the rule of an action that has no `approvers:` entry: anyone but the
@@ -69,6 +133,11 @@ func (p *Policy) ApproversFor(action string) ApproverRule {
 		if a != nil && a.Approvers != nil {
 			r := *a.Approvers
 			r.Roles = slices.Clone(r.Roles)
+			if r.EscalateTo != nil {
+				et := *r.EscalateTo
+				et.Roles, et.People = slices.Clone(et.Roles), slices.Clone(et.People)
+				r.EscalateTo = &et
+			}
 			if r.Required < 1 {
 				r.Required = 1
 			}
@@ -112,6 +181,11 @@ func (p *Policy) Entitled(rule ApproverRule, name string, extraRoles []string) E
 	key := NameKey(name)
 	if key == "" {
 		return Entitlement{Reason: ReasonNotEntitled}
+	}
+	for _, m := range rule.people {
+		if NameKey(m) == key {
+			return Entitlement{Entitled: true}
+		}
 	}
 	for _, r := range rule.Roles {
 		if !p.HasRole(r) {
@@ -296,11 +370,128 @@ func (p *parser) actionApprovers(e entry, where string) (*ApproverRule, *Error) 
 				return nil, e
 			}
 			r.Verified = v
+		case "remind_after", "escalate_after", "escalate_to":
+			if where == "policy_change" {
+				return nil, p.errf(en.k, "%s is not available in approvers.policy_change (a policy change is reviewed, not chased; expected one of roles, required, verified)", en.k.Value)
+			}
+			if e := p.escalation(en, r, where); e != nil {
+				return nil, e
+			}
 		default:
 			return nil, p.unknownKey(en.k, "in approvers "+where, actionApproverKeys)
 		}
 	}
+	if (r.EscalateAfter > 0) != (r.EscalateTo != nil) {
+		if r.EscalateTo == nil {
+			return nil, p.errf(e.k, "approvers %s has escalate_after but no escalate_to (expected escalate_to: {roles: [...]} or {people: [...]}: who the request is escalated to)", where)
+		}
+		return nil, p.errf(e.k, "approvers %s has escalate_to but no escalate_after (expected escalate_after: a duration like 1h: how long a request waits before it is escalated)", where)
+	}
 	return r, nil
+}
+
+// escalation parses remind_after, escalate_after and escalate_to of an action's approvers. How
+// they order against each other and the action's approval_ttl is checked with the whole action
+// (checkEscalation).
+func (p *parser) escalation(en entry, r *ApproverRule, where string) *Error {
+	var e *Error
+	switch en.k.Value {
+	case "remind_after":
+		r.RemindAfter, e = p.duration(en, "remind_after in approvers "+where, MaxApprovalTTL)
+		r.remindPos = posOf(en.v)
+	case "escalate_after":
+		r.EscalateAfter, e = p.duration(en, "escalate_after in approvers "+where, MaxApprovalTTL)
+		r.escalatePos = posOf(en.v)
+	case "escalate_to":
+		r.EscalateTo, e = p.escalateTo(en, where)
+	}
+	return e
+}
+
+func (p *parser) escalateTo(e entry, where string) (*EscalateTo, *Error) {
+	what := "escalate_to in approvers " + where
+	if e := p.mapping(e, what, "a mapping with roles and/or people"); e != nil {
+		return nil, e
+	}
+	t := &EscalateTo{Pos: posOf(e.k)}
+	seen := map[string]string{}
+	for _, en := range entries(e.v) {
+		if en.k.Value != "roles" && en.k.Value != "people" {
+			return nil, p.unknownKey(en.k, "in "+what, escalateToKeys)
+		}
+		if en.v.Kind != yaml.SequenceNode || len(en.v.Content) == 0 {
+			return nil, p.errf(at(en), "%s of %s is %s (expected a non-empty list)", en.k.Value, what, describeNode(en.v))
+		}
+		for _, n := range en.v.Content {
+			s, e := p.str(entry{en.k, n}, en.k.Value+" entry of "+what)
+			if e != nil {
+				return nil, e
+			}
+			if en.k.Value == "roles" {
+				if slices.Contains(t.Roles, s) {
+					return nil, p.errf(n, "role %s is listed twice in %s", quote(s), what)
+				}
+				t.Roles = append(t.Roles, s)
+				t.rolePos = append(t.rolePos, posOf(n))
+				continue
+			}
+			m, bad := memberName(s)
+			if bad != "" {
+				return nil, p.errf(n, "person %s in %s %s (expected a one-line approver name)", quote(s), what, bad)
+			}
+			k := NameKey(m)
+			if first, dup := seen[k]; dup {
+				return nil, p.errf(n, "person %s in %s names the same person as %s (list each person once)", quote(m), what, quote(first))
+			}
+			seen[k] = m
+			t.People = append(t.People, m)
+		}
+	}
+	if len(t.Roles) == 0 && len(t.People) == 0 {
+		return nil, p.errf(e.k, "%s names nobody (expected roles: [...] and/or people: [...])", what)
+	}
+	return t, nil
+}
+
+// checkEscalation refuses reminders and escalations that could never happen in order before
+// the request expires: remind_after must come before escalate_after, and both before the
+// action's approval_ttl — which must therefore be stated, so that the order is checked here
+// rather than found out when a request expires unreminded.
+func (p *parser) checkEscalation(pol *Policy, a *Action, errAt func(Position, string, ...any) *Error) *Error {
+	r := a.Approvers
+	if r.RemindAfter == 0 && r.EscalateAfter == 0 {
+		return nil
+	}
+	if r.EscalateTo != nil {
+		for i, role := range r.EscalateTo.Roles {
+			if !pol.HasRole(role) {
+				return errAt(r.EscalateTo.rolePos[i], "unknown role %s in escalate_to of action %s (%s)", quote(role), quote(a.Name), pol.rolesExpected())
+			}
+		}
+	}
+	if r.RemindAfter > 0 && r.EscalateAfter > 0 && r.RemindAfter >= r.EscalateAfter {
+		return errAt(r.remindPos, "remind_after %s is not shorter than escalate_after %s in approvers of action %s (expected the reminder before the escalation)",
+			r.RemindAfter, r.EscalateAfter, quote(a.Name))
+	}
+	first, firstPos, firstName := r.RemindAfter, r.remindPos, "remind_after"
+	if first == 0 {
+		first, firstPos, firstName = r.EscalateAfter, r.escalatePos, "escalate_after"
+	}
+	if a.ApprovalTTL == 0 {
+		return errAt(firstPos, "%s in approvers of action %s needs the action's approval_ttl (expected approval_ttl: a duration longer than %s, so that the request is still open when it comes)",
+			firstName, quote(a.Name), first)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		pos  Position
+	}{{"remind_after", r.RemindAfter, r.remindPos}, {"escalate_after", r.EscalateAfter, r.escalatePos}} {
+		if d.v > 0 && d.v >= a.ApprovalTTL {
+			return errAt(d.pos, "%s %s is not shorter than approval_ttl %s of action %s (expected it to come while the request is still open)",
+				d.name, d.v, a.ApprovalTTL, quote(a.Name))
+		}
+	}
+	return nil
 }
 
 // checkActionApprovers checks every action's approver rule against the approvers section, in
@@ -350,6 +541,9 @@ func (p *parser) checkApprovers(pol *Policy, a *Action) *Error {
 			continue
 		}
 		return errAt(r.rolePos[i], "unknown role %s in approvers of action %s (%s)", quote(role), quote(a.Name), pol.rolesExpected())
+	}
+	if e := p.checkEscalation(pol, a, errAt); e != nil {
+		return e
 	}
 	if len(r.Roles) == 0 {
 		return nil
@@ -401,7 +595,18 @@ func normalizeApproverRule(r *ApproverRule) map[string]any {
 	if len(r.Roles) > 0 {
 		roles = stringList(r.Roles)
 	}
-	return map[string]any{"roles": roles, "required": int64(max(r.Required, 1)), "verified": r.Verified}
+	m := map[string]any{"roles": roles, "required": int64(max(r.Required, 1)), "verified": r.Verified}
+	// Only when declared, so that a rule without them hashes as it always has.
+	if r.RemindAfter > 0 {
+		m["remind_after"] = durationString(r.RemindAfter)
+	}
+	if r.EscalateAfter > 0 {
+		m["escalate_after"] = durationString(r.EscalateAfter)
+	}
+	if t := r.EscalateTo; t != nil {
+		m["escalate_to"] = map[string]any{"roles": stringList(t.Roles), "people": stringList(t.People)}
+	}
+	return m
 }
 
 // rolesExpected says which roles the policy defines, for an error naming a role it does not.

@@ -45,7 +45,11 @@ func TestParseApprovers(t *testing.T) {
 	r := pol.ApproversFor("billing.refund")
 	want := ApproverRule{Roles: []string{"payments-leads", "finance"}, Required: 2, Verified: true}
 	if diff := cmp.Diff(want, r, cmp.FilterPath(func(p cmp.Path) bool {
-		return p.Last().String() == ".Pos" || p.Last().String() == ".rolePos" || p.Last().String() == ".requiredPos"
+		switch p.Last().String() {
+		case ".Pos", ".rolePos", ".requiredPos", ".remindPos", ".escalatePos", ".people":
+			return true
+		}
+		return false
 	}, cmp.Ignore())); diff != "" {
 		t.Errorf("ApproversFor(billing.refund) (-want +got):\n%s", diff)
 	}
@@ -140,7 +144,7 @@ func TestParseApproversRefused(t *testing.T) {
 		{"verified not a bool", head + "    approvers: { verified: yes }\n",
 			`latch.yaml:9:28: verified in approvers in action "a.b" is string "yes" (expected true or false)`},
 		{"unknown key in rule", head + "    approvers: { role: [leads] }\n",
-			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified)`},
+			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified, remind_after, escalate_after, escalate_to)`},
 		{"empty roles", head + "    approvers: { roles: [] }\n",
 			`latch.yaml:9:25: roles of approvers in action "a.b" is a list (expected a non-empty list`},
 		{"role listed twice", head + "    approvers: { roles: [leads, leads] }\n",

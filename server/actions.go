@@ -129,7 +129,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 	case errors.As(err, &ar):
 		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, ExpiresAt: jstamp(ar.ExpiresAt)}
 		if a, err := s.g.Store().Approval(r.Context(), ar.ApprovalID); err == nil {
-			aj := s.newApprovalJSON(a)
+			aj := s.newApprovalJSON(r.Context(), a)
 			out.Approval = &aj
 		}
 		writeJSON(w, http.StatusAccepted, out)

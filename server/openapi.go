@@ -236,6 +236,11 @@ var schemas = map[string]any{
 		"precondition": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
 			obj([]string{"hash", "captured_at"}, map[string]any{"hash": nstr, "captured_at": stamp})}},
 		"required": integer, "grants": integer,
+		"reminders": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
+			obj([]string{"remind_at", "reminded_at", "escalate_at", "escalated_at", "escalate_to"}, map[string]any{
+				"remind_at": stamp, "reminded_at": stamp, "escalate_at": stamp, "escalated_at": stamp,
+				"escalate_to": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
+					obj([]string{"roles", "people"}, map[string]any{"roles": map[string]any{"type": "array", "items": str}, "people": map[string]any{"type": "array", "items": str}})}}})}},
 		"display": map[string]any{"type": "array", "items": obj([]string{"name", "raw"}, map[string]any{
 			"name": str, "label": nstr, "raw": str, "human": nstr})},
 		"answers": map[string]any{"type": "array", "items": obj([]string{"approver", "method", "verified", "grant"}, map[string]any{

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -21,8 +22,16 @@ func jstr(s string) *string { return jsonview.Str(s) }
 // CLI, the API and the operator MCP server (package jsonview).
 type approvalJSON = jsonview.Approval
 
-// newApprovalJSON is a as the API shows it, with the display hints of the server's policy.
-func (s *Server) newApprovalJSON(a *store.Approval) approvalJSON { return s.op.ApprovalView(a) }
+// newApprovalJSON is a as the API shows it, with the display hints of the server's policy and
+// the reminders recorded for it. It answers a write that is already committed, so a failed read
+// of the reminders leaves their schedule only (reminded_at and escalated_at null) rather than
+// failing the answer.
+func (s *Server) newApprovalJSON(ctx context.Context, a *store.Approval) approvalJSON {
+	if v, err := s.op.ApprovalDetail(ctx, a); err == nil {
+		return v
+	}
+	return s.op.ApprovalView(a)
+}
 
 // filterProblem is the problem of a filter word outside its vocabulary (operator.FilterError),
 // else of err.
@@ -63,7 +72,12 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
+	v, err := s.op.ApprovalDetail(r.Context(), a)
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
@@ -99,7 +113,7 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		case err != nil:
 			writeProblem(w, problemOf(err))
 		default:
-			writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
+			writeJSON(w, http.StatusOK, s.newApprovalJSON(r.Context(), a))
 		}
 	}
 }

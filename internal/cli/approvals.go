@@ -69,7 +69,11 @@ same action is pending hands back that request; it is not listed twice.
 			}
 			if asJSON {
 				for _, ap := range list {
-					if err := jsonLine(a.stdout, o.ApprovalView(ap)); err != nil {
+					v, err := o.ApprovalDetail(a.ctx, ap)
+					if err != nil {
+						return err
+					}
+					if err := jsonLine(a.stdout, v); err != nil {
 						return err
 					}
 				}
@@ -83,7 +87,10 @@ same action is pending hands back that request; it is not listed twice.
 			t := newTable(a.stdout, "ID", "STATUS", "ACTION", "PRINCIPAL", "RESOURCE", "EXPIRES", "APPROVER", "ARGUMENTS")
 			var again []string
 			for _, ap := range list {
-				j := o.ApprovalView(ap)
+				j, err := o.ApprovalDetail(a.ctx, ap)
+				if err != nil {
+					return err
+				}
 				t.row(ap.ID, approvalStatus(ap, now), cell(j.Action), principal(deref(j.Principal.Agent), deref(j.Principal.User)),
 					dash(deref(j.Resource)), stamp(ap.ExpiresAt), cell(answersCell(pol, ap)), cell(withReadable(pol, j.Action, j.Arguments)))
 				if !ap.PreconditionAt.IsZero() {
@@ -92,6 +99,14 @@ same action is pending hands back that request; it is not listed twice.
 				}
 				if ap.PreviousDenied != "" {
 					again = append(again, fmt.Sprintf("%s: asked again after %s was denied by %s", ap.ID, cell(ap.PreviousDenied), cell(ap.PreviousDeniedBy)))
+				}
+				if remind, escalate := operator.ReadReminders(j.Reminders); ap.Status == store.Pending {
+					if remind != "" {
+						again = append(again, fmt.Sprintf("%s: reminder %s", ap.ID, cell(remind)))
+					}
+					if escalate != "" {
+						again = append(again, fmt.Sprintf("%s: escalation %s", ap.ID, cell(escalate)))
+					}
 				}
 			}
 			if err := t.flush(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
@@ -177,6 +178,13 @@ func (a *app) inspectApproval(pol *policy.Policy, in *operator.Inspection) error
 	t.row("  approver", answered)
 	if ap.ConsumedBy != "" {
 		t.row("  consumed by", ap.ConsumedBy+" at "+stamp(ap.ConsumedAt))
+	}
+	remind, escalate := operator.ReadReminders(jsonview.RemindersOf(pol, ap, in.Events))
+	if remind != "" {
+		t.row("  reminder", cell(remind))
+	}
+	if escalate != "" {
+		t.row("  escalation", cell(escalate))
 	}
 	if err := t.flush(); err != nil {
 		return err

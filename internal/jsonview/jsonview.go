@@ -71,6 +71,59 @@ type Approval struct {
 	Answers  []Answer `json:"answers"`
 	Required int      `json:"required"`
 	Grants   int      `json:"grants"`
+	// Reminders is when the request is, or was, reminded about and escalated, and to whom
+	// (docs/approvals.md#reminders-and-escalation): null when its action's approvers set
+	// neither remind_after nor escalate_after.
+	Reminders *Reminders `json:"reminders"`
+}
+
+// Reminders is the reminder and escalation schedule of one approval request and what of it
+// the sweeper has recorded. Each time is null when the policy sets no such step (…_at) or it
+// was not recorded (…ed_at): a request answered or expired before a step came keeps it null.
+type Reminders struct {
+	RemindAt    *string `json:"remind_at"`    // created_at + remind_after
+	RemindedAt  *string `json:"reminded_at"`  // when a sweeper reminded the approvers
+	EscalateAt  *string `json:"escalate_at"`  // created_at + escalate_after
+	EscalatedAt *string `json:"escalated_at"` // when a sweeper sent the escalation
+	// EscalateTo is who the request escalates to; those named may answer from escalate_at on,
+	// whether or not a sweeper has sent the escalation yet. Null without escalate_after.
+	EscalateTo *EscalateTo `json:"escalate_to"`
+}
+
+// EscalateTo is an escalation's roles and people (each empty, never null, when none).
+type EscalateTo struct {
+	Roles  []string `json:"roles"`
+	People []string `json:"people"`
+}
+
+// RemindersOf is the reminder schedule of a under pol, with the reminder and escalation events
+// among evs (the request's events; nil when not read) recorded; nil when the action's approvers
+// remind and escalate not.
+func RemindersOf(pol *policy.Policy, a *store.Approval, evs []*store.Event) *Reminders {
+	rule := pol.ApproversFor(a.ActionName)
+	if rule.RemindAfter == 0 && rule.EscalateAfter == 0 {
+		return nil
+	}
+	r := &Reminders{}
+	if rule.RemindAfter > 0 {
+		r.RemindAt = Stamp(a.CreatedAt.Add(rule.RemindAfter))
+	}
+	if rule.EscalateAfter > 0 && rule.EscalateTo != nil {
+		r.EscalateAt = Stamp(a.CreatedAt.Add(rule.EscalateAfter))
+		r.EscalateTo = &EscalateTo{Roles: append([]string{}, rule.EscalateTo.Roles...), People: append([]string{}, rule.EscalateTo.People...)}
+	}
+	for _, e := range evs {
+		if e.ApprovalID != a.ID {
+			continue
+		}
+		switch e.Kind {
+		case store.EventApprovalReminded:
+			r.RemindedAt = Stamp(e.Time)
+		case store.EventApprovalEscalated:
+			r.EscalatedAt = Stamp(e.Time)
+		}
+	}
+	return r
 }
 
 // Precondition is the fingerprint of a target's state and when the state was read: what an
@@ -155,6 +208,7 @@ func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
 		CreatedAt: Stamp(a.CreatedAt), ExpiresAt: Stamp(a.ExpiresAt), Approver: Str(a.Approver),
 		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy), Precondition: PreconditionOf(a),
 		Answers: make([]Answer, len(a.Answers)), Required: n, Grants: store.Grants(a.Answers, verified),
+		Reminders: RemindersOf(pol, a, nil),
 	}
 	for i, x := range a.Answers {
 		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,

@@ -56,6 +56,9 @@ func (o *Operator) View(in *Inspection) jsonview.Inspection {
 	out := jsonview.Inspection{ID: in.ID, Kind: in.Kind, Events: make([]jsonview.Event, len(in.Events)), Receipts: make([]jsonview.Receipt, len(in.Receipts))}
 	if in.Approval != nil {
 		v := o.ApprovalView(in.Approval)
+		if v.Reminders != nil { // the request's events are read already
+			v.Reminders = jsonview.RemindersOf(o.cfg.Policy, in.Approval, in.Events)
+		}
 		out.Approval = &v
 	}
 	if in.Effect != nil {

@@ -193,7 +193,9 @@ func (o *Operator) Approvals(ctx context.Context, status string) ([]jsonview.App
 	}
 	out := make([]jsonview.Approval, len(list))
 	for i, a := range list {
-		out[i] = o.ApprovalView(a)
+		if out[i], err = o.ApprovalDetail(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -204,12 +206,28 @@ func (o *Operator) Approval(ctx context.Context, id string) (jsonview.Approval, 
 	if err != nil {
 		return jsonview.Approval{}, fmt.Errorf("read approval: %w", err)
 	}
-	return o.ApprovalView(a), nil
+	return o.ApprovalDetail(ctx, a)
 }
 
-// ApprovalView is a as an operator reads it, its arguments read through the policy's hints.
+// ApprovalView is a as an operator reads it, its arguments read through the policy's hints. Its
+// reminders carry the schedule only; ApprovalDetail reads what of it was recorded.
 func (o *Operator) ApprovalView(a *store.Approval) jsonview.Approval {
 	return jsonview.NewApproval(a, o.cfg.Policy)
+}
+
+// ApprovalDetail is ApprovalView with the reminder and escalation the sweeper recorded for a
+// read from its events; it reads them only when the action reminds or escalates.
+func (o *Operator) ApprovalDetail(ctx context.Context, a *store.Approval) (jsonview.Approval, error) {
+	v := o.ApprovalView(a)
+	if v.Reminders == nil {
+		return v, nil
+	}
+	evs, err := o.cfg.Store.Events(ctx, store.EventFilter{ApprovalID: a.ID})
+	if err != nil {
+		return v, fmt.Errorf("read events of %s: %w", a.ID, err)
+	}
+	v.Reminders = jsonview.RemindersOf(o.cfg.Policy, a, evs)
+	return v, nil
 }
 
 // Receipt is one stored receipt as an operator reads it (View) and its document read (Doc, nil

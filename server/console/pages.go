@@ -226,6 +226,12 @@ type approvalView struct {
 	CSRF      string
 	Roles     string // the roles the policy names for the action's approvers
 	Verified  bool   // the policy counts verified answers only
+	// Reminder and Escalation say when the request is reminded about and escalated, to whom,
+	// and whether that was sent ("" when the policy sets no such step: operator.ReadReminders).
+	Reminder, Escalation string
+	// Escalated is set once the request has waited its escalate_after: those it escalates to
+	// may answer it (and Roles lists the roles it escalated to).
+	Escalated bool
 }
 
 type denialView struct {
@@ -291,6 +297,7 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	av.TimeLeft = timeLeft(left)
 	// The rule that asked: the policy_evaluated event of the call that made the request.
 	if evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{ApprovalID: a.ID}); err == nil {
+		av.Reminder, av.Escalation = operator.ReadReminders(jsonview.RemindersOf(pol, a, evs))
 		for _, e := range evs {
 			if e.Kind != store.EventPolicyEvaluated {
 				continue
@@ -327,6 +334,9 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 		av.Denials = av.Denials[:5]
 	}
 	rule := pol.ApproversFor(d.Name)
+	if a.Status == store.Pending && rule.Escalated(a.CreatedAt, now) {
+		rule, av.Escalated = rule.EscalatedRule(), true
+	}
 	av.Required = rule.Required
 	if a.Required > 0 && a.Status != store.Pending {
 		av.Required = a.Required // as it stood when the request was decided
@@ -368,7 +378,7 @@ func (cs *Console) mayAnswer(v *viewer, a *store.Approval, d *actionDoc) (bool, 
 		}
 	}
 	pol := cs.g.Policy()
-	rule := pol.ApproversFor(d.Name)
+	rule := pol.ApproversFor(d.Name).RuleAt(a.CreatedAt, now)
 	if ent := pol.Entitled(rule, v.Name, v.Roles); !ent.Entitled {
 		return false, "You are not among the approvers of " + d.Name + " (the policy names " + strings.Join(rule.Roles, ", ") + "): you can read this request but not answer it."
 	}

@@ -138,6 +138,10 @@ func testSweep(t *testing.T, b Backend) {
 		t.Parallel()
 		testReconcileClaims(t, b)
 	})
+	t.Run("Nudges", func(t *testing.T) {
+		t.Parallel()
+		testNudges(t, b)
+	})
 	t.Run("ReconcileClaimRace", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, b)
