@@ -501,3 +501,38 @@ func TestParseSlackUsers(t *testing.T) {
 		}
 	}
 }
+
+// driveSlack answers POST /v1/slack/interactions with each status the OpenAPI document lists
+// for it, on a server observed by obs: a click taken (200), a signed payload that is not a
+// click (400), an unsigned one (401), a body past the bound (413), and one past the
+// remembered signatures (503). (404 is the server without Slack.)
+func driveSlack(t *testing.T, obs *observed) {
+	t.Helper()
+	fake := newFakeSlack(t, slackSecret)
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: mustPolicy(t), StoreURL: storeURL(t, "sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	srvr, err := server.New(g, &server.Config{MaxBody: 4096, Slack: &server.SlackConfig{SigningSecret: []byte(slackSecret), MaxSeen: 2,
+		Users: map[string]string{"U0ALICE": "alice"}, ResponseURLs: []string{fake.responsePrefix()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(obs.wrap(srvr.Handler()))
+	t.Cleanup(hs.Close)
+	now := time.Now()
+	fake.send(hs.URL, fake.click("U0ALICE", "T0FAKE", notify.SlackActionApprove, "apr_none", now, []byte(slackSecret)))
+	fake.waitFor("responses", 1) // the refusal (no such request) is posted before the server goes
+	notClick := "payload=" + url.QueryEscape(`{"type":"view_submission"}`)
+	sign := func(body string) *http.Request {
+		req, _ := http.NewRequest("POST", "/v1/slack/interactions", strings.NewReader(body))
+		req.Header.Set(server.SlackHeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set(server.SlackHeaderSignature, server.SlackSign([]byte(slackSecret), now.Unix(), []byte(body)))
+		return req
+	}
+	fake.send(hs.URL, sign(notClick))
+	fake.send(hs.URL, fake.click("U0ALICE", "T0FAKE", notify.SlackActionApprove, "apr_none", now, []byte("wrong")))
+	fake.send(hs.URL, sign("payload="+strings.Repeat("x", 5000)))
+	fake.send(hs.URL, fake.click("U0ALICE", "T0FAKE", notify.SlackActionApprove, "apr_none", now, []byte(slackSecret)))
+}
