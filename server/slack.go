@@ -268,6 +268,9 @@ func (s *Server) slackAnswer(ctx context.Context, id string, grant bool, approve
 		m.ReplaceOriginal = true
 		return []notify.SlackMessage{m}
 	case errors.Is(err, store.ErrNotFound):
+		if len(id) > 100 { // the value is Slack's to bound, not ours to echo whole
+			id = id[:100] + "…"
+		}
 		return []notify.SlackMessage{slackRefusal("approval_not_found", "no approval request "+notify.SlackEscape(id))}
 	case errors.As(err, &ae):
 		out := []notify.SlackMessage{slackRefusal(ae.Reason, notify.SlackEscape(trimLatch(err)))}

@@ -536,3 +536,27 @@ func driveSlack(t *testing.T, obs *observed) {
 	fake.send(hs.URL, sign("payload="+strings.Repeat("x", 5000)))
 	fake.send(hs.URL, fake.click("U0ALICE", "T0FAKE", notify.SlackActionApprove, "apr_none", now, []byte(slackSecret)))
 }
+
+// TestSlackDeny: a mapped user's Deny denies the request at once, the message says who denied
+// it and loses its buttons, and the agent's call presenting it is refused.
+func TestSlackDeny(t *testing.T) {
+	t.Parallel()
+	fake := newFakeSlack(t, slackSecret)
+	s := slackServer(t, "sqlite", testPolicy, fake, &server.SlackConfig{SigningSecret: []byte(slackSecret),
+		Users: map[string]string{"U0ALICE": "alice"}, ResponseURLs: []string{fake.responsePrefix()}}, nil)
+	r := s.do("POST", "/v1/actions", s.alice, charge("inv_1", 90000))
+	if r.status != 202 {
+		t.Fatalf("charge = %d %s", r.status, r.raw)
+	}
+	apr := r.body["approval_id"].(string)
+	if c := fake.send(s.url, fake.click("U0ALICE", "T0FAKE", notify.SlackActionDeny, apr, s.clock.Now(), []byte(slackSecret))); c.status != 200 {
+		t.Fatalf("deny = %d %s", c.status, c.raw)
+	}
+	m := fake.waitFor("responses", 1)[0]
+	if m["replace_original"] != true || len(buttons(m)) != 0 || !strings.Contains(strings.Join(mrkdwn(m), "\n"), "*Denied*: denied by `proxy:alice`") {
+		t.Errorf("after the deny = %v, want the message replaced, denied by alice, without buttons", m)
+	}
+	body := charge("inv_1", 90000)
+	body["approval_id"] = apr
+	wantProblem(t, "the denied approval presented", s.do("POST", "/v1/actions", s.alice, body), 403, "approval_denied")
+}
