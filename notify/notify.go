@@ -9,6 +9,11 @@
 // queue and a goroutine of its own: a slow or failing receiver delays only its own alerts, never
 // a call, and what does not fit in its queue is dropped and counted. The store keeps every event
 // whatever happens to its alert.
+//
+// With FormatSlack and the guard given (Notifier.UseGuard), a requested approval is posted as a
+// Slack Block Kit message showing the request's arguments in their display form, with Approve
+// and Deny buttons when latch serve takes Slack's clicks (Config.SlackButtons; see
+// SlackApprovalMessage).
 package notify
 
 import (
