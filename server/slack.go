@@ -152,12 +152,14 @@ func newSlackEndpoint(c *SlackConfig, log *slog.Logger) (*slackEndpoint, error) 
 	if len(cfg.ResponseURLs) == 0 {
 		cfg.ResponseURLs = []string{DefaultSlackResponseURL}
 	}
+	cfg.ResponseURLs = append([]string(nil), cfg.ResponseURLs...)
 	for _, p := range cfg.ResponseURLs {
 		u, err := url.Parse(p)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.HasSuffix(u.Path, "/") {
 			return nil, fmt.Errorf("slack: response URL prefix %q: want http(s)://host/ ending in a slash", p)
 		}
 	}
+	users := make(map[string]string, len(cfg.Users)) // a copy: the caller's map may change
 	for id, name := range cfg.Users {
 		if !slackUserID.MatchString(id) {
 			return nil, fmt.Errorf("slack: user id %s: want U or W and capital letters or digits", safetext.Quote(id))
@@ -165,7 +167,9 @@ func newSlackEndpoint(c *SlackConfig, log *slog.Logger) (*slackEndpoint, error) 
 		if _, err := store.NormalizeApprover(name); err != nil {
 			return nil, fmt.Errorf("slack: user %s: %w", id, err)
 		}
+		users[id] = name
 	}
+	cfg.Users = users
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

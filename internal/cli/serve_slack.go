@@ -56,5 +56,8 @@ func (s *slackFlags) config(getenv func(string) string) (*server.SlackConfig, er
 	if err != nil {
 		return nil, usagef("--slack-users: %s", err.Error())
 	}
+	if len(users) == 0 {
+		return nil, usagef("--slack-users %s maps no Slack user to an approver: every click would be refused", s.usersFile)
+	}
 	return &server.SlackConfig{SigningSecret: secret, Users: users, Team: s.team, ResponseURLs: s.responseURLs}, nil
 }

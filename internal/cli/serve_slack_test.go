@@ -45,6 +45,10 @@ func TestServeSlack(t *testing.T) {
 	if err := os.WriteFile(usersFile, []byte("# who answers from Slack\nU0ALICE alice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptyFile := filepath.Join(dir, "no-users")
+	if err := os.WriteFile(emptyFile, []byte("# nobody yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var posts, outcomes []map[string]any
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,6 +88,7 @@ func TestServeSlack(t *testing.T) {
 		{[]string{"--slack-users", usersFile}, "needs the Slack app's signing secret"},
 		{[]string{"--slack-signing-secret-file", secretFile}, "go with --slack-users FILE"},
 		{[]string{"--slack-users", policyPath, "--slack-signing-secret-file", secretFile}, policyPath + ":1: Slack user id"},
+		{[]string{"--slack-users", emptyFile, "--slack-signing-secret-file", secretFile}, "maps no Slack user"},
 	} {
 		cmd := exec.Command(latchBin, append([]string{"--policy", policyPath, "serve"}, bad.args...)...)
 		cmd.Env = cleanEnv()
