@@ -9,6 +9,11 @@
 // queue and a goroutine of its own: a slow or failing receiver delays only its own alerts, never
 // a call, and what does not fit in its queue is dropped and counted. The store keeps every event
 // whatever happens to its alert.
+//
+// With FormatSlack and the guard given (Notifier.UseGuard), a requested approval is posted as a
+// Slack Block Kit message showing the request's arguments in their display form, with Approve
+// and Deny buttons when latch serve takes Slack's clicks (Config.SlackButtons; see
+// SlackApprovalMessage).
 package notify
 
 import (
@@ -98,6 +103,10 @@ type Config struct {
 	// BudgetShare, when positive, is the share of a budget's limit (0.8: 80%) whose crossing
 	// Budgets alerts on, once per crossing; 0 sends no budget alerts. At most 1.
 	BudgetShare float64
+	// SlackButtons, with FormatSlack and a guard given (UseGuard), puts Approve and Deny
+	// buttons on the message of a requested approval. Set it only when latch serve answers
+	// Slack's interactivity requests (server.SlackConfig): a button nothing answers is a lie.
+	SlackButtons bool
 }
 
 // Alert is the JSON body of an alert (FormatJSON).
@@ -130,6 +139,8 @@ type Notifier struct {
 	// when Budgets last saw them.
 	above     map[[2]string]bool
 	crossings int64 // the crossings alerted on, for their delivery ids
+
+	slack slackGuard // where the Slack message of a requested approval is read from
 }
 
 var _ latch.Sink = (*Notifier)(nil)
@@ -181,6 +192,8 @@ func New(cfg *Config) (*Notifier, error) {
 		return nil, fmt.Errorf("notify: format %q is not json or slack", c.Format)
 	case c.Format == FormatJSON && len(c.Secret) == 0:
 		return nil, errors.New("notify: the json format needs a secret to sign its alerts")
+	case c.SlackButtons && c.Format != FormatSlack:
+		return nil, errors.New("notify: Approve and Deny buttons go with the slack format")
 	case c.QueueSize < 0 || c.Timeout < 0 || c.Attempts < 0 || c.Backoff < 0:
 		return nil, errors.New("notify: negative queue size, timeout, attempts or backoff")
 	case !(c.BudgetShare >= 0 && c.BudgetShare <= 1): // NaN too
@@ -498,6 +511,9 @@ func (n *Notifier) post(u string, a *Alert, body []byte) (retry bool, err error)
 }
 
 func (n *Notifier) body(a *Alert) ([]byte, error) {
+	if m := n.slackApproval(a); m != nil {
+		return json.Marshal(m)
+	}
 	if n.cfg.Format == FormatSlack {
 		text := a.Text
 		if a.render != nil {

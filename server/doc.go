@@ -14,4 +14,9 @@
 // person's only when the identity provider names one for it (auth.PeopleProvider). Errors are
 // application/problem+json documents (RFC 9457) whose type names the reason. Every route, with
 // examples, is in docs/http.md; the OpenAPI document is served at /v1/openapi.json.
+//
+// With Config.Slack, people also answer from Slack: POST /v1/slack/interactions takes the
+// clicks on the Approve and Deny buttons of the approval messages package notify posts,
+// verifies Slack's signature, maps the Slack user to an approver explicitly, and answers through
+// latch.Guard.Answer as every other surface does (docs/approvals.md#slack).
 package server

@@ -62,6 +62,7 @@ var ops = map[string]op{
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
 	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil},
 	"POST /v1/revocations":            {"Push revoked credentials to the JWT revocation feed (its own bearer secret, not a token)", "Revocations", "RevocationsAccepted", []int{200, 400, 401, 404, 413}, nil},
+	"POST /v1/slack/interactions":     {"A click on a Slack approval message's Approve or Deny button, form-encoded and signed by Slack (its signing secret, not a token)", "", "", []int{200, 400, 401, 404, 413, 503}, nil},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)

@@ -228,6 +228,7 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/v1/revocations", "push-secret", `{"events": 3}`},
 		{"POST", "/v1/revocations", s.approver, map[string]any{"events": []any{}}},
 		{"POST", "/v1/revocations", "push-secret", `{"events": [], "pad": "` + strings.Repeat("x", 5000) + `"}`},
+		{"POST", "/v1/slack/interactions", "", nil}, // no Slack: 404
 		{"GET", "/readyz", "", nil},
 	} {
 		if b, ok := q.body.([]byte); ok { // a body that is not JSON, sent as a form
@@ -247,6 +248,8 @@ func TestOpenAPI(t *testing.T) {
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 7200})
 	bg.do("POST", "/v1/break-glass", bg.approver, map[string]any{"envelope": "incident", "reason": "x", "ttl_seconds": 60})
 	bg.do("POST", "/v1/revocations", "push-secret", map[string]any{"events": []any{}}) // no feed: 404
+	// Slack's clicks need a server that takes them.
+	driveSlack(t, obs)
 	// Hops need a delegable grant the sending agent holds.
 	hsv := observedServer(t, obs, hopPolicy)
 	hop := map[string]any{"parent": "sender", "to": map[string]any{"agent": "billing-worker"}, "grant": "actions: [billing.charge]\nconstraints: {amount_lte: 50}\nexpires_at: 2098-01-01T00:00:00Z\n"}

@@ -44,6 +44,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/stats", true, s.stats},
 		{"GET", "/v1/budgets", true, s.listBudgets},
 		{"POST", "/v1/revocations", false, open(s.pushRevocations)},
+		{"POST", "/v1/slack/interactions", false, open(s.slackInteraction)},
 	}
 }
 

@@ -94,6 +94,10 @@ type Config struct {
 	// against the chain, as latch receipts --verify --checkpoints does; nil leaves them unchecked,
 	// and the report's checkpoints is null.
 	CheckpointKey ed25519.PublicKey
+	// Slack, when set, takes the clicks on the Approve and Deny buttons of Slack approval
+	// messages at POST /v1/slack/interactions (docs/approvals.md#slack); nil answers that route
+	// 404.
+	Slack *SlackConfig
 }
 
 // Server is the HTTP API of one guard. It is safe for concurrent use.
@@ -112,6 +116,7 @@ type Server struct {
 	stopOnce sync.Once
 	// inflight counts the bodies being answered on the begin and outcome routes (inflight.go).
 	inflight inFlight
+	slack    *slackEndpoint // nil without Config.Slack
 }
 
 // New builds the server of guard g. The guard's store must keep API tokens (both built-in
@@ -182,6 +187,11 @@ func New(g *latch.Guard, cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{g: g, cfg: c, tokens: ts, op: op, auth: &auth.Authenticator{Tokens: ts, Identity: c.Identity, Now: c.Now, CacheTTL: c.TokenCache}, log: c.Logger, stopping: make(chan struct{})}
+	if c.Slack != nil {
+		if s.slack, err = newSlackEndpoint(c.Slack, c.Logger); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	if !c.NoConsole {
 		var cc console.Config
 		if c.Console != nil {
@@ -286,6 +296,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)
+	s.slack.wait() // the outcomes of the last clicks are posted (each post is bounded by its client's timeout)
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

@@ -94,7 +94,7 @@ An alert that cannot be delivered is reported on standard error; the grant stays
 			var sinks []latch.Sink
 			var n *notify.Notifier
 			if len(notifyURLs) > 0 {
-				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, 0, nil, slog.New(slog.NewTextHandler(a.stderr, nil))); err != nil {
+				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, 0, false, nil, slog.New(slog.NewTextHandler(a.stderr, nil))); err != nil {
 					return err
 				}
 				sinks = []latch.Sink{n}

@@ -42,6 +42,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var budgetRefresh time.Duration
 	var budgetShare float64
 	var requireApproved bool
+	var sl slackFlags
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the guard over HTTP, for executors in any language",
@@ -151,9 +152,12 @@ decided under.`,
 			case !(budgetShare >= 0 && budgetShare <= 1):
 				return usagef("--notify-budget-share %v: want a share of the limit from 0 (no budget alerts) to 1", budgetShare)
 			}
+			if cfg.Slack, err = sl.config(a.getenv); err != nil {
+				return err
+			}
 			var n *notify.Notifier
 			if len(notifyURLs) > 0 {
-				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, budgetShare, m, log); err != nil {
+				if n, err = a.notifier(notifyURLs, notifyFormat, notifySecretFile, budgetShare, cfg.Slack != nil, m, log); err != nil {
 					return err
 				}
 				defer n.Close() // after the guard's Close has handed it what was queued
@@ -167,6 +171,9 @@ decided under.`,
 				return err
 			}
 			defer g.Close()
+			if n != nil {
+				n.UseGuard(g) // the Slack message of a requested approval shows its arguments
+			}
 			cfg.Metrics = m
 			if g.Policy().Mode == "observe" {
 				fmt.Fprintln(a.stderr, observeBanner)
@@ -218,6 +225,7 @@ decided under.`,
 	f.IntVar(&maxWait, "max-wait", int(server.DefaultMaxWait/time.Second), "the longest wait_seconds a caller may ask for, in `SECONDS`")
 	f.StringVar(&otelEndpoint, "otel-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to the collector at `URL` (http://127.0.0.1:4318; else the OTEL_EXPORTER_OTLP_* variables)")
 	f.BoolVar(&requireApproved, "require-approved-policy", false, "refuse every call (policy_unapproved) unless the policy in force was approved through latch policy propose; SIGHUP then loads an approved new file")
+	sl.register(f)
 	ckpt.flags(f)
 	return cmd
 }
@@ -276,7 +284,7 @@ func reloadOnHangup(ctx context.Context, g *latch.Guard, path string, log *slog.
 
 // notifier builds the alert notifier of --notify: the secret comes from a file, never the
 // command line (which other users of the host can read), or from $LATCH_NOTIFY_SECRET.
-func (a *app) notifier(urls []string, format, secretFile string, budgetShare float64, m *metrics.Sink, log *slog.Logger) (*notify.Notifier, error) {
+func (a *app) notifier(urls []string, format, secretFile string, budgetShare float64, slackButtons bool, m *metrics.Sink, log *slog.Logger) (*notify.Notifier, error) {
 	var secret []byte
 	switch {
 	case secretFile != "":
@@ -292,7 +300,8 @@ func (a *app) notifier(urls []string, format, secretFile string, budgetShare flo
 	case format == notify.FormatJSON:
 		return nil, usagef("--notify needs a secret to sign alerts: --notify-secret-file FILE or $LATCH_NOTIFY_SECRET")
 	}
-	cfg := &notify.Config{URLs: urls, Secret: secret, Format: format, Logger: log, BudgetShare: budgetShare}
+	cfg := &notify.Config{URLs: urls, Secret: secret, Format: format, Logger: log, BudgetShare: budgetShare,
+		SlackButtons: slackButtons && format == notify.FormatSlack}
 	if m != nil {
 		cfg.Failures = m
 	}
