@@ -308,6 +308,8 @@ func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSess
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { g.listChanged(u.Alias, req.Session) },
+		// An upstream's input requests come back to the gateway as they are, to relay (relay.go).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	return client.Connect(ctx, t, nil)
 }
@@ -394,6 +396,9 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 				ctx = latch.WithApproval(ctx, id)
 			}
 		}
+		if relayed(req) {
+			return g.resumeRelayed(ctx, up, t, args, req) // the agent's answer to a relayed question
+		}
 		if key != "" {
 			return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
 		}
@@ -406,7 +411,7 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 					return nil, err
 				}
 				defer cancel()
-				r, err := up.call(ctx, t, a, time.Now())
+				r, err := up.call(withRelay(ctx, req.Session), t, a, time.Now())
 				if err != nil {
 					return nil, err
 				}
@@ -419,6 +424,9 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 				result = r
 				return r, nil
 			})
+		if ir := relayAnswer(err); ir != nil {
+			return ir, nil // the upstream asks the agent: the call is suspended (relay.go)
+		}
 		if err != nil {
 			return nil, wireError(refusal(t.Action, rc, err))
 		}
@@ -531,7 +539,9 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 			return nil, latch.NotExecuted(err)
 		}
 	}
-	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
+	params := &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args}
+	retryParams(ctx, params)
+	r, err := cs.CallTool(ctx, params)
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		// The connection broke: the next call redials rather than find it broken too. This is
 		// done before the answer goes back, so an agent that retries at once reaches a new one.
@@ -544,6 +554,9 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 	if err != nil {
 		// The request may have reached the upstream: the outcome is unknown.
 		return nil, fmt.Errorf("upstream %s: tools/call %s: %w", up.alias, t.UpstreamAs, err)
+	}
+	if r.NeedsInput() {
+		return nil, relayInput(ctx, r) // a suspension round, or an unknown outcome (relay.go)
 	}
 	if r.IsError {
 		terr := fmt.Errorf("upstream %s: tool %s returned an error: %s", up.alias, t.UpstreamAs, text(r))
