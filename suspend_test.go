@@ -161,6 +161,9 @@ func TestSuspendResume(t *testing.T) {
 				if strings.Contains(string(ev.Payload), "s3cr3t-value") {
 					t.Errorf("event %s holds an input value: %s", ev.Kind, ev.Payload)
 				}
+				if strings.Contains(string(ev.Payload), se.Token) || strings.Contains(string(ev.Payload), se.Token[4:]) {
+					t.Errorf("event %s holds the resume token: %s", ev.Kind, ev.Payload)
+				}
 				switch ev.Kind {
 				case store.EventExecutionSuspended:
 					suspended++
@@ -357,5 +360,47 @@ func TestSuspendBegun(t *testing.T) {
 				t.Errorf("%d receipts, want 1", n)
 			}
 		})
+	}
+}
+
+// TestSuspendBegunRounds: a call begun with Begin that suspends past Config.SuspendRounds (1
+// here) is recorded ambiguous, with its receipt, and SuspendBegun says so (outcome unknown).
+func TestSuspendBegunRounds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, suspendPolicy)
+	p, err := policy.Parse("latch.yaml", []byte(suspendPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: e.url, Now: e.clock.Now, SuspendRounds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	ctx := as(t.Context(), "billing")
+	args := json.RawMessage(`{"refund_id":"r5","amount":5}`)
+	b, err := g.Begin(ctx, &latch.Call{Action: "billing.refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.SuspendBegun(ctx, b.ActionID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.ResumeBegun(ctx, &latch.ResumeRequest{ActionID: b.ActionID, Token: s.Token, Arguments: args}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.SuspendBegun(ctx, b.ActionID, json.RawMessage(`{}`))
+	if r := latch.RefusalOf(err); r.Kind != latch.KindOutcomeUnknown || !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("a suspension past the bound = %v (%+v), want outcome unknown", err, r)
+	}
+	if eff, _ := g.Store().Effect(t.Context(), "refund:r5"); eff.State != store.Ambiguous {
+		t.Errorf("effect = %s, want ambiguous", eff.State)
+	}
+	if n := actionReceipts(t, g, b.ActionID); n != 1 {
+		t.Errorf("%d receipts, want 1", n)
+	}
+	if _, err := g.Finish(ctx, b.ActionID, latch.OutcomeCommitted, nil, ""); latch.RefusalOf(err).Reason != latch.ReasonAlreadyRecorded {
+		t.Errorf("Finish after the bound = %v, want already_recorded", err)
 	}
 }
