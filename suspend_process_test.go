@@ -140,23 +140,23 @@ func TestSuspendedHolderKilled(t *testing.T) {
 				eff.LeaseExpiresAt.After(killedAt.Add(suspendLease)) {
 				t.Fatalf("effect after the kill = %+v, %v; want executing under the suspension's live lease", eff, err)
 			}
-			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, counting); latch.RefusalOf(err).Reason != latch.ReasonInProgress {
+			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, counting); reasonOf(err) != latch.ReasonInProgress {
 				t.Errorf("a duplicate under the dead holder's live lease = %v, want in_progress", err)
 			}
 			time.Sleep(time.Until(eff.LeaseExpiresAt) + 100*time.Millisecond)
 			_, err = g.Resume(ctx, &latch.ResumeRequest{ActionID: s.ActionID, Token: s.Token, Arguments: args,
 				Input: map[string]json.RawMessage{"confirm": json.RawMessage("true")}}, counting)
-			if r := latch.RefusalOf(err); r.Kind != latch.KindAmbiguous || !errors.Is(err, latch.ErrAmbiguousEffect) {
-				t.Errorf("resume after the holder died and its lease lapsed = %v (%+v), want refused ambiguous", err, r)
+			if kindOf(err) != latch.KindAmbiguous || !errors.Is(err, latch.ErrAmbiguousEffect) {
+				t.Errorf("resume after the holder died and its lease lapsed = %v, want refused ambiguous", err)
 			}
 			if eff, err := g.Store().Effect(t.Context(), "refund:k9"); err != nil || eff.State != store.Ambiguous {
 				t.Errorf("effect after the lease = %+v, %v; want ambiguous", eff, err)
 			}
-			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, counting); latch.RefusalOf(err).Reason != latch.ReasonAmbiguous {
+			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, counting); reasonOf(err) != latch.ReasonAmbiguous {
 				t.Errorf("a retry after the lease = %v, want ambiguous", err)
 			}
 			_, err = g.Resume(ctx, &latch.ResumeRequest{ActionID: s.ActionID, Token: s.Token, Arguments: args}, counting)
-			if latch.RefusalOf(err).Kind != latch.KindAmbiguous {
+			if kindOf(err) != latch.KindAmbiguous {
 				t.Errorf("a second resume = %v, want refused ambiguous", err)
 			}
 			b, err := os.ReadFile(ranFile)

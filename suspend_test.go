@@ -52,6 +52,21 @@ func asking(runs *atomic.Int32) latch.Executor {
 	}
 }
 
+// reasonOf and kindOf are RefusalOf(err)'s reason and kind, "" for no error.
+func reasonOf(err error) latch.Reason {
+	if err == nil {
+		return ""
+	}
+	return latch.RefusalOf(err).Reason
+}
+
+func kindOf(err error) latch.RefusalKind {
+	if err == nil {
+		return ""
+	}
+	return latch.RefusalOf(err).Kind
+}
+
 func suspendedOf(t *testing.T, err error) *latch.SuspendedError {
 	t.Helper()
 	var se *latch.SuspendedError
@@ -99,7 +114,7 @@ func TestSuspendResume(t *testing.T) {
 			if err != nil || eff.State != store.Executing || eff.Attempt != 1 || eff.ActionID != se.ActionID {
 				t.Fatalf("effect while suspended = %+v, %v; want executing, attempt 1, the same action", eff, err)
 			}
-			if _, err := e.g.Execute(ctx, call("billing.refund", args), asking(&runs)); latch.RefusalOf(err).Reason != latch.ReasonInProgress {
+			if _, err := e.g.Execute(ctx, call("billing.refund", args), asking(&runs)); reasonOf(err) != latch.ReasonInProgress {
 				t.Errorf("a duplicate while suspended = %v, want in_progress", err)
 			}
 
@@ -227,7 +242,7 @@ func TestSuspendRoundsBounded(t *testing.T) {
 			if eff.State != store.Ambiguous {
 				t.Errorf("effect after too many rounds = %s, want ambiguous", eff.State)
 			}
-			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, always); latch.RefusalOf(err).Reason != latch.ReasonAmbiguous {
+			if _, err := g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, always); reasonOf(err) != latch.ReasonAmbiguous {
 				t.Errorf("a retry after too many rounds = %v, want ambiguous", err)
 			}
 			if runs.Load() != 3 {
@@ -270,9 +285,8 @@ func TestResumeAfterLeaseLapsed(t *testing.T) {
 			e.clock.Add(latch.DefaultLease + time.Second)
 			rc, err := e.g.Resume(ctx, &latch.ResumeRequest{ActionID: se.ActionID, Token: se.Token, Arguments: args,
 				Input: map[string]json.RawMessage{"confirm": json.RawMessage("true")}}, asking(&runs))
-			r := latch.RefusalOf(err)
-			if rc != nil || r.Kind != latch.KindAmbiguous || r.Reason != latch.ReasonAmbiguous || !errors.Is(err, latch.ErrAmbiguousEffect) {
-				t.Fatalf("Resume after the lease lapsed = %+v, %v (%+v), want refused ambiguous", rc, err, r)
+			if rc != nil || kindOf(err) != latch.KindAmbiguous || reasonOf(err) != latch.ReasonAmbiguous || !errors.Is(err, latch.ErrAmbiguousEffect) {
+				t.Fatalf("Resume after the lease lapsed = %+v, %v, want refused ambiguous", rc, err)
 			}
 			if runs.Load() != 1 {
 				t.Errorf("the executor ran %d times, want 1", runs.Load())
@@ -281,7 +295,7 @@ func TestResumeAfterLeaseLapsed(t *testing.T) {
 			if eff.State != store.Ambiguous {
 				t.Errorf("effect after a lapsed resume = %s, want ambiguous", eff.State)
 			}
-			if _, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, asking(&runs)); latch.RefusalOf(err).Reason != latch.ReasonAmbiguous {
+			if _, err := e.g.Execute(ctx, &latch.Call{Action: "billing.refund", Arguments: args}, asking(&runs)); reasonOf(err) != latch.ReasonAmbiguous {
 				t.Errorf("a retry = %v, want ambiguous", err)
 			}
 			if runs.Load() != 1 {
@@ -306,7 +320,7 @@ func TestSuspendHoldsBudget(t *testing.T) {
 			suspendedOf(t, err)
 			e.clock.Add(time.Minute)
 			_, err = e.g.Execute(ctx, call("payout.send", `{"payout_id":"p2"}`), ran)
-			if latch.RefusalOf(err).Reason != latch.ReasonBudgetExhausted {
+			if reasonOf(err) != latch.ReasonBudgetExhausted {
 				t.Errorf("a second payout while the first is suspended = %v, want budget_exhausted", err)
 			}
 		})
@@ -391,8 +405,8 @@ func TestSuspendBegunRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = g.SuspendBegun(ctx, b.ActionID, json.RawMessage(`{}`))
-	if r := latch.RefusalOf(err); r.Kind != latch.KindOutcomeUnknown || !errors.Is(err, latch.ErrAmbiguous) {
-		t.Fatalf("a suspension past the bound = %v (%+v), want outcome unknown", err, r)
+	if kindOf(err) != latch.KindOutcomeUnknown || !errors.Is(err, latch.ErrAmbiguous) {
+		t.Fatalf("a suspension past the bound = %v, want outcome unknown", err)
 	}
 	if eff, _ := g.Store().Effect(t.Context(), "refund:r5"); eff.State != store.Ambiguous {
 		t.Errorf("effect = %s, want ambiguous", eff.State)
@@ -400,7 +414,7 @@ func TestSuspendBegunRounds(t *testing.T) {
 	if n := actionReceipts(t, g, b.ActionID); n != 1 {
 		t.Errorf("%d receipts, want 1", n)
 	}
-	if _, err := g.Finish(ctx, b.ActionID, latch.OutcomeCommitted, nil, ""); latch.RefusalOf(err).Reason != latch.ReasonAlreadyRecorded {
+	if _, err := g.Finish(ctx, b.ActionID, latch.OutcomeCommitted, nil, ""); reasonOf(err) != latch.ReasonAlreadyRecorded {
 		t.Errorf("Finish after the bound = %v, want already_recorded", err)
 	}
 }
