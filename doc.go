@@ -42,6 +42,12 @@
 // backoff, one process at a time. Inside the executor, IdempotencyToken gives a per-attempt token
 // to pass to the remote as its idempotency key.
 //
+// An executor that must wait mid-call for an answer returns Suspend(request): the effect stays
+// executing under the same attempt, and the caller gets a *SuspendedError with the one token
+// that resumes it. Guard.Resume runs the executor again, ResumedFrom(ctx) holding the answer —
+// once per suspension, for the exact token, the same principal and arguments, under a live
+// lease; a lapsed lease is ambiguous. The whole execution keeps one receipt.
+//
 // # Approvals
 //
 // A call the policy sends to a human stores an approval request bound to the SHA-256 of the exact

@@ -32,7 +32,9 @@ func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (rc *Recei
 	ctx, span := g.startSpan(ctx, SpanCall, AttrAction.String(call.Action))
 	defer func() {
 		endCallSpan(span, rc, err)
-		g.obs.callEnded(call.Action, rc, err)
+		if !errors.Is(err, ErrSuspended) { // not over: it ends when resumed
+			g.obs.callEnded(call.Action, rc, err)
+		}
 	}()
 	b, rc, err := g.begin(ctx, call, false)
 	if b == nil {
@@ -347,6 +349,12 @@ func (g *Guard) observe(ctx context.Context, pr *prepared, actionID string, star
 
 // finish executes a call and records its outcome, its receipt and its events in one write.
 func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, fn Executor) (*Receipt, error) {
+	return g.run(ctx, pr, rc, h, fn, nil)
+}
+
+// run runs a call's executor — its first run, or, with res, a resumed one — and records its
+// outcome, or stores its suspension when it suspends (suspend.go).
+func (g *Guard) run(ctx context.Context, pr *prepared, rc *receipt.Receipt, h hold, fn Executor, res *Resumption) (*Receipt, error) {
 	exec := &execution{g: g, key: h.key, actionID: rc.ActionID, attempt: h.attempt, lease: h.lease}
 	if h.key != "" {
 		h.token = idempotencyToken(h.key, h.attempt)
@@ -354,6 +362,9 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 	}
 	ectx, span := g.startSpan(ctx, SpanExecute, AttrAction.String(pr.call.Action), AttrActionID.String(rc.ActionID),
 		AttrEffectKey.String(h.key), AttrAttempt.Int(h.attempt))
+	if res != nil {
+		ectx = context.WithValue(ectx, resumeCtx{}, res)
+	}
 	value, panicked, execErr := g.invoke(ectx, exec, pr.canonArgs, fn)
 	switch {
 	case panicked != nil:
@@ -363,6 +374,12 @@ func (g *Guard) finish(ctx context.Context, pr *prepared, rc *receipt.Receipt, h
 		span.SetStatus(codes.Error, execErr.Error())
 	}
 	span.End()
+	if sig := (*suspendSignal)(nil); panicked == nil && errors.As(execErr, &sig) {
+		return g.suspended(ctx, pr, rc, h, sig)
+	}
+	if res != nil {
+		defer g.begun.remove(rc.ActionID) // the call's last leg: nothing resumes it again
+	}
 	return g.record(ctx, pr, rc, h, value, execErr, panicked)
 }
 

@@ -63,6 +63,13 @@ type Config struct {
 	// policy_unapproved unless the store holds an approved change to the policy in force, by its
 	// hash (docs/governance.md). It lives in code, not in the file it governs.
 	RequireApprovedPolicy bool
+	// SuspendRounds bounds how many times one execution may suspend (Suspend): default
+	// DefaultSuspendRounds. The suspension past it records the call ambiguous.
+	SuspendRounds int
+	// SuspendLease is how long each suspension holds the call's lease, from when it suspends:
+	// its resume must come before. Default DefaultLease; at most the longest lease a policy may
+	// give (policy.MaxLease).
+	SuspendLease time.Duration
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
@@ -115,6 +122,15 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	}
 	if c.Lease < 0 || c.ApprovalTTL < 0 || c.ScopeTimeout < 0 {
 		return nil, errors.New("latch: open: negative lease, approval ttl or scope timeout")
+	}
+	if c.SuspendLease == 0 {
+		c.SuspendLease = DefaultLease
+	}
+	switch {
+	case c.SuspendRounds < 0:
+		return nil, fmt.Errorf("latch: open: suspend rounds %d is negative", c.SuspendRounds)
+	case c.SuspendLease < 0 || c.SuspendLease > policy.MaxLease:
+		return nil, fmt.Errorf("latch: open: suspend lease %v is not from 1ns to the longest lease, %v", c.SuspendLease, policy.MaxLease)
 	}
 	p := c.Policy
 	if p == nil {

@@ -127,6 +127,16 @@ const (
 	ReasonLeaseLost       Reason = "lease_lost"
 	ReasonNoLease         Reason = "no_lease"
 	ReasonOutcomeRefused  Reason = "outcome_refused" // refused for a reason the error does not carry
+	// Suspended executions (Suspend, Resume): the call has no suspension to resume
+	// (not_suspended), is suspended already and was not resumed (suspension_open), the token is
+	// not its suspension's (suspension_token) or is, but was used (suspension_resumed), or the
+	// arguments differ canonically from the suspended call's (suspension_arguments). A resume
+	// after the lease lapsed is refused ambiguous, by the effect's state.
+	ReasonNotSuspended        Reason = "not_suspended"
+	ReasonSuspensionOpen      Reason = "suspension_open"
+	ReasonSuspensionToken     Reason = "suspension_token"
+	ReasonSuspensionResumed   Reason = "suspension_resumed"
+	ReasonSuspensionArguments Reason = "suspension_arguments"
 
 	// KindRequestKey: the request key was used before …
 	ReasonRequestKeyOtherPrincipal Reason = "request_key_other_principal"  // … by another principal
@@ -440,6 +450,9 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonNoSuchAction: KindOutcomeRefused, ReasonNotHolder: KindOutcomeRefused,
 	ReasonAlreadyRecorded: KindOutcomeRefused, ReasonLeaseLost: KindOutcomeRefused,
 	ReasonNoLease: KindOutcomeRefused, ReasonOutcomeRefused: KindOutcomeRefused,
+	ReasonNotSuspended: KindOutcomeRefused, ReasonSuspensionOpen: KindOutcomeRefused,
+	ReasonSuspensionToken: KindOutcomeRefused, ReasonSuspensionResumed: KindOutcomeRefused,
+	ReasonSuspensionArguments:      KindOutcomeRefused,
 	ReasonRequestKeyOtherPrincipal: KindRequestKey, ReasonRequestKeyOtherAction: KindRequestKey,
 	ReasonRequestKeyOtherEffectKey: KindRequestKey, ReasonRequestKeyOtherApproval: KindRequestKey,
 	ReasonInternal: KindInternal,

@@ -563,6 +563,9 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 		refused  string
 		policyH  string
 		ready    time.Time // the last of the events Begin wrote
+		// suspendedCall is the call as its first suspension recorded it, for a call whose
+		// opening event does not carry it (one run by Execute).
+		suspendedCall *remoteCall
 	)
 	for _, e := range evs {
 		if e.ActionID != actionID {
@@ -581,11 +584,20 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 				continue
 			}
 			var v proposedPayload
-			if json.Unmarshal(e.Payload, &v) != nil || v.Remote == nil {
+			if json.Unmarshal(e.Payload, &v) != nil {
 				continue
 			}
 			pp = &v
 			h.key = e.EffectKey
+		case store.EventExecutionSuspended:
+			// A call run by Execute whose executor suspended: its first round carries what its
+			// opening event does not (suspend.go).
+			var v struct {
+				Call *remoteCall `json:"call"`
+			}
+			if suspendedCall == nil && json.Unmarshal(e.Payload, &v) == nil && v.Call != nil {
+				suspendedCall = v.Call
+			}
 		case store.EventPolicyEvaluated:
 			var raw map[string]string
 			if json.Unmarshal(e.Payload, &raw) == nil {
@@ -615,7 +627,10 @@ func (g *Guard) loadBegun(ctx context.Context, actionID string) (*remoteBegun, e
 			apr = e.ApprovalID
 		}
 	}
-	if pp == nil {
+	if pp != nil && pp.Remote == nil {
+		pp.Remote = suspendedCall
+	}
+	if pp == nil || pp.Remote == nil {
 		return nil, none
 	}
 	rm := pp.Remote

@@ -334,6 +334,52 @@ func (c *Client) Extend(ctx context.Context, actionID string, d time.Duration) (
 	return out.LeaseExpiresAt, nil
 }
 
+// Suspend suspends a begun action mid-execution (POST /v1/actions/{id}/suspend), asking for
+// request (JSON; nil for nothing in particular), as Guard.SuspendBegun does: the answer carries
+// the one token that resumes it, told only here. Refusals are the errors a local guard returns.
+func (c *Client) Suspend(ctx context.Context, actionID string, request json.RawMessage) (*latch.Suspension, error) {
+	body := map[string]any{}
+	if len(request) > 0 {
+		body["request"] = request
+	}
+	var out struct {
+		ActionID       string          `json:"action_id"`
+		EffectKey      string          `json:"effect_key"`
+		Attempt        int             `json:"attempt"`
+		Round          int             `json:"round"`
+		Token          string          `json:"token"`
+		Request        json.RawMessage `json:"request"`
+		LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	}
+	if _, err := c.do(ctx, "POST", "/v1/actions/"+url.PathEscape(actionID)+"/suspend", body, &out, ""); err != nil {
+		return nil, err
+	}
+	return &latch.Suspension{ActionID: out.ActionID, EffectKey: out.EffectKey, Attempt: out.Attempt, Round: out.Round,
+		Token: out.Token, Request: out.Request, LeaseExpiresAt: out.LeaseExpiresAt}, nil
+}
+
+// Resume resumes a suspended action (POST /v1/actions/{id}/resume), as Guard.ResumeBegun does:
+// r.Token exactly, r.Arguments canonically the action's, r.Input what was asked for. The
+// executor then carries on and reports with Finish. Refusals are the errors a local guard
+// returns (a lapsed lease: an *latch.EffectError ambiguous).
+func (c *Client) Resume(ctx context.Context, r *latch.ResumeRequest) (*latch.Resumption, error) {
+	body := map[string]any{"token": r.Token, "arguments": r.Arguments}
+	if r.Input != nil {
+		body["input"] = r.Input
+	}
+	var out struct {
+		ActionID       string          `json:"action_id"`
+		Round          int             `json:"round"`
+		Request        json.RawMessage `json:"request"`
+		LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	}
+	if _, err := c.do(ctx, "POST", "/v1/actions/"+url.PathEscape(r.ActionID)+"/resume", body, &out, ""); err != nil {
+		return nil, err
+	}
+	return &latch.Resumption{ActionID: out.ActionID, Round: out.Round, Request: out.Request, Input: r.Input,
+		LeaseExpiresAt: out.LeaseExpiresAt}, nil
+}
+
 // waitFor is how long a protected call with Options.Wait waits on the server per request.
 const waitFor = 60 * time.Second
 

@@ -334,6 +334,8 @@ func (g *Gateway) dial(ctx context.Context, u *policy.Upstream) (*mcp.ClientSess
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-gateway", Version: Version}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { g.listChanged(u.Alias, req.Session) },
+		// An upstream's input requests come back to the gateway as they are, to relay (relay.go).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	return client.Connect(ctx, t, nil)
 }
@@ -407,6 +409,12 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
+		if relayed(req) { // the agent's answer to an upstream's question relayed to it (relay.go)
+			if err := g.pinRefusal(t); err != nil {
+				return nil, wireError(refusal(t.Action, nil, err))
+			}
+			return g.resumeRelayed(ctx, g.upstreams[t.Upstream], t, args, req)
+		}
 		// A call sent again with its user's answer to the elicitation of its approval request
 		// waits for the request (elicit.go); any other call is decided, and a call refused
 		// approval_required is answered with that elicitation when the agent's client takes one.
@@ -416,10 +424,10 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		}
 		if held != nil {
 			return g.holdOpen(ctx, req, t, held, func(ctx context.Context) (*mcp.CallToolResult, error) {
-				return g.attempt(ctx, t, args, key)
+				return g.attempt(ctx, req, t, args, key)
 			})
 		}
-		res, err := g.attempt(ctx, t, args, key)
+		res, err := g.attempt(ctx, req, t, args, key)
 		if ask, ok := g.askToWait(ctx, req, err); ok {
 			return ask, nil
 		}
@@ -429,7 +437,7 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 
 // attempt decides and runs one tool call: the pins, a granted approval the call matches (unless
 // ctx presents one), then the call itself, keyed or not.
-func (g *Gateway) attempt(ctx context.Context, t *Tool, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
+func (g *Gateway) attempt(ctx context.Context, req *mcp.CallToolRequest, t *Tool, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
 	up := g.upstreams[t.Upstream]
 	if err := g.pinRefusal(t); err != nil {
 		return nil, wireError(refusal(t.Action, nil, err))
@@ -455,7 +463,7 @@ func (g *Gateway) attempt(ctx context.Context, t *Tool, args json.RawMessage, ke
 				return nil, err
 			}
 			defer cancel()
-			r, err := up.call(ctx, t, a, time.Now())
+			r, err := up.call(withRelay(ctx, req.Session), t, a, time.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -468,6 +476,9 @@ func (g *Gateway) attempt(ctx context.Context, t *Tool, args json.RawMessage, ke
 			result = r
 			return r, nil
 		})
+	if ir := relayAnswer(err); ir != nil {
+		return ir, nil // the upstream asks the agent: the call is suspended (relay.go)
+	}
 	if err != nil {
 		return nil, wireError(refusal(t.Action, rc, err))
 	}
@@ -579,7 +590,9 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 			return nil, latch.NotExecuted(err)
 		}
 	}
-	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args})
+	params := &mcp.CallToolParams{Name: t.UpstreamAs, Arguments: args}
+	retryParams(ctx, params)
+	r, err := cs.CallTool(ctx, params)
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		// The connection broke: the next call redials rather than find it broken too. This is
 		// done before the answer goes back, so an agent that retries at once reaches a new one.
@@ -592,6 +605,9 @@ func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now
 	if err != nil {
 		// The request may have reached the upstream: the outcome is unknown.
 		return nil, fmt.Errorf("upstream %s: tools/call %s: %w", up.alias, t.UpstreamAs, err)
+	}
+	if r.NeedsInput() {
+		return nil, relayInput(ctx, r) // a suspension round, or an unknown outcome (relay.go)
 	}
 	if r.IsError {
 		terr := fmt.Errorf("upstream %s: tool %s returned an error: %s", up.alias, t.UpstreamAs, text(r))

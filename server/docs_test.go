@@ -160,6 +160,9 @@ func TestCurlExamples(t *testing.T) {
 					if typ, _ := v["type"].(string); strings.HasPrefix(typ, "urn:latch:problem:") {
 						t.Errorf("curl example %d answered a problem:\n%s\n%s", i+1, c, out)
 					}
+					if tok, ok := v["token"].(string); ok && strings.HasPrefix(tok, "lrt_") {
+						env = append(env, "RESUME_TOKEN="+tok) // the suspension's, for the resume example
+					}
 					if id, ok := v["action_id"].(string); ok && i == 0 {
 						env = append(env, "ACTION_ID="+id) // the examples after it report on it
 						if v["status"] != "reserved" {

@@ -47,6 +47,8 @@ var ops = map[string]op{
 	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}, nil},
 	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409, 429}, nil},
 	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/actions/{id}/suspend":   {"Suspend a begun action mid-execution, waiting for input; the token that resumes it is told once", "SuspendRequest", "Suspension", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/actions/{id}/resume":    {"Resume a suspended action, once, with its exact token and the same arguments", "ResumeRequest", "Resumption", []int{200, 400, 401, 403, 404, 409, 422}, nil},
 	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}, nil},
 	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
 	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
@@ -230,6 +232,17 @@ var schemas = map[string]any{
 	})}}),
 	"RevocationsAccepted": obj([]string{"accepted", "refreshed_at"}, map[string]any{"accepted": integer, "refreshed_at": stamp}),
 	"Lease":               obj([]string{"action_id", "lease_expires_at"}, map[string]any{"action_id": str, "lease_expires_at": stamp}),
+	"SuspendRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+		"request": map[string]any{"description": "What the executor asks for (any JSON, at most 64 KiB), handed back on resume."}}},
+	"Suspension": obj([]string{"action_id", "effect_key", "attempt", "round", "token", "request", "lease_expires_at"}, map[string]any{
+		"action_id": str, "effect_key": str, "attempt": integer, "round": integer,
+		"token":   map[string]any{"type": "string", "description": "Resumes this round, once. Only its SHA-256 is kept: it is told here and never again."},
+		"request": anyJSON, "lease_expires_at": stamp}),
+	"ResumeRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"token", "arguments"}, "properties": map[string]any{
+		"token": str, "arguments": map[string]any{"type": "object", "description": "The action's arguments, again: canonically the ones it was suspended with."},
+		"input": map[string]any{"type": "object", "additionalProperties": anyJSON, "description": "What the suspension asked for, by name (at most 1 MiB). The store records its keys and a SHA-256 digest, never its values."}}},
+	"Resumption": obj([]string{"action_id", "round", "request", "lease_expires_at"}, map[string]any{
+		"action_id": str, "round": integer, "request": anyJSON, "lease_expires_at": stamp}),
 	"Approval": obj([]string{"approval_id", "status", "action", "action_hash"}, map[string]any{
 		"approval_id": str, "status": map[string]any{"enum": []string{"pending", "granted", "denied", "expired", "consumed"}},
 		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,

@@ -143,6 +143,13 @@ func TestOpenAPI(t *testing.T) {
 	apr2 := s.do("POST", "/v1/actions", s.alice, charge("inv_8", 90000)).body["approval_id"].(string)
 	self := mk(&auth.NewToken{Kind: store.TokenApprover, Approver: "billing-worker"})
 	unknown := "act_00000000000000000000000000000000"
+	sus := s.do("POST", "/v1/actions", s.alice, charge("inv_5", 100)).body["action_id"].(string)
+	suspended := s.do("POST", "/v1/actions/"+sus+"/suspend", s.alice, map[string]any{"request": map[string]any{"message": "confirm?"}})
+	token, _ := suspended.body["token"].(string)
+	if suspended.status != 200 || token == "" {
+		t.Fatalf("POST /v1/actions/{id}/suspend = %d %.300s", suspended.status, suspended.raw)
+	}
+	susArgs := map[string]any{"amount": 100, "invoice_id": "inv_5"}
 	for _, q := range []struct {
 		method, path, token string
 		body                any
@@ -165,6 +172,18 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/v1/actions/" + id + "/lease", s.bob, map[string]any{"seconds": 60}},
 		{"POST", "/v1/actions/" + unknown + "/lease", s.alice, map[string]any{"seconds": 60}},
 		{"POST", "/v1/actions/" + noKey + "/lease", s.alice, map[string]any{"seconds": 60}},
+		{"POST", "/v1/actions/" + sus + "/suspend", s.alice, nil},
+		{"POST", "/v1/actions/" + sus + "/suspend", s.alice, `{"request":1,"x":2}`},
+		{"POST", "/v1/actions/" + sus + "/suspend", "", nil},
+		{"POST", "/v1/actions/" + sus + "/suspend", s.bob, nil},
+		{"POST", "/v1/actions/" + unknown + "/suspend", s.alice, nil},
+		{"POST", "/v1/actions/" + sus + "/resume", s.alice, map[string]any{"arguments": susArgs}},
+		{"POST", "/v1/actions/" + sus + "/resume", "", nil},
+		{"POST", "/v1/actions/" + sus + "/resume", s.bob, map[string]any{"token": token, "arguments": susArgs}},
+		{"POST", "/v1/actions/" + unknown + "/resume", s.alice, map[string]any{"token": token, "arguments": susArgs}},
+		{"POST", "/v1/actions/" + sus + "/resume", s.alice, map[string]any{"token": token + "x", "arguments": susArgs}},
+		{"POST", "/v1/actions/" + sus + "/resume", s.alice, `{"token":"` + token + `","arguments":{"amount":1.5,"invoice_id":"inv_5"}}`},
+		{"POST", "/v1/actions/" + sus + "/resume", s.alice, map[string]any{"token": token, "arguments": susArgs, "input": map[string]any{"confirm": true}}},
 		{"POST", "/v1/actions/" + id + "/outcome", s.alice, map[string]any{"outcome": "x"}},
 		{"POST", "/v1/actions/" + id + "/outcome", "", nil},
 		{"POST", "/v1/actions/" + id + "/outcome", s.bob, map[string]any{"outcome": "committed"}},

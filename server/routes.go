@@ -29,6 +29,8 @@ func (s *Server) table() []route {
 		{"GET", "/v1/actions/{id}", true, s.getAction},
 		{"POST", "/v1/actions/{id}/outcome", true, s.postOutcome},
 		{"POST", "/v1/actions/{id}/lease", true, s.postLease},
+		{"POST", "/v1/actions/{id}/suspend", true, s.postSuspend},
+		{"POST", "/v1/actions/{id}/resume", true, s.postResume},
 		{"GET", "/v1/approvals", true, s.listApprovals},
 		{"GET", "/v1/approvals/{id}", true, s.getApproval},
 		{"POST", "/v1/approvals/{id}/approve", true, s.answer(true)},

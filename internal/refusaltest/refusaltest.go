@@ -80,6 +80,12 @@ var Cases = []Case{
 	{"revocation feed stale", &latch.IdentityError{Reason: "revocation_feed_stale", Detail: "the revocation feed was last read 10m ago"}, latch.KindIdentity, latch.ReasonRevocationFeedStale},
 	{"outcome already recorded", &latch.OutcomeError{ActionID: "act_1", Reason: "already_recorded"}, latch.KindOutcomeRefused, latch.ReasonAlreadyRecorded},
 	{"outcome not holder", &latch.OutcomeError{ActionID: "act_1", Reason: "not_holder"}, latch.KindOutcomeRefused, latch.ReasonNotHolder},
+	{"resume of a call not suspended", &latch.OutcomeError{ActionID: "act_1", Reason: "not_suspended"}, latch.KindOutcomeRefused, latch.ReasonNotSuspended},
+	{"suspend while suspended", &latch.OutcomeError{ActionID: "act_1", Reason: "suspension_open"}, latch.KindOutcomeRefused, latch.ReasonSuspensionOpen},
+	{"resume with a wrong token", &latch.OutcomeError{ActionID: "act_1", Reason: "suspension_token"}, latch.KindOutcomeRefused, latch.ReasonSuspensionToken},
+	{"resume with a spent token", &latch.OutcomeError{ActionID: "act_1", Reason: "suspension_resumed"}, latch.KindOutcomeRefused, latch.ReasonSuspensionResumed},
+	{"resume with other arguments", &latch.OutcomeError{ActionID: "act_1", Reason: "suspension_arguments"}, latch.KindOutcomeRefused, latch.ReasonSuspensionArguments},
+	{"resume after the lease lapsed", &latch.EffectError{Key: "refund:r1", State: latch.StateAmbiguous, Reason: "ambiguous", Attempt: 1, Detail: "the lease lapsed while its execution was suspended"}, latch.KindAmbiguous, latch.ReasonAmbiguous},
 	{"request key used by another principal", &latch.RequestKeyError{Key: "k1", Reason: "request_key_other_principal", Detail: "another principal"}, latch.KindRequestKey, latch.ReasonRequestKeyOtherPrincipal},
 	{"request key used for another action", &latch.RequestKeyError{Key: "k1", Reason: "request_key_other_action", Detail: "another action"}, latch.KindRequestKey, latch.ReasonRequestKeyOtherAction},
 	// The outermost latch error is the refusal: an executor's error may wrap another call's.
