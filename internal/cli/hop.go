@@ -2,13 +2,18 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/receipt"
 )
 
 func (a *app) hopCommand() *cobra.Command {
@@ -91,72 +96,126 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 	return cmd
 }
 
-// hopReceipt is one receipt naming a hop, as latch inspect --hop --json prints it.
-type hopReceipt struct {
-	Seq     int64           `json:"seq"`
-	Hash    string          `json:"hash"`
-	Receipt json.RawMessage `json:"receipt"`
-}
-
-// inspectHop prints every receipt naming the hop id: the sender's record of creating it (a
-// delegation record whose delegation_id is the hop) and each call decided under it (whose
-// authority.delegation_id is the hop), in chain order.
+// inspectHop prints what ran under the hop id as a tree (operator.Hop): the hop, then, in chain
+// order, its own records (its creation, a revocation) and each call decided under it, with the
+// call's receipts and its effect record now.
 func (a *app) inspectHop(id string, asJSON bool) error {
 	st, err := a.openRead()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	var found []hopReceipt
-	for r, err := range st.Receipts(a.ctx, store.ReceiptFilter{}) {
-		if err != nil {
-			return err
-		}
-		var doc struct {
-			Delegation *struct {
-				DelegationID string `json:"delegation_id"`
-			} `json:"delegation"`
-			Authority *struct {
-				DelegationID string `json:"delegation_id"`
-			} `json:"authority"`
-		}
-		if json.Unmarshal(r.Doc, &doc) != nil {
-			continue // an unreadable document names no hop; latch receipts --verify reports it
-		}
-		if (doc.Delegation != nil && doc.Delegation.DelegationID == id) || (doc.Authority != nil && doc.Authority.DelegationID == id) {
-			found = append(found, hopReceipt{Seq: r.Seq, Hash: r.Hash, Receipt: r.Doc})
-		}
+	t, err := a.operatorOf(st, a.displayPolicy(), nil).Hop(a.ctx, id)
+	if errors.Is(err, operator.ErrNothingRecorded) {
+		return fmt.Errorf("nothing recorded for hop %s in this store: no delegation by that id, and no receipt names it", cell(id))
+	}
+	if err != nil {
+		return err
 	}
 	if asJSON {
-		if found == nil {
-			found = []hopReceipt{}
-		}
-		return jsonLine(a.stdout, map[string]any{"hop": id, "receipts": found})
+		return jsonLine(a.stdout, t)
 	}
-	if len(found) == 0 {
-		return fmt.Errorf("no receipt in this store names hop %s", cell(id))
+	return writeHopTree(a.stdout, t)
+}
+
+// hopBranch is one child of the hop in the printed tree: one of its records, or a call.
+type hopBranch struct {
+	seq   int64
+	line  string
+	lines []string // the call's receipts and effect
+}
+
+// writeHopTree prints t as a tree, its branches in chain order.
+func writeHopTree(w io.Writer, t *jsonview.HopTree) error {
+	var b strings.Builder
+	b.WriteString(hopHeading(t) + "\n")
+	var branches []hopBranch
+	for _, r := range t.Records {
+		branches = append(branches, hopBranch{seq: r.Seq, line: receiptLine(r)})
 	}
-	fmt.Fprintf(a.stdout, "hop %s: %d receipt(s)\n", cell(id), len(found))
-	t := newTable(a.stdout)
-	t.row("SEQ", "KIND", "BY", "ACTION", "RESULT", "REASON")
-	for _, f := range found {
-		var d struct {
-			Kind      string `json:"kind"`
-			By        string `json:"by"`
-			Action    string `json:"action"`
-			Result    string `json:"result"`
-			Reason    string `json:"decision_reason"`
-			Principal *struct {
-				Agent string `json:"agent"`
-				User  string `json:"user"`
-			} `json:"principal"`
+	for _, c := range t.Calls {
+		who := principal(deref(c.Principal.Agent), deref(c.Principal.User))
+		line := fmt.Sprintf("call %s  %s  by %s  %s", cell(c.ActionID), cell(c.Action), cell(who), cell(c.Result))
+		if c.Reason != nil && *c.Reason != "" && *c.Reason != "decision" {
+			line += "  " + cell(*c.Reason)
 		}
-		_ = json.Unmarshal(f.Receipt, &d) // read once above
-		by := d.By
-		if d.Principal != nil {
-			by = principal(d.Principal.Agent, d.Principal.User)
+		br := hopBranch{line: line}
+		for _, r := range c.Receipts {
+			br.lines = append(br.lines, receiptLine(r))
 		}
-		t.row(fmt.Sprint(f.Seq), cell(d.Kind), cell(by), dash(cell(d.Action)), cell(d.Result), dash(cell(d.Reason)))
+		if len(c.Receipts) > 0 {
+			br.seq = c.Receipts[0].Seq
+		}
+		if e := c.Effect; e != nil {
+			el := fmt.Sprintf("effect %s  now %s (attempt %d)", cell(e.EffectKey), cell(e.State), e.Attempt)
+			if e.ActionID != c.ActionID {
+				el += ", held by " + cell(e.ActionID)
+			}
+			br.lines = append(br.lines, el)
+		} else if c.EffectKey != nil {
+			br.lines = append(br.lines, "effect "+cell(*c.EffectKey)+"  not reserved")
+		}
+		branches = append(branches, br)
 	}
-	return t.flush()
+	sort.SliceStable(branches, func(i, j int) bool { return branches[i].seq < branches[j].seq })
+	for i, br := range branches {
+		last := i == len(branches)-1
+		head, pad := "├── ", "│   "
+		if last {
+			head, pad = "└── ", "    "
+		}
+		b.WriteString(head + br.line + "\n")
+		for k, l := range br.lines {
+			h := "├── "
+			if k == len(br.lines)-1 {
+				h = "└── "
+			}
+			b.WriteString(pad + h + l + "\n")
+		}
+	}
+	if len(branches) == 0 {
+		b.WriteString("└── no receipt names it\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// hopHeading is the tree's first line: the hop, its state, sender, receiver, parent and expiry.
+func hopHeading(t *jsonview.HopTree) string {
+	d := t.Delegation
+	if d == nil {
+		return fmt.Sprintf("hop %s (not among this store's delegations)", cell(t.Hop))
+	}
+	kind := "hop"
+	if d.Via == nil || *d.Via != "hop" {
+		kind = "delegation" // not a hop: shown all the same, named for what it is
+		if d.Via != nil {
+			kind += " via " + cell(*d.Via)
+		}
+	}
+	s := fmt.Sprintf("%s %s (%s): %s → %s, beneath %s", kind, cell(t.Hop), t.State, cell(d.CreatedBy),
+		cell(principal(deref(d.Subject.Agent), deref(d.Subject.User))), cell(d.Parent))
+	if d.ExpiresAt != nil {
+		s += ", until " + *d.ExpiresAt
+	}
+	return s
+}
+
+// receiptLine is one receipt in the tree: its seq, kind, result and reason or author.
+func receiptLine(r jsonview.Receipt) string {
+	var d struct {
+		Kind   string `json:"kind"`
+		Result string `json:"result"`
+		Reason string `json:"decision_reason"`
+		By     string `json:"by"`
+	}
+	_ = json.Unmarshal(r.Receipt, &d) // an unreadable document prints as its seq alone
+	l := fmt.Sprintf("seq %d  %s  %s", r.Seq, cell(receipt.KindOf(d.Kind)), cell(d.Result))
+	switch {
+	case d.By != "":
+		l += "  by " + cell(d.By)
+	case d.Reason != "" && d.Reason != "decision":
+		l += "  " + cell(d.Reason)
+	}
+	return l
 }
