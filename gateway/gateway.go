@@ -345,6 +345,7 @@ func (g *Gateway) Server() *mcp.Server {
 		def.Name = t.Name
 		s.AddTool(&def, g.handler(t))
 	}
+	g.addHopTool(s) // hoptool.go
 	return s
 }
 
@@ -379,9 +380,13 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, wireError(refusal(t.Action, nil, err))
 		}
+		hop, err := hopOf(req) // hoptool.go
+		if err != nil {
+			return nil, wireError(refusal(t.Action, nil, err))
+		}
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
-		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
+		ctx = latch.WithHop(latch.WithTask(latch.WithPrincipal(ctx, p), task), hop)
 		if err := g.pinRefusal(t); err != nil {
 			return nil, wireError(refusal(t.Action, nil, err))
 		}
