@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -63,6 +64,14 @@ type Config struct {
 	// policy_unapproved unless the store holds an approved change to the policy in force, by its
 	// hash (docs/governance.md). It lives in code, not in the file it governs.
 	RequireApprovedPolicy bool
+	// HopKey signs the compact hop tokens Guard.HopToken issues (docs/agents.md#hop-tokens);
+	// nil issues none. Its public half is also one of the keys a presented token is checked
+	// against.
+	HopKey ed25519.PrivateKey
+	// HopVerifyKeys are the public keys a presented hop token's signature is checked against,
+	// beside HopKey's: the senders' keys, several so that a key can rotate. A guard with none
+	// (and no HopKey) refuses every token authority_hop; hop ids are unaffected.
+	HopVerifyKeys []ed25519.PublicKey
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
@@ -115,6 +124,9 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 	}
 	if c.Lease < 0 || c.ApprovalTTL < 0 || c.ScopeTimeout < 0 {
 		return nil, errors.New("latch: open: negative lease, approval ttl or scope timeout")
+	}
+	if err := checkHopKeys(&c); err != nil { // hoptoken.go
+		return nil, err
 	}
 	p := c.Policy
 	if p == nil {
