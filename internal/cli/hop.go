@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,13 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/jsonview"
 	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/receipt"
 )
 
 func (a *app) hopCommand() *cobra.Command {
-	var parent, to, file, as string
+	var parent, to, file, as, tokenKey string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "hop --parent ID --to AGENT[/USER] --file GRANT.yaml --as AGENT[/USER] [flags]",
@@ -39,7 +41,12 @@ the receiver) and, if written, must be exactly the receiver:
 It is checked as latch delegate checks a delegation: a hop wider than its parent on
 any dimension exits 1 naming the reason and the dimension (authority_escalation on
 constraints.amount_lte), recorded as a delegation_rejected event. A hop is never
-delegable. --json prints it as one object (the shape of latch delegations --json).`,
+delegable. --json prints it as one object (the shape of latch delegations --json).
+
+--token-key FILE also signs a hop token (docs/agents.md#hop-tokens) with that Ed25519
+key and prints it: the receiver presents it instead of the id, and a guard trusting
+the key's public half (latch serve --hop-verify-key) checks it before reading the
+store.`,
 		Example: "  latch hop --parent planner-refunds --to billing --file refund-500.yaml --as planner",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,7 +70,17 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 			if err != nil {
 				return fmt.Errorf("read %s: %w", file, unwrapPath(err))
 			}
-			g, err := a.openGuard(true)
+			var key ed25519.PrivateKey
+			if tokenKey != "" {
+				b, err := os.ReadFile(tokenKey)
+				if err != nil {
+					return fmt.Errorf("read --token-key %s: %w", tokenKey, unwrapPath(err))
+				}
+				if key, err = receipt.ParseSigningKey(b); err != nil {
+					return usagef("--token-key %s: %v (make one with latch checkpoint keygen --out FILE)", tokenKey, err)
+				}
+			}
+			g, err := a.openGuardConfig(true, latch.Config{HopKey: key})
 			if err != nil {
 				return err
 			}
@@ -72,9 +89,21 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 			if err != nil {
 				return delegateError(parent, err)
 			}
+			var tok string
+			if key != nil {
+				if tok, err = g.HopToken(d); err != nil {
+					return fmt.Errorf("hop %s was created, but its token was not: %w", d.ID, err)
+				}
+			}
 			j := newDelegationJSON(d, nil)
+			if asJSON && tok != "" {
+				return jsonLine(a.stdout, map[string]any{"hop": j, "token": tok})
+			}
 			if asJSON {
 				return jsonLine(a.stdout, j)
+			}
+			if tok != "" {
+				defer fmt.Fprintf(a.stdout, "token %s\n", tok)
 			}
 			fmt.Fprintf(a.stdout, "hop %s to %s beneath %s, by %s\n", d.ID, principal(deref(j.Subject.Agent), deref(j.Subject.User)), d.Parent, d.CreatedBy)
 			t := newTable(a.stdout)
@@ -92,7 +121,8 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 	f.StringVar(&to, "to", "", "the receiving agent: `AGENT[/USER]`, one concrete agent")
 	f.StringVar(&file, "file", "", "the grant handed on, a YAML `FILE` with the keys of a grant (no id; subject optional)")
 	f.StringVar(&as, "as", "", "the sender: `AGENT[/USER]`, matched by the parent's subject")
-	f.BoolVar(&asJSON, "json", false, "print the hop as one JSON object")
+	f.StringVar(&tokenKey, "token-key", "", "also sign a hop token with the Ed25519 private key in `FILE` (PEM, as latch checkpoint keygen writes it) and print it, to hand the receiver instead of the id")
+	f.BoolVar(&asJSON, "json", false, "print the hop as one JSON object (with --token-key: {\"hop\": …, \"token\": …})")
 	return cmd
 }
 
@@ -218,4 +248,21 @@ func receiptLine(r jsonview.Receipt) string {
 		l += "  " + cell(d.Reason)
 	}
 	return l
+}
+
+// readHopVerifyKeys reads the public keys of --hop-verify-key FILE flags.
+func readHopVerifyKeys(files []string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read --hop-verify-key %s: %w", f, unwrapPath(err))
+		}
+		k, err := receipt.ParsePublicKey(b)
+		if err != nil {
+			return nil, usagef("--hop-verify-key %s: %v (the .pub file latch checkpoint keygen writes)", f, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
