@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -43,6 +44,7 @@ type gatewayFlags struct {
 	sweep       time.Duration
 	http        httpFlags
 	jwt         jwtFlags
+	hopKeys     []string // --hop-verify-key files (hop.go)
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -88,6 +90,7 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.callTimeout, "call-timeout", gateway.DefaultCallTimeout, "bound each upstream tool call by `DURATION` (and always by its lease); a call that reaches it is ambiguous")
 	f.Int64Var(&gf.maxAnswer, "max-answer", gateway.DefaultMaxAnswer, "the largest upstream answer kept and passed on, in `BYTES`; a larger one is committed with a marker in its place")
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
+	f.StringArrayVar(&gf.hopKeys, "hop-verify-key", nil, "accept hop tokens in _meta latch/hop signed by the Ed25519 key whose public half is in `FILE` (PEM; repeatable while a key rotates)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -132,7 +135,11 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, nil))
-	g, path, err := a.openServer(log)
+	hopKeys, err := readHopVerifyKeys(gf.hopKeys)
+	if err != nil {
+		return err
+	}
+	g, path, err := a.openServerWith(log, hopKeys)
 	if err != nil {
 		return err
 	}
@@ -198,6 +205,11 @@ func (nopWriteCloser) Close() error { return nil }
 // name (creating and migrating the store if needed), logging to log; it returns the policy's
 // path with it.
 func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
+	return a.openServerWith(log, nil)
+}
+
+// openServerWith is openServer with the keys of the hop tokens the guard accepts.
+func (a *app) openServerWith(log *slog.Logger, hopKeys []ed25519.PublicKey) (*latch.Guard, string, error) {
 	path, err := a.policyPath()
 	if err != nil {
 		return nil, "", err
@@ -206,7 +218,7 @@ func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now, HopVerifyKeys: hopKeys})
 	return g, path, err
 }
 
