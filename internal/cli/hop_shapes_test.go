@@ -4,16 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/internal/cli"
 	"github.com/latchkit/latch/mcpop"
+	"github.com/latchkit/latch/server"
+	"github.com/latchkit/latch/store"
 )
 
 const hopShapesPolicy = `schema: latch.policy/v1
@@ -31,9 +38,9 @@ authority:
       expires_at: 2099-01-01T00:00:00Z
 `
 
-// TestHopShapesAgree: `latch inspect --hop ID --json` prints the object the operator MCP
-// server's inspect_hop answers, every field, its name and its null, for a hop with a committed
-// and a refused call under it.
+// TestHopShapesAgree: `latch inspect --hop ID --json` prints the object GET /v1/hops/{id} and
+// the operator MCP server's inspect_hop answer, every field, its name and its null, for a hop
+// with a committed and a refused call under it.
 func TestHopShapesAgree(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -69,6 +76,39 @@ func TestHopShapesAgree(t *testing.T) {
 	}
 	if calls, _ := viaCLI["calls"].([]any); len(calls) != 2 {
 		t.Fatalf("latch inspect --hop --json calls = %v, want 2", viaCLI["calls"])
+	}
+
+	ts := g.Store().(store.TokenStore)
+	secret, _, err := auth.CreateToken(t.Context(), ts, &auth.NewToken{Kind: store.TokenApprover, Approver: "carol"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(g, &server.Config{NoConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	defer func() { stop(); <-done }()
+	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/v1/hops/"+hop.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var viaHTTP map[string]any
+	if resp.StatusCode != 200 || json.Unmarshal(body, &viaHTTP) != nil {
+		t.Fatalf("GET /v1/hops/%s = %d %s", hop.ID, resp.StatusCode, body)
+	}
+	if d := cmp.Diff(viaCLI, viaHTTP); d != "" {
+		t.Errorf("latch inspect --hop --json (-) vs GET /v1/hops/{id} (+):\n%s", d)
 	}
 
 	op, err := mcpop.New(&mcpop.Config{Guard: g})
