@@ -74,14 +74,19 @@ func (g *Guard) delegations(ctx context.Context) ([]authority.Delegation, error)
 // authorize decides the authority axis of a normalized call (docs/authority.md). It fails closed: a
 // store that cannot be read denies with authority_unreadable.
 func (g *Guard) authorize(ctx context.Context, pr *prepared) authority.Decision {
+	hop, err := callHop(ctx, pr.call)
+	if err == nil && isHopToken(hop) {
+		// A token is checked before the store is read: a forged, expired or misaddressed one
+		// never reaches it (hoptoken.go).
+		hop, err = g.hopFromToken(hop, pr.principal, g.cfg.Now())
+	}
+	if err != nil {
+		return authority.Decision{Reason: authority.ReasonHop, Dimension: authority.DimHop, Trace: []string{err.(*AuthorityError).Detail}}
+	}
 	ds, err := g.delegations(ctx)
 	if err != nil {
 		return authority.Decision{Reason: authority.ReasonUnreadable, Dimension: authority.DimRecord,
 			Trace: []string{"delegations unreadable: " + err.Error()}}
-	}
-	hop, err := callHop(ctx, pr.call)
-	if err != nil {
-		return authority.Decision{Reason: authority.ReasonHop, Dimension: authority.DimHop, Trace: []string{err.(*AuthorityError).Detail}}
 	}
 	return authority.Evaluate(pr.pol.Authority, ds, authority.Request{
 		Agent: pr.principal.Agent, User: pr.principal.User, Action: pr.call.Action, Resource: pr.resource,

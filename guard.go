@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -70,6 +71,14 @@ type Config struct {
 	// its resume must come before. Default DefaultLease; at most the longest lease a policy may
 	// give (policy.MaxLease).
 	SuspendLease time.Duration
+	// HopKey signs the compact hop tokens Guard.HopToken issues (docs/agents.md#hop-tokens);
+	// nil issues none. Its public half is also one of the keys a presented token is checked
+	// against.
+	HopKey ed25519.PrivateKey
+	// HopVerifyKeys are the public keys a presented hop token's signature is checked against,
+	// beside HopKey's: the senders' keys, several so that a key can rotate. A guard with none
+	// (and no HopKey) refuses every token authority_hop; hop ids are unaffected.
+	HopVerifyKeys []ed25519.PublicKey
 }
 
 // Guard holds a policy and a store and runs the pipeline of every protected call. It is safe
@@ -131,6 +140,9 @@ func Open(ctx context.Context, cfg *Config) (*Guard, error) {
 		return nil, fmt.Errorf("latch: open: suspend rounds %d is negative", c.SuspendRounds)
 	case c.SuspendLease < 0 || c.SuspendLease > policy.MaxLease:
 		return nil, fmt.Errorf("latch: open: suspend lease %v is not from 1ns to the longest lease, %v", c.SuspendLease, policy.MaxLease)
+	}
+	if err := checkHopKeys(&c); err != nil { // hoptoken.go
+		return nil, err
 	}
 	p := c.Policy
 	if p == nil {

@@ -373,6 +373,7 @@ func (g *Gateway) Server() *mcp.Server {
 		def.Name = t.Name
 		s.AddTool(&def, g.handler(t))
 	}
+	g.addHopTool(s) // hoptool.go
 	return s
 }
 
@@ -406,9 +407,13 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		if err != nil {
 			return nil, wireError(refusal(t.Action, nil, err))
 		}
+		hop, err := hopOf(req) // hoptool.go
+		if err != nil {
+			return nil, wireError(refusal(t.Action, nil, err))
+		}
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
-		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
+		ctx = latch.WithHop(latch.WithTask(latch.WithPrincipal(ctx, p), task), hop)
 		if relayed(req) { // the agent's answer to an upstream's question relayed to it (relay.go)
 			if err := g.pinRefusal(t); err != nil {
 				return nil, wireError(refusal(t.Action, nil, err))

@@ -162,6 +162,8 @@ func (o *Operator) Server() *mcp.Server {
 		Description: "List the budgets in force (of policy grants, live delegations, and actions per principal): consumed and remaining within each rolling window, and every held charge with why it is held (an ambiguous effect holds its charge until a person resolves it)."}, o.listBudgets)
 	mcp.AddTool(s, &mcp.Tool{Name: "inspect_grant", Annotations: read, OutputSchema: schemaFor[jsonview.GrantInspection](),
 		Description: "One policy grant or delegation: whether it decides calls now, and each of its budgets with what it has consumed and every charge it holds."}, o.inspectGrant)
+	mcp.AddTool(s, &mcp.Tool{Name: "inspect_hop", Annotations: read, OutputSchema: schemaFor[jsonview.HopTree](),
+		Description: "What ran under one hop (dlg_…): the hop and its state (live, revoked, expired), its creation and revocation records, and each call decided under it with its receipts and its effect record now."}, o.inspectHop)
 	mcp.AddTool(s, &mcp.Tool{Name: "verify_receipts", Annotations: read, OutputSchema: schemaFor[jsonview.ChainReport](),
 		Description: "Verify the hash chain of receipts, the stored state against it and (when the server has the checkpoint public key) every signed checkpoint: ok, how many were verified, and each break with its seq."}, o.verify)
 	return s
@@ -452,6 +454,22 @@ func (o *Operator) inspectGrant(ctx context.Context, _ *mcp.CallToolRequest, in 
 		return nil, jsonview.GrantInspection{}, toolError(err)
 	}
 	return nil, got, nil
+}
+
+// HopArgs name a hop.
+type HopArgs struct {
+	Hop string `json:"hop" jsonschema:"the hop's id (dlg_…)"`
+}
+
+func (o *Operator) inspectHop(ctx context.Context, _ *mcp.CallToolRequest, in HopArgs) (*mcp.CallToolResult, jsonview.HopTree, error) {
+	got, err := o.op.Hop(ctx, in.Hop)
+	switch {
+	case errors.Is(err, operator.ErrNothingRecorded):
+		return nil, jsonview.HopTree{}, fmt.Errorf("not_found: nothing recorded for hop %q", in.Hop)
+	case err != nil:
+		return nil, jsonview.HopTree{}, toolError(err)
+	}
+	return nil, *got, nil
 }
 
 // VerifyArgs are the (no) arguments of verify_receipts.

@@ -7,6 +7,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/policy"
 )
 
@@ -85,4 +86,22 @@ func hopProblem(err error) *Problem {
 		return p
 	}
 	return problemOf(err)
+}
+
+// getHop is GET /v1/hops/{id}: what ran under the hop (operator.Hop), the object `latch inspect
+// --hop ID --json` prints, for a person's credential.
+func (s *Server) getHop(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	t, err := s.op.Hop(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, operator.ErrNothingRecorded):
+		writeProblem(w, problem(http.StatusNotFound, "not_found", "nothing recorded for hop "+r.PathValue("id")+": no delegation by that id, and no receipt names it"))
+	case err != nil:
+		writeProblem(w, problemOf(err))
+	default:
+		writeJSON(w, http.StatusOK, t)
+	}
 }

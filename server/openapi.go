@@ -57,6 +57,7 @@ var ops = map[string]op{
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
 	"POST /v1/hops":                   {"Hand part of a grant the calling agent holds to one receiving agent (a hop)", "HopRequest", "Delegation", []int{200, 400, 401, 403}, nil},
+	"GET /v1/hops/{id}":               {"What ran under one hop: the hop, its records and each call decided under it (approver)", "", "HopTree", []int{200, 401, 403, 404}, nil},
 	"POST /v1/break-glass":            {"Open a break-glass grant inside one of the policy's envelopes (a person)", "BreakGlassRequest", "Delegation", []int{200, 400, 401, 403, 404}, nil},
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
@@ -288,6 +289,16 @@ var schemas = map[string]any{
 		"expires_at": stamp, "delegable": map[string]any{"type": "boolean"}, "created_by": str, "created_at": stamp,
 		"revoked": map[string]any{"type": "boolean"}, "revoked_at": stamp, "revoked_by": nstr, "cut_by": nstr, "grant": str,
 		"via": nstr, "reason": nstr}),
+	// What ran under one hop, as latch inspect --hop --json prints it.
+	"HopTree": obj([]string{"hop", "delegation", "state", "records", "calls", "receipts"}, map[string]any{
+		"hop": str, "delegation": map[string]any{"oneOf": []any{map[string]any{"type": "null"}, ref("Delegation")}},
+		"state":   map[string]any{"enum": []string{"live", "revoked", "expired", ""}},
+		"records": map[string]any{"type": "array", "items": ref("Receipt")},
+		"calls": map[string]any{"type": "array", "items": obj([]string{"action_id", "action", "principal", "result", "reason", "effect_key", "effect", "receipts"}, map[string]any{
+			"action_id": str, "action": str, "principal": principl, "result": str, "reason": nstr, "effect_key": nstr,
+			"effect":   map[string]any{"oneOf": []any{map[string]any{"type": "null"}, ref("Effect")}},
+			"receipts": map[string]any{"type": "array", "items": ref("Receipt")}})},
+		"receipts": map[string]any{"type": "array", "items": ref("Receipt")}}),
 	"ResolveRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"to"}, "properties": map[string]any{
 		"to": map[string]any{"enum": []string{"committed", "failed"}}, "result": anyJSON, "note": str}},
 	"Receipts": obj([]string{"receipts", "next_after"}, map[string]any{

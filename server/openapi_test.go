@@ -272,7 +272,12 @@ func TestOpenAPI(t *testing.T) {
 	// Hops need a delegable grant the sending agent holds.
 	hsv := observedServer(t, obs, hopPolicy)
 	hop := map[string]any{"parent": "sender", "to": map[string]any{"agent": "billing-worker"}, "grant": "actions: [billing.charge]\nconstraints: {amount_lte: 50}\nexpires_at: 2098-01-01T00:00:00Z\n"}
-	hsv.do("POST", "/v1/hops", hsv.bob, hop)
+	created := hsv.do("POST", "/v1/hops", hsv.bob, hop)
+	hopID, _ := created.body["delegation_id"].(string)
+	hsv.do("GET", "/v1/hops/"+hopID, hsv.approver, nil)
+	hsv.do("GET", "/v1/hops/"+hopID, "", nil)
+	hsv.do("GET", "/v1/hops/"+hopID, hsv.bob, nil)
+	hsv.do("GET", "/v1/hops/dlg_nosuch", hsv.approver, nil)
 	hsv.do("POST", "/v1/hops", "", hop)
 	hsv.do("POST", "/v1/hops", hsv.approver, hop)
 	hsv.do("POST", "/v1/hops", hsv.bob, map[string]any{"parent": "sender"})

@@ -40,6 +40,7 @@ func (s *Server) table() []route {
 		{"POST", "/v1/effects/{key}/resolve", true, s.resolve},
 		{"POST", "/v1/break-glass", true, s.breakGlass},
 		{"POST", "/v1/hops", true, s.postHop},
+		{"GET", "/v1/hops/{id}", true, s.getHop},
 		{"GET", "/v1/receipts", true, s.listReceipts},
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
 		{"GET", "/v1/events", true, s.events},

@@ -394,6 +394,11 @@ func (a *app) openGuard(create bool) (*latch.Guard, error) { return a.openGuardW
 
 // openGuardWith is openGuard with sinks told of what the guard writes (an alert notifier).
 func (a *app) openGuardWith(create bool, sinks []latch.Sink) (*latch.Guard, error) {
+	return a.openGuardConfig(create, latch.Config{Sinks: sinks})
+}
+
+// openGuardConfig is openGuard with base's sinks and hop key.
+func (a *app) openGuardConfig(create bool, base latch.Config) (*latch.Guard, error) {
 	p, err := a.loadPolicy()
 	if err != nil {
 		return nil, err
@@ -413,7 +418,7 @@ func (a *app) openGuardWith(create bool, sinks []latch.Sink) (*latch.Guard, erro
 	} else if st, err = a.openWrite(); err != nil {
 		return nil, err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now, Sinks: sinks})
+	g, err := latch.Open(a.ctx, &latch.Config{Policy: p, Store: st, Now: a.now, Sinks: base.Sinks, HopKey: base.HopKey})
 	if err != nil {
 		st.Close()
 		return nil, errors.New(reason(err))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ type gatewayFlags struct {
 	consoleURL   string
 	http         httpFlags
 	jwt          jwtFlags
+	hopKeys      []string // --hop-verify-key files (hop.go)
 }
 
 func (a *app) gatewayCommand() *cobra.Command {
@@ -98,6 +100,7 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
 	f.DurationVar(&gf.approvalWait, "approval-wait", gateway.DefaultApprovalWait, "hold an approval-required call open for an agent whose client takes elicitation at most `DURATION` (0: never hold one)")
 	f.StringVar(&gf.consoleURL, "console-url", "", "the base `URL` of the latch serve console, linked from a held call's elicitation")
+	f.StringArrayVar(&gf.hopKeys, "hop-verify-key", nil, "accept hop tokens in _meta latch/hop signed by the Ed25519 key whose public half is in `FILE` (PEM; repeatable while a key rotates)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -144,7 +147,11 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, nil))
-	g, path, err := a.openServer(log)
+	hopKeys, err := readHopVerifyKeys(gf.hopKeys)
+	if err != nil {
+		return err
+	}
+	g, path, err := a.openServerWith(log, hopKeys)
 	if err != nil {
 		return err
 	}
@@ -213,6 +220,11 @@ func (nopWriteCloser) Close() error { return nil }
 // name (creating and migrating the store if needed), logging to log; it returns the policy's
 // path with it.
 func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
+	return a.openServerWith(log, nil)
+}
+
+// openServerWith is openServer with the keys of the hop tokens the guard accepts.
+func (a *app) openServerWith(log *slog.Logger, hopKeys []ed25519.PublicKey) (*latch.Guard, string, error) {
 	path, err := a.policyPath()
 	if err != nil {
 		return nil, "", err
@@ -221,7 +233,7 @@ func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now, HopVerifyKeys: hopKeys})
 	return g, path, err
 }
 

@@ -1,18 +1,25 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/receipt"
 )
 
 func (a *app) hopCommand() *cobra.Command {
-	var parent, to, file, as string
+	var parent, to, file, as, tokenKey string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "hop --parent ID --to AGENT[/USER] --file GRANT.yaml --as AGENT[/USER] [flags]",
@@ -34,7 +41,12 @@ the receiver) and, if written, must be exactly the receiver:
 It is checked as latch delegate checks a delegation: a hop wider than its parent on
 any dimension exits 1 naming the reason and the dimension (authority_escalation on
 constraints.amount_lte), recorded as a delegation_rejected event. A hop is never
-delegable. --json prints it as one object (the shape of latch delegations --json).`,
+delegable. --json prints it as one object (the shape of latch delegations --json).
+
+--token-key FILE also signs a hop token (docs/agents.md#hop-tokens) with that Ed25519
+key and prints it: the receiver presents it instead of the id, and a guard trusting
+the key's public half (latch serve --hop-verify-key) checks it before reading the
+store.`,
 		Example: "  latch hop --parent planner-refunds --to billing --file refund-500.yaml --as planner",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,7 +70,17 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 			if err != nil {
 				return fmt.Errorf("read %s: %w", file, unwrapPath(err))
 			}
-			g, err := a.openGuard(true)
+			var key ed25519.PrivateKey
+			if tokenKey != "" {
+				b, err := os.ReadFile(tokenKey)
+				if err != nil {
+					return fmt.Errorf("read --token-key %s: %w", tokenKey, unwrapPath(err))
+				}
+				if key, err = receipt.ParseSigningKey(b); err != nil {
+					return usagef("--token-key %s: %v (make one with latch checkpoint keygen --out FILE)", tokenKey, err)
+				}
+			}
+			g, err := a.openGuardConfig(true, latch.Config{HopKey: key})
 			if err != nil {
 				return err
 			}
@@ -67,9 +89,21 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 			if err != nil {
 				return delegateError(parent, err)
 			}
+			var tok string
+			if key != nil {
+				if tok, err = g.HopToken(d); err != nil {
+					return fmt.Errorf("hop %s was created, but its token was not: %w", d.ID, err)
+				}
+			}
 			j := newDelegationJSON(d, nil)
+			if asJSON && tok != "" {
+				return jsonLine(a.stdout, map[string]any{"hop": j, "token": tok})
+			}
 			if asJSON {
 				return jsonLine(a.stdout, j)
+			}
+			if tok != "" {
+				defer fmt.Fprintf(a.stdout, "token %s\n", tok)
 			}
 			fmt.Fprintf(a.stdout, "hop %s to %s beneath %s, by %s\n", d.ID, principal(deref(j.Subject.Agent), deref(j.Subject.User)), d.Parent, d.CreatedBy)
 			t := newTable(a.stdout)
@@ -87,76 +121,148 @@ delegable. --json prints it as one object (the shape of latch delegations --json
 	f.StringVar(&to, "to", "", "the receiving agent: `AGENT[/USER]`, one concrete agent")
 	f.StringVar(&file, "file", "", "the grant handed on, a YAML `FILE` with the keys of a grant (no id; subject optional)")
 	f.StringVar(&as, "as", "", "the sender: `AGENT[/USER]`, matched by the parent's subject")
-	f.BoolVar(&asJSON, "json", false, "print the hop as one JSON object")
+	f.StringVar(&tokenKey, "token-key", "", "also sign a hop token with the Ed25519 private key in `FILE` (PEM, as latch checkpoint keygen writes it) and print it, to hand the receiver instead of the id")
+	f.BoolVar(&asJSON, "json", false, "print the hop as one JSON object (with --token-key: {\"hop\": …, \"token\": …})")
 	return cmd
 }
 
-// hopReceipt is one receipt naming a hop, as latch inspect --hop --json prints it.
-type hopReceipt struct {
-	Seq     int64           `json:"seq"`
-	Hash    string          `json:"hash"`
-	Receipt json.RawMessage `json:"receipt"`
-}
-
-// inspectHop prints every receipt naming the hop id: the sender's record of creating it (a
-// delegation record whose delegation_id is the hop) and each call decided under it (whose
-// authority.delegation_id is the hop), in chain order.
+// inspectHop prints what ran under the hop id as a tree (operator.Hop): the hop, then, in chain
+// order, its own records (its creation, a revocation) and each call decided under it, with the
+// call's receipts and its effect record now.
 func (a *app) inspectHop(id string, asJSON bool) error {
 	st, err := a.openRead()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	var found []hopReceipt
-	for r, err := range st.Receipts(a.ctx, store.ReceiptFilter{}) {
-		if err != nil {
-			return err
-		}
-		var doc struct {
-			Delegation *struct {
-				DelegationID string `json:"delegation_id"`
-			} `json:"delegation"`
-			Authority *struct {
-				DelegationID string `json:"delegation_id"`
-			} `json:"authority"`
-		}
-		if json.Unmarshal(r.Doc, &doc) != nil {
-			continue // an unreadable document names no hop; latch receipts --verify reports it
-		}
-		if (doc.Delegation != nil && doc.Delegation.DelegationID == id) || (doc.Authority != nil && doc.Authority.DelegationID == id) {
-			found = append(found, hopReceipt{Seq: r.Seq, Hash: r.Hash, Receipt: r.Doc})
-		}
+	t, err := a.operatorOf(st, a.displayPolicy(), nil).Hop(a.ctx, id)
+	if errors.Is(err, operator.ErrNothingRecorded) {
+		return fmt.Errorf("nothing recorded for hop %s in this store: no delegation by that id, and no receipt names it", cell(id))
+	}
+	if err != nil {
+		return err
 	}
 	if asJSON {
-		if found == nil {
-			found = []hopReceipt{}
-		}
-		return jsonLine(a.stdout, map[string]any{"hop": id, "receipts": found})
+		return jsonLine(a.stdout, t)
 	}
-	if len(found) == 0 {
-		return fmt.Errorf("no receipt in this store names hop %s", cell(id))
+	return writeHopTree(a.stdout, t)
+}
+
+// hopBranch is one child of the hop in the printed tree: one of its records, or a call.
+type hopBranch struct {
+	seq   int64
+	line  string
+	lines []string // the call's receipts and effect
+}
+
+// writeHopTree prints t as a tree, its branches in chain order.
+func writeHopTree(w io.Writer, t *jsonview.HopTree) error {
+	var b strings.Builder
+	b.WriteString(hopHeading(t) + "\n")
+	var branches []hopBranch
+	for _, r := range t.Records {
+		branches = append(branches, hopBranch{seq: r.Seq, line: receiptLine(r)})
 	}
-	fmt.Fprintf(a.stdout, "hop %s: %d receipt(s)\n", cell(id), len(found))
-	t := newTable(a.stdout)
-	t.row("SEQ", "KIND", "BY", "ACTION", "RESULT", "REASON")
-	for _, f := range found {
-		var d struct {
-			Kind      string `json:"kind"`
-			By        string `json:"by"`
-			Action    string `json:"action"`
-			Result    string `json:"result"`
-			Reason    string `json:"decision_reason"`
-			Principal *struct {
-				Agent string `json:"agent"`
-				User  string `json:"user"`
-			} `json:"principal"`
+	for _, c := range t.Calls {
+		who := principal(deref(c.Principal.Agent), deref(c.Principal.User))
+		line := fmt.Sprintf("call %s  %s  by %s  %s", cell(c.ActionID), cell(c.Action), cell(who), cell(c.Result))
+		if c.Reason != nil && *c.Reason != "" && *c.Reason != "decision" {
+			line += "  " + cell(*c.Reason)
 		}
-		_ = json.Unmarshal(f.Receipt, &d) // read once above
-		by := d.By
-		if d.Principal != nil {
-			by = principal(d.Principal.Agent, d.Principal.User)
+		br := hopBranch{line: line}
+		for _, r := range c.Receipts {
+			br.lines = append(br.lines, receiptLine(r))
 		}
-		t.row(fmt.Sprint(f.Seq), cell(d.Kind), cell(by), dash(cell(d.Action)), cell(d.Result), dash(cell(d.Reason)))
+		if len(c.Receipts) > 0 {
+			br.seq = c.Receipts[0].Seq
+		}
+		if e := c.Effect; e != nil {
+			el := fmt.Sprintf("effect %s  now %s (attempt %d)", cell(e.EffectKey), cell(e.State), e.Attempt)
+			if e.ActionID != c.ActionID {
+				el += ", held by " + cell(e.ActionID)
+			}
+			br.lines = append(br.lines, el)
+		} else if c.EffectKey != nil {
+			br.lines = append(br.lines, "effect "+cell(*c.EffectKey)+"  not reserved")
+		}
+		branches = append(branches, br)
 	}
-	return t.flush()
+	sort.SliceStable(branches, func(i, j int) bool { return branches[i].seq < branches[j].seq })
+	for i, br := range branches {
+		last := i == len(branches)-1
+		head, pad := "├── ", "│   "
+		if last {
+			head, pad = "└── ", "    "
+		}
+		b.WriteString(head + br.line + "\n")
+		for k, l := range br.lines {
+			h := "├── "
+			if k == len(br.lines)-1 {
+				h = "└── "
+			}
+			b.WriteString(pad + h + l + "\n")
+		}
+	}
+	if len(branches) == 0 {
+		b.WriteString("└── no receipt names it\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// hopHeading is the tree's first line: the hop, its state, sender, receiver, parent and expiry.
+func hopHeading(t *jsonview.HopTree) string {
+	d := t.Delegation
+	if d == nil {
+		return fmt.Sprintf("hop %s (not among this store's delegations)", cell(t.Hop))
+	}
+	kind := "hop"
+	if d.Via == nil || *d.Via != "hop" {
+		kind = "delegation" // not a hop: shown all the same, named for what it is
+		if d.Via != nil {
+			kind += " via " + cell(*d.Via)
+		}
+	}
+	s := fmt.Sprintf("%s %s (%s): %s → %s, beneath %s", kind, cell(t.Hop), t.State, cell(d.CreatedBy),
+		cell(principal(deref(d.Subject.Agent), deref(d.Subject.User))), cell(d.Parent))
+	if d.ExpiresAt != nil {
+		s += ", until " + *d.ExpiresAt
+	}
+	return s
+}
+
+// receiptLine is one receipt in the tree: its seq, kind, result and reason or author.
+func receiptLine(r jsonview.Receipt) string {
+	var d struct {
+		Kind   string `json:"kind"`
+		Result string `json:"result"`
+		Reason string `json:"decision_reason"`
+		By     string `json:"by"`
+	}
+	_ = json.Unmarshal(r.Receipt, &d) // an unreadable document prints as its seq alone
+	l := fmt.Sprintf("seq %d  %s  %s", r.Seq, cell(receipt.KindOf(d.Kind)), cell(d.Result))
+	switch {
+	case d.By != "":
+		l += "  by " + cell(d.By)
+	case d.Reason != "" && d.Reason != "decision":
+		l += "  " + cell(d.Reason)
+	}
+	return l
+}
+
+// readHopVerifyKeys reads the public keys of --hop-verify-key FILE flags.
+func readHopVerifyKeys(files []string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read --hop-verify-key %s: %w", f, unwrapPath(err))
+		}
+		k, err := receipt.ParsePublicKey(b)
+		if err != nil {
+			return nil, usagef("--hop-verify-key %s: %v (the .pub file latch checkpoint keygen writes)", f, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

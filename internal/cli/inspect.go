@@ -40,9 +40,12 @@ effect holds its charge until a person resolves it). With --json, one object:
   grant_id, kind (grant or delegation), parent, subject, actions, expires_at, live,
   not_live, budgets (each as latch budgets --json prints it)
 
---hop ID lists every receipt that names the hop: the sender's record of creating it
-(kind delegation) and each call decided under it (authority.delegation_id), in chain
-order. With --json, one object: hop, receipts (each seq, hash, receipt).`,
+--hop ID shows what ran under the hop as a tree: the hop and its state (live,
+revoked, expired), then in chain order its own records (the sender's record of
+creating it, its revocation) and each call decided under it (authority.delegation_id),
+with the call's receipts and its effect record now. With --json, one object: hop,
+delegation, state, records, calls (each action_id, action, principal, result, reason,
+effect_key, effect, receipts), receipts (every receipt naming the hop).`,
 		Example: "  latch inspect act_5b1e…\n  latch inspect apr_6f0c…\n  latch inspect charge:inv_88 --json\n  latch inspect --grant ops-billing",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("grant") || cmd.Flags().Changed("hop") {
@@ -96,7 +99,7 @@ order. With --json, one object: hop, receipts (each seq, hash, receipt).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&grant, "grant", "", "inspect the policy grant or delegation `ID`: its budgets, consumed and held")
-	cmd.Flags().StringVar(&hop, "hop", "", "list the receipts that name the hop `ID`: its creation and the calls decided under it")
+	cmd.Flags().StringVar(&hop, "hop", "", "show the tree of what ran under the hop `ID`: its records and the calls decided under it")
 	return cmd
 }
 

@@ -31,7 +31,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var cfg server.Config
 	var con console.Config
 	var maxWait int
-	var notifyURLs []string
+	var notifyURLs, hopVerifyKeys []string
 	var notifyFormat, notifySecretFile string
 	var jwt jwtFlags
 	var pushSecretFile string
@@ -165,8 +165,12 @@ decided under.`,
 			} else if notifyFormat != notify.FormatJSON || notifySecretFile != "" || cmd.Flags().Changed("notify-budget-share") {
 				return usagef("--notify-format, --notify-secret-file and --notify-budget-share go with --notify URL")
 			}
+			hopKeys, err := readHopVerifyKeys(hopVerifyKeys) // hop.go
+			if err != nil {
+				return err
+			}
 			g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Sinks: sinks, TracerProvider: tp,
-				RequireApprovedPolicy: requireApproved})
+				RequireApprovedPolicy: requireApproved, HopVerifyKeys: hopKeys})
 			if err != nil {
 				return err
 			}
@@ -209,6 +213,7 @@ decided under.`,
 	f.Int64Var(&cfg.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight, "the request bodies answered at once on the begin and outcome routes, all callers together, in `BYTES` (past it: 429 too_many_in_flight)")
 	f.Int64Var(&cfg.MaxCallerInFlight, "max-caller-in-flight", server.DefaultMaxCallerInFlight, "the same bound for one caller (one principal), in `BYTES`")
 	f.DurationVar(&cfg.Sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
+	f.StringArrayVar(&hopVerifyKeys, "hop-verify-key", nil, "accept hop tokens signed by the Ed25519 key whose public half is in `FILE` (PEM, as latch checkpoint keygen writes it; repeatable while a key rotates; docs/agents.md#hop-tokens)")
 	f.StringArrayVar(&notifyURLs, "notify", nil, "post a signed alert to `URL` when an approval is requested, an effect becomes ambiguous, a lease lapses, an outcome conflicts or a break-glass grant is opened (repeatable)")
 	f.StringVar(&notifyFormat, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
 	f.StringVar(&notifySecretFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")

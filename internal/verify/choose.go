@@ -60,14 +60,15 @@ type variant struct {
 	// precondition is the call's precondition provider (Options.Precondition; nil when none):
 	// G16's, which overrides any the policy's action declares.
 	precondition latch.PreconditionFunc
+	hop          string // the hop the call presents (Options.Hop; "" when none): G25's and G26's
 }
 
 // call builds the pipeline call of a variant.
 func (v variant) call(action string) *latch.Call {
 	raw, _ := json.Marshal(v.Args) // canon's value model always encodes
 	c := &latch.Call{Action: action, Arguments: raw, Resource: v.Resource}
-	if v.Effect != "" || v.Task != "" || v.precondition != nil {
-		c.Options = &latch.Options{Effect: v.Effect, Task: v.Task, Precondition: v.precondition}
+	if v.Effect != "" || v.Task != "" || v.precondition != nil || v.hop != "" {
+		c.Options = &latch.Options{Effect: v.Effect, Task: v.Task, Precondition: v.precondition, Hop: v.hop}
 	}
 	return c
 }

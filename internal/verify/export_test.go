@@ -35,6 +35,9 @@ const (
 	FaultTasksIgnored             = faultTasksIgnored
 	FaultBudgetUnchecked          = faultBudgetUnchecked
 	FaultScopeFailsOpen           = faultScopeFailsOpen
+	FaultHopUnchecked             = faultHopUnchecked
+	FaultHopFallback              = faultHopFallback
+	FaultHopReceiptUnnamed        = faultHopReceiptUnnamed
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

@@ -143,6 +143,9 @@ var faultTargets = map[string][]string{
 	faultTasksIgnored:             {"G24"},
 	faultBudgetUnchecked:          {"G22"},
 	faultScopeFailsOpen:           {"G23"},
+	faultHopUnchecked:             {"G25"},
+	faultHopFallback:              {"G25"},
+	faultHopReceiptUnnamed:        {"G26"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.
@@ -200,7 +203,7 @@ func (fs faultSet) storeFaults() bool {
 	return fs[faultApprovalReusable] || fs[faultReserveLies] || fs[faultAmbiguousAsFailed] ||
 		fs[faultLeaseRetry] || fs[faultRefuseAll] || fs[faultSelfApprovalBytewise] || fs[faultCountPerSession] ||
 		fs[faultTokenStale] || fs[faultAttemptsUnbounded] || fs[faultLateOutcomeAnyAttempt] || fs[faultConflictUnnamed] ||
-		fs[faultRevocationIgnored] || fs[faultBudgetUnchecked]
+		fs[faultRevocationIgnored] || fs[faultBudgetUnchecked] || fs[faultHopReceiptUnnamed]
 }
 
 // AnswerApproval implements the answer faults: the approver is recorded under another name,
@@ -320,7 +323,8 @@ func (f *faultStore) lie(req *store.ReserveRequest, attempt int) *store.ReserveR
 	}}
 }
 
-// Record implements faultAmbiguousAsFailed, faultTokenStale and faultLateOutcomeAnyAttempt.
+// Record implements faultAmbiguousAsFailed, faultTokenStale, faultLateOutcomeAnyAttempt and
+// faultHopReceiptUnnamed.
 func (f *faultStore) Record(ctx context.Context, req *store.RecordRequest) (*store.RecordResult, error) {
 	if f.faults[faultTokenStale] && req.EffectKey != "" && req.Attempt == 1 {
 		f.mu.Lock()
@@ -339,6 +343,15 @@ func (f *faultStore) Record(ctx context.Context, req *store.RecordRequest) (*sto
 			r.Attempt, r.ActionID = eff.Attempt, eff.ActionID
 			req = &r
 		}
+	}
+	if f.faults[faultHopReceiptUnnamed] && req.Receipt != nil && req.Receipt.Authority != nil && req.Receipt.Authority.DelegationID != "" {
+		r := *req
+		rc := *req.Receipt
+		au := *rc.Authority
+		au.DelegationID = ""
+		rc.Authority = &au
+		r.Receipt = &rc
+		req = &r
 	}
 	if f.faults[faultAmbiguousAsFailed] && req.Receipt != nil && req.Receipt.Result == receipt.Ambiguous {
 		r := *req
