@@ -662,6 +662,10 @@ func (p *parser) checkAction(a *Action, n *yaml.Node, effectN, resourceN *yaml.N
 			case d.Optional:
 				return p.errf(t.n, "%s %s %s uses argument %s, declared optional (a placeholder is rendered on every call, so its argument is required)",
 					t.what, quote(t.tmpl.src), where, quote(name))
+			case d.Editable != nil:
+				// An edit changes what is done, never which effect or target it is.
+				return p.errf(t.n, "%s %s %s uses argument %s, declared editable (an approver's edit would change which effect or target the call is)",
+					t.what, quote(t.tmpl.src), where, quote(name))
 			}
 		}
 	}

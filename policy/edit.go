@@ -32,10 +32,15 @@ type EditError struct {
 }
 
 func (e *EditError) Error() string {
+	return fmt.Sprintf("edit of %s refused: %s: %s", quote(e.Action), e.Reason, e.Why())
+}
+
+// Why is what is wrong with the edit, for people: `argument "amount" may only decrease: …`.
+func (e *EditError) Why() string {
 	if e.Argument == "" {
-		return fmt.Sprintf("edit of %s refused: %s (%s)", quote(e.Action), e.Reason, e.Msg)
+		return "the edit " + e.Msg
 	}
-	return fmt.Sprintf("edit of %s refused: %s: argument %s %s", quote(e.Action), e.Reason, quote(e.Argument), e.Msg)
+	return "argument " + quote(e.Argument) + " " + e.Msg
 }
 
 // Change is one argument an edit changes, from the requested value to the approved one.
@@ -55,11 +60,11 @@ func (p *Policy) ApplyEdit(action string, args, set map[string]any) (map[string]
 		return &EditError{Action: action, Argument: arg, Reason: reason, Msg: fmt.Sprintf(format, a...)}
 	}
 	if len(set) == 0 {
-		return nil, nil, refuse("", ReasonEditInvalid, "it sets no argument")
+		return nil, nil, refuse("", ReasonEditInvalid, "sets no argument")
 	}
 	act := p.Actions[action]
 	if act == nil {
-		return nil, nil, refuse("", ReasonEditNotEditable, "the policy does not list the action")
+		return nil, nil, refuse("", ReasonEditNotEditable, "is of an action the policy does not list")
 	}
 	out := maps.Clone(args)
 	var changes []Change
@@ -99,10 +104,10 @@ func (p *Policy) ApplyEdit(action string, args, set map[string]any) (map[string]
 		changes = append(changes, Change{Argument: name, From: old, To: n})
 	}
 	if len(changes) == 0 {
-		return nil, nil, refuse("", ReasonEditInvalid, "it changes nothing: grant without edits")
+		return nil, nil, refuse("", ReasonEditInvalid, "changes nothing: grant without edits")
 	}
 	if ev := p.Evaluate(action, out); ev.Decision == Deny {
-		return nil, nil, refuse("", ReasonEditInvalid, "the policy denies the edited call (%s)", ev.Reason)
+		return nil, nil, refuse("", ReasonEditInvalid, "makes a call the policy denies (%s)", ev.Reason)
 	}
 	return out, changes, nil
 }

@@ -62,7 +62,7 @@ func TestApplyEdit(t *testing.T) {
 	}
 	// A floor below what the rules deny: the edited call would be denied, so the edit is.
 	low := mustParse(t, strings.Replace(editPolicy, "min: 100 }", "min: 10 }", 1))
-	if _, _, err := low.ApplyEdit("billing.refund", req, map[string]any{"amount": int64(20)}); err == nil || !strings.Contains(err.Error(), "denies the edited call") {
+	if _, _, err := low.ApplyEdit("billing.refund", req, map[string]any{"amount": int64(20)}); err == nil || !strings.Contains(err.Error(), "makes a call the policy denies") {
 		t.Errorf("ApplyEdit to a denied amount = %v, want edit_invalid (the policy denies the edited call)", err)
 	}
 	if _, _, err := p.ApplyEdit("other", req, map[string]any{"amount": int64(1)}); err == nil {
@@ -86,6 +86,7 @@ func TestEditableParse(t *testing.T) {
 		{"      x: { type: integer, editable: { min: 3 } }\n", "does not say how it may change"},
 		{"      x: { type: integer, editable: { increase: true } }\n", "unknown key"},
 		{"      x: { type: integer, editable: true }\n", "expected a mapping"},
+		{"      x: { type: integer, editable: { decrease: true } }\n    effect: \"k:{x}\"\n", "declared editable"},
 	}
 	for _, b := range bad {
 		src := withAction("    decision: approve\n    arguments:\n" + b.body)

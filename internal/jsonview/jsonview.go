@@ -71,6 +71,47 @@ type Approval struct {
 	Answers  []Answer `json:"answers"`
 	Required int      `json:"required"`
 	Grants   int      `json:"grants"`
+	// Edit is what approvers changed of the request's arguments
+	// (docs/approvals.md#approve-with-edits): null when nobody did. Arguments and ActionHash
+	// are then what the request binds now, the edited ones.
+	Edit *Edit `json:"edit"`
+}
+
+// Edit is what approvers changed of a request: what it asked for, and each edit.
+type Edit struct {
+	RequestedActionHash string          `json:"requested_action_hash"`
+	RequestedArguments  json.RawMessage `json:"requested_arguments"`
+	Edits               []EditStep      `json:"edits"`
+}
+
+// EditStep is one approver's edit: who, how authenticated, when, and each argument it changed.
+type EditStep struct {
+	Approver  string                `json:"approver"`
+	Method    string                `json:"method"`
+	At        *string               `json:"at"`
+	Arguments map[string]EditChange `json:"arguments"`
+}
+
+// EditChange is one argument an edit changed, from the value it had to the one it took.
+type EditChange struct {
+	From json.RawMessage `json:"from"`
+	To   json.RawMessage `json:"to"`
+}
+
+// NewEdit is the edit member of a request edited by edits (store.EditsOf); nil when none.
+func NewEdit(edits []store.EditRecord) *Edit {
+	if len(edits) == 0 {
+		return nil
+	}
+	out := &Edit{RequestedActionHash: edits[0].From, RequestedArguments: edits[0].Requested, Edits: make([]EditStep, len(edits))}
+	for i, e := range edits {
+		st := EditStep{Approver: e.By, Method: e.Method, At: Stamp(e.At), Arguments: make(map[string]EditChange, len(e.Changes))}
+		for _, c := range e.Changes {
+			st.Arguments[c.Argument] = EditChange{From: c.From, To: c.To}
+		}
+		out.Edits[i] = st
+	}
+	return out
 }
 
 // Precondition is the fingerprint of a target's state and when the state was read: what an

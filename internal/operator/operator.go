@@ -193,7 +193,9 @@ func (o *Operator) Approvals(ctx context.Context, status string) ([]jsonview.App
 	}
 	out := make([]jsonview.Approval, len(list))
 	for i, a := range list {
-		out[i] = o.ApprovalView(a)
+		if out[i], err = o.EditedView(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -204,12 +206,33 @@ func (o *Operator) Approval(ctx context.Context, id string) (jsonview.Approval, 
 	if err != nil {
 		return jsonview.Approval{}, fmt.Errorf("read approval: %w", err)
 	}
-	return o.ApprovalView(a), nil
+	return o.EditedView(ctx, a)
 }
 
 // ApprovalView is a as an operator reads it, its arguments read through the policy's hints.
+// Its edit is left null: EditedView reads it.
 func (o *Operator) ApprovalView(a *store.Approval) jsonview.Approval {
 	return jsonview.NewApproval(a, o.cfg.Policy)
+}
+
+// EditedView is ApprovalView with what approvers changed of the request's arguments (its edit
+// member), read from the request's events. Edits are made only with grants, so a request
+// without one is not read further.
+func (o *Operator) EditedView(ctx context.Context, a *store.Approval) (jsonview.Approval, error) {
+	v := o.ApprovalView(a)
+	if !slices.ContainsFunc(a.Answers, func(x store.Answer) bool { return x.Grant }) {
+		return v, nil
+	}
+	evs, err := o.cfg.Store.Events(ctx, store.EventFilter{ApprovalID: a.ID})
+	if err != nil {
+		return v, fmt.Errorf("read approval %s: events: %w", a.ID, err)
+	}
+	edits, err := store.EditsOf(evs)
+	if err != nil {
+		return v, fmt.Errorf("read approval %s: %w", a.ID, err)
+	}
+	v.Edit = jsonview.NewEdit(edits)
+	return v, nil
 }
 
 // Receipt is one stored receipt as an operator reads it (View) and its document read (Doc, nil
