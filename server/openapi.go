@@ -250,7 +250,7 @@ var schemas = map[string]any{
 						"from": anyJSON, "to": anyJSON})}})}})}}}),
 	"AnswerRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str,
 		"set": map[string]any{"type": "object", "description": "Approve with edits: the arguments the approver changes and the values they take; only arguments the policy marks editable, only narrowed (docs/approvals.md#approve-with-edits)."}}},
-	"Approvals":     obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
+	"Approvals": obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},
