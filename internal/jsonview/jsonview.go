@@ -270,14 +270,17 @@ func LeaseLapsed(e *store.Effect, now time.Time) bool {
 // AnswerStatus is the HTTP status of an answer the store refused with reason (a
 // store.AnswerError's): 403 for a person who may not answer (self_approval,
 // approver_not_entitled, approver_not_verified), 400 for an answer that cannot be kept
-// (invalid_note, invalid_approver), 409 for a request no longer open to it (already answered,
-// expired, and the rest).
+// (invalid_note, invalid_approver), 422 for an edit the policy does not allow
+// (edit_not_editable, edit_widens, edit_invalid), 409 for a request no longer open to it
+// (already answered, expired, edited meanwhile: edit_stale, and the rest).
 func AnswerStatus(reason string) int {
 	switch reason {
 	case store.ReasonSelfApproval, store.ReasonNotEntitled, store.ReasonNotVerified:
 		return http.StatusForbidden
 	case "invalid_note", "invalid_approver":
 		return http.StatusBadRequest
+	case policy.ReasonEditNotEditable, policy.ReasonEditWidens, policy.ReasonEditInvalid:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusConflict
 }
