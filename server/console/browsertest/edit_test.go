@@ -97,7 +97,10 @@ func TestApproveWithEditsInConsole(t *testing.T) {
 			var ran atomic.Int64
 			refund := func(args json.RawMessage) (*latch.Receipt, error) {
 				return s.Guard.Execute(agent, &latch.Call{Action: "billing.refund", Arguments: args},
-					func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return map[string]string{"refund_id": "re_e1"}, nil })
+					func(context.Context, json.RawMessage) (any, error) {
+						ran.Add(1)
+						return map[string]string{"refund_id": "re_e1"}, nil
+					})
 			}
 			rc2, err := refund(approved)
 			if err != nil || ran.Load() != 1 || rc2.Result != "committed" {
