@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -168,7 +169,8 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
 	if err != nil {
-		return nil // the store refuses it invalid_approver
+		r.Set = nil // the store refuses it invalid_approver, before any edit
+		return nil
 	}
 	ok, err := g.entitled(ctx, rule, name)
 	if err != nil {
@@ -177,7 +179,58 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	if !ok {
 		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
 	}
+	if len(r.Set) > 0 {
+		edit, err := g.edit(cur, r.Set)
+		if err != nil {
+			return err
+		}
+		r.Edit = edit
+	}
 	return nil
+}
+
+// edit checks the arguments an approver sets on request a (a JSON object) against the guard's
+// policy — only editable arguments, each only narrowed (policy.ApplyEdit) — and returns the
+// edit the answer writes: a's action document with the edited arguments, and its hash. A
+// refused edit is an *store.AnswerError whose reason is the policy's (edit_not_editable,
+// edit_widens, edit_invalid) and whose detail names the argument; nothing is written.
+func (g *Guard) edit(a *store.Approval, set json.RawMessage) (*store.Edit, error) {
+	refuse := func(reason, detail string) error {
+		return &store.AnswerError{ID: a.ID, Reason: reason, Approval: a, Detail: detail}
+	}
+	v, _, err := canon.ParseCanonical(set)
+	values, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil, refuse(policy.ReasonEditInvalid, "the edit is not a JSON object of argument names and values")
+	}
+	dv, err := canon.Parse(a.Action)
+	doc, ok := dv.(map[string]any)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("answer approval %s: requested action: unreadable", safetext.Quote(a.ID))
+	}
+	args, _ := doc["arguments"].(map[string]any)
+	edited, changes, err := g.current().ApplyEdit(a.ActionName, args, values)
+	var ee *policy.EditError
+	if errors.As(err, &ee) {
+		return nil, refuse(ee.Reason, safetext.Valid(ee.Why()))
+	} else if err != nil {
+		return nil, fmt.Errorf("answer approval %s: %w", safetext.Quote(a.ID), err)
+	}
+	doc["arguments"] = edited
+	b, err := canon.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("answer approval %s: edited action: %w", safetext.Quote(a.ID), err)
+	}
+	e := &store.Edit{From: a.ActionHash, Action: b, Hash: canon.Sum(b)}
+	for _, c := range changes {
+		from, err1 := canon.Marshal(c.From)
+		to, err2 := canon.Marshal(c.To)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("answer approval %s: edit of %s: %w", safetext.Quote(a.ID), c.Argument, err)
+		}
+		e.Changes = append(e.Changes, store.EditChange{Argument: c.Argument, From: from, To: to})
+	}
+	return e, nil
 }
 
 // entitled reports whether the person named name (NormalizeApprover'd) is a member of one of

@@ -57,6 +57,11 @@
 // single-use, it expires, and it matches no other action — an approval for €2,000 cannot pay
 // €5,000. Options.Wait blocks until the request is answered instead.
 //
+// An approver may narrow the arguments the policy marks editable when granting ("yes, but
+// €400"): the request then binds the edited action, the requested arguments are refused
+// approval_mismatch with the approved ones on the error (ApprovalMismatchError.Arguments,
+// Guard.Approved), and the receipt of the call records both and who edited.
+//
 // # Receipts
 //
 // Every decided call writes a JSON receipt hash-chained to the one before it; receipt.Verify (and

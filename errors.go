@@ -111,10 +111,16 @@ func (e *ApprovalRequiredError) Is(target error) bool { return target == ErrAppr
 // ApprovalMismatchError refuses a presented approval. Reason is one of unknown, mismatch,
 // consumed, denied, pending, expired. Detail, when set, is what the store said about it, and
 // the message is the refused call's receipt error.
+//
+// Arguments, on a mismatch, are the arguments the approval binds when an approver edited them
+// (docs/approvals.md#approve-with-edits): the call that presents exactly these, with the same
+// approval, spends it. nil when nobody edited the request (or the error came over the wire:
+// Guard.Approved and the approval's view give them there).
 type ApprovalMismatchError struct {
 	ApprovalID string
 	Reason     string
 	Detail     string
+	Arguments  json.RawMessage
 }
 
 func (e *ApprovalMismatchError) Error() string {

@@ -280,11 +280,18 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		}
 		g.emit(ctx, newReceipt(res.Document, derefSealed(res.Receipt), nil), res.Events)
 		if res.Refusal != nil {
-			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), refusalError(pr.key, approvalID, res)
+			return nil, newReceipt(res.Document, derefSealed(res.Receipt), nil), g.withEditedArguments(ctx, refusalError(pr.key, approvalID, res))
 		}
 		if res.Approval != nil {
 			rc.Approver = safetext.Valid(res.Approval.Approver) // a receipt must hash, whatever an old row holds
 			rc.Approval = store.ApprovalStateOf(res.Approval)   // spent: the call's receipt chains it
+			// What the approvers changed of the call: the requested arguments and who edited.
+			// The reservation holds, so a read that fails leaves the receipt without it rather
+			// than the call without its outcome.
+			if rc.ApprovalEdit, err = g.editOfReceipt(ctx, res.Approval); err != nil {
+				g.log.Warn("latch: the approval's edits not read for the receipt", "approval", approvalID, "err", err)
+				rc.ApprovalEdit, err = nil, nil
+			}
 		}
 		// Made, now that the reservation holds: a refused one charged nothing, and its receipt
 		// (written by the store from the draft) says none.

@@ -92,6 +92,7 @@ type problem struct {
 	Budget     string          `json:"budget"`
 	Metric     string          `json:"metric"`
 	Window     string          `json:"window"`
+	Approved   json.RawMessage `json:"approved_arguments"`
 }
 
 // errorOf turns a problem document into the latch error a local guard returns for the same
@@ -115,6 +116,10 @@ func errorOf(status int, raw []byte, action string) error {
 	var de *latch.DeniedError
 	if errors.As(err, &de) {
 		de.Action = action
+	}
+	var me *latch.ApprovalMismatchError
+	if errors.As(err, &me) && len(p.Approved) > 0 {
+		me.Arguments = p.Approved // an approver edited the arguments: these are the ones to present
 	}
 	return err
 }

@@ -145,7 +145,7 @@ func (o *Operator) Server() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "show_approval", Annotations: read, OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Show one approval request: the action, its exact arguments as a person reads them, who asked, the hash it is bound to, its status and expiry."}, o.showApproval)
 	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
-		Description: "Grant a pending approval request as this session's approver. The grant is single use, expires, and matches only the exact action shown."}, o.answer(true))
+		Description: "Grant a pending approval request as this session's approver. The grant is single use, expires, and matches only the exact action shown. With set, approve with an edit: the arguments the policy marks editable take narrower values (an amount lowered), and the request then matches only the edited action."}, o.answer(true))
 	mcp.AddTool(s, &mcp.Tool{Name: "deny", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Deny a pending approval request as this session's approver."}, o.answer(false))
 	mcp.AddTool(s, &mcp.Tool{Name: "list_effects", Annotations: read, OutputSchema: schemaFor[Effects](),
@@ -276,6 +276,8 @@ func (o *Operator) showApproval(ctx context.Context, _ *mcp.CallToolRequest, in 
 type AnswerArgs struct {
 	ApprovalID string `json:"approval_id" jsonschema:"the request's id, apr_…"`
 	Note       string `json:"note,omitempty" jsonschema:"kept with the answer"`
+	// Set approves with an edit (docs/approvals.md#approve-with-edits).
+	Set map[string]any `json:"set,omitempty" jsonschema:"approve only: the arguments to change and the values they take instead; only arguments the policy marks editable, only narrowed (an amount lowered)"`
 }
 
 func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Approval] {
@@ -284,8 +286,14 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 		if err != nil {
 			return nil, jsonview.Approval{}, err
 		}
+		var set json.RawMessage
+		if len(in.Set) > 0 {
+			if set, err = json.Marshal(in.Set); err != nil {
+				return nil, jsonview.Approval{}, fmt.Errorf("edit_invalid: set: %w", err)
+			}
+		}
 		a, err := o.cfg.Guard.Answer(ctx, &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name,
-			Method: w.method, Verified: w.verified, Note: in.Note})
+			Method: w.method, Verified: w.verified, Note: in.Note, Set: set})
 		var ae *store.AnswerError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -295,12 +303,11 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 		case err != nil:
 			return nil, jsonview.Approval{}, toolError(err)
 		}
-		// The answer is committed: a failed read of the reminders recorded leaves their
-		// schedule only rather than failing the answer.
-		if v, err := o.op.ApprovalDetail(ctx, a); err == nil {
-			return nil, v, nil
+		v, err := o.op.ApprovalDetail(ctx, a)
+		if err != nil {
+			return nil, jsonview.Approval{}, toolError(err)
 		}
-		return nil, o.op.ApprovalView(a), nil
+		return nil, v, nil
 	}
 }
 

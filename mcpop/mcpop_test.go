@@ -35,7 +35,7 @@ actions:
     effect: "refund:{order_id}"
     arguments:
       order_id: { type: string }
-      amount: { type: integer, display: { money: { minor_units: 2, currency: EUR } } }
+      amount: { type: integer, display: { money: { minor_units: 2, currency: EUR } }, editable: { decrease: true } }
     decision: approve
 `
 
@@ -455,5 +455,45 @@ func TestHTTPJWTRevokedPerson(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), want) {
 			t.Errorf("a request = %d %q, want 401 naming %s", resp.StatusCode, body, want)
 		}
+	}
+}
+
+// The approve tool's set approves with an edit: a widening one is refused with its reason and
+// writes nothing; a narrowing one binds the request to the edited arguments, and the answer
+// shows what was requested and who changed what.
+func TestApproveWithEdits(t *testing.T) {
+	t.Parallel()
+	g, cs, id := setup(t, "alice")
+	ctx := t.Context()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id, "set": map[string]any{"amount": 300000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.HasPrefix(errText(res), "edit_widens: ") || !strings.Contains(errText(res), "may only decrease") {
+		t.Errorf("widening edit = %v %q, want refused edit_widens", res.IsError, errText(res))
+	}
+	if a, err := g.Store().Approval(ctx, id); err != nil || a.Status != store.Pending || len(a.Answers) != 0 {
+		t.Fatalf("after the widening edit: %+v, %v; want pending, unanswered", a, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"approval_id": id, "set": map[string]any{"amount": 200000}}})
+	if err != nil || res.IsError {
+		t.Fatalf("approve with an edit = %v %s", err, errText(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v jsonview.Approval
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != "granted" || string(v.Arguments) != `{"amount":200000,"order_id":"o1"}` || v.Edit == nil ||
+		string(v.Edit.RequestedArguments) != `{"amount":250000,"order_id":"o1"}` || len(v.Edit.Edits) != 1 ||
+		v.Edit.Edits[0].Approver != "alice" || string(v.Edit.Edits[0].Arguments["amount"].To) != "200000" {
+		t.Errorf("approve answered %s", b)
+	}
+	ap, err := g.Approved(ctx, id)
+	if err != nil || string(ap.Arguments) != `{"amount":200000,"order_id":"o1"}` {
+		t.Errorf("Approved = %+v, %v", ap, err)
 	}
 }

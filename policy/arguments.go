@@ -57,7 +57,18 @@ type Argument struct {
 	MaxLength int      // strings: the most Unicode code points, 0 when absent
 	Enum      []string // strings: the only values allowed, nil when absent
 	Display   *Display // how a person should read it, nil when absent
-	Pos       Position // of the argument's name
+	// Editable says how an approver may change the argument when granting a request
+	// (docs/approvals.md#approve-with-edits); nil when it may not change.
+	Editable *Editable
+	Pos      Position // of the argument's name
+}
+
+// Editable is an argument's `editable:` entry: the only change an approver may make to it.
+// Every form narrows what the call does, never widens it: an integer may only decrease
+// (Decrease), and not below Min when it is set.
+type Editable struct {
+	Decrease bool   // integers: the approved value is at most the requested one
+	Min      *int64 // integers: the approved value is at least this; nil when absent
 }
 
 // Display is an argument's presentation hint for the people who read it (approvers,
@@ -322,7 +333,8 @@ func pointer(name string) string {
 
 // Keys of an argument declaration.
 var (
-	argumentKeys = []string{"type", "optional", "min", "max", "max_length", "enum", "display"}
+	argumentKeys = []string{"type", "optional", "min", "max", "max_length", "enum", "display", "editable"}
+	editableKeys = []string{"decrease", "min"}
 	displayKeys  = []string{"label", "money"}
 	moneyKeys    = []string{"minor_units", "currency", "currency_arg"}
 )
@@ -380,7 +392,7 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 	}
 	d := &Argument{Name: name, Pos: posOf(e.k)}
 	var typeNode *yaml.Node
-	var minN, maxN, lenN, enumN, moneyN *yaml.Node
+	var minN, maxN, lenN, enumN, moneyN, editN *yaml.Node
 	for _, en := range entries(e.v) {
 		var err *Error
 		switch en.k.Value {
@@ -424,6 +436,9 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 			d.Enum, err = p.enum(en, what)
 		case "display":
 			d.Display, moneyN, err = p.display(en, what)
+		case "editable":
+			editN = en.k
+			d.Editable, err = p.editable(en, what)
 		default:
 			err = p.unknownKey(en.k, "in "+what, argumentKeys)
 		}
@@ -443,7 +458,7 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 	for _, c := range []struct {
 		n *yaml.Node
 		t Type
-	}{{minN, TypeInteger}, {maxN, TypeInteger}, {lenN, TypeString}, {enumN, TypeString}} {
+	}{{minN, TypeInteger}, {maxN, TypeInteger}, {lenN, TypeString}, {enumN, TypeString}, {editN, TypeInteger}} {
 		if err := onlyFor(c.n, c.t); err != nil {
 			return nil, err
 		}
@@ -462,6 +477,41 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 		}
 	}
 	return d, nil
+}
+
+// editable parses an argument's `editable:` mapping: decrease: true (the one change an approver
+// may make today) and an optional floor min.
+func (p *parser) editable(e entry, what string) (*Editable, *Error) {
+	if err := p.mapping(e, "editable of "+what, "a mapping such as {decrease: true, min: 100}"); err != nil {
+		return nil, err
+	}
+	ed := &Editable{}
+	var decreaseN *yaml.Node
+	for _, en := range entries(e.v) {
+		var err *Error
+		switch en.k.Value {
+		case "decrease":
+			decreaseN = en.k
+			ed.Decrease, err = p.bool(en, "decrease of the editable of "+what)
+			if err == nil && !ed.Decrease {
+				err = p.errf(en.v, "decrease of the editable of %s is false (an approver's edit may only narrow the call: say decrease: true, or leave editable out so the argument may not change)", what)
+			}
+		case "min":
+			var n int64
+			if n, err = p.int(en, "min of the editable of "+what); err == nil {
+				ed.Min = &n
+			}
+		default:
+			err = p.unknownKey(en.k, "in the editable of "+what, editableKeys)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if decreaseN == nil {
+		return nil, p.errf(e.k, "editable of %s does not say how it may change (expected decrease: true)", what)
+	}
+	return ed, nil
 }
 
 func (p *parser) enum(e entry, what string) ([]string, *Error) {
@@ -611,6 +661,10 @@ func (p *parser) checkAction(a *Action, n *yaml.Node, effectN, resourceN *yaml.N
 					t.what, quote(t.tmpl.src), where, quote(name), d.Type)
 			case d.Optional:
 				return p.errf(t.n, "%s %s %s uses argument %s, declared optional (a placeholder is rendered on every call, so its argument is required)",
+					t.what, quote(t.tmpl.src), where, quote(name))
+			case d.Editable != nil:
+				// An edit changes what is done, never which effect or target it is.
+				return p.errf(t.n, "%s %s %s uses argument %s, declared editable (an approver's edit would change which effect or target the call is)",
 					t.what, quote(t.tmpl.src), where, quote(name))
 			}
 		}

@@ -125,6 +125,14 @@ func normalizeArguments(a *Action) map[string]any {
 		if d.Enum != nil {
 			decl["enum"] = stringList(d.Enum)
 		}
+		if ed := d.Editable; ed != nil {
+			// What an approver may change is part of what the policy allows.
+			e := map[string]any{"decrease": ed.Decrease}
+			if ed.Min != nil {
+				e["min"] = *ed.Min
+			}
+			decl["editable"] = e
+		}
 		m[d.Name] = decl
 	}
 	m["additional"] = !a.RefuseAdditional

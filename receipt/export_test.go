@@ -89,6 +89,18 @@ func (r *Receipt) document() (map[string]any, error) {
 		"budget_charges":    charges(r.BudgetCharges),
 		"task":              nullable(r.Task),
 		"scope_hash":        nullable(r.ScopeHash),
+		"approval_edit":     nil,
+	}
+	if e := r.ApprovalEdit; e != nil {
+		req, err := canon.Parse(e.RequestedArguments)
+		if err != nil {
+			return nil, fmt.Errorf("receipt requested arguments: %w", err)
+		}
+		by := make([]any, len(e.EditedBy))
+		for i, s := range e.EditedBy {
+			by[i] = s
+		}
+		doc["approval_edit"] = map[string]any{"edited_by": by, "requested_action_hash": e.RequestedActionHash, "requested_arguments": req}
 	}
 	if wouldHave != nil {
 		doc["would_have"] = wouldHave

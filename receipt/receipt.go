@@ -18,9 +18,14 @@ import (
 
 // Schema is the schema tag of every receipt document this version writes. Version 2 added kind
 // and the state a record leaves behind (effect, approval, delegation); version 3 added a call's
-// envelope: budget_charges, task, scope_hash and authority.break_glass. Documents of every
-// earlier version still verify and parse (SchemaV1, SchemaV2).
-const Schema = "latch.receipt/v3"
+// envelope: budget_charges, task, scope_hash and authority.break_glass; version 4 added
+// approval_edit, what an approver changed of the call before approving it. Documents of every
+// earlier version still verify and parse (SchemaV1, SchemaV2, SchemaV3).
+const Schema = "latch.receipt/v4"
+
+// SchemaV3 is the schema tag of the receipts written before approvers could edit a call: they
+// have no approval_edit.
+const SchemaV3 = "latch.receipt/v3"
 
 // SchemaV2 is the schema tag of the receipts written before a call's envelope was recorded:
 // they have no budget_charges, task, scope_hash or authority.break_glass.
@@ -71,6 +76,16 @@ type BudgetCharge struct {
 	Amount int64  `json:"amount"`
 	Limit  int64  `json:"limit"`
 	Window string `json:"window"`
+}
+
+// ApprovalEdit is what the approvers of a call changed of it before approving it
+// (docs/approvals.md#approve-with-edits): the call ran with the receipt's arguments and
+// action_hash, and asked with RequestedArguments, whose action hash was RequestedActionHash.
+// EditedBy names each approver who edited, as method:name, in the order they did.
+type ApprovalEdit struct {
+	RequestedActionHash string
+	RequestedArguments  json.RawMessage // canonical JSON object
+	EditedBy            []string
 }
 
 // WouldHave is what enforcement would have done, recorded in observe mode. Its JSON is the
@@ -139,6 +154,9 @@ type Receipt struct {
 	// ScopeHash is the hash of the scope the call's resource was checked against; "" when
 	// the call was not scope-checked. The scope itself is never recorded.
 	ScopeHash string
+	// ApprovalEdit is what an approver changed of the call before approving it; nil when the
+	// call ran as it asked (schema v4).
+	ApprovalEdit *ApprovalEdit
 
 	// Kind says what the record is (docs/guarantees.md#record-kinds): "" or KindCall for the
 	// receipt of a call, or the state change it chains.
@@ -215,7 +233,14 @@ func (r *Receipt) canonical() ([]byte, error) {
 			return nil, fmt.Errorf("receipt arguments: %w", err)
 		}
 	}
-	w := docWriter{b: make([]byte, 0, 768+len(args))}
+	var requested []byte
+	if e := r.ApprovalEdit; call && e != nil {
+		var err error
+		if requested, err = canon.Canonicalize(e.RequestedArguments); err != nil {
+			return nil, fmt.Errorf("receipt approval_edit requested_arguments: %w", err)
+		}
+	}
+	w := docWriter{b: make([]byte, 0, 768+len(args)+len(requested))}
 	w.open()
 	if call {
 		w.str("action", r.Action)
@@ -232,6 +257,18 @@ func (r *Receipt) canonical() ([]byte, error) {
 		w.opt("approver", r.Approval.Approver)
 		w.str("status", r.Approval.Status)
 		w.close()
+	}
+	if call {
+		if e := r.ApprovalEdit; e != nil {
+			w.key("approval_edit")
+			w.open()
+			w.strs("edited_by", e.EditedBy)
+			w.str("requested_action_hash", e.RequestedActionHash)
+			w.raw("requested_arguments", requested)
+			w.close()
+		} else {
+			w.null("approval_edit")
+		}
 	}
 	w.opt("approval_id", r.ApprovalID)
 	w.opt("approver", r.Approver)
@@ -435,6 +472,22 @@ func (w *docWriter) opt(k, v string) {
 
 func (w *docWriter) null(k string) { w.key(k); w.b = append(w.b, "null"...) }
 
+// strs writes a list of strings.
+func (w *docWriter) strs(k string, l []string) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, v := range l {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		var err error
+		if w.b, err = canon.AppendString(w.b, v); err != nil && w.err == nil {
+			w.err = fmt.Errorf("receipt %s: %w", k, err)
+		}
+	}
+	w.b = append(w.b, ']')
+}
+
 func (w *docWriter) raw(k string, v []byte) { w.key(k); w.b = append(w.b, v...) }
 
 func (w *docWriter) bool(k string, v bool) {
@@ -485,21 +538,26 @@ type wire struct {
 		DelegationID *string `json:"delegation_id"`
 		BreakGlass   *string `json:"break_glass"`
 	} `json:"authority"`
-	BudgetCharges    []BudgetCharge `json:"budget_charges"`
-	Task             *string        `json:"task"`
-	ScopeHash        *string        `json:"scope_hash"`
-	ApprovalID       *string        `json:"approval_id"`
-	Approver         *string        `json:"approver"`
-	EffectKey        *string        `json:"effect_key"`
-	Attempt          *int           `json:"attempt"`
-	IdempotencyToken *string        `json:"idempotency_token"`
-	Result           string         `json:"result"`
-	Error            *string        `json:"error"`
-	StartedAt        *string        `json:"started_at"`
-	FinishedAt       *string        `json:"finished_at"`
-	PolicyHash       *string        `json:"policy_hash"`
-	PolicyVersion    *string        `json:"policy_version"`
-	Mode             string         `json:"mode"`
+	BudgetCharges []BudgetCharge `json:"budget_charges"`
+	ApprovalEdit  *struct {
+		EditedBy            []string        `json:"edited_by"`
+		RequestedActionHash string          `json:"requested_action_hash"`
+		RequestedArguments  json.RawMessage `json:"requested_arguments"`
+	} `json:"approval_edit"`
+	Task             *string `json:"task"`
+	ScopeHash        *string `json:"scope_hash"`
+	ApprovalID       *string `json:"approval_id"`
+	Approver         *string `json:"approver"`
+	EffectKey        *string `json:"effect_key"`
+	Attempt          *int    `json:"attempt"`
+	IdempotencyToken *string `json:"idempotency_token"`
+	Result           string  `json:"result"`
+	Error            *string `json:"error"`
+	StartedAt        *string `json:"started_at"`
+	FinishedAt       *string `json:"finished_at"`
+	PolicyHash       *string `json:"policy_hash"`
+	PolicyVersion    *string `json:"policy_version"`
+	Mode             string  `json:"mode"`
 	WouldHave        *struct {
 		Decision *string `json:"decision"`
 		Reason   *string `json:"reason"`
@@ -558,6 +616,8 @@ func (w *wire) callField() string {
 		return "task"
 	case w.ScopeHash != nil:
 		return "scope_hash"
+	case w.ApprovalEdit != nil:
+		return "approval_edit"
 	}
 	return ""
 }
@@ -600,6 +660,10 @@ func Parse(doc []byte) (*Receipt, error) {
 	if w.Authority != nil {
 		r.Authority = &Authority{GrantID: str(w.Authority.GrantID), DelegationID: str(w.Authority.DelegationID),
 			BreakGlass: str(w.Authority.BreakGlass)}
+	}
+	if e := w.ApprovalEdit; e != nil {
+		r.ApprovalEdit = &ApprovalEdit{RequestedActionHash: e.RequestedActionHash, RequestedArguments: e.RequestedArguments,
+			EditedBy: e.EditedBy}
 	}
 	if w.WouldHave != nil {
 		r.WouldHave = &WouldHave{Decision: str(w.WouldHave.Decision), Reason: str(w.WouldHave.Reason), Effect: str(w.WouldHave.Effect)}

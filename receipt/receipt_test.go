@@ -326,6 +326,11 @@ func TestCanonicalMatchesMarshal(t *testing.T) {
 		},
 		func(r *receipt.Receipt) { r.Arguments = nil; r.Authority = &receipt.Authority{} },
 		func(r *receipt.Receipt) {
+			r.Approval = &receipt.ApprovalState{Status: "consumed", Approver: "bob"}
+			r.ApprovalEdit = &receipt.ApprovalEdit{RequestedActionHash: "sha256:" + strings.Repeat("ab", 32),
+				RequestedArguments: json.RawMessage(`{"order_id":"ord_1", "amount":50000}`), EditedBy: []string{"session:alice", "token:ü \"q\""}}
+		},
+		func(r *receipt.Receipt) {
 			r.Kind = receipt.KindLateOutcome
 			r.Effect = &receipt.EffectState{State: "committed", Attempt: 2, Holder: "act_1", ResultHash: "sha256:00", Conflict: true}
 			r.Approval = &receipt.ApprovalState{Status: "consumed", Approver: "alice"}
@@ -389,7 +394,8 @@ const v1Doc = `{"action":"billing.refund","action_hash":"sha256:3f0c","action_id
 	`"seq":%d,"started_at":"2026-01-02T03:04:05.000Z"}`
 
 // TestOlderSchemasVerify: a chain that starts with schema v1 receipts, goes on with a v2 one and
-// then v3 records of every kind verifies, and a v1 receipt parses as a call's receipt.
+// v3 one, a v4 one of an edited call and then v4 records of every kind verifies, and a v1
+// receipt parses as a call's receipt.
 func TestOlderSchemasVerify(t *testing.T) {
 	t.Parallel()
 	var rows []receipt.Sealed
@@ -413,6 +419,7 @@ func TestOlderSchemasVerify(t *testing.T) {
 		delete(doc, "budget_charges")
 		delete(doc, "task")
 		delete(doc, "scope_hash")
+		delete(doc, "approval_edit")
 		delete(doc["authority"].(map[string]any), "break_glass")
 		doc["schema"] = receipt.SchemaV2
 		v2, err := canon.Marshal(doc)
@@ -421,6 +428,46 @@ func TestOlderSchemasVerify(t *testing.T) {
 		}
 		rows = append(rows, receipt.Sealed{Seq: 3, Hash: canon.Sum(v2), Doc: v2})
 		prev = rows[len(rows)-1].Hash
+	}
+	// A schema v3 receipt: what this version writes, without approval_edit.
+	{
+		s, err := receipt.Seal(enveloped(4), 4, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := canon.Parse(s.Doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := v.(map[string]any)
+		delete(doc, "approval_edit")
+		doc["schema"] = receipt.SchemaV3
+		v3, err := canon.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := receipt.Parse(v3); err != nil {
+			t.Fatalf("Parse(v3 document) = %v", err)
+		}
+		rows = append(rows, receipt.Sealed{Seq: 4, Hash: canon.Sum(v3), Doc: v3})
+		prev = rows[len(rows)-1].Hash
+	}
+	// A schema v4 receipt of a call an approver edited.
+	{
+		r := enveloped(5)
+		r.ApprovalEdit = &receipt.ApprovalEdit{RequestedActionHash: "sha256:" + strings.Repeat("cd", 32),
+			RequestedArguments: json.RawMessage(`{"amount":50000}`), EditedBy: []string{"session:alice"}}
+		s, err := receipt.Seal(r, 5, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := receipt.Parse(s.Doc)
+		if err != nil || back.ApprovalEdit == nil || string(back.ApprovalEdit.RequestedArguments) != `{"amount":50000}` ||
+			len(back.ApprovalEdit.EditedBy) != 1 || back.ApprovalEdit.EditedBy[0] != "session:alice" {
+			t.Fatalf("Parse(edited call) = %+v, %v; want its approval_edit back", back, err)
+		}
+		rows = append(rows, s)
+		prev = s.Hash
 	}
 	for i, kind := range []string{receipt.KindCall, receipt.KindResolution, receipt.KindApprovalAnswer, receipt.KindRevocation} {
 		r := enveloped(10 + i)

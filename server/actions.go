@@ -129,8 +129,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 	case errors.As(err, &ar):
 		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, ExpiresAt: jstamp(ar.ExpiresAt)}
 		if a, err := s.g.Store().Approval(r.Context(), ar.ApprovalID); err == nil {
-			aj := s.newApprovalJSON(r.Context(), a)
-			out.Approval = &aj
+			if aj, err := s.newApprovalJSON(r.Context(), a); err == nil {
+				out.Approval = &aj
+			}
 		}
 		writeJSON(w, http.StatusAccepted, out)
 	case err != nil:

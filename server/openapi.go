@@ -51,7 +51,7 @@ var ops = map[string]op{
 	"POST /v1/actions/{id}/resume":    {"Resume a suspended action, once, with its exact token and the same arguments", "ResumeRequest", "Resumption", []int{200, 400, 401, 403, 404, 409, 422}, nil},
 	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}, nil},
 	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
-	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
+	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver), optionally with edits", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409, 422}, nil},
 	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
 	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
@@ -201,7 +201,7 @@ var schemas = map[string]any{
 	"Problem": obj([]string{"type", "title", "status", "reason"}, map[string]any{
 		"type": str, "title": str, "status": integer, "detail": str, "reason": str, "kind": refusalKinds, "rule": str,
 		"field": str, "pointer": str, "argument": str, "action_id": str, "approval_id": str, "action_hash": str, "effect_key": str, "state": str, "attempt": integer, "result": anyJSON, "dimension": str,
-		"budget": str, "metric": str, "window": str}),
+		"budget": str, "metric": str, "window": str, "approved_arguments": map[string]any{"type": "object", "additionalProperties": anyJSON}}),
 	"Status": obj([]string{"status"}, map[string]any{"status": str}),
 	"ActionRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"action"}, "properties": map[string]any{
 		"action": str, "arguments": map[string]any{"type": "object"}, "resource": str, "approval_id": str,
@@ -260,9 +260,17 @@ var schemas = map[string]any{
 			"name": str, "label": nstr, "raw": str, "human": nstr})},
 		"answers": map[string]any{"type": "array", "items": obj([]string{"approver", "method", "verified", "grant"}, map[string]any{
 			"approver": str, "method": map[string]any{"enum": store.Methods}, "verified": map[string]any{"type": "boolean"},
-			"grant": map[string]any{"type": "boolean"}, "note": nstr, "answered_at": stamp})}}),
-	"AnswerRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str}},
-	"Approvals":     obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
+			"grant": map[string]any{"type": "boolean"}, "note": nstr, "answered_at": stamp})},
+		"edit": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
+			obj([]string{"requested_action_hash", "requested_arguments", "edits"}, map[string]any{
+				"requested_action_hash": str, "requested_arguments": map[string]any{"type": "object", "additionalProperties": anyJSON},
+				"edits": map[string]any{"type": "array", "items": obj([]string{"approver", "method", "arguments"}, map[string]any{
+					"approver": str, "method": map[string]any{"enum": store.Methods}, "at": stamp,
+					"arguments": map[string]any{"type": "object", "additionalProperties": obj([]string{"from", "to"}, map[string]any{
+						"from": anyJSON, "to": anyJSON})}})}})}}}),
+	"AnswerRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str,
+		"set": map[string]any{"type": "object", "additionalProperties": anyJSON, "description": "Approve with edits: the arguments the approver changes and the values they take; only arguments the policy marks editable, only narrowed (docs/approvals.md#approve-with-edits)."}}},
+	"Approvals": obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},

@@ -201,6 +201,7 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/v1/approvals/" + apr + "/approve", self, nil},
 		{"POST", "/v1/approvals/apr_x/approve", s.approver, nil},
 		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, map[string]any{"notes": "typo"}},
+		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, map[string]any{"set": map[string]any{"amount": 1}}}, // 422: not editable
 		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, nil},
 		{"POST", "/v1/approvals/" + apr + "/approve", s.approver, nil},
 		{"POST", "/v1/approvals/" + apr2 + "/deny", "", nil},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -23,14 +24,9 @@ func jstr(s string) *string { return jsonview.Str(s) }
 type approvalJSON = jsonview.Approval
 
 // newApprovalJSON is a as the API shows it, with the display hints of the server's policy and
-// the reminders recorded for it. It answers a write that is already committed, so a failed read
-// of the reminders leaves their schedule only (reminded_at and escalated_at null) rather than
-// failing the answer.
-func (s *Server) newApprovalJSON(ctx context.Context, a *store.Approval) approvalJSON {
-	if v, err := s.op.ApprovalDetail(ctx, a); err == nil {
-		return v
-	}
-	return s.op.ApprovalView(a)
+// the reminders recorded for it and what approvers changed of its arguments.
+func (s *Server) newApprovalJSON(ctx context.Context, a *store.Approval) (approvalJSON, error) {
+	return s.op.ApprovalDetail(ctx, a)
 }
 
 // filterProblem is the problem of a filter word outside its vocabulary (operator.FilterError),
@@ -72,17 +68,19 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+r.PathValue("id")))
 		return
 	}
-	v, err := s.op.ApprovalDetail(r.Context(), a)
+	out, err := s.newApprovalJSON(r.Context(), a)
 	if err != nil {
 		writeProblem(w, problemOf(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, out)
 }
 
-// answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
+// answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny: a note,
+// and the arguments an approver changes with a grant (docs/approvals.md#approve-with-edits).
 type answerRequest struct {
-	Note string `json:"note"`
+	Note string          `json:"note"`
+	Set  json.RawMessage `json:"set"`
 }
 
 // answer is POST /v1/approvals/{id}/approve and /deny, as the person the credential names: a
@@ -100,8 +98,11 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 			return
 		}
 		id := r.PathValue("id")
+		if string(req.Set) == "null" {
+			req.Set = nil
+		}
 		a, err := s.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver,
-			Method: c.method, Verified: true, Note: req.Note})
+			Method: c.method, Verified: true, Note: req.Note, Set: req.Set})
 		var ae *store.AnswerError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -113,7 +114,12 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		case err != nil:
 			writeProblem(w, problemOf(err))
 		default:
-			writeJSON(w, http.StatusOK, s.newApprovalJSON(r.Context(), a))
+			out, err := s.newApprovalJSON(r.Context(), a)
+			if err != nil {
+				writeProblem(w, problemOf(err))
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
 		}
 	}
 }

@@ -46,6 +46,10 @@ type Problem struct {
 	Budget string `json:"budget,omitempty"`
 	Metric string `json:"metric,omitempty"`
 	Window string `json:"window,omitempty"`
+	// ApprovedArguments are, on approval_mismatch, the arguments the presented approval binds
+	// because an approver edited them (docs/approvals.md#approve-with-edits): begin the call
+	// with these and the same approval_id.
+	ApprovedArguments json.RawMessage `json:"approved_arguments,omitempty"`
 }
 
 func (p *Problem) Error() string { return p.Reason + ": " + p.Detail }
@@ -112,5 +116,9 @@ func problemOf(err error) *Problem {
 	p.ActionID, p.ApprovalID, p.ActionHash = r.ActionID, r.ApprovalID, r.ActionHash
 	p.EffectKey, p.State, p.Attempt, p.Result = r.EffectKey, string(r.State), r.Attempt, r.Result
 	p.Budget, p.Metric, p.Window = r.Budget, r.Metric, r.Window
+	var me *latch.ApprovalMismatchError
+	if errors.As(err, &me) {
+		p.ApprovedArguments = me.Arguments
+	}
 	return p
 }

@@ -167,6 +167,16 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 	ans := Answer{Approver: Approver{Name: approver, Method: method, Verified: req.Verified}, Grant: req.Grant,
 		Note: req.Note, At: req.Now, Required: required}
 	next := *a
+	var edit map[string]any
+	if req.Edit != nil {
+		var reason string
+		var err error
+		if edit, reason, err = planEdit(req, a, &next); err != nil {
+			return nil, nil, err
+		} else if reason != "" {
+			return nil, nil, refuse(reason)
+		}
+	}
 	next.Answers = append(append([]Answer(nil), a.Answers...), ans)
 	next.Required = required
 	grants := Grants(next.Answers, req.RequireVerified)
@@ -193,6 +203,9 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 	}
 	if required > 1 {
 		payload["grants"], payload["required"] = int64(grants), int64(required)
+	}
+	if edit != nil {
+		payload["edit"] = edit // who edited what: the request's own events keep it (EditsOf)
 	}
 	ev := NewEvent(kind, req.Now, "", "", a.ID, payload)
 	return &ApprovalWrite{PrevStatus: Pending, Next: next, Answer: &ans}, []Event{ev}, nil

@@ -462,6 +462,11 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		return nil, nil, fmt.Errorf("approval %s: %w", safetext.Quote(req.ID), ErrNotFound)
 	}
 	refuse := func(reason string) error { return &AnswerError{ID: a.ID, Reason: reason, Approval: a} }
+	if len(req.Set) > 0 && req.Edit == nil {
+		// Arguments to set that nobody checked against the policy's editable arguments.
+		return nil, nil, fmt.Errorf("approval %s: %w", safetext.Quote(req.ID),
+			&InputError{Field: "set", Value: string(req.Set), Reason: "is not checked against the policy: answer through Guard.Answer"})
+	}
 	approver, err := NormalizeApprover(req.Approver)
 	if err != nil {
 		return nil, nil, refuse("invalid_approver")

@@ -206,15 +206,22 @@ var (
 
 // AnswerError is returned when an approval cannot be answered. Reason is one of self_approval,
 // expired, already_granted, already_denied, already_consumed, already_expired, invalid_approver,
-// invalid_note, approver_not_entitled, approver_not_verified, already_answered. Nothing is
+// invalid_note, approver_not_entitled, approver_not_verified, already_answered, and for a grant
+// with edits edit_not_editable, edit_widens, edit_invalid, edit_stale. Nothing is
 // written for a refused answer, except that a request found expired is written expired.
 type AnswerError struct {
 	ID       string
 	Reason   string
 	Approval *Approval // the request as it now stands
+	// Detail says more for people, when there is more to say (which argument an edit may not
+	// change, and why); "" otherwise.
+	Detail string
 }
 
 func (e *AnswerError) Error() string {
+	if e.Detail != "" {
+		return "answer approval " + safetext.Quote(e.ID) + ": " + e.Reason + ": " + e.Detail
+	}
 	return "answer approval " + safetext.Quote(e.ID) + ": " + e.Reason
 }
 
@@ -339,6 +346,13 @@ type AnswerRequest struct {
 	// RequireVerified refuses an answer that is not Verified (approver_not_verified), and
 	// counts only verified grants towards Required.
 	RequireVerified bool
+	// Set is what the approver changes with a grant (docs/approvals.md#approve-with-edits): a
+	// JSON object of argument names and the values they take instead; nil for none.
+	// Guard.Answer checks it against the policy's editable arguments and turns it into Edit; a
+	// store refuses a request with Set and no Edit.
+	Set json.RawMessage
+	// Edit is the edit the answer writes with its grant: the request then binds Edit.Hash.
+	Edit *Edit
 }
 
 // ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect): an ambiguous record, an executing

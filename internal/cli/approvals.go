@@ -1,14 +1,20 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/operator"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
 
@@ -49,7 +55,8 @@ same action is pending hands back that request; it is not listed twice.
 --json prints JSON Lines, one object per request:
   approval_id, status, action, action_hash, arguments, display, principal, resource,
   created_at, expires_at, approver, previous_denied, previous_denied_by, precondition
-  ({hash, captured_at} or null), answers, required, grants`,
+  ({hash, captured_at} or null), answers, required, grants, edit (null, or what approvers
+  changed: {requested_action_hash, requested_arguments, edits})`,
 		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,6 +115,17 @@ same action is pending hands back that request; it is not listed twice.
 						again = append(again, fmt.Sprintf("%s: escalation %s", ap.ID, cell(escalate)))
 					}
 				}
+				if e := j.Edit; e != nil {
+					for _, st := range e.Edits {
+						var ch []string
+						for _, name := range slices.Sorted(maps.Keys(st.Arguments)) {
+							c := st.Arguments[name]
+							ch = append(ch, fmt.Sprintf("%s %s → %s", name, c.From, c.To))
+						}
+						again = append(again, fmt.Sprintf("%s: edited by %s: %s (requested %s)", ap.ID, cell(st.Method+":"+st.Approver),
+							cell(strings.Join(ch, ", ")), cell(withReadable(pol, j.Action, e.RequestedArguments))))
+					}
+				}
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -151,6 +169,7 @@ func (a *app) answerCommand(grant bool) *cobra.Command {
 		short, long = "Grant an approval request", "Grant"
 	}
 	var as, note string
+	var sets []string
 	cmd := &cobra.Command{
 		Use:   verb + " ID [flags]",
 		Short: short,
@@ -160,8 +179,8 @@ NAME is recorded as the approver, NFKC-normalized and trimmed. A principal may n
 answer its own request (NAME equal to the requesting agent or user, compared without
 case, spaces or invisible characters, is refused: self_approval); an expired request is
 written expired and refused; a request is answered once. --note keeps a note with the
-answer (on the request and in its event).`, long),
-		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb),
+answer (on the request and in its event).%s`, long, setHelp(grant)),
+		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb) + setExample(grant),
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			name, err := a.operator(as, cmd.Flags().Changed("as"))
@@ -173,9 +192,16 @@ answer (on the request and in its event).`, long),
 				return err
 			}
 			defer g.Close()
-			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note, Method: store.MethodCLI})
+			set, err := setObject(sets)
+			if err != nil {
+				return err
+			}
+			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note, Method: store.MethodCLI, Set: set})
 			if err != nil {
 				return answerError(verb, pos[0], name, err)
+			}
+			if set != nil {
+				fmt.Fprintf(a.stdout, "edited %s as %s: %s; the call runs only with the edited arguments\n", ap.ID, name, editText(a.ctx, g, ap.ID))
 			}
 			d := approvalAction(ap)
 			pol := g.Policy()
@@ -196,7 +222,67 @@ answer (on the request and in its event).`, long),
 	}
 	cmd.Flags().StringVar(&as, "as", "", "who answers: `NAME` is recorded as the approver (default $LATCH_APPROVER, else $USER)")
 	cmd.Flags().StringVar(&note, "note", "", "a `TEXT` kept with the answer")
+	if grant {
+		cmd.Flags().StringArrayVar(&sets, "set", nil, "approve with an edit: `NAME=VALUE` sets argument NAME to the JSON VALUE (repeatable; only arguments the policy marks editable, only narrowed)")
+	}
 	return cmd
+}
+
+// setHelp is the help of approve's --set.
+func setHelp(grant bool) string {
+	if !grant {
+		return ""
+	}
+	return `
+
+--set NAME=VALUE approves with an edit (docs/approvals.md#approve-with-edits): argument
+NAME takes the JSON VALUE instead of what was requested. Only arguments the policy marks
+editable may change, and only as it allows (an amount only lowered, not below its floor):
+anything else is refused (edit_not_editable, edit_widens, edit_invalid) and nothing is
+written. The request then binds the edited arguments: the agent presents them with the
+same approval, and the requested ones are refused.`
+}
+
+func setExample(grant bool) string {
+	if !grant {
+		return ""
+	}
+	return "\n  latch approve apr_6f0c… --as alice --set amount=40000"
+}
+
+// setObject is the JSON object of approve's --set NAME=VALUE flags; nil when there are none.
+func setObject(sets []string) (json.RawMessage, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	obj := make(map[string]json.RawMessage, len(sets))
+	for _, kv := range sets {
+		name, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || name == "":
+			return nil, fmt.Errorf("--set %q: expected NAME=VALUE, for example --set amount=40000", kv)
+		case obj[name] != nil:
+			return nil, fmt.Errorf("--set %s is given twice", name)
+		case !json.Valid([]byte(val)):
+			return nil, fmt.Errorf("--set %s=%s: the value is JSON (a number as it is, a string in double quotes: --set 'note=\"text\"')", name, val)
+		}
+		obj[name] = json.RawMessage(val)
+	}
+	return json.Marshal(obj)
+}
+
+// editText says what the last edit of request id changed, read back from its events.
+func editText(ctx context.Context, g *latch.Guard, id string) string {
+	ap, err := g.Approved(ctx, id)
+	if err != nil || !ap.Edited() {
+		return "the edit could not be read back"
+	}
+	last := ap.Edits[len(ap.Edits)-1]
+	parts := make([]string, 0, len(last.Changes))
+	for _, c := range last.Changes {
+		parts = append(parts, fmt.Sprintf("%s %s → %s", c.Argument, c.From, c.To))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // actionOf names a request's action for a message.
@@ -226,6 +312,12 @@ func answerError(verb, id, name string, err error) error {
 			return fmt.Errorf("%s refused: %s is not in a role the policy lets approve %s (approver_not_entitled); see docs/approvals.md", id, name, actionOf(ap))
 		case r == store.ReasonNotVerified:
 			return fmt.Errorf("%s refused: the policy requires verified approvers for %s, and an answer given here as --as %s is not verified: answer in the console or over the API of latch serve (approver_not_verified)", id, actionOf(ap), name)
+		case r == policy.ReasonEditNotEditable || r == policy.ReasonEditWidens || r == policy.ReasonEditInvalid || r == store.ReasonEditStale:
+			why := ae.Detail
+			if r == store.ReasonEditStale {
+				why = "another approver edited it meanwhile; read it again (latch approvals)"
+			}
+			return fmt.Errorf("%s refused: %s; nothing was written (%s)", id, why, r)
 		case r == store.ReasonAlreadyAnswered:
 			return fmt.Errorf("%s refused: %s has already answered it; one person counts once (already_answered)", id, name)
 		case strings.HasPrefix(r, "already_") && ap != nil:

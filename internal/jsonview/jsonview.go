@@ -75,6 +75,10 @@ type Approval struct {
 	// (docs/approvals.md#reminders-and-escalation): null when its action's approvers set
 	// neither remind_after nor escalate_after.
 	Reminders *Reminders `json:"reminders"`
+	// Edit is what approvers changed of the request's arguments
+	// (docs/approvals.md#approve-with-edits): null when nobody did. Arguments and ActionHash
+	// are then what the request binds now, the edited ones.
+	Edit *Edit `json:"edit"`
 }
 
 // Reminders is the reminder and escalation schedule of one approval request and what of it
@@ -124,6 +128,43 @@ func RemindersOf(pol *policy.Policy, a *store.Approval, evs []*store.Event) *Rem
 		}
 	}
 	return r
+}
+
+// Edit is what approvers changed of a request: what it asked for, and each edit.
+type Edit struct {
+	RequestedActionHash string          `json:"requested_action_hash"`
+	RequestedArguments  json.RawMessage `json:"requested_arguments"`
+	Edits               []EditStep      `json:"edits"`
+}
+
+// EditStep is one approver's edit: who, how authenticated, when, and each argument it changed.
+type EditStep struct {
+	Approver  string                `json:"approver"`
+	Method    string                `json:"method"`
+	At        *string               `json:"at"`
+	Arguments map[string]EditChange `json:"arguments"`
+}
+
+// EditChange is one argument an edit changed, from the value it had to the one it took.
+type EditChange struct {
+	From json.RawMessage `json:"from"`
+	To   json.RawMessage `json:"to"`
+}
+
+// NewEdit is the edit member of a request edited by edits (store.EditsOf); nil when none.
+func NewEdit(edits []store.EditRecord) *Edit {
+	if len(edits) == 0 {
+		return nil
+	}
+	out := &Edit{RequestedActionHash: edits[0].From, RequestedArguments: edits[0].Requested, Edits: make([]EditStep, len(edits))}
+	for i, e := range edits {
+		st := EditStep{Approver: e.By, Method: e.Method, At: Stamp(e.At), Arguments: make(map[string]EditChange, len(e.Changes))}
+		for _, c := range e.Changes {
+			st.Arguments[c.Argument] = EditChange{From: c.From, To: c.To}
+		}
+		out.Edits[i] = st
+	}
+	return out
 }
 
 // Precondition is the fingerprint of a target's state and when the state was read: what an
@@ -283,14 +324,17 @@ func LeaseLapsed(e *store.Effect, now time.Time) bool {
 // AnswerStatus is the HTTP status of an answer the store refused with reason (a
 // store.AnswerError's): 403 for a person who may not answer (self_approval,
 // approver_not_entitled, approver_not_verified), 400 for an answer that cannot be kept
-// (invalid_note, invalid_approver), 409 for a request no longer open to it (already answered,
-// expired, and the rest).
+// (invalid_note, invalid_approver), 422 for an edit the policy does not allow
+// (edit_not_editable, edit_widens, edit_invalid), 409 for a request no longer open to it
+// (already answered, expired, edited meanwhile: edit_stale, and the rest).
 func AnswerStatus(reason string) int {
 	switch reason {
 	case store.ReasonSelfApproval, store.ReasonNotEntitled, store.ReasonNotVerified:
 		return http.StatusForbidden
 	case "invalid_note", "invalid_approver":
 		return http.StatusBadRequest
+	case policy.ReasonEditNotEditable, policy.ReasonEditWidens, policy.ReasonEditInvalid:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusConflict
 }

@@ -210,23 +210,33 @@ func (o *Operator) Approval(ctx context.Context, id string) (jsonview.Approval, 
 }
 
 // ApprovalView is a as an operator reads it, its arguments read through the policy's hints. Its
-// reminders carry the schedule only; ApprovalDetail reads what of it was recorded.
+// reminders carry the schedule only and its edit is null: ApprovalDetail reads what was recorded.
 func (o *Operator) ApprovalView(a *store.Approval) jsonview.Approval {
 	return jsonview.NewApproval(a, o.cfg.Policy)
 }
 
-// ApprovalDetail is ApprovalView with the reminder and escalation the sweeper recorded for a
-// read from its events; it reads them only when the action reminds or escalates.
+// ApprovalDetail is ApprovalView with what the request's events record: the reminder and
+// escalation the sweeper sent (read only when the action reminds or escalates) and what
+// approvers changed of its arguments (edits are made only with grants, so read only when one
+// was given).
 func (o *Operator) ApprovalDetail(ctx context.Context, a *store.Approval) (jsonview.Approval, error) {
 	v := o.ApprovalView(a)
-	if v.Reminders == nil {
+	granted := slices.ContainsFunc(a.Answers, func(x store.Answer) bool { return x.Grant })
+	if v.Reminders == nil && !granted {
 		return v, nil
 	}
 	evs, err := o.cfg.Store.Events(ctx, store.EventFilter{ApprovalID: a.ID})
 	if err != nil {
-		return v, fmt.Errorf("read events of %s: %w", a.ID, err)
+		return v, fmt.Errorf("read approval %s: events: %w", a.ID, err)
 	}
-	v.Reminders = jsonview.RemindersOf(o.cfg.Policy, a, evs)
+	if v.Reminders != nil {
+		v.Reminders = jsonview.RemindersOf(o.cfg.Policy, a, evs)
+	}
+	edits, err := store.EditsOf(evs)
+	if err != nil {
+		return v, fmt.Errorf("read approval %s: %w", a.ID, err)
+	}
+	v.Edit = jsonview.NewEdit(edits)
 	return v, nil
 }
 

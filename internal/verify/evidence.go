@@ -260,17 +260,21 @@ func asSchema(doc map[string]any, tag string) {
 		if a, ok := doc["authority"].(map[string]any); ok {
 			delete(a, "break_glass")
 		}
+		fallthrough
+	case receipt.SchemaV3:
+		delete(doc, "approval_edit")
 	}
 	doc["schema"] = tag
 }
 
 // olderSchemas says which schema each of the first receipts of G31's chain is rewritten as: the
 // ones after them stay current.
-var olderSchemas = []string{receipt.SchemaV1, receipt.SchemaV1, receipt.SchemaV2}
+var olderSchemas = []string{receipt.SchemaV1, receipt.SchemaV1, receipt.SchemaV2, receipt.SchemaV3}
 
 // g31: a chain is written, then its first receipts are rewritten as the earlier schemas wrote
 // them — receipts 1 and 2 as schema v1 (no kind, no state, no envelope), receipt 3 as schema v2
-// (no envelope: budget_charges, task, scope_hash, authority.break_glass) — and the chain
+// (no envelope: budget_charges, task, scope_hash, authority.break_glass), receipt 4 as schema v3
+// (no approval_edit) — and the chain
 // re-linked, as a store upgraded across those versions holds it; a further call appends a current
 // receipt. The whole chain must verify, every receipt counted, and each document parse, each
 // version where it was put. Control: the chain as written (current schema only) verifies.
@@ -311,7 +315,7 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		}
 		if s.Seq <= older {
 			// A call before budgets charged nothing: its ledger rows go with the members.
-			if key, ok := doc["effect_key"].(string); ok && doc["budget_charges"] != nil {
+			if key, ok := doc["effect_key"].(string); ok && doc["budget_charges"] != nil && olderSchemas[s.Seq-1] != receipt.SchemaV3 {
 				if attempt, ok := doc["attempt"].(int64); ok {
 					ledger = append(ledger, stmt{"DELETE FROM {budget_charges} WHERE effect_key = ? AND attempt = ?", []any{key, attempt}})
 				}
@@ -371,15 +375,15 @@ func (r *runner) g31(ctx context.Context) (outcome, error) {
 		}
 	}
 
-	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s and the chain re-linked (%d rows; %d ledger rows of their calls removed, as before budgets), then one more call: head %d, %d %s + %d %s + %d %s documents (%d unparsable, %d not the version written): ok %v, %d verified, breaks: %s",
+	detail := fmt.Sprintf("chain of %d receipts (%s): verifies %v; receipts 1–%d rewritten as %s and the chain re-linked (%d rows; %d ledger rows of their calls removed, as before budgets), then one more call: head %d, %d %s + %d %s + %d %s + %d %s documents (%d unparsable, %d not the version written): ok %v, %d verified, breaks: %s",
 		head.Seq, receipt.Schema, ctl.OK, older, strings.Join(olderSchemas, ", "), rewritten, uncharged, after.Seq,
-		versions[receipt.SchemaV1], receipt.SchemaV1, versions[receipt.SchemaV2], receipt.SchemaV2, versions[receipt.Schema], receipt.Schema,
+		versions[receipt.SchemaV1], receipt.SchemaV1, versions[receipt.SchemaV2], receipt.SchemaV2, versions[receipt.SchemaV3], receipt.SchemaV3, versions[receipt.Schema], receipt.Schema,
 		unparsed, misplaced, got.OK, got.Verified, breaksText(got.Breaks))
 	switch {
 	case !ctl.OK || ctl.Verified != head.Seq || rewritten != head.Seq+1 || after.Seq <= head.Seq:
 		return controlFailed(action, detail), nil
 	case !got.OK || got.Verified != after.Seq:
-		return fail(action, "a chain holding "+receipt.SchemaV1+" and "+receipt.SchemaV2+" receipts does not verify", detail), nil
+		return fail(action, "a chain holding "+receipt.SchemaV1+", "+receipt.SchemaV2+" and "+receipt.SchemaV3+" receipts does not verify", detail), nil
 	case unparsed > 0 || misplaced > 0:
 		return fail(action, "an older receipt does not parse as the version it is", detail), nil
 	}

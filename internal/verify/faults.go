@@ -82,7 +82,7 @@ const (
 	// faultCheckpointsBlind counts every checkpoint as held whatever its check found, as a
 	// verifier that only checked signatures would. G28 fails.
 	faultCheckpointsBlind = "checkpoints_blind"
-	// faultSchemaCurrentOnly treats a document of any earlier receipt schema (v1, v2) as
+	// faultSchemaCurrentOnly treats a document of any earlier receipt schema (v1, v2, v3) as
 	// altered, as a verifier that knew only the current version would. G31 fails.
 	faultSchemaCurrentOnly = "schema_current_only"
 	// faultRevocationIgnored hands the guard its delegations without their revocations, as a

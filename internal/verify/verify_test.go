@@ -1023,16 +1023,16 @@ func TestG12Gateway(t *testing.T) {
 	}
 }
 
-// TestG31EverySchema: G31's chain holds documents of every receipt schema — two v1, one v2, the
-// rest current — and verifies whole; a verifier that knows only the current schema fails it,
+// TestG31EverySchema: G31's chain holds documents of every receipt schema — two v1, one v2,
+// one v3, the rest current — and verifies whole; a verifier that knows only the current schema fails it,
 // under the fault's name and under its earlier name.
 func TestG31EverySchema(t *testing.T) {
 	t.Parallel()
 	rep := run(t, &verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"G31"}})
 	r := byID(rep)["G31"]
-	if r.Status != verify.Pass || !strings.Contains(r.Detail, "2 latch.receipt/v1 + 1 latch.receipt/v2 + ") ||
+	if r.Status != verify.Pass || !strings.Contains(r.Detail, "2 latch.receipt/v1 + 1 latch.receipt/v2 + 1 latch.receipt/v3 + ") ||
 		!strings.Contains(r.Detail, "(0 unparsable, 0 not the version written): ok true") {
-		t.Errorf("G31 = %s %q (%s), want PASS over v1, v2 and v3 documents", r.Status, r.Reason, r.Detail)
+		t.Errorf("G31 = %s %q (%s), want PASS over v1, v2, v3 and v4 documents", r.Status, r.Reason, r.Detail)
 	}
 	for _, fault := range []string{verify.FaultSchemaCurrentOnly, verify.FaultSchemaV2Only} {
 		rep := run(t, verify.WithFaults(&verify.Config{Policy: parse(t, effectsPolicy), Only: []string{"G31"}}, fault))

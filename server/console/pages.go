@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,6 +233,31 @@ type approvalView struct {
 	// Escalated is set once the request has waited its escalate_after: those it escalates to
 	// may answer it (and Roles lists the roles it escalated to).
 	Escalated bool
+	// Editable are the arguments the approver may narrow when granting
+	// (docs/approvals.md#approve-with-edits), each with the bounds the policy allows; empty
+	// when none applies.
+	Editable []editField
+	// Edits are the approvers' edits of the request, oldest first, and Requested the
+	// arguments it first asked with (exact JSON); both empty when nobody edited it.
+	Edits     []editView
+	Requested string
+}
+
+// editField is one argument of the "Approve with changes" form: its name and label, the value
+// the request binds (the most it may be) and the least it may be.
+type editField struct {
+	Name   string
+	Label  string
+	Value  int64
+	Min    int64
+	HasMin bool
+}
+
+// editView is one approver's edit as the request page shows it.
+type editView struct {
+	By      string
+	At      time.Time
+	Changes string // "amount 50000 → 40000"
 }
 
 type denialView struct {
@@ -356,7 +382,69 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	}
 	av.Verified = rule.Verified
 	av.CanAnswer, av.WhyNot = cs.mayAnswer(v, a, &d)
+	if av.CanAnswer {
+		av.Editable = editFields(pol.Actions[d.Name], av.Args, d.Arguments)
+	}
+	cs.addEdits(r, av, a)
 	return av
+}
+
+// editFields are the arguments of action an approver may narrow on a request whose arguments
+// are args (canonical JSON): those the policy marks editable that the request passed as
+// integers, in the policy's order.
+func editFields(action *policy.Action, view []policy.ArgumentView, args json.RawMessage) []editField {
+	if action == nil {
+		return nil
+	}
+	v, err := canon.Parse(args)
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil
+	}
+	var out []editField
+	for _, d := range action.Arguments {
+		n, ok := m[d.Name].(int64)
+		if d.Editable == nil || !ok {
+			continue
+		}
+		f := editField{Name: d.Name, Value: n}
+		for _, m := range []*int64{d.Editable.Min, d.Min} {
+			if m != nil && !f.HasMin {
+				f.Min, f.HasMin = *m, true
+			}
+		}
+		for _, av := range view {
+			if av.Name == d.Name {
+				f.Label = av.Label
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// addEdits sets the edits of request a on av, read from its events: edits come only with
+// grants, so a request without one is not read.
+func (cs *Console) addEdits(r *http.Request, av *approvalView, a *store.Approval) {
+	if !slices.ContainsFunc(a.Answers, func(x store.Answer) bool { return x.Grant }) {
+		return
+	}
+	evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{ApprovalID: a.ID})
+	if err != nil {
+		return
+	}
+	edits, err := store.EditsOf(evs)
+	if err != nil || len(edits) == 0 {
+		return
+	}
+	av.Requested = prettyJSON(edits[0].Requested)
+	for _, e := range edits {
+		var ch []string
+		for _, c := range e.Changes {
+			ch = append(ch, fmt.Sprintf("%s %s → %s", c.Argument, c.From, c.To))
+		}
+		av.Edits = append(av.Edits, editView{By: store.Approver{Name: e.By, Method: e.Method}.String(), At: e.At, Changes: strings.Join(ch, ", ")})
+	}
 }
 
 // mayAnswer says whether v may answer a, and if not, why: the request is still open, v did
@@ -537,10 +625,12 @@ func (cs *Console) loadApproval(w http.ResponseWriter, r *http.Request, v *viewe
 // answer is POST /approvals/{id}/answer: decision grant or deny, with an optional note.
 func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 	id := r.PathValue("id")
-	grant := false
+	grant, edit := false, false
 	switch r.PostForm.Get("decision") {
 	case "grant":
 		grant = true
+	case "edit":
+		grant, edit = true, true
 	case "deny":
 	default:
 		cs.fail(w, r, v, http.StatusBadRequest, "Say grant or deny. Nothing was changed.")
@@ -560,15 +650,27 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 		cs.refuseAnswer(w, r, v, a, all, http.StatusForbidden, why+" Nothing was changed.")
 		return
 	}
+	var set json.RawMessage
+	if edit {
+		var msg string
+		if set, msg = editSet(r.PostForm, editFields(cs.g.Policy().Actions[d.Name], nil, d.Arguments)); msg != "" {
+			cs.refuseAnswer(w, r, v, a, all, http.StatusUnprocessableEntity, msg+" Nothing was changed.")
+			return
+		}
+	}
 	after, err := cs.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note,
-		Method: v.Method, Verified: true})
+		Method: v.Method, Verified: true, Set: set})
 	var ae *store.AnswerError
 	switch {
 	case errors.As(err, &ae):
 		if cur, err := cs.g.Store().Approval(r.Context(), id); err == nil {
 			a = cur
 		}
-		cs.refuseAnswer(w, r, v, a, all, jsonview.AnswerStatus(ae.Reason), "Refused ("+ae.Reason+"): "+answerRefusal(ae.Reason))
+		why := answerRefusal(ae.Reason)
+		if ae.Detail != "" {
+			why = ae.Detail + "; nothing was changed."
+		}
+		cs.refuseAnswer(w, r, v, a, all, jsonview.AnswerStatus(ae.Reason), "Refused ("+ae.Reason+"): "+why)
 		return
 	case err != nil:
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The answer was not recorded: "+err.Error())
@@ -579,12 +681,42 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 		verb = "Approved"
 	}
 	msg := fmt.Sprintf("%s %s (%s) as %s.", verb, id, a.ActionName, v.Name)
+	if edit {
+		msg = fmt.Sprintf("Approved %s (%s) as %s, with your changes: the call runs only with the edited arguments.", id, a.ActionName, v.Name)
+	}
 	if after != nil && after.Status == store.Pending {
 		rule := cs.g.Policy().ApproversFor(a.ActionName)
 		msg += fmt.Sprintf(" %d of %d approvals so far: it waits for another approver.", store.Grants(after.Answers, rule.Verified), rule.Required)
 	}
 	cs.flash(w, v, msg)
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+}
+
+// editSet is the JSON object of the "Approve with changes" form's set.NAME fields that differ
+// from what the request binds, for the editable fields; or why the form cannot be read.
+func editSet(form url.Values, fields []editField) (json.RawMessage, string) {
+	set := map[string]int64{}
+	for _, f := range fields {
+		raw := strings.TrimSpace(form.Get("set." + f.Name))
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return nil, "The new value of " + f.Name + " is not a whole number."
+		}
+		if n != f.Value {
+			set[f.Name] = n
+		}
+	}
+	if len(set) == 0 {
+		return nil, "Change a value to approve with changes, or approve as it is."
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return nil, "The changes could not be read."
+	}
+	return b, ""
 }
 
 func answerRefusal(reason string) string {

@@ -61,6 +61,7 @@ func Run(t *testing.T, b Backend) {
 		{"ExtendLease", testExtendLease},
 		{"Approvals", testApprovals},
 		{"Answers", testAnswers},
+		{"Edits", testEdits},
 		{"ReserveWithApproval", testReserveWithApproval},
 		{"ApprovalProbe", testApprovalProbe},
 		{"ApprovalAgain", testApprovalAgain},
