@@ -382,6 +382,10 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithTask(latch.WithPrincipal(ctx, p), task)
+		if key != "" {
+			// Before the grant is looked for: an effect template may render the key.
+			ctx = latch.WithRequestKey(ctx, key)
+		}
 		if err := g.pinRefusal(t); err != nil {
 			return nil, wireError(refusal(t.Action, nil, err))
 		}
@@ -395,7 +399,7 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 			}
 		}
 		if key != "" {
-			return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
+			return g.keyedCall(ctx, t, args)
 		}
 		var result *mcp.CallToolResult
 		var big *answerInfo // set when the answer was too large to keep
