@@ -57,6 +57,11 @@ type Config struct {
 	// stored: the gateway reads past it, keeping its size and SHA-256, and the call is committed
 	// with a marker in its place (docs/gateway.md#answers-too-large-to-keep).
 	MaxAnswer int64
+	// ListDenied lists every upstream tool to every session. By default tools/list leaves out
+	// the tools the policy denies to the session's principal whatever the arguments (list.go):
+	// an agent is not invited to call what will be refused. Calls are decided the same either
+	// way.
+	ListDenied bool
 	// Sweep, when positive, runs Guard.Sweep at that interval until Close: a lease that lapsed
 	// (its holder crashed, or another process holds it and went silent) is written ambiguous and
 	// an expired approval request expired, without waiting for a caller to meet them.
@@ -340,6 +345,7 @@ func (g *Gateway) Close() error {
 // handler (see Handler).
 func (g *Gateway) Server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	s.AddReceivingMiddleware(g.listMiddleware)
 	for _, t := range g.tools {
 		def := *t.def
 		def.Name = t.Name
@@ -352,8 +358,14 @@ func (g *Gateway) Server() *mcp.Server {
 const principalKey = "latch.principal"
 
 func (g *Gateway) principal(req *mcp.CallToolRequest) (latch.Principal, bool) {
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		p, ok := req.Extra.TokenInfo.Extra[principalKey].(latch.Principal)
+	return g.principalOf(req.Extra)
+}
+
+// principalOf is the principal of the session a request came on: its bearer credential's over
+// HTTP, else Config.Principal. false when there is none.
+func (g *Gateway) principalOf(extra *mcp.RequestExtra) (latch.Principal, bool) {
+	if extra != nil && extra.TokenInfo != nil {
+		p, ok := extra.TokenInfo.Extra[principalKey].(latch.Principal)
 		return p, ok && p.Agent != ""
 	}
 	return g.cfg.Principal, g.cfg.Principal.Agent != ""

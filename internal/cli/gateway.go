@@ -41,6 +41,7 @@ type gatewayFlags struct {
 	callTimeout time.Duration
 	maxAnswer   int64
 	sweep       time.Duration
+	listDenied  bool
 	http        httpFlags
 	jwt         jwtFlags
 }
@@ -88,6 +89,7 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.callTimeout, "call-timeout", gateway.DefaultCallTimeout, "bound each upstream tool call by `DURATION` (and always by its lease); a call that reaches it is ambiguous")
 	f.Int64Var(&gf.maxAnswer, "max-answer", gateway.DefaultMaxAnswer, "the largest upstream answer kept and passed on, in `BYTES`; a larger one is committed with a marker in its place")
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
+	f.BoolVar(&gf.listDenied, "list-denied", false, "list every upstream tool to every agent; by default tools/list leaves out the tools the policy denies to the agent whatever the arguments")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -146,7 +148,7 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.http.listen))
 	}
 	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now,
-		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep}
+		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep, ListDenied: gf.listDenied}
 	if gf.stdio {
 		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
 	}
