@@ -57,6 +57,10 @@ type Config struct {
 	// stored: the gateway reads past it, keeping its size and SHA-256, and the call is committed
 	// with a marker in its place (docs/gateway.md#answers-too-large-to-keep).
 	MaxAnswer int64
+	// Alerts, when set, is handed each pin drift the gateway records (a pinned tool listed
+	// otherwise than its pin: drift.go), once per drift across the processes sharing the store:
+	// give it a *notify.Notifier to alert a person (`latch gateway --notify URL`).
+	Alerts latch.Sink
 	// ListDenied lists every upstream tool to every session. By default tools/list leaves out
 	// the tools the policy denies to the session's principal whatever the arguments (list.go):
 	// an agent is not invited to call what will be refused. Calls are decided the same either
@@ -261,6 +265,7 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 		return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
 	}
 	g.seen.record(u.Alias, defs)
+	g.notePinDrift(ctx, u.Alias, true)
 	if err := g.checkPins(u); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -42,6 +43,9 @@ type gatewayFlags struct {
 	maxAnswer   int64
 	sweep       time.Duration
 	listDenied  bool
+	notify      []string
+	notifyFmt   string
+	notifyFile  string
 	http        httpFlags
 	jwt         jwtFlags
 }
@@ -90,6 +94,9 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.Int64Var(&gf.maxAnswer, "max-answer", gateway.DefaultMaxAnswer, "the largest upstream answer kept and passed on, in `BYTES`; a larger one is committed with a marker in its place")
 	f.DurationVar(&gf.sweep, "sweep", 30*time.Second, "write lapsed leases ambiguous and expired approvals expired every `DURATION` (0: never)")
 	f.BoolVar(&gf.listDenied, "list-denied", false, "list every upstream tool to every agent; by default tools/list leaves out the tools the policy denies to the agent whatever the arguments")
+	f.StringArrayVar(&gf.notify, "notify", nil, "post a signed alert to `URL` when a pinned upstream tool drifts from its pin (once per drift), an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
+	f.StringVar(&gf.notifyFmt, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
+	f.StringVar(&gf.notifyFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -134,7 +141,19 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, nil))
-	g, path, err := a.openServer(log)
+	var sinks []latch.Sink
+	var n *notify.Notifier
+	if len(gf.notify) > 0 {
+		var err error
+		if n, err = a.notifier(gf.notify, gf.notifyFmt, gf.notifyFile, 0, nil, log); err != nil {
+			return err
+		}
+		defer n.Close() // after the guard's Close has handed it what was queued
+		sinks = append(sinks, n)
+	} else if f.Changed("notify-format") || gf.notifyFile != "" {
+		return usagef("--notify-format and --notify-secret-file go with --notify URL")
+	}
+	g, path, err := a.openServer(log, sinks...)
 	if err != nil {
 		return err
 	}
@@ -151,6 +170,9 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep, ListDenied: gf.listDenied}
 	if gf.stdio {
 		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
+	}
+	if n != nil {
+		cfg.Alerts = n
 	}
 	gw, err := gateway.New(a.ctx, cfg)
 	if err != nil {
@@ -199,7 +221,7 @@ func (nopWriteCloser) Close() error { return nil }
 // openServer opens the guard of a long-running MCP command on the policy and store the flags
 // name (creating and migrating the store if needed), logging to log; it returns the policy's
 // path with it.
-func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
+func (a *app) openServer(log *slog.Logger, sinks ...latch.Sink) (*latch.Guard, string, error) {
 	path, err := a.policyPath()
 	if err != nil {
 		return nil, "", err
@@ -208,7 +230,7 @@ func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now})
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now, Sinks: sinks})
 	return g, path, err
 }
 

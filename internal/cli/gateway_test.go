@@ -491,6 +491,8 @@ func TestGatewayUsage(t *testing.T) {
 		{[]string{"gateway", "--listen", "0.0.0.0:7421"}, "is not loopback"},
 		{[]string{"gateway", "--jwt-issuer", "https://id.example"}, "--jwt-audience"},
 		{[]string{"gateway", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"gateway", "--stdio", "--agent", "a", "--notify-format", "slack"}, "go with --notify URL"},
+		{[]string{"gateway", "--stdio", "--agent", "a", "--notify", "https://hooks.example/latch"}, "--notify needs a secret to sign alerts"},
 	}
 	for _, tt := range tests {
 		cmd := e.command(tt.args...)
