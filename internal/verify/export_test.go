@@ -35,6 +35,7 @@ const (
 	FaultTasksIgnored             = faultTasksIgnored
 	FaultBudgetUnchecked          = faultBudgetUnchecked
 	FaultScopeFailsOpen           = faultScopeFailsOpen
+	FaultPinIgnored               = faultPinIgnored
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

@@ -184,6 +184,7 @@ var catalogue = []guarantee{
 	{"G22", "held budget refuses next reserve", (*runner).g22},
 	{"G23", "a failing scope provider refuses", (*runner).g23},
 	{"G24", "grant refused off its task", (*runner).g24},
+	{"G27", "a swapped upstream is denied", (*runner).g27},
 	{"G28", "truncation past a checkpoint fails", (*runner).g28},
 	{"G29", "a prune adds no new chain break", (*runner).g29},
 	{"G30", "a held range refuses to prune", (*runner).g30},
