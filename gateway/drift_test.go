@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -68,10 +69,12 @@ func TestPinDriftRecordedAndAlertedOnce(t *testing.T) {
 			recv := &alertReceiver{}
 			hook := httptest.NewServer(recv)
 			t.Cleanup(hook.Close)
-			n, err := notify.New(&notify.Config{URLs: []string{hook.URL}, Secret: []byte("s3cret")})
+			notifier, err := notify.New(&notify.Config{URLs: []string{hook.URL}, Secret: []byte("s3cret")})
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = notifier.Close() })
+			n := &countingSink{Sink: notifier}
 			p := newPinned(t, "Send an email.")
 			hash := p.observe(t)
 			guardOn := func(pin string) *latch.Guard {
@@ -143,8 +146,10 @@ func TestPinDriftRecordedAndAlertedOnce(t *testing.T) {
 			if evs, _ := store.PinEvents(t.Context(), guardOn("").Store()); len(evs) != 2 || evs[1].Kind != store.EventUpstreamPinMatched {
 				t.Errorf("pin events after re-pinning = %+v, want drifted then matched", evs)
 			}
-			if err := n.Close(); err != nil { // delivers what is queued
-				t.Fatal(err)
+			if got := n.events(); len(got) != 1 || got[0] != store.EventUpstreamDrifted {
+				t.Fatalf("events handed to Config.Alerts = %v, want one upstream_drifted", got)
+			}
+			for deadline := time.Now().Add(10 * time.Second); len(recv.drifts()) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			}
 			al := recv.drifts()
 			if len(al) != 1 || recv.bad != 0 || al[0].EventID != evs[0].ID || al[0].Event != store.EventUpstreamDrifted {
@@ -173,4 +178,24 @@ func connectTo(t *testing.T, gw *gateway.Gateway) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// countingSink records the kinds of the events handed to it, then passes them on.
+type countingSink struct {
+	latch.Sink
+	mu    sync.Mutex
+	kinds []string
+}
+
+func (c *countingSink) Event(ctx context.Context, e store.Event) error {
+	c.mu.Lock()
+	c.kinds = append(c.kinds, e.Kind)
+	c.mu.Unlock()
+	return c.Sink.Event(ctx, e)
+}
+
+func (c *countingSink) events() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.kinds...)
 }

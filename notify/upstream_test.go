@@ -41,6 +41,15 @@ func TestUpstreamDriftAlert(t *testing.T) {
 	if err := n.Event(t.Context(), store.NewPinEvent(store.EventUpstreamPinMatched, time.Now(), p)); err != nil {
 		t.Fatal(err)
 	}
+	// Close drops what is still queued: wait for the post first.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got := len(texts)
+		mu.Unlock()
+		if got > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
