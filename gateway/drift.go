@@ -12,7 +12,7 @@ import (
 // Config.Alerts; a tool that matches again after a drift gets EventUpstreamPinMatched. Reading
 // the store first makes a drift one event and one alert whatever the number of gateway processes
 // and restarts that see it: two processes that list the same drift at the same instant may
-// each record it. A store that cannot be read or written is logged: the refusal of the tool's
+// each record it (within one process, recordMu serializes the listings). A store that cannot be read or written is logged: the refusal of the tool's
 // calls does not depend on it.
 func (g *Gateway) recordPins(ctx context.Context, listed []store.UpstreamPin) {
 	st := g.cfg.Guard.Store()
@@ -22,6 +22,8 @@ func (g *Gateway) recordPins(ctx context.Context, listed []store.UpstreamPin) {
 	if !ok {
 		return
 	}
+	g.recordMu.Lock()
+	defer g.recordMu.Unlock()
 	evs, err := store.PinEvents(ctx, st)
 	if err != nil {
 		g.cfg.Logger.Error("latch gateway: the pin drift was not recorded", "err", err)

@@ -90,6 +90,7 @@ type Gateway struct {
 	seen      observations  // the tools this process last listed, for the pins (pin.go)
 	driftMu   sync.Mutex
 	drifted   map[string]string // alias\x00tool → the drifted hash already warned of
+	recordMu  sync.Mutex        // one recordPins at a time: its read-then-write (drift.go)
 }
 
 // Tool is one upstream tool as the gateway lists it.
