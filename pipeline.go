@@ -119,17 +119,13 @@ type prepared struct {
 	hash      string
 	doc       []byte // canonical action document
 	key       string
-	// keyNamed: the effect key was rendered from the call's request key ({$request_key}), so
-	// the key and the effect are one name (store.ReserveRequest.KeyNamesEffect).
-	keyNamed   bool
-	requestKey string // the call's request key (WithRequestKey), "" when none
-	eval       policy.Evaluation
-	auth       *authority.Decision // nil when the policy has no authority section
-	charges    []store.Charge      // the budget charges its reservation makes (budget.go)
-	remote     bool                // begun by Begin: the executor runs elsewhere
-	scopeHash  string              // the hash of the scope the resource was checked against, if any
-	started    time.Time
-	task       string // the call's task (callTask), "" when none
+	eval      policy.Evaluation
+	auth      *authority.Decision // nil when the policy has no authority section
+	charges   []store.Charge      // the budget charges its reservation makes (budget.go)
+	remote    bool                // begun by Begin: the executor runs elsewhere
+	scopeHash string              // the hash of the scope the resource was checked against, if any
+	started   time.Time
+	task      string // the call's task (callTask), "" when none
 	// The precondition fingerprints (precondition.go): the state read for this call ("" for
 	// none), whether it was read, when; and the one captured with a presented approval.
 	precondition     string
@@ -140,6 +136,11 @@ type prepared struct {
 	// pol is the policy the call is decided under, read once: a policy swapped in meanwhile
 	// (Guard.SetPolicy) decides later calls, never half of this one.
 	pol *policy.Policy
+	// requestKey is the call's request key (WithRequestKey), "" when none; keyNamed says the
+	// effect key was rendered from it ({$request_key}), so the key and the effect are one name
+	// (store.ReserveRequest.KeyNamesEffect).
+	requestKey string
+	keyNamed   bool
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {

@@ -72,13 +72,14 @@ const (
 	ReasonBudgetNeedsEffectKey Reason = "budget_needs_effect_key" // a budgeted call has no effect key
 
 	// KindInvalidArgument
-	ReasonInvalidArgument Reason = "invalid_argument"
-	ReasonEffectKeyError  Reason = "effect_key_error"
-	// ReasonRequestKeyRequired: the action's effect template names the effect with the caller's
-	// request key ({$request_key}) and the call carries none.
+	ReasonInvalidArgument  Reason = "invalid_argument"
+	ReasonEffectKeyError   Reason = "effect_key_error"
+	ReasonMissingArgument  Reason = policy.ReasonMissingArgument
+	ReasonInvalidArguments Reason = policy.ReasonInvalidArguments
+
+	// ReasonRequestKeyRequired (KindInvalidArgument): the action's effect template names the
+	// effect with the caller's request key ({$request_key}) and the call carries none.
 	ReasonRequestKeyRequired Reason = "request_key_required"
-	ReasonMissingArgument    Reason = policy.ReasonMissingArgument
-	ReasonInvalidArguments   Reason = policy.ReasonInvalidArguments
 
 	// KindApprovalRequired
 	ReasonApprovalRequired Reason = "approval_required"
@@ -424,8 +425,8 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonPreconditionChanged: KindDenied, ReasonPreconditionMissing: KindDenied, ReasonPreconditionUnavailable: KindDenied,
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,
-	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument, ReasonRequestKeyRequired: KindInvalidArgument,
-	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument,
+	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
+	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument, ReasonRequestKeyRequired: KindInvalidArgument,
 	ReasonApprovalRequired: KindApprovalRequired,
 	ReasonApprovalUnknown:  KindApprovalRefused, ReasonApprovalMismatch: KindApprovalRefused,
 	ReasonApprovalConsumed: KindApprovalRefused, ReasonApprovalDenied: KindApprovalRefused,
