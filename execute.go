@@ -86,7 +86,7 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 		return nil, nil, terr // a task no receipt should show: refused before anything is written
 	}
 	actionID := newID("act_")
-	pr, nerr := g.normalize(call, p)
+	pr, nerr := g.normalize(call, p, requestKeyFrom(ctx))
 	pr.task = task
 	dspan.SetAttributes(AttrActionID.String(actionID), AttrEffectKey.String(pr.key))
 	if errors.Is(nerr, store.ErrInvalidInput) {
@@ -265,6 +265,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		}
 		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
 			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)
+			req.KeyNamesEffect = pr.keyNamed
 		}
 		t0 := time.Now()
 		res, err := g.store.Reserve(ctx, req)

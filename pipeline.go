@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/internal/safetext"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -135,6 +136,11 @@ type prepared struct {
 	// pol is the policy the call is decided under, read once: a policy swapped in meanwhile
 	// (Guard.SetPolicy) decides later calls, never half of this one.
 	pol *policy.Policy
+	// requestKey is the call's request key (WithRequestKey), "" when none; keyNamed says the
+	// effect key was rendered from it ({$request_key}), so the key and the effect are one name
+	// (store.ReserveRequest.KeyNamesEffect).
+	requestKey string
+	keyNamed   bool
 }
 
 func (g *Guard) principal(ctx context.Context) (Principal, error) {
@@ -151,8 +157,8 @@ func (g *Guard) principal(ctx context.Context) (Principal, error) {
 
 // normalize builds the action of docs/guarantees.md#actions-and-the-action-hash: canonical arguments, resource, hash, effect key.
 // The returned error is an *InvalidArgumentError; pr is usable for a receipt even then.
-func (g *Guard) normalize(call *Call, p Principal) (*prepared, error) {
-	pr := &prepared{call: call, principal: p, env: call.Environment, pol: g.current()}
+func (g *Guard) normalize(call *Call, p Principal, requestKey string) (*prepared, error) {
+	pr := &prepared{call: call, principal: p, env: call.Environment, pol: g.current(), requestKey: requestKey}
 	if call.Options != nil {
 		pr.opts = *call.Options
 	}
@@ -252,9 +258,15 @@ func (g *Guard) render(pr *prepared, args map[string]any) *InvalidArgumentError 
 		return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect template: %w", err)}
 	}
 	if tmpl != nil {
-		if pr.key, err = tmpl.Render(args, pr.resource); err != nil {
+		if pr.key, err = tmpl.RenderKeyed(args, pr.resource, pr.requestKey); err != nil {
+			if errors.Is(err, policy.ErrNoRequestKey) {
+				return &InvalidArgumentError{Reason: string(ReasonRequestKeyRequired), Err: fmt.Errorf("effect key %s: %w: "+
+					"the caller names this effect with its own request key (an MCP client's _meta %s, an HTTP begin's Idempotency-Key header, latch.WithRequestKey)",
+					safetext.Quote(tmpl.String()), err, "latch/request_key")}
+			}
 			return &InvalidArgumentError{Reason: "effect_key_error", Err: fmt.Errorf("effect key: %w", err)}
 		}
+		pr.keyNamed = tmpl.UsesRequestKey()
 	}
 	return nil
 }
@@ -339,7 +351,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *Call) (*Evaluation, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr, err := g.normalize(call, p)
+	pr, err := g.normalize(call, p, requestKeyFrom(ctx))
 	if err != nil {
 		return nil, err
 	}

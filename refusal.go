@@ -77,6 +77,10 @@ const (
 	ReasonMissingArgument  Reason = policy.ReasonMissingArgument
 	ReasonInvalidArguments Reason = policy.ReasonInvalidArguments
 
+	// ReasonRequestKeyRequired (KindInvalidArgument): the action's effect template names the
+	// effect with the caller's request key ({$request_key}) and the call carries none.
+	ReasonRequestKeyRequired Reason = "request_key_required"
+
 	// KindApprovalRequired
 	ReasonApprovalRequired Reason = "approval_required"
 
@@ -432,7 +436,7 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonBudgetExhausted: KindDenied, ReasonBudgetMetricMissing: KindDenied,
 	ReasonBudgetMetricInvalid: KindDenied, ReasonBudgetNeedsEffectKey: KindDenied,
 	ReasonInvalidArgument: KindInvalidArgument, ReasonEffectKeyError: KindInvalidArgument,
-	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument,
+	ReasonMissingArgument: KindInvalidArgument, ReasonInvalidArguments: KindInvalidArgument, ReasonRequestKeyRequired: KindInvalidArgument,
 	ReasonApprovalRequired: KindApprovalRequired,
 	ReasonApprovalUnknown:  KindApprovalRefused, ReasonApprovalMismatch: KindApprovalRefused,
 	ReasonApprovalConsumed: KindApprovalRefused, ReasonApprovalDenied: KindApprovalRefused,

@@ -57,6 +57,15 @@ type Config struct {
 	// stored: the gateway reads past it, keeping its size and SHA-256, and the call is committed
 	// with a marker in its place (docs/gateway.md#answers-too-large-to-keep).
 	MaxAnswer int64
+	// Alerts, when set, is handed each pin drift the gateway records (a pinned tool listed
+	// otherwise than its pin: drift.go), once per drift across the processes sharing the store:
+	// give it a *notify.Notifier to alert a person (`latch gateway --notify URL`).
+	Alerts latch.Sink
+	// ListDenied lists every upstream tool to every session. By default tools/list leaves out
+	// the tools the policy denies to the session's principal whatever the arguments (list.go):
+	// an agent is not invited to call what will be refused. Calls are decided the same either
+	// way.
+	ListDenied bool
 	// Sweep, when positive, runs Guard.Sweep at that interval until Close: a lease that lapsed
 	// (its holder crashed, or another process holds it and went silent) is written ambiguous and
 	// an expired approval request expired, without waiting for a caller to meet them.
@@ -95,6 +104,7 @@ type Gateway struct {
 	seen      observations  // the tools this process last listed, for the pins (pin.go)
 	driftMu   sync.Mutex
 	drifted   map[string]string // alias\x00tool → the drifted hash already warned of
+	recordMu  sync.Mutex        // one recordPins at a time: its read-then-write (drift.go)
 }
 
 // Tool is one upstream tool as the gateway lists it.
@@ -282,6 +292,7 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 		return fmt.Errorf("gateway: list tools of upstream %s: %w", u.Alias, err)
 	}
 	g.seen.record(u.Alias, defs)
+	g.notePinDrift(ctx, u.Alias, true)
 	if err := g.checkPins(u); err != nil {
 		return err
 	}
@@ -368,6 +379,7 @@ func (g *Gateway) Close() error {
 // handler (see Handler).
 func (g *Gateway) Server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "latch-gateway", Version: Version}, nil)
+	s.AddReceivingMiddleware(g.listMiddleware)
 	for _, t := range g.tools {
 		def := *t.def
 		def.Name = t.Name
@@ -381,8 +393,14 @@ func (g *Gateway) Server() *mcp.Server {
 const principalKey = "latch.principal"
 
 func (g *Gateway) principal(req *mcp.CallToolRequest) (latch.Principal, bool) {
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		p, ok := req.Extra.TokenInfo.Extra[principalKey].(latch.Principal)
+	return g.principalOf(req.Extra)
+}
+
+// principalOf is the principal of the session a request came on: its bearer credential's over
+// HTTP, else Config.Principal. false when there is none.
+func (g *Gateway) principalOf(extra *mcp.RequestExtra) (latch.Principal, bool) {
+	if extra != nil && extra.TokenInfo != nil {
+		p, ok := extra.TokenInfo.Extra[principalKey].(latch.Principal)
 		return p, ok && p.Agent != ""
 	}
 	return g.cfg.Principal, g.cfg.Principal.Agent != ""
@@ -414,6 +432,10 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 		ctx, stop := withRequest(ctx, req)
 		defer stop()
 		ctx = latch.WithHop(latch.WithTask(latch.WithPrincipal(ctx, p), task), hop)
+		if key != "" {
+			// Before the request or its grant is looked for: an effect template may render the key.
+			ctx = latch.WithRequestKey(ctx, key)
+		}
 		if relayed(req) { // the agent's answer to an upstream's question relayed to it (relay.go)
 			if err := g.pinRefusal(t); err != nil {
 				return nil, wireError(refusal(t.Action, nil, err))

@@ -17,6 +17,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/canon"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -129,15 +130,19 @@ func (g *Gateway) relist(ctx context.Context, alias string, cs *mcp.ClientSessio
 		defs = nil
 	}
 	g.seen.record(alias, defs)
-	g.notePinDrift(alias)
+	g.notePinDrift(ctx, alias, err == nil)
 }
 
-// notePinDrift warns once per drift of a pinned tool of alias.
-func (g *Gateway) notePinDrift(alias string) {
+// notePinDrift compares what this process last listed of alias's pinned tools with their pins.
+// A drift is logged once per drift in this process and, when the listing succeeded (listed),
+// recorded in the store and alerted (drift.go); a tool listed as pinned again after a drift is
+// recorded matched.
+func (g *Gateway) notePinDrift(ctx context.Context, alias string, listed bool) {
 	u := g.cfg.Guard.Policy().Gateway.Upstreams[alias]
 	if u == nil || u.Pin == nil {
 		return
 	}
+	var changes []store.UpstreamPin
 	for _, tool := range sortedKeys(u.Pin.ToolSchemaSHA256) {
 		pinned := u.Pin.ToolSchemaSHA256[tool]
 		obs, _ := g.seen.get(alias, tool)
@@ -158,6 +163,12 @@ func (g *Gateway) notePinDrift(alias string) {
 			g.cfg.Logger.Error("latch gateway: a pinned tool's definition drifted: its calls are refused upstream_mismatch until it is re-pinned",
 				"upstream", alias, "tool", tool, "pinned", pinned, "observed", obs)
 		}
+		if listed {
+			changes = append(changes, store.UpstreamPin{Upstream: alias, Tool: tool, Pinned: pinned, Observed: obs})
+		}
+	}
+	if len(changes) > 0 {
+		g.recordPins(ctx, changes)
 	}
 }
 

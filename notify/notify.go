@@ -1,6 +1,8 @@
 // Package notify posts alerts to webhooks when something needs a person: an approval was
-// requested, a request waited long enough to be reminded about or escalated, an effect became ambiguous, a lease lapsed with no outcome, a holder's outcome
-// contradicted a resolution, a break-glass grant was opened. It is a latch.Sink: register it with a guard (latch serve does,
+// requested, a request waited long enough to be reminded about or escalated, an effect became
+// ambiguous, a lease lapsed with no outcome, a holder's outcome contradicted a resolution, a
+// break-glass grant was opened, a gateway's pinned upstream tool drifted from its pin. It is a
+// latch.Sink: register it with a guard (latch serve does,
 // with --notify URL), and it alerts on the events the guard commits.
 //
 // Each alert is a JSON document signed with HMAC-SHA256 over the timestamp and the body (see
@@ -343,6 +345,8 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 			return fmt.Sprintf("Break-glass opened: envelope %s for %s by %s until %s, because %s; end it early with latch revoke %s",
 				q(p.Parent), whom, q(p.By), q(p.ExpiresAt), q(p.Reason), q(p.DelegationID))
 		}
+	case e.Kind == store.EventUpstreamDrifted:
+		a.Alert, a.render = KindUpstreamDrift, upstreamRender(e)
 	case e.Kind == store.EventOutcomeConflict:
 		a.Alert = KindOutcomeConflict
 		a.render = func(q func(string) string) string {

@@ -605,8 +605,16 @@ func (p *parser) action(e entry) (*Action, *Error) {
 			a.Effect, err = p.template(en, "effect template "+where)
 		case "resource":
 			resourceN = en.v
-			if a.Resource, err = p.template(en, "resource template "+where); err == nil && contains(a.Resource.names, ResourcePlaceholder) {
+			a.Resource, err = p.template(en, "resource template "+where)
+			switch {
+			case err != nil:
+			case contains(a.Resource.names, ResourcePlaceholder):
 				err = p.errf(en.v, "resource template %s %s uses {resource} (a resource cannot be rendered from itself)", quote(a.Resource.src), where)
+			case a.Resource.requestKey:
+				// The resource is part of the action hash, which a retry under another request
+				// key must keep: only the effect key may be named by the caller.
+				err = p.errf(en.v, "resource template %s %s uses {%s} (only an effect template may: the resource is part of the action, which the caller's request key does not choose)",
+					quote(a.Resource.src), where, RequestKeyPlaceholder)
 			}
 		case "arguments":
 			err = p.argumentsSection(en, a, where)

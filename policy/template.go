@@ -9,12 +9,14 @@ import (
 
 // Template is a parsed effect-key or resource template (docs/policy.md): literal text with {name}
 // placeholders, where {{ and }} stand for literal braces. A placeholder names a top-level
-// argument, or is {resource}, the call's rendered resource.
+// argument, or is {resource}, the call's rendered resource, or {$request_key}, the caller's own
+// request key for the call.
 type Template struct {
-	src   string
-	parts []tpart
-	names []string
-	pos   Position // in the policy file; zero when parsed on its own
+	src        string
+	parts      []tpart
+	names      []string
+	requestKey bool     // the template has {$request_key}
+	pos        Position // in the policy file; zero when parsed on its own
 }
 
 type tpart struct {
@@ -24,6 +26,16 @@ type tpart struct {
 
 // ResourcePlaceholder is the placeholder that renders the call's resource.
 const ResourcePlaceholder = "resource"
+
+// RequestKeyPlaceholder is the placeholder that renders the caller's own request key for the
+// call (an MCP client's _meta latch/request_key, an HTTP begin's Idempotency-Key, a Go caller's
+// latch.WithRequestKey): an effect key written {$request_key}, or a template using it, lets the
+// caller name the effect. The $ sets it apart from argument names, which cannot start with one.
+const RequestKeyPlaceholder = "$request_key"
+
+// ErrNoRequestKey is matched by the error of rendering a template with {$request_key} for a
+// call that carries no request key.
+var ErrNoRequestKey = errors.New("the call carries no request key")
 
 // ParseTemplate parses a template. An empty template, an unbalanced brace and an empty or
 // malformed placeholder name are errors; the message gives the byte offset.
@@ -55,12 +67,17 @@ func ParseTemplate(s string) (*Template, error) {
 			if name == "" {
 				return nil, fmt.Errorf("empty placeholder {} at offset %d", i)
 			}
-			if !isIdent(name) {
+			if strings.HasPrefix(name, "$") && name != RequestKeyPlaceholder {
+				return nil, fmt.Errorf("unknown placeholder {%s} at offset %d (the only $ placeholder is {%s})", name, i, RequestKeyPlaceholder)
+			}
+			if name != RequestKeyPlaceholder && !isIdent(name) {
 				return nil, fmt.Errorf("bad placeholder {%s} at offset %d (expected an argument name of letters, digits and _, or resource)", name, i)
 			}
 			flush()
 			t.parts = append(t.parts, tpart{text: name, placeholder: true})
-			if !contains(t.names, name) {
+			if name == RequestKeyPlaceholder {
+				t.requestKey = true
+			} else if !contains(t.names, name) {
 				t.names = append(t.names, name)
 			}
 			i += j + 2
@@ -113,7 +130,8 @@ func (t *Template) Equal(u *Template) bool {
 	return t.src == u.src
 }
 
-// Placeholders returns the distinct placeholder names in order of first appearance.
+// Placeholders returns the distinct placeholder names in order of first appearance: argument
+// names and resource. {$request_key}, which names no argument, is left out (UsesRequestKey).
 func (t *Template) Placeholders() []string {
 	if t == nil {
 		return nil
@@ -121,10 +139,21 @@ func (t *Template) Placeholders() []string {
 	return append([]string(nil), t.names...)
 }
 
+// UsesRequestKey reports whether the template has {$request_key}: a call renders it only when it
+// carries a request key.
+func (t *Template) UsesRequestKey() bool { return t != nil && t.requestKey }
+
 // Render fills the template. Each placeholder must name a top-level argument holding a
 // non-empty string or an int64 (written in decimal); {resource} renders resource, which must be
-// non-empty. Anything else is an error naming the placeholder and why.
+// non-empty. Anything else is an error naming the placeholder and why. A template with
+// {$request_key} renders only with RenderKeyed.
 func (t *Template) Render(args map[string]any, resource string) (string, error) {
+	return t.RenderKeyed(args, resource, "")
+}
+
+// RenderKeyed is Render for a call that may carry a request key: {$request_key} renders
+// requestKey, and an error matching ErrNoRequestKey when it is "".
+func (t *Template) RenderKeyed(args map[string]any, resource, requestKey string) (string, error) {
 	if t == nil {
 		return "", errors.New("render: no template")
 	}
@@ -140,6 +169,13 @@ func (t *Template) Render(args map[string]any, resource string) (string, error) 
 				return "", errors.New("placeholder {resource}: the call has no resource")
 			}
 			b.WriteString(resource)
+			continue
+		}
+		if p.text == RequestKeyPlaceholder {
+			if requestKey == "" {
+				return "", fmt.Errorf("placeholder {%s}: %w", RequestKeyPlaceholder, ErrNoRequestKey)
+			}
+			b.WriteString(requestKey)
 			continue
 		}
 		v, ok := args[p.text]

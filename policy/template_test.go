@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -151,5 +152,42 @@ func TestCheckPattern(t *testing.T) {
 		if err := CheckPattern(tt.p, tt.sep); err == nil || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("CheckPattern(%q, %q) = %v, want an error containing %q", tt.p, tt.sep, err, tt.msg)
 		}
+	}
+}
+
+// {$request_key} renders the caller's request key and names no argument; a call without a key
+// is an error matching ErrNoRequestKey; another $ name, and the key in a resource template, are
+// refused.
+func TestTemplateRequestKey(t *testing.T) {
+	t.Parallel()
+	tp, err := ParseTemplate("order:{$request_key}:{sku}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tp.UsesRequestKey() || !cmp.Equal(tp.Placeholders(), []string{"sku"}) {
+		t.Errorf("UsesRequestKey, Placeholders = %v, %v; want true, [sku]", tp.UsesRequestKey(), tp.Placeholders())
+	}
+	args := map[string]any{"sku": "a1"}
+	if got, err := tp.RenderKeyed(args, "", "k-1"); err != nil || got != "order:k-1:a1" {
+		t.Errorf("RenderKeyed = %q, %v; want order:k-1:a1", got, err)
+	}
+	if _, err := tp.Render(args, ""); !errors.Is(err, ErrNoRequestKey) || !strings.Contains(err.Error(), "{$request_key}") {
+		t.Errorf("Render without a key = %v, want ErrNoRequestKey naming the placeholder", err)
+	}
+	if plain, _ := ParseTemplate("order:{sku}"); plain.UsesRequestKey() {
+		t.Error("order:{sku} uses the request key")
+	}
+	for _, src := range []string{"{$key}", "{$}", "{$request_key_2}"} {
+		if _, err := ParseTemplate(src); err == nil || !strings.Contains(err.Error(), "the only $ placeholder is {$request_key}") {
+			t.Errorf("ParseTemplate(%q) = %v, want unknown $ placeholder", src, err)
+		}
+	}
+	doc := "schema: latch.policy/v1\nactions:\n  a:\n    resource: \"r:{$request_key}\"\n    decision: allow\n"
+	if _, err := Parse("latch.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "latch.yaml:4") || !strings.Contains(err.Error(), "only an effect template may") {
+		t.Errorf("a resource template with {$request_key}: %v, want a load error at latch.yaml:4", err)
+	}
+	doc = "schema: latch.policy/v1\nactions:\n  a:\n    effect: \"e:{$request_key}\"\n    decision: allow\n"
+	if p, err := Parse("latch.yaml", []byte(doc)); err != nil || !p.Actions["a"].Effect.UsesRequestKey() {
+		t.Errorf("an effect template with {$request_key}: %v", err)
 	}
 }

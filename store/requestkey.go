@@ -112,6 +112,11 @@ func PlanReplay(req *ReserveRequest, rk *RequestKey, eff *Effect) (bool, error) 
 	switch {
 	case rk.Agent != req.Agent || rk.User != req.User:
 		return false, refuse("request_key_other_principal", "the key was used by another principal: a key names one request of one caller")
+	case rk.ActionHash != req.ActionHash && req.KeyNamesEffect && rk.EffectKey == req.EffectKey && rk.ApprovalID == req.ApprovalID:
+		// The caller's key names the effect itself: other arguments under it are another call
+		// of one effect, which the effect's record decides (key_conflict), as it does for any
+		// effect key.
+		return false, nil
 	case rk.ActionHash != req.ActionHash:
 		return false, refuse("request_key_other_action", fmt.Sprintf("the key was used for action hash %s, this request is %s (other arguments, resource or environment): a key names one request",
 			rk.ActionHash, req.ActionHash))

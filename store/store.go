@@ -250,6 +250,12 @@ type ReserveRequest struct {
 	RequestKey string
 	Agent      string
 	User       string
+	// KeyNamesEffect says EffectKey was rendered from RequestKey (an effect template with
+	// {$request_key}): the key and the effect are one name, so a request under the key with
+	// another action hash, by the same principal for the same effect, is decided as any call of
+	// the effect is (key_conflict on a record of other arguments) rather than refused
+	// request_key_other_action.
+	KeyNamesEffect bool
 	// Charges are the budget charges the reservation makes (see Charge), checked and written in
 	// its transaction; the first that would exceed its limit refuses the reservation with
 	// Refusal{Reason: "budget_exhausted", Charge: that charge}, and nothing is charged.

@@ -26,6 +26,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
 )
@@ -46,6 +47,10 @@ type gatewayFlags struct {
 	// consoleURL is the console its elicitation links.
 	approvalWait time.Duration
 	consoleURL   string
+	listDenied   bool
+	notify       []string
+	notifyFmt    string
+	notifyFile   string
 	http         httpFlags
 	jwt          jwtFlags
 	hopKeys      []string // --hop-verify-key files (hop.go)
@@ -101,6 +106,10 @@ finish, and any still running then are cancelled and recorded ambiguous.`,
 	f.DurationVar(&gf.approvalWait, "approval-wait", gateway.DefaultApprovalWait, "hold an approval-required call open for an agent whose client takes elicitation at most `DURATION` (0: never hold one)")
 	f.StringVar(&gf.consoleURL, "console-url", "", "the base `URL` of the latch serve console, linked from a held call's elicitation")
 	f.StringArrayVar(&gf.hopKeys, "hop-verify-key", nil, "accept hop tokens in _meta latch/hop signed by the Ed25519 key whose public half is in `FILE` (PEM; repeatable while a key rotates)")
+	f.BoolVar(&gf.listDenied, "list-denied", false, "list every upstream tool to every agent; by default tools/list leaves out the tools the policy denies to the agent whatever the arguments")
+	f.StringArrayVar(&gf.notify, "notify", nil, "post a signed alert to `URL` when a pinned upstream tool drifts from its pin (once per drift), an approval is requested, an effect becomes ambiguous, a lease lapses or an outcome conflicts (repeatable)")
+	f.StringVar(&gf.notifyFmt, "notify-format", notify.FormatJSON, "the alert body: json (signed) or slack")
+	f.StringVar(&gf.notifyFile, "notify-secret-file", "", "read the alerts' HMAC-SHA256 key from `FILE` (else $LATCH_NOTIFY_SECRET)")
 	gf.http.register(f, DefaultGatewayAddr)
 	gf.jwt.register(f, "agents'")
 	cmd.AddCommand(a.gatewayPinCommand())
@@ -151,7 +160,19 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	g, path, err := a.openServerWith(log, hopKeys)
+	var sinks []latch.Sink
+	var n *notify.Notifier
+	if len(gf.notify) > 0 {
+		var err error
+		if n, err = a.notifier(gf.notify, gf.notifyFmt, gf.notifyFile, 0, false, nil, log); err != nil {
+			return err
+		}
+		defer n.Close() // after the guard's Close has handed it what was queued
+		sinks = append(sinks, n)
+	} else if f.Changed("notify-format") || gf.notifyFile != "" {
+		return usagef("--notify-format and --notify-secret-file go with --notify URL")
+	}
+	g, path, err := a.openServerWith(log, hopKeys, sinks...)
 	if err != nil {
 		return err
 	}
@@ -165,12 +186,16 @@ func (a *app) runGateway(f *pflag.FlagSet, gf *gatewayFlags) error {
 		warnings = append(warnings, fmt.Sprintf("listening on %s, beyond loopback: any host that reaches it can call tools with a valid credential", gf.http.listen))
 	}
 	cfg := &gateway.Config{Guard: g, Dir: filepath.Dir(path), Stderr: rawWriter(a.stderr), Logger: log, Now: a.now,
-		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep, ApprovalWait: gf.approvalWait, ConsoleURL: gf.consoleURL}
+		CallTimeout: gf.callTimeout, MaxAnswer: gf.maxAnswer, Sweep: gf.sweep, ApprovalWait: gf.approvalWait, ConsoleURL: gf.consoleURL,
+		ListDenied: gf.listDenied}
 	if gf.approvalWait == 0 {
 		cfg.ApprovalWait = -1 // the flag's 0 is never; the Config's 0 is the default
 	}
 	if gf.stdio {
 		cfg.Principal = latch.Principal{Agent: gf.agent, User: gf.user, Issuer: "latch-gateway:stdio"}
+	}
+	if n != nil {
+		cfg.Alerts = n
 	}
 	gw, err := gateway.New(a.ctx, cfg)
 	if err != nil {
@@ -219,12 +244,12 @@ func (nopWriteCloser) Close() error { return nil }
 // openServer opens the guard of a long-running MCP command on the policy and store the flags
 // name (creating and migrating the store if needed), logging to log; it returns the policy's
 // path with it.
-func (a *app) openServer(log *slog.Logger) (*latch.Guard, string, error) {
-	return a.openServerWith(log, nil)
+func (a *app) openServer(log *slog.Logger, sinks ...latch.Sink) (*latch.Guard, string, error) {
+	return a.openServerWith(log, nil, sinks...)
 }
 
 // openServerWith is openServer with the keys of the hop tokens the guard accepts.
-func (a *app) openServerWith(log *slog.Logger, hopKeys []ed25519.PublicKey) (*latch.Guard, string, error) {
+func (a *app) openServerWith(log *slog.Logger, hopKeys []ed25519.PublicKey, sinks ...latch.Sink) (*latch.Guard, string, error) {
 	path, err := a.policyPath()
 	if err != nil {
 		return nil, "", err
@@ -233,7 +258,7 @@ func (a *app) openServerWith(log *slog.Logger, hopKeys []ed25519.PublicKey) (*la
 	if err != nil {
 		return nil, "", err
 	}
-	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now, HopVerifyKeys: hopKeys})
+	g, err := latch.Open(a.ctx, &latch.Config{PolicyPath: path, StoreURL: u, Logger: log, Now: a.now, HopVerifyKeys: hopKeys, Sinks: sinks})
 	return g, path, err
 }
 

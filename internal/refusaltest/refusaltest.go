@@ -53,6 +53,7 @@ var Cases = []Case{
 	{"invalid arguments", &latch.DeniedError{Action: "a", Reason: "invalid_arguments", Argument: "amount", Pointer: "/amount"}, latch.KindInvalidArgument, latch.ReasonInvalidArguments},
 	{"invalid argument", &latch.InvalidArgumentError{Reason: "invalid_argument", Pointer: "/x", Err: errors.New("a float")}, latch.KindInvalidArgument, latch.ReasonInvalidArgument},
 	{"effect key error", &latch.InvalidArgumentError{Reason: "effect_key_error", Err: errors.New("no invoice_id")}, latch.KindInvalidArgument, latch.ReasonEffectKeyError},
+	{"request key required", &latch.InvalidArgumentError{Reason: "request_key_required", Err: errors.New("the call carries no request key")}, latch.KindInvalidArgument, latch.ReasonRequestKeyRequired},
 	{"approval required", &latch.ApprovalRequiredError{ApprovalID: "apr_1", ActionHash: "sha256:ab", ExpiresAt: time.Unix(0, 0)}, latch.KindApprovalRequired, latch.ReasonApprovalRequired},
 	{"approval unknown", &latch.ApprovalMismatchError{ApprovalID: "apr_1", Reason: "unknown"}, latch.KindApprovalRefused, latch.ReasonApprovalUnknown},
 	{"approval mismatch", &latch.ApprovalMismatchError{ApprovalID: "apr_1", Reason: "mismatch"}, latch.KindApprovalRefused, latch.ReasonApprovalMismatch},

@@ -352,13 +352,18 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 		}
 		resource = r
 	}
-	key := ""
+	key, effect := "", ""
 	if pk.act.Effect != nil {
-		k, err := pk.act.Effect.Render(args, resource)
+		// An effect the caller names with its request key is rendered with verify's own key,
+		// and the call is made with that key written out as its effect.
+		k, err := pk.act.Effect.RenderKeyed(args, resource, verifyRequestKey)
 		if err != nil {
 			return variant{}, false
 		}
 		key = k
+		if pk.act.Effect.UsesRequestKey() {
+			effect = escapeTemplate(k)
+		}
 	}
 	task := ""
 	if pk.fit != nil {
@@ -367,8 +372,11 @@ func (pk *pick) finish(p *policy.Policy, args map[string]any, res string, want p
 		}
 		task = pk.fit.task
 	}
-	return variant{Args: args, Resource: res, Key: key, Task: task}, true
+	return variant{Args: args, Resource: res, Key: key, Effect: effect, Task: task}, true
 }
+
+// verifyRequestKey is the request key verify's calls render {$request_key} with.
+const verifyRequestKey = "verify-request-key"
 
 // mutate returns a variant of base with one argument changed that the policy still decides the
 // same way — the approval for one is then presented for the other (G1). It prefers changing an

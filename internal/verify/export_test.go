@@ -38,6 +38,7 @@ const (
 	FaultHopUnchecked             = faultHopUnchecked
 	FaultHopFallback              = faultHopFallback
 	FaultHopReceiptUnnamed        = faultHopReceiptUnnamed
+	FaultPinIgnored               = faultPinIgnored
 )
 
 // Faults returns every fault name with the guarantees it makes fail.

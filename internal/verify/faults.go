@@ -106,6 +106,10 @@ const (
 	// as a hand-written classifier that took any connection error for "never sent" would. G12
 	// fails.
 	faultTransportNotExecuted = "transport_errors_not_executed"
+	// faultPinIgnored gives G27's gateway its upstream without the pin of the tool under test,
+	// as a gateway that did not compare a tool's definition with its pin when deciding a call
+	// would: the swapped tool is called. G27 fails.
+	faultPinIgnored = "pin_ignored"
 )
 
 // faultTargets lists, for each fault, the guarantees it makes fail.
@@ -146,6 +150,7 @@ var faultTargets = map[string][]string{
 	faultHopUnchecked:             {"G25"},
 	faultHopFallback:              {"G25"},
 	faultHopReceiptUnnamed:        {"G26"},
+	faultPinIgnored:               {"G27"},
 }
 
 // faultNames returns every fault name with the guarantees it makes fail.

@@ -186,6 +186,7 @@ var catalogue = []guarantee{
 	{"G24", "grant refused off its task", (*runner).g24},
 	{"G25", "a hop narrows or it is refused", (*runner).g25},
 	{"G26", "both receipts name one hop", (*runner).g26},
+	{"G27", "a swapped upstream is denied", (*runner).g27},
 	{"G28", "truncation past a checkpoint fails", (*runner).g28},
 	{"G29", "a prune adds no new chain break", (*runner).g29},
 	{"G30", "a held range refuses to prune", (*runner).g30},

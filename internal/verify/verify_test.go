@@ -254,13 +254,14 @@ func TestFullPolicy(t *testing.T) {
 		t.Fatalf("WriteJUnit: %v", err)
 	}
 	n := len(verify.IDs())
-	checkJUnit(t, junit.Bytes(), n, 0, 1) // G13, N/A on SQLite
+	checkJUnit(t, junit.Bytes(), n, 0, 2) // G13, N/A on SQLite; G27, no pin
 }
 
 // allPass checks that every guarantee of the catalogue ran and passed, but G13, N/A on SQLite
 // (one clock: the host's).
 func allPass(t *testing.T, rep *verify.Report) {
 	t.Helper()
+	na := 1 // G13
 	for _, r := range rep.Results {
 		if r.ID == "G13" && rep.Backend == "sqlite" {
 			if r.Status != verify.NotApplicable || !strings.HasPrefix(r.Reason, "the sqlite backend has no clock of its own") {
@@ -268,16 +269,27 @@ func allPass(t *testing.T, rep *verify.Report) {
 			}
 			continue
 		}
+		if r.ID == "G27" {
+			// The policies run whole here pin no upstream: TestG27PinnedUpstream grades it.
+			if r.Status != verify.NotApplicable || r.Reason != naNoPin {
+				t.Errorf("G27 = %s %q, want N/A %q", r.Status, r.Reason, naNoPin)
+			}
+			continue
+		}
 		if r.Status != verify.Pass || r.Reason != "" {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	n := len(verify.IDs()) - 1 // G13
-	if len(rep.Results) != n+1 || rep.Passed != n || rep.Applicable != n || rep.NotApplicable != 1 || rep.Failed != 0 {
-		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want %d, %d, %[7]d, 1, 0",
-			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed, n+1, n)
+	na++ // G27
+	n := len(verify.IDs()) - na
+	if len(rep.Results) != n+na || rep.Passed != n || rep.Applicable != n || rep.NotApplicable != na || rep.Failed != 0 {
+		t.Errorf("counts: %d results, %d passed, %d applicable, %d N/A, %d failed; want %d, %d, %[7]d, %d, 0",
+			len(rep.Results), rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed, n+na, n, na)
 	}
 }
+
+// naNoPin is G27's N/A for a policy that pins no gateway tool.
+const naNoPin = "no gateway tool (mcp.<alias>.<tool>) that the policy can allow is pinned by its upstream's pin.tool_schema_sha256, from its arguments alone"
 
 // naSQLiteClock is G13's N/A on SQLite.
 const naSQLiteClock = "the sqlite backend has no clock of its own: the store reads the host's clock only, so there is no second clock to disagree with"
@@ -302,18 +314,18 @@ func TestPaymentsExample(t *testing.T) {
 	t.Logf("\n%s", text(t, rep))
 	got := byID(rep)
 	// The example declares no budget and no task-bound grant.
-	for id, reason := range map[string]string{"G22": "no grant and no action declares a budget", "G24": "no grant names a task", "G13": naSQLiteClock} {
+	for id, reason := range map[string]string{"G22": "no grant and no action declares a budget", "G24": "no grant names a task", "G13": naSQLiteClock, "G27": naNoPin} {
 		if r := got[id]; r.Status != verify.NotApplicable || r.Reason != reason {
 			t.Errorf("%s = %s %q, want N/A %q", id, r.Status, r.Reason, reason)
 		}
 	}
 	for _, r := range rep.Results {
-		if r.ID != "G22" && r.ID != "G24" && r.ID != "G13" && r.Status != verify.Pass {
+		if r.ID != "G22" && r.ID != "G24" && r.ID != "G13" && r.ID != "G27" && r.Status != verify.Pass {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if n := len(verify.IDs()); rep.Passed != n-3 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d failed; want %d, 0", rep.Passed, rep.Failed, n-3)
+	if n := len(verify.IDs()); rep.Passed != n-4 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d failed; want %d, 0", rep.Passed, rep.Failed, n-4)
 	}
 	for _, want := range []string{"constraints.amount_lte", "constraints.currency_in", "environments", "expires_at", "actions"} {
 		if d := got["G9"].Detail; !strings.Contains(d, "widened "+want+": refused authority_escalation on "+want) {
@@ -352,7 +364,7 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 		"G12": "no transport-level caller is configured: pass --latchhttp (Config.LatchHTTP) when your executors call their remotes through latchhttp",
 		"G22": "no grant and no action declares a budget", "G24": "policy has no authority section",
 		"G25": "policy has no authority section", "G26": "policy has no authority section",
-		"G13": naSQLiteClock,
+		"G13": naSQLiteClock, "G27": naNoPin,
 	}
 	for _, r := range rep.Results {
 		if reason, ok := na[r.ID]; ok {
@@ -365,10 +377,10 @@ func TestNoEffectsNoAuthority(t *testing.T) {
 			t.Errorf("%s = %s %q (%s), want PASS", r.ID, r.Status, r.Reason, r.Detail)
 		}
 	}
-	if rep.Passed != 17 || rep.Applicable != 17 || rep.NotApplicable != 20 || rep.Failed != 0 {
-		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 17, 17, 20, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
+	if rep.Passed != 17 || rep.Applicable != 17 || rep.NotApplicable != 21 || rep.Failed != 0 {
+		t.Errorf("counts: %d passed, %d applicable, %d N/A, %d failed; want 17, 17, 21, 0", rep.Passed, rep.Applicable, rep.NotApplicable, rep.Failed)
 	}
-	if !strings.Contains(out, "17/17 declared guarantees pass. 20 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
+	if !strings.Contains(out, "17/17 declared guarantees pass. 21 not applicable: G3 (no action with an effect template can decide allow), G4 (") {
 		t.Errorf("summary missing or wrong:\n%s", out)
 	}
 	if !strings.Contains(out, "G3   duplicate effect refused               N/A   no action with an effect template can decide allow\n") {
@@ -412,6 +424,7 @@ func TestFaults(t *testing.T) {
 		verify.FaultHopUnchecked:        fullPolicy,
 		verify.FaultHopFallback:         fullPolicy,
 		verify.FaultHopReceiptUnnamed:   fullPolicy,
+		verify.FaultPinIgnored:          pinnedPolicy,
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -870,8 +883,8 @@ func TestList(t *testing.T) {
 			}
 		}
 		if doc == fullPolicy {
-			if len(listed) != 1 || listed["G13"] != naSQLiteClock {
-				t.Errorf("full policy: N/A %v, want G13 alone (SQLite)", listed)
+			if len(listed) != 2 || listed["G13"] != naSQLiteClock || listed["G27"] != naNoPin {
+				t.Errorf("full policy: N/A %v, want G13 (SQLite) and G27 (no pin) alone", listed)
 			}
 			continue
 		}
@@ -940,7 +953,8 @@ func TestList(t *testing.T) {
 		"G24  grant refused off its task             N/A         no grant names a task\n",
 		"G25  a hop narrows or it is refused         applicable\n",
 		"G26  both receipts name one hop             applicable\n",
-		"37 guarantees: 33 applicable to this policy, 4 not applicable.\n",
+		"G27  a swapped upstream is denied           N/A         " + naNoPin + "\n",
+		"38 guarantees: 33 applicable to this policy, 5 not applicable.\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("payments listing lacks %q:\n%s", want, b.String())
@@ -1020,6 +1034,60 @@ func TestG12Gateway(t *testing.T) {
 	rep = run(t, &verify.Config{Policy: parse(t, strings.Replace(gatewayPolicy, "mcp.pay.refund", "pay.refund", 1)), Only: []string{"G12"}})
 	if r := byID(rep)["G12"]; r.Status != verify.NotApplicable || !strings.Contains(r.Reason, "gateway tool") {
 		t.Errorf("G12 with no gateway tool's action = %s %q, want N/A", r.Status, r.Reason)
+	}
+}
+
+// pinnedPolicy pins the send tool of a mail upstream (whose URL G27 replaces with its own
+// server, never reaching this one) and allows it.
+const pinnedPolicy = `
+schema: latch.policy/v1
+gateway:
+  upstreams:
+    mail:
+      url: https://mail.invalid/mcp
+      pin:
+        tool_schema_sha256:
+          send: "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+        tls_cert_sha256: ["sha256:1111111111111111111111111111111111111111111111111111111111111111"]
+actions:
+  mcp.mail.send:
+    effect: "send:{message_id}"
+    decision: allow
+`
+
+// TestG27PinnedUpstream: G27 calls a pinned gateway tool through the gateway against a server of
+// its own, redefines the tool there, and passes when the call is then refused upstream_mismatch
+// without reaching it; with the tool's pin dropped (pin_ignored) the swapped tool is called and
+// it fails (not its control); without a pin it is N/A, in the list too.
+func TestG27PinnedUpstream(t *testing.T) {
+	t.Parallel()
+	rep := run(t, &verify.Config{Policy: parse(t, pinnedPolicy), Only: []string{"G27"}})
+	r := byID(rep)["G27"]
+	if r.Status != verify.Pass || r.Action != "mcp.mail.send" || !strings.Contains(r.Detail, `reason "upstream_mismatch"`) ||
+		!strings.Contains(r.Detail, "reaching the upstream 0 time(s)") {
+		t.Fatalf("G27 = %s %q (%s), want PASS on mcp.mail.send", r.Status, r.Reason, r.Detail)
+	}
+	rep = run(t, verify.WithFaults(&verify.Config{Policy: parse(t, pinnedPolicy), Only: []string{"G27"}}, verify.FaultPinIgnored))
+	if r := byID(rep)["G27"]; r.Status != verify.Fail || r.Reason != "the swapped upstream was called" {
+		t.Errorf("G27 with %s = %s %q (%s), want FAIL: the swapped upstream was called", verify.FaultPinIgnored, r.Status, r.Reason, r.Detail)
+	}
+	unpinned := parse(t, gatewayPolicy)
+	rep = run(t, &verify.Config{Policy: unpinned, Only: []string{"G27"}})
+	if r := byID(rep)["G27"]; r.Status != verify.NotApplicable || !strings.Contains(r.Reason, "pin.tool_schema_sha256") {
+		t.Errorf("G27 without a pin = %s %q, want N/A", r.Status, r.Reason)
+	}
+	for doc, want := range map[string]string{pinnedPolicy: "G27  a swapped upstream is denied", gatewayPolicy: "N/A"} {
+		cat, err := verify.List(t.Context(), &verify.Config{Policy: parse(t, doc), Only: []string{"G27"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := cat.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want) || (doc == pinnedPolicy) != (cat.Applicable == 1) {
+			t.Errorf("List of G27 = %q, want %q", b.String(), want)
+		}
 	}
 }
 

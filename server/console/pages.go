@@ -31,6 +31,9 @@ type base struct {
 	Error     string
 	Pending   int
 	Attention int
+	// Drifts are the pinned upstream tools a gateway sharing the store last listed otherwise
+	// than their pins: a banner on every page until a gateway lists them as pinned again.
+	Drifts []store.UpstreamDrift
 }
 
 // messageData is a page that only says something.
@@ -122,6 +125,11 @@ func (cs *Console) pageBase(w http.ResponseWriter, r *http.Request, v *viewer, t
 	}
 	if err == nil {
 		b.Attention = len(attention)
+	}
+	if drifts, err := store.OpenDrifts(r.Context(), cs.g.Store()); err == nil {
+		b.Drifts = drifts
+	} else {
+		cs.log.Error("latch console: the upstream pin drifts could not be read", "err", err)
 	}
 	return b
 }
