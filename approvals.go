@@ -136,7 +136,8 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	var ae *store.AnswerError
 	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
 		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
-			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated)
+			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated,
+			store.EventStandingGranted)
 	}
 	if err != nil {
 		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
@@ -159,7 +160,8 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	case err != nil:
 		return fmt.Errorf("answer approval %s: %w", safetext.Quote(r.ID), err)
 	}
-	rule := g.current().ApproversFor(cur.ActionName)
+	pol := g.current()
+	rule := pol.ApproversFor(cur.ActionName)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
@@ -172,6 +174,9 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	}
 	if !ok {
 		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
+	}
+	if err := g.checkStanding(r, cur, pol, rule); err != nil {
+		return err
 	}
 	return nil
 }

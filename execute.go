@@ -261,6 +261,9 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...), Charges: pr.charges,
 		}
+		if store.IsStandingID(approvalID) {
+			req.Document = pr.doc // a standing approval's use is checked against the whole action
+		}
 		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
 			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)
 		}
@@ -283,6 +286,9 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 		if res.Approval != nil {
 			rc.Approver = safetext.Valid(res.Approval.Approver) // a receipt must hash, whatever an old row holds
 			rc.Approval = store.ApprovalStateOf(res.Approval)   // spent: the call's receipt chains it
+		}
+		if res.Standing != nil {
+			rc.Approver = store.StandingApprover(res.Standing) // rc.ApprovalID names the standing approval
 		}
 		// Made, now that the reservation holds: a refused one charged nothing, and its receipt
 		// (written by the store from the draft) says none.

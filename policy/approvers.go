@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -15,7 +16,7 @@ import (
 // Keys of the approvers sections, in the order error messages list them.
 var (
 	approversKeys      = []string{"roles", "policy_change"}
-	actionApproverKeys = []string{"roles", "required", "verified"}
+	actionApproverKeys = []string{"roles", "required", "verified", "standing"}
 )
 
 // Approvers is the policy's `approvers:` section: the roles people answer approval requests in
@@ -48,6 +49,10 @@ type ApproverRule struct {
 	// --as NAME): only answers authenticated by a login session, an approver token, a JWT or a
 	// trusted proxy count.
 	Verified bool
+	// Standing is the `standing:` entry: how far an approver may widen one answer into a
+	// standing approval (docs/approvals.md#standing-approvals); nil when standing approvals of
+	// the action are not allowed.
+	Standing *StandingRule
 	Pos      Position // of the approvers key
 
 	rolePos     []Position // of each entry of Roles
@@ -69,6 +74,10 @@ func (p *Policy) ApproversFor(action string) ApproverRule {
 		if a != nil && a.Approvers != nil {
 			r := *a.Approvers
 			r.Roles = slices.Clone(r.Roles)
+			if r.Standing != nil {
+				st := *r.Standing
+				r.Standing = &st
+			}
 			if r.Required < 1 {
 				r.Required = 1
 			}
@@ -296,6 +305,12 @@ func (p *parser) actionApprovers(e entry, where string) (*ApproverRule, *Error) 
 				return nil, e
 			}
 			r.Verified = v
+		case "standing":
+			st, e := p.standingRule(en, where)
+			if e != nil {
+				return nil, e
+			}
+			r.Standing = st
 		default:
 			return nil, p.unknownKey(en.k, "in approvers "+where, actionApproverKeys)
 		}
@@ -417,4 +432,52 @@ func (pol *Policy) rolesExpected() string {
 	}
 	slices.Sort(defined)
 	return "expected one of " + strings.Join(defined, ", ")
+}
+
+// StandingRule bounds the standing approvals an approver may grant from one request of an
+// action: at most MaxUses calls, for at most MaxFor from the grant. Both are required.
+type StandingRule struct {
+	MaxUses int
+	MaxFor  time.Duration
+	Pos     Position // of the standing key
+}
+
+// maxStandingUses is the largest max_uses a policy may give: a standing approval is a bounded
+// saving of re-asking, not a second allow rule.
+const maxStandingUses = 10000
+
+func (p *parser) standingRule(e entry, where string) (*StandingRule, *Error) {
+	what := "standing in approvers " + where
+	if e := p.mapping(e, what, "a mapping with max_uses and max_for"); e != nil {
+		return nil, e
+	}
+	r := &StandingRule{Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		switch en.k.Value {
+		case "max_uses":
+			n, e := p.int(en, "max_uses of "+what)
+			if e != nil {
+				return nil, e
+			}
+			if n < 1 || n > maxStandingUses {
+				return nil, p.errf(en.v, "max_uses of %s is %d (expected from 1 to %d)", what, n, maxStandingUses)
+			}
+			r.MaxUses = int(n)
+		case "max_for":
+			d, e := p.duration(en, "max_for of "+what, MaxApprovalTTL)
+			if e != nil {
+				return nil, e
+			}
+			r.MaxFor = d
+		default:
+			return nil, p.unknownKey(en.k, "in "+what, []string{"max_uses", "max_for"})
+		}
+	}
+	switch {
+	case r.MaxUses == 0:
+		return nil, p.errf(e.k, "%s has no max_uses (expected how many calls one standing approval may admit at most)", what)
+	case r.MaxFor == 0:
+		return nil, p.errf(e.k, "%s has no max_for (expected how long one standing approval may last at most, like 1h)", what)
+	}
+	return r, nil
 }

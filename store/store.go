@@ -247,6 +247,10 @@ type ReserveRequest struct {
 	// its transaction; the first that would exceed its limit refuses the reservation with
 	// Refusal{Reason: "budget_exhausted", Charge: that charge}, and nothing is charged.
 	Charges []Charge
+	// Document is the call's canonical action document. It is required when ApprovalID names a
+	// standing approval (IsStandingID): the use is checked against the standing approval's
+	// bounds (CheckStandingUse) and spent in the reservation's transaction.
+	Document json.RawMessage
 }
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
@@ -280,6 +284,9 @@ type ReserveResult struct {
 	// Approval is the presented approval after the transaction (nil when none or unknown),
 	// without its Answers and Required: a reservation reads only what it decides on.
 	Approval *Approval
+	// Standing is the presented standing approval after the transaction (nil when none or
+	// unknown): with the use spent when the reservation holds.
+	Standing *Standing
 	Receipt  *receipt.Sealed
 	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set); nil when none
 	Events   []Event          // the events written, with their store-assigned ids (for sinks)
@@ -339,6 +346,13 @@ type AnswerRequest struct {
 	// RequireVerified refuses an answer that is not Verified (approver_not_verified), and
 	// counts only verified grants towards Required.
 	RequireVerified bool
+	// Standing, on a grant, asks for a standing approval with these terms besides the grant of
+	// the request itself (docs/approvals.md#standing-approvals), under StandingID. Every grant
+	// counted must state the same terms (standing_terms_differ); the grant that decides the
+	// request creates the standing approval in its transaction. The caller checks the terms
+	// against the policy (Guard.Answer does).
+	Standing   *StandingTerms
+	StandingID string
 }
 
 // ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect): an ambiguous record, an executing

@@ -1,0 +1,134 @@
+package latch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch/internal/safetext"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
+)
+
+// Standing approvals (docs/approvals.md#standing-approvals): an approver granting a request may
+// also grant a bounded standing approval from it — the same action by the same principal, on
+// the same resource and environment, with arguments within stated bounds, at most a number of
+// calls and until an expiry the policy caps. A call presents its id ("sta_…") where it presents
+// an approval request's; each use is spent in the call's reservation transaction, as a single
+// approval is. The action still requires approval: a standing approval only saves re-asking.
+
+// ErrStandingUnsupported is returned by the standing approval methods of a guard whose store
+// keeps no standing approvals.
+var ErrStandingUnsupported = errors.New("the store keeps no standing approvals")
+
+// checkStanding checks the standing terms of a grant r against the policy's approvers of the
+// request's action and against the request itself, and gives the grant its standing id. A grant
+// without terms passes unchanged. It writes nothing; refusals are *store.StandingError.
+func (g *Guard) checkStanding(r *store.AnswerRequest, cur *store.Approval, pol *policy.Policy, rule policy.ApproverRule) error {
+	if r.Standing == nil || !r.Grant {
+		return nil
+	}
+	refuse := func(reason, format string, args ...any) error {
+		return &store.StandingError{ID: r.ID, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	sr := rule.Standing
+	if sr == nil {
+		return refuse(store.ReasonStandingNotAllowed, "the policy's approvers of %s allow no standing approvals", safetext.Quote(cur.ActionName))
+	}
+	if a := pol.Actions[cur.ActionName]; a != nil && a.Precondition != nil {
+		// An approval of such an action is bound to the state of its target the approver saw;
+		// later calls would act on states nobody saw.
+		return refuse(store.ReasonStandingNotAllowed, "approvals of %s are bound to its target's state (precondition)", safetext.Quote(cur.ActionName))
+	}
+	terms, err := store.CheckStandingTerms(*r.Standing, cur.Action)
+	if err != nil {
+		return refuse(store.ReasonInvalidStanding, "%s", err.Error())
+	}
+	switch {
+	case terms.Uses > sr.MaxUses:
+		return refuse(store.ReasonStandingTooWide, "uses is %d, the policy allows at most %d", terms.Uses, sr.MaxUses)
+	case time.Duration(terms.For) > sr.MaxFor:
+		return refuse(store.ReasonStandingTooWide, "for is %s, the policy allows at most %s", time.Duration(terms.For), sr.MaxFor)
+	}
+	r.Standing = &terms
+	if r.StandingID == "" {
+		r.StandingID = newID(store.StandingPrefix)
+	}
+	return nil
+}
+
+func (g *Guard) standingStore() (store.StandingStore, error) {
+	ss, ok := g.store.(store.StandingStore)
+	if !ok {
+		return nil, ErrStandingUnsupported
+	}
+	return ss, nil
+}
+
+// Standing returns one standing approval; an error matching store.ErrNotFound when there is none.
+func (g *Guard) Standing(ctx context.Context, id string) (*store.Standing, error) {
+	ss, err := g.standingStore()
+	if err != nil {
+		return nil, wrapOp("standing approval", err)
+	}
+	s, err := ss.Standing(ctx, id)
+	if err != nil {
+		return nil, wrapOp("", err)
+	}
+	return s, nil
+}
+
+// Standings lists standing approvals, newest first; a zero f.Now is the guard's clock.
+func (g *Guard) Standings(ctx context.Context, f store.StandingFilter) ([]*store.Standing, error) {
+	ss, err := g.standingStore()
+	if err != nil {
+		return nil, wrapOp("standing approvals", err)
+	}
+	if f.Now.IsZero() {
+		f.Now = g.cfg.Now()
+	}
+	list, err := ss.Standings(ctx, f)
+	if err != nil {
+		return nil, wrapOp("", err)
+	}
+	return list, nil
+}
+
+// RevokeStanding ends a standing approval before its expiry: calls presenting it afterwards are
+// refused approval_revoked. Whoever may answer the action's requests may revoke it (the
+// policy's approvers of the action, as Answer checks them); anyone else is refused
+// approver_not_entitled. A zero req.Now is the guard's clock.
+func (g *Guard) RevokeStanding(ctx context.Context, req *store.RevokeStandingRequest) (*store.Standing, error) {
+	if req == nil {
+		return nil, wrapOp("revoke standing approval", errors.New("no request"))
+	}
+	ss, err := g.standingStore()
+	if err != nil {
+		return nil, wrapOp("revoke standing approval", err)
+	}
+	r := *req
+	if r.Now.IsZero() {
+		r.Now = g.cfg.Now()
+	}
+	cur, err := ss.Standing(ctx, r.ID)
+	if err != nil {
+		return nil, wrapOp("revoke standing approval", err)
+	}
+	if name, err := store.NormalizeApprover(r.By); err == nil {
+		ok, err := g.entitled(ctx, g.current().ApproversFor(cur.ActionName), name)
+		if err != nil {
+			return nil, wrapOp("revoke standing approval "+safetext.Quote(r.ID), err)
+		}
+		if !ok {
+			return nil, wrapOp("", &store.StandingError{ID: r.ID, Reason: store.ReasonNotEntitled,
+				Detail: safetext.Quote(name) + " may not answer requests of " + safetext.Quote(cur.ActionName)})
+		}
+	}
+	s, err := ss.RevokeStanding(ctx, &r)
+	if err != nil {
+		return nil, wrapOp("", err)
+	}
+	g.emitWritten(ctx, store.EventFilter{ApprovalID: s.From}, 1, store.EventStandingRevoked)
+	return s, nil
+}
