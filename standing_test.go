@@ -36,6 +36,12 @@ actions:
   refund.plain:
     effect: "plain:{order_id}"
     decision: approve
+  refund.two:
+    effect: "two:{order_id}"
+    decision: approve
+    approvers:
+      required: 2
+      standing: {max_uses: 5, max_for: 1h}
 `
 
 // The helper process of TestStandingProcessRace: a guard that presents standing approval ID once
@@ -205,6 +211,242 @@ func TestStandingProcessRace(t *testing.T) {
 				t.Errorf("%d committed receipts name %s, want 3", named, st.ID)
 			}
 			verifyChain(t, g)
+		})
+	}
+}
+
+// standingFixture is a guard on a fresh store of backend whose clock the test moves.
+type standingFixture struct {
+	t   *testing.T
+	g   *latch.Guard
+	now time.Time
+}
+
+func newStandingFixture(t *testing.T, backend string) *standingFixture {
+	t.Helper()
+	f := &standingFixture{t: t, now: time.Now().UTC().Truncate(time.Millisecond)}
+	p, err := policy.Parse("latch.yaml", []byte(standingPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.g, err = latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_standing_rules"),
+		Now: func() time.Time { return f.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.g.Close() })
+	return f
+}
+
+// ask makes a call of action as agent, presenting approval id (or none), and returns its
+// refusal reason ("" when it ran) and the request id of an approval_required.
+func (f *standingFixture) ask(agent, id, action, args string) (latch.Reason, string) {
+	f.t.Helper()
+	ctx := latch.WithPrincipal(f.t.Context(), latch.Principal{Agent: agent})
+	if id != "" {
+		ctx = latch.WithApproval(ctx, id)
+	}
+	_, err := f.g.Execute(ctx, &latch.Call{Action: action, Arguments: json.RawMessage(args)},
+		func(context.Context, json.RawMessage) (any, error) { return "done", nil })
+	if err == nil {
+		return "", ""
+	}
+	var are *latch.ApprovalRequiredError
+	if errors.As(err, &are) {
+		return latch.ReasonApprovalRequired, are.ApprovalID
+	}
+	r := latch.RefusalOf(err)
+	if r == nil || r.Kind == latch.KindInternal {
+		f.t.Fatalf("%s %s: %v", action, args, err)
+	}
+	return r.Reason, ""
+}
+
+func (f *standingFixture) standingFrom(request string) *store.Standing {
+	f.t.Helper()
+	list, err := f.g.Standings(f.t.Context(), store.StandingFilter{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.From == request {
+			return s
+		}
+	}
+	return nil
+}
+
+func standingReason(err error) string {
+	var se *store.StandingError
+	if errors.As(err, &se) {
+		return se.Reason
+	}
+	var ae *store.AnswerError
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return fmt.Sprint(err)
+}
+
+// TestStandingBounds: a standing approval admits only the action, principal and arguments it
+// bounds; a refused call spends nothing; a duplicate spends nothing; a total caps the sum; it
+// ends at its expiry and when revoked, each with its own word.
+func TestStandingBounds(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f := newStandingFixture(t, backend)
+			reason, req := f.ask("bot", "", "refund.issue", `{"order_id":"o-1","amount":100,"currency":"EUR"}`)
+			if reason != latch.ReasonApprovalRequired {
+				t.Fatalf("first call: %s, want approval_required", reason)
+			}
+			terms := store.StandingTerms{Uses: 5, For: store.Duration(time.Hour), Max: map[string]int64{"amount": 500},
+				Vary: []string{"order_id"}, Total: &store.StandingTotal{Argument: "amount", Limit: 900}}
+			a, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: req, Grant: true, Approver: "alice", Standing: &terms})
+			if err != nil || a.Status != store.Granted {
+				t.Fatalf("grant with standing terms: %v, %v", a, err)
+			}
+			st := f.standingFrom(req)
+			if st == nil || st.Uses != 0 || len(st.GrantedBy) != 1 || st.GrantedBy[0] != "alice" || !st.ExpiresAt.Equal(f.now.Add(time.Hour)) {
+				t.Fatalf("standing approval = %+v, want unused, granted by alice, until now+1h", st)
+			}
+			// The request itself is granted too: its own call spends it, not a standing use.
+			if r, _ := f.ask("bot", req, "refund.issue", `{"order_id":"o-1","amount":100,"currency":"EUR"}`); r != "" {
+				t.Fatalf("the request's own call: %s", r)
+			}
+			for _, tc := range []struct {
+				agent, args string
+				want        latch.Reason
+			}{
+				{"bot", `{"order_id":"o-2","amount":600,"currency":"EUR"}`, latch.ReasonApprovalMismatch}, // over max
+				{"bot", `{"order_id":"o-2","amount":-1,"currency":"EUR"}`, latch.ReasonApprovalMismatch},  // under 0
+				{"bot", `{"order_id":"o-2","amount":50,"currency":"USD"}`, latch.ReasonApprovalMismatch},  // a fixed argument
+				{"eve", `{"order_id":"o-2","amount":50,"currency":"EUR"}`, latch.ReasonApprovalMismatch},  // another principal
+				{"bot", `{"order_id":"o-2","amount":400,"currency":"EUR"}`, ""},
+				{"bot", `{"order_id":"o-2","amount":400,"currency":"EUR"}`, latch.ReasonCommitted}, // a duplicate
+				{"bot", `{"order_id":"o-3","amount":400,"currency":"EUR"}`, ""},
+				{"bot", `{"order_id":"o-4","amount":200,"currency":"EUR"}`, latch.ReasonApprovalExhausted}, // 1000 > 900
+				{"bot", `{"order_id":"o-4","amount":100,"currency":"EUR"}`, ""},
+			} {
+				if got, _ := f.ask(tc.agent, st.ID, "refund.issue", tc.args); got != tc.want {
+					t.Errorf("%s %s presenting %s: %q, want %q", tc.agent, tc.args, st.ID, got, tc.want)
+				}
+			}
+			if got, _ := f.ask("bot", st.ID, "refund.plain", `{"order_id":"o-5"}`); got != latch.ReasonApprovalMismatch {
+				t.Errorf("another action presenting %s: %q, want approval_mismatch", st.ID, got)
+			}
+			cur, err := f.g.Standing(t.Context(), st.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cur.Uses != 3 || cur.Spent != 900 || store.StandingState(cur, f.now) != store.StandingExhausted {
+				t.Errorf("after the calls: %d uses, %d spent, %s; want 3, 900, exhausted (refused calls spend nothing)",
+					cur.Uses, cur.Spent, store.StandingState(cur, f.now))
+			}
+
+			// Expiry and revocation, on a second standing approval.
+			_, req2 := f.ask("bot", "", "refund.issue", `{"order_id":"p-1","amount":10,"currency":"EUR"}`)
+			terms2 := store.StandingTerms{Uses: 5, For: store.Duration(30 * time.Minute), Vary: []string{"order_id"}}
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: req2, Grant: true, Approver: "alice", Standing: &terms2}); err != nil {
+				t.Fatal(err)
+			}
+			st2 := f.standingFrom(req2)
+			if got, _ := f.ask("bot", st2.ID, "refund.issue", `{"order_id":"p-2","amount":10,"currency":"EUR"}`); got != "" {
+				t.Fatalf("within its bounds: %q", got)
+			}
+			f.now = f.now.Add(31 * time.Minute)
+			if got, _ := f.ask("bot", st2.ID, "refund.issue", `{"order_id":"p-3","amount":10,"currency":"EUR"}`); got != latch.ReasonApprovalExpired {
+				t.Errorf("past its expiry: %q, want approval_expired", got)
+			}
+			f.now = f.now.Add(-31 * time.Minute)
+			if _, err := f.g.RevokeStanding(t.Context(), &store.RevokeStandingRequest{ID: st2.ID, By: "alice", Note: "enough"}); err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+			if got, _ := f.ask("bot", st2.ID, "refund.issue", `{"order_id":"p-4","amount":10,"currency":"EUR"}`); got != latch.ReasonApprovalRevoked {
+				t.Errorf("revoked: %q, want approval_revoked", got)
+			}
+			if _, err := f.g.RevokeStanding(t.Context(), &store.RevokeStandingRequest{ID: st2.ID, By: "alice"}); standingReason(err) != store.StandingRevoked {
+				t.Errorf("revoking twice: %v, want revoked", err)
+			}
+			if got, _ := f.ask("bot", "sta_nosuch", "refund.issue", `{"order_id":"p-5","amount":10,"currency":"EUR"}`); got != latch.ReasonApprovalUnknown {
+				t.Errorf("an unknown standing id: %q, want approval_unknown", got)
+			}
+			verifyChain(t, f.g)
+		})
+	}
+}
+
+// TestStandingGrantRules: a standing approval is never wider than the policy allows, and the
+// rules of answering apply to granting one; a refused standing grant writes nothing.
+func TestStandingGrantRules(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f := newStandingFixture(t, backend)
+			_, req := f.ask("bot", "", "refund.issue", `{"order_id":"o-1","amount":100,"currency":"EUR"}`)
+			_, plain := f.ask("bot", "", "refund.plain", `{"order_id":"o-1"}`)
+			hour := store.Duration(time.Hour)
+			for _, tc := range []struct {
+				name, id, approver string
+				terms              store.StandingTerms
+				want               string
+			}{
+				{"no standing entry", plain, "alice", store.StandingTerms{Uses: 1, For: hour}, store.ReasonStandingNotAllowed},
+				{"more uses than max_uses", req, "alice", store.StandingTerms{Uses: 6, For: hour}, store.ReasonStandingTooWide},
+				{"longer than max_for", req, "alice", store.StandingTerms{Uses: 2, For: store.Duration(2 * time.Hour)}, store.ReasonStandingTooWide},
+				{"no uses", req, "alice", store.StandingTerms{For: hour}, store.ReasonInvalidStanding},
+				{"max of a string", req, "alice", store.StandingTerms{Uses: 2, For: hour, Max: map[string]int64{"currency": 1}}, store.ReasonInvalidStanding},
+				{"vary of an argument not passed", req, "alice", store.StandingTerms{Uses: 2, For: hour, Vary: []string{"reason"}}, store.ReasonInvalidStanding},
+				{"self approval", req, "bot", store.StandingTerms{Uses: 2, For: hour}, store.ReasonSelfApproval},
+			} {
+				_, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: tc.id, Grant: true, Approver: tc.approver, Standing: &tc.terms})
+				if got := standingReason(err); got != tc.want {
+					t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+				}
+			}
+			for _, id := range []string{req, plain} {
+				if a, err := f.g.Store().Approval(t.Context(), id); err != nil || a.Status != store.Pending || len(a.Answers) != 0 {
+					t.Errorf("after refused standing grants, %s = %+v, %v; want pending, unanswered", id, a, err)
+				}
+			}
+			if list, _ := f.g.Standings(t.Context(), store.StandingFilter{}); len(list) != 0 {
+				t.Errorf("refused grants created %d standing approvals", len(list))
+			}
+
+			// M-of-N: every grant counted states the same terms.
+			_, two := f.ask("bot", "", "refund.two", `{"order_id":"t-1"}`)
+			a3 := store.StandingTerms{Uses: 3, For: hour}
+			a4 := store.StandingTerms{Uses: 4, For: hour}
+			if a, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: two, Grant: true, Approver: "alice", Standing: &a3}); err != nil || a.Status != store.Pending {
+				t.Fatalf("first of two grants: %v, %v", a, err)
+			}
+			if f.standingFrom(two) != nil {
+				t.Fatal("one grant of two created a standing approval")
+			}
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: two, Grant: true, Approver: "bob", Standing: &a4}); standingReason(err) != store.ReasonStandingTermsDiffer {
+				t.Errorf("second grant with other terms: %v, want standing_terms_differ", err)
+			}
+			if a, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: two, Grant: true, Approver: "bob", Standing: &a3}); err != nil || a.Status != store.Granted {
+				t.Fatalf("second grant with the same terms: %v, %v", a, err)
+			}
+			st := f.standingFrom(two)
+			if st == nil || st.Terms.Uses != 3 || len(st.GrantedBy) != 2 || st.GrantedBy[0] != "alice" || st.GrantedBy[1] != "bob" {
+				t.Errorf("standing approval of two grants = %+v, want 3 uses granted by alice and bob", st)
+			}
+
+			// A plain grant after a standing one narrows the request to a single approval.
+			_, three := f.ask("bot", "", "refund.two", `{"order_id":"t-2"}`)
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: three, Grant: true, Approver: "alice", Standing: &a3}); err != nil {
+				t.Fatal(err)
+			}
+			if a, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: three, Grant: true, Approver: "carol"}); err != nil || a.Status != store.Granted {
+				t.Fatalf("a plain second grant: %v, %v", a, err)
+			}
+			if s := f.standingFrom(three); s != nil {
+				t.Errorf("a plain grant after a standing one created %+v", s)
+			}
 		})
 	}
 }

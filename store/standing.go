@@ -283,6 +283,10 @@ func CheckStandingUse(s *Standing, req *ReserveRequest) (reason, detail string, 
 	if s == nil {
 		return "unknown", "no such standing approval", 0
 	}
+	// A call it was never for is told so first, as CheckApproval tells a mismatch first.
+	if why := outOfBounds(s, req); why != "" {
+		return "mismatch", why, 0
+	}
 	switch StandingState(s, req.Now) {
 	case StandingRevoked:
 		return "revoked", "revoked by " + safetext.Quote(safetext.Valid(s.RevokedBy)), 0
@@ -290,9 +294,6 @@ func CheckStandingUse(s *Standing, req *ReserveRequest) (reason, detail string, 
 		return "expired", "expired at " + s.ExpiresAt.UTC().Format(time.RFC3339Nano), 0
 	case StandingExhausted:
 		return "exhausted", fmt.Sprintf("all %d uses spent", s.Terms.Uses), 0
-	}
-	if why := outOfBounds(s, req); why != "" {
-		return "mismatch", why, 0
 	}
 	if tt := s.Terms.Total; tt != nil {
 		args, _ := docArguments(req.Document) // read by outOfBounds
