@@ -130,6 +130,7 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	if err := g.entitle(ctx, &r); err != nil {
 		return nil, wrapOp("", err)
 	}
+	req.StandingID = r.StandingID // the id a standing grant was given, for the caller to show
 	t0 := time.Now()
 	a, err := g.store.AnswerApproval(ctx, &r)
 	g.obs.storeTransaction("answer_approval", t0, err)

@@ -351,7 +351,9 @@ type AnswerRequest struct {
 	// counted must state the same terms (standing_terms_differ); the grant that decides the
 	// request creates the standing approval in its transaction. The caller checks the terms
 	// against the policy (Guard.Answer does).
-	Standing   *StandingTerms
+	Standing *StandingTerms
+	// StandingID is the standing approval's id; Guard.Answer picks one when it is empty and
+	// sets it here.
 	StandingID string
 }
 
