@@ -148,6 +148,9 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 			approvalID = g.keyedApproval(ctx, pr)
 		}
 		if approvalID == "" {
+			approvalID = g.standingFor(ctx, pr)
+		}
+		if approvalID == "" {
 			id, rc, err := g.approve(ctx, pr, actionID, started)
 			if err != nil {
 				return nil, rc, err

@@ -132,3 +132,38 @@ func (g *Guard) RevokeStanding(ctx context.Context, req *store.RevokeStandingReq
 	g.emitWritten(ctx, store.EventFilter{ApprovalID: s.From}, 1, store.EventStandingRevoked)
 	return s, nil
 }
+
+// standingFor returns the id of an active standing approval that admits the call pr, "" when
+// none does: a call that needs approval and presents none is admitted by one, so that its
+// principal is not asked again. Of several, the one expiring first is spent. The read is
+// advisory: the reservation decides again under its lock, and a call whose standing approval
+// was spent meanwhile is refused as presenting it would be (approval_exhausted); asked again,
+// it finds none and goes before a person.
+func (g *Guard) standingFor(ctx context.Context, pr *prepared) string {
+	ss, ok := g.store.(store.StandingStore)
+	if !ok {
+		return ""
+	}
+	now := g.cfg.Now()
+	list, err := ss.Standings(ctx, store.StandingFilter{State: store.StandingActive, Now: now})
+	if err != nil {
+		return "" // a person is asked, as without standing approvals
+	}
+	var best *store.Standing
+	for _, s := range list {
+		if s.ActionName != pr.call.Action || s.Agent != pr.principal.Agent || s.User != pr.principal.User {
+			continue
+		}
+		req := &store.ReserveRequest{Now: now, Action: pr.call.Action, ApprovalID: s.ID, Document: pr.doc}
+		if reason, _, _ := store.CheckStandingUse(s, req); reason != "" {
+			continue
+		}
+		if best == nil || s.ExpiresAt.Before(best.ExpiresAt) {
+			best = s
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.ID
+}

@@ -450,3 +450,52 @@ func TestStandingGrantRules(t *testing.T) {
 		})
 	}
 }
+
+// TestStandingWithoutPresenting: a call that needs approval and presents none is admitted by
+// an active standing approval of its action and principal whose bounds admit it, instead of a
+// new request; once it is spent, or for a call outside its bounds, a person is asked again.
+func TestStandingWithoutPresenting(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f := newStandingFixture(t, backend)
+			_, req := f.ask("bot", "", "refund.issue", `{"order_id":"o-1","amount":100,"currency":"EUR"}`)
+			terms := store.StandingTerms{Uses: 2, For: store.Duration(time.Hour), Max: map[string]int64{"amount": 500}, Vary: []string{"order_id"}}
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: req, Grant: true, Approver: "alice", Standing: &terms}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.standingFrom(req)
+			for i, tc := range []struct {
+				agent, args string
+				want        latch.Reason
+			}{
+				{"bot", `{"order_id":"o-2","amount":200,"currency":"EUR"}`, ""},
+				{"bot", `{"order_id":"o-3","amount":900,"currency":"EUR"}`, latch.ReasonApprovalRequired}, // outside its bounds
+				{"eve", `{"order_id":"o-4","amount":200,"currency":"EUR"}`, latch.ReasonApprovalRequired}, // another principal
+				{"bot", `{"order_id":"o-5","amount":200,"currency":"EUR"}`, ""},
+				{"bot", `{"order_id":"o-6","amount":200,"currency":"EUR"}`, latch.ReasonApprovalRequired}, // spent
+			} {
+				if got, _ := f.ask(tc.agent, "", "refund.issue", tc.args); got != tc.want {
+					t.Errorf("call %d (%s %s) presenting nothing: %q, want %q", i, tc.agent, tc.args, got, tc.want)
+				}
+			}
+			cur, err := f.g.Standing(t.Context(), st.ID)
+			if err != nil || cur.Uses != 2 {
+				t.Errorf("standing approval after the calls: %+v, %v; want 2 uses", cur, err)
+			}
+			n := 0
+			for s, err := range f.g.Store().Receipts(t.Context(), store.ReceiptFilter{ApprovalID: st.ID}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(s.Doc), `"result":"committed"`) {
+					n++
+				}
+			}
+			if n != 2 {
+				t.Errorf("%d committed receipts name %s, want 2", n, st.ID)
+			}
+		})
+	}
+}
