@@ -265,7 +265,8 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...), Charges: pr.charges,
 		}
 		if store.IsStandingID(approvalID) {
-			req.Document = pr.doc // a standing approval's use is checked against the whole action
+			// A standing approval's use is checked against the whole action.
+			req.Document, req.ResourceRendered = pr.doc, resourceRendered(pr)
 		}
 		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
 			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)

@@ -154,7 +154,7 @@ func (g *Guard) standingFor(ctx context.Context, pr *prepared) string {
 		if s.ActionName != pr.call.Action || s.Agent != pr.principal.Agent || s.User != pr.principal.User {
 			continue
 		}
-		req := &store.ReserveRequest{Now: now, Action: pr.call.Action, ApprovalID: s.ID, Document: pr.doc}
+		req := &store.ReserveRequest{Now: now, Action: pr.call.Action, ApprovalID: s.ID, Document: pr.doc, ResourceRendered: resourceRendered(pr)}
 		if reason, _, _ := store.CheckStandingUse(s, req); reason != "" {
 			continue
 		}
@@ -166,4 +166,10 @@ func (g *Guard) standingFor(ctx context.Context, pr *prepared) string {
 		return ""
 	}
 	return best.ID
+}
+
+// resourceRendered reports whether the call's resource was rendered from its arguments by the
+// action's template, rather than named by the call.
+func resourceRendered(pr *prepared) bool {
+	return pr.call.Resource == "" && pr.action != nil && pr.action.Resource != nil
 }

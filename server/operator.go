@@ -66,9 +66,11 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 	writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
 }
 
-// answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny.
+// answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny. Standing,
+// on a grant only, also grants a standing approval with these terms.
 type answerRequest struct {
-	Note string `json:"note"`
+	Note     string               `json:"note"`
+	Standing *store.StandingTerms `json:"standing"`
 }
 
 // answer is POST /v1/approvals/{id}/approve and /deny, as the person the credential names: a
@@ -86,12 +88,22 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 			return
 		}
 		id := r.PathValue("id")
-		a, err := s.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver,
-			Method: c.method, Verified: true, Note: req.Note})
+		if req.Standing != nil && !grant {
+			writeProblem(w, badBody("standing", "a deny grants no standing approval"))
+			return
+		}
+		ar := &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver, Method: c.method, Verified: true,
+			Note: req.Note, Standing: req.Standing}
+		a, err := s.g.Answer(r.Context(), ar)
 		var ae *store.AnswerError
+		var se *store.StandingError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+id))
+		case errors.As(err, &se):
+			p := problem(jsonview.StandingStatus(se.Reason), se.Reason, trimLatch(err))
+			p.ApprovalID = id
+			writeProblem(w, p)
 		case errors.As(err, &ae):
 			p := problem(jsonview.AnswerStatus(ae.Reason), ae.Reason, trimLatch(err))
 			p.ApprovalID = id
@@ -99,6 +111,9 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		case err != nil:
 			writeProblem(w, problemOf(err))
 		default:
+			if ar.Standing != nil && a.Status == store.Granted {
+				w.Header().Set(StandingIDHeader, ar.StandingID)
+			}
 			writeJSON(w, http.StatusOK, s.newApprovalJSON(a))
 		}
 	}

@@ -317,6 +317,9 @@ func outOfBounds(s *Standing, req *ReserveRequest) string {
 		return "the call's action document cannot be read"
 	}
 	for _, field := range []string{"schema", "name", "principal", "resource", "environment"} {
+		if field == "resource" && req.ResourceRendered {
+			continue // it follows the arguments, checked below
+		}
 		if !bytes.Equal(canonOf(base[field]), canonOf(call[field])) {
 			return fmt.Sprintf("its %s is not the standing approval's", field)
 		}

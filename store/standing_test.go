@@ -36,6 +36,7 @@ func TestCheckStandingUse(t *testing.T) {
 		edit                     func(s *Standing)
 		action, args, res, agent string
 		env                      string
+		rendered                 bool
 		want                     string
 		amount                   int64
 	}{
@@ -46,6 +47,7 @@ func TestCheckStandingUse(t *testing.T) {
 		{name: "an argument added", args: `{"amount":1,"order":"o-9","currency":"EUR","note":"x"}`, want: "mismatch"},
 		{name: "a varying argument left out", args: `{"amount":1,"currency":"EUR"}`, want: "mismatch"},
 		{name: "another resource", args: `{"amount":1,"order":"o-9","currency":"EUR"}`, res: "acct:2", want: "mismatch"},
+		{name: "another resource rendered from the arguments", rendered: true, args: `{"amount":1,"order":"o-9","currency":"EUR"}`, res: "acct:2", want: "", amount: 1},
 		{name: "another environment", args: `{"amount":1,"order":"o-9","currency":"EUR"}`, env: "staging", want: "mismatch"},
 		{name: "another agent", args: `{"amount":1,"order":"o-9","currency":"EUR"}`, agent: "eve", want: "mismatch"},
 		{name: "another action", action: "payout", args: `{"amount":1,"order":"o-9","currency":"EUR"}`, want: "mismatch"},
@@ -73,7 +75,8 @@ func TestCheckStandingUse(t *testing.T) {
 			if tc.env != "" {
 				env = tc.env
 			}
-			req := &ReserveRequest{Now: now, Action: action, ApprovalID: s.ID, Document: actionDoc(t, action, tc.args, res, agent, env)}
+			req := &ReserveRequest{Now: now, Action: action, ApprovalID: s.ID, Document: actionDoc(t, action, tc.args, res, agent, env),
+				ResourceRendered: tc.rendered}
 			reason, detail, amount := CheckStandingUse(&s, req)
 			if reason != tc.want || amount != tc.amount {
 				t.Errorf("CheckStandingUse = %q (%s), amount %d; want %q, %d", reason, detail, amount, tc.want, tc.amount)

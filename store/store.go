@@ -251,6 +251,10 @@ type ReserveRequest struct {
 	// standing approval (IsStandingID): the use is checked against the standing approval's
 	// bounds (CheckStandingUse) and spent in the reservation's transaction.
 	Document json.RawMessage
+	// ResourceRendered says the call's resource was rendered from its arguments by the policy's
+	// template (the call named none): a standing approval then checks the arguments, which the
+	// resource follows, and not the resource itself.
+	ResourceRendered bool
 }
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
