@@ -83,6 +83,7 @@ func Run(t *testing.T, b Backend) {
 		{"Retention", testRetention},
 		{"PruneWhileWriting", testPruneWhileWriting},
 		{"Budgets", testBudgets},
+		{"Standing", testStanding},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
