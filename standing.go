@@ -36,7 +36,7 @@ func (g *Guard) checkStanding(r *store.AnswerRequest, cur *store.Approval, pol *
 	if sr == nil {
 		return refuse(store.ReasonStandingNotAllowed, "the policy's approvers of %s allow no standing approvals", safetext.Quote(cur.ActionName))
 	}
-	if a := pol.Actions[cur.ActionName]; a != nil && a.Precondition != nil {
+	if a := pol.Actions[cur.ActionName]; a != nil && a.Precondition != nil || !cur.PreconditionAt.IsZero() {
 		// An approval of such an action is bound to the state of its target the approver saw;
 		// later calls would act on states nobody saw.
 		return refuse(store.ReasonStandingNotAllowed, "approvals of %s are bound to its target's state (precondition)", safetext.Quote(cur.ActionName))
@@ -143,6 +143,9 @@ func (g *Guard) standingFor(ctx context.Context, pr *prepared) string {
 	ss, ok := g.store.(store.StandingStore)
 	if !ok {
 		return ""
+	}
+	if fn, _, _ := g.preconditionFor(pr); fn != nil {
+		return "" // its approvals are bound to the target's state: a person sees it
 	}
 	now := g.cfg.Now()
 	list, err := ss.Standings(ctx, store.StandingFilter{State: store.StandingActive, Now: now})

@@ -499,3 +499,53 @@ func TestStandingWithoutPresenting(t *testing.T) {
 		})
 	}
 }
+
+// TestStandingAndPreconditions: a request bound to the state of its target (a precondition
+// read when it was stored) grants no standing approval; a call that reads its target's state is
+// never admitted by one — presenting one is refused precondition_missing, and presenting none
+// puts it before a person.
+func TestStandingAndPreconditions(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f := newStandingFixture(t, backend)
+			state := func(context.Context, latch.PreconditionRequest) (any, error) { return map[string]any{"balance": 10}, nil }
+			withState := func(order string) *latch.Call {
+				c := refundCall(order, 100)
+				c.Options = &latch.Options{Precondition: state}
+				return c
+			}
+			ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "bot"})
+			run := func(ctx context.Context, c *latch.Call) error {
+				_, err := f.g.Execute(ctx, c, func(context.Context, json.RawMessage) (any, error) { return "x", nil })
+				return err
+			}
+			var are *latch.ApprovalRequiredError
+			if err := run(ctx, withState("s-1")); !errors.As(err, &are) {
+				t.Fatalf("a call reading its target's state: %v, want approval required", err)
+			}
+			terms := store.StandingTerms{Uses: 3, For: store.Duration(time.Hour), Vary: []string{"order_id"}}
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: are.ApprovalID, Grant: true, Approver: "alice", Standing: &terms}); standingReason(err) != store.ReasonStandingNotAllowed {
+				t.Errorf("a standing grant of a request bound to its target's state: %v, want standing_not_allowed", err)
+			}
+			// A standing approval granted from a request that read no state…
+			_, req := f.ask("bot", "", "refund.issue", `{"order_id":"o-1","amount":100,"currency":"EUR"}`)
+			if _, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: req, Grant: true, Approver: "alice", Standing: &terms}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.standingFrom(req)
+			// … admits no call that reads one.
+			err := run(latch.WithApproval(ctx, st.ID), withState("s-2"))
+			if r := latch.RefusalOf(err); r == nil || r.Reason != latch.ReasonPreconditionMissing {
+				t.Errorf("presenting it on a call reading its target's state: %v, want precondition_missing", err)
+			}
+			if err := run(ctx, withState("s-3")); !errors.As(err, &are) {
+				t.Errorf("presenting nothing on a call reading its target's state: %v, want approval required", err)
+			}
+			if cur, _ := f.g.Standing(t.Context(), st.ID); cur.Uses != 0 {
+				t.Errorf("the standing approval spent %d uses on calls reading their target's state", cur.Uses)
+			}
+		})
+	}
+}
