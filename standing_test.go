@@ -510,7 +510,9 @@ func TestStandingAndPreconditions(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			f := newStandingFixture(t, backend)
-			state := func(context.Context, latch.PreconditionRequest) (any, error) { return map[string]any{"balance": 10}, nil }
+			state := func(context.Context, latch.PreconditionRequest) (any, error) {
+				return map[string]any{"balance": 10}, nil
+			}
 			withState := func(order string) *latch.Call {
 				c := refundCall(order, 100)
 				c.Options = &latch.Options{Precondition: state}
