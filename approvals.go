@@ -133,13 +133,15 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	if err := g.entitle(ctx, &r); err != nil {
 		return nil, wrapOp("", err)
 	}
+	req.StandingID = r.StandingID // the id a standing grant was given, for the caller to show
 	t0 := time.Now()
 	a, err := g.store.AnswerApproval(ctx, &r)
 	g.obs.storeTransaction("answer_approval", t0, err)
 	var ae *store.AnswerError
 	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
 		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
-			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated)
+			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated,
+			store.EventStandingGranted)
 	}
 	if err != nil {
 		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
@@ -164,7 +166,8 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	}
 	// Once the request has waited its escalate_after, the roles and people it escalates to may
 	// answer too (docs/approvals.md#reminders-and-escalation).
-	rule := g.current().ApproversFor(cur.ActionName).RuleAt(cur.CreatedAt, r.Now)
+	pol := g.current()
+	rule := pol.ApproversFor(cur.ActionName).RuleAt(cur.CreatedAt, r.Now)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
 	name, err := store.NormalizeApprover(r.Approver)
@@ -179,12 +182,21 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	if !ok {
 		return &store.AnswerError{ID: r.ID, Reason: store.ReasonNotEntitled, Approval: cur}
 	}
+	if len(r.Set) > 0 && r.Standing != nil {
+		// A standing approval is bounded by the request as asked; an edit changes it. One
+		// answer does one or the other.
+		return &store.AnswerError{ID: r.ID, Reason: policy.ReasonEditInvalid, Approval: cur,
+			Detail: "an answer either edits the request or grants a standing approval from it, not both"}
+	}
 	if len(r.Set) > 0 {
 		edit, err := g.edit(cur, r.Set)
 		if err != nil {
 			return err
 		}
 		r.Edit = edit
+	}
+	if err := g.checkStanding(r, cur, pol, rule); err != nil {
+		return err
 	}
 	return nil
 }

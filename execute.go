@@ -150,6 +150,9 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 			approvalID = g.keyedApproval(ctx, pr)
 		}
 		if approvalID == "" {
+			approvalID = g.standingFor(ctx, pr)
+		}
+		if approvalID == "" {
 			id, rc, err := g.approve(ctx, pr, actionID, started)
 			if err != nil {
 				return nil, rc, err
@@ -263,6 +266,10 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...), Charges: pr.charges,
 		}
+		if store.IsStandingID(approvalID) {
+			// A standing approval's use is checked against the whole action.
+			req.Document, req.ResourceRendered = pr.doc, resourceRendered(pr)
+		}
 		if k := requestKeyFrom(ctx); k != "" && pr.remote && pr.key != "" {
 			req.RequestKey, req.Agent, req.User = k, pr.principal.Agent, pr.principal.User // Begin's (remote.go)
 			req.KeyNamesEffect = pr.keyNamed
@@ -293,6 +300,9 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 				g.log.Warn("latch: the approval's edits not read for the receipt", "approval", approvalID, "err", err)
 				rc.ApprovalEdit, err = nil, nil
 			}
+		}
+		if res.Standing != nil {
+			rc.Approver = store.StandingApprover(res.Standing) // rc.ApprovalID names the standing approval
 		}
 		// Made, now that the reservation holds: a refused one charged nothing, and its receipt
 		// (written by the store from the draft) says none.

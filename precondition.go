@@ -241,6 +241,16 @@ func (g *Guard) recheckPrecondition(ctx context.Context, pr *prepared, approvalI
 		pr.precondition, pr.preconditionRead = h, true
 		return nil
 	}
+	if store.IsStandingID(approvalID) {
+		if fn == nil {
+			return nil
+		}
+		// A standing approval is bound to no state of the target: nobody saw the state this
+		// call would act on.
+		return &PreconditionError{Action: pr.call.Action, ApprovalID: approvalID, Reason: string(ReasonPreconditionMissing),
+			Detail: fmt.Sprintf("%s denied: %s: standing approval %s is bound to no state of the target, and this call's action reads one",
+				safetext.Quote(pr.call.Action), ReasonPreconditionMissing, safetext.Quote(approvalID))}
+	}
 	a, err := g.store.Approval(ctx, approvalID)
 	if err != nil || a.Status != store.Granted || a.ActionHash != pr.hash || !g.cfg.Now().Before(a.ExpiresAt) {
 		return nil // the reservation refuses it, with its own reason

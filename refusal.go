@@ -91,6 +91,9 @@ const (
 	ReasonApprovalDenied   Reason = "approval_denied"   // … denied by a person
 	ReasonApprovalPending  Reason = "approval_pending"  // … not answered yet
 	ReasonApprovalExpired  Reason = "approval_expired"  // … past its expiry
+	// A presented standing approval (docs/approvals.md#standing-approvals) is …
+	ReasonApprovalExhausted Reason = "approval_exhausted" // … spent: every use, or its whole total
+	ReasonApprovalRevoked   Reason = "approval_revoked"   // … revoked by a person
 
 	// The effect's state: KindCommitted, KindInProgress, KindAmbiguous, KindExhausted,
 	// KindKeyConflict, KindOutcomeUnknown.
@@ -441,6 +444,7 @@ var reasonKinds = map[Reason]RefusalKind{
 	ReasonApprovalUnknown:  KindApprovalRefused, ReasonApprovalMismatch: KindApprovalRefused,
 	ReasonApprovalConsumed: KindApprovalRefused, ReasonApprovalDenied: KindApprovalRefused,
 	ReasonApprovalPending: KindApprovalRefused, ReasonApprovalExpired: KindApprovalRefused,
+	ReasonApprovalExhausted: KindApprovalRefused, ReasonApprovalRevoked: KindApprovalRefused,
 	ReasonCommitted: KindCommitted, ReasonInProgress: KindInProgress,
 	ReasonAmbiguous: KindAmbiguous, ReasonOutcomeConflict: KindAmbiguous,
 	ReasonAttemptsExhausted: KindExhausted, ReasonKeyConflict: KindKeyConflict,

@@ -339,6 +339,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(standingChildEnv); spec != "" {
+		if err := standingChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "standing child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m) // guards, sweepers and sink writers all end with their test
 }
 

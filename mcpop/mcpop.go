@@ -145,7 +145,7 @@ func (o *Operator) Server() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "show_approval", Annotations: read, OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Show one approval request: the action, its exact arguments as a person reads them, who asked, the hash it is bound to, its status and expiry."}, o.showApproval)
 	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
-		Description: "Grant a pending approval request as this session's approver. The grant is single use, expires, and matches only the exact action shown. With set, approve with an edit: the arguments the policy marks editable take narrower values (an amount lowered), and the request then matches only the edited action."}, o.answer(true))
+		Description: "Grant a pending approval request as this session's approver. The grant is single use, expires, and matches only the exact action shown. With set, approve with an edit: the arguments the policy marks editable take narrower values (an amount lowered), and the request then matches only the edited action. With standing (not with set), it also grants a standing approval: up to uses further calls of the same action by the same principal, for a time, with the arguments the terms allow (only where the policy's approvers allow standing approvals)."}, o.answer(true))
 	mcp.AddTool(s, &mcp.Tool{Name: "deny", Annotations: write(), OutputSchema: schemaFor[jsonview.Approval](),
 		Description: "Deny a pending approval request as this session's approver."}, o.answer(false))
 	mcp.AddTool(s, &mcp.Tool{Name: "list_effects", Annotations: read, OutputSchema: schemaFor[Effects](),
@@ -166,6 +166,12 @@ func (o *Operator) Server() *mcp.Server {
 		Description: "What ran under one hop (dlg_…): the hop and its state (live, revoked, expired), its creation and revocation records, and each call decided under it with its receipts and its effect record now."}, o.inspectHop)
 	mcp.AddTool(s, &mcp.Tool{Name: "verify_receipts", Annotations: read, OutputSchema: schemaFor[jsonview.ChainReport](),
 		Description: "Verify the hash chain of receipts, the stored state against it and (when the server has the checkpoint public key) every signed checkpoint: ok, how many were verified, and each break with its seq."}, o.verify)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_standing", Annotations: read, OutputSchema: schemaFor[StandingList](),
+		Description: "List standing approvals by state (default active; or exhausted, expired, revoked, all): what each admits, how many of its uses are spent, until when, and who granted it."}, o.listStanding)
+	mcp.AddTool(s, &mcp.Tool{Name: "show_standing", Annotations: read, OutputSchema: schemaFor[jsonview.Standing](),
+		Description: "Show one standing approval (sta_…): its action, the request's arguments, its bounds, its uses and its state."}, o.showStanding)
+	mcp.AddTool(s, &mcp.Tool{Name: "revoke_standing", Annotations: write(), OutputSchema: schemaFor[jsonview.Standing](),
+		Description: "Revoke a standing approval as this session's approver: calls presenting it afterwards are refused approval_revoked."}, o.revokeStanding)
 	return s
 }
 
@@ -277,7 +283,8 @@ type AnswerArgs struct {
 	ApprovalID string `json:"approval_id" jsonschema:"the request's id, apr_…"`
 	Note       string `json:"note,omitempty" jsonschema:"kept with the answer"`
 	// Set approves with an edit (docs/approvals.md#approve-with-edits).
-	Set map[string]any `json:"set,omitempty" jsonschema:"approve only: the arguments to change and the values they take instead; only arguments the policy marks editable, only narrowed (an amount lowered)"`
+	Set      map[string]any `json:"set,omitempty" jsonschema:"approve only: the arguments to change and the values they take instead; only arguments the policy marks editable, only narrowed (an amount lowered)"`
+	Standing *StandingArgs  `json:"standing,omitempty" jsonschema:"approve only: also grant a standing approval with these terms"`
 }
 
 func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Approval] {
@@ -292,12 +299,23 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 				return nil, jsonview.Approval{}, fmt.Errorf("edit_invalid: set: %w", err)
 			}
 		}
-		a, err := o.cfg.Guard.Answer(ctx, &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name,
-			Method: w.method, Verified: w.verified, Note: in.Note, Set: set})
+		ar := &store.AnswerRequest{ID: in.ApprovalID, Grant: grant, Approver: w.name, Method: w.method, Verified: w.verified, Note: in.Note, Set: set}
+		if in.Standing != nil {
+			if !grant {
+				return nil, jsonview.Approval{}, errors.New("invalid_argument: a deny grants no standing approval")
+			}
+			if ar.Standing, err = in.Standing.terms(); err != nil {
+				return nil, jsonview.Approval{}, err
+			}
+		}
+		a, err := o.cfg.Guard.Answer(ctx, ar)
 		var ae *store.AnswerError
+		var se *store.StandingError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return nil, jsonview.Approval{}, fmt.Errorf("approval_not_found: no approval request %q", in.ApprovalID)
+		case errors.As(err, &se):
+			return nil, jsonview.Approval{}, fmt.Errorf("%s: %s", se.Reason, strings.TrimPrefix(err.Error(), "latch: "))
 		case errors.As(err, &ae):
 			return nil, jsonview.Approval{}, fmt.Errorf("%s: %s", ae.Reason, strings.TrimPrefix(err.Error(), "latch: "))
 		case err != nil:
@@ -306,6 +324,10 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 		v, err := o.op.ApprovalDetail(ctx, a)
 		if err != nil {
 			return nil, jsonview.Approval{}, toolError(err)
+		}
+		if ar.Standing != nil && a.Status == store.Granted {
+			res, err := standingResult(v, ar.StandingID)
+			return res, v, err
 		}
 		return nil, v, nil
 	}

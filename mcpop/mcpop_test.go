@@ -94,7 +94,8 @@ func TestReadOnlyAnnotations(t *testing.T) {
 	_, cs, _ := setup(t, "")
 	want := map[string]bool{"list_approvals": true, "show_approval": true, "list_effects": true, "inspect": true,
 		"verify_receipts": true, "list_receipts": true, "stats": true, "list_budgets": true, "inspect_grant": true, "inspect_hop": true,
-		"approve": false, "deny": false, "resolve": false}
+		"approve": false, "deny": false, "resolve": false,
+		"list_standing": true, "show_standing": true, "revoke_standing": false}
 	seen := 0
 	for tool, err := range cs.Tools(t.Context(), nil) {
 		if err != nil {

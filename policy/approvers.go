@@ -16,7 +16,7 @@ import (
 // Keys of the approvers sections, in the order error messages list them.
 var (
 	approversKeys      = []string{"roles", "policy_change"}
-	actionApproverKeys = []string{"roles", "required", "verified", "remind_after", "escalate_after", "escalate_to"}
+	actionApproverKeys = []string{"roles", "required", "verified", "remind_after", "escalate_after", "escalate_to", "standing"}
 	escalateToKeys     = []string{"roles", "people"}
 )
 
@@ -59,7 +59,11 @@ type ApproverRule struct {
 	EscalateAfter time.Duration
 	// EscalateTo is who a request is escalated to; set exactly when EscalateAfter is.
 	EscalateTo *EscalateTo
-	Pos        Position // of the approvers key
+	// Standing is the `standing:` entry: how far an approver may widen one answer into a
+	// standing approval (docs/approvals.md#standing-approvals); nil when standing approvals of
+	// the action are not allowed.
+	Standing *StandingRule
+	Pos      Position // of the approvers key
 
 	rolePos     []Position // of each entry of Roles
 	requiredPos Position   // of required's value; zero when absent
@@ -137,6 +141,10 @@ func (p *Policy) ApproversFor(action string) ApproverRule {
 				et := *r.EscalateTo
 				et.Roles, et.People = slices.Clone(et.Roles), slices.Clone(et.People)
 				r.EscalateTo = &et
+			}
+			if r.Standing != nil {
+				st := *r.Standing
+				r.Standing = &st
 			}
 			if r.Required < 1 {
 				r.Required = 1
@@ -377,6 +385,12 @@ func (p *parser) actionApprovers(e entry, where string) (*ApproverRule, *Error) 
 			if e := p.escalation(en, r, where); e != nil {
 				return nil, e
 			}
+		case "standing":
+			st, e := p.standingRule(en, where)
+			if e != nil {
+				return nil, e
+			}
+			r.Standing = st
 		default:
 			return nil, p.unknownKey(en.k, "in approvers "+where, actionApproverKeys)
 		}
@@ -622,4 +636,52 @@ func (pol *Policy) rolesExpected() string {
 	}
 	slices.Sort(defined)
 	return "expected one of " + strings.Join(defined, ", ")
+}
+
+// StandingRule bounds the standing approvals an approver may grant from one request of an
+// action: at most MaxUses calls, for at most MaxFor from the grant. Both are required.
+type StandingRule struct {
+	MaxUses int
+	MaxFor  time.Duration
+	Pos     Position // of the standing key
+}
+
+// maxStandingUses is the largest max_uses a policy may give: a standing approval is a bounded
+// saving of re-asking, not a second allow rule.
+const maxStandingUses = 10000
+
+func (p *parser) standingRule(e entry, where string) (*StandingRule, *Error) {
+	what := "standing in approvers " + where
+	if e := p.mapping(e, what, "a mapping with max_uses and max_for"); e != nil {
+		return nil, e
+	}
+	r := &StandingRule{Pos: posOf(e.k)}
+	for _, en := range entries(e.v) {
+		switch en.k.Value {
+		case "max_uses":
+			n, e := p.int(en, "max_uses of "+what)
+			if e != nil {
+				return nil, e
+			}
+			if n < 1 || n > maxStandingUses {
+				return nil, p.errf(en.v, "max_uses of %s is %d (expected from 1 to %d)", what, n, maxStandingUses)
+			}
+			r.MaxUses = int(n)
+		case "max_for":
+			d, e := p.duration(en, "max_for of "+what, MaxApprovalTTL)
+			if e != nil {
+				return nil, e
+			}
+			r.MaxFor = d
+		default:
+			return nil, p.unknownKey(en.k, "in "+what, []string{"max_uses", "max_for"})
+		}
+	}
+	switch {
+	case r.MaxUses == 0:
+		return nil, p.errf(e.k, "%s has no max_uses (expected how many calls one standing approval may admit at most)", what)
+	case r.MaxFor == 0:
+		return nil, p.errf(e.k, "%s has no max_for (expected how long one standing approval may last at most, like 1h)", what)
+	}
+	return r, nil
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -144,7 +145,7 @@ func TestParseApproversRefused(t *testing.T) {
 		{"verified not a bool", head + "    approvers: { verified: yes }\n",
 			`latch.yaml:9:28: verified in approvers in action "a.b" is string "yes" (expected true or false)`},
 		{"unknown key in rule", head + "    approvers: { role: [leads] }\n",
-			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified, remind_after, escalate_after, escalate_to)`},
+			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified, remind_after, escalate_after, escalate_to, standing)`},
 		{"empty roles", head + "    approvers: { roles: [] }\n",
 			`latch.yaml:9:25: roles of approvers in action "a.b" is a list (expected a non-empty list`},
 		{"role listed twice", head + "    approvers: { roles: [leads, leads] }\n",
@@ -171,6 +172,16 @@ func TestParseApproversRefused(t *testing.T) {
 			`latch.yaml:5`},
 		{"the reserved action declared", "schema: latch.policy/v1\nactions:\n  latch.policy.apply:\n    decision: allow\n",
 			`latch.yaml:3:3: action name "latch.policy.apply" is reserved`},
+		{"standing without max_for", head + "    approvers: { standing: { max_uses: 3 } }\n",
+			`latch.yaml:9:18: standing in approvers in action "a.b" has no max_for`},
+		{"standing without max_uses", head + "    approvers: { standing: { max_for: 1h } }\n",
+			`latch.yaml:9:18: standing in approvers in action "a.b" has no max_uses`},
+		{"standing max_uses zero", head + "    approvers: { standing: { max_uses: 0, max_for: 1h } }\n",
+			`latch.yaml:9:40: max_uses of standing in approvers in action "a.b" is 0 (expected from 1 to 10000)`},
+		{"standing max_for a bare number", head + "    approvers: { standing: { max_uses: 2, max_for: 60 } }\n",
+			`latch.yaml:9:52: max_for of standing in approvers in action "a.b" is a bare number 60`},
+		{"standing unknown key", head + "    approvers: { standing: { uses: 2 } }\n",
+			`latch.yaml:9:30: unknown key "uses" in standing in approvers in action "a.b" (expected one of max_uses, max_for)`},
 		{"section not a mapping", "schema: latch.policy/v1\napprovers: [alice]\n",
 			`latch.yaml:2:12: approvers is a list (expected a mapping with roles)`},
 	} {
@@ -200,5 +211,22 @@ func TestParseApproversAccepted(t *testing.T) {
 		if _, err := Parse("latch.yaml", []byte(src)); err != nil {
 			t.Errorf("Parse(%q): %v", src, err)
 		}
+	}
+}
+
+// TestParseStanding: a standing entry gives its bounds; an action without one allows no
+// standing approvals (nil).
+func TestParseStanding(t *testing.T) {
+	t.Parallel()
+	src := "schema: latch.policy/v1\nactions:\n  a.b:\n    decision: approve\n    approvers: { standing: { max_uses: 10, max_for: 2h } }\n  c.d:\n    decision: approve\n"
+	pol, err := Parse("latch.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := pol.ApproversFor("a.b").Standing; st == nil || st.MaxUses != 10 || st.MaxFor != 2*time.Hour {
+		t.Errorf("ApproversFor(a.b).Standing = %+v, want 10 uses for 2h", st)
+	}
+	if st := pol.ApproversFor("c.d").Standing; st != nil {
+		t.Errorf("ApproversFor(c.d).Standing = %+v, want nil", st)
 	}
 }

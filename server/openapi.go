@@ -53,6 +53,9 @@ var ops = map[string]op{
 	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
 	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver), optionally with edits", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409, 422}, nil},
 	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
+	"GET /v1/standing":                {"Standing approvals by state: active, exhausted, expired, revoked or all (approver)", "", "StandingList", []int{200, 400, 401, 403}, nil},
+	"GET /v1/standing/{id}":           {"One standing approval (approver, or the principal it admits)", "", "Standing", []int{200, 401, 404}, nil},
+	"POST /v1/standing/{id}/revoke":   {"Revoke a standing approval (approver)", "RevokeStandingRequest", "Standing", []int{200, 400, 401, 403, 404, 409}, nil},
 	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
@@ -177,6 +180,14 @@ var (
 	anyJSON  = map[string]any{}
 	stamp    = map[string]any{"type": []string{"string", "null"}, "format": "date-time"}
 	principl = obj(nil, map[string]any{"agent": nstr, "user": nstr})
+	// standingTerms are the bounds of a standing approval, as a grant states them and as a
+	// listing shows them (docs/approvals.md#standing-approvals).
+	standingTerms = map[string]any{"type": "object", "additionalProperties": false, "required": []string{"uses", "for"}, "properties": map[string]any{
+		"uses": map[string]any{"type": "integer", "minimum": 1}, "for": map[string]any{"type": "string", "description": "a Go duration, like 1h30m"},
+		"max":  map[string]any{"type": []string{"object", "null"}, "additionalProperties": integer},
+		"vary": map[string]any{"type": []string{"array", "null"}, "items": str},
+		"total": map[string]any{"oneOf": []any{map[string]any{"type": "null"}, map[string]any{"type": "object", "additionalProperties": false,
+			"required": []string{"argument", "limit"}, "properties": map[string]any{"argument": str, "limit": integer}}}}}}
 )
 
 // refusalKinds is a problem's kind: one of latch.RefusalKinds, the classes every surface maps.
@@ -269,8 +280,19 @@ var schemas = map[string]any{
 					"arguments": map[string]any{"type": "object", "additionalProperties": obj([]string{"from", "to"}, map[string]any{
 						"from": anyJSON, "to": anyJSON})}})}})}}}),
 	"AnswerRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str,
-		"set": map[string]any{"type": "object", "additionalProperties": anyJSON, "description": "Approve with edits: the arguments the approver changes and the values they take; only arguments the policy marks editable, only narrowed (docs/approvals.md#approve-with-edits)."}}},
-	"Approvals": obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
+		"set":      map[string]any{"type": "object", "additionalProperties": anyJSON, "description": "Approve with edits: the arguments the approver changes and the values they take; only arguments the policy marks editable, only narrowed (docs/approvals.md#approve-with-edits)."},
+		"standing": standingTerms}},
+	"RevokeStandingRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"note": str}},
+	"Standing": obj([]string{"standing_id", "state", "from", "action", "action_hash", "terms", "uses"}, map[string]any{
+		"standing_id": str, "state": map[string]any{"enum": []string{"active", "exhausted", "expired", "revoked"}}, "from": str,
+		"action": str, "action_hash": str, "arguments": anyJSON, "principal": principl, "resource": nstr,
+		"display": map[string]any{"type": "array", "items": obj([]string{"name", "raw"}, map[string]any{
+			"name": str, "label": nstr, "raw": str, "human": nstr})},
+		"terms": standingTerms, "uses": integer, "spent": nint,
+		"granted_by": map[string]any{"type": "array", "items": str}, "created_at": stamp, "expires_at": stamp,
+		"last_used_by": nstr, "last_used_at": stamp, "revoked_by": nstr, "revoked_at": stamp, "note": nstr}),
+	"StandingList": obj([]string{"standing"}, map[string]any{"standing": map[string]any{"type": "array", "items": ref("Standing")}}),
+	"Approvals":    obj([]string{"approvals"}, map[string]any{"approvals": map[string]any{"type": "array", "items": ref("Approval")}}),
 	"Effect": obj([]string{"effect_key", "state", "attempt"}, map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},

@@ -282,6 +282,31 @@ func TestOpenAPI(t *testing.T) {
 	hsv.do("POST", "/v1/hops", "", hop)
 	hsv.do("POST", "/v1/hops", hsv.approver, hop)
 	hsv.do("POST", "/v1/hops", hsv.bob, map[string]any{"parent": "sender"})
+	// Standing approvals need a policy that allows them.
+	ssv := observedServer(t, obs, standingPolicy)
+	sapr := ssv.do("POST", "/v1/actions", ssv.bob, refund("o-1", 100, "")).body["approval_id"].(string)
+	sta := ssv.do("POST", "/v1/approvals/"+sapr+"/approve", ssv.approver, map[string]any{"standing": map[string]any{"uses": 1, "for": "1h"}}).
+		header.Get(server.StandingIDHeader)
+	for _, q := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"GET", "/v1/standing", ssv.approver, nil},
+		{"GET", "/v1/standing?state=x", ssv.approver, nil},
+		{"GET", "/v1/standing", "", nil},
+		{"GET", "/v1/standing", ssv.bob, nil},
+		{"GET", "/v1/standing/" + sta, ssv.approver, nil},
+		{"GET", "/v1/standing/" + sta, "", nil},
+		{"GET", "/v1/standing/sta_x", ssv.approver, nil},
+		{"POST", "/v1/standing/" + sta + "/revoke", "", nil},
+		{"POST", "/v1/standing/" + sta + "/revoke", ssv.bob, nil},
+		{"POST", "/v1/standing/sta_x/revoke", ssv.approver, nil},
+		{"POST", "/v1/standing/" + sta + "/revoke", ssv.approver, map[string]any{"note": "bad\u0000"}},
+		{"POST", "/v1/standing/" + sta + "/revoke", ssv.approver, nil},
+		{"POST", "/v1/standing/" + sta + "/revoke", ssv.approver, nil},
+	} {
+		ssv.do(q.method, q.path, q.token, q.body)
+	}
 	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
 	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {
 		h1, h2 := hold(t, s.url, path, s.alice, 4096), hold(t, s.url, path, s.alice, 4096)

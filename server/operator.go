@@ -77,10 +77,12 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 }
 
 // answerRequest is the (optional) body of POST /v1/approvals/{id}/approve and /deny: a note,
-// and the arguments an approver changes with a grant (docs/approvals.md#approve-with-edits).
+// the arguments an approver changes with a grant (docs/approvals.md#approve-with-edits) and,
+// on a grant only, the terms of a standing approval it also grants.
 type answerRequest struct {
-	Note string          `json:"note"`
-	Set  json.RawMessage `json:"set"`
+	Note     string               `json:"note"`
+	Set      json.RawMessage      `json:"set"`
+	Standing *store.StandingTerms `json:"standing"`
 }
 
 // answer is POST /v1/approvals/{id}/approve and /deny, as the person the credential names: a
@@ -101,12 +103,22 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 		if string(req.Set) == "null" {
 			req.Set = nil
 		}
-		a, err := s.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver,
-			Method: c.method, Verified: true, Note: req.Note, Set: req.Set})
+		if req.Standing != nil && !grant {
+			writeProblem(w, badBody("standing", "a deny grants no standing approval"))
+			return
+		}
+		ar := &store.AnswerRequest{ID: id, Grant: grant, Approver: c.approver, Method: c.method, Verified: true,
+			Note: req.Note, Set: req.Set, Standing: req.Standing}
+		a, err := s.g.Answer(r.Context(), ar)
 		var ae *store.AnswerError
+		var se *store.StandingError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeProblem(w, problem(http.StatusNotFound, "approval_not_found", "no approval request "+id))
+		case errors.As(err, &se):
+			p := problem(jsonview.StandingStatus(se.Reason), se.Reason, trimLatch(err))
+			p.ApprovalID = id
+			writeProblem(w, p)
 		case errors.As(err, &ae):
 			p := problem(jsonview.AnswerStatus(ae.Reason), ae.Reason, trimLatch(err))
 			p.ApprovalID = id
@@ -118,6 +130,9 @@ func (s *Server) answer(grant bool) func(http.ResponseWriter, *http.Request, *ca
 			if err != nil {
 				writeProblem(w, problemOf(err))
 				return
+			}
+			if ar.Standing != nil && a.Status == store.Granted {
+				w.Header().Set(StandingIDHeader, ar.StandingID)
 			}
 			writeJSON(w, http.StatusOK, out)
 		}

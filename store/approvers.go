@@ -57,6 +57,8 @@ type Answer struct {
 	At    time.Time
 	// Required is how many distinct grants the request needed when this answer was given.
 	Required int
+	// Standing is the terms of the standing approval this grant asked for; nil for a plain grant.
+	Standing *StandingTerms
 }
 
 // Answer reasons besides those of AnswerError's own list.
@@ -159,6 +161,9 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 			return nil, nil, refuse(ReasonAlreadyAnswered)
 		}
 	}
+	if err := checkStandingAnswer(req, a); err != nil {
+		return nil, nil, err
+	}
 	method := req.Method
 	if method == "" {
 		method = MethodCLI
@@ -166,6 +171,9 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 	required := max(req.Required, 1)
 	ans := Answer{Approver: Approver{Name: approver, Method: method, Verified: req.Verified}, Grant: req.Grant,
 		Note: req.Note, At: req.Now, Required: required}
+	if req.Grant {
+		ans.Standing = req.Standing
+	}
 	next := *a
 	var edit map[string]any
 	if req.Edit != nil {
@@ -207,8 +215,15 @@ func planAnswer(req *AnswerRequest, a *Approval, approver string) (*ApprovalWrit
 	if edit != nil {
 		payload["edit"] = edit // who edited what: the request's own events keep it (EditsOf)
 	}
-	ev := NewEvent(kind, req.Now, "", "", a.ID, payload)
-	return &ApprovalWrite{PrevStatus: Pending, Next: next, Answer: &ans}, []Event{ev}, nil
+	events := []Event{NewEvent(kind, req.Now, "", "", a.ID, payload)}
+	w := &ApprovalWrite{PrevStatus: Pending, Next: next, Answer: &ans}
+	if st := planStandingGrant(req, &next); st != nil {
+		w.Standing = st
+		events = append(events, NewEvent(EventStandingGranted, req.Now, "", "", a.ID, map[string]any{
+			"standing": st.ID, "uses": int64(st.Terms.Uses), "expires_at": st.ExpiresAt.UTC().Format(time.RFC3339Nano),
+			"granted_by": st.GrantedBy}))
+	}
+	return w, events, nil
 }
 
 // Progress says how far a request is: "1 of 2" grants, or its status once decided.

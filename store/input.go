@@ -107,6 +107,9 @@ func (r *ReserveRequest) Check() error {
 	if err := checkCharges(r.EffectKey, r.Charges); err != nil {
 		return err
 	}
+	if IsStandingID(r.ApprovalID) && len(r.Document) == 0 {
+		return fmt.Errorf("%w: a reservation presenting standing approval %s needs the call's action document", ErrInvalidInput, r.ApprovalID)
+	}
 	if err := CheckReceipt(r.Receipt); err != nil {
 		return err
 	}
@@ -136,8 +139,11 @@ func (r *AnswerRequest) Check() error {
 	if r == nil {
 		return nil
 	}
-	if err := checkTexts("approval id", r.ID, "approver", r.Approver); err != nil {
+	if err := checkTexts("approval id", r.ID, "approver", r.Approver, "standing id", r.StandingID); err != nil {
 		return err
+	}
+	if r.Standing != nil && !r.Grant {
+		return fmt.Errorf("%w: answer %s: a deny cannot grant a standing approval", ErrInvalidInput, r.ID)
 	}
 	return r.checkMethod()
 }

@@ -28,6 +28,8 @@ type ApprovalWrite struct {
 	// Answer is the answer the write records (PlanAnswer), inserted beside the approval row;
 	// nil for every other write.
 	Answer *Answer
+	// Standing is the standing approval the grant creates (inserted); nil for none.
+	Standing *Standing
 }
 
 // ReservePlan is everything one reservation writes. Result.Receipt is filled by the backend
@@ -42,6 +44,8 @@ type ReservePlan struct {
 	RequestKey *RequestKeyWrite
 	// Charges are the ledger rows the reservation inserts (PlanCharges); nil for none.
 	Charges []ChargeRecord
+	// Standing is the standing approval the reservation spends a use of; nil for none.
+	Standing *StandingWrite
 }
 
 // CheckApproval decides whether approval a may be spent on the action with hash actionHash at
@@ -80,7 +84,20 @@ const LeaseExpiredError = "lease expired: the holder never finished"
 // that order: a presented approval, then the effect's state, then the charges, so that a
 // duplicate is refused as a duplicate whatever its budget holds.
 func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval, held []int64) *ReservePlan {
+	return planReserve(req, eff, apr, nil, held)
+}
+
+// PlanReserveStanding is PlanReserve for a request that may present a standing approval: st is
+// the standing approval req.ApprovalID names (nil when none or unknown), read under the write
+// lock. Its use is checked first (CheckStandingUse) and spent only when the reservation holds.
+func PlanReserveStanding(req *ReserveRequest, eff *Effect, apr *Approval, st *Standing, held []int64) *ReservePlan {
+	return planReserve(req, eff, apr, st, held)
+}
+
+func planReserve(req *ReserveRequest, eff *Effect, apr *Approval, st *Standing, held []int64) *ReservePlan {
 	p := &ReservePlan{Events: append([]Event(nil), req.Events...)}
+	standing := IsStandingID(req.ApprovalID)
+	var amount int64
 	p.Result.Effect = eff
 	p.Result.Approval = apr
 	ev := func(kind string, payload map[string]any) {
@@ -102,6 +119,9 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval, held []int64) 
 			if apr != nil && rc.Approver == "" {
 				rc.Approver = safetext.Valid(apr.Approver)
 			}
+			if st != nil && rc.Approver == "" {
+				rc.Approver = StandingApprover(st)
+			}
 			rc.FinishedAt = req.Now
 			// The refusal's receipt chains what the refusal wrote: an approval found expired,
 			// an effect whose lease lapsed.
@@ -121,7 +141,14 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval, held []int64) 
 		return p
 	}
 
-	if req.ApprovalID != "" {
+	if standing {
+		reason, detail, amt := CheckStandingUse(st, req)
+		if reason != "" {
+			return refuse(&Refusal{Approval: true, Reason: reason,
+				Detail: fmt.Sprintf("standing approval %s refused: %s (%s)", safetext.Quote(req.ApprovalID), reason, detail)})
+		}
+		amount = amt
+	} else if req.ApprovalID != "" {
 		reason, expire := CheckApproval(apr, req.ActionHash, req.Now)
 		if expire {
 			next := *apr
@@ -169,7 +196,19 @@ func PlanReserve(req *ReserveRequest, eff *Effect, apr *Approval, held []int64) 
 		ev(EventEffectReserved, map[string]any{"attempt": next.Attempt, "lease_expires_at": next.LeaseExpiresAt.UTC().Format(receipt.TimeFormat)})
 	}
 
-	if req.ApprovalID != "" {
+	if standing {
+		next := *st
+		next.Uses++
+		next.Spent += amount
+		next.LastUsedBy, next.LastUsedAt = req.ActionID, req.Now
+		p.Standing = &StandingWrite{Prev: st, Next: next}
+		p.Result.Standing = &next
+		payload := map[string]any{"uses": int64(next.Uses), "of": int64(next.Terms.Uses), "from": st.From}
+		if next.Terms.Total != nil {
+			payload["spent"], payload["limit"] = next.Spent, next.Terms.Total.Limit
+		}
+		ev(EventStandingUsed, payload)
+	} else if req.ApprovalID != "" {
 		next := *apr
 		next.Status = Consumed
 		next.ConsumedBy = req.ActionID

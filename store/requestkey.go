@@ -144,7 +144,7 @@ func replayPlan(eff *Effect) *ReservePlan {
 // writes the key with it (plan.RequestKey); a refusal leaves the key as it was; held is as
 // PlanReserve takes it. The error is a
 // *RequestKeyError, with nothing to write.
-func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *Approval, held []int64) (*ReservePlan, error) {
+func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *Approval, st *Standing, held []int64) (*ReservePlan, error) {
 	replay, err := PlanReplay(req, rk, eff)
 	switch {
 	case err != nil:
@@ -152,7 +152,7 @@ func PlanKeyedReserve(req *ReserveRequest, rk *RequestKey, eff *Effect, apr *App
 	case replay:
 		return replayPlan(eff), nil
 	}
-	p := PlanReserve(req, eff, apr, held)
+	p := planReserve(req, eff, apr, st, held)
 	if req.RequestKey != "" && p.Result.Reserved && p.Result.Refusal == nil && p.Effect != nil {
 		next := RequestKey{Key: req.RequestKey, Agent: req.Agent, User: req.User, ActionHash: req.ActionHash,
 			EffectKey: req.EffectKey, ApprovalID: req.ApprovalID, ActionID: req.ActionID, Attempt: p.Effect.Next.Attempt,

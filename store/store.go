@@ -260,6 +260,14 @@ type ReserveRequest struct {
 	// its transaction; the first that would exceed its limit refuses the reservation with
 	// Refusal{Reason: "budget_exhausted", Charge: that charge}, and nothing is charged.
 	Charges []Charge
+	// Document is the call's canonical action document. It is required when ApprovalID names a
+	// standing approval (IsStandingID): the use is checked against the standing approval's
+	// bounds (CheckStandingUse) and spent in the reservation's transaction.
+	Document json.RawMessage
+	// ResourceRendered says the call's resource was rendered from its arguments by the policy's
+	// template (the call named none): a standing approval then checks the arguments, which the
+	// resource follows, and not the resource itself.
+	ResourceRendered bool
 }
 
 // Refusal says why a reservation was refused. Reason is the snake_case code of receipts and
@@ -293,6 +301,9 @@ type ReserveResult struct {
 	// Approval is the presented approval after the transaction (nil when none or unknown),
 	// without its Answers and Required: a reservation reads only what it decides on.
 	Approval *Approval
+	// Standing is the presented standing approval after the transaction (nil when none or
+	// unknown): with the use spent when the reservation holds.
+	Standing *Standing
 	Receipt  *receipt.Sealed
 	Document *receipt.Receipt // the receipt written, as sealed (seq and prev_hash set); nil when none
 	Events   []Event          // the events written, with their store-assigned ids (for sinks)
@@ -359,6 +370,15 @@ type AnswerRequest struct {
 	Set json.RawMessage
 	// Edit is the edit the answer writes with its grant: the request then binds Edit.Hash.
 	Edit *Edit
+	// Standing, on a grant, asks for a standing approval with these terms besides the grant of
+	// the request itself (docs/approvals.md#standing-approvals), under StandingID. Every grant
+	// counted must state the same terms (standing_terms_differ); the grant that decides the
+	// request creates the standing approval in its transaction. The caller checks the terms
+	// against the policy (Guard.Answer does).
+	Standing *StandingTerms
+	// StandingID is the standing approval's id; Guard.Answer picks one when it is empty and
+	// sets it here.
+	StandingID string
 }
 
 // ResolveRequest settles an ambiguous effect (docs/guarantees.md#resolving-an-ambiguous-effect): an ambiguous record, an executing

@@ -28,8 +28,8 @@ func oneOf(v string, allowed []string) bool {
 }
 
 func (a *app) approvalsCommand() *cobra.Command {
-	var status string
-	var asJSON bool
+	var status, state string
+	var asJSON, standing bool
 	cmd := &cobra.Command{
 		Use:   "approvals [flags]",
 		Short: "List approval requests with the exact arguments",
@@ -55,11 +55,28 @@ same action is pending hands back that request; it is not listed twice.
 --json prints JSON Lines, one object per request:
   approval_id, status, action, action_hash, arguments, display, principal, resource,
   created_at, expires_at, approver, previous_denied, previous_denied_by, precondition
-  ({hash, captured_at} or null), answers, required, grants, edit (null, or what approvers
-  changed: {requested_action_hash, requested_arguments, edits})`,
-		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id",
+  ({hash, captured_at} or null), answers, required, grants, reminders (null, or when the
+  request is reminded about and escalated), edit (null, or what approvers changed:
+  {requested_action_hash, requested_arguments, edits})
+
+--standing lists the standing approvals instead, newest first (--state active, exhausted,
+expired, revoked): how many of its calls each has admitted, until when, who granted it
+and its bounds. With --json, one object per standing approval:
+  standing_id, state, from, action, action_hash, arguments, display, principal, resource,
+  terms ({uses, for, max, vary, total}), uses, spent, granted_by, created_at, expires_at,
+  last_used_by, last_used_at, revoked_by, revoked_at, note`,
+		Example: "  latch approvals --status pending\n  latch approvals --json | jq -r .approval_id\n  latch approvals --standing --state active",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if standing {
+				if status != "" {
+					return usagef("--status filters requests; standing approvals take --state")
+				}
+				return a.listStanding(state, asJSON)
+			}
+			if state != "" {
+				return usagef("--state filters standing approvals: pass --standing")
+			}
 			if status != "" && !oneOf(status, operator.ApprovalStatuses) {
 				return usagef("--status %q: want one of %s", status, strings.Join(operator.ApprovalStatuses, ", "))
 			}
@@ -141,6 +158,8 @@ same action is pending hands back that request; it is not listed twice.
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only requests with this `STATUS`: "+strings.Join(operator.ApprovalStatuses, "|"))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines, one request per line")
+	cmd.Flags().BoolVar(&standing, "standing", false, "list the standing approvals instead of the requests")
+	cmd.Flags().StringVar(&state, "state", "", "with --standing, only those in this `STATE`: "+strings.Join(operator.StandingStates, "|"))
 	return cmd
 }
 
@@ -170,6 +189,7 @@ func (a *app) answerCommand(grant bool) *cobra.Command {
 	}
 	var as, note string
 	var sets []string
+	var sf standingFlags
 	cmd := &cobra.Command{
 		Use:   verb + " ID [flags]",
 		Short: short,
@@ -179,13 +199,28 @@ NAME is recorded as the approver, NFKC-normalized and trimmed. A principal may n
 answer its own request (NAME equal to the requesting agent or user, compared without
 case, spaces or invisible characters, is refused: self_approval); an expired request is
 written expired and refused; a request is answered once. --note keeps a note with the
-answer (on the request and in its event).%s`, long, setHelp(grant)),
+answer (on the request and in its event).%s%s`, long, setHelp(grant), map[bool]string{true: `
+
+--standing-uses N --standing-for DURATION also grant a standing approval from the request
+(docs/approvals.md#standing-approvals): up to N further calls of the same action by the
+same principal, until DURATION from now, each presenting the standing approval's id. Every
+argument must be the request's, except --standing-max ARG=N (an integer from 0 to N) and
+--standing-vary ARG (any value); --standing-total ARG=N caps the sum over the calls. The
+policy's approvers.standing bounds N and DURATION; without it the grant is refused
+(standing_not_allowed). An answer either edits the request (--set) or grants a standing
+approval from it, not both.`}[grant]),
 		Example: fmt.Sprintf("  latch %s apr_6f0c… --as alice", verb) + setExample(grant),
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			name, err := a.operator(as, cmd.Flags().Changed("as"))
 			if err != nil {
 				return err
+			}
+			var terms *store.StandingTerms
+			if grant {
+				if terms, err = sf.terms(cmd); err != nil {
+					return err
+				}
 			}
 			g, err := a.openAnswerer()
 			if err != nil {
@@ -196,7 +231,8 @@ answer (on the request and in its event).%s`, long, setHelp(grant)),
 			if err != nil {
 				return err
 			}
-			ap, err := g.Answer(a.ctx, &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note, Method: store.MethodCLI, Set: set})
+			req := &store.AnswerRequest{ID: pos[0], Grant: grant, Approver: name, Note: note, Method: store.MethodCLI, Set: set, Standing: terms}
+			ap, err := g.Answer(a.ctx, req)
 			if err != nil {
 				return answerError(verb, pos[0], name, err)
 			}
@@ -217,6 +253,11 @@ answer (on the request and in its event).%s`, long, setHelp(grant)),
 				fmt.Fprintf(a.stdout, "; single use, until %s", stamp(ap.ExpiresAt))
 			}
 			fmt.Fprintln(a.stdout)
+			if req.StandingID != "" {
+				if s, err := g.Standing(a.ctx, req.StandingID); err == nil {
+					fmt.Fprintln(a.stdout, standingLine(s))
+				}
+			}
 			return nil
 		},
 	}
@@ -224,6 +265,7 @@ answer (on the request and in its event).%s`, long, setHelp(grant)),
 	cmd.Flags().StringVar(&note, "note", "", "a `TEXT` kept with the answer")
 	if grant {
 		cmd.Flags().StringArrayVar(&sets, "set", nil, "approve with an edit: `NAME=VALUE` sets argument NAME to the JSON VALUE (repeatable; only arguments the policy marks editable, only narrowed)")
+		sf.register(cmd)
 	}
 	return cmd
 }
@@ -296,9 +338,12 @@ func actionOf(ap *store.Approval) string {
 // answerError explains a refused answer in one line.
 func answerError(verb, id, name string, err error) error {
 	var ae *store.AnswerError
+	var se *store.StandingError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("no approval request %s in this store", id)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s refused: %s (%s); nothing was granted", id, se.Detail, se.Reason)
 	case errors.As(err, &ae):
 		ap := ae.Approval
 		switch r := ae.Reason; {

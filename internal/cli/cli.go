@@ -224,6 +224,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.delegateCommand(),
 		a.hopCommand(),
 		a.revokeCommand(),
+		a.revokeStandingCommand(),
 		a.breakGlassCommand(),
 		a.delegationsCommand(),
 		a.verifyCommand(),

@@ -61,6 +61,8 @@ var Cases = []Case{
 	{"approval denied", &latch.ApprovalMismatchError{ApprovalID: "apr_1", Reason: "denied"}, latch.KindApprovalRefused, latch.ReasonApprovalDenied},
 	{"approval pending", &latch.ApprovalMismatchError{ApprovalID: "apr_1", Reason: "pending"}, latch.KindApprovalRefused, latch.ReasonApprovalPending},
 	{"approval expired", &latch.ApprovalMismatchError{ApprovalID: "apr_1", Reason: "expired"}, latch.KindApprovalRefused, latch.ReasonApprovalExpired},
+	{"standing approval exhausted", &latch.ApprovalMismatchError{ApprovalID: "sta_1", Reason: "exhausted"}, latch.KindApprovalRefused, latch.ReasonApprovalExhausted},
+	{"standing approval revoked", &latch.ApprovalMismatchError{ApprovalID: "sta_1", Reason: "revoked"}, latch.KindApprovalRefused, latch.ReasonApprovalRevoked},
 	{"committed", &latch.EffectError{Key: "k", State: latch.StateCommitted, Reason: "committed", Attempt: 1, Result: json.RawMessage(`{"id":1}`)}, latch.KindCommitted, latch.ReasonCommitted},
 	{"in progress", &latch.EffectError{Key: "k", State: latch.StateExecuting, Reason: "in_progress", Attempt: 1}, latch.KindInProgress, latch.ReasonInProgress},
 	{"ambiguous earlier attempt", &latch.EffectError{Key: "k", State: latch.StateAmbiguous, Reason: "ambiguous", Attempt: 1}, latch.KindAmbiguous, latch.ReasonAmbiguous},

@@ -147,7 +147,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 // own routes.
 func (cs *Console) Routes() []string {
 	return []string{"/{$}", "/login", "/logout", "/approvals", "/approvals/{id}", "/approvals/{id}/answer",
-		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/budgets", "/break-glass", "/break-glass/{id}/open", "/static/"}
+		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/budgets", "/break-glass", "/break-glass/{id}/open", "/standing", "/standing/{id}/revoke", "/static/"}
 }
 
 // ServeHTTP serves the console's pages.
@@ -190,6 +190,8 @@ func (cs *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /budgets", cs.signedIn(cs.budgetsPage))
 	mux.HandleFunc("GET /break-glass", cs.signedIn(cs.breakGlassPage))
 	mux.HandleFunc("POST /break-glass/{id}/open", cs.signedIn(cs.openBreakGlass))
+	mux.HandleFunc("GET /standing", cs.signedIn(cs.standingPage))
+	mux.HandleFunc("POST /standing/{id}/revoke", cs.signedIn(cs.revokeStanding))
 	return mux
 }
 

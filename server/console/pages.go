@@ -50,6 +50,13 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"list": func(s ...string) []string { return s },
+	"deref": func(s *string) string {
+		if s == nil {
+			return "—"
+		}
+		return *s
+	},
 	"join": strings.Join,
 	// show is how every text that came from outside the console is put on a page: keys,
 	// arguments, action names, principals, reasons, notes, errors, and the messages built from
@@ -82,7 +89,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	out := map[string]*template.Template{}
-	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets", "breakglass"} {
+	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets", "breakglass", "standing"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+p+".html")
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,17 +25,25 @@ type answerQueries struct {
 	answersOf, allAnswers string
 	insertAnswer          string
 	answerPresent         string
+	standing              bool // the schema has the standing column (standingVersion)
 }
 
-func newAnswerQueries(schema, approvalRead string) answerQueries {
-	const cols = `approval_id, approver, method, verified, granted, note, answered_at, required`
+func newAnswerQueries(schema, approvalRead string, version int) answerQueries {
+	cols := `approval_id, approver, method, verified, granted, note, answered_at, required, ''`
+	insert := `INSERT INTO {s}.approval_answers (approval_id, n, approver, approver_key, method, verified, granted,
+			note, answered_at, required) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`
+	if version >= standingVersion {
+		cols = `approval_id, approver, method, verified, granted, note, answered_at, required, standing`
+		insert = `INSERT INTO {s}.approval_answers (approval_id, n, approver, approver_key, method, verified, granted,
+			note, answered_at, required, standing) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
+	}
 	r := strings.NewReplacer("{s}", schema).Replace
 	return answerQueries{
+		standing:     version >= standingVersion,
 		lockApproval: r(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = $1 FOR UPDATE`),
 		answersOf:    r(`SELECT ` + cols + ` FROM {s}.approval_answers WHERE approval_id = $1 ORDER BY n`),
 		allAnswers:   r(`SELECT ` + cols + ` FROM {s}.approval_answers ORDER BY approval_id, n`),
-		insertAnswer: r(`INSERT INTO {s}.approval_answers (approval_id, n, approver, approver_key, method, verified, granted,
-			note, answered_at, required) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`),
+		insertAnswer: r(insert),
 		answerPresent: r(`SELECT count(*) FROM {s}.approval_answers WHERE approval_id = $1 AND n = $2 AND approver_key = $3
 			AND answered_at = $4`),
 	}
@@ -45,10 +54,17 @@ func scanAnswer(row pgx.Row) (string, store.Answer, error) {
 	var id string
 	var x store.Answer
 	var at stamp
-	if err := row.Scan(&id, &x.Name, &x.Method, &x.Verified, &x.Grant, &x.Note, &at, &x.Required); err != nil {
+	var terms string
+	if err := row.Scan(&id, &x.Name, &x.Method, &x.Verified, &x.Grant, &x.Note, &at, &x.Required, &terms); err != nil {
 		return "", x, err
 	}
 	x.At = fromNanos(at)
+	if terms != "" {
+		x.Standing = new(store.StandingTerms)
+		if err := json.Unmarshal([]byte(terms), x.Standing); err != nil {
+			return "", x, fmt.Errorf("standing terms: %w", err)
+		}
+	}
 	return id, x, nil
 }
 
@@ -121,8 +137,22 @@ func (t *txn) insertAnswer(ctx context.Context, id string, n int, x *store.Answe
 		return fmt.Errorf("answer %d of %s: %w", n, id, err)
 	}
 	key := policy.NameKey(x.Name)
-	return t.insert(ctx, fmt.Sprintf("answer %d of %s", n, id), t.s.q.answers.insertAnswer,
-		[]any{id, n, x.Name, key, x.Method, x.Verified, x.Grant, x.Note, at, x.Required},
+	args := []any{id, n, x.Name, key, x.Method, x.Verified, x.Grant, x.Note, at, x.Required}
+	switch {
+	case t.s.q.answers.standing:
+		terms := ""
+		if x.Standing != nil {
+			raw, err := json.Marshal(x.Standing)
+			if err != nil {
+				return fmt.Errorf("answer %d of %s: %w", n, id, err)
+			}
+			terms = string(raw)
+		}
+		args = append(args, terms)
+	case x.Standing != nil:
+		return errNoStanding
+	}
+	return t.insert(ctx, fmt.Sprintf("answer %d of %s", n, id), t.s.q.answers.insertAnswer, args,
 		presence{t.s.q.answers.answerPresent, []any{id, n, key, at}})
 }
 

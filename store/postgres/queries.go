@@ -94,7 +94,7 @@ func newQueries(schema string, version int) queries {
 	}
 	var answers answerQueries
 	if version >= answersVersion {
-		answers = newAnswerQueries(schema, approvalRead)
+		answers = newAnswerQueries(schema, approvalRead, version)
 	}
 	return queries{
 		answers:               answers,

@@ -46,12 +46,18 @@ func (s *Store) reserveKeyed(ctx context.Context, op string, req *store.ReserveR
 				return err
 			}
 		}
-		if req.ApprovalID != "" {
+		var st *store.Standing
+		switch {
+		case store.IsStandingID(req.ApprovalID):
+			if st, err = t.lockStanding(ctx, req.ApprovalID); err != nil {
+				return err
+			}
+		case req.ApprovalID != "":
 			if apr, err = t.readApproval(ctx, req.ApprovalID); err != nil {
 				return err
 			}
 		}
-		p, err := store.PlanKeyedReserve(req, rk, eff, apr, held)
+		p, err := store.PlanKeyedReserve(req, rk, eff, apr, st, held)
 		if err != nil {
 			return refused{fmt.Errorf("%s: %w", op, err)}
 		}
@@ -63,6 +69,9 @@ func (s *Store) reserveKeyed(ctx context.Context, op string, req *store.ReserveR
 			return err
 		}
 		if err := t.writeRequestKey(ctx, p.RequestKey); err != nil {
+			return err
+		}
+		if err := t.writeStanding(ctx, p.Standing); err != nil {
 			return err
 		}
 		res := p.Result

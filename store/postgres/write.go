@@ -25,9 +25,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 	if req.EffectKey == "" {
 		op = "reserve (approval " + req.ApprovalID + ")"
 	}
-	if req.RequestKey != "" || len(req.Charges) > 0 {
+	if req.RequestKey != "" || len(req.Charges) > 0 || store.IsStandingID(req.ApprovalID) {
 		// A transaction of its own, not a batch: it reads and writes rows beside the effect
-		// and the approval (the request key's, the budget ledger's).
+		// and the approval (the request key's, the budget ledger's, the standing approval's).
 		return s.reserveKeyed(ctx, op, req)
 	}
 	w, err := s.planned(ctx, &plannedWrite{op: op, effectKey: req.EffectKey, approvalID: req.ApprovalID,
@@ -217,6 +217,11 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		}
 		if aw.Answer != nil {
 			if err := t.insertAnswer(ctx, a.ID, len(aw.Next.Answers), aw.Answer); err != nil {
+				return err
+			}
+		}
+		if aw.Standing != nil {
+			if err := t.writeStanding(ctx, &store.StandingWrite{Next: *aw.Standing}); err != nil {
 				return err
 			}
 		}

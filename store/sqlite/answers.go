@@ -20,6 +20,10 @@ const answersVersion = 8
 // answersJSON aggregates the answers of one request into a JSON array in answer order, so that
 // one row (read by the writer's single-row query, or per request by a reader) carries them all.
 const answersJSON = `json_group_array(json_object('approver', approver, 'method', method, 'verified', verified,
+	'granted', granted, 'note', note, 'at', answered_at, 'required', required, 'standing', standing))`
+
+// answersJSONOld is answersJSON for a schema before standingVersion, which has no standing column.
+const answersJSONOld = `json_group_array(json_object('approver', approver, 'method', method, 'verified', verified,
 	'granted', granted, 'note', note, 'at', answered_at, 'required', required))`
 
 // answerDoc is one element of answersJSON.
@@ -31,6 +35,7 @@ type answerDoc struct {
 	Note     string `json:"note"`
 	At       int64  `json:"at"`
 	Required int    `json:"required"`
+	Standing string `json:"standing"` // the terms' JSON; "" for a plain grant
 }
 
 // decodeAnswers reads answersJSON.
@@ -41,8 +46,15 @@ func decodeAnswers(text string) ([]store.Answer, error) {
 	}
 	out := make([]store.Answer, 0, len(docs))
 	for _, d := range docs {
-		out = append(out, store.Answer{Approver: store.Approver{Name: d.Approver, Method: d.Method, Verified: d.Verified == 1},
-			Grant: d.Granted == 1, Note: d.Note, At: time.Unix(0, d.At).UTC(), Required: d.Required})
+		x := store.Answer{Approver: store.Approver{Name: d.Approver, Method: d.Method, Verified: d.Verified == 1},
+			Grant: d.Granted == 1, Note: d.Note, At: time.Unix(0, d.At).UTC(), Required: d.Required}
+		if d.Standing != "" {
+			x.Standing = new(store.StandingTerms)
+			if err := json.Unmarshal([]byte(d.Standing), x.Standing); err != nil {
+				return nil, fmt.Errorf("read answers: standing terms: %w", err)
+			}
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -61,7 +73,7 @@ func (t *txn) answers(id string) ([]store.Answer, error) {
 		return nil, nil
 	}
 	var text string
-	_, err := t.c.queryRow(`SELECT `+answersJSON+` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n)`,
+	_, err := t.c.queryRow(`SELECT `+t.answersJSON()+` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n)`,
 		[]any{id}, func(sc scanner) error { return sc.Scan(&text) })
 	if err != nil {
 		return nil, fmt.Errorf("answers of %s: %w", id, err)
@@ -83,9 +95,29 @@ func (t *txn) insertAnswer(id string, n int, x *store.Answer) error {
 	if b.err != nil {
 		return b.err
 	}
-	_, err := t.c.exec(`INSERT INTO approval_answers (approval_id, n, approver, approver_key, method, verified, granted, note,
+	if !t.hasStanding() {
+		if x.Standing != nil {
+			return errNoStanding
+		}
+		_, err := t.c.exec(`INSERT INTO approval_answers (approval_id, n, approver, approver_key, method, verified, granted, note,
 		answered_at, required) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, n, x.Name, policy.NameKey(x.Name), x.Method, boolInt(x.Verified), boolInt(x.Grant), x.Note, at, x.Required)
+			id, n, x.Name, policy.NameKey(x.Name), x.Method, boolInt(x.Verified), boolInt(x.Grant), x.Note, at, x.Required)
+		if err != nil {
+			return fmt.Errorf("answer %d of %s: %w", n, id, err)
+		}
+		return nil
+	}
+	terms := ""
+	if x.Standing != nil {
+		raw, err := json.Marshal(x.Standing)
+		if err != nil {
+			return fmt.Errorf("answer %d of %s: %w", n, id, err)
+		}
+		terms = string(raw)
+	}
+	_, err := t.c.exec(`INSERT INTO approval_answers (approval_id, n, approver, approver_key, method, verified, granted, note,
+		answered_at, required, standing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, n, x.Name, policy.NameKey(x.Name), x.Method, boolInt(x.Verified), boolInt(x.Grant), x.Note, at, x.Required, terms)
 	if err != nil {
 		return fmt.Errorf("answer %d of %s: %w", n, id, err)
 	}
@@ -108,10 +140,14 @@ func (s *Store) readAnswers(ctx context.Context, tx *sql.Tx, list ...*store.Appr
 	for _, a := range list {
 		byID[a.ID] = a
 	}
-	q := `SELECT approval_id, ` + answersJSON + ` FROM (SELECT * FROM approval_answers ORDER BY approval_id, n) GROUP BY approval_id`
+	aj := answersJSON
+	if s.version != 0 && s.version < standingVersion {
+		aj = answersJSONOld
+	}
+	q := `SELECT approval_id, ` + aj + ` FROM (SELECT * FROM approval_answers ORDER BY approval_id, n) GROUP BY approval_id`
 	var args []any
 	if len(list) == 1 {
-		q = `SELECT approval_id, ` + answersJSON + ` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n) GROUP BY approval_id`
+		q = `SELECT approval_id, ` + aj + ` FROM (SELECT * FROM approval_answers WHERE approval_id = ? ORDER BY n) GROUP BY approval_id`
 		args = []any{list[0].ID}
 	}
 	rows, err := tx.QueryContext(ctx, q, args...)
@@ -136,4 +172,12 @@ func (s *Store) readAnswers(ctx context.Context, tx *sql.Tx, list ...*store.Appr
 		withAnswers(a, answers)
 	}
 	return rows.Err()
+}
+
+// answersJSON is the answers aggregate the transaction's schema can read.
+func (t *txn) answersJSON() string {
+	if t.hasStanding() {
+		return answersJSON
+	}
+	return answersJSONOld
 }

@@ -516,6 +516,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE reconcile_claims`)
 	exec(t, db, `DROP TABLE budget_charges`)
 	exec(t, db, `DROP TABLE suspensions`)
+	exec(t, db, `DROP TABLE standing_approvals`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by",
@@ -564,6 +565,12 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	}
 	if ss, err := r.Suspensions(t.Context(), "act_1"); err != nil || len(ss) != 0 {
 		t.Errorf("Suspensions on schema 1 = %v, %v; want none", ss, err)
+	}
+	if ss, err := r.Standings(t.Context(), store.StandingFilter{}); err != nil || len(ss) != 0 {
+		t.Errorf("Standings on schema 1 = %v, %v; want none", ss, err)
+	}
+	if _, err := r.Standing(t.Context(), "sta_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Standing on schema 1: %v, want ErrNotFound", err)
 	}
 	if rep, err := store.VerifyChain(t.Context(), r); err != nil || rep.Start != nil {
 		t.Errorf("VerifyChain on schema 1 = %+v, %v; want it read without the retention tables", rep, err)

@@ -42,7 +42,13 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 				return err
 			}
 		}
-		if req.ApprovalID != "" {
+		var st *store.Standing
+		switch {
+		case store.IsStandingID(req.ApprovalID):
+			if st, err = t.standing(req.ApprovalID); err != nil {
+				return err
+			}
+		case req.ApprovalID != "":
 			if apr, err = t.approval(req.ApprovalID); err != nil {
 				return err
 			}
@@ -51,7 +57,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 		if err != nil {
 			return err
 		}
-		plan, err := store.PlanKeyedReserve(req, rk, eff, apr, held)
+		plan, err := store.PlanKeyedReserve(req, rk, eff, apr, st, held)
 		if err != nil {
 			refusal = err
 			return errRefused
@@ -64,6 +70,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (*store.
 			return err
 		}
 		if err := t.applyRequestKey(plan.RequestKey); err != nil {
+			return err
+		}
+		if err := t.applyStanding(plan.Standing); err != nil {
 			return err
 		}
 		plan.Result.Events, plan.Result.Receipt = events, sealed
@@ -317,6 +326,11 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 		}
 		if w.Answer != nil {
 			if err := t.insertAnswer(a.ID, len(w.Next.Answers), w.Answer); err != nil {
+				return err
+			}
+		}
+		if w.Standing != nil {
+			if err := t.applyStanding(&store.StandingWrite{Next: *w.Standing}); err != nil {
 				return err
 			}
 		}

@@ -85,6 +85,7 @@ func Run(t *testing.T, b Backend) {
 		{"PruneWhileWriting", testPruneWhileWriting},
 		{"Budgets", testBudgets},
 		{"Suspensions", testSuspensions},
+		{"Standing", testStanding},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
