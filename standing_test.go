@@ -406,6 +406,12 @@ func TestStandingGrantRules(t *testing.T) {
 					t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
 				}
 			}
+			// One answer either edits the request or grants a standing approval from it.
+			_, err := f.g.Answer(t.Context(), &store.AnswerRequest{ID: req, Grant: true, Approver: "alice",
+				Set: json.RawMessage(`{"amount":50}`), Standing: &store.StandingTerms{Uses: 2, For: hour}})
+			if got := standingReason(err); got != policy.ReasonEditInvalid {
+				t.Errorf("an edit with standing terms: %v, want %s", err, policy.ReasonEditInvalid)
+			}
 			for _, id := range []string{req, plain} {
 				if a, err := f.g.Store().Approval(t.Context(), id); err != nil || a.Status != store.Pending || len(a.Answers) != 0 {
 					t.Errorf("after refused standing grants, %s = %+v, %v; want pending, unanswered", id, a, err)
