@@ -32,7 +32,7 @@ actions:
     effect: "refund:{order_id}"
     arguments:
       order_id: { type: string }
-      amount: { type: integer, display: { label: Refund, money: { minor_units: 2, currency: EUR } } }
+      amount: { type: integer, editable: { decrease: true }, display: { label: Refund, money: { minor_units: 2, currency: EUR } } }
     decision: approve
 `
 
@@ -579,4 +579,34 @@ func mustParse(t *testing.T, doc string) *policy.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A person approves the held call with an edit (a lower amount): the call is answered
+// approval_mismatch carrying the approved arguments, nothing runs, and the agent's call with
+// those arguments runs once.
+func TestHeldCallApprovedWithEdits(t *testing.T) {
+	t.Parallel()
+	e := holdSetup(t, nil, accept, nil)
+	ctx := t.Context()
+	done := callAsync(ctx, e.agent, refundParams("ord_9", 900))
+	_, ask := askOf(t, e)
+	if _, err := e.guard.Answer(ctx, &store.AnswerRequest{ID: ask.Approval.ApprovalID, Grant: true, Approver: "alice",
+		Set: json.RawMessage(`{"amount":400}`)}); err != nil {
+		t.Fatal(err)
+	}
+	r := answerOf(t, done)
+	code, ref := refusalOf(t, r.err)
+	if code != gateway.CodeApprovalRefused || ref.Reason != "approval_mismatch" || string(ref.ApprovedArguments) != `{"amount":400,"order_id":"ord_9"}` {
+		t.Fatalf("the call approved with an edit = %d %+v, want approval_mismatch carrying the approved arguments", code, ref)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 0 {
+		t.Fatalf("ledger = %q, want nothing run with the requested amount", lines)
+	}
+	res, err := e.agent.CallTool(ctx, refundParams("ord_9", 400))
+	if err != nil || res.IsError {
+		t.Fatalf("the call with the approved arguments = %+v, %v", res, err)
+	}
+	if lines := e.ledgerLines(t); len(lines) != 1 {
+		t.Errorf("ledger = %q, want one refund", lines)
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/latchkit/latch"
@@ -51,7 +52,10 @@ type Refusal struct {
 	// Dimension is what an authority refusal failed on: "tasks" for a grant bound to other
 	// tasks, "subject", "constraints.amount_lte", … (docs/authority.md).
 	Dimension string `json:"dimension,omitempty"`
-	Detail    string `json:"detail,omitempty"`
+	// ApprovedArguments are, on approval_mismatch, the arguments the presented approval binds
+	// when an approver narrowed them (docs/approvals.md#approve-with-edits): the call to send.
+	ApprovedArguments json.RawMessage `json:"approved_arguments,omitempty"`
+	Detail            string          `json:"detail,omitempty"`
 }
 
 // refusalCodes is the gateway's one table of the refusal vocabulary: the JSON-RPC code of each
@@ -89,6 +93,9 @@ func refusal(action string, rc *latch.Receipt, err error) (int64, Refusal) {
 	if !lr.ExpiresAt.IsZero() {
 		exp := lr.ExpiresAt.UTC()
 		r.ExpiresAt = &exp
+	}
+	if me := (*latch.ApprovalMismatchError)(nil); errors.As(err, &me) {
+		r.ApprovedArguments = me.Arguments
 	}
 	switch lr.Kind {
 	case latch.KindCommitted:
