@@ -185,7 +185,7 @@ func PreconditionOf(a *store.Approval) *Precondition {
 // Answer is one person's answer to an approval request.
 type Answer struct {
 	Approver   string  `json:"approver"`
-	Method     string  `json:"method"` // cli, token, jwt, session or proxy
+	Method     string  `json:"method"` // one of store.Methods: cli, token, jwt, session, proxy or slack
 	Verified   bool    `json:"verified"`
 	Grant      bool    `json:"grant"`
 	Note       *string `json:"note"`
