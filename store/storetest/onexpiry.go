@@ -3,6 +3,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,6 +159,64 @@ func testOnExpiry(t *testing.T, b Backend) {
 		if ask.Reused || ask.Approval.PreviousDenied != a.ID || ask.Approval.PreviousDeniedBy != store.ExpiryApprover {
 			t.Errorf("ask after a denial at expiry = %+v, want a new request recording %s denied by %s", ask.Approval, a.ID, store.ExpiryApprover)
 		}
+		f.verify()
+	})
+
+	// Sweepers, late answers and presentations racing on one request: it is denied once, with
+	// one event, whichever path wins.
+	t.Run("Race", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, b)
+		sw, ok := f.st.(store.Sweeper)
+		if !ok {
+			t.Fatalf("%T sweeps nothing (store.Sweeper)", f.st)
+		}
+		c := newCall("charge:deny-race")
+		a := f.createApproval(c.Hash, t0)
+		c.ApprovalID = a.ID
+		late := a.ExpiresAt.Add(time.Second)
+		const n = 4
+		var wg sync.WaitGroup
+		errs := make(chan error, 3*n)
+		for i := range n {
+			wg.Go(func() {
+				_, _, err := sw.ExpireApproval(t.Context(), &store.ExpireRequest{Now: late, ID: a.ID, Deny: true})
+				if err != nil && !errors.Is(err, store.ErrNothingToSweep) {
+					errs <- fmt.Errorf("sweeper %d: %w", i, err)
+				}
+			})
+			wg.Go(func() {
+				_, err := f.st.AnswerApproval(t.Context(), &store.AnswerRequest{Now: late, ID: a.ID, Grant: true,
+					Approver: fmt.Sprintf("approver-%d", i), DenyAtExpiry: true})
+				var ae *store.AnswerError
+				if !errors.As(err, &ae) || (ae.Reason != "expired" && ae.Reason != "already_denied") {
+					errs <- fmt.Errorf("answer %d = %v, want refused expired or already_denied", i, err)
+				}
+			})
+			wg.Go(func() {
+				req := c.retry().reserve(late)
+				req.DenyAtExpiry = true
+				res, err := f.st.Reserve(t.Context(), req)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("reserve %d: %w", i, err)
+				case res.Refusal == nil || res.Refusal.Reason != "denied":
+					errs <- fmt.Errorf("reserve %d = %+v, want refused denied", i, res.Refusal)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if got := f.approval(a.ID); !got.DeniedAtExpiry() {
+			t.Errorf("after the race: %s by %q, want denied by %s", got.Status, got.Approver, store.ExpiryApprover)
+		}
+		if n := len(eventsOf(f, a.ID, store.EventApprovalDeniedAtExpiry)); n != 1 {
+			t.Errorf("%d %s events after the race, want 1", n, store.EventApprovalDeniedAtExpiry)
+		}
+		f.noEffect(c.Key)
 		f.verify()
 	})
 
