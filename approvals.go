@@ -119,7 +119,8 @@ func (g *Guard) answer(ctx context.Context, id, approver string, grant bool) (*s
 // may ask for more, never fewer), and one entitled deny denies. The requesting agent or user
 // never counts, in any spelling (self_approval); one person answers once, whatever the spelling,
 // session or token (already_answered); a request already decided refuses every answer. A
-// refused answer writes nothing, except that a request found expired is written expired.
+// refused answer writes nothing, except that a request found expired is written expired — or
+// denied, by store.ExpiryApprover, when its action's approvers.on_expiry is deny.
 //
 // A zero req.Now is the guard's clock. What the answer commits reaches the guard's sinks.
 func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Approval, error) {
@@ -141,7 +142,7 @@ func (g *Guard) Answer(ctx context.Context, req *store.AnswerRequest) (*store.Ap
 	if err == nil || errors.As(err, &ae) && ae.Reason == "expired" { // expired: written so, and refused
 		g.emitWritten(ctx, store.EventFilter{ApprovalID: r.ID}, 1,
 			store.EventApprovalGranted, store.EventApprovalDenied, store.EventApprovalAnswered, store.EventApprovalInvalidated,
-			store.EventStandingGranted)
+			store.EventStandingGranted, store.EventApprovalDeniedAtExpiry)
 	}
 	if err != nil {
 		return a, wrapOp("", err) // the store's error names the request: "answer approval ID: …"
@@ -170,6 +171,7 @@ func (g *Guard) entitle(ctx context.Context, r *store.AnswerRequest) error {
 	rule := pol.ApproversFor(cur.ActionName).RuleAt(cur.CreatedAt, r.Now)
 	r.Required = max(r.Required, rule.Required)
 	r.RequireVerified = r.RequireVerified || rule.Verified
+	r.DenyAtExpiry = rule.DeniesAtExpiry()
 	name, err := store.NormalizeApprover(r.Approver)
 	if err != nil {
 		r.Set = nil // the store refuses it invalid_approver, before any edit

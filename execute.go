@@ -265,6 +265,7 @@ func (g *Guard) reserve(ctx context.Context, pr *prepared, actionID, approvalID 
 			Now: now, ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash, EffectKey: pr.key,
 			Arguments: pr.canonArgs, Lease: g.lease(pr), MaxAttempts: g.maxAttempts(pr), ApprovalID: approvalID,
 			Receipt: rc, Events: append(g.proposal(pr, actionID, now), reconciled...), Charges: pr.charges,
+			DenyAtExpiry: pr.pol.ApproversFor(pr.call.Action).DeniesAtExpiry(),
 		}
 		if store.IsStandingID(approvalID) {
 			// A standing approval's use is checked against the whole action.

@@ -67,7 +67,10 @@ func (c *SweepConfig) withDefaults() (SweepConfig, error) {
 // SweepReport is what one Sweep wrote.
 type SweepReport struct {
 	Lapsed  []string // effect keys whose lapsed lease it wrote ambiguous
-	Expired []string // approval requests it wrote expired
+	Expired []string // approval requests it wrote expired, or denied at their expiry
+	// DeniedAtExpiry are those of Expired it wrote denied, not expired: pending under an action
+	// whose approvers.on_expiry is deny.
+	DeniedAtExpiry []string
 	// Reminded and Escalated are the approval requests it reminded the approvers of, and
 	// escalated (docs/approvals.md#reminders-and-escalation).
 	Reminded  []string
@@ -108,7 +111,9 @@ func (g *Guard) Sweep(ctx context.Context) (*SweepReport, error) {
 //
 //   - every effect executing under a lease that lapsed is written ambiguous (as a reservation
 //     meeting it would write it; its holder may still report its own outcome);
-//   - every approval request, pending or granted, whose expiry passed is written expired;
+//   - every approval request, pending or granted, whose expiry passed is written expired — or,
+//     pending under an action whose approvers.on_expiry is deny, denied (by
+//     store.ExpiryApprover, with an approval_denied_at_expiry event its sinks deliver);
 //   - every pending request that waited its action's approvers.remind_after is reminded about,
 //     and every one that waited escalate_after is escalated, each once (an event its sinks —
 //     --notify — deliver; docs/approvals.md#reminders-and-escalation);
@@ -211,7 +216,9 @@ func (g *Guard) sweepLeases(ctx context.Context, sw store.Sweeper, rep *SweepRep
 	return errors.Join(errs...)
 }
 
-// sweepApprovals writes every expired approval request expired.
+// sweepApprovals writes every expired approval request expired, or denied when it is pending
+// and its action's approvers.on_expiry is deny (the policy in force decides, as it does for an
+// answer or a reservation that finds the request expired).
 func (g *Guard) sweepApprovals(ctx context.Context, sw store.Sweeper, rep *SweepReport) error {
 	var errs []error
 	for _, status := range []store.ApprovalStatus{store.Pending, store.Granted} {
@@ -226,7 +233,8 @@ func (g *Guard) sweepApprovals(ctx context.Context, sw store.Sweeper, rep *Sweep
 				continue
 			}
 			t0 := time.Now()
-			_, evs, err := sw.ExpireApproval(ctx, &store.ExpireRequest{Now: now, ID: a.ID})
+			deny := g.current().ApproversFor(a.ActionName).DeniesAtExpiry()
+			written, evs, err := sw.ExpireApproval(ctx, &store.ExpireRequest{Now: now, ID: a.ID, Deny: deny})
 			g.obs.storeTransaction("sweep_approval", t0, err)
 			switch {
 			case errors.Is(err, store.ErrNothingToSweep):
@@ -234,6 +242,9 @@ func (g *Guard) sweepApprovals(ctx context.Context, sw store.Sweeper, rep *Sweep
 				errs = append(errs, err)
 			default:
 				rep.Expired = append(rep.Expired, a.ID)
+				if written.DeniedAtExpiry() {
+					rep.DeniedAtExpiry = append(rep.DeniedAtExpiry, a.ID)
+				}
 				g.emit(ctx, nil, evs)
 			}
 		}

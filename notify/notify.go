@@ -61,6 +61,10 @@ const (
 	KindBreakGlassOpened = "break_glass_opened"
 )
 
+// KindApprovalDeniedAtExpiry: a request reached its expiry unanswered and its action's
+// approvers.on_expiry wrote it denied (docs/approvals.md#reminders-and-escalation).
+const KindApprovalDeniedAtExpiry = "approval_denied_at_expiry"
+
 // Body formats.
 const (
 	FormatJSON = "json" // the Alert document
@@ -324,6 +328,18 @@ func (n *Notifier) alertOf(e store.Event) *Alert {
 		a.Alert = KindApprovalReminded
 		if e.Kind == store.EventApprovalEscalated {
 			a.Alert = KindApprovalEscalated
+		}
+	case e.Kind == store.EventApprovalDeniedAtExpiry:
+		if action == "" {
+			action = p.Action // a sweeper's process did not see the call proposed
+		}
+		a.Alert, a.Action = KindApprovalDeniedAtExpiry, action
+		a.render = func(q func(string) string) string {
+			s := fmt.Sprintf("Denied at expiry: approval %s for %s was not answered in time", q(e.ApprovalID), actionOr(q, action))
+			if p.ExpiresAt != "" {
+				s += " (expired " + q(p.ExpiresAt) + ")"
+			}
+			return s + "; the call is refused approval_denied and may ask again"
 		}
 	case e.Kind == store.EventExecutionAmbiguous && p.Cause == "lease_expired":
 		a.Alert = KindLeaseLapsed

@@ -122,6 +122,8 @@ func slackState(a *store.Approval, required int, verified bool, now time.Time) s
 		s = fmt.Sprintf("*Pending*: %d of %d grants", store.Grants(a.Answers, verified), required)
 	case a.Status == store.Granted:
 		s = "*Approved*"
+	case a.DeniedAtExpiry():
+		s = "*Denied* at its expiry, unanswered (" + slackCode(store.ExpiryApprover) + ")"
 	case a.Status == store.Denied:
 		s = "*Denied*"
 	case a.Status == store.Consumed:

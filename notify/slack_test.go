@@ -112,6 +112,12 @@ func TestSlackApprovalMessage(t *testing.T) {
 	if tx, b := blockTexts(expired); len(b) != 0 || !strings.Contains(strings.Join(tx, "\n"), "*Expired*") {
 		t.Errorf("an expired request = %v %v, want Expired and no buttons", tx, b)
 	}
+	byExpiry := *a
+	byExpiry.Status, byExpiry.Approver = store.Denied, store.ExpiryApprover
+	if tx, b := blockTexts(notify.SlackApprovalMessage(&byExpiry, pol, true, a.ExpiresAt)); len(b) != 0 ||
+		!strings.Contains(strings.Join(tx, "\n"), "*Denied* at its expiry, unanswered (`latch:expiry`)") {
+		t.Errorf("a request denied at its expiry = %v %v, want it said so and no buttons", tx, b)
+	}
 	a.Status, a.Answers = store.Denied, []store.Answer{{Approver: store.Approver{Name: "bob", Method: store.MethodProxy, Verified: true},
 		Note: "via Slack as U0BOB `x` <!channel>"}}
 	tx, b := blockTexts(notify.SlackApprovalMessage(a, pol, true, now))

@@ -16,7 +16,7 @@ import (
 // Keys of the approvers sections, in the order error messages list them.
 var (
 	approversKeys      = []string{"roles", "policy_change"}
-	actionApproverKeys = []string{"roles", "required", "verified", "remind_after", "escalate_after", "escalate_to", "standing"}
+	actionApproverKeys = []string{"roles", "required", "verified", "remind_after", "escalate_after", "escalate_to", "on_expiry", "standing"}
 	escalateToKeys     = []string{"roles", "people"}
 )
 
@@ -59,6 +59,10 @@ type ApproverRule struct {
 	EscalateAfter time.Duration
 	// EscalateTo is who a request is escalated to; set exactly when EscalateAfter is.
 	EscalateTo *EscalateTo
+	// OnExpiry is what a request still pending at its expiry is written as: OnExpiryExpire
+	// (the default, "": expired, and the call may ask again) or OnExpiryDeny (denied, by
+	// store.ExpiryApprover) (docs/approvals.md#reminders-and-escalation).
+	OnExpiry string
 	// Standing is the `standing:` entry: how far an approver may widen one answer into a
 	// standing approval (docs/approvals.md#standing-approvals); nil when standing approvals of
 	// the action are not allowed.
@@ -73,6 +77,16 @@ type ApproverRule struct {
 	// people are approvers named directly rather than by role: set only by EscalatedRule.
 	people []string
 }
+
+// Values of an approver rule's `on_expiry:`.
+const (
+	OnExpiryExpire = "expire"
+	OnExpiryDeny   = "deny"
+)
+
+// DeniesAtExpiry reports whether a request of this rule still pending at its expiry is written
+// denied rather than expired.
+func (r ApproverRule) DeniesAtExpiry() bool { return r.OnExpiry == OnExpiryDeny }
 
 // EscalateTo is an approver rule's `escalate_to:`: the roles and the people a request is
 // escalated to. At least one of them is set.
@@ -385,6 +399,18 @@ func (p *parser) actionApprovers(e entry, where string) (*ApproverRule, *Error) 
 			if e := p.escalation(en, r, where); e != nil {
 				return nil, e
 			}
+		case "on_expiry":
+			if where == "policy_change" {
+				return nil, p.errf(en.k, "on_expiry is not available in approvers.policy_change (a proposed policy change that nobody answers expires; expected one of roles, required, verified)")
+			}
+			v, e := p.str(en, "on_expiry in approvers "+where)
+			if e != nil {
+				return nil, e
+			}
+			if v != OnExpiryExpire && v != OnExpiryDeny {
+				return nil, p.errf(en.v, "on_expiry in approvers %s is %s (expected expire, the default: written expired, or deny: written denied)", where, quote(v))
+			}
+			r.OnExpiry = v
 		case "standing":
 			st, e := p.standingRule(en, where)
 			if e != nil {
@@ -619,6 +645,10 @@ func normalizeApproverRule(r *ApproverRule) map[string]any {
 	}
 	if t := r.EscalateTo; t != nil {
 		m["escalate_to"] = map[string]any{"roles": stringList(t.Roles), "people": stringList(t.People)}
+	}
+	// Only deny, which changes what the policy does: on_expiry: expire hashes as its absence.
+	if r.DeniesAtExpiry() {
+		m["on_expiry"] = OnExpiryDeny
 	}
 	return m
 }

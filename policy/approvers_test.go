@@ -145,7 +145,7 @@ func TestParseApproversRefused(t *testing.T) {
 		{"verified not a bool", head + "    approvers: { verified: yes }\n",
 			`latch.yaml:9:28: verified in approvers in action "a.b" is string "yes" (expected true or false)`},
 		{"unknown key in rule", head + "    approvers: { role: [leads] }\n",
-			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified, remind_after, escalate_after, escalate_to, standing)`},
+			`latch.yaml:9:18: unknown key "role" in approvers in action "a.b" (expected one of roles, required, verified, remind_after, escalate_after, escalate_to, on_expiry, standing)`},
 		{"empty roles", head + "    approvers: { roles: [] }\n",
 			`latch.yaml:9:25: roles of approvers in action "a.b" is a list (expected a non-empty list`},
 		{"role listed twice", head + "    approvers: { roles: [leads, leads] }\n",

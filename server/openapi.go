@@ -261,7 +261,7 @@ var schemas = map[string]any{
 		"created_at": stamp, "expires_at": stamp, "approver": nstr, "previous_denied": nstr, "previous_denied_by": nstr,
 		"precondition": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
 			obj([]string{"hash", "captured_at"}, map[string]any{"hash": nstr, "captured_at": stamp})}},
-		"required": integer, "grants": integer,
+		"required": integer, "grants": integer, "on_expiry": map[string]any{"enum": []string{"expire", "deny"}},
 		"reminders": map[string]any{"oneOf": []any{map[string]any{"type": "null"},
 			obj([]string{"remind_at", "reminded_at", "escalate_at", "escalated_at", "escalate_to"}, map[string]any{
 				"remind_at": stamp, "reminded_at": stamp, "escalate_at": stamp, "escalated_at": stamp,

@@ -263,7 +263,7 @@ func (s *Server) slackInteraction(w http.ResponseWriter, r *http.Request) {
 // followed by the request as it stands when it is no longer pending.
 func (s *Server) slackAnswer(ctx context.Context, id string, grant bool, approver, user string, now time.Time) []notify.SlackMessage {
 	a, err := s.g.Answer(ctx, &store.AnswerRequest{ID: id, Grant: grant, Approver: approver,
-		Method: store.MethodProxy, Verified: true, Note: "via Slack as " + user})
+		Method: store.MethodSlack, Verified: true, Note: "via Slack as " + user})
 	var ae *store.AnswerError
 	switch {
 	case err == nil:

@@ -289,16 +289,16 @@ func TestSlackApproveEndToEnd(t *testing.T) {
 				t.Fatalf("signed click = %d %s", c.status, c.raw)
 			}
 			out := fake.waitFor("responses", 1)[0]
-			if out["replace_original"] != true || len(buttons(out)) != 0 || !strings.Contains(strings.Join(mrkdwn(out), "\n"), "*Approved*: granted by `proxy:alice`") {
+			if out["replace_original"] != true || len(buttons(out)) != 0 || !strings.Contains(strings.Join(mrkdwn(out), "\n"), "*Approved*: granted by `slack:alice`") {
 				t.Errorf("the outcome posted = %v, want the message replaced, approved by alice, without buttons", out)
 			}
 			a, err := s.g.Store().Approval(t.Context(), apr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.Status != store.Granted || len(a.Answers) != 1 || a.Answers[0].Name != "alice" || a.Answers[0].Method != store.MethodProxy ||
+			if a.Status != store.Granted || len(a.Answers) != 1 || a.Answers[0].Name != "alice" || a.Answers[0].Method != store.MethodSlack ||
 				!a.Answers[0].Verified || a.Answers[0].Note != "via Slack as U0ALICE" {
-				t.Fatalf("after the click: %s %+v, want granted by alice (proxy, verified, the Slack user in the note)", a.Status, a.Answers)
+				t.Fatalf("after the click: %s %+v, want granted by alice (slack, verified, the Slack user in the note)", a.Status, a.Answers)
 			}
 			ok := s.do("POST", "/v1/actions", s.alice, map[string]any{"action": "billing.charge", "arguments": args, "approval_id": apr})
 			if ok.status != 200 || ok.body["status"] != "reserved" {
@@ -446,7 +446,7 @@ func TestSlackMofN(t *testing.T) {
 			fake.send(s.url, fake.click("U0DAVE", "T0FAKE", notify.SlackActionApprove, apr, now, []byte(slackSecret)))
 			m := fake.waitFor("responses", 2)[1]
 			if m["replace_original"] != true || buttons(m)[notify.SlackActionApprove] != apr ||
-				!strings.Contains(strings.Join(mrkdwn(m), "\n"), "*Pending*: 1 of 2 grants: granted by `proxy:dave`") {
+				!strings.Contains(strings.Join(mrkdwn(m), "\n"), "*Pending*: 1 of 2 grants: granted by `slack:dave`") {
 				t.Errorf("after dave's grant = %v, want 1 of 2 with the buttons kept", m)
 			}
 			if a := s.do("POST", "/v1/approvals/"+apr+"/approve", s.approver, nil); a.status != 200 || a.body["status"] != "granted" {
@@ -553,7 +553,7 @@ func TestSlackDeny(t *testing.T) {
 		t.Fatalf("deny = %d %s", c.status, c.raw)
 	}
 	m := fake.waitFor("responses", 1)[0]
-	if m["replace_original"] != true || len(buttons(m)) != 0 || !strings.Contains(strings.Join(mrkdwn(m), "\n"), "*Denied*: denied by `proxy:alice`") {
+	if m["replace_original"] != true || len(buttons(m)) != 0 || !strings.Contains(strings.Join(mrkdwn(m), "\n"), "*Denied*: denied by `slack:alice`") {
 		t.Errorf("after the deny = %v, want the message replaced, denied by alice, without buttons", m)
 	}
 	body := charge("inv_1", 90000)

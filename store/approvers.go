@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/latchkit/latch/internal/safetext"
@@ -21,6 +22,9 @@ const (
 	MethodSession = "session"
 	// MethodProxy: a header set by a trusted authenticating proxy, accepted only from its address.
 	MethodProxy = "proxy"
+	// MethodSlack: a button of a Slack message, on a request whose signature the interactivity
+	// endpoint of `latch serve` verified, by the approver its Slack user is mapped to.
+	MethodSlack = "slack"
 	// MethodPassword: a local approver account's password, checked by a CLI command that only
 	// a verified person may run (latch break-glass). Not a way of answering approvals, so not
 	// one of Methods.
@@ -28,7 +32,7 @@ const (
 )
 
 // Methods are the authentication methods, in the order messages list them.
-var Methods = []string{MethodCLI, MethodToken, MethodJWT, MethodSession, MethodProxy}
+var Methods = []string{MethodCLI, MethodToken, MethodJWT, MethodSession, MethodProxy, MethodSlack}
 
 // Approver is a person answering an approval request, and how latch knows who they are.
 type Approver struct {
@@ -137,9 +141,9 @@ func (r *AnswerRequest) checkMethod() error {
 		if r.Verified {
 			return &InputError{Field: "method", Value: r.Method, Reason: "is cli, which is never verified"}
 		}
-	case MethodToken, MethodJWT, MethodSession, MethodProxy:
+	case MethodToken, MethodJWT, MethodSession, MethodProxy, MethodSlack:
 	default:
-		return &InputError{Field: "method", Value: r.Method, Reason: "is not one of cli, token, jwt, session, proxy"}
+		return &InputError{Field: "method", Value: r.Method, Reason: "is not one of " + strings.Join(Methods, ", ")}
 	}
 	if r.Required < 0 {
 		return &InputError{Field: "required", Value: fmt.Sprint(r.Required), Reason: "is negative"}

@@ -73,12 +73,13 @@ func ResolutionRecord(req *ResolveRequest, w *EffectWrite) *receipt.Receipt {
 func AnswerRecord(req *AnswerRequest, w *ApprovalWrite) *receipt.Receipt {
 	n := &w.Next
 	kind := receipt.KindApprovalAnswer
-	if n.Status == Expired {
+	atExpiry := n.Status == Expired || n.DeniedAtExpiry()
+	if atExpiry {
 		kind = receipt.KindApprovalExpired
 	}
 	rc := changeRecord(kind, string(n.Status), req.Now)
 	rc.Action, rc.ApprovalID = safetext.Valid(n.ActionName), n.ID
-	if n.Status != Expired {
+	if !atExpiry {
 		rc.Approver, rc.Note = safetext.Valid(n.Approver), n.Note
 	}
 	rc.Approval = ApprovalStateOf(n)
@@ -102,8 +103,9 @@ func RevocationRecord(d *Delegation, now time.Time) *receipt.Receipt {
 	return rc
 }
 
-// ExpiryRecord is the record of an approval request written expired because its expiry passed
-// (a sweeper's write; an answer that finds it expired is AnswerRecord's).
+// ExpiryRecord is the record of an approval request written expired — or denied, when its
+// action's approvers.on_expiry is deny — because its expiry passed (a sweeper's write; an
+// answer that finds it expired is AnswerRecord's). Its result is the status written.
 func ExpiryRecord(next *Approval, now time.Time) *receipt.Receipt {
 	rc := changeRecord(receipt.KindApprovalExpired, string(next.Status), now)
 	rc.Action, rc.ApprovalID = safetext.Valid(next.ActionName), next.ID

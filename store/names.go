@@ -26,6 +26,9 @@ func NormalizeApprover(name string) (string, error) {
 	if n == "" {
 		return "", errors.New("approver is empty")
 	}
+	if SameName(n, ExpiryApprover) {
+		return "", fmt.Errorf("approver %s is reserved: it records a request denied at its expiry", safetext.Quote(name))
+	}
 	for _, r := range n {
 		switch {
 		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':

@@ -151,11 +151,16 @@ func planReserve(req *ReserveRequest, eff *Effect, apr *Approval, st *Standing, 
 	} else if req.ApprovalID != "" {
 		reason, expire := CheckApproval(apr, req.ActionHash, req.Now)
 		if expire {
-			next := *apr
-			next.Status = Expired
-			p.Approval = &ApprovalWrite{PrevStatus: apr.Status, Next: next}
-			p.Result.Approval = &next
-			ev(EventApprovalInvalidated, map[string]any{"reason": "expired", "status": string(apr.Status)})
+			w, e := PlanExpiry(apr, req.Now, req.DenyAtExpiry, ExpiredByReservation)
+			p.Approval = w
+			p.Result.Approval = &w.Next
+			e.ActionID, e.EffectKey = req.ActionID, req.EffectKey
+			p.Events = append(p.Events, e)
+			if w.Next.Status == Denied {
+				// Denied at expiry: the request reads denied from now on, and so does this refusal.
+				reason = "denied"
+				apr = &w.Next
+			}
 		}
 		if reason != "" {
 			return refuse(&Refusal{Approval: true, Reason: reason,
@@ -308,6 +313,9 @@ func approvalDetail(reason string, a *Approval, req *ReserveRequest) string {
 	case "consumed":
 		return "already used by " + safetext.Quote(a.ConsumedBy)
 	case "denied":
+		if a.DeniedAtExpiry() {
+			return "denied at its expiry " + a.ExpiresAt.UTC().Format(receipt.TimeFormat) + ", unanswered (approvers.on_expiry: deny)"
+		}
 		return "denied by " + safetext.Quote(safetext.Valid(a.Approver))
 	case "pending":
 		return "not yet answered"
@@ -517,10 +525,8 @@ func PlanAnswer(req *AnswerRequest, a *Approval) (*ApprovalWrite, []Event, error
 		return nil, nil, refuse("already_" + string(a.Status))
 	}
 	if !req.Now.Before(a.ExpiresAt) {
-		next := *a
-		next.Status = Expired
-		ev := NewEvent(EventApprovalInvalidated, req.Now, "", "", a.ID, map[string]any{"reason": "expired", "status": string(a.Status)})
-		return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &next}
+		w, ev := PlanExpiry(a, req.Now, req.DenyAtExpiry, ExpiredByAnswer)
+		return w, []Event{ev}, &AnswerError{ID: a.ID, Reason: "expired", Approval: &w.Next}
 	}
 	if SameName(approver, a.Agent) || (a.User != "" && SameName(approver, a.User)) {
 		return nil, nil, refuse(ReasonSelfApproval)

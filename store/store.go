@@ -240,6 +240,9 @@ type ReserveRequest struct {
 	Lease       time.Duration
 	MaxAttempts int    // 0 = no ceiling
 	ApprovalID  string // "" when none was presented
+	// DenyAtExpiry: the action's approvers.on_expiry is deny, so a pending request presented
+	// after its expiry is written denied, not expired (PlanExpiry), and refused denied.
+	DenyAtExpiry bool
 	// Receipt is the draft written (result blocked) if the approval or the reservation is refused.
 	Receipt *receipt.Receipt
 	// Events are written with whatever the transaction writes (action_proposed, policy_evaluated…).
@@ -360,6 +363,9 @@ type AnswerRequest struct {
 	// Required is how many distinct people must grant before the request is granted; 0 is 1.
 	// One deny denies. Guard.Answer sets it from the policy's approvers of the action.
 	Required int
+	// DenyAtExpiry: the action's approvers.on_expiry is deny, so an answer finding the request
+	// expired writes it denied, not expired (PlanExpiry); the answer is still refused expired.
+	DenyAtExpiry bool
 	// RequireVerified refuses an answer that is not Verified (approver_not_verified), and
 	// counts only verified grants towards Required.
 	RequireVerified bool

@@ -30,6 +30,9 @@ type LapseRequest struct {
 type ExpireRequest struct {
 	Now time.Time
 	ID  string
+	// Deny writes a pending request denied instead, by ExpiryApprover: its action's
+	// approvers.on_expiry is deny (PlanExpiry).
+	Deny bool
 }
 
 // Sweeper is implemented by stores that settle what time alone ended, each as one
@@ -65,11 +68,8 @@ func PlanExpire(req *ExpireRequest, a *Approval) (*ApprovalWrite, []Event, error
 	if a == nil || (a.Status != Pending && a.Status != Granted) || req.Now.Before(a.ExpiresAt) {
 		return nil, nil, fmt.Errorf("expire approval %s: %w", safetext.Quote(req.ID), ErrNothingToSweep)
 	}
-	next := *a
-	next.Status = Expired
-	ev := NewEvent(EventApprovalInvalidated, req.Now, "", "", a.ID,
-		map[string]any{"reason": "expired", "status": string(a.Status), "by": "sweeper"})
-	return &ApprovalWrite{PrevStatus: a.Status, Next: next}, []Event{ev}, nil
+	w, ev := PlanExpiry(a, req.Now, req.Deny, ExpiredBySweeper)
+	return w, []Event{ev}, nil
 }
 
 // ReconcileClaim is a sweeper's claim on asking the reconcile hook about one ambiguous attempt

@@ -57,7 +57,8 @@ same action is pending hands back that request; it is not listed twice.
   created_at, expires_at, approver, previous_denied, previous_denied_by, precondition
   ({hash, captured_at} or null), answers, required, grants, reminders (null, or when the
   request is reminded about and escalated), edit (null, or what approvers changed:
-  {requested_action_hash, requested_arguments, edits})
+  {requested_action_hash, requested_arguments, edits}), on_expiry (expire, or deny: a
+  request still pending at its expiry is written denied, by latch:expiry)
 
 --standing lists the standing approvals instead, newest first (--state active, exhausted,
 expired, revoked): how many of its calls each has admitted, until when, who granted it
@@ -123,6 +124,9 @@ and its bounds. With --json, one object per standing approval:
 				}
 				if ap.PreviousDenied != "" {
 					again = append(again, fmt.Sprintf("%s: asked again after %s was denied by %s", ap.ID, cell(ap.PreviousDenied), cell(ap.PreviousDeniedBy)))
+				}
+				if exp := operator.ReadExpiry(ap, j.OnExpiry); exp != "" {
+					again = append(again, fmt.Sprintf("%s: %s", ap.ID, cell(exp)))
 				}
 				if remind, escalate := operator.ReadReminders(j.Reminders); ap.Status == store.Pending {
 					if remind != "" {

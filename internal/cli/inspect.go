@@ -189,6 +189,9 @@ func (a *app) inspectApproval(pol *policy.Policy, in *operator.Inspection) error
 	if escalate != "" {
 		t.row("  escalation", cell(escalate))
 	}
+	if exp := operator.ReadExpiry(ap, jsonview.OnExpiryOf(pol, ap)); exp != "" {
+		t.row("  at expiry", cell(exp))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ func TestServeSlack(t *testing.T) {
 	}
 	out := wait(&outcomes)
 	raw, _ = json.Marshal(out)
-	if out["replace_original"] != true || !strings.Contains(string(raw), "granted by `proxy:alice`") {
+	if out["replace_original"] != true || !strings.Contains(string(raw), "granted by `slack:alice`") {
 		t.Errorf("the outcome posted = %s, want the message replaced, granted by alice", raw)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -156,7 +156,7 @@ func TestServeSlack(t *testing.T) {
 	}
 	approvals := runLatch(t, latchBin, nil, "--policy", policyPath, "approvals", "--json", "--status", "all")
 	if !strings.Contains(string(approvals), `"status":"granted"`) || !strings.Contains(string(approvals), `"approver":"alice"`) ||
-		!strings.Contains(string(approvals), `"method":"proxy"`) {
+		!strings.Contains(string(approvals), `"method":"slack"`) {
 		t.Errorf("latch approvals after the click:\n%s", approvals)
 	}
 }

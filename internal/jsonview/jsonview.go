@@ -79,6 +79,19 @@ type Approval struct {
 	// (docs/approvals.md#approve-with-edits): null when nobody did. Arguments and ActionHash
 	// are then what the request binds now, the edited ones.
 	Edit *Edit `json:"edit"`
+	// OnExpiry is what the request is written at its expiry if still pending
+	// (docs/approvals.md#reminders-and-escalation): "expire", or "deny" (written denied, by
+	// store.ExpiryApprover) — under the policy in force, or "deny" for a request that was.
+	OnExpiry string `json:"on_expiry"`
+}
+
+// OnExpiryOf is what a is, or was, written at its expiry if still pending, under pol (nil: no
+// policy, so expire): policy.OnExpiryDeny or policy.OnExpiryExpire.
+func OnExpiryOf(pol *policy.Policy, a *store.Approval) string {
+	if a.DeniedAtExpiry() || pol.ApproversFor(a.ActionName).DeniesAtExpiry() {
+		return policy.OnExpiryDeny
+	}
+	return policy.OnExpiryExpire
 }
 
 // Reminders is the reminder and escalation schedule of one approval request and what of it
@@ -185,7 +198,7 @@ func PreconditionOf(a *store.Approval) *Precondition {
 // Answer is one person's answer to an approval request.
 type Answer struct {
 	Approver   string  `json:"approver"`
-	Method     string  `json:"method"` // cli, token, jwt, session or proxy
+	Method     string  `json:"method"` // one of store.Methods: cli, token, jwt, session, proxy or slack
 	Verified   bool    `json:"verified"`
 	Grant      bool    `json:"grant"`
 	Note       *string `json:"note"`
@@ -249,7 +262,7 @@ func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
 		CreatedAt: Stamp(a.CreatedAt), ExpiresAt: Stamp(a.ExpiresAt), Approver: Str(a.Approver),
 		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy), Precondition: PreconditionOf(a),
 		Answers: make([]Answer, len(a.Answers)), Required: n, Grants: store.Grants(a.Answers, verified),
-		Reminders: RemindersOf(pol, a, nil),
+		Reminders: RemindersOf(pol, a, nil), OnExpiry: OnExpiryOf(pol, a),
 	}
 	for i, x := range a.Answers {
 		out.Answers[i] = Answer{Approver: x.Name, Method: x.Method, Verified: x.Verified, Grant: x.Grant,

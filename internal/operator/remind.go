@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 // ReadReminders says in words, for the CLI and the console alike, when a request is reminded
@@ -40,4 +42,18 @@ func EscalationTargets(t *jsonview.EscalateTo) string {
 	}
 	out = append(out, t.People...)
 	return strings.Join(out, ", ")
+}
+
+// ReadExpiry says in words, for the CLI and the console alike, what a's expiry does when its
+// action's approvers.on_expiry is deny (onExpiry, jsonview.OnExpiryOf): for a pending request
+// that it will be written denied, for one that was that nobody answered it in time. It is ""
+// when the expiry writes the request expired, as by default, and for a request answered.
+func ReadExpiry(a *store.Approval, onExpiry string) string {
+	switch {
+	case a.DeniedAtExpiry():
+		return "denied at its expiry " + *jsonview.Stamp(a.ExpiresAt) + ": nobody answered it in time (on_expiry: deny)"
+	case onExpiry == policy.OnExpiryDeny && a.Status == store.Pending:
+		return "denied if still unanswered at " + *jsonview.Stamp(a.ExpiresAt) + " (on_expiry: deny)"
+	}
+	return ""
 }

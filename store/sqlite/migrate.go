@@ -140,7 +140,7 @@ func (s *Store) checkReadOnly(ctx context.Context) error {
 // checkReadOnlyVersion decides whether a read-only open may use a store at version v when this
 // binary's schema is latest. An older schema is read as it is (readers can be upgraded before
 // the writers that migrate, as on Postgres): every migration so far adds tables and indexes or
-// rebuilds a table under the same name with the same columns (4), so the queries here run on
+// rebuilds a table under the same name with the same columns (4, 20), so the queries here run on
 // every version, and a reader of a schema without delegations sees none.
 func checkReadOnlyVersion(v, latest int) error {
 	switch {

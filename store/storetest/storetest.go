@@ -79,6 +79,7 @@ func Run(t *testing.T, b Backend) {
 		{"Delegations", testDelegations},
 		{"Tokens", testTokens},
 		{"Sweep", testSweep},
+		{"OnExpiry", testOnExpiry},
 		{"Accounts", testAccounts},
 		{"Sessions", testSessions},
 		{"Retention", testRetention},
