@@ -22,7 +22,7 @@ type ArgumentView struct {
 	Raw   string // the value as canonical JSON, exactly as hashed; of a redacted argument, its masked form as a JSON string
 	// Redacted says the policy redacts the argument: Raw is its masked form, never the value.
 	Redacted bool
-	Human string // the value read through a display hint ("€2,500.00 (250000 minor units)"), "" when none applies
+	Human    string // the value read through a display hint ("€2,500.00 (250000 minor units)"), "" when none applies
 }
 
 // View returns the arguments of a call to action as a person should read them: the arguments
