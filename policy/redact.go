@@ -138,3 +138,28 @@ func (p *Policy) RedactValue(action, arg string, v any) any {
 	}
 	return v
 }
+
+// strength orders the redactions from the one that shows most to the one that shows least.
+var strength = map[Redaction]int{RedactNone: 0, RedactLast4: 1, RedactHash: 2, RedactFull: 3}
+
+// RedactedAnywhere returns every argument name some action of p redacts, each with the
+// redaction that shows least among those actions: for records that carry arguments without
+// naming their action (an edit's event), so that they are redacted at least as much as the
+// action's own would be. nil when nothing is redacted.
+func (p *Policy) RedactedAnywhere() map[string]Redaction {
+	if p == nil {
+		return nil
+	}
+	var out map[string]Redaction
+	for _, a := range p.Actions {
+		for name, r := range a.Redactions() {
+			if out == nil {
+				out = map[string]Redaction{}
+			}
+			if strength[r] > strength[out[name]] {
+				out[name] = r
+			}
+		}
+	}
+	return out
+}

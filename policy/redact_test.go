@@ -140,3 +140,32 @@ func TestWarnUnredactedSecret(t *testing.T) {
 		t.Errorf("unredacted_secret warnings = %q, want one, for card_number", got)
 	}
 }
+
+func TestRedactedAnywhere(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, header+`actions:
+  a:
+    effect: "a:{id}"
+    arguments:
+      id: { type: string }
+      card: { type: string, redact: last4 }
+      note: { type: string }
+    rules:
+      - decision: allow
+  b:
+    effect: "b:{id}"
+    arguments:
+      id: { type: string }
+      card: { type: string, redact: true }
+      iban: { type: string, redact: hash }
+    rules:
+      - decision: allow
+`)
+	got := p.RedactedAnywhere()
+	if len(got) != 2 || got["card"] != RedactFull || got["iban"] != RedactHash {
+		t.Errorf("RedactedAnywhere = %v, want card full (the least shown) and iban hash", got)
+	}
+	if (*Policy)(nil).RedactedAnywhere() != nil {
+		t.Errorf("RedactedAnywhere of no policy is not nil")
+	}
+}
