@@ -98,6 +98,10 @@ func TestRedactParseErrors(t *testing.T) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", tt.args, err, tt.want)
 		}
 	}
+	budget := header + "actions:\n  a:\n    effect: \"a:{id}\"\n    arguments:\n      id: { type: string }\n      pin: { type: integer, redact: true }\n    budgets:\n      - { metric: pin, limit: 10, window: PT1H, per: agent }\n    rules:\n      - decision: allow\n"
+	if _, err := Parse("p.yaml", []byte(budget)); err == nil || !strings.Contains(err.Error(), "meters argument \"pin\", declared redact") {
+		t.Errorf("Parse(budget metering a redacted argument) = %v, want declared redact", err)
+	}
 	src := header + "actions:\n  a:\n    effect: \"a:{card}\"\n    arguments:\n      card: { type: string, redact: last4 }\n    rules:\n      - decision: allow\n"
 	if _, err := Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "declared redact") {
 		t.Errorf("Parse(effect template of a redacted argument) = %v, want declared redact", err)
