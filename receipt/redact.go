@@ -136,3 +136,18 @@ func RedactedArgument(args json.RawMessage, name string) (Redacted, error) {
 	}
 	return r, nil
 }
+
+// HasRedacted reports whether the canonical JSON object args (a receipt's arguments) records
+// any argument as a redaction record: the call it describes cannot be rebuilt from it.
+func HasRedacted(args json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return false
+	}
+	for name := range m {
+		if _, err := RedactedArgument(args, name); err == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -43,6 +43,9 @@ func TestRedactArguments(t *testing.T) {
 	if _, err := RedactedArgument(out, "amount"); !errors.Is(err, ErrNotRedacted) {
 		t.Errorf("RedactedArgument(amount) = %v, want ErrNotRedacted", err)
 	}
+	if !HasRedacted(out) || HasRedacted(args) {
+		t.Errorf("HasRedacted: %v of the redacted, %v of the plain arguments; want true, false", HasRedacted(out), HasRedacted(args))
+	}
 	if same, _ := RedactArguments(args, nil, nil); string(same) != string(args) {
 		t.Errorf("RedactArguments(nothing redacted) = %s, want the input", same)
 	}
