@@ -1,15 +1,22 @@
 package latch_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -52,11 +59,21 @@ func TestRedactedArgumentReceipts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_redact")})
+			// Metrics and logs, at their most talkative, are searched for the number too.
+			m, err := metrics.New(&metrics.Config{Policy: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			var logMu sync.Mutex
+			logger := slog.New(slog.NewJSONHandler(&lockedWriter{mu: &logMu, w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			g, err := latch.Open(t.Context(), &latch.Config{Policy: p, StoreURL: testdb.URL(t, backend, "latch_redact"),
+				Sinks: []latch.Sink{m}, Logger: logger})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { g.Close() })
+			m.UseStore(g.Store())
 			var ran atomic.Int64
 			call := func(args, approval string) (*latch.Receipt, error) {
 				ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "shop-bot", User: "uma"})
@@ -117,6 +134,28 @@ func TestRedactedArgumentReceipts(t *testing.T) {
 				}
 			}
 			verifyChain(t, g)
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if body := rec.Body.String(); !strings.Contains(body, `latch_calls_total{action="billing.charge"`) || strings.Contains(body, fullCard) || strings.Contains(body, "4242") {
+				t.Errorf("metrics: want billing.charge counted and no card digits in any label:\n%s", body)
+			}
+			logMu.Lock()
+			defer logMu.Unlock()
+			if strings.Contains(logs.String(), fullCard) {
+				t.Errorf("the log shows the card number:\n%s", logs.String())
+			}
 		})
 	}
+}
+
+// lockedWriter serialises writes to w: the guard logs from more than one goroutine.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
