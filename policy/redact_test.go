@@ -173,3 +173,17 @@ func TestRedactedAnywhere(t *testing.T) {
 		t.Errorf("RedactedAnywhere of no policy is not nil")
 	}
 }
+
+// TestRedactPolicyHash: redaction changes what receipts record, so it is part of the policy
+// hash; a policy without it hashes as before (redact: false is no redaction).
+func TestRedactPolicyHash(t *testing.T) {
+	t.Parallel()
+	src := func(decl string) string {
+		return header + "actions:\n  a:\n    effect: \"a:{id}\"\n    arguments:\n      id: { type: string }\n      card: { type: string" + decl + " }\n    rules:\n      - decision: allow\n"
+	}
+	plain, off := mustParse(t, src("")).Hash, mustParse(t, src(", redact: false")).Hash
+	last4, full := mustParse(t, src(", redact: last4")).Hash, mustParse(t, src(", redact: true")).Hash
+	if plain != off || plain == last4 || last4 == full {
+		t.Errorf("hashes: plain %s, redact false %s, last4 %s, true %s; want plain = false, and the rest distinct", plain, off, last4, full)
+	}
+}
