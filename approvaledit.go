@@ -93,7 +93,8 @@ func (g *Guard) editOfReceipt(ctx context.Context, a *store.Approval) (*receipt.
 	if err != nil || len(edits) == 0 {
 		return nil, err
 	}
-	e := &receipt.ApprovalEdit{RequestedActionHash: edits[0].From, RequestedArguments: edits[0].Requested}
+	e := &receipt.ApprovalEdit{RequestedActionHash: edits[0].From,
+		RequestedArguments: receiptArguments(g.Policy(), a.ActionName, edits[0].Requested)}
 	for _, x := range edits {
 		e.EditedBy = append(e.EditedBy, safetext.Valid(store.Approver{Name: x.By, Method: x.Method}.String()))
 	}

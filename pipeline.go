@@ -388,7 +388,7 @@ func (g *Guard) draft(pr *prepared, actionID string, started time.Time) *receipt
 	}
 	return &receipt.Receipt{
 		ReceiptID: newID("rcp_"), ActionID: actionID, Action: pr.call.Action, ActionHash: pr.hash,
-		Arguments: pr.canonArgs, Resource: pr.resource,
+		Arguments: receiptArguments(pr.pol, pr.call.Action, pr.canonArgs), Resource: pr.resource,
 		Principal:   receipt.Principal{Agent: pr.principal.Agent, User: pr.principal.User, Issuer: pr.principal.Issuer},
 		Environment: pr.env, Task: pr.task, Decision: string(pr.eval.Decision), DecisionReason: pr.eval.Reason,
 		EffectKey: pr.key, StartedAt: started, PolicyHash: pr.pol.Hash, PolicyVersion: pr.pol.Version, Mode: mode,

@@ -60,7 +60,13 @@ type Argument struct {
 	// Editable says how an approver may change the argument when granting a request
 	// (docs/approvals.md#approve-with-edits); nil when it may not change.
 	Editable *Editable
-	Pos      Position // of the argument's name
+	// Redact is how the value is shown to people (docs/policy.md#redaction); RedactNone when
+	// it is shown in full.
+	Redact Redaction
+	// RedactSet says the policy wrote `redact:` for the argument, false included: `latch
+	// check` does not warn about a secret-looking name its author has already decided on.
+	RedactSet bool
+	Pos       Position // of the argument's name
 }
 
 // Editable is an argument's `editable:` entry: the only change an approver may make to it.
@@ -333,7 +339,7 @@ func pointer(name string) string {
 
 // Keys of an argument declaration.
 var (
-	argumentKeys = []string{"type", "optional", "min", "max", "max_length", "enum", "display", "editable"}
+	argumentKeys = []string{"type", "optional", "min", "max", "max_length", "enum", "display", "editable", "redact"}
 	editableKeys = []string{"decrease", "min"}
 	displayKeys  = []string{"label", "money"}
 	moneyKeys    = []string{"minor_units", "currency", "currency_arg"}
@@ -392,7 +398,7 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 	}
 	d := &Argument{Name: name, Pos: posOf(e.k)}
 	var typeNode *yaml.Node
-	var minN, maxN, lenN, enumN, moneyN, editN *yaml.Node
+	var minN, maxN, lenN, enumN, moneyN, editN, redactN *yaml.Node
 	for _, en := range entries(e.v) {
 		var err *Error
 		switch en.k.Value {
@@ -439,6 +445,10 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 		case "editable":
 			editN = en.k
 			d.Editable, err = p.editable(en, what)
+		case "redact":
+			redactN = en.k
+			d.Redact, err = p.redact(en, what)
+			d.RedactSet = true
 		default:
 			err = p.unknownKey(en.k, "in "+what, argumentKeys)
 		}
@@ -462,6 +472,16 @@ func (p *parser) argument(e entry, where string) (*Argument, *Error) {
 		if err := onlyFor(c.n, c.t); err != nil {
 			return nil, err
 		}
+	}
+	if d.Redact == RedactLast4 && d.Type != TypeString && d.Type != TypeInteger {
+		return nil, p.errf(redactN, "redact: last4 applies to string and integer arguments, and %s is declared %s (say redact: true or redact: hash)", what, d.Type)
+	}
+	if d.Redact != RedactNone && editN != nil {
+		// An approver edits what they can read; a redacted value is never shown in full.
+		return nil, p.errf(redactN, "%s is both redact and editable (an approver cannot edit a value they are not shown)", what)
+	}
+	if d.Redact != RedactNone && moneyN != nil {
+		return nil, p.errf(redactN, "%s is both redact and display money (the amount would be shown in full)", what)
 	}
 	if moneyN != nil && d.Type != TypeInteger {
 		return nil, p.errf(moneyN, "display money applies to integer arguments (amounts in minor units), and %s is declared %s", what, d.Type)
@@ -512,6 +532,24 @@ func (p *parser) editable(e entry, what string) (*Editable, *Error) {
 		return nil, p.errf(e.k, "editable of %s does not say how it may change (expected decrease: true)", what)
 	}
 	return ed, nil
+}
+
+// redact parses an argument's `redact:` value: true (nothing shown), false (shown in full, said
+// on purpose), last4 or hash.
+func (p *parser) redact(e entry, what string) (Redaction, *Error) {
+	if n := e.v; n.Kind == yaml.ScalarNode && n.Tag == tagBool {
+		if strings.EqualFold(n.Value, "true") {
+			return RedactFull, nil
+		}
+		return RedactNone, nil
+	}
+	if n := e.v; n.Kind == yaml.ScalarNode && n.Tag == tagStr {
+		switch Redaction(n.Value) {
+		case RedactLast4, RedactHash:
+			return Redaction(n.Value), nil
+		}
+	}
+	return RedactNone, p.errf(at(e), "redact of %s is %s (expected true, false, last4 or hash)", what, describeNode(e.v))
 }
 
 func (p *parser) enum(e entry, what string) ([]string, *Error) {
@@ -662,6 +700,11 @@ func (p *parser) checkAction(a *Action, n *yaml.Node, effectN, resourceN *yaml.N
 			case d.Optional:
 				return p.errf(t.n, "%s %s %s uses argument %s, declared optional (a placeholder is rendered on every call, so its argument is required)",
 					t.what, quote(t.tmpl.src), where, quote(name))
+			case d.Redact != RedactNone:
+				// The effect key and resource are shown everywhere; a redacted value in one
+				// would be shown in full.
+				return p.errf(t.n, "%s %s %s uses argument %s, declared redact (the rendered %s is shown in full on every surface)",
+					t.what, quote(t.tmpl.src), where, quote(name), t.what)
 			case d.Editable != nil:
 				// An edit changes what is done, never which effect or target it is.
 				return p.errf(t.n, "%s %s %s uses argument %s, declared editable (an approver's edit would change which effect or target the call is)",

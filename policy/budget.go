@@ -354,6 +354,9 @@ func (p *parser) checkActionBudgets(a *Action) *Error {
 			return errAt(b.Pos, "budget %d in action %s meters argument %s, which arguments: does not declare (expected count or a declared integer argument)", i, quote(a.Name), quote(b.Metric))
 		case d.Type != TypeInteger:
 			return errAt(b.Pos, "budget %d in action %s meters argument %s, declared %s (expected count or a declared integer argument)", i, quote(a.Name), quote(b.Metric), d.Type)
+		case d.Redact != RedactNone:
+			// A charge is recorded in receipts and shown with the budget: the value in full.
+			return errAt(b.Pos, "budget %d in action %s meters argument %s, declared redact (each charge records the value in full)", i, quote(a.Name), quote(b.Metric))
 		}
 	}
 	return nil

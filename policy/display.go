@@ -19,8 +19,10 @@ import (
 type ArgumentView struct {
 	Name  string // the argument's name
 	Label string // the display label, "" when the policy gives none
-	Raw   string // the value as canonical JSON, exactly as hashed
-	Human string // the value read through a display hint ("€2,500.00 (250000 minor units)"), "" when none applies
+	Raw   string // the value as canonical JSON, exactly as hashed; of a redacted argument, its masked form as a JSON string
+	// Redacted says the policy redacts the argument: Raw is its masked form, never the value.
+	Redacted bool
+	Human    string // the value read through a display hint ("€2,500.00 (250000 minor units)"), "" when none applies
 }
 
 // View returns the arguments of a call to action as a person should read them: the arguments
@@ -62,6 +64,13 @@ func (a *Action) View(args map[string]any) []ArgumentView {
 }
 
 func (d *Argument) view(v any, args map[string]any) ArgumentView {
+	if d.Redact != RedactNone {
+		av := ArgumentView{Name: d.Name, Raw: rawJSON(d.Redact.Mask(v)), Redacted: true}
+		if d.Display != nil {
+			av.Label = d.Display.Label
+		}
+		return av
+	}
 	av := ArgumentView{Name: d.Name, Raw: rawJSON(v)}
 	if d.Display == nil {
 		return av

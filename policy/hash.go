@@ -133,6 +133,11 @@ func normalizeArguments(a *Action) map[string]any {
 			}
 			decl["editable"] = e
 		}
+		if d.Redact != RedactNone {
+			// Only when set, so that a policy without redaction hashes as it always has:
+			// redaction changes what receipts record of a call.
+			decl["redact"] = string(d.Redact)
+		}
 		m[d.Name] = decl
 	}
 	m["additional"] = !a.RefuseAdditional

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Warning codes, as `latch check --json` reports them.
@@ -16,6 +17,7 @@ const (
 	WarnNeverAllowed      = "never_allowed"      // rules that can never decide allow or approve
 	WarnBudgetNoEffect    = "budget_no_effect"   // a budgeted grant covers an action with no effect key
 	WarnBudgetMetric      = "budget_metric"      // a budgeted grant meters an argument an action does not declare as an integer
+	WarnUnredactedSecret  = "unredacted_secret"  // an argument whose name looks secret is shown in full
 )
 
 // Warning is something legal but probably wrong in a policy. `latch check` prints warnings
@@ -47,6 +49,9 @@ type Warning struct {
 //     effect key's reservation), or whose metric names an argument the action's arguments:
 //     section does not declare as an integer (refused budget_metric_missing or
 //     budget_metric_invalid).
+//   - a declared argument whose name looks like a secret or personal data (token, password,
+//     card, iban, …; see [LooksSecret]) and that has no `redact:` (write `redact: false` to say
+//     it is shown in full on purpose).
 func (p *Policy) Warnings() []Warning {
 	if p == nil {
 		return nil
@@ -134,6 +139,12 @@ func actionWarnings(p *Policy, name string, a *Action) []Warning {
 			sort.Strings(may)
 			warn(WarnNoEffect, a.Pos, "action "+quote(name)+" has no effect template but may decide "+strings.Join(may, " or ")+
 				": without an effect key nothing stops it running twice")
+		}
+	}
+	for _, d := range a.Arguments {
+		if !d.RedactSet && LooksSecret(d.Name) {
+			warn(WarnUnredactedSecret, d.Pos, "argument "+quote(d.Name)+" of action "+quote(name)+
+				" looks secret but is shown in full on every surface (add redact: true, last4 or hash; or redact: false if it is not)")
 		}
 	}
 	if len(a.Rules) == 0 {
@@ -354,6 +365,43 @@ func without(all, some []int) []int {
 func containsInt(l []int, x int) bool {
 	for _, y := range l {
 		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// secretWords are the name parts that make an argument look secret: credentials, payment data
+// and personal identifiers.
+var secretWords = map[string]bool{
+	"token": true, "password": true, "passwd": true, "pwd": true, "passphrase": true, "secret": true,
+	"apikey": true, "credential": true, "credentials": true, "card": true, "cvc": true, "cvv": true,
+	"pan": true, "pin": true, "iban": true, "ssn": true, "otp": true, "privatekey": true,
+}
+
+// LooksSecret reports whether an argument's name looks like it holds a secret or personal data:
+// one of its parts — split at _, -, . and lower-to-upper case changes — is token, password,
+// secret, card, cvc, iban, ssn, pin, … or two adjacent parts spell api key or private key.
+func LooksSecret(name string) bool {
+	var parts []string
+	start := 0
+	rs := []rune(name)
+	for i, r := range rs {
+		switch {
+		case r == '_' || r == '-' || r == '.' || r == ' ':
+			parts = append(parts, strings.ToLower(string(rs[start:i])))
+			start = i + 1
+		case i > start && unicode.IsUpper(r) && unicode.IsLower(rs[i-1]):
+			parts = append(parts, strings.ToLower(string(rs[start:i])))
+			start = i
+		}
+	}
+	parts = append(parts, strings.ToLower(string(rs[start:])))
+	for i, w := range parts {
+		if secretWords[w] {
+			return true
+		}
+		if i > 0 && secretWords[parts[i-1]+w] {
 			return true
 		}
 	}

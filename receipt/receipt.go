@@ -19,7 +19,9 @@ import (
 // Schema is the schema tag of every receipt document this version writes. Version 2 added kind
 // and the state a record leaves behind (effect, approval, delegation); version 3 added a call's
 // envelope: budget_charges, task, scope_hash and authority.break_glass; version 4 added
-// approval_edit, what an approver changed of the call before approving it. Documents of every
+// approval_edit, what an approver changed of the call before approving it, and the redacted
+// argument: a value the policy redacts is recorded as a salted commitment (Redacted), in
+// arguments and in approval_edit.requested_arguments alike. Documents of every
 // earlier version still verify and parse (SchemaV1, SchemaV2, SchemaV3).
 const Schema = "latch.receipt/v4"
 

@@ -134,7 +134,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) {
 			}
 			gapSince = time.Time{}
 			// The data is the event as every surface shows it (jsonview.Event).
-			b, _ := json.Marshal(jsonview.NewEvent(e))
+			b, _ := json.Marshal(jsonview.NewEvent(s.g.Policy(), e))
 			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Kind, b)
 			after = e.ID
 			lastWrite = time.Now()

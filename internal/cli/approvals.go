@@ -243,8 +243,8 @@ approval from it, not both.`}[grant]),
 			if set != nil {
 				fmt.Fprintf(a.stdout, "edited %s as %s: %s; the call runs only with the edited arguments\n", ap.ID, name, editText(a.ctx, g, ap.ID))
 			}
-			d := approvalAction(ap)
 			pol := g.Policy()
+			d := approvalAction(pol, ap)
 			if ap.Status == store.Pending { // a grant of several required
 				n, verified := required(pol, ap)
 				fmt.Fprintf(a.stdout, "recorded %s's grant of %s (cli, not verified): %d of %d grants; still pending: %s %s\n", ap.Answers[len(ap.Answers)-1].Name, ap.ID,

@@ -153,12 +153,12 @@ func (a *app) inspectAction(o *operator.Operator, pol *policy.Policy, in *operat
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return a.printEvidence(in)
+	return a.printEvidence(pol, in)
 }
 
 func (a *app) inspectApproval(pol *policy.Policy, in *operator.Inspection) error {
 	ap, id := in.Approval, in.ID
-	d := approvalAction(ap)
+	d := approvalAction(pol, ap)
 	fmt.Fprintf(a.stdout, "approval %s\n", id)
 	t := newTable(a.stdout)
 	t.row("  status", approvalStatus(ap, a.now()))
@@ -196,10 +196,15 @@ func (a *app) inspectApproval(pol *policy.Policy, in *operator.Inspection) error
 		return err
 	}
 	if len(ap.Action) > 0 {
-		fmt.Fprintln(a.stdout, "\nbound to this exact action (canonical form; its SHA-256 is the action hash):")
-		fmt.Fprintf(a.stdout, "  %s\n", ap.Action)
+		doc, redacted := jsonview.ShownActionDocument(pol, ap)
+		if redacted {
+			fmt.Fprintln(a.stdout, "\nbound to this exact action (canonical form, the arguments the policy redacts masked; its SHA-256 over the full values is the action hash):")
+		} else {
+			fmt.Fprintln(a.stdout, "\nbound to this exact action (canonical form; its SHA-256 is the action hash):")
+		}
+		fmt.Fprintf(a.stdout, "  %s\n", doc)
 	}
-	return a.printEvidence(in)
+	return a.printEvidence(pol, in)
 }
 
 func (a *app) inspectEffect(o *operator.Operator, in *operator.Inspection) error {
@@ -226,11 +231,11 @@ func (a *app) inspectEffect(o *operator.Operator, in *operator.Inspection) error
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return a.printEvidence(in)
+	return a.printEvidence(o.Policy(), in)
 }
 
 // printEvidence prints the timeline of events by id and each receipt's full document.
-func (a *app) printEvidence(in *operator.Inspection) error {
+func (a *app) printEvidence(pol *policy.Policy, in *operator.Inspection) error {
 	fmt.Fprintln(a.stdout, "\ntimeline")
 	if len(in.Events) == 0 {
 		fmt.Fprintln(a.stdout, "  (no events)")
@@ -244,8 +249,9 @@ func (a *app) printEvidence(in *operator.Inspection) error {
 			if e.ApprovalID != "" && e.ApprovalID != in.ID {
 				detail = append(detail, "approval="+e.ApprovalID)
 			}
-			if len(e.Payload) > 0 && string(e.Payload) != "null" && string(e.Payload) != "{}" {
-				detail = append(detail, string(e.Payload))
+			// The payload as every surface shows it: redacted arguments masked.
+			if p := jsonview.NewEvent(pol, e).Payload; string(p) != "null" && string(p) != "{}" {
+				detail = append(detail, string(p))
 			}
 			actionID := e.ActionID
 			if actionID == "" || actionID == in.ID {

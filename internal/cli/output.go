@@ -81,9 +81,12 @@ func principal(agent, user string) string {
 // principalJSON is a principal in JSON output.
 type principalJSON = jsonview.Principal
 
-// approvalAction reads the action an approval is bound to, falling back to the request's own
+// approvalAction reads the action an approval is bound to, its arguments redacted as pol says,
+// falling back to the request's own
 // columns when the document is absent or unreadable.
-func approvalAction(a *store.Approval) jsonview.ActionDoc { return jsonview.ActionOf(a) }
+func approvalAction(pol *policy.Policy, a *store.Approval) jsonview.ActionDoc {
+	return jsonview.ShownActionOf(pol, a)
+}
 
 // required is how many distinct grants a decides on: the most of what its answers recorded and
 // what the policy's approvers of its action say (1 without a policy).

@@ -164,20 +164,40 @@ type EditChange struct {
 	To   json.RawMessage `json:"to"`
 }
 
-// NewEdit is the edit member of a request edited by edits (store.EditsOf); nil when none.
-func NewEdit(edits []store.EditRecord) *Edit {
+// NewEdit is the edit member of a request for action edited by edits (store.EditsOf); nil
+// when none. The requested arguments (and any changed value, should a policy ever let a
+// redacted argument change) are redacted as pol says.
+func NewEdit(pol *policy.Policy, action string, edits []store.EditRecord) *Edit {
 	if len(edits) == 0 {
 		return nil
 	}
-	out := &Edit{RequestedActionHash: edits[0].From, RequestedArguments: edits[0].Requested, Edits: make([]EditStep, len(edits))}
+	out := &Edit{RequestedActionHash: edits[0].From, RequestedArguments: pol.RedactJSON(action, edits[0].Requested), Edits: make([]EditStep, len(edits))}
+	redacted := pol.Redactions(action)
 	for i, e := range edits {
 		st := EditStep{Approver: e.By, Method: e.Method, At: Stamp(e.At), Arguments: make(map[string]EditChange, len(e.Changes))}
 		for _, c := range e.Changes {
-			st.Arguments[c.Argument] = EditChange{From: c.From, To: c.To}
+			ch := EditChange{From: c.From, To: c.To}
+			if _, ok := redacted[c.Argument]; ok {
+				ch = EditChange{From: maskedJSON(pol, action, c.Argument, c.From), To: maskedJSON(pol, action, c.Argument, c.To)}
+			}
+			st.Arguments[c.Argument] = ch
 		}
 		out.Edits[i] = st
 	}
 	return out
+}
+
+// maskedJSON is the canonical JSON value v of argument arg as pol shows it.
+func maskedJSON(pol *policy.Policy, action, arg string, v json.RawMessage) json.RawMessage {
+	x, err := canon.Parse(v)
+	if err != nil {
+		return json.RawMessage(`"` + policy.Mask + `"`)
+	}
+	b, err := canon.Marshal(pol.RedactValue(action, arg, x))
+	if err != nil {
+		return json.RawMessage(`"` + policy.Mask + `"`)
+	}
+	return b
 }
 
 // Precondition is the fingerprint of a target's state and when the state was read: what an
@@ -209,7 +229,7 @@ type Answer struct {
 type Display struct {
 	Name  string  `json:"name"`
 	Label *string `json:"label"`
-	Raw   string  `json:"raw"`   // the value as canonical JSON, exactly as hashed
+	Raw   string  `json:"raw"`   // the value as canonical JSON, exactly as hashed; a redacted argument's masked form
 	Human *string `json:"human"` // "€2,500.00 (250000 minor units)", null when no hint reads it
 }
 
@@ -236,6 +256,41 @@ func ActionOf(a *store.Approval) ActionDoc {
 	return ActionDoc{Name: a.ActionName, Principal: Principal{Agent: Str(a.Agent), User: Str(a.User)}}
 }
 
+// ShownActionOf is [ActionOf] as a person may be shown it: its arguments redacted as pol says
+// (pol may be nil: nothing redacted).
+func ShownActionOf(pol *policy.Policy, a *store.Approval) ActionDoc {
+	d := ActionOf(a)
+	d.Arguments = pol.RedactJSON(d.Name, d.Arguments)
+	return d
+}
+
+// ShownActionDocument is a's canonical action document as a person may be shown it: its
+// arguments redacted as pol says, and whether any was. A redacted document is not the one the
+// action hash is computed over (that one holds the full values); a document that does not
+// read as an object is returned as "{}" when pol redacts anything of the action.
+func ShownActionDocument(pol *policy.Policy, a *store.Approval) (json.RawMessage, bool) {
+	if len(pol.Redactions(a.ActionName)) == 0 {
+		return a.Action, false
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(a.Action, &doc) != nil {
+		return json.RawMessage("{}"), true
+	}
+	shown := pol.RedactJSON(a.ActionName, doc["arguments"])
+	if string(shown) == string(doc["arguments"]) {
+		return a.Action, false
+	}
+	doc["arguments"] = shown
+	b, err := json.Marshal(doc)
+	if err == nil {
+		b, err = canon.Canonicalize(b)
+	}
+	if err != nil {
+		return json.RawMessage("{}"), true
+	}
+	return b, true
+}
+
 // Required is how many distinct grants a decides on — the most of what its answers recorded
 // and what pol's approvers of its action say, and at least 1 — and whether only verified
 // answers count. pol may be nil.
@@ -248,7 +303,7 @@ func Required(pol *policy.Policy, a *store.Approval) (int, bool) {
 }
 
 // NewApproval is a as an operator reads it, its arguments read through pol's display hints
-// (pol may be nil: no hints).
+// and redacted as pol says (pol may be nil: no hints, nothing redacted).
 func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
 	d := ActionOf(a)
 	args := d.Arguments
@@ -258,7 +313,7 @@ func NewApproval(a *store.Approval, pol *policy.Policy) Approval {
 	n, verified := Required(pol, a)
 	out := Approval{
 		ApprovalID: a.ID, Status: string(a.Status), Action: d.Name, ActionHash: a.ActionHash,
-		Arguments: args, Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
+		Arguments: pol.RedactJSON(d.Name, args), Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
 		CreatedAt: Stamp(a.CreatedAt), ExpiresAt: Stamp(a.ExpiresAt), Approver: Str(a.Approver),
 		PreviousDenied: Str(a.PreviousDenied), PreviousDeniedBy: Str(a.PreviousDeniedBy), Precondition: PreconditionOf(a),
 		Answers: make([]Answer, len(a.Answers)), Required: n, Grants: store.Grants(a.Answers, verified),

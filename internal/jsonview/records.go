@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
@@ -51,11 +53,15 @@ type Event struct {
 	Payload    json.RawMessage `json:"payload"` // the event's payload object; null when none
 }
 
-// NewEvent is e as an operator reads it.
-func NewEvent(e *store.Event) Event {
+// NewEvent is e as an operator reads it under pol (nil: nothing redacted). An answer's edit
+// member carries the request's arguments without naming its action: every argument some
+// action of pol redacts is redacted in it (policy.Policy.RedactedAnywhere).
+func NewEvent(pol *policy.Policy, e *store.Event) Event {
 	p := e.Payload
 	if len(bytes.TrimSpace(p)) == 0 || !json.Valid(p) {
 		p = json.RawMessage("null")
+	} else if rs := pol.RedactedAnywhere(); len(rs) > 0 && bytes.Contains(p, []byte(`"edit"`)) {
+		p = redactEdit(rs, p)
 	}
 	return Event{ID: e.ID, Kind: e.Kind, At: Stamp(e.Time), ActionID: Str(e.ActionID), EffectKey: Str(e.EffectKey),
 		ApprovalID: Str(e.ApprovalID), Payload: p}
@@ -131,4 +137,71 @@ type Inspection struct {
 	Effect   *Effect   `json:"effect"`
 	Events   []Event   `json:"events"`
 	Receipts []Receipt `json:"receipts"`
+}
+
+// redactEdit is the event payload p with the arguments of its edit member redacted as rs says:
+// requested_arguments, and the from and to of each changed argument. A payload that does not
+// read as expected is returned with its edit member dropped rather than shown in full.
+func redactEdit(rs map[string]policy.Redaction, p json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(p, &m) != nil || m["edit"] == nil {
+		return p
+	}
+	var edit map[string]json.RawMessage
+	if json.Unmarshal(m["edit"], &edit) != nil {
+		return p
+	}
+	drop := func() json.RawMessage {
+		m["edit"] = json.RawMessage("null")
+		b, _ := json.Marshal(m)
+		return b
+	}
+	mask := func(name string, v json.RawMessage) (json.RawMessage, bool) {
+		r, ok := rs[name]
+		if !ok {
+			return v, true
+		}
+		x, err := canon.Parse(v)
+		if err != nil {
+			return nil, false
+		}
+		b, err := json.Marshal(r.Mask(x))
+		return b, err == nil
+	}
+	if raw := edit["requested_arguments"]; raw != nil && string(raw) != "null" {
+		var args map[string]json.RawMessage
+		if json.Unmarshal(raw, &args) != nil {
+			return drop()
+		}
+		for k, v := range args {
+			mv, ok := mask(k, v)
+			if !ok {
+				return drop()
+			}
+			args[k] = mv
+		}
+		edit["requested_arguments"], _ = json.Marshal(args)
+	}
+	if raw := edit["arguments"]; raw != nil && string(raw) != "null" {
+		var changes map[string]map[string]json.RawMessage
+		if json.Unmarshal(raw, &changes) != nil {
+			return drop()
+		}
+		for k, c := range changes {
+			for side, v := range c {
+				mv, ok := mask(k, v)
+				if !ok {
+					return drop()
+				}
+				c[side] = mv
+			}
+		}
+		edit["arguments"], _ = json.Marshal(changes)
+	}
+	m["edit"], _ = json.Marshal(edit)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return drop()
+	}
+	return b
 }

@@ -55,7 +55,7 @@ func NewStanding(s *store.Standing, pol *policy.Policy, now time.Time) Standing 
 	}
 	out := Standing{
 		StandingID: s.ID, State: store.StandingState(s, now), From: s.From, Action: d.Name, ActionHash: s.ActionHash,
-		Arguments: args, Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
+		Arguments: pol.RedactJSON(d.Name, args), Display: Displayed(pol, d.Name, args), Principal: d.Principal, Resource: d.Resource,
 		Terms: StandingTerms{Uses: s.Terms.Uses, For: time.Duration(s.Terms.For).String(), Max: s.Terms.Max,
 			Vary: s.Terms.Vary, Total: s.Terms.Total},
 		Uses: s.Uses, GrantedBy: s.GrantedBy, CreatedAt: Stamp(s.CreatedAt), ExpiresAt: Stamp(s.ExpiresAt),

@@ -66,7 +66,7 @@ func (o *Operator) View(in *Inspection) jsonview.Inspection {
 		out.Effect = &v
 	}
 	for i, e := range in.Events {
-		out.Events[i] = jsonview.NewEvent(e)
+		out.Events[i] = jsonview.NewEvent(o.cfg.Policy, e)
 	}
 	for i, r := range in.Receipts {
 		out.Receipts[i] = r.View

@@ -63,6 +63,10 @@ func New(cfg *Config) (*Operator, error) {
 // Store is the store the operator reads.
 func (o *Operator) Store() store.Store { return o.cfg.Store }
 
+// Policy is the policy whose display hints and redactions the operator's views read; nil when
+// none was given.
+func (o *Operator) Policy() *policy.Policy { return o.cfg.Policy }
+
 // Now is the operator's clock.
 func (o *Operator) Now() time.Time { return o.cfg.Now() }
 
@@ -236,7 +240,7 @@ func (o *Operator) ApprovalDetail(ctx context.Context, a *store.Approval) (jsonv
 	if err != nil {
 		return v, fmt.Errorf("read approval %s: %w", a.ID, err)
 	}
-	v.Edit = jsonview.NewEdit(edits)
+	v.Edit = jsonview.NewEdit(o.cfg.Policy, a.ActionName, edits)
 	return v, nil
 }
 
@@ -289,7 +293,7 @@ func (o *Operator) Events(ctx context.Context, f store.EventFilter) ([]jsonview.
 	}
 	out := make([]jsonview.Event, len(evs))
 	for i, e := range evs {
-		out[i] = jsonview.NewEvent(e)
+		out[i] = jsonview.NewEvent(o.cfg.Policy, e)
 	}
 	return out, nil
 }

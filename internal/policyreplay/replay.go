@@ -66,7 +66,8 @@ type Report struct {
 	PolicyHash    string // the proposed policy's hash
 	PolicyVersion string // the proposed policy's version, "" when it has none
 	// Replayed counts the call receipts re-decided; Skipped those without a principal
-	// (nothing could have decided them differently); Kept the refusals kept as recorded
+	// (nothing could have decided them differently) or with a redacted argument (the receipt
+	// holds a commitment to its value, not the value); Kept the refusals kept as recorded
 	// because they depend on a circumstance of the moment (see the package comment).
 	Replayed int
 	Skipped  int
@@ -160,7 +161,9 @@ func Replay(ctx context.Context, st store.Store, proposed *policy.Policy, opts *
 		if !receipt.IsCall(rc.Kind) {
 			continue
 		}
-		if rc.Principal.Agent == "" {
+		if rc.Principal.Agent == "" || receipt.HasRedacted(rc.Arguments) {
+			// No principal: nothing could have decided it otherwise. A redacted argument: the
+			// receipt holds a commitment, not the value, so the call cannot be re-decided.
 			rep.Skipped++
 			continue
 		}

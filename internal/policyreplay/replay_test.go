@@ -412,3 +412,31 @@ func TestReplayTaskAndEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySkipsRedacted: a receipt that records a redacted argument holds a commitment, not
+// the value, so its call is skipped rather than re-decided on the commitment (which would read
+// as a change to invalid_arguments).
+func TestReplaySkipsRedacted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const doc = "schema: latch.policy/v1\nactions:\n  card.charge:\n    effect: \"charge:{id}\"\n    arguments:\n      id: { type: string }\n      card: { type: string, redact: last4 }\n    decision: allow\n  doc.read:\n    decision: allow\n"
+	g, err := latch.Open(ctx, &latch.Config{Policy: parse(t, "p.yaml", doc), StoreURL: testdb.URL(t, "sqlite", "policyreplay")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	bot := latch.WithPrincipal(ctx, latch.Principal{Agent: "bot"})
+	if _, err := g.Execute(bot, &latch.Call{Action: "card.charge", Arguments: json.RawMessage(`{"card":"4242424242424242","id":"c1"}`)}, ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Execute(bot, &latch.Call{Action: "doc.read"}, ok); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := policyreplay.Replay(ctx, g.Store(), parse(t, "same.yaml", doc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replayed != 1 || rep.Skipped != 1 || rep.Changed != 0 {
+		t.Errorf("Replay = replayed %d, skipped %d, changed %d %+v; want 1, 1, 0", rep.Replayed, rep.Skipped, rep.Changed, rep.Changes)
+	}
+}

@@ -326,7 +326,8 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	if av.PolicyNow {
 		av.PolicyVer = pol.Version
 	}
-	av.ArgsJSON = prettyJSON(d.Arguments)
+	// Every argument the policy redacts is shown masked, never in full (the hash binds it).
+	av.ArgsJSON = prettyJSON(pol.RedactJSON(d.Name, d.Arguments))
 	if val, err := canon.Parse(d.Arguments); err == nil {
 		if args, ok := val.(map[string]any); ok {
 			av.Args = pol.View(d.Name, args)
@@ -368,7 +369,7 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 		var od actionDoc
 		_ = json.Unmarshal(o.Action, &od)
 		av.Denials = append(av.Denials, denialView{ID: o.ID, Approver: o.Approver, At: o.AnsweredAt, Note: o.Note,
-			SameHash: o.ActionHash == a.ActionHash, Arguments: string(od.Arguments)})
+			SameHash: o.ActionHash == a.ActionHash, Arguments: string(pol.RedactJSON(o.ActionName, od.Arguments))})
 	}
 	slices.SortFunc(av.Denials, func(x, y denialView) int { return y.At.Compare(x.At) })
 	if len(av.Denials) > 5 {
@@ -452,7 +453,7 @@ func (cs *Console) addEdits(r *http.Request, av *approvalView, a *store.Approval
 	if err != nil || len(edits) == 0 {
 		return
 	}
-	av.Requested = prettyJSON(edits[0].Requested)
+	av.Requested = prettyJSON(cs.g.Policy().RedactJSON(av.Action, edits[0].Requested))
 	for _, e := range edits {
 		var ch []string
 		for _, c := range e.Changes {
@@ -819,7 +820,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 
 func (cs *Console) newEffectView(r *http.Request, v *viewer, e *store.Effect) *effectView {
 	ev := &effectView{Key: e.Key, Ref: effectRef(e.Key), Seen: effectSeen(e), State: string(e.State), Action: e.Action, Attempt: e.Attempt, Error: e.Error,
-		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(e.Arguments), Resolvable: true}
+		Conflict: e.Conflict, Lease: e.LeaseExpiresAt, Updated: e.UpdatedAt, ArgsJSON: prettyJSON(cs.g.Policy().RedactJSON(e.Action, e.Arguments)), Resolvable: true}
 	// The form is offered only to someone the resolution would not refuse, by the rule it is
 	// refused by; an error reading what the rule needs leaves it offered (the resolution checks
 	// again).
@@ -840,7 +841,7 @@ func (cs *Console) newEffectView(r *http.Request, v *viewer, e *store.Effect) *e
 			evs = evs[len(evs)-50:]
 		}
 		for _, x := range evs {
-			ev.Events = append(ev.Events, eventView{ID: x.ID, Kind: x.Kind, At: x.Time, Payload: string(x.Payload)})
+			ev.Events = append(ev.Events, eventView{ID: x.ID, Kind: x.Kind, At: x.Time, Payload: string(jsonview.NewEvent(cs.g.Policy(), x).Payload)})
 		}
 	}
 	for rc, err := range cs.op.Receipts(r.Context(), store.ReceiptFilter{EffectKey: e.Key}) {
