@@ -58,6 +58,7 @@ var funcs = template.FuncMap{
 		return *s
 	},
 	"join": strings.Join,
+	"live": live,
 	// show is how every text that came from outside the console is put on a page: keys,
 	// arguments, action names, principals, reasons, notes, errors, and the messages built from
 	// them. showpre is show for the console's own layout of a JSON document (its line breaks kept).
@@ -850,11 +851,17 @@ type attentionData struct {
 	base
 	Effects []*effectView
 	LastID  int64
+	Lapse   time.Duration // until the next lease of an executing effect lapses (nextLapse)
 }
 
 // attentionPage is GET /attention.
 func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	list, err := cs.attention(r)
+	// One read of the effects gives both what needs a person, by the definition every surface
+	// lists (operator.NeedsPerson, as cs.attention), and the executing ones whose leases are
+	// live now: they enter the list when their leases lapse, which no event announces.
+	all, err := cs.op.EffectRecords(r.Context(), operator.All)
+	now := cs.cfg.Now()
+	list := slices.DeleteFunc(slices.Clone(all), func(e *store.Effect) bool { return !operator.NeedsPerson(e, now) })
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
@@ -866,6 +873,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, v, e))
 	}
+	data.Lapse = nextLapse(all, now)
 	cs.render(w, http.StatusOK, "attention", data)
 }
 

@@ -29,6 +29,7 @@ type standingData struct {
 	base
 	Standing []standingView
 	State    string
+	LastID   int64
 }
 
 // standingPage is GET /standing[?state=]: the standing approvals (operator.Standings, active
@@ -47,7 +48,7 @@ func (cs *Console) drawStanding(w http.ResponseWriter, r *http.Request, v *viewe
 		cs.fail(w, r, v, http.StatusBadRequest, "The standing approvals could not be read: "+err.Error())
 		return
 	}
-	data := &standingData{base: cs.pageBase(w, r, v, "Standing approvals", "standing", nil), State: state}
+	data := &standingData{base: cs.pageBase(w, r, v, "Standing approvals", "standing", nil), State: state, LastID: cs.lastEvent(r)}
 	data.Error = msg
 	for _, s := range list {
 		who := deref(s.Principal.Agent)
