@@ -226,3 +226,46 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// TestGrantStandingFormSecondApprover: with required: 2, the second approver's form is filled
+// with the terms the first grant stated (every grant counted must state the same), and sending
+// it as filled creates the standing approval both granted.
+func TestGrantStandingFormSecondApprover(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, &consoletest.Options{Policy: strings.Replace(standingConsolePolicy, "      roles: [leads]\n", "      roles: [leads]\n      required: 2\n", 1)})
+	s.AddAccount(t, "alice", pw, "leads")
+	s.AddAccount(t, "bob", pw, "leads")
+	_, err := s.Guard.Execute(latch.WithPrincipal(t.Context(), latch.Principal{Agent: "bot"}),
+		&latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"order_id":"o-1","amount":300}`)},
+		func(context.Context, json.RawMessage) (any, error) { return "ok", nil })
+	var ar *latch.ApprovalRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("first call: %v", err)
+	}
+	terms := &store.StandingTerms{Uses: 3, For: store.Duration(90 * time.Minute), Max: map[string]int64{"amount": 500},
+		Total: &store.StandingTotal{Argument: "amount", Limit: 900}}
+	if _, err := s.Guard.Answer(t.Context(), &store.AnswerRequest{ID: ar.ApprovalID, Grant: true, Approver: "alice",
+		Method: store.MethodSession, Verified: true, Standing: terms}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := login(t, s, "bob")
+	page := consoletest.Get(t, c, s.URL+"/approvals/"+ar.ApprovalID).Body
+	for _, want := range []string{"alice granted it with these terms", `name="standing.uses" type="number" step="1" min="1" max="5" value="3"`,
+		`name="standing.for" type="text" inputmode="text" autocomplete="off" value="1h30m"`, `<option value="max" selected>`,
+		`name="standing.max.amount" type="number" step="1" min="0" value="500"`, `<option value="amount" selected>amount</option>`,
+		`name="standing.total_limit" type="number" step="1" min="1" value="900"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("bob's form lacks %q", want)
+		}
+	}
+	form := url.Values{"csrf": {csrf}, "decision": {"standing"}, "standing.uses": {"3"}, "standing.for": {"1h30m"},
+		"standing.arg.amount": {"max"}, "standing.max.amount": {"500"}, "standing.arg.order_id": {"same"},
+		"standing.total": {"amount"}, "standing.total_limit": {"900"}}
+	if r := consoletest.Post(t, c, s.URL+"/approvals/"+ar.ApprovalID+"/answer", form); r.Status != http.StatusSeeOther {
+		t.Fatalf("bob's grant = %d: %s", r.Status, r.Body)
+	}
+	list, err := s.Guard.Standings(t.Context(), store.StandingFilter{})
+	if err != nil || len(list) != 1 || strings.Join(list[0].GrantedBy, ",") != "alice,bob" || list[0].Terms.Uses != 3 {
+		t.Fatalf("after both grants: %+v, %v", list, err)
+	}
+}
