@@ -14,6 +14,9 @@ import (
 type liveView struct {
 	After int64  // the newest event when the page was drawn; -1: live updates are off
 	Kinds string // space-separated event kinds that redraw the page
+	// URL is where the page is read (GET): a page drawn as the answer to a form (a refusal) is
+	// redrawn from there, never by reloading, which would send the form again.
+	URL string
 	// Leases is set on Needs attention: the script also redraws the page when a lease lapses,
 	// the earliest of Lapse (seconds from the draw; "" for none) and of the leases of effects
 	// reserved afterwards (effect_reserved events).
@@ -44,10 +47,10 @@ var livePage = map[string][]string{
 	"standing": {store.EventStandingGranted, store.EventStandingUsed, store.EventStandingRevoked},
 }
 
-// live is the marker of page (a liveView) drawn after event after; lapse, on Needs attention,
-// is the time until the next lease lapses (0 for none).
-func live(page string, after int64, lapse ...time.Duration) liveView {
-	v := liveView{After: after, Kinds: strings.Join(append(append([]string(nil), liveCommon...), livePage[page]...), " ")}
+// live is the marker of page (a liveView) read at url and drawn after event after; lapse, on
+// Needs attention, is the time until the next lease lapses (0 for none).
+func live(page, url string, after int64, lapse ...time.Duration) liveView {
+	v := liveView{After: after, URL: url, Kinds: strings.Join(append(append([]string(nil), liveCommon...), livePage[page]...), " ")}
 	v.Leases = len(lapse) > 0
 	if v.Leases && lapse[0] > 0 {
 		v.Lapse = strconv.FormatFloat(lapse[0].Seconds(), 'f', 3, 64)

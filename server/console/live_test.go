@@ -55,6 +55,13 @@ func TestLiveMarkers(t *testing.T) {
 		}
 	}
 
+	for path, url := range map[string]string{"/approvals": "/approvals", "/approvals/" + id: "/approvals/" + id, "/attention": "/attention",
+		"/standing?state=revoked": "/standing?state=revoked"} {
+		if body := consoletest.Get(t, c, s.URL+path).Body; !strings.Contains(body, `data-url="`+url+`"`) {
+			t.Errorf("GET %s does not name where it is read again (data-url %q)", path, url)
+		}
+	}
+
 	lapse := regexp.MustCompile(`data-lapse="([0-9.]*)"`)
 	if m := lapse.FindStringSubmatch(consoletest.Get(t, c, s.URL+"/attention").Body); m == nil || m[1] != "" {
 		t.Errorf("Needs attention with nothing executing: data-lapse %v, want empty", m)

@@ -175,3 +175,49 @@ func TestStandingPageFollowsUses(t *testing.T) {
 	}
 	waitText(t, ctx, "article.standing", "1 of 3")
 }
+
+// A page drawn as a form's answer (a refused standing grant) that the event stream then redraws
+// is read again from the request's own address, never reloaded: a reload would send the form
+// once more, unasked.
+func TestRefusedFormRedrawnNotResent(t *testing.T) {
+	t.Parallel()
+	s := consoletest.Start(t, &consoletest.Options{Policy: standingPolicy})
+	s.AddAccount(t, "alice", pw, "leads")
+	bot := latch.WithPrincipal(context.Background(), latch.Principal{Agent: "bot"})
+	ask := func(order string) string {
+		_, err := s.Guard.Execute(bot, &latch.Call{Action: "refund.issue", Arguments: json.RawMessage(`{"order_id":"` + order + `","amount":300}`)},
+			func(context.Context, json.RawMessage) (any, error) { return "ok", nil })
+		var ar *latch.ApprovalRequiredError
+		if !errors.As(err, &ar) {
+			t.Fatalf("call for %s: %v", order, err)
+		}
+		return ar.ApprovalID
+	}
+	id := ask("o-1")
+	ctx := browser(t)
+	login(t, ctx, s.URL, "alice", false)
+	navigate(t, ctx, "show the request", s.URL+"/approvals/"+id, "fieldset.standing")
+	run(t, ctx, "ask for more uses than the policy allows",
+		chromedp.SetValue(chromedp.CSS("#st-uses-"+id), "9"), chromedp.SetValue(chromedp.CSS("#st-for-"+id), "1h"),
+		chromedp.Click(chromedp.CSS("button.standing")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "standing_too_wide") {
+		t.Fatalf("the refusal says %q", got)
+	}
+	ask("o-2") // an event the page follows
+	waitText(t, ctx, "h1", "Approval request")
+	for deadline := time.Now().Add(step); ; time.Sleep(200 * time.Millisecond) {
+		loc := value(t, ctx, "read the address", chromedp.Location())
+		if strings.HasSuffix(loc, "/approvals/"+id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page stayed at %s, want it redrawn from /approvals/%s", loc, id)
+		}
+	}
+	if n := value(t, ctx, "count the error notes", chromedp.Evaluate[int](`document.querySelectorAll("#error").length`)); n != 0 {
+		t.Errorf("the redrawn page shows %d refusals: the form was sent again", n)
+	}
+	if list, err := s.Guard.Standings(context.Background(), store.StandingFilter{}); err != nil || len(list) != 0 {
+		t.Errorf("standing approvals after the redraw: %v, %v", list, err)
+	}
+}

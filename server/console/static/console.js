@@ -17,14 +17,22 @@
     for (var i = 0; i < ts.length; i++) { if (ts[i].value) return true; }
     return false;
   }
+  // A form being sent is the person's own change: its answer is the next page, and a redraw
+  // started now would race it (the answer's own events arrive before it loads).
+  var sending = false;
+  document.addEventListener("submit", function () { sending = true; es.close(); });
   function changed() {
+    if (sending) return;
     if (busy()) {
       live.hidden = false;
       live.textContent = "Something changed since this page was drawn. Reload to see it (your note is kept until then).";
       return;
     }
     es.close();
-    window.location.reload();
+    // From where the page is read: a page drawn as a form's answer (a refusal) would send the
+    // form again if reloaded.
+    var url = marker.getAttribute("data-url");
+    if (url) window.location.replace(url); else window.location.reload();
   }
   kinds.forEach(function (k) { es.addEventListener(k, changed); });
   // Needs attention also lists effects whose lease lapsed without an outcome, which no event
