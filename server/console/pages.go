@@ -58,6 +58,7 @@ var funcs = template.FuncMap{
 		return *s
 	},
 	"join": strings.Join,
+	"live": live,
 	// show is how every text that came from outside the console is put on a page: keys,
 	// arguments, action names, principals, reasons, notes, errors, and the messages built from
 	// them. showpre is show for the console's own layout of a JSON document (its line breaks kept).
@@ -256,6 +257,18 @@ type approvalView struct {
 	// arguments it first asked with (exact JSON); both empty when nobody edited it.
 	Edits     []editView
 	Requested string
+	// Standing is the form's part granting a standing approval from the request, with what
+	// the policy allows; nil when the viewer may not answer or the policy allows none.
+	Standing *standingOffer
+	// GrantedStanding are the standing approvals granted from the request (standing_granted).
+	GrantedStanding []grantedStanding
+}
+
+// grantedStanding is a standing approval granted from a request, as its page names it.
+type grantedStanding struct {
+	ID    string
+	Uses  int64
+	Until string
 }
 
 // editField is one argument of the "Approve with changes" form: its name and label, the value
@@ -341,6 +354,18 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	if evs, err := cs.g.Store().Events(r.Context(), store.EventFilter{ApprovalID: a.ID}); err == nil {
 		av.Reminder, av.Escalation = operator.ReadReminders(jsonview.RemindersOf(pol, a, evs))
 		for _, e := range evs {
+			if e.Kind == store.EventStandingGranted {
+				var p struct {
+					Standing  string `json:"standing"`
+					Uses      int64  `json:"uses"`
+					ExpiresAt string `json:"expires_at"`
+				}
+				if json.Unmarshal(e.Payload, &p) == nil && p.Standing != "" {
+					av.GrantedStanding = append(av.GrantedStanding, grantedStanding{ID: p.Standing, Uses: p.Uses, Until: p.ExpiresAt})
+				}
+			}
+		}
+		for _, e := range evs {
 			if e.Kind != store.EventPolicyEvaluated {
 				continue
 			}
@@ -400,6 +425,7 @@ func (cs *Console) newApprovalView(r *http.Request, v *viewer, a *store.Approval
 	av.CanAnswer, av.WhyNot = cs.mayAnswer(v, a, &d)
 	if av.CanAnswer {
 		av.Editable = editFields(pol.Actions[d.Name], av.Args, d.Arguments)
+		av.Standing = newStandingOffer(pol, a, &d, av.Args)
 	}
 	cs.addEdits(r, av, a)
 	return av
@@ -641,12 +667,14 @@ func (cs *Console) loadApproval(w http.ResponseWriter, r *http.Request, v *viewe
 // answer is POST /approvals/{id}/answer: decision grant or deny, with an optional note.
 func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 	id := r.PathValue("id")
-	grant, edit := false, false
+	grant, edit, standing := false, false, false
 	switch r.PostForm.Get("decision") {
 	case "grant":
 		grant = true
 	case "edit":
 		grant, edit = true, true
+	case "standing":
+		grant, standing = true, true
 	case "deny":
 	default:
 		cs.fail(w, r, v, http.StatusBadRequest, "Say grant or deny. Nothing was changed.")
@@ -674,10 +702,32 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 			return
 		}
 	}
-	after, err := cs.g.Answer(r.Context(), &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note,
-		Method: v.Method, Verified: true, Set: set})
+	var terms *store.StandingTerms
+	if standing {
+		// The terms go to Guard.Answer exactly as the API's and the CLI's do; what the policy
+		// allows is decided there, whatever this page offered.
+		offer := newStandingOffer(cs.g.Policy(), a, &d, nil)
+		if offer == nil {
+			cs.refuseAnswer(w, r, v, a, all, http.StatusForbidden, "Refused ("+store.ReasonStandingNotAllowed+"): the policy allows no standing approval of "+a.ActionName+" from this request. Nothing was changed.")
+			return
+		}
+		var msg string
+		if terms, msg = standingTerms(r.PostForm, offer); msg != "" {
+			cs.refuseAnswer(w, r, v, a, all, http.StatusUnprocessableEntity, msg+" Nothing was changed.")
+			return
+		}
+	}
+	ar := &store.AnswerRequest{ID: id, Grant: grant, Approver: v.Name, Note: note, Method: v.Method, Verified: true, Set: set, Standing: terms}
+	after, err := cs.g.Answer(r.Context(), ar)
 	var ae *store.AnswerError
+	var se *store.StandingError
 	switch {
+	case errors.As(err, &se):
+		if cur, err := cs.g.Store().Approval(r.Context(), id); err == nil {
+			a = cur
+		}
+		cs.refuseAnswer(w, r, v, a, all, jsonview.StandingStatus(se.Reason), "Refused ("+se.Reason+"): "+se.Detail+". Nothing was changed.")
+		return
 	case errors.As(err, &ae):
 		if cur, err := cs.g.Store().Approval(r.Context(), id); err == nil {
 			a = cur
@@ -703,6 +753,9 @@ func (cs *Console) answer(w http.ResponseWriter, r *http.Request, v *viewer) {
 	if after != nil && after.Status == store.Pending {
 		rule := cs.g.Policy().ApproversFor(a.ActionName)
 		msg += fmt.Sprintf(" %d of %d approvals so far: it waits for another approver.", store.Grants(after.Answers, rule.Verified), rule.Required)
+	}
+	if standing {
+		msg += cs.standingGranted(r, ar.StandingID, after)
 	}
 	cs.flash(w, v, msg)
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)
@@ -799,11 +852,17 @@ type attentionData struct {
 	base
 	Effects []*effectView
 	LastID  int64
+	Lapse   time.Duration // until the next lease of an executing effect lapses (nextLapse)
 }
 
 // attentionPage is GET /attention.
 func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	list, err := cs.attention(r)
+	// One read of the effects gives both what needs a person, by the definition every surface
+	// lists (operator.NeedsPerson, as cs.attention), and the executing ones whose leases are
+	// live now: they enter the list when their leases lapse, which no event announces.
+	all, err := cs.op.EffectRecords(r.Context(), operator.All)
+	now := cs.cfg.Now()
+	list := slices.DeleteFunc(slices.Clone(all), func(e *store.Effect) bool { return !operator.NeedsPerson(e, now) })
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
@@ -815,6 +874,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, v, e))
 	}
+	data.Lapse = nextLapse(all, now)
 	cs.render(w, http.StatusOK, "attention", data)
 }
 

@@ -7,9 +7,8 @@
   if (!marker || !window.EventSource) return;
   var after = marker.getAttribute("data-live") || "0";
   var live = document.getElementById("live");
-  var kinds = ["approval_requested", "approval_granted", "approval_denied", "approval_consumed",
-    "approval_invalidated", "approval_answered", "execution_committed", "execution_failed",
-    "execution_ambiguous", "effect_resolved", "reconcile_resolved", "outcome_conflict"];
+  // The page names the event kinds that change what it shows.
+  var kinds = (marker.getAttribute("data-kinds") || "").split(" ").filter(Boolean);
   var es = new EventSource("/v1/events?after=" + encodeURIComponent(after));
   function busy() {
     var el = document.activeElement;
@@ -18,16 +17,47 @@
     for (var i = 0; i < ts.length; i++) { if (ts[i].value) return true; }
     return false;
   }
+  // A form being sent is the person's own change: its answer is the next page, and a redraw
+  // started now would race it (the answer's own events arrive before it loads).
+  var sending = false;
+  document.addEventListener("submit", function () { sending = true; es.close(); });
   function changed() {
+    if (sending) return;
     if (busy()) {
       live.hidden = false;
       live.textContent = "Something changed since this page was drawn. Reload to see it (your note is kept until then).";
       return;
     }
     es.close();
-    window.location.reload();
+    // From where the page is read: a page drawn as a form's answer (a refusal) would send the
+    // form again if reloaded.
+    var url = marker.getAttribute("data-url");
+    if (url) window.location.replace(url); else window.location.reload();
   }
   kinds.forEach(function (k) { es.addEventListener(k, changed); });
+  // Needs attention also lists effects whose lease lapsed without an outcome, which no event
+  // announces: the page redraws when the earliest lease it knows of lapses — of the effects
+  // executing when it was drawn, and of those reserved since. A lease is measured from the
+  // event that set it, on the server's clock, so the browser's clock does not matter.
+  if (marker.hasAttribute("data-lapse")) {
+    var timer = null, due = Infinity;
+    var lapseIn = function (seconds) {
+      if (!(seconds > 0)) return;
+      var at = Date.now() + seconds * 1000 + 1000;
+      if (at >= due) return;
+      due = at;
+      clearTimeout(timer);
+      timer = setTimeout(changed, at - Date.now());
+    };
+    lapseIn(parseFloat(marker.getAttribute("data-lapse")));
+    es.addEventListener("effect_reserved", function (m) {
+      try {
+        var e = JSON.parse(m.data);
+        var lease = e.payload && e.payload.lease_expires_at;
+        if (lease && e.at) lapseIn((Date.parse(lease) - Date.parse(e.at)) / 1000);
+      } catch (err) { /* an event it cannot read changes nothing it shows */ }
+    });
+  }
   es.addEventListener("error", function () {
     live.hidden = false;
     live.textContent = "Live updates paused; reload to see changes.";
