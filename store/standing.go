@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -39,6 +40,22 @@ type StandingTerms struct {
 	Vary []string `json:"vary,omitempty"`
 	// Total, when set, caps the sum of one integer argument over every call admitted.
 	Total *StandingTotal `json:"total,omitempty"`
+}
+
+// Bounds is the terms' argument bounds in one line, as every surface prints them: "amount ≤
+// 500, order_id any, total amount ≤ 2000" ("" when every argument is the request's).
+func (t StandingTerms) Bounds() string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(t.Max)) {
+		parts = append(parts, fmt.Sprintf("%s ≤ %d", n, t.Max[n]))
+	}
+	for _, n := range t.Vary {
+		parts = append(parts, n+" any")
+	}
+	if t.Total != nil {
+		parts = append(parts, fmt.Sprintf("total %s ≤ %d", t.Total.Argument, t.Total.Limit))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // StandingTotal caps the sum of Argument over the calls a standing approval admits.

@@ -79,32 +79,11 @@ func argLimit(flag, v string) (string, int64, error) {
 func standingLine(s *store.Standing) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "standing approval %s: up to %d calls of %s until %s", s.ID, s.Terms.Uses, s.ActionName, stamp(s.ExpiresAt))
-	if b2 := boundsText(s.Terms); b2 != "" {
+	if b2 := s.Terms.Bounds(); b2 != "" {
 		b.WriteString("; " + b2)
 	}
 	fmt.Fprintf(&b, "; present it as the approval id (--approval %s)", s.ID)
 	return b.String()
-}
-
-// boundsText is the terms' argument bounds in one line: "amount ≤ 500, order_id any, total
-// amount ≤ 2000"; every other argument is the request's.
-func boundsText(t store.StandingTerms) string {
-	var parts []string
-	names := make([]string, 0, len(t.Max))
-	for n := range t.Max {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s ≤ %d", n, t.Max[n]))
-	}
-	for _, n := range t.Vary {
-		parts = append(parts, n+" any")
-	}
-	if t.Total != nil {
-		parts = append(parts, fmt.Sprintf("total %s ≤ %d", t.Total.Argument, t.Total.Limit))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // listStanding is latch approvals --standing.
@@ -142,7 +121,7 @@ func (a *app) listStanding(state string, asJSON bool) error {
 			uses += fmt.Sprintf(" (%s %d of %d)", s.Terms.Total.Argument, s.Spent, s.Terms.Total.Limit)
 		}
 		t.row(s.ID, v.State, s.From, cell(v.Action), principal(deref(v.Principal.Agent), deref(v.Principal.User)), uses,
-			stamp(s.ExpiresAt), cell(strings.Join(s.GrantedBy, ", ")), cell(dash(boundsText(s.Terms))))
+			stamp(s.ExpiresAt), cell(strings.Join(s.GrantedBy, ", ")), cell(dash(s.Terms.Bounds())))
 	}
 	return t.flush()
 }

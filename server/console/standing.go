@@ -64,25 +64,10 @@ func (cs *Console) drawStanding(w http.ResponseWriter, r *http.Request, v *viewe
 // boundsWords is a standing approval's bounds in words: "amount ≤ 500, order_id any, total
 // amount ≤ 2000".
 func boundsWords(t jsonview.StandingTerms) string {
-	var parts []string
-	names := make([]string, 0, len(t.Max))
-	for name := range t.Max {
-		names = append(names, name)
+	if b := (store.StandingTerms{Max: t.Max, Vary: t.Vary, Total: t.Total}).Bounds(); b != "" {
+		return b
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%s ≤ %d", name, t.Max[name]))
-	}
-	for _, n := range t.Vary {
-		parts = append(parts, n+" any")
-	}
-	if t.Total != nil {
-		parts = append(parts, fmt.Sprintf("total %s ≤ %d", t.Total.Argument, t.Total.Limit))
-	}
-	if len(parts) == 0 {
-		return "none: every argument is the request's"
-	}
-	return strings.Join(parts, ", ")
+	return "none: every argument is the request's"
 }
 
 // revokeStanding is POST /standing/{id}/revoke: the logged-in person revokes the standing
