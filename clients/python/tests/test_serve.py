@@ -1,0 +1,388 @@
+"""The client and @latch.protect against a real latch serve (SQLite store, CLI-made tokens)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import latch  # noqa: E402
+from harness import Serve  # noqa: E402
+
+
+class ServeTest(unittest.TestCase):
+    serve: Serve
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.serve = Serve()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.serve.stop()
+
+    def setUp(self) -> None:
+        self.agent = latch.Client(self.serve.url, self.serve.agent_token, timeout=15)
+        self.person = latch.Client(self.serve.url, self.serve.approver_token, timeout=15)
+
+    def invoice(self) -> str:
+        return "inv_%s_%d" % (self.id().rsplit(".", 1)[-1], time.monotonic_ns())
+
+    # --- one execution per effect key ------------------------------------------------------
+
+    def test_lost_reply_runs_once_and_retries_are_refused(self) -> None:
+        charges = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, amount: int) -> dict:
+            charges.append(latch.current().idempotency_token)  # the processor charged…
+            raise TimeoutError("read timed out")  # …and its reply was lost
+
+        inv = self.invoice()
+        with self.assertRaises(latch.OutcomeUnknown) as first:
+            charge(inv, 24900)
+        self.assertIsInstance(first.exception.__cause__, TimeoutError)
+        self.assertEqual(first.exception.effect_key, "charge:" + inv)
+        for _ in range(2):
+            with self.assertRaises(latch.Ambiguous) as again:
+                charge(inv, 24900)
+            self.assertEqual(again.exception.reason, "ambiguous")
+            self.assertEqual(again.exception.effect_key, "charge:" + inv)
+            self.assertEqual(again.exception.status, 409)
+        self.assertEqual(len(charges), 1, "the processor was called %d times" % len(charges))
+        self.assertEqual(self.person.effect("charge:" + inv)["state"], "ambiguous")
+
+    def test_duplicate_is_refused_with_the_stored_result(self) -> None:
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(invoice_id)
+            return {"charge": "ch_%d" % len(runs)}
+
+        inv = self.invoice()
+        self.assertEqual(charge(inv, 100), {"charge": "ch_1"})
+        with self.assertRaises(latch.Committed) as dup:
+            charge(inv, 100)
+        self.assertEqual(dup.exception.result, {"charge": "ch_1"})
+        self.assertEqual(dup.exception.attempt, 1)
+        replay = latch.protect("billing.charge", client=self.agent, duplicate="return")(charge.__wrapped__)
+        self.assertEqual(replay(inv, 100), {"charge": "ch_1"})
+        self.assertEqual(runs, [inv])
+
+    def test_not_executed_leaves_the_key_retryable(self) -> None:
+        calls = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, amount: int) -> dict:
+            calls.append(latch.current().attempt)
+            if len(calls) == 1:
+                raise latch.NotExecuted("card declined before any charge")
+            return {"charge": "ch_ok"}
+
+        inv = self.invoice()
+        with self.assertRaises(latch.NotExecuted):
+            charge(inv, 100)
+        self.assertEqual(charge(inv, 100), {"charge": "ch_ok"})
+        self.assertEqual(calls, [1, 2])
+
+    def test_a_lost_begin_answer_is_replayed_by_its_request_key(self) -> None:
+        # A proxy that forwards the first begin to the server and drops its answer: the server
+        # reserved the key, the client saw nothing, and asks again with the same key.
+        proxy = DropFirstAnswer(self.serve.url)
+        try:
+            agent = latch.Client(proxy.url, self.serve.agent_token, timeout=15)
+            runs = []
+
+            @latch.protect("billing.charge", client=agent)
+            def charge(invoice_id: str, amount: int) -> dict:
+                runs.append(latch.current().action_id)
+                return {"charge": "ch_1"}
+
+            inv = self.invoice()
+            self.assertEqual(charge(inv, 100), {"charge": "ch_1"})
+        finally:
+            proxy.close()
+        self.assertEqual(proxy.dropped, 1, "the proxy dropped no answer")
+        self.assertGreaterEqual(proxy.requests, 3, "the begin was not sent again")
+        self.assertEqual(len(runs), 1)
+        effect = self.person.effect("charge:" + inv)
+        self.assertEqual((effect["state"], effect["attempt"]), ("committed", 1))
+
+    def test_a_lost_begin_answer_without_a_key_is_not_resent(self) -> None:
+        proxy = DropFirstAnswer(self.serve.url)
+        try:
+            agent = latch.Client(proxy.url, self.serve.agent_token, timeout=15)
+            inv = self.invoice()
+            with self.assertRaises(latch.LostAnswer):
+                agent.begin("billing.charge", {"invoice_id": inv, "amount": 100})
+            with self.assertRaises(latch.InProgress):  # its own attempt holds the key
+                agent.begin("billing.charge", {"invoice_id": inv, "amount": 100})
+        finally:
+            proxy.close()
+
+    # --- approvals -------------------------------------------------------------------------
+
+    def pending_for(self, inv: str, timeout: float = 10) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for a in self.person.approvals("pending"):
+                if a["arguments"].get("invoice_id") == inv:
+                    return a
+            time.sleep(0.05)
+        self.fail("no pending approval request for %s" % inv)
+
+    def test_approval_wait_returns_once_approved_with_the_cli_and_runs_once(self) -> None:
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent, wait=30)
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(amount)
+            return {"charge": "ch_big"}
+
+        inv = self.invoice()
+        got = {}
+        t = threading.Thread(target=lambda: got.update(result=_catch(charge, inv, 90000)))
+        t.start()
+        req = self.pending_for(inv)
+        time.sleep(0.3)
+        self.assertEqual(runs, [], "ran before anyone approved")
+        self.serve.cli("approve", req["approval_id"], "--as", "bob")
+        t.join(30)
+        self.assertFalse(t.is_alive(), "the wait did not return after the approval")
+        self.assertEqual(got["result"], {"charge": "ch_big"})
+        self.assertEqual(runs, [90000])
+        self.assertEqual(self.person.approval(req["approval_id"])["status"], "consumed")
+        # The same call again is a duplicate; the approval is not asked for again.
+        with self.assertRaises(latch.Committed) as dup:
+            charge(inv, 90000)
+        self.assertEqual(dup.exception.result, {"charge": "ch_big"})
+        self.assertEqual(runs, [90000])
+        self.assertEqual([a for a in self.person.approvals("pending") if a["arguments"].get("invoice_id") == inv], [])
+
+    def test_an_approval_is_bound_to_its_amount(self) -> None:
+        inv = self.invoice()
+        with self.assertRaises(latch.ApprovalRequired) as ar:
+            self.agent.begin("billing.charge", {"invoice_id": inv, "amount": 90000})
+        apr = ar.exception.approval_id
+        self.assertTrue(apr.startswith("apr_"), apr)
+        self.assertEqual(ar.exception.status, 202)
+        self.assertEqual(ar.exception.approval["status"], "pending")
+        self.serve.cli("approve", apr, "--as", "bob")
+
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent, approval_id=lambda invoice_id, amount: apr)
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(amount)
+            return {"charge": "ch_1"}
+
+        with self.assertRaises(latch.ApprovalRefused) as other:
+            charge(inv, 90001)
+        self.assertEqual(other.exception.reason, "approval_mismatch")
+        self.assertEqual(other.exception.status, 403)
+        self.assertEqual(runs, [])
+        self.assertEqual(charge(inv, 90000), {"charge": "ch_1"})
+        # Once committed, another amount on the same invoice is refused as a key conflict.
+        with self.assertRaises(latch.KeyConflict) as conflict:
+            self.agent.begin("billing.charge", {"invoice_id": inv, "amount": 100})
+        self.assertEqual(conflict.exception.state, "committed")
+        self.assertEqual(runs, [90000])
+
+    def test_a_denied_request_ends_the_wait(self) -> None:
+        inv = self.invoice()
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=_catch(
+            self.agent.wait_for_approval, "billing.charge", {"invoice_id": inv, "amount": 70000}, timeout=30)))
+        t.start()
+        req = self.pending_for(inv)
+        self.serve.cli("deny", req["approval_id"], "--as", "bob")
+        t.join(30)
+        self.assertIsInstance(got["r"], latch.ApprovalRefused)
+        self.assertEqual(got["r"].reason, "approval_denied")
+
+    def test_an_unanswered_wait_raises_approval_required(self) -> None:
+        inv = self.invoice()
+        start = time.monotonic()
+        with self.assertRaises(latch.ApprovalRequired) as ar:
+            self.agent.wait_for_approval("billing.charge", {"invoice_id": inv, "amount": 70000},
+                                         timeout=2, round_seconds=1)
+        self.assertGreaterEqual(time.monotonic() - start, 1.5)
+        # One request, asked for once across the rounds.
+        mine = [a for a in self.person.approvals("pending") if a["arguments"].get("invoice_id") == inv]
+        self.assertEqual([a["approval_id"] for a in mine], [ar.exception.approval_id])
+
+    # --- refusals and problems -------------------------------------------------------------
+
+    def test_refusals_raise_the_class_of_their_kind(self) -> None:
+        with self.assertRaises(latch.Denied) as d:
+            self.agent.begin("billing.delete_customer", {"customer": "c_1"})
+        self.assertEqual((d.exception.reason, d.exception.kind, d.exception.status), ("denied", "denied", 403))
+        self.assertEqual(d.exception.rule, "decision")
+        with self.assertRaises(latch.Denied) as u:
+            self.agent.begin("payouts.send", {"amount": 1})
+        self.assertEqual(u.exception.reason, "unknown_action")
+        with self.assertRaises(latch.InvalidArgument) as e:
+            self.agent.begin("billing.charge", {"amount": 1})
+        self.assertEqual((e.exception.reason, e.exception.status), ("missing_argument", 422))
+        with self.assertRaises(latch.ProblemError) as f:
+            self.agent.approvals()
+        self.assertEqual((f.exception.status, f.exception.reason), (403, "forbidden"))
+        with self.assertRaises(latch.ProblemError) as t:
+            latch.Client(self.serve.url, "latch_not-a-token").begin("billing.quote", {})
+        self.assertEqual(t.exception.status, 401)
+        r = self.agent.begin("billing.quote", {"sku": "x"})
+        self.assertEqual((r.status, r.effect_key), ("allowed", None))
+        with self.assertRaises(latch.OutcomeRefused) as o:
+            self.agent.complete("act_0000", latch.COMMITTED, {})
+        self.assertEqual((o.exception.reason, o.exception.status), ("no_such_action", 404))
+
+    def test_a_second_outcome_is_refused(self) -> None:
+        r = self.agent.begin("billing.charge", {"invoice_id": self.invoice(), "amount": 5})
+        self.assertEqual(self.agent.complete(r.action_id, latch.COMMITTED, {"ok": True}).result, "committed")
+        with self.assertRaises(latch.OutcomeRefused) as again:
+            self.agent.complete(r.action_id, latch.UNKNOWN)
+        self.assertEqual(again.exception.reason, "already_recorded")
+
+    # --- trace context ---------------------------------------------------------------------
+
+    def test_traceparent_is_sent(self) -> None:
+        seen = []
+        rec = Recorder(seen)
+        try:
+            c = latch.Client(rec.url, "latch_x")
+            tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            with latch.traceparent(tp):
+                c.request("GET", "/v1/anything")
+            c.request("GET", "/v1/anything")
+            c2 = latch.Client(rec.url, "latch_x", traceparent=lambda: tp.replace("01", "00", 1)[:-2] + "00")
+            c2.request("GET", "/v1/anything")
+        finally:
+            rec.close()
+        self.assertEqual(seen[0], tp)
+        self.assertIsNone(seen[1])
+        self.assertEqual(seen[2], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+        with self.assertRaises(ValueError):
+            with latch.traceparent("00-zz-00f067aa0ba902b7-01"):
+                pass
+        with self.assertRaises(ValueError):
+            latch.check_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01")
+        # latch serve takes a call carrying one.
+        with latch.traceparent(tp):
+            r = self.agent.begin("billing.quote", {"sku": "t"})
+        self.assertEqual(r.status, "allowed")
+
+
+def _catch(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except Exception as err:  # handed to the test thread to assert on
+        return err
+
+
+class DropFirstAnswer:
+    """DropFirstAnswer is a TCP proxy to a server that forwards every request and, for the first
+    POST /v1/actions, closes the client's connection once the server has answered, without
+    passing the answer on: a reply lost on the way back."""
+
+    def __init__(self, upstream: str):
+        host, port = upstream.split("//", 1)[1].split(":")
+        self.upstream = (host, int(port))
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.dropped = 0
+        self.requests = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn, socket.create_connection(self.upstream) as up:
+            conn.settimeout(10)
+            up.settimeout(10)
+            while True:
+                req = read_message(conn)
+                if not req:
+                    return
+                up.sendall(req)
+                resp = read_message(up)
+                with self.lock:
+                    self.requests += 1
+                    drop = req.startswith(b"POST /v1/actions ") and self.dropped == 0
+                    if drop:
+                        self.dropped += 1
+                if drop or not resp:
+                    return
+                conn.sendall(resp)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def read_message(s: socket.socket) -> bytes:
+    """read_message reads one HTTP/1.1 message with a Content-Length body (or none)."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            return b""
+        buf += chunk
+    head, _, body = buf.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+        if name.strip().lower() == b"transfer-encoding":
+            raise RuntimeError("the proxy reads Content-Length bodies only")
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            return b""
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class Recorder:
+    """Recorder is a stdlib HTTP server that notes each request's traceparent and answers {}."""
+
+    def __init__(self, seen: list):
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(self.headers.get("traceparent"))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *a) -> None:
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+if __name__ == "__main__":
+    unittest.main()
