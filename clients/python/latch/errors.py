@@ -9,6 +9,7 @@ this module turns the document into the exception class of its kind, so a caller
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Optional, Type
 
 # The kind of every reason word (docs/errors.md). A word the table does not know is read by the
@@ -115,6 +116,21 @@ class Refusal(LatchError):
         self.window: Optional[str] = p.get("window")
         super().__init__("latch: %s (%s)%s" % (reason, self.kind, ": " + detail if detail else ""))
 
+    def for_model(self) -> str:
+        """for_model is the refusal as a tool's error text a model can act on: the reason word,
+        what it means for the call, and what to do (never "retry" where a retry could act
+        twice)."""
+        advice = _ADVICE.get(self.kind, "Do not retry this call.")
+        text = "latch refused the call: %s (%s). %s" % (self.reason, self.kind, advice.format(
+            effect_key=self.effect_key or "?", approval_id=self.approval_id or "?"))
+        if self.kind == "committed" and self.result is not None:
+            text += " Its stored result: " + json.dumps(self.result, sort_keys=True)
+        if self.rule:
+            text += " Rule: %s." % self.rule
+        if self.pointer or self.argument:
+            text += " Argument: %s." % (self.pointer or self.argument)
+        return text
+
 
 class Denied(Refusal):
     """Denied: the policy, the principal's scope, a precondition or a budget refused the call."""
@@ -212,6 +228,26 @@ class Internal(Refusal):
     """Internal: latch could not decide or record; nothing is known to have run."""
     kind = "internal"
 
+
+# _ADVICE is what a model should do about each kind of refusal.
+_ADVICE: Dict[str, str] = {
+    "denied": "The policy does not allow this call; do not retry it.",
+    "invalid_argument": "The arguments do not fit the action; correct them before calling again.",
+    "approval_required": "A person must approve it first (request {approval_id}); do not call again until they answer.",
+    "approval_refused": "The approval presented cannot be used for this call; do not retry with it.",
+    "committed": "It already happened (effect {effect_key}); do not do it again.",
+    "in_progress": "Another attempt of the same effect is running; try again later.",
+    "ambiguous": "An earlier attempt's outcome is unknown; a person must resolve effect {effect_key} before any retry.",
+    "outcome_unknown": "This call may have happened; do not retry: a person must resolve effect {effect_key}.",
+    "not_executed": "It did not happen; it may be tried again.",
+    "attempts_exhausted": "It failed as many times as allowed; do not retry.",
+    "key_conflict": "Effect {effect_key} was attempted with other arguments; do not retry with these.",
+    "authority": "No grant lets this agent do this; do not retry.",
+    "identity": "The agent's credential was refused; do not retry.",
+    "outcome_refused": "The outcome could not be recorded for this call; do not retry.",
+    "request_key_mismatch": "The request key names another request; do not retry with it.",
+    "internal": "latch could not decide or record; nothing is known to have run; it may be tried again.",
+}
 
 # KIND_CLASSES is the exception class of every kind.
 KIND_CLASSES: Dict[str, Type[Refusal]] = {

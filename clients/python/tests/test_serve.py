@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import socket
 import sys
@@ -218,6 +219,39 @@ class ServeTest(unittest.TestCase):
         # One request, asked for once across the rounds.
         mine = [a for a in self.person.approvals("pending") if a["arguments"].get("invoice_id") == inv]
         self.assertEqual([a["approval_id"] for a in mine], [ar.exception.approval_id])
+
+    def test_the_tool_recipe_hands_the_model_readable_refusals(self) -> None:
+        # The shape docs/integrations/python.md gives an agent's tool: the model's call carries
+        # an optional approval_id that is presented, not hashed; refusals are its output.
+        refunds = []
+
+        @latch.protect("billing.charge", client=self.agent,
+                       arguments=lambda invoice_id, amount, approval_id=None: {"invoice_id": invoice_id, "amount": amount},
+                       approval_id=lambda invoice_id, amount, approval_id=None: approval_id)
+        def _charge(invoice_id: str, amount: int, approval_id: str = None) -> dict:
+            refunds.append(amount)
+            return {"charge": "ch_tool"}
+
+        def tool(invoice_id: str, amount: int, approval_id: str = "") -> str:
+            try:
+                return json.dumps(_charge(invoice_id, amount, approval_id or None))
+            except latch.Refusal as err:
+                return err.for_model()
+
+        inv = self.invoice()
+        asked = tool(inv, 80000)
+        self.assertIn("approval_required", asked)
+        apr = self.pending_for(inv)["approval_id"]
+        self.assertIn(apr, asked)
+        self.assertIn("approval_pending", tool(inv, 80000, apr))
+        self.serve.cli("approve", apr, "--as", "bob")
+        self.assertIn("approval_mismatch", tool(inv, 80001, apr))
+        self.assertEqual(json.loads(tool(inv, 80000, apr)), {"charge": "ch_tool"})
+        self.assertIn("approval_consumed", tool(inv, 80000, apr))  # a grant is spent once
+        again = tool(inv, 80000)
+        self.assertIn("committed", again)
+        self.assertIn('{"charge": "ch_tool"}', again)
+        self.assertEqual(refunds, [80000])
 
     # --- refusals and problems -------------------------------------------------------------
 

@@ -82,6 +82,18 @@ class VocabularyTest(unittest.TestCase):
         self.assertNotIsInstance(p, latch.Refusal)
         self.assertEqual(p.pointer, "/ACTION")
 
+    def test_every_kind_reads_for_a_model(self) -> None:
+        for kind, cls in latch.KIND_CLASSES.items():
+            reason = next(r for r, k in latch.REASON_KINDS.items() if k == kind)
+            text = cls(reason, "", 0, {"effect_key": "charge:inv_88", "approval_id": "apr_1",
+                                       "result": {"charge": "ch_1"}}).for_model()
+            self.assertIn(reason, text)
+            self.assertNotIn("{", text.split("Its stored result")[0], "an unfilled placeholder: " + text)
+            self.assertNotIn("Do not retry this call.", text, "kind %s has no advice" % kind)
+        dup = latch.Committed("committed", "", 409, {"effect_key": "k", "result": {"charge": "ch_1"}}).for_model()
+        self.assertIn('{"charge": "ch_1"}', dup)
+        self.assertIn("apr_9", latch.ApprovalRequired(problem={"approval_id": "apr_9"}).for_model())
+
 
 if __name__ == "__main__":
     unittest.main()
