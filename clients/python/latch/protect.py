@@ -9,14 +9,14 @@ ambiguous, and retries are refused, until someone resolves it. Never "failed".
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import inspect
-import json
-from typing import Any, Callable, Dict, Optional, TypeVar
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
-from .client import COMMITTED, NOT_EXECUTED, UNKNOWN, Client, LostAnswer, Reservation, new_request_key
-from .errors import Committed, LatchError, OutcomeUnknown
+from .client import COMMITTED, NOT_EXECUTED, UNKNOWN, Client, Reservation, new_request_key
+from .errors import Committed, LatchError, OutcomeUnknown, ProblemError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,6 +53,9 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
     result instead of raising Committed. ``approval_id``, when given, is asked for an approval
     to present for the call (a callable of the call's arguments).
 
+    An ``async def`` function is wrapped as one: the requests to latch serve run in a thread
+    (asyncio.to_thread), the function on the event loop.
+
     Raises the refusal of its kind (latch.Denied, latch.Ambiguous, …); OutcomeUnknown when the
     function raised anything but NotExecuted, or its outcome could not be reported — the
     function's own exception is its ``__cause__``."""
@@ -62,8 +65,9 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
     def wrap(fn: F) -> F:
         sig = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def protected(*args: Any, **kwargs: Any) -> Any:
+        def begin(args: tuple, kwargs: dict) -> Tuple[Optional[Reservation], Any]:
+            """begin begins the call: (the reservation, None), or (None, the stored result) of
+            a committed duplicate the caller asked to have returned."""
             if arguments is not None:
                 args_json = arguments(*args, **kwargs)
             else:
@@ -74,57 +78,106 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
             key = new_request_key()
             try:
                 if wait > 0 and not apr:
-                    r = client.wait_for_approval(action, args_json, timeout=wait, request_key=key)
-                else:
-                    r = client.begin(action, args_json, approval_id=apr, request_key=key)
+                    return client.wait_for_approval(action, args_json, timeout=wait, request_key=key), None
+                return client.begin(action, args_json, approval_id=apr, request_key=key), None
             except Committed as dup:
                 if duplicate == "return":
-                    return dup.result
+                    return None, dup.result
                 raise
-            if arguments is not None:
-                call = functools.partial(fn, *args, **kwargs)
-            else:
-                call = functools.partial(fn, **r.arguments)
-            return _run(client, r, call)
+
+        def call_args(r: Reservation, args: tuple, kwargs: dict) -> Tuple[tuple, dict]:
+            # The function acts on the canonical arguments the server hashed, unless the
+            # action's arguments were mapped from the call's.
+            return (args, kwargs) if arguments is not None else ((), dict(r.arguments))
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def aprotected(*args: Any, **kwargs: Any) -> Any:
+                r, stored = await asyncio.to_thread(begin, args, kwargs)
+                if r is None:
+                    return stored
+                a, kw = call_args(r, args, kwargs)
+                token = _CURRENT.set(r)
+                try:
+                    out = await fn(*a, **kw)
+                except BaseException as err:
+                    _CURRENT.reset(token)
+                    await asyncio.to_thread(_report_error, client, r, err)
+                    raise  # _report_error raised what to raise; unreachable
+                _CURRENT.reset(token)
+                return await asyncio.to_thread(_report_result, client, r, out)
+
+            return aprotected  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def protected(*args: Any, **kwargs: Any) -> Any:
+            r, stored = begin(args, kwargs)
+            if r is None:
+                return stored
+            a, kw = call_args(r, args, kwargs)
+            token = _CURRENT.set(r)
+            try:
+                out = fn(*a, **kw)
+            except BaseException as err:
+                _CURRENT.reset(token)
+                _report_error(client, r, err)
+                raise  # _report_error raised what to raise; unreachable
+            _CURRENT.reset(token)
+            return _report_result(client, r, out)
 
         return protected  # type: ignore[return-value]
 
     return wrap
 
 
-def _run(client: Client, r: Reservation, call: Callable[[], Any]) -> Any:
-    """_run runs the function under the reservation and reports its outcome. An exception that
-    is not NotExecuted — including KeyboardInterrupt — is reported unknown and raised as
-    OutcomeUnknown: it may have acted."""
-    token = _CURRENT.set(r)
-    try:
-        out = call()
-    except NotExecuted as err:
+# The longest error text sent with an outcome: it is kept on the receipt.
+_ERROR_TEXT_MAX = 2048
+
+
+def _error_text(err: BaseException) -> str:
+    text = "%s: %s" % (type(err).__name__, err) if str(err) else type(err).__name__
+    return text[:_ERROR_TEXT_MAX]
+
+
+def _report_error(client: Client, r: Reservation, err: BaseException) -> None:
+    """_report_error reports a function that raised, and raises what the call raises:
+    NotExecuted is reported not_executed and raised as it is; anything else — including
+    KeyboardInterrupt — is reported unknown (it may have acted) and raised as OutcomeUnknown
+    (KeyboardInterrupt and SystemExit are left to propagate)."""
+    if isinstance(err, NotExecuted):
         try:
-            client.complete(r.action_id, NOT_EXECUTED, error=str(err) or type(err).__name__)
+            client.complete(r.action_id, NOT_EXECUTED, error=_error_text(err))
         except LatchError as ferr:
             raise _unknown(r, "not_executed could not be recorded: %s" % ferr) from err
-        raise
-    except BaseException as err:
+        raise err
+    try:
+        client.complete(r.action_id, UNKNOWN, error=_error_text(err))
+    except LatchError:
+        pass  # unreported, the lease lapses into ambiguous: the same outcome
+    if not isinstance(err, Exception):
+        raise err
+    raise _unknown(r, _error_text(err)) from err
+
+
+def _report_result(client: Client, r: Reservation, out: Any) -> Any:
+    """_report_result reports a function that returned: committed, with its value as the stored
+    result. A value latch cannot store (not JSON, a float, an integer past 2^53) is recorded
+    committed without a result — the effect happened and a duplicate must still be refused —
+    and raised as a TypeError naming why."""
+    why = _unstorable(out)
+    try:
+        if why:
+            client.complete(r.action_id, COMMITTED, None, "the result could not be stored: " + why)
+            raise TypeError("result of %s cannot be stored by latch: %s (recorded committed without it)" % (r.action, why))
         try:
-            client.complete(r.action_id, UNKNOWN, error="%s: %s" % (type(err).__name__, err))
-        except LatchError:
-            pass  # unreported, the lease lapses into ambiguous: the same outcome
-        if not isinstance(err, Exception):
-            raise  # KeyboardInterrupt, SystemExit: reported unknown, and left to propagate
-        raise _unknown(r, "%s: %s" % (type(err).__name__, err)) from err
-    finally:
-        _CURRENT.reset(token)
-    try:
-        json.dumps(out, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        # It acted, but its result cannot be stored: record it committed with no result, so a
-        # duplicate is still refused, and say why.
-        client.complete(r.action_id, COMMITTED, None, "result not JSON: %s" % err)
-        raise TypeError("result of %s is not JSON: %s" % (r.action, err)) from err
-    try:
-        rec = client.complete(r.action_id, COMMITTED, out)
-    except (LatchError, LostAnswer) as err:
+            rec = client.complete(r.action_id, COMMITTED, out)
+        except ProblemError as err:
+            if err.reason != "invalid_field" or err.field != "result":
+                raise
+            client.complete(r.action_id, COMMITTED, None, "the result could not be stored: " + err.detail)
+            raise TypeError("result of %s cannot be stored by latch: %s (recorded committed without it)"
+                            % (r.action, err.detail)) from err
+    except LatchError as err:
         raise _unknown(r, "committed could not be recorded: %s" % err) from err
     if rec.result == "ambiguous":
         # The lease lapsed before the outcome came: the key was resolved or taken meanwhile.
@@ -132,6 +185,32 @@ def _run(client: Client, r: Reservation, call: Callable[[], Any]) -> Any:
                              {"effect_key": r.effect_key, "attempt": r.attempt, "state": "ambiguous",
                               "action_id": r.action_id})
     return out
+
+
+def _unstorable(v: Any, at: str = "") -> str:
+    """_unstorable says why v is not in latch's value model (JSON without floats, integers
+    within ±2^53), or "" when it is."""
+    if v is None or isinstance(v, (bool, str)):
+        return ""
+    if isinstance(v, int):
+        return "" if -(2 ** 53) <= v <= 2 ** 53 else "integer beyond ±2^53 at %s" % (at or "/")
+    if isinstance(v, float):
+        return "a float at %s (use integers: minor units, or a decimal string)" % (at or "/")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                return "a non-string key %r at %s" % (k, at or "/")
+            why = _unstorable(x, at + "/" + k.replace("~", "~0").replace("/", "~1"))
+            if why:
+                return why
+        return ""
+    if isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            why = _unstorable(x, "%s/%d" % (at, i))
+            if why:
+                return why
+        return ""
+    return "a %s at %s is not JSON" % (type(v).__name__, at or "/")
 
 
 def _unknown(r: Reservation, detail: str) -> OutcomeUnknown:

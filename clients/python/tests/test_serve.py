@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import os
@@ -76,6 +77,48 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(dup.exception.attempt, 1)
         replay = latch.protect("billing.charge", client=self.agent, duplicate="return")(charge.__wrapped__)
         self.assertEqual(replay(inv, 100), {"charge": "ch_1"})
+        self.assertEqual(runs, [inv])
+
+    def test_async_functions_run_once_too(self) -> None:
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        async def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(latch.current().effect_key)
+            await asyncio.sleep(0)
+            if invoice_id.endswith("lost"):
+                raise TimeoutError("read timed out")
+            return {"charge": "ch_async"}
+
+        self.assertTrue(asyncio.iscoroutinefunction(charge))
+        inv = self.invoice()
+        self.assertEqual(asyncio.run(charge(inv, 100)), {"charge": "ch_async"})
+        with self.assertRaises(latch.Committed) as dup:
+            asyncio.run(charge(inv, 100))
+        self.assertEqual(dup.exception.result, {"charge": "ch_async"})
+        lost = self.invoice() + "_lost"
+        with self.assertRaises(latch.OutcomeUnknown):
+            asyncio.run(charge(lost, 100))
+        with self.assertRaises(latch.Ambiguous):
+            asyncio.run(charge(lost, 100))
+        self.assertEqual(runs, ["charge:" + inv, "charge:" + lost])
+        self.assertIsNone(latch.current())
+
+    def test_a_result_latch_cannot_store_is_recorded_committed_without_it(self) -> None:
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(invoice_id)
+            return {"charge": "ch_1", "fee": 0.3}
+
+        inv = self.invoice()
+        with self.assertRaises(TypeError) as bad:
+            charge(inv, 100)
+        self.assertIn("/fee", str(bad.exception))
+        with self.assertRaises(latch.Committed) as dup:  # it happened: the duplicate is refused
+            charge(inv, 100)
+        self.assertIsNone(dup.exception.result)
         self.assertEqual(runs, [inv])
 
     def test_not_executed_leaves_the_key_retryable(self) -> None:
