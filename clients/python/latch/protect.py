@@ -64,6 +64,14 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
 
     def wrap(fn: F) -> F:
         sig = inspect.signature(fn)
+        if arguments is None:
+            # The action's arguments are the call's, by name: a parameter without a name to
+            # pass it by could not be handed back the canonical arguments.
+            for p in sig.parameters.values():
+                if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
+                    raise TypeError("latch.protect(%r) of %s: parameter %s has no name to pass it by; "
+                                    "give arguments= to map the call to the action's arguments"
+                                    % (action, getattr(fn, "__qualname__", fn), p))
 
         def begin(args: tuple, kwargs: dict) -> Tuple[Optional[Reservation], Any]:
             """begin begins the call: (the reservation, None), or (None, the stored result) of
@@ -73,7 +81,12 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
             else:
                 bound = sig.bind(*args, **kwargs)
                 bound.apply_defaults()
-                args_json = dict(bound.arguments)
+                args_json = {}
+                for name, value in bound.arguments.items():
+                    if sig.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                        args_json.update(value)  # **kwargs: each is an argument of its own
+                    else:
+                        args_json[name] = value
             apr = approval_id(*args, **kwargs) if approval_id is not None else None
             key = new_request_key()
             try:

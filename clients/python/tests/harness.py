@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from typing import List, Optional
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -114,7 +114,3 @@ class Serve:
                 self.proc.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def argv(*args: str) -> List[str]:
-    return list(args)

@@ -121,6 +121,22 @@ class ServeTest(unittest.TestCase):
         self.assertIsNone(dup.exception.result)
         self.assertEqual(runs, [inv])
 
+    def test_keyword_arguments_are_arguments_and_unnamed_parameters_are_refused(self) -> None:
+        seen = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, **rest: int) -> dict:
+            seen.append(rest)
+            return {"ok": True}
+
+        inv = self.invoice()
+        self.assertEqual(charge(inv, amount=7), {"ok": True})
+        self.assertEqual(seen, [{"amount": 7}])
+        self.assertEqual(self.person.effect("charge:" + inv)["state"], "committed")
+        with self.assertRaises(TypeError) as bad:
+            latch.protect("billing.charge", client=self.agent)(lambda *args: None)
+        self.assertIn("arguments=", str(bad.exception))
+
     def test_not_executed_leaves_the_key_retryable(self) -> None:
         calls = []
 
