@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import unittest
+from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -291,9 +292,9 @@ class ServeTest(unittest.TestCase):
             refunds.append(amount)
             return {"charge": "ch_tool"}
 
-        def tool(invoice_id: str, amount: int, approval_id: str = "") -> str:
+        def tool(invoice_id: str, amount: int, approval_id: Optional[str] = None) -> str:
             try:
-                return json.dumps(_charge(invoice_id, amount, approval_id or None))
+                return json.dumps(_charge(invoice_id, amount, approval_id))
             except latch.Refusal as err:
                 return err.for_model()
 
