@@ -61,7 +61,7 @@ def clean_env() -> dict:
 class Serve:
     """Serve is one latch serve process on a fresh store; stop() ends it."""
 
-    def __init__(self, policy: str = POLICY):
+    def __init__(self, policy: str = POLICY, args: tuple = (), env: Optional[dict] = None):
         self.bin = latch_bin()
         self.dir = tempfile.mkdtemp(prefix="latch-py-")
         self.policy = os.path.join(self.dir, "latch.yaml")
@@ -75,8 +75,8 @@ class Serve:
         self.log = open(os.path.join(self.dir, "serve.log"), "wb")
         self.proc = subprocess.Popen(
             [self.bin, "--policy", self.policy, "--store", self.store, "serve", "--listen", addr,
-             "--sweep", "0", "--no-console", "--max-wait", "5"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=clean_env())
+             "--sweep", "0", "--no-console", "--max-wait", "5", *args],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**clean_env(), **(env or {})})
         deadline = time.monotonic() + 20
         while True:
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import http.server
 import json
 import os
@@ -372,6 +373,55 @@ class ServeTest(unittest.TestCase):
         with latch.traceparent(tp):
             r = self.agent.begin("billing.quote", {"sku": "t"})
         self.assertEqual(r.status, "allowed")
+
+
+class TraceTest(unittest.TestCase):
+    """The traceparent the client sends is the parent of latch serve's spans: the server's
+    OTLP export, caught by a stdlib HTTP server, carries the caller's trace id."""
+
+    def test_the_servers_spans_join_the_callers_trace(self) -> None:
+        bodies = []
+        got = threading.Event()
+
+        class Collector(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                bodies.append((self.path, body))
+                got.set()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        serve = Serve(args=("--otel-endpoint", "http://127.0.0.1:%d" % srv.server_address[1]),
+                      env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
+        trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+        try:
+            agent = latch.Client(serve.url, serve.agent_token)
+            with latch.traceparent("00-%s-00f067aa0ba902b7-01" % trace_id):
+                r = agent.begin("billing.charge", {"invoice_id": "inv_traced", "amount": 5})
+                agent.complete(r.action_id, latch.COMMITTED, {"charge": "ch_t"})
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not any(bytes.fromhex(trace_id) in b for _, b in bodies):
+                got.wait(0.2)
+                got.clear()
+        finally:
+            serve.stop()
+            srv.shutdown()
+            srv.server_close()
+        self.assertTrue(bodies, "latch serve exported no spans")
+        self.assertEqual(bodies[0][0], "/v1/traces")
+        self.assertTrue(any(bytes.fromhex(trace_id) in b for _, b in bodies),
+                        "no exported span carries the caller's trace id")
+        # And the parent: the caller's span id is some exported span's parent_span_id.
+        self.assertTrue(any(bytes.fromhex("00f067aa0ba902b7") in b for _, b in bodies))
 
 
 def _catch(fn, *args, **kw):
