@@ -63,6 +63,47 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(len(charges), 1, "the processor was called %d times" % len(charges))
         self.assertEqual(self.person.effect("charge:" + inv)["state"], "ambiguous")
 
+    def test_a_person_resolves_the_ambiguous_effect_and_the_retry_gets_its_result(self) -> None:
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent, duplicate="return")
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(invoice_id)
+            raise ConnectionResetError("the processor hung up")
+
+        inv = self.invoice()
+        with self.assertRaises(latch.OutcomeUnknown):
+            charge(inv, 100)
+        with self.assertRaises(latch.ProblemError) as own:  # an agent cannot resolve
+            self.agent.resolve("charge:" + inv, "failed")
+        self.assertEqual(own.exception.status, 403)
+        # The person looked in the processor's dashboard: it went through.
+        resolved = self.person.resolve("charge:" + inv, "committed", {"charge": "ch_seen"}, note="in the dashboard")
+        self.assertEqual(resolved["state"], "committed")
+        self.assertEqual(charge(inv, 100), {"charge": "ch_seen"})
+        self.assertEqual(runs, [inv])
+
+    def test_an_approver_token_answers_and_a_lease_is_extended(self) -> None:
+        inv = self.invoice()
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=_catch(
+            self.agent.wait_for_approval, "billing.charge", {"invoice_id": inv, "amount": 60000}, timeout=30)))
+        t.start()
+        req = self.pending_for(inv)
+        with self.assertRaises(latch.ProblemError) as agent_answer:
+            self.agent.approve(req["approval_id"])
+        self.assertEqual((agent_answer.exception.status, agent_answer.exception.reason), (403, "forbidden"))
+        answered = self.person.approve(req["approval_id"], note="checked the invoice")
+        self.assertEqual(answered["status"], "granted")
+        t.join(30)
+        r = got["r"]
+        self.assertIsInstance(r, latch.Reservation)
+        self.assertEqual((r.status, r.approval_id), ("reserved", req["approval_id"]))
+        later = self.agent.extend(r.action_id, 3600)
+        self.assertGreater(later, r.lease_expires_at)
+        self.assertEqual(self.agent.action(r.action_id)["lease_expires_at"], later)
+        self.assertEqual(self.agent.complete(r.action_id, latch.NOT_EXECUTED, error="changed our mind").result, "failed")
+
     def test_duplicate_is_refused_with_the_stored_result(self) -> None:
         runs = []
 
