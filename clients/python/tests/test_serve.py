@@ -219,6 +219,24 @@ class ServeTest(unittest.TestCase):
         effect = self.person.effect("charge:" + inv)
         self.assertEqual((effect["state"], effect["attempt"]), ("committed", 1))
 
+    def test_a_begin_the_server_could_not_answer_is_sent_again_with_its_key(self) -> None:
+        for key in ("k-" + latch.new_request_key(), None):
+            proxy = DropFirstAnswer(self.serve.url, unavailable=True)
+            try:
+                agent = latch.Client(proxy.url, self.serve.agent_token, timeout=15)
+                inv = self.invoice()
+                if key is None:
+                    with self.assertRaises(latch.ProblemError) as err:
+                        agent.begin("billing.charge", {"invoice_id": inv, "amount": 100})
+                    self.assertEqual((err.exception.status, err.exception.reason), (503, "store_unavailable"))
+                    self.assertEqual(proxy.requests, 1)
+                    continue
+                r = agent.begin("billing.charge", {"invoice_id": inv, "amount": 100}, request_key=key)
+                self.assertEqual((r.status, r.attempt, r.request_key), ("reserved", 1, key))
+                self.assertEqual(proxy.requests, 2)
+            finally:
+                proxy.close()
+
     def test_a_lost_begin_answer_without_a_key_is_not_resent(self) -> None:
         proxy = DropFirstAnswer(self.serve.url)
         try:
@@ -477,7 +495,9 @@ class DropFirstAnswer:
     POST /v1/actions, closes the client's connection once the server has answered, without
     passing the answer on: a reply lost on the way back."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, unavailable: bool = False):
+        # unavailable: answer the first begin 503 store_unavailable without forwarding it.
+        self.unavailable = unavailable
         host, port = upstream.split("//", 1)[1].split(":")
         self.upstream = (host, int(port))
         self.sock = socket.socket()
@@ -505,6 +525,14 @@ class DropFirstAnswer:
                 req = read_message(conn)
                 if not req:
                     return
+                if self.unavailable and req.startswith(b"POST /v1/actions ") and self.dropped == 0:
+                    with self.lock:
+                        self.dropped += 1
+                        self.requests += 1
+                    body = b'{"type":"urn:latch:problem:store_unavailable","status":503,"reason":"store_unavailable","detail":"the store did not answer"}'
+                    conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                    continue
                 up.sendall(req)
                 resp = read_message(up)
                 with self.lock:
