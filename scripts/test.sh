@@ -17,7 +17,8 @@
 #    against this checkout) as its own stage: go vet, staticcheck and go test -race, bounded in
 #    time. River's tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs
 #    Debian's `redis-server` when missing and we are root, listens only on 127.0.0.1). gofmt
-#    covers them. The browser tests' module gets go vet and staticcheck too.
+#    covers them. The browser tests' module gets go vet and staticcheck too. The Python client
+#    (clients/python/test.sh) runs its unittest suite against a real `latch serve`.
 # 3. Stops the cluster (and Redis) and removes their directories on exit, whether the run passed
 #    or failed.
 set -euo pipefail
@@ -97,6 +98,9 @@ module_tests() {
 for m in river asynq temporal; do
 	stage "integration $m (go vet, staticcheck, go test -race)" module_tests "integrations/$m" -race -timeout 15m
 done
+# The Python client against a real latch serve (clients/python/test.sh builds it): stdlib
+# unittest with python3, skipped with a message only when python3 is absent.
+stage "python client (clients/python)" clients/python/test.sh
 # The console's browser tests (a module of its own so that chromedp is no dependency of latch):
 # Debian's chromium, headless. LATCH_REQUIRE_BROWSER=1 makes a missing browser a failure, not a
 # skip. Screenshots go to $LATCH_SCREENSHOTS when it is set.
