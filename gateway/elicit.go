@@ -138,8 +138,8 @@ func (g *Gateway) waitUntil(a *store.Approval) time.Time {
 }
 
 // heldRequest is the approval request a call sent again with its user's answer may wait for:
-// the one its request state names, if it is bound to this call's action hash. nil otherwise:
-// the call is decided as a new one.
+// the one its request state names, if it is bound to this call's action hash or was requested
+// with it (an approver edited it since). nil otherwise: the call is decided as a new one.
 func (g *Gateway) heldRequest(ctx context.Context, req *mcp.CallToolRequest, t *Tool, args json.RawMessage) (*store.Approval, error) {
 	if req.Params == nil || !strings.HasPrefix(req.Params.RequestState, statePrefix) || !g.elicits(req) {
 		return nil, nil // holding off, or a client that was never asked: decided as a new call
@@ -153,10 +153,22 @@ func (g *Gateway) heldRequest(ctx context.Context, req *mcp.CallToolRequest, t *
 		return nil, fmt.Errorf("read approval request %s: %w", safetext.Quote(id), err)
 	}
 	ev, err := g.cfg.Guard.Evaluate(ctx, &latch.Call{Action: t.Action, Arguments: args})
-	if err != nil || ev.ActionHash != a.ActionHash {
+	if err != nil {
 		return nil, nil
 	}
-	return a, nil
+	if ev.ActionHash == a.ActionHash {
+		return a, nil
+	}
+	// An approver may have edited the request before the call came back: it then binds the
+	// edited hash, and the call is the one it was requested with (its first edit's From).
+	evs, err := g.cfg.Guard.Store().Events(ctx, store.EventFilter{ApprovalID: a.ID})
+	if err != nil {
+		return nil, fmt.Errorf("read approval request %s: events: %w", safetext.Quote(id), err)
+	}
+	if edits, err := store.EditsOf(evs); err == nil && len(edits) > 0 && edits[0].From == ev.ActionHash {
+		return a, nil
+	}
+	return nil, nil
 }
 
 // answered is the user's answer to the elicitation a call sends back: accepted (wait), or not.

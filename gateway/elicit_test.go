@@ -584,15 +584,43 @@ func mustParse(t *testing.T, doc string) *policy.Policy {
 // A person approves the held call with an edit (a lower amount): the call is answered
 // approval_mismatch carrying the approved arguments, nothing runs, and the agent's call with
 // those arguments runs once.
+//
+// The edit may land while the call is held or before the client sends it back with its user's
+// answer (the request then binds another hash than the call): both are held on the request.
 func TestHeldCallApprovedWithEdits(t *testing.T) {
 	t.Parallel()
-	e := holdSetup(t, nil, accept, nil)
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("edited_before_resend=%v", before), func(t *testing.T) {
+			t.Parallel()
+			testHeldCallApprovedWithEdits(t, before)
+		})
+	}
+}
+
+func testHeldCallApprovedWithEdits(t *testing.T, before bool) {
+	proceed := make(chan struct{})
+	answer := accept
+	if before {
+		answer = func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			<-proceed // the client answers its elicitation only once the approver has edited
+			return accept(ctx, r)
+		}
+	} else {
+		close(proceed)
+	}
+	e := holdSetup(t, nil, answer, nil)
 	ctx := t.Context()
 	done := callAsync(ctx, e.agent, refundParams("ord_9", 900))
 	_, ask := askOf(t, e)
+	if !before {
+		stillOpen(t, done, 200*time.Millisecond)
+	}
 	if _, err := e.guard.Answer(ctx, &store.AnswerRequest{ID: ask.Approval.ApprovalID, Grant: true, Approver: "alice",
 		Set: json.RawMessage(`{"amount":400}`)}); err != nil {
 		t.Fatal(err)
+	}
+	if before {
+		close(proceed)
 	}
 	r := answerOf(t, done)
 	code, ref := refusalOf(t, r.err)
