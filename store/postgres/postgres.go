@@ -88,6 +88,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -150,16 +151,19 @@ type location struct {
 // truncated silently and name a different schema from the one configured.
 const maxIdentifier = 63
 
-// parseURL splits "postgres://…[?schema=NAME]" into what pgx reads and the schema.
+// parseURL splits "postgres://…[?schema=NAME]" into what pgx reads and the schema. Its errors
+// quote what the URL said only through shown, so that no part of the password is repeated.
 func parseURL(raw string) (location, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return location{}, errors.New("unparsable URL") // url's own error repeats the password
 	}
+	pw, _ := u.User.Password()
+	show := func(s string) string { return shown(s, pw) }
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return location{}, fmt.Errorf("scheme %q: want postgres:// or postgresql://", u.Scheme)
+		return location{}, fmt.Errorf("scheme %s: want postgres:// or postgresql://", show(u.Scheme))
 	}
-	q, err := parseQuery(u.RawQuery)
+	q, err := parseQuery(u.RawQuery, show)
 	if err != nil {
 		return location{}, err
 	}
@@ -171,7 +175,7 @@ func parseURL(raw string) (location, error) {
 		case vs[0] == "":
 			return location{}, errors.New("schema= is empty")
 		case len(vs[0]) > maxIdentifier:
-			return location{}, fmt.Errorf("schema %q is longer than %d bytes", vs[0], maxIdentifier)
+			return location{}, fmt.Errorf("schema %s is longer than %d bytes", show(vs[0]), maxIdentifier)
 		case strings.ContainsRune(vs[0], 0):
 			return location{}, errors.New("schema contains a NUL byte")
 		}
@@ -181,7 +185,7 @@ func parseURL(raw string) (location, error) {
 	if vs, ok := q[skewParam]; ok {
 		d, err := time.ParseDuration(vs[0])
 		if err != nil {
-			return location{}, fmt.Errorf("%s %q: want a duration such as 2s or 500ms", skewParam, vs[0])
+			return location{}, fmt.Errorf("%s %s: want a duration such as 2s or 500ms", skewParam, show(vs[0]))
 		}
 		if err := checkSkewThreshold(d); err != nil {
 			return location{}, err
@@ -194,18 +198,27 @@ func parseURL(raw string) (location, error) {
 	return loc, nil
 }
 
+// shown quotes s, a part of a store URL, for an error message — unless it contains the URL's
+// password, which an error must never repeat (a parameter named like the password, a scheme
+// spelled like it): then it says so instead of quoting.
+func shown(s, password string) string {
+	if password != "" && strings.Contains(s, password) {
+		return "(not shown: it contains the password)"
+	}
+	return strconv.Quote(s)
+}
+
 // parseQuery parses a URL's parameters strictly. url.URL.Query drops a malformed parameter
 // without a word — "sslmode=require;" (a ';' is not a separator) or a bad %-escape — and a
 // dropped sslmode connects with the default, which may not use TLS: every malformed parameter is
 // refused instead, and so is a parameter given twice, since pgx would take the first and a reader
-// of the URL may take the last. A refusal names the parameter, never its value (it may be a
-// password).
-func parseQuery(raw string) (url.Values, error) {
+// of the URL may take the last. A refusal names the parameter (through show), never its value.
+func parseQuery(raw string, show func(string) string) (url.Values, error) {
 	q, err := url.ParseQuery(raw)
 	if err == nil {
 		for k, vs := range q {
 			if len(vs) > 1 {
-				return nil, fmt.Errorf("parameter %q given more than once", k)
+				return nil, fmt.Errorf("parameter %s given more than once", show(k))
 			}
 		}
 		return q, nil
@@ -218,12 +231,12 @@ func parseQuery(raw string) (url.Values, error) {
 		}
 		switch {
 		case strings.Contains(part, ";"):
-			return nil, fmt.Errorf("malformed parameter %q: ';' does not separate parameters, '&' does", strings.TrimRight(strings.SplitN(name, ";", 2)[0], " "))
+			return nil, fmt.Errorf("malformed parameter %s: ';' does not separate parameters, '&' does", show(strings.TrimRight(strings.SplitN(name, ";", 2)[0], " ")))
 		case kerr != nil:
-			return nil, fmt.Errorf("malformed parameter name %q: bad %%-escape", name)
+			return nil, fmt.Errorf("malformed parameter name %s: bad %%-escape", show(name))
 		}
 		if _, verr := url.QueryUnescape(value); verr != nil {
-			return nil, fmt.Errorf("malformed value of parameter %q: bad %%-escape", name)
+			return nil, fmt.Errorf("malformed value of parameter %s: bad %%-escape", show(name))
 		}
 	}
 	return nil, errors.New("malformed parameters")
@@ -251,7 +264,7 @@ func schemaURL(raw, schema string) (string, error) {
 // withParam returns raw, a store URL parseURL accepts, with parameter key set to value.
 func withParam(raw, key, value string) string {
 	u, _ := url.Parse(raw)
-	q, _ := parseQuery(u.RawQuery)
+	q, _ := parseQuery(u.RawQuery, strconv.Quote)
 	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String()
