@@ -147,8 +147,21 @@ export declare class Client {
   budgets(opts?: RequestOptions): Promise<Record<string, unknown>[]>;
   openapi(opts?: RequestOptions): Promise<Record<string, unknown>>;
   ready(opts?: RequestOptions): Promise<boolean>;
+  health(opts?: RequestOptions): Promise<{ status: string }>;
+  metrics(opts?: RequestOptions): Promise<string>;
+  /** The store's committed events after `after`, until signal aborts. */
+  events(opts?: RequestOptions & { after?: number }): AsyncGenerator<LatchEvent, void, undefined>;
   waitForApproval(approvalId: string, opts?: RequestOptions & { timeoutMs?: number; pollMs?: number }): Promise<Approval>;
 }
+
+/** A committed event of the store. */
+export interface LatchEvent {
+  id: number; kind: string; at: string; action_id: string | null; effect_key: string | null;
+  approval_id: string | null; payload: JSONValue;
+}
+
+/** The Client method calling each route of the OpenAPI document (null: not an API token's route). */
+export declare const ROUTES: Readonly<Record<string, string | null>>;
 
 /** What a protected function is handed beside the canonical arguments. */
 export interface Reservation {

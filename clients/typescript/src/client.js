@@ -261,6 +261,69 @@ export class Client {
     return (await this.request('GET', '/v1/openapi.json', undefined, opts)).body;
   }
 
+  /** health reads GET /healthz: {status: "ok"} while the process is up. */
+  async health(opts = {}) {
+    return (await this.request('GET', '/healthz', undefined, opts)).body;
+  }
+
+  /** metrics reads GET /metrics, the Prometheus text format. */
+  async metrics(opts = {}) {
+    let resp;
+    try {
+      resp = await this.fetch(`${this.baseUrl}/metrics`, { headers: this.#traceHeaders(opts), signal: opts.signal });
+    } catch (err) {
+      throw new LostAnswerError('GET', '/metrics', err);
+    }
+    const text = await resp.text();
+    if (!resp.ok) throw errorOf(resp.status, text);
+    return text;
+  }
+
+  /**
+   * events streams the store's committed events (GET /v1/events, Server-Sent Events) after
+   * event id `after`, as {id, kind, at, action_id, effect_key, approval_id, payload} objects,
+   * until `signal` aborts or the server closes the stream. A `closed` event (the credential
+   * was revoked or expired) ends the stream by throwing a ProblemError naming why.
+   */
+  async *events(opts = {}) {
+    const headers = { Authorization: `Bearer ${this.token}`, Accept: 'text/event-stream', ...this.#traceHeaders(opts) };
+    const path = `/v1/events${query({ after: opts.after })}`;
+    let resp;
+    try {
+      resp = await this.fetch(this.baseUrl + path, { headers, signal: opts.signal });
+    } catch (err) {
+      throw new LostAnswerError('GET', path, err);
+    }
+    if (!resp.ok) throw errorOf(resp.status, await resp.text());
+    const decoder = new TextDecoder();
+    let buf = '';
+    let event = { data: [] };
+    for await (const chunk of resp.body) {
+      buf += decoder.decode(chunk, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).replace(/\r$/, '');
+        buf = buf.slice(nl + 1);
+        if (line === '') {
+          if (event.data.length > 0) {
+            const data = JSON.parse(event.data.join('\n'));
+            if (event.event === 'closed') {
+              throw new ProblemError(401, { type: `urn:latch:problem:${data.reason}`, reason: data.reason, detail: data.detail });
+            }
+            yield data;
+          }
+          event = { data: [] };
+        } else if (!line.startsWith(':')) {
+          const i = line.indexOf(':');
+          const field = i < 0 ? line : line.slice(0, i);
+          const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+          if (field === 'data') event.data.push(value);
+          else if (field === 'event' || field === 'id') event[field] = value;
+        }
+      }
+    }
+  }
+
   /** ready reports whether the server's store answers. */
   async ready(opts = {}) {
     try {
@@ -286,6 +349,44 @@ export class Client {
     }
   }
 }
+
+/**
+ * ROUTES names the Client method that calls each route of the /v1 API, as the server's OpenAPI
+ * document lists them ("METHOD /pattern"); null for the two routes no API token calls (their
+ * bearer is a push secret, or Slack's signature).
+ */
+export const ROUTES = Object.freeze({
+  'GET /healthz': 'health',
+  'GET /readyz': 'ready',
+  'GET /v1/openapi.json': 'openapi',
+  'GET /metrics': 'metrics',
+  'POST /v1/actions': 'begin',
+  'GET /v1/actions/{id}': 'getAction',
+  'POST /v1/actions/{id}/outcome': 'finish',
+  'POST /v1/actions/{id}/lease': 'extend',
+  'POST /v1/actions/{id}/suspend': 'suspend',
+  'POST /v1/actions/{id}/resume': 'resume',
+  'GET /v1/approvals': 'listApprovals',
+  'GET /v1/approvals/{id}': 'getApproval',
+  'POST /v1/approvals/{id}/approve': 'approve',
+  'POST /v1/approvals/{id}/deny': 'deny',
+  'GET /v1/standing': 'listStanding',
+  'GET /v1/standing/{id}': 'getStanding',
+  'POST /v1/standing/{id}/revoke': 'revokeStanding',
+  'GET /v1/effects': 'listEffects',
+  'GET /v1/effects/{key}': 'getEffect',
+  'POST /v1/effects/{key}/resolve': 'resolve',
+  'POST /v1/hops': 'createHop',
+  'GET /v1/hops/{id}': 'getHop',
+  'POST /v1/break-glass': 'breakGlass',
+  'GET /v1/receipts': 'receipts',
+  'GET /v1/events': 'events',
+  'GET /v1/stats': 'stats',
+  'GET /v1/receipts/verify': 'verifyReceipts',
+  'GET /v1/budgets': 'budgets',
+  'POST /v1/revocations': null,
+  'POST /v1/slack/interactions': null,
+});
 
 // retryable reports a begin worth sending again with its key: its answer was lost, or the
 // server could not answer it for now.

@@ -43,9 +43,9 @@ function env() {
 
 /**
  * startServe writes policy to a temporary directory and starts `latch serve` on it with a
- * SQLite store there; it resolves to {base, agentToken, approverToken, latch(...args), stop()}.
+ * SQLite store there (extraArgs after `serve`, extraEnv added to its environment); it resolves to {base, agentToken, approverToken, latch(...args), stop()}.
  */
-export async function startServe(policy, extraArgs = []) {
+export async function startServe(policy, extraArgs = [], extraEnv = {}) {
   const bin = await latchBinary();
   const dir = await mkdtemp(join(tmpdir(), 'latch-ts-'));
   const policyPath = join(dir, 'latch.yaml');
@@ -58,7 +58,7 @@ export async function startServe(policy, extraArgs = []) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const proc = spawn(bin, [...global, 'serve', '--listen', `127.0.0.1:${port}`, ...extraArgs], {
-    env: env(), stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...env(), ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
