@@ -183,7 +183,7 @@ export interface Reservation {
 export declare function protect<A extends Record<string, JSONValue>, R extends JSONValue | void>(
   client: Client, action: string, args: A,
   fn: (args: A, reservation: Reservation) => R | Promise<R>,
-  opts?: Omit<BeginOptions, 'requestKey'>,
+  opts?: BeginOptions,
 ): Promise<R>;
 
 /** newRequestKey returns a fresh random request key: 32 hex digits. */

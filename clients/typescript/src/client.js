@@ -405,7 +405,7 @@ function retryable(err) {
  * cause is what `fn` threw.
  */
 export async function protect(client, action, args, fn, opts = {}) {
-  const begun = await client.begin(action, args, { requestKey: newRequestKey(), ...opts });
+  const begun = await client.begin(action, args, { ...opts, requestKey: opts.requestKey ?? newRequestKey() });
   const reservation = {
     actionId: begun.action_id, effectKey: begun.effect_key, attempt: begun.attempt,
     idempotencyToken: begun.idempotency_token, effectToken: begun.effect_token,

@@ -31,3 +31,10 @@ export async function begin(): Promise<string | null> {
   await c.finish(a.action_id, 'failed');
   return a.effect_key;
 }
+
+import { latchTool } from '@latchkit/latch/ai-sdk';
+
+export const refundTool = latchTool<{ refund_id: string; amount: number }, { refund: string }>(c, 'payments.refund', {
+  description: 'Refund a payment', inputSchema: {},
+  execute: async (args, r) => ({ refund: `re_${args.refund_id}_${r.attempt ?? 0}` }),
+});
