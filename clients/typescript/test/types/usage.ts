@@ -38,3 +38,10 @@ export const refundTool = latchTool<{ refund_id: string; amount: number }, { ref
   description: 'Refund a payment', inputSchema: {},
   execute: async (args, r) => ({ refund: `re_${args.refund_id}_${r.attempt ?? 0}` }),
 });
+
+import { latchToolOptions } from '@latchkit/latch/openai-agents';
+
+export const refundOptions = latchToolOptions<{ refund_id: string; amount: number }, { refund: string }>(c, 'payments.refund', {
+  name: 'refund', description: 'Refund a payment', parameters: {}, strict: true,
+  execute: (args) => ({ refund: `re_${args.refund_id}` }),
+});
