@@ -45,3 +45,8 @@ export const refundOptions = latchToolOptions<{ refund_id: string; amount: numbe
   name: 'refund', description: 'Refund a payment', parameters: {}, strict: true,
   execute: (args) => ({ refund: `re_${args.refund_id}` }),
 });
+
+import { latchStep } from '@latchkit/latch/langgraph';
+
+export const refundStep = latchStep<{ refund_id: string }, { refund: string }>(c, 'payments.refund',
+  (args) => ({ refund: `re_${args.refund_id}` }), { interrupt: (v) => v.approval_id });
