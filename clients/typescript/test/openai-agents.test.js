@@ -79,7 +79,7 @@ test('a refund retried three times after a lost reply runs once; the model reads
   assert.equal(refunds, 1);
 });
 
-test('approval required interrupts the run; approved with latch approve, it resumes and runs once', async () => {
+test('approval required interrupts the run; approved with latch approve, it resumes and runs once; another amount is refused', async () => {
   let refunds = 0;
   const opts = latchToolOptions(agent, 'payments.refund', {
     name: 'refund', description: 'Refund a payment', parameters, strict: true,
@@ -112,4 +112,25 @@ test('approval required interrupts the run; approved with latch approve, it resu
   assert.equal(seen2.length, 1, JSON.stringify(seen2));
   assert.match(String(seen2[0]), /committed \(committed\).*re_r_oa_big/);
   assert.equal(refunds, 1);
+
+  // Approved for 30000, the approved call's id presented with 31000: latch refuses it (the SDK
+  // refuses to run changed arguments itself, so the adapter's execute is called directly).
+  const other = { refund_id: 'r_oa_other', amount: 30000 };
+  const seen3 = [];
+  const a3 = new Agent({ name: 'refunds', model: scriptedModel([other], seen3), tools: [refund] });
+  const asked = await runner.run(a3, 'refund r_oa_other', { maxTurns: 10 });
+  const item3 = asked.interruptions[0];
+  await srv.latch('approve', opts.latchApprovals.get(item3.rawItem.callId), '--as', 'alice');
+  await assert.rejects(opts.execute({ ...other, amount: 31000 }, undefined, { toolCall: item3.rawItem }), (err) => {
+    assert.equal(err.name, 'LatchToolError');
+    assert.match(err.message, /approval_mismatch \(approval_refused\)/);
+    assert.match(opts.errorFunction(undefined, err), /approval_mismatch/);
+    return true;
+  });
+  assert.equal(refunds, 1);
+  asked.state.approve(item3);
+  const r3 = await runner.run(a3, asked.state, { maxTurns: 10 });
+  assert.equal(r3.finalOutput, 'done');
+  assert.match(String(seen3[0]), /re_r_oa_other/);
+  assert.equal(refunds, 2);
 });
