@@ -72,3 +72,16 @@ test('the kinds are exactly those the server\'s OpenAPI document lists', async (
   const doc = await (await fetch(`${srv.base}/v1/openapi.json`)).json();
   assert.deepEqual(new Set(doc.components.schemas.Problem.properties.kind.enum), new Set(Object.keys(REASONS)));
 });
+
+test('every reason word reads to a model in the adapters\' words: the reason, its kind and what to do', async () => {
+  const { toolMessage } = await import('../src/ai-sdk.js');
+  for (const [kind, words] of Object.entries(REASONS)) {
+    for (const reason of words) {
+      const err = errorOf(409, { type: `urn:latch:problem:${reason}`, reason, kind, result: { id: 1 }, approval_id: 'apr_1' });
+      const m = toolMessage('payments.refund', err);
+      assert.match(m, new RegExp(`^latch refused payments\\.refund: ${reason} \\(${kind}\\): [a-z]`), m);
+      assert.match(m, /approval apr_1$/);
+      if (kind === 'committed') assert.match(m, /its result: \{"id":1\}/);
+    }
+  }
+});
