@@ -15,4 +15,12 @@ if [ "$major" -lt 20 ]; then
 fi
 npm ci --no-audit --no-fund
 npm run --silent typecheck
+# One latch binary for every test file (each would otherwise build its own).
+if [ -z "${LATCH_BIN:-}" ]; then
+	bindir=$(mktemp -d)
+	trap 'rm -rf "$bindir"' EXIT
+	(cd ../.. && go build -o "$bindir/latch" ./cmd/latch)
+	LATCH_BIN=$bindir/latch
+	export LATCH_BIN
+fi
 npm test

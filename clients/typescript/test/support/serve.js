@@ -2,6 +2,7 @@
 // store in a temporary directory, an agent token and an approver token made with the CLI.
 
 import { execFile, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,12 +15,16 @@ export const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../../.
 
 let built;
 
-/** latchBinary builds cmd/latch once per test process (or takes $LATCH_BIN) and returns its path. */
+/**
+ * latchBinary returns $LATCH_BIN (test.sh builds it once for every test file), or builds
+ * cmd/latch once per test process into a temporary directory removed when the process exits.
+ */
 export async function latchBinary() {
   if (process.env.LATCH_BIN) return process.env.LATCH_BIN;
   built ??= (async () => {
     const dir = await mkdtemp(join(tmpdir(), 'latch-ts-bin-'));
     const bin = join(dir, 'latch');
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
     await run('go', ['build', '-o', bin, './cmd/latch'], { cwd: repo, maxBuffer: 16 << 20 });
     return bin;
   })();
