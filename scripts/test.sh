@@ -18,7 +18,8 @@
 #    time. River's tests use the cluster; asynq's a private Redis (scripts/lib/redis.sh: installs
 #    Debian's `redis-server` when missing and we are root, listens only on 127.0.0.1). gofmt
 #    covers them. The browser tests' module gets go vet and staticcheck too. The Python client
-#    (clients/python/test.sh) runs its unittest suite against a real `latch serve`.
+#    (clients/python/test.sh) runs its unittest suite against a real `latch serve`, and the
+#    TypeScript client (clients/typescript/test.sh: npm ci, tsc, node --test) its own.
 # 3. Stops the cluster (and Redis) and removes their directories on exit, whether the run passed
 #    or failed.
 set -euo pipefail
@@ -110,4 +111,13 @@ if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]]; then
 fi
 export LATCH_REQUIRE_BROWSER=1
 stage "console browser tests (chromium)" module_tests server/console/browsertest -timeout 12m
+# The TypeScript client and its adapters (clients/typescript): npm ci from the committed
+# lockfile, tsc over the declarations, node --test against a latch serve built from this
+# checkout. Its script skips, saying so, only when node is not installed.
+if ! command -v node >/dev/null && [[ $(id -u) == 0 ]]; then
+	echo "test.sh: installing nodejs and npm (for the TypeScript client's tests)" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+fi
+export LATCH_REQUIRE_NODE=1
+stage "TypeScript client (npm ci, tsc, node --test)" timeout --kill-after=30 900 clients/typescript/test.sh
 echo "test.sh: all stages passed in $(($(date +%s) - start))s" >&2

@@ -1,0 +1,31 @@
+import type { Client, JSONValue, Reservation } from './client.js';
+import type { RefusalError } from './errors.js';
+
+/** LatchToolError is what a latch tool throws for a refusal: the model reads its message. */
+export declare class LatchToolError extends Error {
+  constructor(action: string, refusal: RefusalError);
+  readonly refusal: RefusalError;
+}
+
+/** toolMessage is the text a model reads for a refusal of action. */
+export declare function toolMessage(action: string, refusal: RefusalError): string;
+
+/** A tool of the AI SDK (the shape `tool()` returns), its calls going through latch. */
+export interface LatchTool<A, R> {
+  description?: string;
+  title?: string;
+  inputSchema: unknown;
+  needsApproval(input: A, options: { toolCallId: string }): Promise<boolean>;
+  execute(input: A, options: { toolCallId: string }): Promise<R>;
+  /** The latch approval request of each tool call whose approval latch required. */
+  readonly latchApprovals: Map<string, string>;
+}
+
+/**
+ * latchTool returns an AI SDK tool running execute through latch as action: latch's approval
+ * becomes the SDK's tool approval, refusals become tool errors the model reads.
+ */
+export declare function latchTool<A extends Record<string, JSONValue>, R extends JSONValue>(
+  client: Client, action: string,
+  options: { description?: string; title?: string; inputSchema: unknown; execute: (args: A, reservation: Reservation) => R | Promise<R> },
+): LatchTool<A, R>;

@@ -1,0 +1,98 @@
+// A tool of the Vercel AI SDK (package `ai`) whose every call goes through latch. It imports
+// nothing from the SDK: the object it returns is the shape `tool()` returns (description,
+// inputSchema, needsApproval, execute), so the package keeps no runtime dependency.
+//
+// An approval latch requires becomes the SDK's own tool approval: needsApproval begins the
+// call at latch, and when latch answers approval_required it keeps the latch request's id and
+// answers true, so the SDK stops with a tool-approval-request. A person answers the latch
+// request (`latch approve`, the console, the API); the application then sends the SDK's
+// tool-approval-response, and execute begins the call again presenting the granted request.
+// A refusal becomes a tool error the model reads: the reason word, what to do, and for a
+// committed duplicate the stored result.
+
+import { protect } from './client.js';
+import { ApprovalRequiredError, CommittedError, RefusalError } from './errors.js';
+
+/** LatchToolError is what a latch tool throws for a refusal: the model reads its message. */
+export class LatchToolError extends Error {
+  constructor(action, refusal) {
+    super(toolMessage(action, refusal), { cause: refusal });
+    this.name = 'LatchToolError';
+    this.refusal = refusal;
+  }
+}
+
+const advice = {
+  denied: 'the policy does not allow this call; do not retry it',
+  invalid_argument: 'the arguments do not fit the action; fix them before calling again',
+  approval_required: 'a person must approve this call first',
+  approval_refused: 'the approval cannot be spent on this call',
+  committed: 'this effect already happened; do not do it again',
+  in_progress: 'another attempt of this effect is running; try again later',
+  ambiguous: 'an earlier attempt may have run; a person must resolve it before any retry',
+  outcome_unknown: 'this call may have run; do not retry it: a person must resolve it',
+  not_executed: 'the call did not run; it may be retried',
+  attempts_exhausted: 'this effect failed as often as allowed; do not retry it',
+  key_conflict: 'this effect was attempted with other arguments',
+  authority: 'no grant allows this call',
+  identity: 'the caller has no usable identity',
+  outcome_refused: 'the outcome could not be recorded',
+  request_key_mismatch: 'the request key names another request',
+  internal: 'latch could not decide; try again later',
+};
+
+/** toolMessage is the text a model reads for a refusal of `action`. */
+export function toolMessage(action, refusal) {
+  let m = `latch refused ${action}: ${refusal.reason} (${refusal.kind}): ${advice[refusal.kind] ?? ''}`;
+  if (refusal instanceof CommittedError && refusal.result !== undefined) {
+    m += `; its result: ${JSON.stringify(refusal.result)}`;
+  }
+  if (refusal.approvalId) m += `; approval ${refusal.approvalId}`;
+  return m;
+}
+
+/**
+ * latchTool returns an AI SDK tool running `execute(input, reservation)` through latch as
+ * `action`. The returned tool's `latchApprovals` maps each tool call id whose approval latch
+ * required to the latch request's id, for the person who answers it.
+ */
+export function latchTool(client, action, { description, inputSchema, execute, title }) {
+  const approvals = new Map();
+  // One tool call, one request key: needsApproval's begin and execute's are the same request,
+  // so execute is handed the reservation needsApproval made instead of meeting it in_progress.
+  const key = (toolCallId) => `ai-sdk.${toolCallId}`.replace(/[^A-Za-z0-9._:~+/=-]/g, '_').slice(0, 255);
+  const t = {
+    description, title, inputSchema,
+    async needsApproval(input, { toolCallId }) {
+      // Asked again when the SDK resumes the call: the request is asked already, and beginning
+      // again without its id would ask a second one instead of spending the granted first.
+      // A request spent, denied or expired is for an earlier call that reused the id.
+      if (approvals.has(toolCallId)) {
+        const { status } = await client.getApproval(approvals.get(toolCallId));
+        if (status === 'pending' || status === 'granted') return true;
+        approvals.delete(toolCallId);
+      }
+      try {
+        await client.begin(action, input, { requestKey: key(toolCallId) });
+        return false; // reserved: execute continues this reservation
+      } catch (err) {
+        if (err instanceof ApprovalRequiredError) {
+          approvals.set(toolCallId, err.approvalId);
+          return true;
+        }
+        return false; // execute meets the same refusal and reports it to the model
+      }
+    },
+    async execute(input, { toolCallId }) {
+      const approvalId = approvals.get(toolCallId);
+      try {
+        return await protect(client, action, input, execute, { approvalId, requestKey: approvalId ? undefined : key(toolCallId) });
+      } catch (err) {
+        if (err instanceof RefusalError) throw new LatchToolError(action, err);
+        throw err;
+      }
+    },
+    latchApprovals: approvals,
+  };
+  return t;
+}

@@ -1,0 +1,76 @@
+// A LangGraph.js step whose effect goes through latch, with the graph's own interrupt for an
+// approval. It imports nothing from LangGraph: the caller passes its `interrupt` function, so
+// the package keeps no runtime dependency.
+//
+// latchStep(client, action, fn, { interrupt }) returns an async (args) => result to call inside
+// a node. When latch requires an approval, it calls interrupt({...}) with the latch request's
+// id: the graph stops (it needs a checkpointer). A person answers the latch request; the
+// program resumes the graph with new Command({ resume: { approved: true } }) (or
+// `{ approved: false }`), and the node runs again from its start, as LangGraph runs a resumed
+// node: the step finds the request it asked, interrupt() now returns the answer, and the call
+// presents the granted request and runs once. A refusal is thrown as a LatchToolError; a
+// ToolNode hands its message to the model.
+
+import { protect } from './client.js';
+import { ApprovalRequiredError, RefusalError } from './errors.js';
+import { LatchToolError } from './ai-sdk.js';
+
+// canonical is a JSON text of v with object members in key order: the same arguments give the
+// same text whatever order they were written in.
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/**
+ * latchStep returns a function running `fn(args, reservation)` through latch as `action`,
+ * interrupting the graph with `interrupt` when a person must approve. `latchApprovals` maps each
+ * asked call (its canonical arguments) to the latch request's id.
+ */
+export function latchStep(client, action, fn, { interrupt }) {
+  if (typeof interrupt !== 'function') throw new TypeError('latch: latchStep needs LangGraph\'s interrupt function');
+  const approvals = new Map();
+  const step = async (args) => {
+    const asked = canonical(args);
+    let approvalId = approvals.get(asked);
+    if (approvalId) {
+      // The node runs again on resume: the request is asked already. Beginning again without
+      // its id would ask a second one rather than spend the granted first.
+      const { status } = await client.getApproval(approvalId);
+      if (status !== 'pending' && status !== 'granted') {
+        approvals.delete(asked);
+        approvalId = undefined;
+      }
+    }
+    if (!approvalId) {
+      try {
+        return await protect(client, action, args, fn);
+      } catch (err) {
+        if (!(err instanceof ApprovalRequiredError)) throw refusal(action, err);
+        approvalId = err.approvalId;
+        approvals.set(asked, approvalId);
+      }
+    }
+    const answer = interrupt({ latch: 'approval_required', action, arguments: args, approval_id: approvalId });
+    if (answer && answer.approved === false) {
+      approvals.delete(asked);
+      throw new Error(`${action} was not approved (${approvalId})`);
+    }
+    try {
+      return await protect(client, action, args, fn, { approvalId });
+    } catch (err) {
+      throw refusal(action, err);
+    } finally {
+      approvals.delete(asked);
+    }
+  };
+  step.latchApprovals = approvals;
+  return step;
+}
+
+function refusal(action, err) {
+  return err instanceof RefusalError ? new LatchToolError(action, err) : err;
+}
