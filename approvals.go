@@ -57,19 +57,71 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 	return res.Approval, nil, nil
 }
 
+// grantedFor returns the id of a granted, unspent and unexpired approval request bound to the
+// exact action this call is — the same action hash, so the same action, canonical arguments,
+// principal and environment — or "" when there is none. This is how the next attempt of a call
+// refused approval_required proceeds once a person grants it, although it cannot present the
+// request's id: a queue's retry, a workflow's next activity attempt, an agent's re-send. A call
+// with other arguments hashes differently and matches nothing; two attempts racing for one
+// grant are settled by the reservation, which spends it once (the other is refused
+// approval_consumed). The oldest grant is taken: it expires first.
+//
+// A grant bound to a state of the target is taken only while the target is in that state (read
+// once here; the reservation's own check follows): a grant its approver gave on a state that
+// has since changed is not presented, or every later attempt would be refused on it until it
+// expired — the attempt asks a person again, about the state now.
+func (g *Guard) grantedFor(ctx context.Context, pr *prepared) string {
+	granted, err := g.store.Approvals(ctx, store.ApprovalFilter{Status: store.Granted, ActionHash: pr.hash})
+	if err != nil {
+		return "" // a person is asked, as without a grant
+	}
+	now := g.cfg.Now()
+	var candidates []*store.Approval
+	for _, a := range granted {
+		if a.Status == store.Granted && a.ActionHash == pr.hash && a.Agent == pr.principal.Agent && a.User == pr.principal.User &&
+			now.Before(a.ExpiresAt) {
+			candidates = append(candidates, a)
+		}
+	}
+	if len(candidates) == 0 {
+		return ""
+	}
+	state, bound := "", false // the target's state now, when the action reads one
+	if fn, _, timeout := g.preconditionFor(pr); fn != nil {
+		h, err := readPrecondition(ctx, fn, pr, timeout)
+		if err != nil {
+			return "" // asking a person reads it again, and refuses the call if it still cannot
+		}
+		state, bound = h, true
+	}
+	var best *store.Approval
+	for _, a := range candidates {
+		if bound != !a.PreconditionAt.IsZero() || a.PreconditionHash != state {
+			continue // bound to another state, or to a state while the action reads none now (or the reverse)
+		}
+		if best == nil || a.CreatedAt.Before(best.CreatedAt) {
+			best = a
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.ID
+}
+
 // waitApproval blocks until a is answered or expires, polling with backoff
 // (docs/guarantees.md#approvals). It returns nil once the request is no longer waiting — granted,
 // denied or expired — and the reservation decides: it spends a granted request, and refuses a
 // denied or expired one with its blocked receipt (writing expired). A context that ends first
 // returns an *ApprovalRequiredError that also matches the context's error, so the program can
 // present the request later with WithApproval.
-func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string) error {
+func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash, key string) error {
 	delay := 20 * time.Millisecond
 	for {
 		cur, err := g.store.Approval(ctx, a.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
+				return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, EffectKey: key, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
 			}
 			return wrapOp("wait for approval "+a.ID, err)
 		}
@@ -80,7 +132,7 @@ func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
+			return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, EffectKey: key, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
 		case <-t.C:
 		}
 		delay = min(delay*2, time.Second)

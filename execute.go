@@ -150,6 +150,9 @@ func (g *Guard) begin(ctx context.Context, call *Call, remote bool) (_ *begun, _
 			approvalID = g.keyedApproval(ctx, pr)
 		}
 		if approvalID == "" {
+			approvalID = g.grantedFor(ctx, pr)
+		}
+		if approvalID == "" {
 			approvalID = g.standingFor(ctx, pr)
 		}
 		if approvalID == "" {
@@ -206,9 +209,9 @@ func (g *Guard) approve(ctx context.Context, pr *prepared, actionID string, star
 	}
 	span.SetAttributes(AttrApprovalID.String(a.ID))
 	if !pr.opts.Wait {
-		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
+		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, EffectKey: pr.key, ExpiresAt: a.ExpiresAt}
 	}
-	if err := g.waitApproval(ctx, a, pr.hash); err != nil {
+	if err := g.waitApproval(ctx, a, pr.hash, pr.key); err != nil {
 		return "", nil, err
 	}
 	return a.ID, nil, nil

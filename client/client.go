@@ -204,6 +204,7 @@ type approvalAnswer struct {
 	Status     string    `json:"status"`
 	ApprovalID string    `json:"approval_id"`
 	ActionHash string    `json:"action_hash"`
+	EffectKey  *string   `json:"effect_key"`
 	ExpiresAt  time.Time `json:"expires_at"`
 }
 
@@ -269,7 +270,11 @@ func (c *Client) Begin(ctx context.Context, action string, args json.RawMessage,
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return nil, fmt.Errorf("latch serve: approval answer: %w", err)
 		}
-		return nil, &latch.ApprovalRequiredError{ApprovalID: a.ApprovalID, ActionHash: a.ActionHash, ExpiresAt: a.ExpiresAt}
+		var key string
+		if a.EffectKey != nil {
+			key = *a.EffectKey
+		}
+		return nil, &latch.ApprovalRequiredError{ApprovalID: a.ApprovalID, ActionHash: a.ActionHash, EffectKey: key, ExpiresAt: a.ExpiresAt}
 	}
 	var b Begun
 	if err := json.Unmarshal(raw, &b); err != nil {

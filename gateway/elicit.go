@@ -20,7 +20,7 @@ import (
 // Holding a call open for its approval.
 //
 // A tools/call the policy sends to a person is answered approval_required, and the agent
-// re-sends it once the request is granted (grantFor). An agent whose MCP client declared the
+// re-sends it once the request is granted (the guard finds the grant by the action hash). An agent whose MCP client declared the
 // elicitation capability is spared the round trip. The call is answered with an input request
 // (MCP's multi round-trip form: an elicitation of form mode carrying what is asked, the exact
 // arguments and their display form, who may approve, the expiry and where to answer, and the

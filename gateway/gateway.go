@@ -18,7 +18,6 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,7 +114,6 @@ type Tool struct {
 	UpstreamAs string // the upstream's own name for it
 	ErrorsMean string // policy.ErrorsMeanUnknown or policy.ErrorsMeanNotExecuted
 	def        *mcp.Tool
-	approves   bool // some rule of the tool's action asks a human: re-sent calls look for a grant
 }
 
 // upstream is the connection to one upstream server. A connection that ends (a stdio upstream
@@ -302,9 +300,6 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 		if s := u.Tools[def.Name]; s != nil {
 			t.ErrorsMean = s.ErrorsMean
 		}
-		if a := g.cfg.Guard.Policy().Actions[t.Action]; a != nil {
-			t.approves = asks(a)
-		}
 		for _, o := range g.tools {
 			if o.Name == t.Name {
 				return fmt.Errorf("gateway: tools %s of upstream %s and %s of upstream %s are both listed as %s: choose another gateway.separator or alias",
@@ -462,21 +457,13 @@ func (g *Gateway) handler(t *Tool) mcp.ToolHandler {
 	}
 }
 
-// attempt decides and runs one tool call: the pins, a granted approval the call matches (unless
-// ctx presents one), then the call itself, keyed or not.
+// attempt decides and runs one tool call: the pins, then the call itself, keyed or not. A call
+// that needs approval and re-sends the exact action a person granted runs on that grant: the
+// guard finds it by the action's hash, so the agent needs no argument of latch's own.
 func (g *Gateway) attempt(ctx context.Context, req *mcp.CallToolRequest, t *Tool, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
 	up := g.upstreams[t.Upstream]
 	if err := g.pinRefusal(t); err != nil {
 		return nil, wireError(refusal(t.Action, nil, err))
-	}
-	if t.approves && latch.ApprovalFrom(ctx) == "" {
-		id, err := g.grantFor(ctx, t, args)
-		if err != nil {
-			return nil, wireError(CodeInternal, Refusal{Reason: "internal", Action: t.Action, Detail: err.Error()})
-		}
-		if id != "" {
-			ctx = latch.WithApproval(ctx, id)
-		}
 	}
 	if key != "" {
 		return g.keyedCall(latch.WithRequestKey(ctx, key), t, args)
@@ -558,51 +545,6 @@ func (g *Gateway) deadline(ctx context.Context) (context.Context, context.Cancel
 
 // leaseMargin is the most of a lease kept back from the upstream call to record its outcome in.
 const leaseMargin = 5 * time.Second
-
-// grantFor returns the id of a granted, unexpired approval bound to the exact action this call
-// is — same tool, same canonical arguments, same principal and environment, so the same action
-// hash — or "" when there is none or the policy would not ask a human for it now. This is how a
-// call refused approval_required proceeds once a person grants it: the agent re-sends the same
-// call and needs no argument of latch's own. A re-send with other arguments hashes differently
-// and matches nothing; two re-sends racing for one grant are settled by the reservation, which
-// spends it once.
-func (g *Gateway) grantFor(ctx context.Context, t *Tool, args json.RawMessage) (string, error) {
-	ev, err := g.cfg.Guard.Evaluate(ctx, &latch.Call{Action: t.Action, Arguments: args})
-	if err != nil || ev.Decision != policy.Approve {
-		return "", nil // Execute refuses or runs it as it would without a grant
-	}
-	granted, err := g.cfg.Guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Granted, ActionHash: ev.ActionHash})
-	if err != nil {
-		return "", fmt.Errorf("gateway: look for a granted approval of %s: %w", t.Action, err)
-	}
-	now := g.cfg.Now()
-	var best *store.Approval
-	for _, a := range granted {
-		if a.ActionHash != ev.ActionHash || !now.Before(a.ExpiresAt) {
-			continue
-		}
-		if best == nil || a.CreatedAt.Before(best.CreatedAt) {
-			best = a
-		}
-	}
-	if best == nil {
-		return "", nil
-	}
-	return best.ID, nil
-}
-
-// asks reports whether the action's policy can ask a human (approve, by any rule).
-func asks(a *policy.Action) bool {
-	if a.Decision == policy.Approve {
-		return true
-	}
-	for _, r := range a.Rules {
-		if r.Decision == policy.Approve {
-			return true
-		}
-	}
-	return false
-}
 
 // call sends one tools/call to the upstream and says what its failure means for the outcome.
 func (up *upstream) call(ctx context.Context, t *Tool, args json.RawMessage, now time.Time) (*mcp.CallToolResult, error) {

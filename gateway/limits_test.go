@@ -179,11 +179,14 @@ func TestRefusalCodes(t *testing.T) {
 				if _, err := e.guard.Approve(t.Context(), r.ApprovalID, "alice"); err != nil {
 					t.Fatal(err)
 				}
-				// By the guard's clock the grant has expired; by the gateway's it has not, so the
-				// gateway presents it and the reservation refuses it.
+				// By the guard's clock the grant has expired: a re-send does not run on it, and a
+				// person is asked again (a new request), since the agent presented no approval.
 				clock.Add(int64(time.Hour))
 				_, err = e.call(t.Context(), "act", actArgs{ID: "a"})
-				check(t, "re-sent act", err, want{gateway.CodeApprovalRefused, "approval_expired", ""})
+				again := check(t, "re-sent act", err, want{gateway.CodeApprovalRequired, "approval_required", ""})
+				if again.ApprovalID == r.ApprovalID || !strings.HasPrefix(again.ApprovalID, "apr_") {
+					t.Errorf("re-sent act after the grant expired: approval %q, want a new request (not %s)", again.ApprovalID, r.ApprovalID)
+				}
 			}},
 		{name: "duplicate_committed", actions: keyedActions,
 			run: func(t *testing.T, e *gwEnv, _ *atomic.Int64) {

@@ -70,6 +70,7 @@ type approvalRequired struct {
 	Status     string        `json:"status"` // approval_required
 	ApprovalID string        `json:"approval_id"`
 	ActionHash string        `json:"action_hash"`
+	EffectKey  *string       `json:"effect_key"` // null for an unkeyed action
 	ExpiresAt  *string       `json:"expires_at"`
 	Approval   *approvalJSON `json:"approval"` // what the human sees
 }
@@ -127,7 +128,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	switch {
 	case errors.As(err, &ar):
-		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, ExpiresAt: jstamp(ar.ExpiresAt)}
+		out := &approvalRequired{Status: "approval_required", ApprovalID: ar.ApprovalID, ActionHash: ar.ActionHash, EffectKey: jstr(ar.EffectKey), ExpiresAt: jstamp(ar.ExpiresAt)}
 		if a, err := s.g.Store().Approval(r.Context(), ar.ApprovalID); err == nil {
 			if aj, err := s.newApprovalJSON(r.Context(), a); err == nil {
 				out.Approval = &aj

@@ -225,7 +225,7 @@ var schemas = map[string]any{
 		"idempotency_token": nstr, "effect_token": nstr, "lease_expires_at": stamp, "approval_id": nstr, "decision": str, "reason": str,
 		"would_have": wouldHave, "receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	"ApprovalRequired": obj([]string{"status", "approval_id", "action_hash", "expires_at"}, map[string]any{
-		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "expires_at": stamp, "approval": ref("Approval")}),
+		"status": map[string]any{"const": "approval_required"}, "approval_id": str, "action_hash": str, "effect_key": nstr, "expires_at": stamp, "approval": ref("Approval")}),
 	"OutcomeRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"outcome"}, "properties": map[string]any{
 		"outcome": map[string]any{"enum": []string{"committed", "not_executed", "unknown"}}, "result": anyJSON, "error": str}},
 	"Recorded": obj([]string{"status", "action_id", "result", "receipt", "receipt_hash"}, map[string]any{
