@@ -317,6 +317,29 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(conflict.exception.state, "committed")
         self.assertEqual(runs, [90000])
 
+    def test_the_next_attempt_runs_on_the_grant(self) -> None:
+        # A retry cannot present the request its first attempt raised (a queue, a restarted
+        # worker): once a person grants it, the same call again runs on the grant, once.
+        inv = self.invoice()
+        runs = []
+
+        @latch.protect("billing.charge", client=self.agent)
+        def charge(invoice_id: str, amount: int) -> dict:
+            runs.append(amount)
+            return {"charge": "ch_next"}
+
+        with self.assertRaises(latch.ApprovalRequired) as ar:
+            charge(inv, 80000)
+        self.assertEqual(ar.exception.effect_key, "charge:" + inv)
+        self.serve.cli("approve", ar.exception.approval_id, "--as", "bob")
+        with self.assertRaises(latch.ApprovalRequired):
+            charge(inv, 80001)  # other arguments find nothing of the grant
+        self.assertEqual(charge(inv, 80000), {"charge": "ch_next"})
+        self.assertEqual(runs, [80000])
+        with self.assertRaises(latch.Committed):
+            charge(inv, 80000)
+        self.assertEqual(runs, [80000])
+
     def test_a_denied_request_ends_the_wait(self) -> None:
         inv = self.invoice()
         got = {}

@@ -166,6 +166,25 @@ test('approval required, approved with latch approve while the call waits, runs 
   assert.equal(pay.refunds.length, 1, 'the refused amount ran nothing');
 });
 
+test('the next attempt, presenting nothing, runs on the grant once', async () => {
+  // A retry cannot present the request its first attempt raised (a queue, a restarted worker):
+  // once a person grants it, the same call again runs on the grant, once.
+  const pay = paymentServer({ loseReply: false });
+  const args = { refund_id: 'r_next', amount: 26000 };
+  let approvalId;
+  await assert.rejects(protect(agent, 'payments.refund', args, pay.refund), (err) => {
+    assert.ok(err instanceof ApprovalRequiredError, String(err));
+    assert.equal(err.effectKey, 'refund:r_next');
+    approvalId = err.approvalId;
+    return true;
+  });
+  await srv.latch('approve', approvalId, '--as', 'alice');
+  await assert.rejects(protect(agent, 'payments.refund', { ...args, amount: 26001 }, pay.refund), ApprovalRequiredError);
+  assert.deepEqual(await protect(agent, 'payments.refund', args, pay.refund), { refund: 're_r_next', amount: 26000 });
+  await assert.rejects(protect(agent, 'payments.refund', args, pay.refund), CommittedError);
+  assert.equal(pay.refunds.length, 1);
+});
+
 test('a denial and a non-refusal problem are told apart', async () => {
   await assert.rejects(agent.begin('payments.void', {}), (err) => {
     assert.ok(err instanceof DeniedError, String(err));
