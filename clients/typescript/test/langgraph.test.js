@@ -10,21 +10,13 @@ import { Annotation, Command, END, MemorySaver, START, StateGraph, interrupt } f
 
 import { Client } from '../src/index.js';
 import { latchStep } from '../src/langgraph.js';
-import { startServe } from './support/serve.js';
+import { REFUND_POLICY, startServe } from './support/serve.js';
 
 let srv;
 let agent;
 
 before(async () => {
-  srv = await startServe(`schema: latch.policy/v1
-actions:
-  payments.refund:
-    effect: "refund:{refund_id}"
-    rules:
-      - when: { amount_lte: 5000 }
-        decision: allow
-      - decision: approve
-`);
+  srv = await startServe(REFUND_POLICY);
   agent = new Client({ baseUrl: srv.base, token: srv.agentToken });
 });
 after(async () => { await srv?.stop(); });

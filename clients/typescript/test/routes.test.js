@@ -9,22 +9,14 @@ import {
   AmbiguousError, ApprovalRefusedError, ApprovalRequiredError, Client, CommittedError,
   NotExecuted, OutcomeRefusedError, protect,
 } from '../src/index.js';
-import { startServe } from './support/serve.js';
+import { REFUND_POLICY, startServe } from './support/serve.js';
 
 let srv;
 let agent;
 let approver;
 
 before(async () => {
-  srv = await startServe(`schema: latch.policy/v1
-actions:
-  payments.refund:
-    effect: "refund:{refund_id}"
-    rules:
-      - when: { amount_lte: 5000 }
-        decision: allow
-      - decision: approve
-`);
+  srv = await startServe(REFUND_POLICY);
   agent = new Client({ baseUrl: srv.base, token: srv.agentToken });
   approver = new Client({ baseUrl: srv.base, token: srv.approverToken });
 });

@@ -13,6 +13,20 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 
+/**
+ * REFUND_POLICY is the policy the adapters' tests share: refunds up to 5000 run, larger ones
+ * wait for a person, one refund per refund_id.
+ */
+export const REFUND_POLICY = `schema: latch.policy/v1
+actions:
+  payments.refund:
+    effect: "refund:{refund_id}"
+    rules:
+      - when: { amount_lte: 5000 }
+        decision: allow
+      - decision: approve
+`;
+
 let built;
 
 /**
