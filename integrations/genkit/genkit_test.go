@@ -470,3 +470,49 @@ func TestRestartRefusesOtherParts(t *testing.T) {
 		t.Fatal("InterruptOf(a text part) = true, want false")
 	}
 }
+
+// A tool function's own interrupt (asking its caller something before it acts) reaches Genkit as
+// an interrupt, and latch records the attempt as not executed: the restarted call reserves the
+// key again and runs once.
+func TestToolFunctionInterruptPassesThrough(t *testing.T) {
+	f := setup(t, "sqlite")
+	var runs int
+	confirm := latchgenkit.DefineTool(f.gk, f.guard, "payments.refund", "confirm_refund", "Refund after the user confirms",
+		func(tc *ai.ToolContext, in RefundInput) (Refund, error) {
+			if confirmed, _ := ai.ResumedValue[bool](tc, "confirmed"); !confirmed {
+				return Refund{}, tc.Interrupt(&ai.InterruptOptions{Metadata: map[string]any{"ask": "confirm the refund"}})
+			}
+			runs++
+			return Refund{ID: "re_" + in.RefundID, Amount: in.Amount}, nil
+		}, &latchgenkit.Config{Principal: latch.Principal{Agent: "refund-agent"}})
+	f.script.tool = "confirm_refund"
+	f.script.script(RefundInput{RefundID: "r_ask", Amount: 100})
+	resp, err := genkit.Generate(t.Context(), f.gk, ai.WithModel(f.model), ai.WithPrompt("refund r_ask"), ai.WithTools(confirm))
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if resp.FinishReason != ai.FinishReasonInterrupted || len(resp.Interrupts()) != 1 {
+		t.Fatalf("FinishReason %q with %d interrupts, want the tool's own interrupt", resp.FinishReason, len(resp.Interrupts()))
+	}
+	part := resp.Interrupts()[0]
+	if _, ok := latchgenkit.InterruptOf(part); ok {
+		t.Fatal("InterruptOf(the tool's own interrupt) = true, want false: it carries no approval")
+	}
+	if ask := part.Metadata["interrupt"].(map[string]any)["ask"]; ask != "confirm the refund" {
+		t.Fatalf("interrupt metadata = %v, want the tool's own", part.Metadata["interrupt"])
+	}
+	restart, err := confirm.RestartWith(part, ai.WithResumedMetadata[RefundInput](map[string]any{"confirmed": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := genkit.Generate(t.Context(), f.gk, ai.WithModel(f.model), ai.WithMessages(resp.History()...),
+		ai.WithTools(confirm), ai.WithToolRestarts(restart)); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if r := f.readResult(t); r.Refusal != nil || r.Output == nil || r.Output.ID != "re_r_ask" {
+		t.Fatalf("the model read %+v, want the refund's output", r)
+	}
+	if runs != 1 {
+		t.Fatalf("the tool ran %d times, want 1", runs)
+	}
+}
