@@ -25,8 +25,11 @@
 // and InterruptOf reads the approval request's id from the interrupted tool request. Once a
 // person grants it (latch approve, the console, Guard.Approve), Restart builds the restart
 // part that carries the id back, and a generation resumed with ai.WithToolRestarts runs the tool
-// once, spending the approval. An approval is bound to the exact arguments: a restart with other
-// arguments is refused approval_mismatch, and a request not answered yet interrupts again.
+// once, spending the approval; the same restart again answers the stored result. An approval is
+// bound to the exact arguments: a restart with other arguments is refused approval_mismatch.
+// Restarted before the person answers, the generation fails with an error naming the request
+// and approval_pending (Genkit does not let a restarted call interrupt again), and the
+// interrupted response stays resumable.
 //
 // The few lines an agent adds are in docs/integrations/genkit.md of the latch repository.
 package latchgenkit
@@ -91,22 +94,23 @@ type Interrupt struct {
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 }
 
-// PendingError is why a restarted call did not run: the approval request it presents is not
-// answered yet (latch's approval_pending). Genkit ends the generation with it; restart the
-// interrupted response again once a person grants the request.
-type PendingError struct {
+// pendingError is why a restarted call did not run: the approval request it presents is not
+// answered yet (latch's approval_pending). Genkit ends the generation with its text (a tool's
+// error reaches Genkit's caller as text only); restart the interrupted response again once a
+// person grants the request.
+type pendingError struct {
 	Action     string
 	ApprovalID string
 	Err        error // latch's refusal
 }
 
-func (e *PendingError) Error() string {
+func (e *pendingError) Error() string {
 	return fmt.Sprintf("latchgenkit: %s: approval %s is not answered yet (%s): restart the call once a person grants it",
 		e.Action, e.ApprovalID, latch.ReasonApprovalPending)
 }
 
 // Unwrap returns latch's refusal.
-func (e *PendingError) Unwrap() error { return e.Err }
+func (e *pendingError) Unwrap() error { return e.Err }
 
 // metadataKey names latch's entry in an interrupt's metadata and in a restart's resumed
 // metadata.
@@ -237,7 +241,7 @@ func (t *tool[In, Out]) answer(ctx context.Context, tc *ai.ToolContext, in In, e
 		// The generation was restarted before the person answered: the application's timing,
 		// not the model's. Genkit refuses an interrupt in a restarted call, so the generation
 		// fails with why; the interrupted response stays resumable once the person answers.
-		return Result[Out]{}, &PendingError{Action: t.action, ApprovalID: lr.ApprovalID, Err: err}
+		return Result[Out]{}, &pendingError{Action: t.action, ApprovalID: lr.ApprovalID, Err: err}
 	}
 	r := RefusalFor(t.action, err)
 	res := Result[Out]{Refusal: r}

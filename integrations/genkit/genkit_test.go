@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
@@ -16,6 +17,7 @@ import (
 	latchgenkit "github.com/latchkit/latch/integrations/genkit"
 	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 const testPolicy = `
@@ -514,5 +516,52 @@ func TestToolFunctionInterruptPassesThrough(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Fatalf("the tool ran %d times, want 1", runs)
+	}
+}
+
+// With Options.Wait the tool blocks until a person answers instead of interrupting: granted
+// while the generation waits, the refund runs once and the generation ends normally.
+func TestWaitBlocksUntilApproved(t *testing.T) {
+	f := setup(t, "sqlite")
+	waiting := latchgenkit.DefineTool(f.gk, f.guard, "payments.refund", "refund_wait", "Refund, waiting for approval",
+		f.payments.refund, &latchgenkit.Config{Principal: latch.Principal{Agent: "refund-agent"}, Options: &latch.Options{Wait: true}})
+	f.script.tool = "refund_wait"
+	f.script.script(RefundInput{RefundID: "r_wait", Amount: 8000})
+	approved := make(chan error, 1)
+	go func() {
+		for {
+			pending, err := f.guard.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+			if err != nil {
+				approved <- err
+				return
+			}
+			if len(pending) == 1 {
+				_, err := f.guard.Approve(t.Context(), pending[0].ID, "alice")
+				approved <- err
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				approved <- t.Context().Err()
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	resp, err := genkit.Generate(t.Context(), f.gk, ai.WithModel(f.model), ai.WithPrompt("refund r_wait"), ai.WithTools(waiting))
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if err := <-approved; err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if resp.FinishReason == ai.FinishReasonInterrupted || resp.Text() != "done" {
+		t.Fatalf("FinishReason %q, text %q, want done without an interrupt", resp.FinishReason, resp.Text())
+	}
+	if r := f.readResult(t); r.Output == nil || r.Output.ID != "re_r_wait" {
+		t.Fatalf("the model read %+v, want the refund's output", r)
+	}
+	if n := f.payments.count("r_wait"); n != 1 {
+		t.Fatalf("refunded %d times, want 1", n)
 	}
 }
