@@ -94,23 +94,29 @@ type Interrupt struct {
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 }
 
-// pendingError is why a restarted call did not run: the approval request it presents is not
-// answered yet (latch's approval_pending). Genkit ends the generation with its text (a tool's
-// error reaches Genkit's caller as text only); restart the interrupted response again once a
-// person grants the request.
-type pendingError struct {
+// restartError is why a restarted call did not run: the approval request it needs is not
+// granted yet — the restart presents it before a person answered (approval_pending), or presents
+// none and latch asks for one (approval_required). A restarted call cannot interrupt again in
+// Genkit, so the generation ends with this error's text (Genkit passes a tool's error on as text
+// only); the interrupted response stays resumable once a person grants the request.
+type restartError struct {
 	Action     string
 	ApprovalID string
+	Reason     latch.Reason
 	Err        error // latch's refusal
 }
 
-func (e *pendingError) Error() string {
-	return fmt.Sprintf("latchgenkit: %s: approval %s is not answered yet (%s): restart the call once a person grants it",
-		e.Action, e.ApprovalID, latch.ReasonApprovalPending)
+func (e *restartError) Error() string {
+	if e.Reason == latch.ReasonApprovalPending {
+		return fmt.Sprintf("latchgenkit: %s: approval %s is not answered yet (%s): restart the call once a person grants it",
+			e.Action, e.ApprovalID, e.Reason)
+	}
+	return fmt.Sprintf("latchgenkit: %s: approval %s must be granted first (%s), and a restarted call cannot interrupt: "+
+		"restart it with latchgenkit.Restart once a person grants it", e.Action, e.ApprovalID, e.Reason)
 }
 
 // Unwrap returns latch's refusal.
-func (e *pendingError) Unwrap() error { return e.Err }
+func (e *restartError) Unwrap() error { return e.Err }
 
 // metadataKey names latch's entry in an interrupt's metadata and in a restart's resumed
 // metadata.
@@ -199,11 +205,9 @@ func Wrap[In, Out any](g *latch.Guard, action string, fn ai.ToolFunc[In, Out], c
 			// The same restart again (its generation's reply was lost): the approval was spent
 			// on an earlier run of this call. Asked again without it, latch answers by the
 			// effect's state — a committed effect's stored result, an ambiguous one — rather
-			// than by the spent approval.
-			again, againErr := run(context.WithValue(latch.WithApproval(ctx, ""), toolContextKey{}, tc), in)
-			if k := latch.RefusalOf(againErr); k == nil || k.Kind != latch.KindApprovalRequired {
-				out, err = again, againErr
-			}
+			// than by the spent approval; an effect that did not happen needs a new approval,
+			// which the restart cannot interrupt for (restartError names it).
+			out, err = run(context.WithValue(latch.WithApproval(ctx, ""), toolContextKey{}, tc), in)
 		}
 		if err == nil {
 			return Result[Out]{Output: &out}, nil
@@ -235,13 +239,13 @@ type tool[In, Out any] struct {
 func (t *tool[In, Out]) answer(ctx context.Context, tc *ai.ToolContext, in In, err error) (Result[Out], error) {
 	lr := latch.RefusalOf(err)
 	switch {
-	case lr.Kind == latch.KindApprovalRequired:
+	case lr.Kind == latch.KindApprovalRequired && !tc.IsResumed():
 		return Result[Out]{}, t.interrupt(ctx, tc, in, lr)
-	case lr.Reason == latch.ReasonApprovalPending:
-		// The generation was restarted before the person answered: the application's timing,
-		// not the model's. Genkit refuses an interrupt in a restarted call, so the generation
-		// fails with why; the interrupted response stays resumable once the person answers.
-		return Result[Out]{}, &pendingError{Action: t.action, ApprovalID: lr.ApprovalID, Err: err}
+	case lr.Kind == latch.KindApprovalRequired || lr.Reason == latch.ReasonApprovalPending:
+		// A restart before the person answered: the application's timing, not the model's.
+		// Genkit refuses an interrupt in a restarted call (its own error would not name the
+		// request), so the generation fails saying which request waits.
+		return Result[Out]{}, &restartError{Action: t.action, ApprovalID: lr.ApprovalID, Reason: lr.Reason, Err: err}
 	}
 	r := RefusalFor(t.action, err)
 	res := Result[Out]{Refusal: r}

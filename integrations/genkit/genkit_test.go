@@ -565,3 +565,26 @@ func TestWaitBlocksUntilApproved(t *testing.T) {
 		t.Fatalf("refunded %d times, want 1", n)
 	}
 }
+
+// A restart that presents no approval (built with Genkit's own RestartWith) while the request
+// is pending cannot interrupt again: the generation fails naming the request latch asks for,
+// rather than with Genkit's bare "interrupt during a restarted execution".
+func TestRestartWithoutApprovalNamesTheRequest(t *testing.T) {
+	f := setup(t, "sqlite")
+	resp, err := f.generate(t, RefundInput{RefundID: "r_plain", Amount: 7000})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	part, it := interrupted(t, resp)
+	plain, err := f.refund.RestartWith(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.resume(t, resp, plain)
+	if err == nil || !strings.Contains(err.Error(), "approval_required") || !strings.Contains(err.Error(), it.ApprovalID) {
+		t.Fatalf("resume without the approval = %v, want an approval_required error naming %s", err, it.ApprovalID)
+	}
+	if n := f.payments.count("r_plain"); n != 0 {
+		t.Fatalf("refunded %d times, want 0", n)
+	}
+}
