@@ -52,11 +52,17 @@ type payments struct {
 	refunds map[string]int
 	// loseReply makes every refund happen and its reply be lost on the way back.
 	loseReply bool
+	// refuseFirst makes the next refund be refused by the server before it acts.
+	refuseFirst bool
 }
 
 func (p *payments) refund(_ *ai.ToolContext, in RefundInput) (Refund, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.refuseFirst {
+		p.refuseFirst = false
+		return Refund{}, latch.NotExecuted(errors.New("payment server: 503 before acting"))
+	}
 	p.refunds[in.RefundID]++
 	if p.loseReply {
 		return Refund{}, errors.New("payment server: connection reset by peer: the reply was lost")
@@ -586,5 +592,81 @@ func TestRestartWithoutApprovalNamesTheRequest(t *testing.T) {
 	}
 	if n := f.payments.count("r_plain"); n != 0 {
 		t.Fatalf("refunded %d times, want 0", n)
+	}
+}
+
+// A tool function that says it did not act (latch.NotExecuted) is read as not_executed, and the
+// retry reserves the key again and runs.
+func TestNotExecutedIsRetried(t *testing.T) {
+	f := setup(t, "sqlite")
+	f.payments.refuseFirst = true
+	in := RefundInput{RefundID: "r_503", Amount: 300}
+	if _, err := f.generate(t, in); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	wantRefusal(t, f.readResult(t), latch.KindNotExecuted, latch.ReasonNotExecuted)
+	if _, err := f.generate(t, in); err != nil {
+		t.Fatalf("retry: Generate: %v", err)
+	}
+	if r := f.readResult(t); r.Refusal != nil || r.Output == nil || r.Output.ID != "re_r_503" {
+		t.Fatalf("retry: the model read %+v, want the refund's output", r)
+	}
+	if n := f.payments.count("r_503"); n != 1 {
+		t.Fatalf("refunded %d times, want 1", n)
+	}
+}
+
+// The model asks for the same refund twice in one turn; Genkit runs the two tool calls at once.
+// One refunds, the other reads a duplicate (in progress or committed): the server refunds once.
+func TestSameCallTwiceInOneTurnRunsOnce(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			f := setup(t, backend)
+			in := RefundInput{RefundID: "r_twice", Amount: 400}
+			model := genkit.DefineModel(f.gk, "test/twice", &ai.ModelOptions{Supports: &ai.ModelSupports{Tools: true, Multiturn: true}},
+				func(_ context.Context, req *ai.ModelRequest, _ ai.ModelStreamCallback) (*ai.ModelResponse, error) {
+					last := req.Messages[len(req.Messages)-1]
+					if last.Role == ai.RoleTool {
+						f.script.mu.Lock()
+						for _, p := range last.Content {
+							raw, _ := json.Marshal(p.ToolResponse.Output)
+							f.script.seen = append(f.script.seen, string(raw))
+						}
+						f.script.mu.Unlock()
+						return &ai.ModelResponse{Request: req, Message: ai.NewModelTextMessage("done")}, nil
+					}
+					return &ai.ModelResponse{Request: req, Message: ai.NewModelMessage(
+						ai.NewToolRequestPart(&ai.ToolRequest{Name: "refund", Ref: "a", Input: in}),
+						ai.NewToolRequestPart(&ai.ToolRequest{Name: "refund", Ref: "b", Input: in}))}, nil
+				})
+			if _, err := genkit.Generate(t.Context(), f.gk, ai.WithModel(model), ai.WithPrompt("refund twice"), ai.WithTools(f.refund)); err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			seen := f.script.read()
+			if len(seen) != 2 {
+				t.Fatalf("the model read %d answers, want 2: %v", len(seen), seen)
+			}
+			ran, dup := 0, 0
+			for _, s := range seen {
+				var r latchgenkit.Result[Refund]
+				if err := json.Unmarshal([]byte(s), &r); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case r.Refusal == nil && r.Output != nil && r.Output.ID == "re_r_twice":
+					ran++
+				case r.Refusal != nil && (r.Refusal.Kind == string(latch.KindInProgress) || r.Refusal.Kind == string(latch.KindCommitted)):
+					dup++
+				default:
+					t.Errorf("unexpected answer %s", s)
+				}
+			}
+			if ran != 1 || dup != 1 {
+				t.Fatalf("answers %v: %d ran and %d duplicates, want 1 and 1", seen, ran, dup)
+			}
+			if n := f.payments.count("r_twice"); n != 1 {
+				t.Fatalf("refunded %d times, want 1", n)
+			}
+		})
 	}
 }
