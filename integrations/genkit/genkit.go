@@ -261,28 +261,11 @@ func (t *tool[In, Out]) answer(ctx context.Context, tc *ai.ToolContext, in In, e
 func (t *tool[In, Out]) interrupt(ctx context.Context, tc *ai.ToolContext, in In, lr *latch.Refusal) error {
 	it := Interrupt{Action: t.action, Reason: string(latch.ReasonApprovalRequired), ApprovalID: lr.ApprovalID,
 		EffectKey: lr.EffectKey, ActionHash: lr.ActionHash, ExpiresAt: lr.ExpiresAt}
-	if it.EffectKey == "" {
-		it.EffectKey = t.effectKey(ctx, in)
-	}
 	m, err := toMap(it)
 	if err != nil {
 		return fmt.Errorf("interrupt %s: %w", t.action, err)
 	}
 	return tc.Interrupt(&ai.InterruptOptions{Metadata: map[string]any{metadataKey: m}})
-}
-
-// effectKey renders the call's effect key by evaluating it without writing anything: the
-// approval-required refusal names the request, not always the key. "" when it cannot be said.
-func (t *tool[In, Out]) effectKey(ctx context.Context, in In) string {
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return ""
-	}
-	ev, err := t.g.Evaluate(ctx, &latch.Call{Action: t.action, Arguments: raw, Options: t.cfg.Options})
-	if err != nil {
-		return ""
-	}
-	return ev.EffectKey
 }
 
 // InterruptOf returns the approval request a protected tool's interrupt carries: p is one of
