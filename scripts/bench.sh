@@ -10,6 +10,9 @@
 #   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain, serve, postgres
 #   LATCH_BENCH_POSTGRES='postgres://user@host:5432/db?sslmode=disable' scripts/bench.sh
 #                                    # adds the postgres section (scratch schema latch_bench)
+#   LATCH_BENCH_REFERENCE='./other-tool bench' scripts/bench.sh
+#                                    # adds the reference section: that command (which prints its
+#                                    # calls/s) run alternately with latch, one worker, and the ratio
 #
 # Needs go and jq; /usr/bin/time (GNU time) for the maximum RSS of `latch receipts --verify`.
 set -euo pipefail
@@ -17,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
-SECTIONS=${SECTIONS:-go targets scaling race chain serve${LATCH_BENCH_POSTGRES:+ postgres}}
+SECTIONS=${SECTIONS:-go targets scaling race chain serve${LATCH_BENCH_POSTGRES:+ postgres}${LATCH_BENCH_REFERENCE:+ reference}}
 command -v jq >/dev/null || { echo "bench.sh: jq is required" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/latch-bench.XXXXXX")
@@ -224,6 +227,16 @@ if has postgres; then
 			race_row "$mode" "$r"
 		done
 	done
+	echo
+fi
+
+if has reference; then
+	[[ -n ${LATCH_BENCH_REFERENCE:-} ]] || { echo "bench.sh: the reference section needs LATCH_BENCH_REFERENCE" >&2; exit 1; }
+	echo "## Against a reference: \`$LATCH_BENCH_REFERENCE\` and latch, alternately, $RUNS runs each (SQLite, normal, 1 worker)"
+	echo
+	echo '```'
+	"$latch" bench --reference "$LATCH_BENCH_REFERENCE" --runs "$RUNS" --duration "$DURATION" --store 'sqlite:?synchronous=normal'
+	echo '```'
 	echo
 fi
 

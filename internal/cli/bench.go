@@ -30,6 +30,9 @@ type benchOptions struct {
 	serve     bool   // measure calls over HTTP through latch serve against in-process ones
 	serveSpec string // the spec of the server process (hidden)
 	tokenTTL  time.Duration
+	reference string        // a command whose printed calls/s latch is compared with
+	runs      int           // with reference: the runs of each, interleaved
+	refLimit  time.Duration // with reference: the most one of its runs may take
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -77,12 +80,21 @@ compared with the stored effects, approvals and delegations), and reports receip
 heap each used. With --with-state the chain is grown through the real pipeline with state
 changes of every common kind (commits, duplicates refused, NotExecuted and renewals,
 ambiguous outcomes resolved by a person, approvals requested, granted and spent), so every
-receipt has the effect or approval row it speaks of.`,
+receipt has the effect or approval row it speaks of.
+
+--reference CMD compares latch with another tool on this machine in one run: CMD (run with
+sh -c) is any benchmark that prints its rate — a line with "N calls/s" (or "N ops/s", "N/s";
+the last one counts), or a number alone on its last line. --runs N (default 3) runs it and
+latch's calls benchmark alternately, reference first, each bounded by --reference-timeout, and
+prints every run, the medians and latch/reference. Give CMD the same workers and durability
+as latch's run for a fair figure (--workers, and a --store with synchronous=normal if the
+reference commits that way).`,
 		Example: "  latch bench --workers 8 --duration 10s\n" +
 			"  latch bench --store 'sqlite:?synchronous=normal' --json\n" +
 			"  latch bench --race-keys 1000 --processes 8 --workers 8\n" +
 			"  latch bench --store sqlite:/tmp/chain.db --receipts 1000000\n" +
-			"  latch bench --store sqlite:/tmp/evidence.db --receipts 1000000 --with-state",
+			"  latch bench --store sqlite:/tmp/evidence.db --receipts 1000000 --with-state\n" +
+			"  latch bench --reference './other-tool bench --workers 1' --runs 5",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f := a.flags.Lookup("store"); f != nil && f.Changed {
@@ -102,6 +114,14 @@ receipt has the effect or approval row it speaks of.`,
 				return usagef("--receipts %d: want a positive number", o.receipts)
 			case o.withState && o.receipts == 0:
 				return usagef("--with-state grows a chain: give it with --receipts N")
+			case o.reference != "":
+				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
+					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --race-keys or --receipts")
+				}
+				if o.runs < 1 || o.duration <= 0 || o.refLimit <= 0 {
+					return usagef("--runs %d, --duration %v, --reference-timeout %v: want each above 0", o.runs, o.duration, o.refLimit)
+				}
+				return a.benchReference(o)
 			case o.serve:
 				if o.gateway || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
 					return usagef("--serve is a benchmark of its own: give it without --gateway, --race-keys or --receipts")
@@ -154,6 +174,9 @@ receipt has the effect or approval row it speaks of.`,
 	f.BoolVar(&o.withState, "with-state", false, "chain mode: grow the chain through the pipeline, with effects, approvals and resolutions")
 	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
 	f.BoolVar(&o.serve, "serve", false, "serve mode: actions + outcomes over HTTP to a latch serve process vs the same calls in process (docs/performance.md)")
+	f.StringVar(&o.reference, "reference", "", "compare mode: a `command` printing its calls/s, run alternately with latch's calls benchmark")
+	f.IntVar(&o.runs, "runs", 3, "with --reference: runs of each")
+	f.DurationVar(&o.refLimit, "reference-timeout", 5*time.Minute, "with --reference: the most one run of the command may take")
 	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
 	f.DurationVar(&o.tokenTTL, "token-cache", 0, "with --serve: the server's --token-cache (default 0: a token read on every request)")
 	_ = f.MarkHidden("serve-child")
@@ -185,6 +208,56 @@ func (a *app) benchCalls(o benchOptions) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\nlatch/baseline  %.2f\n", rep.Ratio)
+	return nil
+}
+
+// referenceReport is what `latch bench --reference` prints with --json.
+type referenceReport struct {
+	Command         string               `json:"command"`
+	Store           string               `json:"store"`
+	Workers         int                  `json:"workers"`
+	Duration        string               `json:"duration"`
+	Reference       []bench.ReferenceRun `json:"reference"`
+	Latch           []float64            `json:"latch_calls_per_sec"`
+	ReferenceMedian float64              `json:"reference_median"`
+	LatchMedian     float64              `json:"latch_median"`
+	Ratio           float64              `json:"ratio"` // latch median ÷ reference median
+}
+
+// benchReference runs the reference command and latch's calls benchmark alternately, the
+// reference first, so that a machine growing busier or quieter weighs on both alike.
+func (a *app) benchReference(o benchOptions) error {
+	rep := referenceReport{Command: o.reference, Workers: o.workers, Duration: o.duration.String()}
+	var refs []float64
+	for i := range o.runs {
+		run, err := bench.RunReference(a.ctx, o.reference, o.refLimit)
+		if err != nil {
+			return fmt.Errorf("run %d of %d: %w", i+1, o.runs, err)
+		}
+		rep.Reference = append(rep.Reference, run)
+		refs = append(refs, run.CallsPerSec)
+		calls, err := bench.Calls(a.ctx, &bench.CallsConfig{Store: o.store, Workers: o.workers, Duration: o.duration})
+		if err != nil {
+			return fmt.Errorf("run %d of %d: %w", i+1, o.runs, err)
+		}
+		rep.Store = redact(calls.Store)
+		rep.Latch = append(rep.Latch, calls.Latch.CallsPerSec)
+	}
+	rep.ReferenceMedian, rep.LatchMedian = bench.Median(refs), bench.Median(rep.Latch)
+	rep.Ratio = rep.LatchMedian / rep.ReferenceMedian
+	if o.asJSON {
+		return jsonLine(a.stdout, rep)
+	}
+	fmt.Fprintf(a.stdout, "reference %s\nstore     %s\nworkers   %d\nduration  %s a latch run\n\n", o.reference, rep.Store, rep.Workers, rep.Duration)
+	t := newTable(a.stdout, "RUN", "REFERENCE CALLS/S", "LATCH CALLS/S")
+	for i := range rep.Latch {
+		t.row(strconv.Itoa(i+1), fmt.Sprintf("%.0f", rep.Reference[i].CallsPerSec), fmt.Sprintf("%.0f", rep.Latch[i]))
+	}
+	t.row("median", fmt.Sprintf("%.0f", rep.ReferenceMedian), fmt.Sprintf("%.0f", rep.LatchMedian))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nlatch/reference  %.2f\n", rep.Ratio)
 	return nil
 }
 
