@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +35,8 @@ actions:
 // agent racer, each with its own effect key, and prints one line per call: "ok AMOUNT" or
 // "refused REASON". TestMain runs it instead of the tests when budgetChildEnv is set.
 const budgetChildEnv = "LATCH_TEST_BUDGET_CHILD"
+
+func init() { children[budgetChildEnv] = budgetChild }
 
 func budgetChild(spec string) error {
 	var c struct {
@@ -104,33 +104,15 @@ func TestBudgetProcessRace(t *testing.T) {
 			defer g.Close()
 			const procs, calls, amount, limit = 4, 20, 25, 1000 // 2000 asked for, 1000 allowed
 			start := filepath.Join(t.TempDir(), "start")
-			var cmds []*exec.Cmd
-			var outs []*strings.Builder
-			for i := range procs {
-				spec, _ := json.Marshal(map[string]any{"Store": url, "Start": start, "Name": fmt.Sprintf("p%d", i), "Calls": calls, "Amount": amount})
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), budgetChildEnv+"="+string(spec))
-				out, errOut := &strings.Builder{}, &strings.Builder{}
-				cmd.Stdout, cmd.Stderr = out, errOut
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
-				t.Cleanup(func() {
-					if t.Failed() && errOut.Len() > 0 {
-						t.Logf("process %d stderr:\n%s", i, errOut)
-					}
-				})
-			}
+			cmds, outs := startChildren(t, budgetChildEnv, procs, func(i int) any {
+				return map[string]any{"Store": url, "Start": start, "Name": fmt.Sprintf("p%d", i), "Calls": calls, "Amount": amount}
+			})
 			if err := os.WriteFile(start, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			admitted, refused, perProc := int64(0), 0, make([]int, procs)
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("process %d: %v", i, err)
-				}
-				for _, line := range strings.Split(strings.TrimSpace(outs[i].String()), "\n") {
+			for i, lines := range waitChildren(t, cmds, outs) {
+				for _, line := range lines {
 					var what, v string
 					if _, err := fmt.Sscan(line, &what, &v); err != nil {
 						t.Fatalf("process %d line %q: %v", i, line, err)

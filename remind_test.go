@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,6 +59,8 @@ var remindSecret = []byte("remind-test-secret")
 // the file Stop exists, with a notifier posting to Notify. It prints what each pass reminded
 // and escalated ("reminded ID", "escalated ID") and how many passes it made in each phase.
 const remindChildEnv = "LATCH_TEST_REMIND_CHILD"
+
+func init() { children[remindChildEnv] = remindChild }
 
 func remindChild(spec string) error {
 	var c struct{ Store, Notify, Start, Escalate, Stop string }
@@ -182,25 +183,8 @@ func TestRemindEscalateProcesses(t *testing.T) {
 			recv, recvURL := newAlertReceiver(t)
 			dir := t.TempDir()
 			start, esc, stop := filepath.Join(dir, "start"), filepath.Join(dir, "escalate"), filepath.Join(dir, "stop")
-			spec, _ := json.Marshal(map[string]any{"Store": url, "Notify": recvURL, "Start": start, "Escalate": esc, "Stop": stop})
-			const procs = 2
-			var cmds []*exec.Cmd
-			var outs []*strings.Builder
-			for i := range procs {
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), remindChildEnv+"="+string(spec))
-				out, errOut := &strings.Builder{}, &strings.Builder{}
-				cmd.Stdout, cmd.Stderr = out, errOut
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
-				t.Cleanup(func() {
-					if t.Failed() && errOut.Len() > 0 {
-						t.Logf("process %d stderr:\n%s", i, errOut)
-					}
-				})
-			}
+			spec := map[string]any{"Store": url, "Notify": recvURL, "Start": start, "Escalate": esc, "Stop": stop}
+			cmds, outs := startChildren(t, remindChildEnv, 2, func(int) any { return spec })
 			for i, f := range []string{start, esc, stop} {
 				if i > 0 {
 					time.Sleep(1500 * time.Millisecond) // both processes sweep in each phase
@@ -210,11 +194,8 @@ func TestRemindEscalateProcesses(t *testing.T) {
 				}
 			}
 			reminded, escalated := map[string]int{}, map[string]int{}
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("process %d: %v", i, err)
-				}
-				for _, line := range strings.Split(strings.TrimSpace(outs[i].String()), "\n") {
+			for i, lines := range waitChildren(t, cmds, outs) {
+				for _, line := range lines {
 					f := strings.Fields(line)
 					switch {
 					case len(f) == 2 && f[0] == "reminded":

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,6 +46,8 @@ actions:
 // The helper process of TestStandingProcessRace: a guard that presents standing approval ID once
 // for a refund of order NAME, and prints "ok" or "refused REASON".
 const standingChildEnv = "LATCH_TEST_STANDING_CHILD"
+
+func init() { children[standingChildEnv] = standingChild }
 
 func standingChild(spec string) error {
 	var c struct{ Store, Start, Name, ID string }
@@ -143,33 +144,15 @@ func TestStandingProcessRace(t *testing.T) {
 				Max: map[string]int64{"amount": 500}, Vary: []string{"order_id"}})
 			const procs = 4
 			start := filepath.Join(t.TempDir(), "start")
-			var cmds []*exec.Cmd
-			var outs []*strings.Builder
-			for i := range procs {
-				spec, _ := json.Marshal(map[string]any{"Store": url, "Start": start, "Name": fmt.Sprintf("o-%d", i), "ID": st.ID})
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), standingChildEnv+"="+string(spec))
-				out, errOut := &strings.Builder{}, &strings.Builder{}
-				cmd.Stdout, cmd.Stderr = out, errOut
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
-				t.Cleanup(func() {
-					if t.Failed() && errOut.Len() > 0 {
-						t.Logf("process %d stderr:\n%s", i, errOut)
-					}
-				})
-			}
+			cmds, outs := startChildren(t, standingChildEnv, procs, func(i int) any {
+				return map[string]any{"Store": url, "Start": start, "Name": fmt.Sprintf("o-%d", i), "ID": st.ID}
+			})
 			if err := os.WriteFile(start, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			ok, exhausted := 0, 0
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("process %d: %v", i, err)
-				}
-				switch line := strings.TrimSpace(outs[i].String()); line {
+			for i, lines := range waitChildren(t, cmds, outs) {
+				switch line := strings.Join(lines, "\n"); line {
 				case "ok":
 					ok++
 				case "refused approval_exhausted":

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -317,35 +316,10 @@ func mapsEqual(a, b map[string]int) bool {
 // starts and ends to a ledger. TestMain runs it instead of the tests when sweepChildEnv is set.
 const sweepChildEnv = "LATCH_TEST_SWEEP_CHILD"
 
+func init() { children[sweepChildEnv] = sweepChild }
+
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(sweepChildEnv); spec != "" {
-		if err := sweepChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "sweep child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if spec := os.Getenv(budgetChildEnv); spec != "" {
-		if err := budgetChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "budget child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if spec := os.Getenv(remindChildEnv); spec != "" {
-		if err := remindChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "remind child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if spec := os.Getenv(standingChildEnv); spec != "" {
-		if err := standingChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "standing child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	runChild()
 	goleak.VerifyTestMain(m) // guards, sweepers and sink writers all end with their test
 }
 
@@ -425,27 +399,12 @@ func TestSweepProcesses(t *testing.T) {
 			}
 			dir := t.TempDir()
 			ledger, start := filepath.Join(dir, "ledger"), filepath.Join(dir, "start")
-			spec, _ := json.Marshal(map[string]any{"Store": url, "Ledger": ledger, "Start": start, "Sweep": 1500 * time.Millisecond})
-			var cmds []*exec.Cmd
-			var outs []*strings.Builder
-			for range 3 {
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), sweepChildEnv+"="+string(spec))
-				out := &strings.Builder{}
-				cmd.Stdout, cmd.Stderr = out, out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, out)
-			}
+			spec := map[string]any{"Store": url, "Ledger": ledger, "Start": start, "Sweep": 1500 * time.Millisecond}
+			cmds, outs := startChildren(t, sweepChildEnv, 3, func(int) any { return spec })
 			if err := os.WriteFile(start, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("sweeper %d: %v\n%s", i, err, outs[i])
-				}
-			}
+			waitChildren(t, cmds, outs)
 			f, err := os.Open(ledger)
 			if err != nil {
 				t.Fatal(err)
