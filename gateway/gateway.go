@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
-	"github.com/latchkit/latch/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -303,7 +303,7 @@ func (g *Gateway) connect(ctx context.Context, u *policy.Upstream) error {
 			t.ErrorsMean = s.ErrorsMean
 		}
 		if a := g.cfg.Guard.Policy().Actions[t.Action]; a != nil {
-			t.approves = asks(a)
+			t.approves = mcpwire.Asks(a)
 		}
 		for _, o := range g.tools {
 			if o.Name == t.Name {
@@ -567,41 +567,11 @@ const leaseMargin = 5 * time.Second
 // and matches nothing; two re-sends racing for one grant are settled by the reservation, which
 // spends it once.
 func (g *Gateway) grantFor(ctx context.Context, t *Tool, args json.RawMessage) (string, error) {
-	ev, err := g.cfg.Guard.Evaluate(ctx, &latch.Call{Action: t.Action, Arguments: args})
-	if err != nil || ev.Decision != policy.Approve {
-		return "", nil // Execute refuses or runs it as it would without a grant
-	}
-	granted, err := g.cfg.Guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Granted, ActionHash: ev.ActionHash})
+	id, err := mcpwire.GrantFor(ctx, g.cfg.Guard, &latch.Call{Action: t.Action, Arguments: args}, g.cfg.Now())
 	if err != nil {
-		return "", fmt.Errorf("gateway: look for a granted approval of %s: %w", t.Action, err)
+		return "", fmt.Errorf("gateway: %w", err)
 	}
-	now := g.cfg.Now()
-	var best *store.Approval
-	for _, a := range granted {
-		if a.ActionHash != ev.ActionHash || !now.Before(a.ExpiresAt) {
-			continue
-		}
-		if best == nil || a.CreatedAt.Before(best.CreatedAt) {
-			best = a
-		}
-	}
-	if best == nil {
-		return "", nil
-	}
-	return best.ID, nil
-}
-
-// asks reports whether the action's policy can ask a human (approve, by any rule).
-func asks(a *policy.Action) bool {
-	if a.Decision == policy.Approve {
-		return true
-	}
-	for _, r := range a.Rules {
-		if r.Decision == policy.Approve {
-			return true
-		}
-	}
-	return false
+	return id, nil
 }
 
 // call sends one tools/call to the upstream and says what its failure means for the outcome.
