@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +153,53 @@ func TestAwaitAnswer(t *testing.T) {
 	}
 	if err := mcpwire.AwaitAnswer(ctx, g.Store(), id, time.Now().Add(10*time.Second), time.Now, nil); err != nil {
 		t.Errorf("AwaitAnswer of a granted request = %v, want nil", err)
+	}
+}
+
+// TestRunKeyedReplay sends a keyed call again under its key while the first still runs: the
+// retry never runs the tool, waits for the first's outcome, and is then refused as a committed
+// duplicate with the stored result.
+func TestRunKeyedReplay(t *testing.T) {
+	t.Parallel()
+	g := openGuard(t)
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "bot"})
+	var runs atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	tool := func(context.Context, json.RawMessage) (any, bool, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		return map[string]any{"refund_id": "rf_1"}, false, nil
+	}
+	tc := func() *mcpwire.ToolCall {
+		return &mcpwire.ToolCall{Action: "pay.refund", Arguments: json.RawMessage(`{"order_id":"k","amount":5}`), RequestKey: "retry-1"}
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := mcpwire.Run(ctx, g, tc(), tool)
+		first <- err
+	}()
+	<-started
+	second := make(chan error, 1)
+	go func() {
+		_, err := mcpwire.Run(ctx, g, tc(), tool)
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the retry answered while the first call ran: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	var we *mcpwire.Error
+	if err := <-second; !errors.As(err, &we) || we.Code != mcpwire.CodeDuplicate || we.Data.Reason != "committed" || !strings.Contains(string(we.Data.Result), "rf_1") {
+		t.Fatalf("retry = %v, want committed with the stored result", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
 	}
 }

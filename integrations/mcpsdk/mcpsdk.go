@@ -22,7 +22,12 @@
 // What the handler returns decides the outcome as an upstream's answer does at the gateway: a
 // result is committed and stored; a result with isError is ambiguous unless the tool's
 // ErrorsMean is not_executed; an error is ambiguous, unless it wraps latch.ErrNotExecuted
-// (latch.NotExecuted), which says the tool did not act.
+// (latch.NotExecuted), which says the tool did not act, or is a JSON-RPC invalid-params error
+// (the SDK's answer to a tool it does not have). A handler added with the generic mcp.AddTool
+// has its errors, and its arguments that fail the tool's input schema, turned into isError
+// results by the SDK: give such a tool ErrorsMean not_executed when its errors come before it
+// acts, or check the arguments with the policy's arguments schema, which refuses them before
+// anything runs.
 package mcpsdk
 
 import (
@@ -184,6 +189,11 @@ func (m *Middleware) call(ctx context.Context, t Tool, req *mcp.CallToolRequest,
 			r := *req
 			r.Params = &params
 			out, err := next(ctx, &r)
+			if je := (*jsonrpc.Error)(nil); errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
+				// The SDK's answer to a tool it does not have, or a handler's refusal of its
+				// arguments: nothing ran.
+				return nil, false, latch.NotExecuted(err)
+			}
 			if err != nil {
 				return nil, false, err
 			}

@@ -421,3 +421,34 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("New with ErrorsMean maybe = %v, want an error naming the field", err)
 	}
 }
+
+// A tool the server does not have, protected by All and allowed by the policy, did not run: the
+// call failed, and the effect key is free for the next attempt rather than ambiguous.
+func TestUnknownToolNotExecuted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	g := openGuard(t, testPolicy+"  mcp.pay.ghost:\n    effect: \"ghost:{id}\"\n    decision: allow\n")
+	mw, err := mcpsdk.New(&mcpsdk.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}, All: true, Prefix: "mcp.pay."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := (&payments{}).server()
+	srv.AddReceivingMiddleware(mw.Middleware())
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	for i := range 2 {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ghost", Arguments: map[string]any{"id": "g1"}})
+		if code, r := refusalOf(t, err); code != mcpwire.CodeNotExecuted || r.EffectState != "failed" {
+			t.Errorf("call %d of a missing tool = %d %+v, want %d not_executed (failed)", i+1, code, r, mcpwire.CodeNotExecuted)
+		}
+	}
+}
