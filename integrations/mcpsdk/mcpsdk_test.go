@@ -452,3 +452,42 @@ func TestUnknownToolNotExecuted(t *testing.T) {
 		}
 	}
 }
+
+// A held call whose request is denied is refused -31003 approval_denied, and nothing runs.
+func TestApprovalHeldThenDenied(t *testing.T) {
+	t.Parallel()
+	e := setup(t, time.Minute)
+	ctx := t.Context()
+	done := make(chan error, 1)
+	go func() {
+		_, err := refund(ctx, e.cs, "ord_d", 4000, nil)
+		done <- err
+	}()
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		as, err := e.guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) > 0 {
+			id = as[0].ID
+		}
+		if id == "" && time.Now().After(deadline) {
+			t.Fatal("no approval request was made for the held call")
+		}
+	}
+	if _, err := e.guard.Deny(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if code, r := refusalOf(t, err); code != mcpwire.CodeApprovalRefused || r.Reason != "approval_denied" || r.ApprovalID != id {
+			t.Errorf("held refund after the denial = %d %+v, want %d approval_denied of %s", code, r, mcpwire.CodeApprovalRefused, id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held call did not answer after its request was denied")
+	}
+	if n := e.pay.refunds.Load(); n != 0 {
+		t.Errorf("refund handler ran %d times, want 0", n)
+	}
+}
