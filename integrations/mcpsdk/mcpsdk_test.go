@@ -491,3 +491,73 @@ func TestApprovalHeldThenDenied(t *testing.T) {
 		t.Errorf("refund handler ran %d times, want 0", n)
 	}
 }
+
+// A held call that carries a progress token is sent progress notifications naming its request
+// while it waits; the principal is the one Config.PrincipalOf gives the call.
+func TestHeldCallProgressAndPrincipalOf(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	g := openGuard(t, testPolicy)
+	mw, err := mcpsdk.New(&mcpsdk.Config{Guard: g, All: true, Prefix: "mcp.pay.", ApprovalWait: time.Minute,
+		PrincipalOf: func(_ context.Context, req *mcp.CallToolRequest) (latch.Principal, bool) {
+			agent, ok := req.Params.Meta["agent"].(string) // a test stand-in for a session's credential
+			return latch.Principal{Agent: agent}, ok
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := &payments{}
+	srv := pay.server()
+	srv.AddReceivingMiddleware(mw.Middleware())
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	progress := make(chan string, 16)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progress <- req.Params.Message:
+			default:
+			}
+		}}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	done := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "ord_pg", "amount": 4000},
+			Meta: mcp.Meta{"agent": "billing-bot"}}
+		params.SetProgressToken("tok-1")
+		_, err := cs.CallTool(ctx, params)
+		done <- err
+	}()
+	var msg string
+	select {
+	case msg = <-progress:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no progress notification while the call was held")
+	}
+	as, err := g.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Pending})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("pending approvals = %v, %v; want one", as, err)
+	}
+	if !strings.Contains(msg, as[0].ID) {
+		t.Errorf("progress message %q does not name request %s", msg, as[0].ID)
+	}
+	if as[0].Agent != "billing-bot" {
+		t.Errorf("request made by agent %q, want billing-bot (Config.PrincipalOf's)", as[0].Agent)
+	}
+	if _, err := g.Approve(ctx, as[0].ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("held refund after the grant: %v", err)
+	}
+	if n := pay.refunds.Load(); n != 1 {
+		t.Errorf("refund handler ran %d times, want 1", n)
+	}
+}
