@@ -1,9 +1,11 @@
 // Package mcpwire is how latch's refusals and approvals travel over MCP: the JSON-RPC error code
-// of each refusal kind, the data object that carries its details ([Refusal]), the request key an
-// agent sends in a tool call's _meta, and how a call re-sent after its approval request was
-// granted finds that grant. The MCP gateway (package gateway) and the in-process server
-// middlewares (integrations/mcpsdk, integrations/mcpgo) all answer through this package, so an
-// agent reads one vocabulary whichever of them protects the tools it calls.
+// of each refusal kind and the data object that carries its details ([Map], [Refusal]); what a
+// tool call says of itself in its _meta or headers (its request key, task and hop: [RequestKey],
+// [Task], [Hop]); how a call re-sent after its approval request was granted finds that grant
+// ([GrantFor]); and, for an MCP server that runs its tools in process, the whole decision of one
+// call ([Run]). The MCP gateway (package gateway) and the in-process server middlewares
+// (integrations/mcpsdk, integrations/mcpgo) all answer through this package, so an agent reads
+// one vocabulary whichever of them protects the tools it calls (docs/gateway.md#refusals).
 //
 // It imports no MCP SDK: each surface puts the code, message and data this package computes into
 // its own SDK's error or result type.

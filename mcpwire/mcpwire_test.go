@@ -203,3 +203,36 @@ func TestRunKeyedReplay(t *testing.T) {
 		t.Errorf("the tool ran %d times, want 1", n)
 	}
 }
+
+func TestTaskAndHop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		header  []string
+		meta    map[string]any
+		want    string
+		wantErr string
+	}{
+		{nil, nil, "", ""},
+		{[]string{"T-1"}, nil, "T-1", ""},
+		{nil, map[string]any{"latch/task": "T-2", "latch/hop": "T-2"}, "T-2", ""},
+		{[]string{"T-3"}, map[string]any{"latch/task": "T-3", "latch/hop": "T-3"}, "T-3", ""},
+		{[]string{"a", "b"}, nil, "", "header is given 2 times"},
+		{nil, map[string]any{"latch/task": 1.0, "latch/hop": 1.0}, "", "is float64, not a string"},
+		{[]string{"a"}, map[string]any{"latch/task": "b", "latch/hop": "b"}, "", `"a" and _meta`},
+	} {
+		task, err := mcpwire.Task(tc.header, tc.meta)
+		switch {
+		case tc.wantErr == "" && (err != nil || task != tc.want):
+			t.Errorf("Task(%q, %v) = %q, %v; want %q", tc.header, tc.meta, task, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || latch.RefusalOf(err).Reason != "invalid_argument"):
+			t.Errorf("Task(%q, %v) = %q, %v; want invalid_argument containing %q", tc.header, tc.meta, task, err, tc.wantErr)
+		}
+		hop, err := mcpwire.Hop(tc.header, tc.meta)
+		switch {
+		case tc.wantErr == "" && (err != nil || hop != tc.want):
+			t.Errorf("Hop(%q, %v) = %q, %v; want %q", tc.header, tc.meta, hop, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || latch.RefusalOf(err).Reason != "authority_hop"):
+			t.Errorf("Hop(%q, %v) = %q, %v; want authority_hop containing %q", tc.header, tc.meta, hop, err, tc.wantErr)
+		}
+	}
+}

@@ -14,7 +14,9 @@
 // template names its effect key, its rules decide, its approvals apply. A call that needs a
 // person's approval is refused approval_required with the request's id (or held open,
 // Config.ApprovalWait), and the same call re-sent once the request is granted runs once. A
-// call's _meta latch/request_key is its request key, as at the gateway.
+// call's _meta latch/request_key is its request key, its latch/task (or Latch-Task header over
+// HTTP) names its task, and its latch/hop (or Latch-Hop header) the hop it acts under, as at
+// the gateway.
 //
 // # Refusals
 //
@@ -163,6 +165,18 @@ func (m *Middleware) call(ctx context.Context, t Tool, req mcp.CallToolRequest, 
 	if req.Params.Meta != nil {
 		meta = req.Params.Meta.AdditionalFields
 	}
+	var taskHeader, hopHeader []string
+	if req.Header != nil {
+		taskHeader, hopHeader = req.Header.Values(mcpwire.TaskHeader), req.Header.Values(mcpwire.HopHeader)
+	}
+	task, err := mcpwire.Task(taskHeader, meta)
+	if err != nil {
+		return refused(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
+	}
+	hop, err := mcpwire.Hop(hopHeader, meta)
+	if err != nil {
+		return refused(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
+	}
 	key, err := mcpwire.RequestKey(meta)
 	if err != nil {
 		return refused(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
@@ -184,7 +198,7 @@ func (m *Middleware) call(ctx context.Context, t Tool, req mcp.CallToolRequest, 
 			}
 		}
 	}
-	res, err := mcpwire.Run(latch.WithPrincipal(ctx, p), m.cfg.Guard, tc,
+	res, err := mcpwire.Run(latch.WithHop(latch.WithTask(latch.WithPrincipal(ctx, p), task), hop), m.cfg.Guard, tc,
 		func(ctx context.Context, canonical json.RawMessage) (any, bool, error) {
 			// The handler runs on the canonical arguments latch decided and hashed.
 			var decoded map[string]any

@@ -401,3 +401,47 @@ func TestRefusalOfOwnErrorResult(t *testing.T) {
 		t.Error("RefusalOf(nil) = true, want false")
 	}
 }
+
+// A call's _meta latch/task is recorded on its receipt; a task or a hop that cannot be read is
+// refused as the gateway refuses it, before anything runs.
+func TestTaskAndHopFromMeta(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0)
+	ctx := t.Context()
+	if res, err := refund(ctx, e.c, "ord_t", 10, map[string]any{mcpwire.MetaTask: "ticket-42"}); err != nil || res.IsError {
+		t.Fatalf("refund with a task = %+v, %v", res, err)
+	}
+	var tasks []string
+	for sealed, err := range e.guard.Store().Receipts(ctx, store.ReceiptFilter{EffectKey: "refund:ord_t"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Task *string `json:"task"`
+		}
+		if err := json.Unmarshal(sealed.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Task != nil {
+			tasks = append(tasks, *doc.Task)
+		}
+	}
+	if len(tasks) != 1 || tasks[0] != "ticket-42" {
+		t.Errorf("receipt tasks = %q, want [ticket-42]", tasks)
+	}
+	code, r := refusalOf(t, func() (*mcp.CallToolResult, error) {
+		return refund(ctx, e.c, "ord_t2", 10, map[string]any{mcpwire.MetaTask: 42})
+	})
+	if code != mcpwire.CodeDenied || r.Reason != "invalid_argument" {
+		t.Errorf("a numeric task = %d %+v, want %d invalid_argument", code, r, mcpwire.CodeDenied)
+	}
+	code, r = refusalOf(t, func() (*mcp.CallToolResult, error) {
+		return refund(ctx, e.c, "ord_t3", 10, map[string]any{mcpwire.MetaHop: true})
+	})
+	if code != mcpwire.CodeAuthority || r.Reason != "authority_hop" {
+		t.Errorf("a boolean hop = %d %+v, want %d authority_hop", code, r, mcpwire.CodeAuthority)
+	}
+	if n := e.pay.refunds.Load(); n != 1 {
+		t.Errorf("refund handler ran %d times, want 1", n)
+	}
+}

@@ -17,7 +17,9 @@
 // fields). A duplicate of a committed effect is refused -31004 with the stored result; a call
 // that needs a person's approval is refused -31002 with the request's id (or held open,
 // Config.ApprovalWait), and the same call re-sent once the request is granted runs once. A
-// call's _meta latch/request_key is its request key, as at the gateway.
+// call's _meta latch/request_key is its request key, its latch/task (or Latch-Task header over
+// HTTP) names its task, and its latch/hop (or Latch-Hop header) the hop it acts under, as at
+// the gateway.
 //
 // What the handler returns decides the outcome as an upstream's answer does at the gateway: a
 // result is committed and stored; a result with isError is ambiguous unless the tool's
@@ -167,6 +169,18 @@ func (m *Middleware) call(ctx context.Context, t Tool, req *mcp.CallToolRequest,
 		return nil, wire(mcpwire.NewError(mcpwire.Unauthenticated(t.Action,
 			"the session carries no principal: set mcpsdk.Config.Principal, or make Config.PrincipalOf name the session's")))
 	}
+	var taskHeader, hopHeader []string
+	if req.Extra != nil && req.Extra.Header != nil {
+		taskHeader, hopHeader = req.Extra.Header.Values(mcpwire.TaskHeader), req.Extra.Header.Values(mcpwire.HopHeader)
+	}
+	task, err := mcpwire.Task(taskHeader, req.Params.Meta)
+	if err != nil {
+		return nil, wire(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
+	}
+	hop, err := mcpwire.Hop(hopHeader, req.Params.Meta)
+	if err != nil {
+		return nil, wire(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
+	}
 	key, err := mcpwire.RequestKey(req.Params.Meta)
 	if err != nil {
 		return nil, wire(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
@@ -181,7 +195,7 @@ func (m *Middleware) call(ctx context.Context, t Tool, req *mcp.CallToolRequest,
 				Message: fmt.Sprintf("waiting for a person to answer approval request %s (until %s)", id, until.UTC().Format(time.RFC3339))})
 		}
 	}
-	res, err := mcpwire.Run(latch.WithPrincipal(ctx, p), m.cfg.Guard, tc,
+	res, err := mcpwire.Run(latch.WithHop(latch.WithTask(latch.WithPrincipal(ctx, p), task), hop), m.cfg.Guard, tc,
 		func(ctx context.Context, args json.RawMessage) (any, bool, error) {
 			// The handler runs on the canonical arguments latch decided and hashed.
 			params := *req.Params

@@ -561,3 +561,43 @@ func TestHeldCallProgressAndPrincipalOf(t *testing.T) {
 		t.Errorf("refund handler ran %d times, want 1", n)
 	}
 }
+
+// A call's _meta latch/task is recorded on its receipt; a task or a hop that cannot be read is
+// refused as the gateway refuses it, before anything runs.
+func TestTaskAndHopFromMeta(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0)
+	ctx := t.Context()
+	if _, err := refund(ctx, e.cs, "ord_t", 10, mcp.Meta{mcpwire.MetaTask: "ticket-42"}); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []string
+	for sealed, err := range e.guard.Store().Receipts(ctx, store.ReceiptFilter{EffectKey: "refund:ord_t"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Task *string `json:"task"`
+		}
+		if err := json.Unmarshal(sealed.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Task != nil {
+			tasks = append(tasks, *doc.Task)
+		}
+	}
+	if len(tasks) != 1 || tasks[0] != "ticket-42" {
+		t.Errorf("receipt tasks = %q, want [ticket-42]", tasks)
+	}
+	_, err := refund(ctx, e.cs, "ord_t2", 10, mcp.Meta{mcpwire.MetaTask: 42})
+	if code, r := refusalOf(t, err); code != mcpwire.CodeDenied || r.Reason != "invalid_argument" {
+		t.Errorf("a numeric task = %d %+v, want %d invalid_argument", code, r, mcpwire.CodeDenied)
+	}
+	_, err = refund(ctx, e.cs, "ord_t3", 10, mcp.Meta{mcpwire.MetaHop: true})
+	if code, r := refusalOf(t, err); code != mcpwire.CodeAuthority || r.Reason != "authority_hop" {
+		t.Errorf("a boolean hop = %d %+v, want %d authority_hop", code, r, mcpwire.CodeAuthority)
+	}
+	if n := e.pay.refunds.Load(); n != 1 {
+		t.Errorf("refund handler ran %d times, want 1", n)
+	}
+}
