@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/integrations/mcpsdk"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -82,11 +82,18 @@ type env struct {
 // openGuard opens a guard on a real SQLite file with the policy doc.
 func openGuard(t *testing.T, doc string) *latch.Guard {
 	t.Helper()
+	return openGuardOn(t, "sqlite", doc)
+}
+
+// openGuardOn opens a guard with the policy doc on a fresh store of backend (sqlite, postgres:
+// internal/testdb).
+func openGuardOn(t *testing.T, backend, doc string) *latch.Guard {
+	t.Helper()
 	pol, err := policy.Parse("latch.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := latch.Open(t.Context(), &latch.Config{Policy: pol, StoreURL: "sqlite:" + filepath.Join(t.TempDir(), "state.db")})
+	g, err := latch.Open(t.Context(), &latch.Config{Policy: pol, StoreURL: testdb.URL(t, backend, "mcpsdk")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +105,14 @@ func openGuard(t *testing.T, doc string) *latch.Guard {
 // over the SDK's in-memory transport, as agent support-bot.
 func setup(t *testing.T, wait time.Duration) *env {
 	t.Helper()
+	return setupOn(t, "sqlite", wait)
+}
+
+// setupOn is setup on a store of backend.
+func setupOn(t *testing.T, backend string, wait time.Duration) *env {
+	t.Helper()
 	ctx := t.Context()
-	g := openGuard(t, testPolicy)
+	g := openGuardOn(t, backend, testPolicy)
 	mw, err := mcpsdk.New(&mcpsdk.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}, All: true, Prefix: "mcp.pay.",
 		ApprovalWait: wait})
 	if err != nil {
@@ -147,30 +160,35 @@ func refusalOf(t *testing.T, err error) (int64, mcpwire.Refusal) {
 // stored result, and the handler ran once.
 func TestDuplicateRefusedWithStoredResult(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 0)
-	first, err := refund(t.Context(), e.cs, "ord_1", 700, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = refund(t.Context(), e.cs, "ord_1", 700, nil)
-	code, r := refusalOf(t, err)
-	if code != mcpwire.CodeDuplicate || r.Reason != "committed" || r.EffectKey != "refund:ord_1" || r.EffectState != "committed" {
-		t.Fatalf("second refund = %d %+v, want %d committed on refund:ord_1", code, r, mcpwire.CodeDuplicate)
-	}
-	if !strings.HasPrefix(r.ReceiptID, "rcp_") || !strings.HasPrefix(r.ActionID, "act_") {
-		t.Errorf("receipt_id %q action_id %q, want rcp_… and act_…", r.ReceiptID, r.ActionID)
-	}
-	var stored mcp.CallToolResult
-	if err := json.Unmarshal(r.Result, &stored); err != nil {
-		t.Fatalf("stored result %s: %v", r.Result, err)
-	}
-	want, _ := json.Marshal(first.StructuredContent)
-	got, _ := json.Marshal(stored.StructuredContent)
-	if string(got) != string(want) {
-		t.Errorf("stored result %s, want the first call's %s", got, want)
-	}
-	if n := e.pay.refunds.Load(); n != 1 {
-		t.Errorf("refund handler ran %d times, want 1", n)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := setupOn(t, backend, 0)
+			first, err := refund(t.Context(), e.cs, "ord_1", 700, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = refund(t.Context(), e.cs, "ord_1", 700, nil)
+			code, r := refusalOf(t, err)
+			if code != mcpwire.CodeDuplicate || r.Reason != "committed" || r.EffectKey != "refund:ord_1" || r.EffectState != "committed" {
+				t.Fatalf("second refund = %d %+v, want %d committed on refund:ord_1", code, r, mcpwire.CodeDuplicate)
+			}
+			if !strings.HasPrefix(r.ReceiptID, "rcp_") || !strings.HasPrefix(r.ActionID, "act_") {
+				t.Errorf("receipt_id %q action_id %q, want rcp_… and act_…", r.ReceiptID, r.ActionID)
+			}
+			var stored mcp.CallToolResult
+			if err := json.Unmarshal(r.Result, &stored); err != nil {
+				t.Fatalf("stored result %s: %v", r.Result, err)
+			}
+			want, _ := json.Marshal(first.StructuredContent)
+			got, _ := json.Marshal(stored.StructuredContent)
+			if string(got) != string(want) {
+				t.Errorf("stored result %s, want the first call's %s", got, want)
+			}
+			if n := e.pay.refunds.Load(); n != 1 {
+				t.Errorf("refund handler ran %d times, want 1", n)
+			}
+		})
 	}
 }
 
@@ -178,21 +196,26 @@ func TestDuplicateRefusedWithStoredResult(t *testing.T) {
 // the handler runs once; a malformed key is refused invalid_argument before anything runs.
 func TestRequestKey(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 0)
-	key := mcp.Meta{mcpwire.MetaRequestKey: "6f1c2d0e-8b7a-4c53"}
-	if _, err := refund(t.Context(), e.cs, "ord_k", 300, key); err != nil {
-		t.Fatal(err)
-	}
-	_, err := refund(t.Context(), e.cs, "ord_k", 300, key)
-	if code, r := refusalOf(t, err); code != mcpwire.CodeDuplicate || r.Reason != "committed" || len(r.Result) == 0 {
-		t.Errorf("retry under the key = %d %+v, want committed with the stored result", code, r)
-	}
-	_, err = refund(t.Context(), e.cs, "ord_bad", 300, mcp.Meta{mcpwire.MetaRequestKey: 42})
-	if code, r := refusalOf(t, err); code != mcpwire.CodeDenied || r.Reason != "invalid_argument" {
-		t.Errorf("a numeric request key = %d %+v, want %d invalid_argument", code, r, mcpwire.CodeDenied)
-	}
-	if n := e.pay.refunds.Load(); n != 1 {
-		t.Errorf("refund handler ran %d times, want 1", n)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := setupOn(t, backend, 0)
+			key := mcp.Meta{mcpwire.MetaRequestKey: "6f1c2d0e-8b7a-4c53"}
+			if _, err := refund(t.Context(), e.cs, "ord_k", 300, key); err != nil {
+				t.Fatal(err)
+			}
+			_, err := refund(t.Context(), e.cs, "ord_k", 300, key)
+			if code, r := refusalOf(t, err); code != mcpwire.CodeDuplicate || r.Reason != "committed" || len(r.Result) == 0 {
+				t.Errorf("retry under the key = %d %+v, want committed with the stored result", code, r)
+			}
+			_, err = refund(t.Context(), e.cs, "ord_bad", 300, mcp.Meta{mcpwire.MetaRequestKey: 42})
+			if code, r := refusalOf(t, err); code != mcpwire.CodeDenied || r.Reason != "invalid_argument" {
+				t.Errorf("a numeric request key = %d %+v, want %d invalid_argument", code, r, mcpwire.CodeDenied)
+			}
+			if n := e.pay.refunds.Load(); n != 1 {
+				t.Errorf("refund handler ran %d times, want 1", n)
+			}
+		})
 	}
 }
 
@@ -201,44 +224,49 @@ func TestRequestKey(t *testing.T) {
 // refused without running.
 func TestApprovalRefusedThenResent(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 0)
-	ctx := t.Context()
-	_, err := refund(ctx, e.cs, "ord_9", 5000, nil)
-	code, r := refusalOf(t, err)
-	if code != mcpwire.CodeApprovalRequired || r.Reason != "approval_required" || !strings.HasPrefix(r.ApprovalID, "apr_") || r.ActionHash == "" {
-		t.Fatalf("refund of 5000 = %d %+v, want %d approval_required with an approval id", code, r, mcpwire.CodeApprovalRequired)
-	}
-	if _, err := e.guard.Approve(ctx, r.ApprovalID, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = refund(ctx, e.cs, "ord_9", 6000, nil)
-	code, r2 := refusalOf(t, err)
-	if code != mcpwire.CodeApprovalRequired || r2.ApprovalID == r.ApprovalID || r2.ActionHash == r.ActionHash {
-		t.Fatalf("refund of another amount after the grant = %d %+v, want a new approval_required", code, r2)
-	}
-	if n := e.pay.refunds.Load(); n != 0 {
-		t.Fatalf("refund handler ran %d times before the granted call was re-sent, want 0", n)
-	}
-	res, err := refund(ctx, e.cs, "ord_9", 5000, nil)
-	if err != nil {
-		t.Fatalf("re-sent granted refund: %v", err)
-	}
-	if res.IsError {
-		t.Fatalf("re-sent granted refund = %+v, want its result", res)
-	}
-	a, err := e.guard.Store().Approval(ctx, r.ApprovalID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Status != store.Consumed {
-		t.Errorf("approval %s = %s, want consumed", a.ID, a.Status)
-	}
-	_, err = refund(ctx, e.cs, "ord_9", 5000, nil)
-	if code, r3 := refusalOf(t, err); code != mcpwire.CodeDuplicate && code != mcpwire.CodeApprovalRequired {
-		t.Errorf("third refund = %d %+v, want a refusal", code, r3)
-	}
-	if n := e.pay.refunds.Load(); n != 1 {
-		t.Errorf("refund handler ran %d times, want 1", n)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := setupOn(t, backend, 0)
+			ctx := t.Context()
+			_, err := refund(ctx, e.cs, "ord_9", 5000, nil)
+			code, r := refusalOf(t, err)
+			if code != mcpwire.CodeApprovalRequired || r.Reason != "approval_required" || !strings.HasPrefix(r.ApprovalID, "apr_") || r.ActionHash == "" {
+				t.Fatalf("refund of 5000 = %d %+v, want %d approval_required with an approval id", code, r, mcpwire.CodeApprovalRequired)
+			}
+			if _, err := e.guard.Approve(ctx, r.ApprovalID, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = refund(ctx, e.cs, "ord_9", 6000, nil)
+			code, r2 := refusalOf(t, err)
+			if code != mcpwire.CodeApprovalRequired || r2.ApprovalID == r.ApprovalID || r2.ActionHash == r.ActionHash {
+				t.Fatalf("refund of another amount after the grant = %d %+v, want a new approval_required", code, r2)
+			}
+			if n := e.pay.refunds.Load(); n != 0 {
+				t.Fatalf("refund handler ran %d times before the granted call was re-sent, want 0", n)
+			}
+			res, err := refund(ctx, e.cs, "ord_9", 5000, nil)
+			if err != nil {
+				t.Fatalf("re-sent granted refund: %v", err)
+			}
+			if res.IsError {
+				t.Fatalf("re-sent granted refund = %+v, want its result", res)
+			}
+			a, err := e.guard.Store().Approval(ctx, r.ApprovalID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Status != store.Consumed {
+				t.Errorf("approval %s = %s, want consumed", a.ID, a.Status)
+			}
+			_, err = refund(ctx, e.cs, "ord_9", 5000, nil)
+			if code, r3 := refusalOf(t, err); code != mcpwire.CodeDuplicate && code != mcpwire.CodeApprovalRequired {
+				t.Errorf("third refund = %d %+v, want a refusal", code, r3)
+			}
+			if n := e.pay.refunds.Load(); n != 1 {
+				t.Errorf("refund handler ran %d times, want 1", n)
+			}
+		})
 	}
 }
 
@@ -246,60 +274,65 @@ func TestApprovalRefusedThenResent(t *testing.T) {
 // request, then runs once; the grant is spent.
 func TestApprovalHeldUntilGranted(t *testing.T) {
 	t.Parallel()
-	e := setup(t, time.Minute)
-	ctx := t.Context()
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, err := refund(ctx, e.cs, "ord_h", 4000, nil)
-		done <- answer{res, err}
-	}()
-	var pending *store.Approval
-	for deadline := time.Now().Add(20 * time.Second); pending == nil; {
-		as, err := e.guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Pending})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(as) > 0 {
-			pending = as[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no approval request was made for the held call")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	select {
-	case a := <-done:
-		t.Fatalf("the call answered before its request was granted: %+v %v", a.res, a.err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if n := e.pay.refunds.Load(); n != 0 {
-		t.Fatalf("refund handler ran %d times before the grant, want 0", n)
-	}
-	if _, err := e.guard.Approve(ctx, pending.ID, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case a := <-done:
-		if a.err != nil || a.res.IsError {
-			t.Fatalf("held refund after the grant = %+v %v, want its result", a.res, a.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the held call did not answer after its request was granted")
-	}
-	if n := e.pay.refunds.Load(); n != 1 {
-		t.Errorf("refund handler ran %d times, want 1", n)
-	}
-	a, err := e.guard.Store().Approval(ctx, pending.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Status != store.Consumed {
-		t.Errorf("approval %s = %s, want consumed", a.ID, a.Status)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := setupOn(t, backend, time.Minute)
+			ctx := t.Context()
+			type answer struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := refund(ctx, e.cs, "ord_h", 4000, nil)
+				done <- answer{res, err}
+			}()
+			var pending *store.Approval
+			for deadline := time.Now().Add(20 * time.Second); pending == nil; {
+				as, err := e.guard.Store().Approvals(ctx, store.ApprovalFilter{Status: store.Pending})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(as) > 0 {
+					pending = as[0]
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no approval request was made for the held call")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			select {
+			case a := <-done:
+				t.Fatalf("the call answered before its request was granted: %+v %v", a.res, a.err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if n := e.pay.refunds.Load(); n != 0 {
+				t.Fatalf("refund handler ran %d times before the grant, want 0", n)
+			}
+			if _, err := e.guard.Approve(ctx, pending.ID, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case a := <-done:
+				if a.err != nil || a.res.IsError {
+					t.Fatalf("held refund after the grant = %+v %v, want its result", a.res, a.err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the held call did not answer after its request was granted")
+			}
+			if n := e.pay.refunds.Load(); n != 1 {
+				t.Errorf("refund handler ran %d times, want 1", n)
+			}
+			a, err := e.guard.Store().Approval(ctx, pending.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Status != store.Consumed {
+				t.Errorf("approval %s = %s, want consumed", a.ID, a.Status)
+			}
+		})
 	}
 }
 
