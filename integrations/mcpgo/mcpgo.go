@@ -214,6 +214,11 @@ func (m *Middleware) call(ctx context.Context, t Tool, req mcp.CallToolRequest, 
 			if out == nil {
 				return nil, false, fmt.Errorf("the handler of %s returned no result", req.Params.Name)
 			}
+			if out.NeedsInput() || len(out.InputRequests) > 0 {
+				// Each answer would come back as a new call, decided again: a protected tool
+				// finishes in one call.
+				return nil, false, latch.NotExecuted(fmt.Errorf("tool %s asked the client for input: a tool latch protects must finish in one call", req.Params.Name))
+			}
 			return out, out.IsError, nil
 		})
 	if err != nil {

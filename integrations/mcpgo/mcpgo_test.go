@@ -478,3 +478,35 @@ func TestTaskAndHopFromMeta(t *testing.T) {
 		t.Errorf("refund handler ran %d times, want 1", n)
 	}
 }
+
+// A protected tool that asks the client for input (a multi round-trip result) is refused
+// not_executed: its answer would come back as a new call, decided again, so the tool must finish
+// in one call. The effect key stays free.
+func TestToolAskingForInputNotExecuted(t *testing.T) {
+	t.Parallel()
+	g := openGuard(t, testPolicy+"  mcp.pay.ask:\n    effect: \"ask:{id}\"\n    decision: allow\n")
+	mw, err := mcpgo.New(&mcpgo.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}, All: true, Prefix: "mcp.pay."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.NewMCPServer("asker", "1", server.WithToolHandlerMiddleware(mw.Middleware()))
+	var asked atomic.Int64
+	s.AddTool(mcp.NewTool("ask", mcp.WithString("id")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		asked.Add(1)
+		return &mcp.CallToolResult{Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+			MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: mcp.InputRequests{
+				"confirm": mcp.NewElicitationInputRequest(mcp.ElicitationParams{Message: "sure?"})}, RequestState: "s1"}}, nil
+	})
+	c, _ := serve(t, s)
+	for i := range 2 {
+		code, r := refusalOf(t, func() (*mcp.CallToolResult, error) {
+			return call(t.Context(), c, "ask", map[string]any{"id": "a1"}, nil)
+		})
+		if code != mcpwire.CodeNotExecuted || !strings.Contains(r.Detail, "asked the client for input") {
+			t.Errorf("call %d of a tool asking for input = %d %+v, want %d not_executed", i+1, code, r, mcpwire.CodeNotExecuted)
+		}
+	}
+	if asked.Load() != 2 {
+		t.Errorf("the tool ran %d times, want 2 (the key stays free)", asked.Load())
+	}
+}

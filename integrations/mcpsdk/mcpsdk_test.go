@@ -634,3 +634,44 @@ func TestTaskAndHopFromMeta(t *testing.T) {
 		t.Errorf("refund handler ran %d times, want 1", n)
 	}
 }
+
+// A protected tool that asks the client for input (a multi round-trip result) is refused
+// not_executed: its answer would come back as a new call, decided again, so the tool must finish
+// in one call. The effect key stays free.
+func TestToolAskingForInputNotExecuted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	g := openGuard(t, testPolicy+"  mcp.pay.ask:\n    effect: \"ask:{id}\"\n    decision: allow\n")
+	mw, err := mcpsdk.New(&mcpsdk.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}, All: true, Prefix: "mcp.pay."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker"}, nil)
+	var asked atomic.Int64
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		asked.Add(1)
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Mode: "form", Message: "sure?",
+			RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`)}}, RequestState: "s1"}, nil
+	})
+	srv.AddReceivingMiddleware(mw.Middleware())
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	for i := range 2 {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"id": "a1"}})
+		if code, r := refusalOf(t, err); code != mcpwire.CodeNotExecuted || !strings.Contains(r.Detail, "asked the client for input") {
+			t.Errorf("call %d of a tool asking for input = %d %+v, want %d not_executed", i+1, code, r, mcpwire.CodeNotExecuted)
+		}
+	}
+	if asked.Load() != 2 {
+		t.Errorf("the tool ran %d times, want 2 (the key stays free)", asked.Load())
+	}
+}
