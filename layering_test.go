@@ -31,6 +31,11 @@ var layering = []struct {
 		why:    "the operator MCP server checks credentials with package auth: it links no console, HTTP API or metrics",
 	},
 	{
+		pkg:    "github.com/latchkit/latch/mcpwire",
+		forbid: []string{"github.com/modelcontextprotocol/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/server/..."},
+		why:    "the MCP refusal mapping is shared by the gateway and the in-process middlewares of every MCP SDK: it links none of them",
+	},
+	{
 		pkg:    "github.com/latchkit/latch/auth",
 		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/prometheus/..."},
 		why:    "authentication is a leaf the servers share, below all of them",

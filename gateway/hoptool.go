@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/latchkit/latch"
-	"github.com/latchkit/latch/authority"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,8 +19,8 @@ import (
 // decided by that hop's chain alone. MetaHop is the same in the call's _meta, for transports
 // without headers (stdio) and for agents that set it per call.
 const (
-	HopHeader = "Latch-Hop"
-	MetaHop   = "latch/hop"
+	HopHeader = mcpwire.HopHeader
+	MetaHop   = mcpwire.MetaHop
 )
 
 // hopToolAlias and hopToolTool make the name of the reserved tool an agent creates a hop with:
@@ -157,37 +156,13 @@ func principalName(r HopReceiver) string {
 // twice, a _meta value that is not a string, or two different hops is refused authority_hop:
 // a call presents one hop, and the gateway does not pick one.
 func hopOf(req *mcp.CallToolRequest) (string, error) {
-	var header, meta string
-	var hasHeader, hasMeta bool
+	var header []string
 	if req.Extra != nil && req.Extra.Header != nil {
-		vs := req.Extra.Header.Values(HopHeader)
-		if len(vs) > 1 {
-			return "", badHop(fmt.Sprintf("the %s header is given %d times (a call presents one hop)", HopHeader, len(vs)))
-		}
-		if len(vs) == 1 {
-			header, hasHeader = vs[0], true
-		}
+		header = req.Extra.Header.Values(HopHeader)
 	}
+	var meta map[string]any
 	if req.Params != nil {
-		if v, ok := req.Params.Meta[MetaHop]; ok && v != nil {
-			s, isString := v.(string)
-			if !isString {
-				return "", badHop(fmt.Sprintf("_meta %s is %T, not a string", MetaHop, v))
-			}
-			meta, hasMeta = s, true
-		}
+		meta = req.Params.Meta
 	}
-	switch {
-	case hasHeader && hasMeta && header != meta:
-		return "", badHop(fmt.Sprintf("the %s header %s and _meta %s %s differ (a call presents one hop)",
-			HopHeader, strconv.QuoteToASCII(header), MetaHop, strconv.QuoteToASCII(meta)))
-	case hasHeader:
-		return header, nil
-	}
-	return meta, nil
-}
-
-// badHop refuses a call whose hop cannot be read, as a call presenting two hops is refused.
-func badHop(msg string) error {
-	return &latch.AuthorityError{Reason: authority.ReasonHop, Dimension: authority.DimHop, Detail: msg}
+	return mcpwire.Hop(header, meta)
 }

@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
-	"github.com/latchkit/latch/store"
+	"github.com/latchkit/latch/mcpwire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // MetaRequestKey is the _meta key of a tools/call carrying the agent's own request key: a
 // string it chose for this one call (a UUID, say) and sends again unchanged when it retries the
-// call because the answer was lost. It is the call's request key (latch.WithRequestKey), with the
-// replay semantics of the Idempotency-Key header of POST /v1/actions (docs/gateway.md#request-keys).
-const MetaRequestKey = "latch/request_key"
+// call because the answer was lost (mcpwire.MetaRequestKey). It is the call's request key
+// (latch.WithRequestKey), with the replay semantics of the Idempotency-Key header of
+// POST /v1/actions (docs/gateway.md#request-keys).
+const MetaRequestKey = mcpwire.MetaRequestKey
 
 // requestKeyOf is the request key a tool call carries in _meta, "" when none. A value that is
 // not a string, or not a request key (store.CheckRequestKey), is an invalid_argument, refused
@@ -26,22 +27,7 @@ func requestKeyOf(req *mcp.CallToolRequest) (string, error) {
 	if req.Params == nil {
 		return "", nil
 	}
-	v, ok := req.Params.Meta[MetaRequestKey]
-	if !ok || v == nil {
-		return "", nil
-	}
-	s, isString := v.(string)
-	if !isString {
-		return "", invalidRequestKey(fmt.Errorf("_meta %s is %T, not a string", MetaRequestKey, v))
-	}
-	if err := store.CheckRequestKey(s); err != nil {
-		return "", invalidRequestKey(fmt.Errorf("_meta %s: %w", MetaRequestKey, err))
-	}
-	return s, nil
-}
-
-func invalidRequestKey(err error) error {
-	return &latch.InvalidArgumentError{Reason: "invalid_argument", Err: fmt.Errorf("invalid request key: %w", err)}
+	return mcpwire.RequestKey(req.Params.Meta)
 }
 
 // keyedRun is a keyed call this process is sending upstream: a replay of it that reaches this

@@ -1,0 +1,233 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/policy"
+)
+
+// Error is a refusal as an MCP server answers it: the JSON-RPC code and the data object. Its
+// JSON form is the JSON-RPC error object ({"code", "message", "data"}) the gateway sends.
+type Error struct {
+	Code    int64   `json:"code"`
+	Message string  `json:"message"`
+	Data    Refusal `json:"data"`
+}
+
+// NewError is the Error of code and r; its message is r.Detail.
+func NewError(code int64, r Refusal) *Error { return &Error{Code: code, Message: r.Detail, Data: r} }
+
+func (e *Error) Error() string { return e.Message }
+
+// ToolCall is one tools/call an in-process MCP server received for a tool latch protects.
+type ToolCall struct {
+	// Action is the policy action the tool's calls are decided as.
+	Action string
+	// Arguments are the call's arguments as the client sent them; empty or null is {}.
+	Arguments json.RawMessage
+	// RequestKey is the call's request key (RequestKey of its _meta), "" when none.
+	RequestKey string
+	// ErrorsMean says what a result the tool marks isError means: policy.ErrorsMeanUnknown
+	// ("" too: it may come after the tool acted, so the outcome is ambiguous) or
+	// policy.ErrorsMeanNotExecuted (the tool reports errors only before it acts: the call
+	// failed, and may be retried).
+	ErrorsMean string
+	// ApprovalWait, when positive, holds a call the policy sends to a person open for at most
+	// that long, until an approver answers or the request expires: granted, the call runs then
+	// and its result is the answer. Zero or negative answers approval_required at once, and the
+	// client re-sends the call once the request is granted.
+	ApprovalWait time.Duration
+	// Now is the clock a grant's expiry and the wait are read by; nil is time.Now. Give it the
+	// guard's clock.
+	Now func() time.Time
+	// Held, when set, is called about once a second while the call is held for its approval
+	// request, with the request's id and the latest the call waits (to send the client a
+	// progress notification).
+	Held func(approvalID string, until time.Time)
+}
+
+// Tool runs the protected tool on args, the canonical arguments latch decided and hashed
+// (never the client's own bytes), and returns its result — what is stored for the effect and
+// handed, as Refusal.Result, to every duplicate — and whether the result says isError. An
+// error wrapping latch.ErrNotExecuted (latch.NotExecuted) says the tool did not act: the call
+// failed. Any other error leaves the outcome unknown: the call is ambiguous.
+type Tool func(ctx context.Context, args json.RawMessage) (result any, isError bool, err error)
+
+// Run decides the call through g and runs tool for it when the policy, its effect key and its
+// approval allow, exactly as the MCP gateway decides a call it forwards. ctx must carry the
+// call's principal (latch.WithPrincipal). It returns the tool's result, or an *Error: the
+// refusal as the gateway would answer the same call — denied, approval_required with the
+// request's id, a committed duplicate with the stored result, an ambiguous outcome, ….
+//
+// A call the policy sends to a person is answered approval_required with the request's id, or
+// held open (ToolCall.ApprovalWait). The same call re-sent after the request was granted runs
+// once: the guard finds the grant bound to its exact action hash and spends it. A call carrying
+// a request key is begun under it (latch.WithRequestKey): a retry under the same key while the
+// first still holds its effect waits for the first's outcome, and is then decided as any
+// duplicate of the effect is; the tool is never run twice for one key.
+func Run(ctx context.Context, g *latch.Guard, c *ToolCall, tool Tool) (any, error) {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	args := c.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	if c.RequestKey != "" {
+		// Before the grant is looked for: an effect template may render the key.
+		ctx = latch.WithRequestKey(ctx, c.RequestKey)
+	}
+	res, err := attempt(ctx, g, c, args, tool)
+	if c.ApprovalWait <= 0 {
+		return res, err
+	}
+	var we *Error
+	if !errors.As(err, &we) || we.Code != CodeApprovalRequired || we.Data.ApprovalID == "" {
+		return res, err
+	}
+	id := we.Data.ApprovalID
+	a, rerr := g.Store().Approval(ctx, id)
+	if rerr != nil {
+		return nil, err // the refusal is the answer: the request stays stored
+	}
+	until := c.Now().Add(c.ApprovalWait)
+	if a.ExpiresAt.Before(until) {
+		until = a.ExpiresAt
+	}
+	var tick func()
+	if c.Held != nil {
+		next := time.Now()
+		tick = func() {
+			if !time.Now().Before(next) {
+				c.Held(id, until)
+				next = time.Now().Add(time.Second)
+			}
+		}
+		tick()
+	}
+	switch werr := AwaitAnswer(ctx, g.Store(), id, until, c.Now, tick); {
+	case errors.Is(werr, ErrWaitEnded):
+		return nil, err // waited as long as allowed: the client re-sends later
+	case werr != nil:
+		return nil, NewError(CodeInternal, Refusal{Reason: "internal", Action: c.Action, ApprovalID: id, Detail: werr.Error()})
+	}
+	// Answered or expired: the call presents the request, and the reservation decides.
+	return attempt(latch.WithApproval(ctx, id), g, c, args, tool)
+}
+
+// attempt decides and runs the call once, keyed or not.
+func attempt(ctx context.Context, g *latch.Guard, c *ToolCall, args json.RawMessage, tool Tool) (any, error) {
+	call := &latch.Call{Action: c.Action, Arguments: args}
+	if c.RequestKey != "" {
+		return keyed(ctx, g, c, call, tool)
+	}
+	var result any
+	rc, err := g.Execute(ctx, call, func(ctx context.Context, a json.RawMessage) (any, error) {
+		r, isError, err := tool(ctx, a)
+		if err == nil && isError {
+			err = errorResult(c, r)
+		}
+		if err != nil {
+			return nil, err
+		}
+		result = r
+		return r, nil
+	})
+	if err != nil {
+		return nil, NewError(Map(c.Action, rc, err))
+	}
+	return result, nil
+}
+
+// errorResult is the error of a tool result that says isError: the call failed when the tool's
+// errors mean it did not act, else its outcome is unknown.
+func errorResult(c *ToolCall, r any) error {
+	text := "(result not encodable)"
+	if b, err := json.Marshal(r); err == nil {
+		text = string(b)
+	}
+	err := fmt.Errorf("tool of %s returned an error result: %s", c.Action, text)
+	if c.ErrorsMean == policy.ErrorsMeanNotExecuted {
+		return latch.NotExecuted(err)
+	}
+	return err
+}
+
+// Bounds of how often a replayed keyed call asks again whether its first call has finished.
+const (
+	replayPollMin = 50 * time.Millisecond
+	replayPollMax = time.Second
+)
+
+// keyed runs a call that carries a request key: begun with the key (Guard.Begin), so that the
+// reservation is stored with it, run, and finished (Guard.Finish) — the same decisions,
+// reservation, receipts and outcomes as Execute's. A replay (the same key, principal and
+// arguments while the first call still holds the effect) never runs the tool: it asks again,
+// at growing intervals, until the first call's outcome is recorded, and is then decided as any
+// duplicate of the effect is.
+func keyed(ctx context.Context, g *latch.Guard, c *ToolCall, call *latch.Call, tool Tool) (any, error) {
+	poll := replayPollMin
+	for {
+		p, err := g.Begin(ctx, call)
+		if err != nil {
+			return nil, NewError(Map(c.Action, nil, err))
+		}
+		if !p.Replayed {
+			return runBegun(ctx, g, c, p, tool)
+		}
+		wait := time.NewTimer(poll)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, NewError(CodeInternal, Refusal{Reason: "internal", Action: c.Action, ActionID: p.ActionID,
+				Detail: fmt.Sprintf("the replayed call was abandoned while its first call was still running: %v", context.Cause(ctx))})
+		}
+		poll = min(2*poll, replayPollMax)
+	}
+}
+
+// runBegun runs the tool for the call p began and records its outcome with Guard.Finish, as
+// Execute would record it. The outcome is recorded whatever becomes of the client's request.
+func runBegun(ctx context.Context, g *latch.Guard, c *ToolCall, p *latch.Pending, tool Tool) (any, error) {
+	fctx := context.WithoutCancel(ctx)
+	cctx := ctx
+	if !p.LeaseExpiresAt.IsZero() {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadlineCause(ctx, p.LeaseExpiresAt, errors.New("the lease on the effect key lapsed"))
+		defer cancel()
+	}
+	r, isError, err := tool(cctx, p.Arguments)
+	if err == nil && isError {
+		err = errorResult(c, r)
+	}
+	if err != nil {
+		outcome := latch.OutcomeUnknown
+		if errors.Is(err, latch.ErrNotExecuted) {
+			outcome = latch.OutcomeNotExecuted
+		}
+		rc, ferr := g.Finish(fctx, p.ActionID, outcome, nil, err.Error())
+		if ferr == nil {
+			ferr = err
+		}
+		return nil, NewError(Map(c.Action, rc, ferr))
+	}
+	stored, merr := json.Marshal(r)
+	if merr != nil {
+		rc, ferr := g.Finish(fctx, p.ActionID, latch.OutcomeUnknown, nil, "the result could not be encoded: "+merr.Error())
+		if ferr == nil {
+			ferr = merr
+		}
+		return nil, NewError(Map(c.Action, rc, ferr))
+	}
+	rc, ferr := g.Finish(fctx, p.ActionID, latch.OutcomeCommitted, stored, "")
+	if ferr != nil {
+		return nil, NewError(Map(c.Action, rc, ferr))
+	}
+	return r, nil
+}
