@@ -1,0 +1,178 @@
+// Resuming where the adapter that asked is gone: each adapter made anew (another process has
+// nothing of the first one's memory: its map of approvals is empty) resumes the framework's
+// pause once the person granted the latch request. The call presents no approval id; latch
+// finds the granted, unspent request for the same action and principal, and the refund runs
+// once. Against a real `latch serve`, each framework's own run loop.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { generateText, jsonSchema } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
+import { Agent, Runner, RunState, Usage, tool } from '@openai/agents-core';
+import { Annotation, Command, END, MemorySaver, START, StateGraph, interrupt } from '@langchain/langgraph';
+
+import { Client } from '../src/index.js';
+import { latchTool } from '../src/ai-sdk.js';
+import { latchToolOptions } from '../src/openai-agents.js';
+import { latchStep } from '../src/langgraph.js';
+import { REFUND_POLICY, startServe } from './support/serve.js';
+
+let srv;
+let agent;
+let approver;
+
+before(async () => {
+  srv = await startServe(REFUND_POLICY);
+  agent = new Client({ baseUrl: srv.base, token: srv.agentToken });
+  approver = new Client({ baseUrl: srv.base, token: srv.approverToken });
+});
+after(async () => { await srv?.stop(); });
+
+// requestsFor lists the latch requests asked for a refund id, with their status.
+async function requestsFor(refundId) {
+  return (await approver.listApprovals('all')).filter((a) => a.arguments.refund_id === refundId).map((a) => a.status);
+}
+
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
+  outputTokens: { total: 1, text: 1, reasoning: 0 },
+};
+
+let calls = 0; // tool call ids are unique, as a provider's are
+function aiModel(inputs) {
+  let turn = 0;
+  return new MockLanguageModelV4({
+    doGenerate: async () => {
+      const input = inputs[turn++];
+      if (!input) return { content: [{ type: 'text', text: 'done' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+      return {
+        content: [{ type: 'tool-call', toolCallId: `call_elsewhere_${++calls}`, toolName: 'refund', input: JSON.stringify(input) }],
+        finishReason: { unified: 'tool-calls', raw: 'tool_calls' }, usage, warnings: [],
+      };
+    },
+  });
+}
+
+const schema = {
+  type: 'object', properties: { refund_id: { type: 'string' }, amount: { type: 'integer' } },
+  required: ['refund_id', 'amount'], additionalProperties: false,
+};
+
+test('AI SDK: a new latchTool resumes the approved call on the grant, once', async () => {
+  const runs = [];
+  const make = () => latchTool(agent, 'payments.refund', {
+    description: 'Refund a payment', inputSchema: jsonSchema(schema),
+    execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
+  });
+  const args = { refund_id: 'r_else_ai', amount: 26000 };
+  const asking = make();
+  const first = await generateText({ model: aiModel([args]), tools: { refund: asking }, prompt: 'refund', maxRetries: 0 });
+  const request = first.content.find((p) => p.type === 'tool-approval-request');
+  assert.ok(request, JSON.stringify(first.content));
+  await srv.latch('approve', asking.latchApprovals.get(request.toolCall.toolCallId), '--as', 'alice');
+
+  const fresh = make(); // what another process has: no map entry for this call
+  const messages = JSON.parse(JSON.stringify([
+    { role: 'user', content: 'refund' }, ...first.response.messages,
+    { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: true }] },
+  ]));
+  const resumed = await generateText({ model: aiModel([]), tools: { refund: fresh }, messages, maxRetries: 0 });
+  const results = (resumed.initialResponseMessages ?? []).filter((m) => m.role === 'tool')
+    .flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
+  assert.equal(results.length, 1, JSON.stringify(resumed.initialResponseMessages));
+  assert.deepEqual(results[0].output, { type: 'json', value: { refund: 're_r_else_ai' } });
+  assert.deepEqual(runs, [26000]);
+  assert.deepEqual(await requestsFor('r_else_ai'), ['consumed']);
+});
+
+function agentsModel(inputs) {
+  let turn = 0;
+  return {
+    async getResponse() {
+      const input = inputs[turn++];
+      if (!input) return { usage: new Usage(), output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'done' }] }] };
+      return { usage: new Usage(), output: [{ type: 'function_call', callId: 'call_elsewhere_oa', name: 'refund', arguments: JSON.stringify(input), status: 'completed' }] };
+    },
+    async *getStreamedResponse() { throw new Error('not streamed'); },
+  };
+}
+
+test('OpenAI Agents SDK: a run state resumed with a new tool runs on the grant, once', async () => {
+  const runs = [];
+  const runner = new Runner({ tracingDisabled: true });
+  const make = () => {
+    const opts = latchToolOptions(agent, 'payments.refund', {
+      name: 'refund', description: 'Refund a payment', parameters: schema, strict: true,
+      execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
+    });
+    return { opts, agent: new Agent({ name: 'refunds', model: agentsModel([{ refund_id: 'r_else_oa', amount: 27000 }]), tools: [tool(opts)] }) };
+  };
+  const asking = make();
+  const first = await runner.run(asking.agent, 'refund r_else_oa', { maxTurns: 10 });
+  assert.equal(first.interruptions.length, 1);
+  const saved = first.state.toString(); // what the application stores for the other process
+  await srv.latch('approve', asking.opts.latchApprovals.get(first.interruptions[0].rawItem.callId), '--as', 'alice');
+
+  const fresh = make();
+  const state = await RunState.fromString(fresh.agent, saved);
+  state.approve(state.getInterruptions()[0]);
+  const resumed = await runner.run(fresh.agent, state, { maxTurns: 10 });
+  assert.equal(resumed.interruptions?.length ?? 0, 0);
+  assert.equal(resumed.finalOutput, 'done');
+  assert.deepEqual(runs, [27000]);
+  assert.deepEqual(await requestsFor('r_else_oa'), ['consumed']);
+});
+
+test('LangGraph.js: a graph resumed with a new step runs on the grant, once', async () => {
+  const runs = [];
+  const State = Annotation.Root({ refund: Annotation(), result: Annotation() });
+  const checkpointer = new MemorySaver(); // the store a graph resumed elsewhere shares
+  const make = () => {
+    const step = latchStep(agent, 'payments.refund', (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; }, { interrupt });
+    return new StateGraph(State).addNode('pay', async (s) => ({ result: await step(s.refund) }))
+      .addEdge(START, 'pay').addEdge('pay', END).compile({ checkpointer });
+  };
+  const thread = { configurable: { thread_id: 'elsewhere' } };
+  const first = await make().invoke({ refund: { refund_id: 'r_else_lg', amount: 28000 } }, thread);
+  const approvalId = first.__interrupt__?.[0]?.value?.approval_id;
+  assert.match(approvalId ?? '', /^apr_/, JSON.stringify(first));
+  await srv.latch('approve', approvalId, '--as', 'alice');
+
+  const done = await make().invoke(new Command({ resume: { approved: true } }), thread);
+  assert.deepEqual(done.result, { refund: 're_r_else_lg' });
+  assert.deepEqual(runs, [28000]);
+  assert.deepEqual(await requestsFor('r_else_lg'), ['consumed']);
+});
+
+test('AI SDK: resumed before the person answers, nothing runs; the model\'s next call after the grant runs on it, once', async () => {
+  const runs = [];
+  const refund = latchTool(agent, 'payments.refund', {
+    description: 'Refund a payment', inputSchema: jsonSchema(schema),
+    execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
+  });
+  const args = { refund_id: 'r_early_ai', amount: 26500 };
+  const first = await generateText({ model: aiModel([args]), tools: { refund }, prompt: 'refund', maxRetries: 0 });
+  const request = first.content.find((p) => p.type === 'tool-approval-request');
+  const latchId = refund.latchApprovals.get(request.toolCall.toolCallId);
+  const early = await generateText({
+    model: aiModel([]), tools: { refund }, maxRetries: 0,
+    messages: [{ role: 'user', content: 'refund' }, ...first.response.messages,
+      { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: true }] }],
+  });
+  const out = (early.initialResponseMessages ?? []).filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
+  assert.equal(out.length, 1, JSON.stringify(early.initialResponseMessages));
+  assert.equal(out[0].output.type, 'error-text');
+  assert.match(out[0].output.value, new RegExp(`approval_pending \\(approval_refused\\).*${latchId}`));
+  assert.deepEqual(runs, []);
+
+  await srv.latch('approve', latchId, '--as', 'alice');
+  // The model asks again, a new tool call with the same arguments: it runs on the grant.
+  const again = await generateText({ model: aiModel([args]), tools: { refund: latchTool(agent, 'payments.refund', {
+    description: 'Refund a payment', inputSchema: jsonSchema(schema),
+    execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
+  }) }, prompt: 'refund', stopWhen: () => false, maxRetries: 0 });
+  assert.equal(again.content.filter((p) => p.type === 'tool-approval-request').length, 0, JSON.stringify(again.content));
+  assert.deepEqual(runs, [26500]);
+  assert.deepEqual(await requestsFor('r_early_ai'), ['consumed']);
+});
