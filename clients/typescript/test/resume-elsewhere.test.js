@@ -1,15 +1,18 @@
-// Resuming where the adapter that asked is gone: each adapter made anew (another process has
-// nothing of the first one's memory: its map of approvals is empty) resumes the framework's
-// pause once the person granted the latch request. The call presents no approval id; latch
-// finds the granted, unspent request for the same action and principal, and the refund runs
-// once. Against a real `latch serve`, each framework's own run loop.
+// Resuming where the adapter that asked is gone. The AI SDK's messages and the Agents SDK's run
+// state go through JSON to another OS process (support/resume-child.js), which makes its own
+// adapter and resumes; a LangGraph graph is made anew with a new step on the same checkpointer
+// (a checkpointer shared between processes is LangGraph's, not latch's). None presents the
+// approval id: latch finds the granted, unspent request for the same action and principal, and
+// the refund runs once. Against a real `latch serve`, each framework's own run loop.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 
 import { generateText, jsonSchema } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
-import { Agent, Runner, RunState, Usage, tool } from '@openai/agents-core';
+import { Agent, Runner, Usage, tool } from '@openai/agents-core';
 import { Annotation, Command, END, MemorySaver, START, StateGraph, interrupt } from '@langchain/langgraph';
 
 import { Client } from '../src/index.js';
@@ -28,6 +31,19 @@ before(async () => {
   approver = new Client({ baseUrl: srv.base, token: srv.approverToken });
 });
 after(async () => { await srv?.stop(); });
+
+// resumeElsewhere resumes saved in another node process with its own adapter; it resolves to
+// {runs, output}: the amounts that process's refund ran with and what the framework returned.
+function resumeElsewhere(adapter, saved) {
+  const child = fileURLToPath(new URL('./support/resume-child.js', import.meta.url));
+  return new Promise((resolveRun, reject) => {
+    const p = execFile(process.execPath, [child], { timeout: 30_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`resume-child ${adapter}: ${err.message}\n${stderr}`));
+      else resolveRun(JSON.parse(stdout));
+    });
+    p.stdin.end(JSON.stringify({ adapter, base: srv.base, token: srv.agentToken, saved }));
+  });
+}
 
 // requestsFor lists the latch requests asked for a refund id, with their status.
 async function requestsFor(refundId) {
@@ -59,30 +75,25 @@ const schema = {
   required: ['refund_id', 'amount'], additionalProperties: false,
 };
 
-test('AI SDK: a new latchTool resumes the approved call on the grant, once', async () => {
+test('AI SDK: resumed in another process, the approved call runs on the grant, once', async () => {
   const runs = [];
-  const make = () => latchTool(agent, 'payments.refund', {
+  const asking = latchTool(agent, 'payments.refund', {
     description: 'Refund a payment', inputSchema: jsonSchema(schema),
     execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
   });
   const args = { refund_id: 'r_else_ai', amount: 26000 };
-  const asking = make();
   const first = await generateText({ model: aiModel([args]), tools: { refund: asking }, prompt: 'refund', maxRetries: 0 });
   const request = first.content.find((p) => p.type === 'tool-approval-request');
   assert.ok(request, JSON.stringify(first.content));
   await srv.latch('approve', asking.latchApprovals.get(request.toolCall.toolCallId), '--as', 'alice');
 
-  const fresh = make(); // what another process has: no map entry for this call
-  const messages = JSON.parse(JSON.stringify([
+  const elsewhere = await resumeElsewhere('ai-sdk', [
     { role: 'user', content: 'refund' }, ...first.response.messages,
     { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: true }] },
-  ]));
-  const resumed = await generateText({ model: aiModel([]), tools: { refund: fresh }, messages, maxRetries: 0 });
-  const results = (resumed.initialResponseMessages ?? []).filter((m) => m.role === 'tool')
-    .flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
-  assert.equal(results.length, 1, JSON.stringify(resumed.initialResponseMessages));
-  assert.deepEqual(results[0].output, { type: 'json', value: { refund: 're_r_else_ai' } });
-  assert.deepEqual(runs, [26000]);
+  ]);
+  assert.deepEqual(elsewhere.output, [{ type: 'json', value: { refund: 're_r_else_ai' } }]);
+  assert.deepEqual(elsewhere.runs, [26000]);
+  assert.deepEqual(runs, []);
   assert.deepEqual(await requestsFor('r_else_ai'), ['consumed']);
 });
 
@@ -98,29 +109,22 @@ function agentsModel(inputs) {
   };
 }
 
-test('OpenAI Agents SDK: a run state resumed with a new tool runs on the grant, once', async () => {
+test('OpenAI Agents SDK: a run state resumed in another process runs on the grant, once', async () => {
   const runs = [];
   const runner = new Runner({ tracingDisabled: true });
-  const make = () => {
-    const opts = latchToolOptions(agent, 'payments.refund', {
-      name: 'refund', description: 'Refund a payment', parameters: schema, strict: true,
-      execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
-    });
-    return { opts, agent: new Agent({ name: 'refunds', model: agentsModel([{ refund_id: 'r_else_oa', amount: 27000 }]), tools: [tool(opts)] }) };
-  };
-  const asking = make();
-  const first = await runner.run(asking.agent, 'refund r_else_oa', { maxTurns: 10 });
+  const opts = latchToolOptions(agent, 'payments.refund', {
+    name: 'refund', description: 'Refund a payment', parameters: schema, strict: true,
+    execute: async (a) => { runs.push(a.amount); return { refund: `re_${a.refund_id}` }; },
+  });
+  const asking = new Agent({ name: 'refunds', model: agentsModel([{ refund_id: 'r_else_oa', amount: 27000 }]), tools: [tool(opts)] });
+  const first = await runner.run(asking, 'refund r_else_oa', { maxTurns: 10 });
   assert.equal(first.interruptions.length, 1);
-  const saved = first.state.toString(); // what the application stores for the other process
-  await srv.latch('approve', asking.opts.latchApprovals.get(first.interruptions[0].rawItem.callId), '--as', 'alice');
+  await srv.latch('approve', opts.latchApprovals.get(first.interruptions[0].rawItem.callId), '--as', 'alice');
 
-  const fresh = make();
-  const state = await RunState.fromString(fresh.agent, saved);
-  state.approve(state.getInterruptions()[0]);
-  const resumed = await runner.run(fresh.agent, state, { maxTurns: 10 });
-  assert.equal(resumed.interruptions?.length ?? 0, 0);
-  assert.equal(resumed.finalOutput, 'done');
-  assert.deepEqual(runs, [27000]);
+  const elsewhere = await resumeElsewhere('openai-agents', first.state.toString());
+  assert.deepEqual(elsewhere.output, { finalOutput: 'done', interruptions: 0 });
+  assert.deepEqual(elsewhere.runs, [27000]);
+  assert.deepEqual(runs, []);
   assert.deepEqual(await requestsFor('r_else_oa'), ['consumed']);
 });
 
