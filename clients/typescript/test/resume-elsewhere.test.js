@@ -119,6 +119,7 @@ test('OpenAI Agents SDK: a run state resumed in another process runs on the gran
   const asking = new Agent({ name: 'refunds', model: agentsModel([{ refund_id: 'r_else_oa', amount: 27000 }]), tools: [tool(opts)] });
   const first = await runner.run(asking, 'refund r_else_oa', { maxTurns: 10 });
   assert.equal(first.interruptions.length, 1);
+  assert.equal(first.interruptions[0].rawItem.type, 'function_call'); // as openai-agents-js.md reads it
   await srv.latch('approve', opts.latchApprovals.get(first.interruptions[0].rawItem.callId), '--as', 'alice');
 
   const elsewhere = await resumeElsewhere('openai-agents', first.state.toString());
@@ -138,9 +139,13 @@ test('LangGraph.js: a graph resumed with a new step runs on the grant, once', as
       .addEdge(START, 'pay').addEdge('pay', END).compile({ checkpointer });
   };
   const thread = { configurable: { thread_id: 'elsewhere' } };
-  const first = await make().invoke({ refund: { refund_id: 'r_else_lg', amount: 28000 } }, thread);
+  const asking = make();
+  const first = await asking.invoke({ refund: { refund_id: 'r_else_lg', amount: 28000 } }, thread);
   const approvalId = first.__interrupt__?.[0]?.value?.approval_id;
   assert.match(approvalId ?? '', /^apr_/, JSON.stringify(first));
+  // The thread's state holds the same interrupt, as langgraph-js.md reads it.
+  const paused = await asking.getState(thread);
+  assert.equal(paused.tasks.flatMap((t) => t.interrupts)[0]?.value?.approval_id, approvalId);
   await srv.latch('approve', approvalId, '--as', 'alice');
 
   const done = await make().invoke(new Command({ resume: { approved: true } }), thread);
