@@ -27,6 +27,12 @@ actions:
       - decision: approve
   billing.quote:
     decision: allow
+  payments.refund:
+    effect: "refund:{invoice_id}"
+    rules:
+      - when: { amount_lte: 50000 }
+        decision: allow
+      - decision: approve
   billing.delete_customer:
     decision: deny
 """

@@ -11,7 +11,9 @@ import socket
 import sys
 import threading
 import time
+import types
 import unittest
+from unittest import mock
 from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -19,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import latch  # noqa: E402
 from harness import Serve  # noqa: E402
+import test_docs  # noqa: E402
 
 
 class ServeTest(unittest.TestCase):
@@ -339,6 +342,43 @@ class ServeTest(unittest.TestCase):
         with self.assertRaises(latch.Committed):
             charge(inv, 80000)
         self.assertEqual(runs, [80000])
+
+    def test_the_agents_recipe_runs_the_same_call_again_on_the_grant(self) -> None:
+        # The recipe of docs/integrations/openai-agents-python.md, its code taken from the page.
+        # The Agents SDK is not installed here: function_tool stands for its decorator, which
+        # registers the function and leaves calling it to the run.
+        code = next(src for _, src in test_docs.blocks(test_docs.page("openai-agents-python.md"), "python")
+                    if "from agents import function_tool" in src)
+        refunds = []
+
+        class Payments:
+            def refund(self, invoice_id: str, amount: int, idempotency_key: str) -> dict:
+                refunds.append(amount)
+                return {"refund": "re_" + invoice_id}
+
+        sdk = types.ModuleType("agents")
+        sdk.function_tool = lambda fn: fn
+        names = {"LATCH_URL": self.serve.url, "AGENT_TOKEN": self.serve.agent_token, "payments": Payments()}
+        with mock.patch.dict(sys.modules, {"agents": sdk}):
+            exec(compile(code, "openai-agents-python.md", "exec"), names)
+        tool = names["refund"]
+
+        inv = self.invoice()
+        asked = tool(inv, 90000)
+        self.assertIn("approval_required (approval_required)", asked)
+        apr = self.pending_for(inv)["approval_id"]
+        self.assertIn(apr, asked)
+        self.assertIn(apr, tool(inv, 90000), "asked again while pending: the same request")
+        self.serve.cli("approve", apr, "--as", "bob")
+        other = tool(inv, 90001)
+        self.assertIn("approval_required", other)
+        self.assertNotIn(apr, other)
+        self.assertEqual(json.loads(tool(inv, 90000)), {"refund": "re_" + inv})
+        again = tool(inv, 90000)
+        self.assertIn("committed (committed)", again)
+        self.assertIn('{"refund": "re_%s"}' % inv, again)
+        self.assertEqual(refunds, [90000])
+        self.assertEqual(self.person.approval(apr)["status"], "consumed")
 
     def test_a_denied_request_ends_the_wait(self) -> None:
         inv = self.invoice()

@@ -10,11 +10,14 @@ export declare class LatchToolError extends Error {
 /** toolMessage is the text a model reads for a refusal of action. */
 export declare function toolMessage(action: string, refusal: RefusalError): string;
 
-/** A tool of the AI SDK (the shape `tool()` returns), its calls going through latch. */
-export interface LatchTool<A, R> {
+/**
+ * A tool of the AI SDK (the shape `tool()` returns), its calls going through latch. S is the
+ * type of the input schema given, kept so the tool fits the SDK's `tools` (typed by schema).
+ */
+export interface LatchTool<A, R, S = unknown> {
   description?: string;
   title?: string;
-  inputSchema: unknown;
+  inputSchema: S;
   needsApproval(input: A, options: { toolCallId: string }): Promise<boolean>;
   execute(input: A, options: { toolCallId: string }): Promise<R>;
   /** The latch approval request of each tool call whose approval latch required. */
@@ -25,7 +28,7 @@ export interface LatchTool<A, R> {
  * latchTool returns an AI SDK tool running execute through latch as action: latch's approval
  * becomes the SDK's tool approval, refusals become tool errors the model reads.
  */
-export declare function latchTool<A extends Record<string, JSONValue>, R extends JSONValue>(
+export declare function latchTool<A extends Record<string, JSONValue>, R extends JSONValue, S = unknown>(
   client: Client, action: string,
-  options: { description?: string; title?: string; inputSchema: unknown; execute: (args: A, reservation: Reservation) => R | Promise<R> },
-): LatchTool<A, R>;
+  options: { description?: string; title?: string; inputSchema: S; execute: (args: A, reservation: Reservation) => R | Promise<R> },
+): LatchTool<A, R, S>;
