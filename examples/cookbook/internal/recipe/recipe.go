@@ -6,6 +6,7 @@ package recipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,14 +112,16 @@ func Reason(err error) string {
 }
 
 // Word says how a call ended, for the story: ok when err is nil, else the refusal's reason
-// word, else that its outcome is unknown (an ambiguous call, or an error latch met).
+// word, else whether this call's own outcome is unknown (recorded ambiguous) or a failure.
 func Word(err error, ok string) string {
 	switch {
 	case err == nil:
 		return ok
 	case latch.ReasonOf(err) != "":
 		return latch.ReasonOf(err)
+	case errors.Is(err, latch.ErrAmbiguous):
+		return "outcome unknown, recorded ambiguous (" + err.Error() + ")"
 	default:
-		return "outcome unknown (" + err.Error() + ")"
+		return "failed (" + err.Error() + ")"
 	}
 }
