@@ -102,8 +102,12 @@ func main() {
 		_, err := send(ctx, Reminder{Campaign: "renewal-2026", CustomerID: "cus_78", To: "bo@example.com", Suppressed: true})
 		k.Say("reminder to a suppressed address: %v", err)
 		if !k.Unguarded {
-			k.Expect(recipe.Reason(err) == string(latch.ReasonDenied) && latch.RefusalOf(err).Rule == "rule[0]",
-				"the suppressed address was refused %q by %q, want denied by rule[0]", recipe.Reason(err), latch.RefusalOf(err).Rule)
+			rule := ""
+			if r := latch.RefusalOf(err); r != nil {
+				rule = r.Rule
+			}
+			k.Expect(recipe.Reason(err) == string(latch.ReasonDenied) && rule == "rule[0]",
+				"the suppressed address was refused %q by %q, want denied by rule[0]", recipe.Reason(err), rule)
 			k.Expect(sent == 1 && dup == 2, "%d workers sent and %d were refused as duplicates, want 1 and 2", sent, dup)
 		}
 		m.mu.Lock()

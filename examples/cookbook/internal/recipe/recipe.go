@@ -40,7 +40,15 @@ func Run(name, policyYAML string, cook func(ctx context.Context, k *Kitchen) err
 	os.Exit(run(name, policyYAML, cook))
 }
 
-func run(name, policyYAML string, cook func(ctx context.Context, k *Kitchen) error) int {
+func run(name, policyYAML string, cook func(ctx context.Context, k *Kitchen) error) (code int) {
+	defer func() {
+		// A recipe whose guard let through what it should not may meet a nil where a refusal
+		// was expected: that is a failed check too, reported as one, not a crash.
+		if v := recover(); v != nil {
+			fmt.Fprintf(os.Stderr, "%s: check failed: panic: %v\n", name, v)
+			code = 1
+		}
+	}()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "latch-cookbook-"+name+"-")
 	if err != nil {
