@@ -23,15 +23,33 @@ import (
 var starterPolicy []byte
 
 func (a *app) initCommand() *cobra.Command {
-	return &cobra.Command{
+	var template string
+	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Write a commented starter latch.yaml (never overwrites)",
 		Long: `Write a commented starter policy to --policy, $LATCH_POLICY or ./latch.yaml.
 
+--template NAME writes a sector starter instead: payments, devops, support, data,
+healthcare-records or email-outreach (--template list says what each covers). Every starter
+passes latch check --strict and latch verify as written; edit the names of its approvers and
+agents, then check again.
+
 An existing file is never overwritten: init refuses and changes nothing.`,
-		Example: "  latch init && latch check",
+		Example: "  latch init && latch check\n  latch init --template list\n  latch init --template payments && latch check --strict && latch verify",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			doc, what := starterPolicy, "a starter policy"
+			if cmd.Flags().Changed("template") {
+				if template == templateListName {
+					writeTemplateList(a.stdout)
+					return nil
+				}
+				var err error
+				if doc, err = starterTemplate(template); err != nil {
+					return err
+				}
+				what = "the " + template + " starter policy"
+			}
 			path, err := a.policyPath()
 			if err != nil {
 				return err
@@ -43,17 +61,19 @@ An existing file is never overwritten: init refuses and changes nothing.`,
 			if err != nil {
 				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
 			}
-			if _, err := f.Write(starterPolicy); err != nil {
+			if _, err := f.Write(doc); err != nil {
 				f.Close()
 				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
 			}
 			if err := f.Close(); err != nil {
 				return fmt.Errorf("write %s: %w", path, unwrapPath(err))
 			}
-			fmt.Fprintf(a.stdout, "wrote %s: a starter policy. Edit the actions, then run: latch check\n", path)
+			fmt.Fprintf(a.stdout, "wrote %s: %s. Edit the actions, then run: latch check\n", path, what)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&template, "template", "", "write the sector starter `NAME` (list: show them)")
+	return cmd
 }
 
 // unwrapPath drops the *fs.PathError wrapper whose path the message already names.

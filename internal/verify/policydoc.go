@@ -189,6 +189,21 @@ func encodeArguments(a *policy.Action) map[string]any {
 			}
 			decl["display"] = disp
 		}
+		if ed := d.Editable; ed != nil {
+			e := map[string]any{"decrease": ed.Decrease}
+			if ed.Min != nil {
+				e["min"] = *ed.Min
+			}
+			decl["editable"] = e
+		}
+		switch {
+		case d.Redact == policy.RedactFull:
+			decl["redact"] = true
+		case d.Redact != policy.RedactNone:
+			decl["redact"] = string(d.Redact)
+		case d.RedactSet:
+			decl["redact"] = false // said on purpose: kept, so the scenario warns as the operator's does
+		}
 		out[d.Name] = decl
 	}
 	return out

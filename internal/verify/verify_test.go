@@ -1234,3 +1234,30 @@ func TestRetentionSection(t *testing.T) {
 		t.Errorf("passed %d of 2:\n%s", rep.Passed, text(t, rep))
 	}
 }
+
+// TestRedactedAndEditableArguments: a policy whose arguments say redact: or editable: verifies;
+// the scenario policy keeps both (every run stopped with "the scenario policy differs", exit 3,
+// before: the re-encoded arguments lost them).
+func TestRedactedAndEditableArguments(t *testing.T) {
+	t.Parallel()
+	doc := `schema: latch.policy/v1
+actions:
+  pay.out:
+    effect: "payout:{id}"
+    arguments:
+      id: { type: string }
+      amount: { type: integer, min: 1, editable: { decrease: true, min: 100 } }
+      iban: { type: string, redact: last4 }
+      note: { type: string, redact: true }
+      ref: { type: string, redact: hash }
+      payee_token: { type: string, redact: false }
+    rules:
+      - when: { amount_lte: 1000 }
+        decision: allow
+      - decision: approve
+`
+	rep := run(t, &verify.Config{Policy: parse(t, doc), Only: []string{"G1", "G3"}})
+	if rep.Passed != 2 {
+		t.Errorf("passed %d of 2:\n%s", rep.Passed, text(t, rep))
+	}
+}
