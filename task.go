@@ -64,6 +64,12 @@ func EffectKeyOf(err error) string {
 	if errors.As(err, &ee) {
 		return ee.Key
 	}
+	// A call awaiting approval names the effect it is for, so that a queue's retry or an
+	// operator can find it.
+	var ar *ApprovalRequiredError
+	if errors.As(err, &ar) {
+		return ar.EffectKey
+	}
 	return ""
 }
 

@@ -1,0 +1,121 @@
+package latchriver_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch"
+	latchriver "github.com/latchkit/latch/integrations/river"
+	"github.com/latchkit/latch/internal/remotetest"
+	"github.com/latchkit/latch/store"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+const approvalPolicy = `
+schema: latch.policy/v1
+actions:
+  billing.charge:
+    effect: "charge:{invoice_id}"
+    decision: approve
+`
+
+// pending waits for the one pending approval request of the guard's store and returns it.
+func (f *fixture) pending(t *testing.T) *store.Approval {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		as, err := f.guard.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 1 {
+			return as[0]
+		}
+		if len(as) > 1 || time.Now().After(deadline) {
+			t.Fatalf("pending approval requests = %d, want 1", len(as))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRiverApprovalGrantedBetweenAttempts: a job refused approval_required is retried by River
+// while its request waits for a person, each retry handed the same request; the error River
+// records names the request and the effect. A person grants it, and River's next attempt runs
+// the job on the grant, once; a further retry of the job is a duplicate. Before the guard found a
+// granted request by itself, every retry asked anew and the grant was never spent. A denial
+// cancels the job, naming the denied request.
+func TestRiverApprovalGrantedBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	f := setupPolicy(t, approvalPolicy, func(*remotetest.Server) *latchriver.Config {
+		return &latchriver.Config{Principal: latch.Principal{Agent: "billing-worker"}}
+	})
+	insert := func(invoice string) int64 {
+		res, err := f.client.Insert(t.Context(), ChargeArgs{InvoiceID: invoice, Amount: 100}, &river.InsertOpts{MaxAttempts: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	waiting := func(row *rivertype.JobRow) bool {
+		return row.Attempt >= 2 && strings.Contains(lastError(row), "waits for approval")
+	}
+
+	t.Run("granted", func(t *testing.T) {
+		id := insert("ap_1")
+		f.until(t, id, "retried while waiting for approval", waiting)
+		req := f.pending(t)
+		row, err := f.client.JobGet(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := lastError(row); !strings.Contains(msg, req.ID) || !strings.Contains(msg, `"charge:ap_1"`) {
+			t.Fatalf("job error = %q, want it to name approval %s and effect charge:ap_1", msg, req.ID)
+		}
+		if _, err := f.guard.Approve(t.Context(), req.ID, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		row = f.settle(t, id)
+		if row.State != rivertype.JobStateCompleted {
+			t.Fatalf("job after the grant = %s (%s), want completed", row.State, lastError(row))
+		}
+		if n := f.remote.Acts("ap_1"); n != 1 {
+			t.Fatalf("remote acted %d times for ap_1, want 1", n)
+		}
+		a, err := f.guard.Store().Approval(t.Context(), req.ID)
+		if err != nil || a.Status != store.Consumed {
+			t.Fatalf("approval %s = %+v, %v; want consumed", req.ID, a, err)
+		}
+		// A further retry of the job, and the same charge enqueued again, are duplicates.
+		f.retry(t, id)
+		if again := f.settle(t, id); again.State != rivertype.JobStateCompleted {
+			t.Fatalf("retried job = %s (%s), want completed without running", again.State, lastError(again))
+		}
+		if dup := f.settle(t, insert("ap_1")); dup.State != rivertype.JobStateCompleted {
+			t.Fatalf("duplicate job = %s (%s), want completed without running", dup.State, lastError(dup))
+		}
+		if n := f.remote.Acts("ap_1"); n != 1 {
+			t.Fatalf("remote acted %d times for ap_1 after the duplicates, want 1", n)
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		id := insert("ap_2")
+		f.until(t, id, "retried while waiting for approval", waiting)
+		req := f.pending(t)
+		if _, err := f.guard.Deny(t.Context(), req.ID, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		row := f.settle(t, id)
+		if row.State != rivertype.JobStateCancelled {
+			t.Fatalf("job after the denial = %s (%s), want cancelled", row.State, lastError(row))
+		}
+		if msg := lastError(row); !strings.Contains(msg, "approval_denied") || !strings.Contains(msg, req.ID) || !strings.Contains(msg, `"charge:ap_2"`) {
+			t.Fatalf("job error = %q, want approval_denied naming %s and effect charge:ap_2", msg, req.ID)
+		}
+		if n := f.remote.Acts("ap_2"); n != 0 {
+			t.Fatalf("remote acted %d times for ap_2, want 0", n)
+		}
+	})
+}
