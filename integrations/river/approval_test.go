@@ -1,6 +1,7 @@
 package latchriver_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,22 @@ func TestRiverApprovalGrantedBetweenAttempts(t *testing.T) {
 			t.Fatalf("remote acted %d times for ap_2, want 0", n)
 		}
 	})
+}
+
+// TestJobErrorApproval: the JobError of a job waiting for approval names the request and the
+// effect; a denial's names the denied request and the one asked again.
+func TestJobErrorApproval(t *testing.T) {
+	t.Parallel()
+	req := &latch.ApprovalRequiredError{ApprovalID: "apr_1", EffectKey: "charge:inv_9"}
+	waiting := &latchriver.JobError{JobID: 7, Kind: "charge_invoice", Key: "charge:inv_9", Reason: "approval_required", ApprovalID: "apr_1", Waiting: true, Err: req}
+	if msg := waiting.Error(); !strings.Contains(msg, "waits for approval apr_1") || !strings.Contains(msg, `"charge:inv_9"`) {
+		t.Errorf("waiting: Error() = %q, want the request and the effect", msg)
+	}
+	if !errors.Is(waiting, latch.ErrApprovalRequired) {
+		t.Error("a waiting JobError does not match latch.ErrApprovalRequired")
+	}
+	denied := &latchriver.JobError{JobID: 7, Kind: "charge_invoice", Key: "charge:inv_9", Reason: "approval_denied", ApprovalID: "apr_1", Pending: "apr_2", Err: req}
+	if msg := denied.Error(); !strings.Contains(msg, "approval_denied") || !strings.Contains(msg, "apr_1") || !strings.Contains(msg, "latch approve apr_2") {
+		t.Errorf("denied: Error() = %q, want the denied request and the pending one to grant", msg)
+	}
 }

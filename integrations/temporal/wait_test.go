@@ -76,16 +76,6 @@ func ApprovedWorkflow(ctx workflow.Context, activity string, in ChargeInput) (st
 	return out, err
 }
 
-// envSignaler signals the test environment's one workflow.
-type envSignaler struct {
-	env *testsuite.TestWorkflowEnvironment
-}
-
-func (e envSignaler) SignalWorkflow(_ context.Context, _, _, name string, arg any) error {
-	e.env.SignalWorkflow(name, arg)
-	return nil
-}
-
 type waitFixture struct {
 	guard *latch.Guard
 	pay   *Payments
@@ -145,7 +135,7 @@ func TestExecuteApprovedWaitsDurably(t *testing.T) {
 			if _, err := f.guard.Approve(context.Background(), a.ID, "alice"); err != nil {
 				t.Errorf("Approve: %v", err)
 			}
-			ans, err := latchtemporal.SignalApproval(context.Background(), envSignaler{env}, f.guard, "", "", a.ID)
+			ans, err := latchtemporal.SignalApproval(context.Background(), signalEnv{env}, f.guard, "", "", a.ID)
 			if err != nil {
 				t.Errorf("SignalApproval: %v", err)
 			}
@@ -211,7 +201,7 @@ func TestExecuteApprovedWaitsDurably(t *testing.T) {
 			if _, err := f.guard.Deny(context.Background(), a.ID, "bob"); err != nil {
 				t.Errorf("Deny: %v", err)
 			}
-			if _, err := latchtemporal.SignalApproval(context.Background(), envSignaler{env}, f.guard, "", "", a.ID); err != nil {
+			if _, err := latchtemporal.SignalApproval(context.Background(), signalEnv{env}, f.guard, "", "", a.ID); err != nil {
 				t.Errorf("SignalApproval: %v", err)
 			}
 		}, 2*time.Hour)
@@ -268,7 +258,7 @@ func TestExecuteApprovedWaitsDurably(t *testing.T) {
 			if _, err := f.guard.Resolve(context.Background(), "charge:c1", store.Failed, "ops"); err != nil {
 				t.Errorf("Resolve: %v", err)
 			}
-			if _, err := latchtemporal.SignalResolved(context.Background(), envSignaler{env}, f.guard, "", "", "charge:c1"); err != nil {
+			if _, err := latchtemporal.SignalResolved(context.Background(), signalEnv{env}, f.guard, "", "", "charge:c1"); err != nil {
 				t.Errorf("SignalResolved: %v", err)
 			}
 		}, 100*time.Minute) // between two polls (1h30m, 2h): only the signal wakes it now
