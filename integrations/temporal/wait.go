@@ -138,7 +138,7 @@ func (w *Waiter) Interrupt(ctx workflow.Context, r *latch.Refusal) (interrupt.An
 	approval := r.Kind == latch.KindApprovalRequired
 	now := workflow.Now(ctx)
 	deadline := now.Add(w.cfg.ResolveFor)
-	if approval {
+	if approval && !r.ExpiresAt.IsZero() {
 		deadline = r.ExpiresAt
 	}
 	if !now.Before(deadline) {

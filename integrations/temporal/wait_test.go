@@ -275,3 +275,34 @@ func TestExecuteApprovedWaitsDurably(t *testing.T) {
 		}
 	})
 }
+
+// PlainWorkflow runs one activity with workflow.ExecuteActivity: no wait.
+func PlainWorkflow(ctx workflow.Context, activity string, in ChargeInput) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Second})
+	var out string
+	err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &out)
+	return out, err
+}
+
+// TestApprovalRequiredDetails: the error a workflow gets for an activity that needs approval
+// names the request (its id, the action hash a person approves, its expiry) and the effect.
+func TestApprovalRequiredDetails(t *testing.T) {
+	t.Parallel()
+	f := newWaitFixture(t)
+	env := f.env()
+	env.RegisterWorkflow(PlainWorkflow)
+	env.ExecuteWorkflow(PlainWorkflow, "Refund", ChargeInput{InvoiceID: "r9", Amount: 100})
+	err := env.GetWorkflowError()
+	d, typ, ok := latchtemporal.DetailsOf(err)
+	if !ok || typ != latchtemporal.ErrTypeRefused {
+		t.Fatalf("workflow error = %v, want %s with details", err, latchtemporal.ErrTypeRefused)
+	}
+	req := f.pendingRequest(t)
+	if d.Reason != "approval_required" || d.ApprovalID != req.ID || d.EffectKey != "refund:r9" || d.ActionHash != req.ActionHash ||
+		!d.ExpiresAt.Equal(req.ExpiresAt) {
+		t.Fatalf("details = %+v, want approval_required naming %s (%s, expires %v) and refund:r9", d, req.ID, req.ActionHash, req.ExpiresAt)
+	}
+	if r := d.Refusal(); r.Kind != latch.KindApprovalRequired || r.ApprovalID != req.ID || r.EffectKey != "refund:r9" {
+		t.Fatalf("Details.Refusal() = %+v", r)
+	}
+}
