@@ -16,8 +16,9 @@
 //	Expired   stop: nobody answered before the request expired. Answer.Refusal is
 //	          approval_expired.
 //
-// Check reads, once, where the wait stands in the guard's store; an Interrupter polls it, or
-// wakes on a notification (a Temporal signal, a webhook) and then reads it. How each adapter of
+// Check reads, once, where the wait stands in the guard's store; an Interrupter polls it (Poller
+// does, for work that can block), or wakes on a notification (a Temporal signal, a webhook) and
+// then reads it. How each adapter of
 // the latch repository maps onto the contract is in docs/integrations/interrupts.md.
 package interrupt
 
@@ -157,4 +158,51 @@ func Check(ctx context.Context, g *latch.Guard, r *latch.Refusal) (Answer, error
 		}
 	}
 	return ans, nil
+}
+
+// DefaultPollEvery is how often, by default, a Poller reads where a wait stands.
+const DefaultPollEvery = 2 * time.Second
+
+// Poller is the Interrupter for work that can block in its own goroutine (an in-process tool
+// call, an MCP server's handler, a worker that holds its job): Interrupt reads Check every Every
+// (default DefaultPollEvery) until the wait is over or ctx ends. It is not durable: a process
+// that stops loses the wait (the request stays stored, and the call run again meets it).
+type Poller struct {
+	Guard *latch.Guard
+	Every time.Duration
+}
+
+var _ Interrupter[context.Context] = Poller{}
+
+// Interrupt blocks until the wait for r is over — Resume, Denied or Expired — or ctx ends (an
+// error matching ctx's).
+func (p Poller) Interrupt(ctx context.Context, r *latch.Refusal) (Answer, error) {
+	every := p.Every
+	if every <= 0 {
+		every = DefaultPollEvery
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return Answer{}, fmt.Errorf("interrupt: wait for %s: %w", what(r), ctx.Err())
+		case <-t.C:
+		}
+		ans, err := Check(ctx, p.Guard, r)
+		if err != nil || ans.Status != Waiting {
+			return ans, err
+		}
+		t.Reset(every)
+	}
+}
+
+func what(r *latch.Refusal) string {
+	if r != nil && r.ApprovalID != "" {
+		return "approval " + r.ApprovalID
+	}
+	if r != nil {
+		return "effect " + r.EffectKey
+	}
+	return "nothing"
 }

@@ -97,6 +97,9 @@ func TestCheck(t *testing.T) {
 	if ref := ans.Refusal(); ref.Reason != latch.ReasonApprovalDenied || ref.Kind != latch.KindApprovalRefused || ref.ApprovalID != d.ApprovalID {
 		t.Fatalf("denied refusal = %+v", ref)
 	}
+	if back := latch.RefusalOf(ans.Refusal().Err()); back.Reason != latch.ReasonApprovalDenied || back.ApprovalID != d.ApprovalID {
+		t.Fatalf("RefusalOf(Answer.Refusal().Err()) = %+v, want approval_denied naming %s", back, d.ApprovalID)
+	}
 	// The next attempt of the denied call is handed a new request, which remembers the denial.
 	again := ask(t, g, "p2")
 	if again.ApprovalID == d.ApprovalID {
@@ -157,5 +160,33 @@ func TestInterruptible(t *testing.T) {
 		if got := interrupt.Interruptible(c.r); got != c.want {
 			t.Errorf("Interruptible(%+v) = %v, want %v", c.r, got, c.want)
 		}
+	}
+}
+
+// TestPoller: a Poller blocks until a person answers — granted, it returns Resume and the call
+// run again runs once; it ends with its context otherwise.
+func TestPoller(t *testing.T) {
+	t.Parallel()
+	g := open(t, time.Hour)
+	r := ask(t, g, "p5")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = g.Approve(context.Background(), r.ApprovalID, "alice")
+	}()
+	ans, err := interrupt.Poller{Guard: g, Every: 10 * time.Millisecond}.Interrupt(t.Context(), r)
+	if err != nil || ans.Status != interrupt.Resume || ans.By != "alice" {
+		t.Fatalf("Interrupt = %+v, %v; want resume by alice", ans, err)
+	}
+	ran := 0
+	if _, err := g.Execute(ctxAgent(t.Context()), &latch.Call{Action: "payout.send", Arguments: json.RawMessage(`{"id":"p5"}`)},
+		func(context.Context, json.RawMessage) (any, error) { ran++; return nil, nil }); err != nil || ran != 1 {
+		t.Fatalf("resumed call = %v, ran %d; want it to run once on the grant", err, ran)
+	}
+
+	waiting := ask(t, g, "p6")
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := (interrupt.Poller{Guard: g, Every: 10 * time.Millisecond}).Interrupt(ctx, waiting); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Interrupt with no answer = %v, want the context's deadline", err)
 	}
 }
