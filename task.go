@@ -25,8 +25,14 @@ const (
 	TaskStop                          // ambiguous or refused: never retry until a person acts
 )
 
+
 // TaskVerdictOf maps the error of a protected call (nil for a committed one) to a TaskVerdict,
 // by its refusal kind (RefusalOf).
+//
+// A TaskStop for approval_required is the one a queue may retry while it waits for the person:
+// each retry is handed the same pending request, and the retry after a grant runs on it (the
+// guard finds the grant by itself). The integrations do; package interrupt reads where such a
+// wait stands.
 func TaskVerdictOf(err error) TaskVerdict {
 	if err == nil {
 		return TaskDone
