@@ -25,7 +25,6 @@ const (
 	TaskStop                          // ambiguous or refused: never retry until a person acts
 )
 
-
 // TaskVerdictOf maps the error of a protected call (nil for a committed one) to a TaskVerdict,
 // by its refusal kind (RefusalOf).
 //
