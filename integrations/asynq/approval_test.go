@@ -22,20 +22,28 @@ actions:
     decision: approve
 `
 
-// pending waits for the one pending approval request of the guard's store and returns it.
-func (f *fixture) pending(t *testing.T) *store.Approval {
+// pending waits for the one pending approval request of the charge of invoice and returns it.
+// (An attempt that was deciding while a person granted the previous request of another
+// invoice may have stored a request of its own meanwhile: only this invoice's are counted.)
+func (f *fixture) pending(t *testing.T, invoice string) *store.Approval {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		as, err := f.guard.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
+		all, err := f.guard.Store().Approvals(t.Context(), store.ApprovalFilter{Status: store.Pending})
 		if err != nil {
 			t.Fatal(err)
+		}
+		var as []*store.Approval
+		for _, a := range all {
+			if strings.Contains(string(a.Action), `"invoice_id":"`+invoice+`"`) {
+				as = append(as, a)
+			}
 		}
 		if len(as) == 1 {
 			return as[0]
 		}
 		if len(as) > 1 || time.Now().After(deadline) {
-			t.Fatalf("pending approval requests = %d, want 1", len(as))
+			t.Fatalf("pending approval requests for %s = %d, want 1", invoice, len(as))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -79,7 +87,7 @@ func TestAsynqApprovalGrantedBetweenRetries(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		id := enqueue("ap_1")
 		info := retried(id)
-		req := f.pending(t)
+		req := f.pending(t, "ap_1")
 		if !strings.Contains(info.LastErr, req.ID) || !strings.Contains(info.LastErr, `"charge:ap_1"`) {
 			t.Fatalf("task error = %q, want it to name approval %s and effect charge:ap_1", info.LastErr, req.ID)
 		}
@@ -107,7 +115,7 @@ func TestAsynqApprovalGrantedBetweenRetries(t *testing.T) {
 	t.Run("denied", func(t *testing.T) {
 		id := enqueue("ap_2")
 		retried(id)
-		req := f.pending(t)
+		req := f.pending(t, "ap_2")
 		if _, err := f.guard.Deny(t.Context(), req.ID, "bob"); err != nil {
 			t.Fatal(err)
 		}

@@ -104,7 +104,8 @@ func TaskOf(id string) string { return "asynq:task:" + id }
 // when latch named one (every effect refusal, and approval_required for a keyed action).
 // ApprovalID is, with approval_required, the request a person answers; with approval_denied,
 // the request a person denied, and Pending the request a later attempt asked again, which a
-// person may still grant (then run the archived task again).
+// person may still grant (then run the archived task again); Err is then the denial
+// as latch types it (it matches latch.ErrApprovalMismatch; latch.RefusalOf says approval_denied).
 type TaskError struct {
 	TaskID     string
 	Type       string
@@ -271,7 +272,8 @@ func (c *Config) awaitReconcile(ctx context.Context, g *latch.Guard, action stri
 // archived.
 func (c *Config) awaitApproval(ctx context.Context, g *latch.Guard, r *latch.Refusal, te *TaskError) error {
 	if ans, err := interrupt.Check(ctx, g, r); err == nil && ans.Status == interrupt.Denied {
-		te.Reason, te.ApprovalID, te.Pending = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending
+		// The error is the denial's, as latch types it (ErrApprovalMismatch, approval_denied).
+		te.Reason, te.ApprovalID, te.Pending, te.Err = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending, ans.Refusal().Err()
 	} else {
 		retried, ok1 := asynq.GetRetryCount(ctx)
 		maxRetry, ok2 := asynq.GetMaxRetry(ctx)

@@ -108,7 +108,8 @@ type Config struct {
 // returned to River, which retries the job. ApprovalID names the request to answer; the job's
 // attempt after it is granted runs once on the grant. With Reason approval_denied the job is
 // cancelled: ApprovalID is the request a person denied, and Pending the request a later
-// attempt asked again, which a person may still grant (then retry the job).
+// attempt asked again, which a person may still grant (then retry the job); Err is then the denial
+// as latch types it (it matches latch.ErrApprovalMismatch; latch.RefusalOf says approval_denied).
 type JobError struct {
 	JobID      int64
 	Kind       string
@@ -265,7 +266,8 @@ func (p *protected[T]) awaitReconcile(ctx context.Context, key, reason string) (
 func (p *protected[T]) awaitApproval(ctx context.Context, job *rivertype.JobRow, r *latch.Refusal, err error) error {
 	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: r.EffectKey, Reason: string(r.Reason), ApprovalID: r.ApprovalID, Err: err}
 	if ans, cerr := interrupt.Check(ctx, p.g, r); cerr == nil && ans.Status == interrupt.Denied {
-		je.Reason, je.ApprovalID, je.Pending = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending
+		// The error is the denial's, as latch types it (ErrApprovalMismatch, approval_denied).
+		je.Reason, je.ApprovalID, je.Pending, je.Err = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending, ans.Refusal().Err()
 		p.cfg.Logger.WarnContext(ctx, "latchriver: job cancelled", "job_id", job.ID, "kind", job.Kind,
 			"effect_key", je.Key, "reason", je.Reason, "approval_id", je.ApprovalID, "pending", je.Pending)
 		return river.JobCancel(je)

@@ -310,8 +310,9 @@ func (a *activityInterceptor) approvalRequired(ctx context.Context, info activit
 		d = Details{EffectKey: r.EffectKey, Reason: string(latch.ReasonApprovalDenied), ApprovalID: ans.ApprovalID, Pending: ans.Pending}
 		a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name, "workflow_id", info.WorkflowExecution.ID,
 			"attempt", info.Attempt, "effect_key", d.EffectKey, "reason", d.Reason, "approval_id", d.ApprovalID, "pending", d.Pending)
+		denied := ans.Refusal().Err() // the denial, as latch types it (ErrApprovalMismatch, approval_denied)
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: approval_denied: approval %s "+
-			"(effect %q) was denied; request %s asks again: %v", name, d.ApprovalID, d.EffectKey, d.Pending, err), ErrTypeRefused, err, d)
+			"(effect %q) was denied; request %s asks again: %v", name, d.ApprovalID, d.EffectKey, d.Pending, denied), ErrTypeRefused, denied, d)
 	}
 	a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: activity awaits approval", "activity", name, "workflow_id", info.WorkflowExecution.ID,
 		"attempt", info.Attempt, "effect_key", d.EffectKey, "approval_id", d.ApprovalID)
