@@ -41,6 +41,16 @@ var layering = []struct {
 		why:    "authentication is a leaf the servers share, below all of them",
 	},
 	{
+		pkg:    "github.com/latchkit/latch/interrupt",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/..."},
+		why:    "the interrupt contract is what every framework adapter imports: it links the guard and nothing above it",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/latchtest",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/...", "github.com/jackc/pgx/..."},
+		why:    "the conformance kit is what a third-party adapter's tests import: the guard and the policy, nothing above them",
+	},
+	{
 		pkg:    "github.com/latchkit/latch/canon",
 		forbid: []string{"github.com/latchkit/latch/..."},
 		why:    "the canonical form is the lowest leaf: it imports nothing of latch",

@@ -27,6 +27,11 @@ const (
 
 // TaskVerdictOf maps the error of a protected call (nil for a committed one) to a TaskVerdict,
 // by its refusal kind (RefusalOf).
+//
+// A TaskStop for approval_required is the one a queue may retry while it waits for the person:
+// each retry is handed the same pending request, and the retry after a grant runs on it (the
+// guard finds the grant by itself). The integrations do; package interrupt reads where such a
+// wait stands.
 func TaskVerdictOf(err error) TaskVerdict {
 	if err == nil {
 		return TaskDone
@@ -63,6 +68,12 @@ func EffectKeyOf(err error) string {
 	var ee *EffectError
 	if errors.As(err, &ee) {
 		return ee.Key
+	}
+	// A call awaiting approval names the effect it is for, so that a queue's retry or an
+	// operator can find it.
+	var ar *ApprovalRequiredError
+	if errors.As(err, &ar) {
+		return ar.EffectKey
 	}
 	return ""
 }

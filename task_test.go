@@ -27,6 +27,7 @@ func TestTaskVerdictOf(t *testing.T) {
 		{"ambiguous", &latch.AmbiguousError{Key: "k4", Err: errors.New("reset")}, latch.TaskStop, "outcome_unknown", "k4"},
 		{"attempts exhausted", &latch.EffectError{Key: "k5", Reason: "attempts_exhausted"}, latch.TaskStop, "attempts_exhausted", "k5"},
 		{"approval required", fmt.Errorf("call: %w", latch.ErrApprovalRequired), latch.TaskStop, "approval_required", ""},
+		{"approval required, its effect named", fmt.Errorf("call: %w", &latch.ApprovalRequiredError{ApprovalID: "apr_1", EffectKey: "k6"}), latch.TaskStop, "approval_required", "k6"},
 		{"denied", fmt.Errorf("call: %w", latch.ErrDenied), latch.TaskStop, "denied", ""},
 		{"not executed", latch.NotExecuted(errors.New("refused")), latch.TaskRetry, "refused", ""},
 		{"store unreachable", errors.New("dial tcp: connection refused"), latch.TaskRetry, "refused", ""},

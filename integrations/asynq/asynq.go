@@ -22,8 +22,14 @@
 //	                   person resolves it
 //	in progress        the error is returned: another attempt holds the key under a live lease,
 //	                   and asynq's retry meets latch again
-//	refused            denied, approval required, attempts exhausted, key conflict: a *TaskError
-//	                   wrapping asynq.SkipRetry
+//	approval required  a *TaskError (Waiting) naming the request and the effect: asynq retries
+//	                   the task on its schedule (RetryDelayFunc, MaxRetry), and the retry after a
+//	                   person grants the request runs on the grant — the guard finds the
+//	                   granted, unspent request for the exact action by itself — once. On the
+//	                   last retry, or when a person denied the exact action (approval_denied),
+//	                   a *TaskError wrapping asynq.SkipRetry: the task is archived
+//	refused            denied, attempts exhausted, key conflict: a *TaskError wrapping
+//	                   asynq.SkipRetry
 //
 // Any other error (the store could not be reached) is returned as it is: the handler did not
 // run, and asynq's retry meets latch again.
@@ -45,6 +51,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 )
 
 // Config configures Handler and Middleware. A nil *Config means all defaults.
@@ -94,24 +101,44 @@ func TaskOf(id string) string { return "asynq:task:" + id }
 // The words are latch's one refusal vocabulary (latch.RefusalOf, docs/errors.md).
 //
 // Err is latch's error (it matches latch's sentinels with errors.Is); Key is the effect key
-// when latch named one.
+// when latch named one (every effect refusal, and approval_required for a keyed action).
+// ApprovalID is, with approval_required, the request a person answers; with approval_denied,
+// the request a person denied, and Pending the request a later attempt asked again, which a
+// person may still grant (then run the archived task again); Err is then the denial
+// as latch types it (it matches latch.ErrApprovalMismatch; latch.RefusalOf says approval_denied).
 type TaskError struct {
-	TaskID string
-	Type   string
-	Key    string
-	Reason string
-	Err    error
-	// Waiting is set when the effect is ambiguous and the action's reconcile hook may still
-	// settle it: the error then does not wrap asynq.SkipRetry, and asynq retries the task.
+	TaskID     string
+	Type       string
+	Key        string
+	Reason     string
+	ApprovalID string
+	Pending    string
+	Err        error
+	// Waiting is set when the task waits — for a person to answer its approval request
+	// (approval_required), or because the effect is ambiguous and the action's reconcile hook
+	// may still settle it: the error then does not wrap asynq.SkipRetry, and asynq retries the
+	// task.
 	Waiting bool
 }
 
 func (e *TaskError) Error() string {
+	if e.Waiting && e.Reason == string(latch.ReasonApprovalRequired) {
+		return fmt.Sprintf("latchasynq: task %s (%s) waits for approval %s (effect %q): once a person grants it "+
+			"(latch approve %s), the task's next retry runs on the grant: %v", e.TaskID, e.Type, e.ApprovalID, e.Key, e.ApprovalID, e.Err)
+	}
 	if e.Waiting {
 		return fmt.Sprintf("latchasynq: task %s (%s) retried later: effect %q is ambiguous and its reconcile hook may settle it: %v",
 			e.TaskID, e.Type, e.Key, e.Err)
 	}
 	what := fmt.Sprintf("latchasynq: task %s (%s) not retried", e.TaskID, e.Type)
+	switch latch.Reason(e.Reason) {
+	case latch.ReasonApprovalDenied:
+		return fmt.Sprintf("%s: approval_denied: approval %s (effect %q) was denied; request %s asks again: "+
+			"grant it (latch approve %s), then run the archived task again: %v", what, e.ApprovalID, e.Key, e.Pending, e.Pending, e.Err)
+	case latch.ReasonApprovalRequired:
+		return fmt.Sprintf("%s: approval_required: approval %s (effect %q) was not granted before the last retry: "+
+			"grant it (latch approve %s), then run the archived task again: %v", what, e.ApprovalID, e.Key, e.ApprovalID, e.Err)
+	}
 	if latch.Reason(e.Reason).Kind().NeedsResolution() {
 		if e.Key == "" {
 			return fmt.Sprintf("%s: its outcome is unknown: %v", what, e.Err)
@@ -205,6 +232,10 @@ func (c *Config) process(ctx context.Context, g *latch.Guard, action string, h a
 		return err
 	}
 	te := &TaskError{TaskID: id, Type: t.Type(), Key: key, Reason: latch.TaskReason(err), Err: err}
+	if r := latch.RefusalOf(err); r.Kind == latch.KindApprovalRequired {
+		te.ApprovalID = r.ApprovalID
+		return c.awaitApproval(ctx, g, r, te)
+	}
 	if c.awaitReconcile(ctx, g, action, te) {
 		c.Logger.InfoContext(ctx, "latchasynq: effect ambiguous; task retried later while its reconcile hook may settle it",
 			"task_id", id, "type", t.Type(), "effect_key", key)
@@ -233,4 +264,27 @@ func (c *Config) awaitReconcile(ctx context.Context, g *latch.Guard, action stri
 		return true // cannot tell how long it has waited: asynq's retries still bound it
 	}
 	return eff.State != latch.StateAmbiguous || time.Since(eff.UpdatedAt) < c.ReconcileFor
+}
+
+// awaitApproval turns approval_required into asynq's answer: the task is retried, on its
+// schedule, until a person answers the request — the retry after a grant runs on it — unless the
+// last answer to the exact action was a denial, or this was the task's last retry: then it is
+// archived.
+func (c *Config) awaitApproval(ctx context.Context, g *latch.Guard, r *latch.Refusal, te *TaskError) error {
+	if ans, err := interrupt.Check(ctx, g, r); err == nil && ans.Status == interrupt.Denied {
+		// The error is the denial's, as latch types it (ErrApprovalMismatch, approval_denied).
+		te.Reason, te.ApprovalID, te.Pending, te.Err = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending, ans.Refusal().Err()
+	} else {
+		retried, ok1 := asynq.GetRetryCount(ctx)
+		maxRetry, ok2 := asynq.GetMaxRetry(ctx)
+		te.Waiting = !ok1 || !ok2 || retried < maxRetry
+	}
+	if te.Waiting {
+		c.Logger.InfoContext(ctx, "latchasynq: task waits for approval; retried on its schedule", "task_id", te.TaskID,
+			"type", te.Type, "effect_key", te.Key, "approval_id", te.ApprovalID)
+		return te
+	}
+	c.Logger.WarnContext(ctx, "latchasynq: task not retried", "task_id", te.TaskID, "type", te.Type,
+		"effect_key", te.Key, "reason", te.Reason, "approval_id", te.ApprovalID, "pending", te.Pending)
+	return te
 }

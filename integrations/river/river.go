@@ -19,8 +19,14 @@
 //	                   answer, or with no hook, the job is cancelled (river.JobCancel) with a
 //	                   *JobError naming the effect: never retried until a person resolves it
 //	in progress        the job is snoozed: another attempt holds the key under a live lease
-//	refused            denied, approval required, attempts exhausted, key conflict: the job is
-//	                   cancelled with a *JobError saying why
+//	approval required  a *JobError (Waiting) naming the request and the effect is returned:
+//	                   River retries the job on its schedule (NextRetry), and the attempt after
+//	                   a person grants the request runs on the grant — the guard finds the
+//	                   granted, unspent request for the exact action by itself — once. A
+//	                   request whose exact action a person denied cancels the job
+//	                   (approval_denied)
+//	refused            denied, attempts exhausted, key conflict: the job is cancelled with a
+//	                   *JobError saying why
 //
 // Any other error (the store could not be reached) is returned as it is: the worker did not
 // run, and River's retry meets latch again.
@@ -37,6 +43,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -95,17 +102,35 @@ type Config struct {
 // The words are latch's one refusal vocabulary (latch.RefusalOf, docs/errors.md).
 //
 // Err is latch's error (it matches latch's sentinels with errors.Is); Key is the effect key
-// when latch named one.
+// when latch named one (every effect refusal, and approval_required for a keyed action).
+//
+// A job waiting for a person (Waiting, Reason approval_required) is not cancelled: the error is
+// returned to River, which retries the job. ApprovalID names the request to answer; the job's
+// attempt after it is granted runs once on the grant. With Reason approval_denied the job is
+// cancelled: ApprovalID is the request a person denied, and Pending the request a later
+// attempt asked again, which a person may still grant (then retry the job); Err is then the denial
+// as latch types it (it matches latch.ErrApprovalMismatch; latch.RefusalOf says approval_denied).
 type JobError struct {
-	JobID  int64
-	Kind   string
-	Key    string
-	Reason string
-	Err    error
+	JobID      int64
+	Kind       string
+	Key        string
+	Reason     string
+	ApprovalID string
+	Pending    string
+	Waiting    bool
+	Err        error
 }
 
 func (e *JobError) Error() string {
+	if e.Waiting {
+		return fmt.Sprintf("latchriver: job %d (%s) waits for approval %s (effect %q): once a person grants it "+
+			"(latch approve %s), the job's next attempt runs on the grant: %v", e.JobID, e.Kind, e.ApprovalID, e.Key, e.ApprovalID, e.Err)
+	}
 	what := fmt.Sprintf("latchriver: job %d (%s) cancelled", e.JobID, e.Kind)
+	if e.Reason == string(latch.ReasonApprovalDenied) {
+		return fmt.Sprintf("%s: approval_denied: approval %s (effect %q) was denied; request %s asks again: "+
+			"grant it (latch approve %s), then retry the job: %v", what, e.ApprovalID, e.Key, e.Pending, e.Pending, e.Err)
+	}
 	if latch.Reason(e.Reason).Kind().NeedsResolution() {
 		if e.Key == "" {
 			return fmt.Sprintf("%s: its outcome is unknown, so the job is not retried: %v", what, e.Err)
@@ -201,6 +226,9 @@ func (p *protected[T]) outcome(ctx context.Context, job *rivertype.JobRow, err e
 		return err
 	}
 	reason := latch.TaskReason(err)
+	if r := latch.RefusalOf(err); r.Kind == latch.KindApprovalRequired {
+		return p.awaitApproval(ctx, job, r, err)
+	}
 	if wait, ok := p.awaitReconcile(ctx, key, reason); ok {
 		p.cfg.Logger.InfoContext(ctx, "latchriver: effect ambiguous; job snoozed while its reconcile hook may settle it",
 			"job_id", job.ID, "kind", job.Kind, "effect_key", key, "snooze", wait)
@@ -230,4 +258,22 @@ func (p *protected[T]) awaitReconcile(ctx context.Context, key, reason string) (
 		return 0, false
 	}
 	return p.cfg.ReconcileSnooze, true
+}
+
+// awaitApproval turns approval_required into River's answer: the job is retried, on its
+// schedule, until a person answers the request — the attempt after a grant runs on it — unless
+// the last answer to the exact action was a denial, which cancels the job.
+func (p *protected[T]) awaitApproval(ctx context.Context, job *rivertype.JobRow, r *latch.Refusal, err error) error {
+	je := &JobError{JobID: job.ID, Kind: job.Kind, Key: r.EffectKey, Reason: string(r.Reason), ApprovalID: r.ApprovalID, Err: err}
+	if ans, cerr := interrupt.Check(ctx, p.g, r); cerr == nil && ans.Status == interrupt.Denied {
+		// The error is the denial's, as latch types it (ErrApprovalMismatch, approval_denied).
+		je.Reason, je.ApprovalID, je.Pending, je.Err = string(latch.ReasonApprovalDenied), ans.ApprovalID, ans.Pending, ans.Refusal().Err()
+		p.cfg.Logger.WarnContext(ctx, "latchriver: job cancelled", "job_id", job.ID, "kind", job.Kind,
+			"effect_key", je.Key, "reason", je.Reason, "approval_id", je.ApprovalID, "pending", je.Pending)
+		return river.JobCancel(je)
+	}
+	je.Waiting = true
+	p.cfg.Logger.InfoContext(ctx, "latchriver: job waits for approval; retried on its schedule",
+		"job_id", job.ID, "kind", job.Kind, "effect_key", je.Key, "approval_id", je.ApprovalID, "attempt", job.Attempt)
+	return je
 }

@@ -22,8 +22,14 @@
 //	                   ErrTypeAmbiguous naming the effect; a person resolves it
 //	in progress        a retryable application error of type ErrTypeInProgress: another attempt
 //	                   holds the key under a live lease
-//	refused            denied, approval required, attempts exhausted, key conflict: a
-//	                   non-retryable application error of type ErrTypeRefused
+//	approval required  a non-retryable application error of type ErrTypeRefused whose Details
+//	                   name the request (ApprovalID, ExpiresAt) and the effect: a workflow that
+//	                   runs the activity with ExecuteApproved (or a Waiter) waits durably for
+//	                   the answer instead of failing, and the activity's next run finds the
+//	                   grant by itself. A request whose exact action a person denied is
+//	                   approval_denied (Details name the denied request and the pending one)
+//	refused            denied, attempts exhausted, key conflict: a non-retryable application
+//	                   error of type ErrTypeRefused
 //
 // Any other error (the store could not be reached) is returned as it is, retryable: the activity
 // did not run, and the retry meets latch again.
@@ -42,6 +48,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -68,13 +75,46 @@ const (
 const DefaultReconcileFor = 24 * time.Hour
 
 // Details are the details of an application error the interceptor returns
-// (temporal.ApplicationError.Details).
+// (temporal.ApplicationError.Details), and of the refusal ExecuteApproved ends a wait with.
 type Details struct {
+	// EffectKey is the effect the refusal is about: every effect refusal names it, and so does
+	// approval_required for a keyed action.
 	EffectKey string `json:"effect_key,omitempty"`
 	// Reason is latch's reason word (latch.RefusalOf, docs/errors.md): outcome_unknown (this
 	// attempt's outcome is unknown), ambiguous (an earlier attempt's), in_progress,
-	// attempts_exhausted, key_conflict, denied, approval_required, …
+	// attempts_exhausted, key_conflict, denied, approval_required, approval_denied, …
 	Reason string `json:"reason"`
+	// ApprovalID is, with approval_required, the request a person answers (latch approve
+	// ApprovalID); with approval_denied or approval_expired, the request that was denied or
+	// expired.
+	ApprovalID string `json:"approval_id,omitempty"`
+	// ActionHash is, with approval_required, the hash of the exact action the person approves.
+	ActionHash string `json:"action_hash,omitempty"`
+	// ExpiresAt is, with approval_required, when the request expires unanswered.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Pending is, with approval_denied, the request a later attempt asked again after the
+	// denial: a person may still grant it.
+	Pending string `json:"pending,omitempty"`
+}
+
+// DetailsOf returns the Details an error of the interceptor (or of ExecuteApproved) carries,
+// however wrapped (a workflow sees an activity's error inside a *temporal.ActivityError), and
+// the error's type; ok is false for an error that carries none.
+func DetailsOf(err error) (d Details, errType string, ok bool) {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || !ae.HasDetails() {
+		return Details{}, "", false
+	}
+	if ae.Details(&d) != nil {
+		return Details{}, "", false
+	}
+	return d, ae.Type(), true
+}
+
+// Refusal is the latch refusal d describes: its kind, reason word, effect and request.
+func (d Details) Refusal() *latch.Refusal {
+	return &latch.Refusal{Kind: latch.Reason(d.Reason).Kind(), Reason: latch.Reason(d.Reason), EffectKey: d.EffectKey,
+		ApprovalID: d.ApprovalID, ActionHash: d.ActionHash, ExpiresAt: d.ExpiresAt}
 }
 
 // Config configures NewInterceptor. A nil *Config means all defaults.
@@ -217,6 +257,9 @@ func (a *activityInterceptor) outcome(ctx context.Context, info activity.Info, a
 		return nil, err
 	}
 	r := latch.TaskReason(err)
+	if ref := latch.RefusalOf(err); ref.Kind == latch.KindApprovalRequired {
+		return nil, a.approvalRequired(ctx, info, ref, err)
+	}
 	if a.awaitReconcile(ctx, info, action, key, r) {
 		a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: effect ambiguous; activity retried while its reconcile hook may settle it",
 			"activity", name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt, "effect_key", key)
@@ -254,4 +297,26 @@ func (a *activityInterceptor) awaitReconcile(ctx context.Context, info activity.
 		return true // cannot tell how long it has waited: the RetryPolicy still bounds it
 	}
 	return eff.State != latch.StateAmbiguous || time.Since(eff.UpdatedAt) < a.w.cfg.ReconcileFor
+}
+
+// approvalRequired is the error of an activity refused approval_required: non-retryable, its
+// Details naming the request and the effect, for the workflow to wait on (ExecuteApproved) —
+// or approval_denied when the last answer to the exact action was a denial, for the workflow to
+// stop on.
+func (a *activityInterceptor) approvalRequired(ctx context.Context, info activity.Info, r *latch.Refusal, err error) error {
+	name := info.ActivityType.Name
+	d := Details{EffectKey: r.EffectKey, Reason: string(r.Reason), ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, ExpiresAt: r.ExpiresAt}
+	if ans, cerr := interrupt.Check(ctx, a.w.g, r); cerr == nil && ans.Status == interrupt.Denied {
+		d = Details{EffectKey: r.EffectKey, Reason: string(latch.ReasonApprovalDenied), ApprovalID: ans.ApprovalID, Pending: ans.Pending}
+		a.w.cfg.Logger.WarnContext(ctx, "latchtemporal: activity stopped", "activity", name, "workflow_id", info.WorkflowExecution.ID,
+			"attempt", info.Attempt, "effect_key", d.EffectKey, "reason", d.Reason, "approval_id", d.ApprovalID, "pending", d.Pending)
+		denied := ans.Refusal().Err() // the denial, as latch types it (ErrApprovalMismatch, approval_denied)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: approval_denied: approval %s "+
+			"(effect %q) was denied; request %s asks again: %v", name, d.ApprovalID, d.EffectKey, d.Pending, denied), ErrTypeRefused, denied, d)
+	}
+	a.w.cfg.Logger.InfoContext(ctx, "latchtemporal: activity awaits approval", "activity", name, "workflow_id", info.WorkflowExecution.ID,
+		"attempt", info.Attempt, "effect_key", d.EffectKey, "approval_id", d.ApprovalID)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("latchtemporal: activity %s refused: approval_required: approval %s "+
+		"(effect %q) awaits a person (latch approve %s); a workflow using ExecuteApproved waits for it: %v", name, d.ApprovalID, d.EffectKey, d.ApprovalID, err),
+		ErrTypeRefused, err, d)
 }
