@@ -54,7 +54,7 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 		return nil, out, refusalError(pr.key, "", r)
 	}
 	g.emit(ctx, nil, res.Events)
-	return res.Approval, nil, nil
+	return res.Approval, nil, nil // pending; or granted (res.Granted), which the call presents
 }
 
 // grantedFor returns the id of a granted, unspent and unexpired approval request bound to the

@@ -208,6 +208,9 @@ func (g *Guard) approve(ctx context.Context, pr *prepared, actionID string, star
 		return "", rc, err
 	}
 	span.SetAttributes(AttrApprovalID.String(a.ID))
+	if a.Status == store.Granted {
+		return a.ID, nil, nil // granted while this call was being decided: it presents the grant
+	}
 	if !pr.opts.Wait {
 		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, EffectKey: pr.key, ExpiresAt: a.ExpiresAt}
 	}

@@ -35,6 +35,10 @@ type ApprovalResult struct {
 	// Reused is set when Approval is an earlier pending request for the same action hash and
 	// principal: asking again does not pile up requests.
 	Reused bool
+	// Granted is set when Approval is the last answered request for the same action hash and
+	// principal, granted, unspent and unexpired, bound to the same state of the target: the
+	// grant landed after the caller looked for one. Nothing is written; the call presents it.
+	Granted bool
 	// Refused is the probe's refusal, as Reserve would have returned it, its receipt written.
 	Refused *ReserveResult
 	Events  []Event // the events written, with their store-assigned ids (for sinks)
@@ -65,6 +69,10 @@ type ApprovalHistory struct {
 //
 //   - a probe Reserve would refuse is written as Reserve writes it, and nothing is asked: a
 //     budget already exhausted too (budget_exhausted), with nothing charged;
+//   - the last answered request for the same action hash and principal, when it is granted,
+//     unspent, unexpired and bound to the same state of the target, is handed back (Granted),
+//     and nothing is written: a grant that landed while the call was being decided is used,
+//     not answered with a new request nobody needs;
 //   - a request still pending (and not yet expired) for the same action hash and principal is
 //     handed back, with its id and expiry, instead of a new one (approval_reused);
 //   - else the new request is stored (approval_requested); when the last answer to the same
@@ -80,6 +88,11 @@ func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory, held []i
 			p.Result.Refused = &rp.Result
 			return p
 		}
+	}
+	if d := h.Answered; d != nil && d.Status == Granted && sameAsker(d, req) &&
+		d.PreconditionHash == req.Approval.PreconditionHash && d.PreconditionAt.IsZero() == req.Approval.PreconditionAt.IsZero() {
+		p.Result.Approval, p.Result.Granted = d, true
+		return p
 	}
 	actionID, key := "", ""
 	if req.Probe != nil {
@@ -129,9 +142,14 @@ func PlanApproval(req *ApprovalRequest, eff *Effect, h ApprovalHistory, held []i
 // reusable reports whether the pending request pa may be handed to req instead of a new one:
 // the same action hash and principal, and not expired at req.Now.
 func reusable(pa *Approval, req *ApprovalRequest) bool {
+	return pa.Status == Pending && sameAsker(pa, req)
+}
+
+// sameAsker reports whether a is bound to the action hash and principal req asks about, and not
+// expired at req.Now.
+func sameAsker(a *Approval, req *ApprovalRequest) bool {
 	n := req.Approval
-	return pa.Status == Pending && pa.ActionHash == n.ActionHash && pa.Agent == n.Agent && pa.User == n.User &&
-		req.Now.Before(pa.ExpiresAt)
+	return a.ActionHash == n.ActionHash && a.Agent == n.Agent && a.User == n.User && req.Now.Before(a.ExpiresAt)
 }
 
 // Check refuses an approval request whose ids or names cannot be kept (ErrInvalidInput).

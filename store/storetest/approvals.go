@@ -51,7 +51,15 @@ func testApprovals(t *testing.T, b Backend) {
 		b1 := f.createApproval(other, t0.Add(time.Second))
 		f.answer(a1.ID, true, t0.Add(time.Minute))
 		f.answer(b1.ID, true, t0.Add(time.Minute))
-		a2 := f.createApproval(hash, t0.Add(2*time.Minute))
+		// Another principal's request for the same hash (asked again by the same principal, the
+		// unspent grant a1 would be handed back instead).
+		n := newApproval(hash, t0.Add(2*time.Minute))
+		n.User = "someone-else"
+		res, err := f.st.CreateApproval(t.Context(), &store.ApprovalRequest{Now: t0.Add(2 * time.Minute), Approval: n})
+		if err != nil || res.Approval == nil || res.Granted {
+			t.Fatalf("CreateApproval for another principal = %+v, %v", res, err)
+		}
+		a2 := res.Approval
 		ids := func(as []*store.Approval) []string {
 			var out []string
 			for _, a := range as {

@@ -273,9 +273,27 @@ func testApprovalAgain(t *testing.T, b Backend) {
 		f.answer(first.Approval.ID, false, t0.Add(time.Minute))
 		second := f.ask(c.retry().ask(t0.Add(2 * time.Minute)))
 		f.answer(second.Approval.ID, true, t0.Add(3*time.Minute))
+		// The grant landed after the caller looked for one: asking again hands it back, writes
+		// nothing, and the call presents it.
+		before := len(f.events(store.EventFilter{}))
 		third := f.ask(c.retry().ask(t0.Add(4 * time.Minute)))
-		if third.Reused || third.Approval.ID == second.Approval.ID || third.Approval.PreviousDenied != "" {
-			t.Errorf("ask after a grant = %+v (reused %t), want a new request with no previous denial", third.Approval, third.Reused)
+		if !third.Granted || third.Reused || third.Approval.ID != second.Approval.ID || third.Approval.Status != store.Granted {
+			t.Errorf("ask after an unspent grant = %+v (granted %t, reused %t), want the grant %s handed back", third.Approval, third.Granted, third.Reused, second.Approval.ID)
+		}
+		if after := len(f.events(store.EventFilter{})); after != before {
+			t.Errorf("asking with a grant unspent wrote %d events, want none", after-before)
+		}
+		// Spent, it is no longer handed back: the next ask is a new request, with no previous denial.
+		r := c.retry()
+		req := r.reserve(t0.Add(5 * time.Minute))
+		req.ApprovalID = second.Approval.ID
+		if res := f.reserve(req); !res.Reserved {
+			t.Fatalf("reserve presenting the grant = %+v", res.Refusal)
+		}
+		f.record(r.record(t0.Add(6*time.Minute), 1, store.Failed))
+		fourth := f.ask(c.retry().ask(t0.Add(7 * time.Minute)))
+		if fourth.Granted || fourth.Reused || fourth.Approval.ID == second.Approval.ID || fourth.Approval.PreviousDenied != "" {
+			t.Errorf("ask after the grant was spent = %+v (granted %t, reused %t), want a new request with no previous denial", fourth.Approval, fourth.Granted, fourth.Reused)
 		}
 	})
 
