@@ -12,6 +12,7 @@
 
 import { protect } from './client.js';
 import { ApprovalRequiredError, CommittedError, RefusalError } from './errors.js';
+import { callName, requestKey } from './callkey.js';
 
 /** LatchToolError is what a latch tool throws for a refusal: the model reads its message. */
 export class LatchToolError extends Error {
@@ -57,26 +58,30 @@ export function toolMessage(action, refusal) {
  * required to the latch request's id, for the person who answers it.
  */
 export function latchTool(client, action, { description, inputSchema, execute, title }) {
-  const approvals = new Map();
+  const approvals = new Map(); // call id → the latch request asked for it (for people)
+  const asked = new Map(); // call id and arguments (callName) → the latch request asked
   // One tool call, one request key: needsApproval's begin and execute's are the same request,
   // so execute is handed the reservation needsApproval made instead of meeting it in_progress.
-  const key = (toolCallId) => `ai-sdk.${toolCallId}`.replace(/[^A-Za-z0-9._:~+/=-]/g, '_').slice(0, 255);
+  // The arguments are part of the key: a call id a model server reuses names another call.
+  const key = (toolCallId, input) => requestKey('ai-sdk', toolCallId, input);
   const t = {
     description, title, inputSchema,
     async needsApproval(input, { toolCallId }) {
       // Asked again when the SDK resumes the call: the request is asked already, and beginning
       // again without its id would ask a second one instead of spending the granted first.
       // A request spent, denied or expired is for an earlier call that reused the id.
-      if (approvals.has(toolCallId)) {
-        const { status } = await client.getApproval(approvals.get(toolCallId));
+      const name = callName(toolCallId, input);
+      if (asked.has(name)) {
+        const { status } = await client.getApproval(asked.get(name));
         if (status === 'pending' || status === 'granted') return true;
-        approvals.delete(toolCallId);
+        asked.delete(name);
       }
       try {
-        await client.begin(action, input, { requestKey: key(toolCallId) });
+        await client.begin(action, input, { requestKey: key(toolCallId, input) });
         return false; // reserved: execute continues this reservation
       } catch (err) {
         if (err instanceof ApprovalRequiredError) {
+          asked.set(name, err.approvalId);
           approvals.set(toolCallId, err.approvalId);
           return true;
         }
@@ -84,9 +89,9 @@ export function latchTool(client, action, { description, inputSchema, execute, t
       }
     },
     async execute(input, { toolCallId }) {
-      const approvalId = approvals.get(toolCallId);
+      const approvalId = asked.get(callName(toolCallId, input));
       try {
-        return await protect(client, action, input, execute, { approvalId, requestKey: approvalId ? undefined : key(toolCallId) });
+        return await protect(client, action, input, execute, { approvalId, requestKey: approvalId ? undefined : key(toolCallId, input) });
       } catch (err) {
         if (err instanceof RefusalError) throw new LatchToolError(action, err);
         throw err;

@@ -14,16 +14,7 @@
 import { protect } from './client.js';
 import { ApprovalRequiredError, RefusalError } from './errors.js';
 import { LatchToolError } from './ai-sdk.js';
-
-// canonical is a JSON text of v with object members in key order: the same arguments give the
-// same text whatever order they were written in.
-function canonical(v) {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v && typeof v === 'object') {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v);
-}
+import { canonical } from './callkey.js';
 
 /**
  * latchStep returns a function running `fn(args, reservation)` through latch as `action`,

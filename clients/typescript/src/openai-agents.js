@@ -12,6 +12,7 @@
 import { protect } from './client.js';
 import { ApprovalRequiredError, RefusalError } from './errors.js';
 import { LatchToolError, toolMessage } from './ai-sdk.js';
+import { callName, requestKey } from './callkey.js';
 
 /**
  * latchToolOptions returns the options of an Agents SDK function tool running
@@ -19,24 +20,29 @@ import { LatchToolError, toolMessage } from './ai-sdk.js';
  * `latchApprovals` maps each call id whose approval latch required to the latch request's id.
  */
 export function latchToolOptions(client, action, { name, description, parameters, strict, execute }) {
-  const approvals = new Map();
-  const key = (callId) => `openai-agents.${callId}`.replace(/[^A-Za-z0-9._:~+/=-]/g, '_').slice(0, 255);
+  const approvals = new Map(); // call id → the latch request asked for it (for people)
+  const asked = new Map(); // call id and arguments (callName) → the latch request asked
+  // The arguments are part of a call's request key: a call id a model server reuses names
+  // another call.
+  const key = (callId, input) => requestKey('openai-agents', callId, input);
   const callIdOf = (details) => details?.toolCall?.callId;
   return {
     name, description, parameters, strict,
     async needsApproval(_runContext, input, callId) {
       if (!callId) return false;
       // Asked again when the run resumes: keep the asked request while it can still be spent.
-      if (approvals.has(callId)) {
-        const { status } = await client.getApproval(approvals.get(callId));
+      const name = callName(callId, input);
+      if (asked.has(name)) {
+        const { status } = await client.getApproval(asked.get(name));
         if (status === 'pending' || status === 'granted') return true;
-        approvals.delete(callId);
+        asked.delete(name);
       }
       try {
-        await client.begin(action, input, { requestKey: key(callId) });
+        await client.begin(action, input, { requestKey: key(callId, input) });
         return false; // reserved: execute continues this reservation
       } catch (err) {
         if (err instanceof ApprovalRequiredError) {
+          asked.set(name, err.approvalId);
           approvals.set(callId, err.approvalId);
           return true;
         }
@@ -45,10 +51,10 @@ export function latchToolOptions(client, action, { name, description, parameters
     },
     async execute(input, _runContext, details) {
       const callId = callIdOf(details);
-      const approvalId = callId ? approvals.get(callId) : undefined;
-      const requestKey = !approvalId && callId ? key(callId) : undefined;
+      const approvalId = callId ? asked.get(callName(callId, input)) : undefined;
+      const reqKey = !approvalId && callId ? key(callId, input) : undefined;
       try {
-        return await protect(client, action, input, execute, { approvalId, requestKey });
+        return await protect(client, action, input, execute, { approvalId, requestKey: reqKey });
       } catch (err) {
         if (err instanceof RefusalError) throw new LatchToolError(action, err);
         throw err;

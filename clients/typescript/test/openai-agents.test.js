@@ -105,18 +105,21 @@ test('approval required interrupts the run; approved with latch approve, it resu
   assert.match(String(seen2[0]), /committed \(committed\).*re_r_oa_big/);
   assert.equal(refunds, 1);
 
-  // Approved for 30000, the approved call's id presented with 31000: latch refuses it (the SDK
-  // refuses to run changed arguments itself, so the adapter's execute is called directly).
+  // Approved for 30000, the approved call's id presented with 31000 (the SDK refuses to run
+  // changed arguments itself, so the adapter's execute is called directly): nothing runs, and
+  // 31000 is a call of its own that needs its own approval, never the one given for 30000.
   const other = { refund_id: 'r_oa_other', amount: 30000 };
   const seen3 = [];
   const a3 = new Agent({ name: 'refunds', model: scriptedModel([other], seen3), tools: [refund] });
   const asked = await runner.run(a3, 'refund r_oa_other', { maxTurns: 10 });
   const item3 = asked.interruptions[0];
-  await srv.latch('approve', opts.latchApprovals.get(item3.rawItem.callId), '--as', 'alice');
+  const granted3 = opts.latchApprovals.get(item3.rawItem.callId);
+  await srv.latch('approve', granted3, '--as', 'alice');
   await assert.rejects(opts.execute({ ...other, amount: 31000 }, undefined, { toolCall: item3.rawItem }), (err) => {
     assert.equal(err.name, 'LatchToolError');
-    assert.match(err.message, /approval_mismatch \(approval_refused\)/);
-    assert.match(opts.errorFunction(undefined, err), /approval_mismatch/);
+    assert.match(err.message, /approval_required \(approval_required\)/);
+    assert.doesNotMatch(err.message, new RegExp(granted3));
+    assert.match(opts.errorFunction(undefined, err), /approval_required/);
     return true;
   });
   assert.equal(refunds, 1);
