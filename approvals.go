@@ -63,13 +63,13 @@ func (g *Guard) requestApproval(ctx context.Context, pr *prepared, actionID stri
 // denied or expired one with its blocked receipt (writing expired). A context that ends first
 // returns an *ApprovalRequiredError that also matches the context's error, so the program can
 // present the request later with WithApproval.
-func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string) error {
+func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash, key string) error {
 	delay := 20 * time.Millisecond
 	for {
 		cur, err := g.store.Approval(ctx, a.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
+				return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, EffectKey: key, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
 			}
 			return wrapOp("wait for approval "+a.ID, err)
 		}
@@ -80,7 +80,7 @@ func (g *Guard) waitApproval(ctx context.Context, a *store.Approval, hash string
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
+			return &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: hash, EffectKey: key, ExpiresAt: a.ExpiresAt, Err: ctx.Err()}
 		case <-t.C:
 		}
 		delay = min(delay*2, time.Second)

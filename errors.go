@@ -88,7 +88,10 @@ func (e *DeniedError) Is(target error) bool {
 type ApprovalRequiredError struct {
 	ApprovalID string
 	ActionHash string
-	ExpiresAt  time.Time
+	// EffectKey is the call's effect key ("" for an unkeyed action): the effect the request is
+	// for, so that a queue's retry or an operator can find it.
+	EffectKey string
+	ExpiresAt time.Time
 	// Err is why a call that waited (Options.Wait) stopped waiting before the request was
 	// answered: its context's error. The request stays stored.
 	Err error

@@ -206,9 +206,9 @@ func (g *Guard) approve(ctx context.Context, pr *prepared, actionID string, star
 	}
 	span.SetAttributes(AttrApprovalID.String(a.ID))
 	if !pr.opts.Wait {
-		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, ExpiresAt: a.ExpiresAt}
+		return "", nil, &ApprovalRequiredError{ApprovalID: a.ID, ActionHash: pr.hash, EffectKey: pr.key, ExpiresAt: a.ExpiresAt}
 	}
-	if err := g.waitApproval(ctx, a, pr.hash); err != nil {
+	if err := g.waitApproval(ctx, a, pr.hash, pr.key); err != nil {
 		return "", nil, err
 	}
 	return a.ID, nil, nil

@@ -214,7 +214,7 @@ func outermost(err error, r *Refusal) bool {
 		return true
 	case *ApprovalRequiredError:
 		r.Kind, r.Reason = KindApprovalRequired, ReasonApprovalRequired
-		r.ApprovalID, r.ActionHash, r.ExpiresAt = e.ApprovalID, e.ActionHash, e.ExpiresAt
+		r.ApprovalID, r.ActionHash, r.EffectKey, r.ExpiresAt = e.ApprovalID, e.ActionHash, e.EffectKey, e.ExpiresAt
 		return true
 	case *DeniedError:
 		r.Kind, r.Reason = KindDenied, Reason(e.Reason)
@@ -348,7 +348,7 @@ func (r *Refusal) Err() error {
 	detail := r.Detail
 	switch r.Kind {
 	case KindApprovalRequired:
-		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, ExpiresAt: r.ExpiresAt}
+		return &ApprovalRequiredError{ApprovalID: r.ApprovalID, ActionHash: r.ActionHash, EffectKey: r.EffectKey, ExpiresAt: r.ExpiresAt}
 	case KindDenied:
 		if r.Reason == ReasonOutOfScope || r.Reason == ReasonScopeUnavailable {
 			return &ScopeError{Reason: string(r.Reason), Detail: detail}
