@@ -43,6 +43,9 @@ actions:
   sync_inventory:
     effect: "sync:{sku}"
     decision: allow
+  add_note:
+    effect: "note:{input}"
+    decision: allow
 `
 
 // Agent is the principal the registry acts as.
@@ -73,6 +76,7 @@ type Env struct {
 //	send_email      allowed, one a day per agent (a budget)
 //	wire_transfer   registered, not in the policy
 //	sync_inventory  fails without acting (latch.NotExecuted) on sku "down"
+//	add_note        allowed; takes {"input": text}, as a custom tool's call passes it
 func New(t testing.TB) *Env {
 	t.Helper()
 	p, err := policy.Parse("latch.yaml", []byte(Policy))
@@ -127,6 +131,12 @@ func New(t testing.TB) *Env {
 			return "", latch.NotExecuted(errors.New("inventory service unavailable (503), nothing changed"))
 		}
 		return "synced", nil
+	})}))
+	must(e.Reg.Register(toolcall.Tool{Name: "add_note", Handler: toolcall.Func(func(ctx context.Context, a struct {
+		Input string `json:"input"`
+	}) (string, error) {
+		e.count("add_note:" + a.Input)
+		return "noted: " + a.Input, nil
 	})}))
 	return e
 }
