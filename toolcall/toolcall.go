@@ -163,12 +163,16 @@ type Call struct {
 // model is owed an answer to each of its tool calls; Result.Err is latch's error for the
 // program to log or branch on.
 //
-// To run a call whose approval was granted, pass ctx carrying it (latch.WithApproval): the
-// approval is spent on this call only if it binds the same action and arguments.
+// To run a call whose approval was granted, pass ctx carrying it: WithApprovals (by the call's
+// id), or latch.WithApproval for a single call. The approval is spent on this call only if it
+// binds the same action and arguments.
 func (r *Registry) Dispatch(ctx context.Context, c Call) *Result {
 	t, ok := r.Tool(c.Name)
 	if !ok {
 		return unlisted(c)
+	}
+	if id := approvalsFrom(ctx)[c.ID]; id != "" {
+		ctx = latch.WithApproval(ctx, id)
 	}
 	if r.cfg.Principal.Agent != "" {
 		ctx = latch.WithPrincipal(ctx, r.cfg.Principal)
@@ -220,4 +224,33 @@ func unlisted(c Call) *Result {
 	res.Content = string(latch.ReasonUnknownAction) + ": there is no tool named " + quote(c.Name) +
 		"; it did not run. Call only the tools you were given."
 	return res
+}
+
+type approvalsKey struct{}
+
+// WithApprovals returns ctx carrying approval ids by tool call id: Dispatch presents
+// approvals[c.ID] with the call c, and no approval with the others. It is how a turn whose call
+// waited for approval is run again once a person answered: the approved call runs, a call of
+// the turn that ran already is answered with its stored result (its effect is committed), and a
+// denied request is refused approval_denied. A call whose action has no effect key would run
+// again: give every tool that acts an effect key.
+func WithApprovals(ctx context.Context, approvals map[string]string) context.Context {
+	return context.WithValue(ctx, approvalsKey{}, approvals)
+}
+
+func approvalsFrom(ctx context.Context) map[string]string {
+	m, _ := ctx.Value(approvalsKey{}).(map[string]string)
+	return m
+}
+
+// Pending returns the approval id of every pending result, by tool call id: what
+// WithApprovals takes to run the turn again once people answered.
+func Pending(results []*Result) map[string]string {
+	m := map[string]string{}
+	for _, r := range results {
+		if r.Status == StatusPending && r.Refusal != nil && r.Refusal.ApprovalID != "" {
+			m[r.CallID] = r.Refusal.ApprovalID
+		}
+	}
+	return m
 }

@@ -165,3 +165,13 @@ func TestRegister(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnAgainAfterApproval runs a turn whose calls waited for approval again once people
+// answered, presenting each approval with its own call only (WithApprovals): the approved call
+// runs, the one that ran is a duplicate, the denied one is refused.
+func TestTurnAgainAfterApproval(t *testing.T) {
+	t.Parallel()
+	e := toolcalltest.New(t)
+	approvals := e.AnswerTurn(t, e.Reg.DispatchAll(t.Context(), toolcalltest.Turn))
+	e.CheckTurnAgain(t, e.Reg.DispatchAll(toolcall.WithApprovals(t.Context(), approvals), toolcalltest.Turn))
+}

@@ -160,3 +160,25 @@ func TestNoToolUse(t *testing.T) {
 		t.Errorf("Dispatch = %+v, %d results, want an empty user message and none", msg, len(results))
 	}
 }
+
+// TestTurnAgainAfterApproval handles one message of three tool_use blocks, two of which wait
+// for a person; once they answered, the same message is handled again with the approvals by
+// tool_use id: the approved refund runs, the one that ran is answered with its stored result,
+// the denied one is refused (is_error), each block with its own tool_use_id.
+func TestTurnAgainAfterApproval(t *testing.T) {
+	t.Parallel()
+	e := toolcalltest.New(t)
+	m := message(t, toolcalltest.Turn...)
+	_, first := latchanthropic.Dispatch(t.Context(), e.Reg, m)
+	approvals := e.AnswerTurn(t, first)
+	msg, again := latchanthropic.Dispatch(toolcall.WithApprovals(t.Context(), approvals), e.Reg, m)
+	e.CheckTurnAgain(t, again)
+	want := map[string]any{"role": "user", "content": []any{
+		toolResult("call_t1", again[0].Content, false),
+		toolResult("call_t2", `{"refund_id":"rf_t-2","amount":7000}`, false),
+		toolResult("call_t3", again[2].Content, true),
+	}}
+	if diff := cmp.Diff(want, wire(t, msg)); diff != "" {
+		t.Errorf("user message (-want +got):\n%s", diff)
+	}
+}

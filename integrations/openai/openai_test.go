@@ -211,3 +211,23 @@ func TestCustomToolCall(t *testing.T) {
 		t.Errorf("custom call: %s %q, runs %d", results[0].Status, results[0].Content, e.Runs("add_note:call back Tuesday"))
 	}
 }
+
+// TestTurnAgainAfterApproval handles one model answer of three refunds, two of which wait for a
+// person; once they answered, the same answer is handled again with the approvals by call id:
+// the approved refund runs, the one that ran is answered with its stored result, the denied one
+// is refused, each tool message with its own tool_call_id.
+func TestTurnAgainAfterApproval(t *testing.T) {
+	t.Parallel()
+	e := toolcalltest.New(t)
+	msg := chatCompletion(t, toolcalltest.Turn...).Choices[0].Message
+	_, first := latchopenai.DispatchChat(t.Context(), e.Reg, msg)
+	approvals := e.AnswerTurn(t, first)
+	msgs, again := latchopenai.DispatchChat(toolcall.WithApprovals(t.Context(), approvals), e.Reg, msg)
+	e.CheckTurnAgain(t, again)
+	for i, m := range msgs {
+		want := map[string]any{"role": "tool", "tool_call_id": toolcalltest.Turn[i].ID, "content": again[i].Content}
+		if diff := cmp.Diff(want, wire(t, m)); diff != "" {
+			t.Errorf("tool message %d (-want +got):\n%s", i, diff)
+		}
+	}
+}

@@ -383,3 +383,57 @@ func (s *Scenario) Check(t *testing.T, e *Env, r *toolcall.Result) {
 		}
 	}
 }
+
+// Turn is a model's turn of three refunds: one the policy allows, two that wait for approval.
+var Turn = []toolcall.Call{
+	{ID: "call_t1", Name: "refund", Arguments: json.RawMessage(`{"order_id":"t-1","amount":100}`)},
+	{ID: "call_t2", Name: "refund", Arguments: json.RawMessage(`{"order_id":"t-2","amount":7000}`)},
+	{ID: "call_t3", Name: "refund", Arguments: json.RawMessage(`{"order_id":"t-3","amount":8000}`)},
+}
+
+// AnswerTurn checks the first answers to Turn (ok, pending, pending), then has a person approve
+// the second refund and deny the third. It returns the approvals to run the turn again with.
+func (e *Env) AnswerTurn(t *testing.T, results []*toolcall.Result) map[string]string {
+	t.Helper()
+	if len(results) != 3 || results[0].Status != toolcall.StatusOK || results[1].Status != toolcall.StatusPending || results[2].Status != toolcall.StatusPending {
+		t.Fatalf("first answers to the turn: %+v", results)
+	}
+	pending := toolcall.Pending(results)
+	if len(pending) != 2 || pending["call_t2"] == "" || pending["call_t3"] == "" {
+		t.Fatalf("Pending = %v, want call_t2 and call_t3", pending)
+	}
+	if _, err := e.G.Approve(t.Context(), pending["call_t2"], "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.G.Deny(t.Context(), pending["call_t3"], "alice"); err != nil {
+		t.Fatal(err)
+	}
+	return pending
+}
+
+// CheckTurnAgain checks the answers to Turn run again with the approvals: the refund that ran
+// is a duplicate, the approved one runs, the denied one is refused; each refund ran at most once.
+func (e *Env) CheckTurnAgain(t *testing.T, results []*toolcall.Result) {
+	t.Helper()
+	want := []struct {
+		status toolcall.Status
+		prefix string
+	}{
+		{toolcall.StatusDuplicate, "committed: "},
+		{toolcall.StatusOK, `{"refund_id":"rf_t-2","amount":7000}`},
+		{toolcall.StatusRefused, "approval_denied: "},
+	}
+	if len(results) != len(want) {
+		t.Fatalf("%d answers, want %d", len(results), len(want))
+	}
+	for i, w := range want {
+		if r := results[i]; r.Status != w.status || !strings.HasPrefix(r.Content, w.prefix) || r.CallID != Turn[i].ID {
+			t.Errorf("answer %d = %s %s %q, want %s %s %q…", i, r.CallID, r.Status, r.Content, Turn[i].ID, w.status, w.prefix)
+		}
+	}
+	for order, n := range map[string]int{"t-1": 1, "t-2": 1, "t-3": 0} {
+		if got := e.Runs("refund:" + order); got != n {
+			t.Errorf("refund %s ran %d times, want %d", order, got, n)
+		}
+	}
+}
