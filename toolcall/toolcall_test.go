@@ -9,18 +9,27 @@ import (
 
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/internal/refusaltest"
+	"github.com/latchkit/latch/internal/testdb"
 	"github.com/latchkit/latch/internal/toolcalltest"
 	"github.com/latchkit/latch/toolcall"
 )
 
-// TestDispatch runs every scenario of the shared table through Registry.Dispatch on a real
-// SQLite store.
+// TestDispatch runs every scenario of the shared table through Registry.Dispatch on each store.
 func TestDispatch(t *testing.T) {
 	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testDispatch(t, backend)
+		})
+	}
+}
+
+func testDispatch(t *testing.T, backend string) {
 	for _, s := range toolcalltest.Scenarios {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			e := toolcalltest.New(t)
+			e := toolcalltest.Open(t, testdb.URL(t, backend, "toolcall"))
 			ctx := t.Context()
 			if s.Before != nil {
 				ctx = s.Before(t, e)

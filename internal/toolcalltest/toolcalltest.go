@@ -79,11 +79,17 @@ type Env struct {
 //	add_note        allowed; takes {"input": text}, as a custom tool's call passes it
 func New(t testing.TB) *Env {
 	t.Helper()
+	return Open(t, "sqlite:"+t.TempDir()+"/state.db")
+}
+
+// Open is New on the store at storeURL (a fresh one: the scenarios' keys must be unused).
+func Open(t testing.TB, storeURL string) *Env {
+	t.Helper()
 	p, err := policy.Parse("latch.yaml", []byte(Policy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := latch.Open(context.Background(), &latch.Config{Policy: p, StoreURL: "sqlite:" + t.TempDir() + "/state.db"})
+	g, err := latch.Open(context.Background(), &latch.Config{Policy: p, StoreURL: storeURL})
 	if err != nil {
 		t.Fatal(err)
 	}
