@@ -233,7 +233,9 @@ type approvalsKey struct{}
 // waited for approval is run again once a person answered: the approved call runs, a call of
 // the turn that ran already is answered with its stored result (its effect is committed), and a
 // denied request is refused approval_denied. A call whose action has no effect key would run
-// again: give every tool that acts an effect key.
+// again: give every tool that acts an effect key. Present them for that one run: a spent
+// approval presented again is refused approval_consumed, where a run without it answers the
+// call committed, with its stored result.
 func WithApprovals(ctx context.Context, approvals map[string]string) context.Context {
 	return context.WithValue(ctx, approvalsKey{}, approvals)
 }

@@ -183,4 +183,24 @@ func TestTurnAgainAfterApproval(t *testing.T) {
 	e := toolcalltest.New(t)
 	approvals := e.AnswerTurn(t, e.Reg.DispatchAll(t.Context(), toolcalltest.Turn))
 	e.CheckTurnAgain(t, e.Reg.DispatchAll(toolcall.WithApprovals(t.Context(), approvals), toolcalltest.Turn))
+
+	// A third run, with the spent approvals and without them: presented again, an approval is
+	// refused approval_consumed; without it, the call that ran is answered with its stored
+	// result, and the denied one is asked again.
+	again := e.Reg.DispatchAll(toolcall.WithApprovals(t.Context(), approvals), toolcalltest.Turn)
+	if r := again[1]; r.Status != toolcall.StatusRefused || r.Refusal.Reason != latch.ReasonApprovalConsumed {
+		t.Errorf("the approved call with its spent approval: %s %q, want approval_consumed", r.Status, r.Content)
+	}
+	plain := e.Reg.DispatchAll(t.Context(), toolcalltest.Turn)
+	for i, want := range []toolcall.Status{toolcall.StatusDuplicate, toolcall.StatusDuplicate, toolcall.StatusPending} {
+		if plain[i].Status != want {
+			t.Errorf("third run without approvals, call %d: %s %q, want %s", i, plain[i].Status, plain[i].Content, want)
+		}
+	}
+	if !strings.Contains(plain[1].Content, `stored_result: {"refund_id":"rf_t-2","amount":7000}`) {
+		t.Errorf("the approved call, run again: %q, want its stored result", plain[1].Content)
+	}
+	if n := e.Runs("refund:t-2"); n != 1 {
+		t.Errorf("refund t-2 ran %d times, want 1", n)
+	}
 }
