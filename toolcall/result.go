@@ -156,6 +156,9 @@ func RefusalText(r *latch.Refusal) string {
 			b.WriteString("\nstored_result: " + string(r.Result))
 		}
 	case latch.KindApprovalRequired:
+	case latch.KindInternal:
+		// What latch met (a store it could not reach, and where) is the operator's to read, in
+		// Result.Err: the model's provider is told nothing of it.
 	default:
 		if r.Detail != "" {
 			b.WriteString("\ndetail: " + safetext.Escape(r.Detail)) // one line, whatever the handler's error says

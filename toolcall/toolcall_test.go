@@ -204,3 +204,17 @@ func TestTurnAgainAfterApproval(t *testing.T) {
 		t.Errorf("refund t-2 ran %d times, want 1", n)
 	}
 }
+
+// TestInternalErrorsStayInside keeps what latch met (a store's address) out of the model's text:
+// the program reads it in Result.Err.
+func TestInternalErrorsStayInside(t *testing.T) {
+	t.Parallel()
+	err := errors.New("reserve refund:o-1: dial tcp 10.1.2.3:5432: connect: connection refused")
+	r := toolcall.Classify(err)
+	if r.Status != toolcall.StatusRefused || !r.IsError || !strings.HasPrefix(r.Content, "internal: ") {
+		t.Errorf("Classify(store down) = %s %t %q", r.Status, r.IsError, r.Content)
+	}
+	if strings.Contains(r.Content, "10.1.2.3") || r.Err != err {
+		t.Errorf("text = %q, Err = %v: want the detail in Err only", r.Content, r.Err)
+	}
+}
