@@ -36,11 +36,6 @@ var layering = []struct {
 		why:    "authentication is a leaf the servers share, below all of them",
 	},
 	{
-		pkg:    "github.com/latchkit/latch/toolcall",
-		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/...", "github.com/modelcontextprotocol/...", "github.com/jackc/pgx/..."},
-		why:    "the tool-call helpers are what an agent built on a model SDK links: the guard and nothing of latch's servers, MCP or Postgres",
-	},
-	{
 		pkg:    "github.com/latchkit/latch/canon",
 		forbid: []string{"github.com/latchkit/latch/..."},
 		why:    "the canonical form is the lowest leaf: it imports nothing of latch",
@@ -64,6 +59,11 @@ var layering = []struct {
 		pkg:    "github.com/latchkit/latch/store",
 		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/sqlite", "github.com/latchkit/latch/store/postgres", "github.com/jackc/pgx/...", "modernc.org/..."},
 		why:    "the store seam is what backends import: it knows none of them, and not the root above it",
+	},
+	{
+		pkg:    "github.com/latchkit/latch/toolcall",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/...", "github.com/modelcontextprotocol/...", "github.com/jackc/pgx/..."},
+		why:    "the tool-call helpers are what an agent built on a model SDK links: the guard and nothing of latch's servers, MCP or Postgres",
 	},
 }
 
