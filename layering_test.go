@@ -75,6 +75,11 @@ var layering = []struct {
 		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/sqlite", "github.com/latchkit/latch/store/postgres", "github.com/jackc/pgx/...", "modernc.org/..."},
 		why:    "the store seam is what backends import: it knows none of them, and not the root above it",
 	},
+	{
+		pkg:    "github.com/latchkit/latch/toolcall",
+		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/...", "github.com/modelcontextprotocol/...", "github.com/jackc/pgx/..."},
+		why:    "the tool-call helpers are what an agent built on a model SDK links: the guard and nothing of latch's servers, MCP or Postgres",
+	},
 }
 
 // matches reports whether the import path dep matches pattern (a path, or path/... for it and
