@@ -3,8 +3,8 @@ package scan
 import (
 	"errors"
 	"fmt"
-	"go/build"
 	"go/ast"
+	"go/build"
 	"go/token"
 	"go/types"
 	"path/filepath"

@@ -44,4 +44,3 @@ func TestAllowSummary(t *testing.T) {
 		t.Errorf("no findings in the Result; the diagnostics reported some")
 	}
 }
-

@@ -17,6 +17,8 @@ func Protect[A, R any](g *Guard, action string, fn func(context.Context, A) (R, 
 	return fn
 }
 
-func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (any, error) { return fn(ctx, nil) }
+func (g *Guard) Execute(ctx context.Context, call *Call, fn Executor) (any, error) {
+	return fn(ctx, nil)
+}
 
 func (g *Guard) Begin(ctx context.Context, call *Call) (*Pending, error) { return &Pending{}, nil }
