@@ -60,6 +60,11 @@ var layering = []struct {
 		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/sqlite", "github.com/latchkit/latch/store/postgres", "github.com/jackc/pgx/...", "modernc.org/..."},
 		why:    "the store seam is what backends import: it knows none of them, and not the root above it",
 	},
+	{
+		pkg:    "github.com/latchkit/latch/scan",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/...", "modernc.org/...", "github.com/jackc/pgx/..."},
+		why:    "the scan analyzer is loaded into go vet and golangci-lint: it links the analysis framework, no store",
+	},
 }
 
 // matches reports whether the import path dep matches pattern (a path, or path/... for it and

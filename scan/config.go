@@ -163,7 +163,7 @@ func FindConfig(dir string) (string, error) {
 		}
 		dir = parent
 	}
-	return "", fmt.Errorf("%w: no %s in the package's directory or above it up to its module root (give one with -config)", ErrNoConfig, ConfigFile)
+	return "", fmt.Errorf("%w: no %s in the package's directory or above it up to its module root (name one with --config)", ErrNoConfig, ConfigFile)
 }
 
 // ParseConfig parses and validates a configuration document; file names it in errors. Every
