@@ -245,14 +245,19 @@ type allow struct {
 
 type allowSet struct {
 	byLine map[string]map[int]*allow
+	code   map[string]map[int]bool // lines that hold code, not only comments
 	all    []*allow
 }
 
-// at returns the allow on the position's line or the line above it.
+// at returns the allow on the position's line, or alone on the line above it (an allow
+// trailing the statement above is that statement's).
 func (a *allowSet) at(p token.Position) *allow {
 	lines := a.byLine[p.Filename]
 	if x := lines[p.Line]; x != nil {
 		return x
+	}
+	if a.code[p.Filename][p.Line-1] {
+		return nil
 	}
 	return lines[p.Line-1]
 }
@@ -260,8 +265,20 @@ func (a *allowSet) at(p token.Position) *allow {
 const allowPrefix = "//latch:allow"
 
 func (s *state) allowComments() *allowSet {
-	set := &allowSet{byLine: map[string]map[int]*allow{}}
+	set := &allowSet{byLine: map[string]map[int]*allow{}, code: map[string]map[int]bool{}}
 	for _, f := range s.pass.Files {
+		name := s.pass.Fset.Position(f.Pos()).Filename
+		code := map[int]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n.(type) {
+			case nil, *ast.CommentGroup, *ast.Comment:
+				return false
+			case *ast.Ident, *ast.BasicLit:
+				code[s.pass.Fset.Position(n.Pos()).Line] = true
+			}
+			return true
+		})
+		set.code[name] = code
 		for _, g := range f.Comments {
 			for _, c := range g.List {
 				rest, ok := strings.CutPrefix(c.Text, allowPrefix)

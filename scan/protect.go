@@ -116,6 +116,160 @@ func (s *state) index() {
 			return true
 		})
 	}
+	s.interfaceEscapes()
+}
+
+// interfaceEscapes marks as escaping the methods of the package's types that a value of the
+// type makes reachable through an interface: passed as an interface argument (other than to
+// a wrapper that runs it), assigned to an interface variable, returned as an interface.
+// Whoever holds the interface may call them — river's Work on a worker registered without
+// latchriver.Wrap, next to a wrapped one.
+func (s *state) interfaceEscapes() {
+	for _, f := range s.pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				s.callEscapes(n)
+			case *ast.AssignStmt:
+				if len(n.Lhs) == len(n.Rhs) {
+					for i, r := range n.Rhs {
+						s.escapeInto(r, s.pass.TypesInfo.TypeOf(n.Lhs[i]), n)
+					}
+				}
+			case *ast.ValueSpec:
+				if n.Type != nil {
+					for _, v := range n.Values {
+						s.escapeInto(v, s.pass.TypesInfo.TypeOf(n.Type), n)
+					}
+				}
+			case *ast.ReturnStmt:
+				if sig := s.signatureOf(s.containerOf(n)); sig != nil && sig.Results().Len() == len(n.Results) {
+					for i, r := range n.Results {
+						s.escapeInto(r, sig.Results().At(i).Type(), n)
+					}
+				}
+			case *ast.CompositeLit:
+				s.compositeEscapes(n)
+			}
+			return true
+		})
+	}
+}
+
+func (s *state) callEscapes(call *ast.CallExpr) {
+	if tv, ok := s.pass.TypesInfo.Types[call.Fun]; ok && tv.IsType() {
+		if len(call.Args) == 1 {
+			s.escapeInto(call.Args[0], tv.Type, call)
+		}
+		return
+	}
+	sig, ok := s.pass.TypesInfo.TypeOf(call.Fun).Underlying().(*types.Signature)
+	if !ok {
+		return
+	}
+	w := s.wrapperOf(call)
+	params := sig.Params()
+	for i, arg := range call.Args {
+		if w != nil && w.Kind == "func" && i == w.Arg {
+			continue // the wrapper runs it under latch
+		}
+		var pt types.Type
+		switch {
+		case sig.Variadic() && i >= params.Len()-1:
+			pt = params.At(params.Len() - 1).Type()
+			if !call.Ellipsis.IsValid() {
+				if sl, ok := pt.(*types.Slice); ok {
+					pt = sl.Elem()
+				}
+			}
+		case i < params.Len():
+			pt = params.At(i).Type()
+		}
+		s.escapeInto(arg, pt, call)
+	}
+}
+
+func (s *state) compositeEscapes(lit *ast.CompositeLit) {
+	t := s.pass.TypesInfo.TypeOf(lit)
+	if t == nil {
+		return
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Struct:
+		for i, e := range lit.Elts {
+			if kv, ok := e.(*ast.KeyValueExpr); ok {
+				if id, ok := kv.Key.(*ast.Ident); ok {
+					if v, ok := s.pass.TypesInfo.ObjectOf(id).(*types.Var); ok {
+						s.escapeInto(kv.Value, v.Type(), lit)
+					}
+				}
+			} else if i < u.NumFields() {
+				s.escapeInto(e, u.Field(i).Type(), lit)
+			}
+		}
+	case *types.Slice, *types.Array, *types.Map:
+		var elem types.Type
+		switch u := u.(type) {
+		case *types.Slice:
+			elem = u.Elem()
+		case *types.Array:
+			elem = u.Elem()
+		case *types.Map:
+			elem = u.Elem()
+		}
+		for _, e := range lit.Elts {
+			if kv, ok := e.(*ast.KeyValueExpr); ok {
+				e = kv.Value
+			}
+			s.escapeInto(e, elem, lit)
+		}
+	}
+}
+
+// escapeInto marks the methods of e's type that the interface type target holds as escaping.
+func (s *state) escapeInto(e ast.Expr, target types.Type, at ast.Node) {
+	if target == nil || e == nil {
+		return
+	}
+	iface, ok := target.Underlying().(*types.Interface)
+	if !ok {
+		return
+	}
+	t := s.pass.TypesInfo.TypeOf(e)
+	if t == nil || types.IsInterface(t) {
+		return
+	}
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	named, ok := t.(*types.Named)
+	if !ok || named.Obj().Pkg() != s.pass.Pkg {
+		return
+	}
+	named = named.Origin()
+	for i := 0; i < iface.NumMethods(); i++ {
+		name := iface.Method(i).Name()
+		for m := range named.Methods() {
+			if m.Name() == name {
+				if node := s.decls[m]; node != nil {
+					node.uses = append(node.uses, use{kind: useEscape, site: at})
+				}
+			}
+		}
+	}
+}
+
+// signatureOf is the signature of a function body.
+func (s *state) signatureOf(n *fnode) *types.Signature {
+	if n == nil {
+		return nil
+	}
+	if n.obj != nil {
+		sig, _ := n.obj.Type().(*types.Signature)
+		return sig
+	}
+	sig, _ := s.pass.TypesInfo.TypeOf(n.body.(*ast.FuncLit)).(*types.Signature)
+	return sig
 }
 
 // methodEntries adds an entry to the methods a wrapper runs on the value it is given (river's

@@ -36,6 +36,7 @@ func TestAllowSummary(t *testing.T) {
 	want := []string{
 		"a.go:181 (*example.com/pay.Client).Charge test-mode charge against the sandbox account (call line 182)",
 		"a.go:185 (*example.com/pay.Client).Charge sandbox smoke test (call line 185)",
+		"a.go:204 example.com/pay.Refund refund of a sandbox charge (call line 204)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("allows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -199,5 +199,11 @@ func allowUnused(ctx context.Context, c *pay.Client) (int, error) {
 	return c.Balance(ctx)
 }
 
+// An allow trailing the statement above belongs to that statement, not to the next line.
+func allowTrailing(ctx context.Context, c *pay.Client) error {
+	_ = pay.Refund(ctx, "r") //latch:allow refund of a sandbox charge
+	return c.Charge(ctx, 0)  // want `unprotected call`
+}
+
 // Package-level initialisation is never under latch.
 var _ = pay.Refund(context.Background(), "init") // want `unprotected call to example.com/pay.Refund`

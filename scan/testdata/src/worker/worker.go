@@ -36,3 +36,33 @@ func Settle(ctx context.Context, a struct{ C *pay.Client }) (int, error) { // wa
 func Protected(g *latch.Guard) func(context.Context, struct{ C *pay.Client }) (int, error) {
 	return latch.Protect(g, "settle", Settle, nil)
 }
+
+// TwiceWorker is wrapped, and also registered bare through the interface: its Work may run
+// outside latch, so its calls are reported.
+type TwiceWorker struct{ C *pay.Client }
+
+func (w *TwiceWorker) Work(ctx context.Context, job *latchriver.Job) error {
+	return w.C.Charge(ctx, 1) // want `unprotected call`
+}
+
+func add(workers []latchriver.Worker, w latchriver.Worker) []latchriver.Worker {
+	return append(workers, w)
+}
+
+func RegisterTwice(g *latch.Guard, c *pay.Client) []latchriver.Worker {
+	w := &TwiceWorker{C: c}
+	return add([]latchriver.Worker{latchriver.Wrap(g, "charge", w, nil)}, w)
+}
+
+// HeldWorker is wrapped, and kept in an interface variable too.
+type HeldWorker struct{ C *pay.Client }
+
+func (w HeldWorker) Work(ctx context.Context, job *latchriver.Job) error {
+	return w.C.Charge(ctx, 1) // want `unprotected call`
+}
+
+var held latchriver.Worker = HeldWorker{}
+
+func RegisterHeld(g *latch.Guard) latchriver.Worker {
+	return latchriver.Wrap(g, "charge", HeldWorker{}, nil)
+}
