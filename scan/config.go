@@ -52,10 +52,8 @@ type Rule struct {
 	// Why is said in the diagnostic ("moves money").
 	Why string
 
-	line     int
-	recv     string // the receiver's type name, "" for a function
-	name     string // the function's or method's name pattern
-	position string // file:line of the rule, for messages
+	recv string // the receiver's type name, "" for a function
+	name string // the function's or method's name pattern
 }
 
 // Wrapper is a function that runs one of its arguments under latch.
@@ -320,8 +318,6 @@ func (p *cparser) rule(n *yaml.Node, field string) (Rule, error) {
 	if err != nil {
 		return r, err
 	}
-	r.line = n.Line
-	r.position = p.file + ":" + strconv.Itoa(n.Line)
 	if r.Package, r.Func, err = p.target(n, m, field); err != nil {
 		return r, err
 	}
@@ -509,9 +505,29 @@ func (c *Config) wrappers() []Wrapper {
 	return out
 }
 
+// Validate checks a configuration built in Go as ParseConfig checks a file (without lines).
+// The analyzer validates its configuration before each package.
+func (c *Config) Validate() error {
+	_, err := c.rules()
+	return err
+}
+
 // rules returns the configured rules with their patterns split (a Config built in Go has not
-// been through ParseConfig).
+// been through ParseConfig), refusing what ParseConfig would.
 func (c *Config) rules() ([]Rule, error) {
+	for i, name := range c.Integrations {
+		if _, ok := OptionalIntegrations[name]; !ok {
+			return nil, fmt.Errorf("integrations[%d]: unknown integration %q (known: asynq_middleware, temporal)", i, name)
+		}
+	}
+	for i, w := range c.Wrappers {
+		if _, _, err := splitFunc(w.Func); err != nil {
+			return nil, fmt.Errorf("wrappers[%d].func: %w", i, err)
+		}
+		if w.Kind != "" && w.Kind != "func" && w.Kind != "begin" {
+			return nil, fmt.Errorf("wrappers[%d].kind: unknown kind %q (want func or begin)", i, w.Kind)
+		}
+	}
 	out := make([]Rule, 0, len(c.Calls))
 	for i, r := range c.Calls {
 		if r.name == "" {
@@ -521,9 +537,18 @@ func (c *Config) rules() ([]Rule, error) {
 			}
 			r.recv, r.name = recv, name
 		}
-		if r.position == "" {
-			r.position = fmt.Sprintf("calls[%d]", i)
+		if (len(r.Hosts) > 0 || len(r.Methods) > 0) && r.Package != "net/http" {
+			field := "hosts"
+			if len(r.Hosts) == 0 {
+				field = "methods"
+			}
+			return nil, fmt.Errorf("calls[%d].%s: only for package net/http (this rule is for %s)", i, field, r.Package)
 		}
+		methods := make([]string, len(r.Methods))
+		for j, m := range r.Methods {
+			methods[j] = strings.ToUpper(m)
+		}
+		r.Methods = methods
 		out = append(out, r)
 	}
 	return out, nil

@@ -15,7 +15,7 @@ import (
 // on the cases: every diagnostic and fact must be one a want comment expects, and every want
 // comment must be met.
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), scan.Analyzer, "a", "worker", "caller", "httpcase")
+	analysistest.Run(t, analysistest.TestData(), scan.Analyzer, "a", "worker", "caller", "httpcase", "wrappers")
 }
 
 // TestAllowSummary checks that the allows that suppressed a finding are in the Result with
@@ -43,5 +43,42 @@ func TestAllowSummary(t *testing.T) {
 	}
 	if len(res.Findings) == 0 {
 		t.Errorf("no findings in the Result; the diagnostics reported some")
+	}
+}
+
+// TestTemporalPreset runs an analyzer built from a configuration in Go, with the temporal
+// preset on: activities registered with the worker are protected, a direct call is not.
+func TestTemporalPreset(t *testing.T) {
+	a := scan.New(&scan.Config{
+		Calls: []scan.Rule{
+			{Package: "example.com/pay", Func: "(*Client).Charge"},
+			{Package: "example.com/pay", Func: "Refund"},
+		},
+		Integrations: []string{"temporal"},
+	})
+	analysistest.Run(t, analysistest.TestData(), a, "temporalcase")
+}
+
+// TestValidate checks that a configuration built in Go is validated as a file is.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  *scan.Config
+		want string
+	}{
+		{&scan.Config{Calls: []scan.Rule{{Package: "p", Func: "(C.M"}}}, `calls[0].func: want Name, (Type).Name or (*Type).Name, got "(C.M"`},
+		{&scan.Config{Calls: []scan.Rule{{Package: "p", Func: "F", Hosts: []string{"x"}}}}, `calls[0].hosts: only for package net/http (this rule is for p)`},
+		{&scan.Config{Wrappers: []scan.Wrapper{{Package: "p", Func: "(*T."}}}, `wrappers[0].func: want Name, (Type).Name or (*Type).Name, got "(*T."`},
+		{&scan.Config{Wrappers: []scan.Wrapper{{Package: "p", Func: "Run", Kind: "around"}}}, `wrappers[0].kind: unknown kind "around" (want func or begin)`},
+		{&scan.Config{Integrations: []string{"sidekiq"}}, `integrations[0]: unknown integration "sidekiq" (known: asynq_middleware, temporal)`},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Validate(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	ok := &scan.Config{Calls: []scan.Rule{{Package: "net/http", Func: "(*Client).Do", Hosts: []string{"api.example"}}}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate(%+v) = %v, want nil", ok, err)
 	}
 }
