@@ -71,6 +71,21 @@ func TestScanCommand(t *testing.T) {
 		t.Errorf("allows[0] = %+v", al)
 	}
 
+	// --tests adds the test file's call, once: billing's files are scanned in its test variant
+	// only.
+	code, out, _ = run("scan", "--dir", dir, "--tests")
+	got = nil
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, ": not inside"); i >= 0 {
+			got = append(got, line[:i])
+		}
+	}
+	want := append([]string{scanmod.WantTests}, scanmod.Want...)
+	slices.Sort(want)
+	if code != ExitRefused || !slices.Equal(got, want) {
+		t.Errorf("latch scan --tests = %d, reported:\n%s\nwant:\n%s", code, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
 	// Only protected and allowed calls: nothing to report, exit 0.
 	code, out, stderr = run("scan", "--dir", dir, "./pay")
 	if code != ExitOK || out != "scanned 1 package(s): 0 unprotected call(s), 0 allowed\n" {

@@ -28,6 +28,10 @@ var Want = []string{
 	"jobs/jobs.go:11:12: unprotected call to example.com/app/billing.Charge (it makes consequential calls, (*example.com/app/pay.Client).Charge, that expect to run under latch)",
 }
 
+// WantTests is the diagnostic of the module's test file, reported when tests are scanned
+// (latch scan --tests; go vet always vets them).
+const WantTests = "billing/billing_test.go:11:12: unprotected call to (*example.com/app/pay.Client).Charge (moves money)"
+
 // Write writes the module into a new temporary directory and returns it. Its go.mod requires
 // latch replaced by this checkout, completed by go mod tidy from the module cache, and its
 // go.sum is this checkout's, so the go command needs no network.

@@ -126,12 +126,19 @@ func less(a, b token.Position) bool {
 	return a.Column < b.Column
 }
 
-// importOrder sorts the packages so that each comes after those of them it imports, and drops
-// the test-binary mains that Tests adds.
+// importOrder sorts the packages so that each comes after those of them it imports. With
+// tests, it drops the test-binary mains and each package that has a test variant ("p [p.test]"
+// holds all of p's files and its in-package tests): scanning both would report p's files twice.
 func importOrder(pkgs []*packages.Package) []*packages.Package {
 	byID := map[string]*packages.Package{}
 	for _, p := range pkgs {
 		byID[p.ID] = p
+	}
+	variant := map[string]string{} // package path -> ID of its test variant
+	for _, p := range pkgs {
+		if i := strings.Index(p.ID, " ["); i > 0 && p.PkgPath == p.ID[:i] {
+			variant[p.PkgPath] = p.ID
+		}
 	}
 	seen := map[string]bool{}
 	var out []*packages.Package
@@ -148,10 +155,13 @@ func importOrder(pkgs []*packages.Package) []*packages.Package {
 		sort.Strings(ids)
 		for _, id := range ids {
 			if dep, ok := byID[id]; ok {
+				if v, ok := variant[dep.PkgPath]; ok && dep.ID == dep.PkgPath {
+					dep = byID[v] // its facts come from the variant that is scanned
+				}
 				visit(dep)
 			}
 		}
-		if !strings.HasSuffix(p.ID, ".test") {
+		if !strings.HasSuffix(p.ID, ".test") && !(p.ID == p.PkgPath && variant[p.PkgPath] != "") {
 			out = append(out, p)
 		}
 	}
