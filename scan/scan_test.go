@@ -1,6 +1,8 @@
 package scan_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,10 +35,27 @@ func TestAllowSummary(t *testing.T) {
 	for _, a := range res.Allows {
 		got = append(got, filepath.Base(a.Pos.Filename)+":"+strconv.Itoa(a.Pos.Line)+" "+a.Callee+" "+a.Reason+" (call line "+strconv.Itoa(a.Call.Line)+")")
 	}
+	// The allows' lines, found in the source so that editing the cases above them keeps this
+	// test right: the comment's line, and the call's (the same, or the next).
+	src, err := os.ReadFile(filepath.Join(analysistest.TestData(), "src", "a", "a.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lineOf := func(text string) int {
+		t.Helper()
+		for i, l := range strings.Split(string(src), "\n") {
+			if strings.Contains(l, text) {
+				return i + 1
+			}
+		}
+		t.Fatalf("a.go has no line with %q", text)
+		return 0
+	}
+	above, same, trailing := lineOf("//latch:allow test-mode charge"), lineOf("//latch:allow sandbox smoke test"), lineOf("//latch:allow refund of a sandbox")
 	want := []string{
-		"a.go:181 (*example.com/pay.Client).Charge test-mode charge against the sandbox account (call line 182)",
-		"a.go:185 (*example.com/pay.Client).Charge sandbox smoke test (call line 185)",
-		"a.go:204 example.com/pay.Refund refund of a sandbox charge (call line 204)",
+		fmt.Sprintf("a.go:%d (*example.com/pay.Client).Charge test-mode charge against the sandbox account (call line %d)", above, above+1),
+		fmt.Sprintf("a.go:%d (*example.com/pay.Client).Charge sandbox smoke test (call line %d)", same, same),
+		fmt.Sprintf("a.go:%d example.com/pay.Refund refund of a sandbox charge (call line %d)", trailing, trailing),
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("allows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

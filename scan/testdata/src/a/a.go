@@ -28,6 +28,13 @@ func protectedClosure(g *latch.Guard, c *pay.Client) func(context.Context, Charg
 	}, nil)
 }
 
+// Protect instantiated explicitly: still the wrapper.
+func explicitInstance(g *latch.Guard, c *pay.Client) func(context.Context, ChargeArgs) (string, error) {
+	return latch.Protect[ChargeArgs, string](g, "charge", func(ctx context.Context, a ChargeArgs) (string, error) {
+		return "", c.Charge(ctx, a.Cents)
+	}, nil)
+}
+
 // A same-named method on another type, and on an interface: not the configured API.
 func otherCharge(ctx context.Context, o *pay.Other, ch pay.Charger) error {
 	if err := o.Charge(ctx, 1); err != nil {
