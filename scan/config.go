@@ -24,11 +24,13 @@ type Config struct {
 	File string
 	// Calls are the consequential APIs: a reference to one outside latch is a diagnostic.
 	Calls []Rule
-	// Wrappers are functions, in addition to the built-in ones (BuiltinWrappers), that run one
-	// of their arguments under latch.
+	// Wrappers are functions that run one of their arguments under latch, in addition to the
+	// built-in ones: latch.Protect, Guard.Execute and Guard.Begin, the Go client's Protect and
+	// Begin, latchriver.Wrap and latchasynq.Handler.
 	Wrappers []Wrapper
-	// Integrations turns on optional wrapper presets by name (OptionalIntegrations): ones that
-	// are sound only when the program installs latch's middleware or interceptor.
+	// Integrations turns on optional wrapper presets by name, "temporal" and
+	// "asynq_middleware": registrations that are protection only when the program installs
+	// latch's interceptor or middleware, which the scan cannot see (docs/scan.md).
 	Integrations []string
 }
 
@@ -76,9 +78,9 @@ type Wrapper struct {
 	recv, name string
 }
 
-// BuiltinWrappers are the wrappers every scan knows: latch's own and the river and asynq
+// builtinWrappers are the wrappers every scan knows: latch's own and the river and asynq
 // integrations', which run the given function or worker under latch wherever they are used.
-var BuiltinWrappers = []Wrapper{
+var builtinWrappers = []Wrapper{
 	{Package: "github.com/latchkit/latch", Func: "Protect", Arg: 2},
 	{Package: "github.com/latchkit/latch", Func: "(*Guard).Execute", Arg: 2},
 	{Package: "github.com/latchkit/latch", Func: "(*Guard).Begin", Kind: "begin"},
@@ -88,11 +90,11 @@ var BuiltinWrappers = []Wrapper{
 	{Package: "github.com/latchkit/latch/integrations/asynq", Func: "Handler", Arg: 2, Method: "ProcessTask"},
 }
 
-// OptionalIntegrations are wrapper presets a configuration turns on by name in
+// optionalIntegrations are the wrapper presets a configuration turns on by name in
 // "integrations:". Each treats a registration as protection, which holds only when the worker
 // or mux carries latch's interceptor or middleware — the scan cannot see that, so the
 // configuration says it.
-var OptionalIntegrations = map[string][]Wrapper{
+var optionalIntegrations = map[string][]Wrapper{
 	// Every activity of a worker built with latchtemporal.NewInterceptor runs under latch.
 	"temporal": {
 		{Package: "go.temporal.io/sdk/worker", Func: "(ActivityRegistry).RegisterActivity", Arg: 0, Method: "*"},
@@ -303,7 +305,7 @@ func (p *cparser) document(n *yaml.Node) (*Config, error) {
 			return nil, err
 		}
 		for i, name := range names {
-			if _, ok := OptionalIntegrations[name]; !ok {
+			if _, ok := optionalIntegrations[name]; !ok {
 				return nil, p.errf(in.Content[i], fmt.Sprintf("integrations[%d]", i), "unknown integration %q (known: asynq_middleware, temporal)", name)
 			}
 		}
@@ -497,9 +499,9 @@ func (c *Config) wrappers() []Wrapper {
 			out = append(out, w)
 		}
 	}
-	add(BuiltinWrappers)
+	add(builtinWrappers)
 	for _, name := range c.Integrations {
-		add(OptionalIntegrations[name])
+		add(optionalIntegrations[name])
 	}
 	add(c.Wrappers)
 	return out
@@ -516,7 +518,7 @@ func (c *Config) Validate() error {
 // been through ParseConfig), refusing what ParseConfig would.
 func (c *Config) rules() ([]Rule, error) {
 	for i, name := range c.Integrations {
-		if _, ok := OptionalIntegrations[name]; !ok {
+		if _, ok := optionalIntegrations[name]; !ok {
 			return nil, fmt.Errorf("integrations[%d]: unknown integration %q (known: asynq_middleware, temporal)", i, name)
 		}
 	}

@@ -23,7 +23,8 @@
 //
 // # Escapes
 //
-// A //latch:allow comment with a reason, on the line of a reported call or the line above it,
+// A //latch:allow comment with a reason, on the line of a reported call or alone on the line above
+// it,
 // suppresses that report; the scan's Result lists every allow with its reason, and `latch scan`
 // prints them as a summary. An allow without a reason, or one that suppresses nothing, is
 // itself reported.
