@@ -52,8 +52,8 @@ func (a *app) scanCommand() *cobra.Command {
 		Long: `Load the Go packages (default ./...) and report every call of a consequential API — listed
 in the scan configuration, latch.scan.yaml — that does not run under latch: not inside a
 function given to latch.Protect, Guard.Execute or an integration wrapper, nor after a checked
-Guard.Begin. A //latch:allow <reason> comment on the call's line or the line above it
-suppresses the report; every allow is listed in a summary with its reason.
+Guard.Begin. A //latch:allow <reason> comment on the call's line, or alone on the line
+above it, suppresses the report; every allow is listed in a summary with its reason.
 
 The configuration is --config, else the latch.scan.yaml found from the directory up to the
 module root. The same analyzer runs as a vet tool (cmd/latch-vet) and a golangci-lint plugin.

@@ -91,6 +91,16 @@ func TestScanCommand(t *testing.T) {
 	if code != ExitOK || out != "scanned 1 package(s): 0 unprotected call(s), 0 allowed\n" {
 		t.Errorf("latch scan ./pay = %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
+
+	// A package that does not type-check is refused, not scanned blind.
+	broken := filepath.Join(dir, "pay", "broken.go")
+	if err := os.WriteFile(broken, []byte("package pay\n\nfunc broken() int { return \"x\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run("scan", "--dir", dir, "./pay")
+	if code != ExitRefused || out != "" || !strings.HasPrefix(stderr, "latch scan: load packages: ") || !strings.Contains(stderr, "broken.go:3:") {
+		t.Errorf("latch scan of a package that does not compile = %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
 }
 
 // TestScanCommandConfigErrors checks that a missing or bad configuration is refused, naming the

@@ -94,7 +94,11 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	var loadErrs []string
 	for _, p := range pkgs {
 		for _, e := range p.Errors {
-			loadErrs = append(loadErrs, e.Error())
+			if e.Pos == "" || e.Pos == "-" {
+				loadErrs = append(loadErrs, e.Msg) // "-" is go/packages' "no position"
+			} else {
+				loadErrs = append(loadErrs, e.Pos+": "+e.Msg)
+			}
 		}
 	}
 	if len(loadErrs) > 0 {
