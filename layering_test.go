@@ -80,6 +80,11 @@ var layering = []struct {
 		forbid: []string{"github.com/latchkit/latch/server/...", "github.com/latchkit/latch/gateway", "github.com/latchkit/latch/mcpop", "github.com/latchkit/latch/metrics", "github.com/prometheus/...", "github.com/modelcontextprotocol/...", "github.com/jackc/pgx/..."},
 		why:    "the tool-call helpers are what an agent built on a model SDK links: the guard and nothing of latch's servers, MCP or Postgres",
 	},
+	{
+		pkg:    "github.com/latchkit/latch/scan",
+		forbid: []string{"github.com/latchkit/latch", "github.com/latchkit/latch/store/...", "modernc.org/...", "github.com/jackc/pgx/..."},
+		why:    "the scan analyzer is loaded into go vet and golangci-lint: it links the analysis framework, no store",
+	},
 }
 
 // matches reports whether the import path dep matches pattern (a path, or path/... for it and

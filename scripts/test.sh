@@ -96,7 +96,7 @@ module_tests() {
 		run_staticcheck ./... &&
 		timeout --kill-after=30 1200 go test -count=1 "$@" ./...)
 }
-for m in river asynq temporal genkit mcpsdk mcpgo openai anthropic; do
+for m in river asynq temporal genkit mcpsdk mcpgo openai anthropic golangci; do
 	stage "integration $m (go vet, staticcheck, go test -race)" module_tests "integrations/$m" -race -timeout 15m
 done
 # The Python client against a real latch serve (clients/python/test.sh builds it): stdlib

@@ -236,6 +236,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.gatewayCommand(),
 		a.mcpOperatorCommand(),
 		a.approverCommand(),
+		a.scanCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
