@@ -1,7 +1,8 @@
 // The adapter conformance table the Go adapters replay (latchtest/refusals.json, read from the
 // repository, not copied) replayed through this client against a real `latch serve` started with
-// the table's policy, acting as the table's principal: every case once through protect(), and
-// once through the AI SDK tool (latchTool), read back from what the model would see. A handler
+// the table's policy, acting as the table's principal: every case once through protect(), once
+// through the AI SDK tool (latchTool) and once through the OpenAI Agents SDK tool
+// (latchToolOptions), the last two read back from what the model would see. A handler
 // whose argument `mode` says what it does (succeed, lose_reply, not_executed) counts its runs;
 // each step's outcome is compared with the table's expectation: whether the handler ran, the
 // refusal's kind and reason word, its effect key, its approval request, and a duplicate's
@@ -14,6 +15,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { Client, NotExecuted, RefusalError, protect } from '../src/index.js';
 import { LatchToolError, latchTool } from '../src/ai-sdk.js';
+import { latchToolOptions } from '../src/openai-agents.js';
 import { repo, startServe } from './support/serve.js';
 
 const table = JSON.parse(await readFile(join(repo, 'latchtest/refusals.json'), 'utf8'));
@@ -128,6 +130,35 @@ const viaAISDK = (k, agent) => {
   };
 };
 
+/**
+ * viaOpenAIAgents makes each call as the OpenAI Agents SDK does with latchToolOptions:
+ * needsApproval first (an interruption naming the latch request when it answers true), then
+ * execute; what the model reads of a failed call is the errorFunction's text.
+ */
+const viaOpenAIAgents = (k, agent) => {
+  const tools = new Map();
+  let n = 0;
+  return async (call) => {
+    if (!tools.has(call.action)) {
+      tools.set(call.action, latchToolOptions(agent, call.action, {
+        name: call.action.replace('.', '_'), description: call.action, parameters: {}, strict: false, execute: k.handler(call.action),
+      }));
+    }
+    const t = tools.get(call.action);
+    const callId = `call_${++n}`;
+    const input = argsOf(call);
+    if (await t.needsApproval({}, input, callId)) {
+      return { refusal: { kind: 'approval_required', reason: 'approval_required', approvalId: t.latchApprovals.get(callId), noEffectKey: true } };
+    }
+    try {
+      return { result: await t.execute(input, {}, { toolCall: { callId } }) };
+    } catch (err) {
+      if (!(err instanceof LatchToolError)) return { err };
+      return { refusal: { ...readToolMessage(call.action, t.errorFunction({}, err)), noEffectKey: true } };
+    }
+  };
+};
+
 // check compares one step's outcome with its expectation, as latchtest does in Go.
 function check(e, out, outs, ran, errs) {
   assert.ok(ran === 0 || ran === 1, `the handler ran ${ran} times in one attempt`);
@@ -202,12 +233,12 @@ function replay(name, makeInvoke) {
             outs.push({});
             continue;
           }
-          const before = k.count(s.call);
+          const runsBefore = k.count(s.call);
           const out = await invoke(s.call);
           outs.push(out);
           const at = `step ${i} (${s.call.action} ${s.call.id} amount ${s.call.amount}, ${s.call.mode})`;
           try {
-            check(s.expect, out, outs, k.count(s.call) - before, errs);
+            check(s.expect, out, outs, k.count(s.call) - runsBefore, errs);
           } catch (err) {
             err.message = `${at}: ${err.message}`;
             throw err;
@@ -220,3 +251,4 @@ function replay(name, makeInvoke) {
 
 replay('through protect()', viaProtect);
 replay('through the AI SDK tool, as the model reads it', viaAISDK);
+replay('through the OpenAI Agents SDK tool, as the model reads it', viaOpenAIAgents);
