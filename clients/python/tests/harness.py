@@ -65,17 +65,19 @@ def clean_env() -> dict:
 
 
 class Serve:
-    """Serve is one latch serve process on a fresh store; stop() ends it."""
+    """Serve is one latch serve process on a fresh store; stop() ends it. The agent token acts
+    as ``agent``, the approver token as ``approver``."""
 
-    def __init__(self, policy: str = POLICY, args: tuple = (), env: Optional[dict] = None):
+    def __init__(self, policy: str = POLICY, args: tuple = (), env: Optional[dict] = None,
+                 agent: str = "billing-worker", approver: str = "alice"):
         self.bin = latch_bin()
         self.dir = tempfile.mkdtemp(prefix="latch-py-")
         self.policy = os.path.join(self.dir, "latch.yaml")
         with open(self.policy, "w") as f:
             f.write(policy)
         self.store = "sqlite:" + os.path.join(self.dir, "state.db")
-        self.agent_token = self.token("--agent", "billing-worker")
-        self.approver_token = self.token("--approver", "alice")
+        self.agent_token = self.token("--agent", agent)
+        self.approver_token = self.token("--approver", approver)
         addr = free_addr()
         self.url = "http://" + addr
         self.log = open(os.path.join(self.dir, "serve.log"), "wb")

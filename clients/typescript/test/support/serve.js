@@ -63,8 +63,10 @@ function env() {
 /**
  * startServe writes policy to a temporary directory and starts `latch serve` on it with a
  * SQLite store there (extraArgs after `serve`, extraEnv added to its environment); it resolves to {base, agentToken, approverToken, latch(...args), stop()}.
+ * `who.agent` is the agent token's agent (default refund-bot), `who.approver` the approver
+ * token's person (default alice).
  */
-export async function startServe(policy, extraArgs = [], extraEnv = {}) {
+export async function startServe(policy, extraArgs = [], extraEnv = {}, who = {}) {
   const bin = await latchBinary();
   const dir = await mkdtemp(join(tmpdir(), 'latch-ts-'));
   const policyPath = join(dir, 'latch.yaml');
@@ -72,8 +74,8 @@ export async function startServe(policy, extraArgs = [], extraEnv = {}) {
   const global = ['--policy', policyPath, '--store', `sqlite:${join(dir, 'state.db')}`];
   const latch = async (...args) => (await run(bin, [...global, ...args], { env: env() })).stdout;
   const token = async (...args) => JSON.parse(await latch('token', 'create', '--json', ...args)).token;
-  const agentToken = await token('--agent', 'refund-bot');
-  const approverToken = await token('--approver', 'alice');
+  const agentToken = await token('--agent', who.agent ?? 'refund-bot');
+  const approverToken = await token('--approver', who.approver ?? 'alice');
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const proc = spawn(bin, [...global, 'serve', '--listen', `127.0.0.1:${port}`, ...extraArgs], {
