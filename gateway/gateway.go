@@ -21,8 +21,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Version is the implementation version the gateway announces to agents and upstreams.
-const Version = "0.1.0"
+// Version is the implementation version the gateway announces to agents and upstreams: the
+// release of latch it is part of.
+const Version = latch.Version
 
 // ErrNoUpstreams is returned by New when the policy has no gateway section or it names no
 // upstream: a gateway with nothing behind it is a configuration mistake.

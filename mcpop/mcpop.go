@@ -36,8 +36,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Version is the implementation version the server announces.
-const Version = "0.1.0"
+// Version is the implementation version the server announces: the release of latch it is part
+// of.
+const Version = latch.Version
 
 // Config configures an Operator. Guard is required.
 type Config struct {

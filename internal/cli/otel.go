@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/latchkit/latch"
 )
 
 // otelShutdownTimeout bounds how long a stopping server waits for its last spans to be sent.
@@ -97,10 +98,7 @@ func tracerProvider(ctx context.Context, e *spanExport, log *slog.Logger) (*sdkt
 	if err != nil {
 		return nil, nil, fmt.Errorf("span exporter: %w", err)
 	}
-	version := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
+	version := latch.Version
 	// service.name is latch unless $OTEL_SERVICE_NAME or $OTEL_RESOURCE_ATTRIBUTES say otherwise.
 	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
 		resource.WithAttributes(attribute.String("service.name", "latch"), attribute.String("service.version", version)),

@@ -12,7 +12,7 @@ import (
 )
 
 // TestBuildVersion checks what `latch version` reports for the build information of a binary
-// installed with `go install …@v0.1.0`, of a source build, and of one with none at all.
+// installed with `go install …@v0.2.0`, of a source build, and of one with none at all.
 func TestBuildVersion(t *testing.T) {
 	t.Parallel()
 	schemas := schemasJSON{SQLite: sqlite.SchemaVersion(), Postgres: postgres.SchemaVersion(), Receipt: receipt.Schema, Policy: "latch.policy/v1"}
@@ -24,14 +24,14 @@ func TestBuildVersion(t *testing.T) {
 		{
 			name: "installed at a version",
 			bi: &debug.BuildInfo{GoVersion: "go1.26.0", Path: "github.com/latchkit/latch/cmd/latch",
-				Main: debug.Module{Path: "github.com/latchkit/latch", Version: "v0.1.0", Sum: "h1:x"}},
-			want: versionJSON{Version: "v0.1.0", Module: "github.com/latchkit/latch", Go: "go1.26.0"},
+				Main: debug.Module{Path: "github.com/latchkit/latch", Version: "v0.2.0", Sum: "h1:x"}},
+			want: versionJSON{Version: "0.2.0", Module: "github.com/latchkit/latch", ModuleVersion: "v0.2.0", Go: "go1.26.0"},
 		},
 		{
 			name: "built from a modified checkout",
 			bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/latchkit/latch", Version: "(devel)"},
 				Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "8be7682"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-12-01T11:52:41Z"}}},
-			want: versionJSON{Version: "(devel)", Module: "github.com/latchkit/latch", Go: "go1.26.8",
+			want: versionJSON{Version: "0.2.0", Module: "github.com/latchkit/latch", ModuleVersion: "(devel)", Go: "go1.26.8",
 				Revision: "8be7682", Modified: true, Committed: "2026-12-01T11:52:41Z"},
 		},
 	}
@@ -46,8 +46,8 @@ func TestBuildVersion(t *testing.T) {
 			}
 		})
 	}
-	if got := buildVersion(nil); got.Version != "(devel)" || got.Module != modulePath || got.Schemas != schemas {
-		t.Errorf("buildVersion(nil) = %+v, want (devel), %s and the schemas %+v", got, modulePath, schemas)
+	if got := buildVersion(nil); got.Version != "0.2.0" || got.ModuleVersion != "(devel)" || got.Module != modulePath || got.Schemas != schemas {
+		t.Errorf("buildVersion(nil) = %+v, want 0.2.0, (devel), %s and the schemas %+v", got, modulePath, schemas)
 	}
 	if schemas.SQLite < 1 || schemas.Postgres < 1 {
 		t.Errorf("schema versions %+v, want both at least 1", schemas)
