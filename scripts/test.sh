@@ -10,7 +10,8 @@
 #    version go.mod declares (that exact toolchain, fetched once into the module cache),
 #    `go test -race -count=1 ./...` (extra arguments go to go test), the crash matrix (scripts/crash.sh), a short soak on SQLite and
 #    PostgreSQL (scripts/soak.sh, $LATCH_SOAK_DURATION, default 2m) and a bounded run of every
-#    fuzz target (scripts/fuzz.sh, $LATCH_FUZZ_TIME per target, default 10s).
+#    fuzz target (scripts/fuzz.sh, $LATCH_FUZZ_TIME per target, default 10s), and two release builds
+#    of cmd/latch compared byte for byte (scripts/repro.sh).
 #    Then the console's browser tests (server/console/browsertest: chromium, installed when
 #    missing, driven by chromedp; LATCH_REQUIRE_BROWSER=1 fails them without a browser).
 #    Then each integration module (integrations/river, asynq, temporal: each its own go.mod, built
@@ -80,6 +81,9 @@ stage "go test -race" go test -race -count=1 -timeout 25m ./... "$@"
 stage "crash matrix" scripts/crash.sh "${LATCH_CRASH_ROUNDS:-3}"
 stage soak scripts/soak.sh "${LATCH_SOAK_DURATION:-2m}"
 stage fuzz scripts/fuzz.sh "${LATCH_FUZZ_TIME:-10s}"
+# Two release builds of cmd/latch (another path, other empty caches) must be byte-identical
+# (docs/releasing.md).
+stage "reproducible build" timeout --kill-after=30 900 scripts/repro.sh
 # The modules of their own (integrations/*, server/console/browsertest): each go.mod replaces
 # github.com/latchkit/latch with this checkout. A core dependency changed without tidying one is
 # tidied for the run, with a warning naming the module.
