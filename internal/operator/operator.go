@@ -306,6 +306,18 @@ func ParseWindow(s string) (time.Duration, error) {
 	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", s)
 }
 
+// ParseSince reads where a window starts: an RFC 3339 time, or a window back from now
+// (ParseWindow).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := ParseWindow(s); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time (2026-03-01T00:00:00Z) or a duration such as 90m, 24h or 7d", s)
+}
+
 // Stats counts the receipts finished in the last window (0: every receipt) by action and
 // result, and in observe mode what enforcement would have blocked.
 func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.Stats, error) {
