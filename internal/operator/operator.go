@@ -310,6 +310,10 @@ func ParseWindow(s string) (time.Duration, error) {
 // (ParseWindow).
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if t.Year() < 1678 || t.Year() > 2261 {
+			// Stores keep times as nanoseconds since 1970 in 64 bits.
+			return time.Time{}, fmt.Errorf("since %q: want a time between the years 1678 and 2261", s)
+		}
 		return t, nil
 	}
 	if d, err := ParseWindow(s); err == nil {
