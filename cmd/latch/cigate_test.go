@@ -1,0 +1,208 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latchkit/latch"
+)
+
+// gatePolicy is the base policy: small refunds run, larger ones need a person, deletes are denied.
+const gatePolicy = `schema: latch.policy/v1
+actions:
+  refund.issue:
+    effect: "refund:{id}"
+    arguments:
+      id: { type: string }
+      amount: { type: integer, min: 1 }
+    rules:
+      - when: { amount_lte: 1000 }
+        decision: allow
+      - decision: approve
+  repo.delete:
+    effect: "repo:{name}"
+    arguments:
+      name: { type: string }
+    decision: deny
+`
+
+// recordChain records, under the base policy, a chain with a call of each decision: an
+// allowed refund, an approved one made again with its approval, and a denied delete.
+func recordChain(t *testing.T, dir, policyPath string) string {
+	t.Helper()
+	db := filepath.Join(dir, "recorded.db")
+	g, err := latch.Open(t.Context(), &latch.Config{PolicyPath: policyPath, StoreURL: "sqlite:" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := latch.WithPrincipal(t.Context(), latch.Principal{Agent: "refunder"})
+	call := func(ctx context.Context, action, args string) error {
+		_, err := g.Execute(ctx, &latch.Call{Action: action, Arguments: json.RawMessage(args)},
+			func(context.Context, json.RawMessage) (any, error) { return "done", nil })
+		return err
+	}
+	if err := call(ctx, "refund.issue", `{"id":"o1","amount":500}`); err != nil {
+		t.Fatal(err)
+	}
+	var ar *latch.ApprovalRequiredError
+	if err := call(ctx, "refund.issue", `{"id":"o2","amount":5000}`); !errors.As(err, &ar) {
+		t.Fatalf("refund o2 = %v, want approval required", err)
+	}
+	if _, err := g.Approve(t.Context(), ar.ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(latch.WithApproval(ctx, ar.ApprovalID), "refund.issue", `{"id":"o2","amount":5000}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ctx, "repo.delete", `{"name":"prod"}`); !errors.Is(err, latch.ErrDenied) {
+		t.Fatalf("repo.delete = %v, want denied", err)
+	}
+	return db
+}
+
+// TestCIGate runs scripts/ci-gate.sh — the script the GitHub Action in action.yml runs — for
+// real, with a latch binary built from this module: on the base policy it passes and writes the
+// verify badge and the Markdown summary; on a policy that widens refund.issue (approve becomes
+// allow) it fails, naming the recorded call decided less strictly; and a scan asked for is
+// skipped, saying so, when the binary has no scan command.
+func TestCIGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds latch and runs latch verify twice")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("the gate script needs bash: %v", err)
+	}
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Fatalf("the gate script's replay comparison needs jq: %v", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "latch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	base := filepath.Join(dir, "base.yaml")
+	if err := os.WriteFile(base, []byte(gatePolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wide := filepath.Join(dir, "wide.yaml")
+	widened := strings.Replace(gatePolicy, "      - decision: approve", "      - decision: allow", 1)
+	if widened == gatePolicy {
+		t.Fatal("the widened policy is the base policy")
+	}
+	if err := os.WriteFile(wide, []byte(widened), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chain := recordChain(t, dir, base)
+	script, err := filepath.Abs("../../scripts/ci-gate.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	gate := func(name string, args ...string) (int, string, string) {
+		t.Helper()
+		summary := filepath.Join(dir, name+".md")
+		cmd := exec.Command("bash", append([]string{script, "--latch", bin}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GITHUB_STEP_SUMMARY="+summary)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := os.ReadFile(summary)
+		if err != nil {
+			t.Fatalf("%s: no summary at $GITHUB_STEP_SUMMARY: %v\n%s", name, err, out)
+		}
+		return code, string(out), string(b)
+	}
+
+	t.Run("original passes", func(t *testing.T) {
+		badge := filepath.Join(dir, "badge.svg")
+		code, out, summary := gate("original", "--policy", base, "--base", base, "--chain", chain, "--badge", badge)
+		if code != 0 {
+			t.Fatalf("the gate on the base policy = exit %d, want 0\n%s", code, out)
+		}
+		for _, want := range []string{
+			"| latch check --strict | pass |",
+			"| latch policy replay | pass: 3 recorded calls, none decided less strictly |",
+			"| latch scan | off |",
+			"**The gate passes.**",
+		} {
+			if !strings.Contains(summary, want) {
+				t.Errorf("summary lacks %q:\n%s", want, summary)
+			}
+		}
+		svg, err := os.ReadFile(badge)
+		if err != nil {
+			t.Fatalf("no badge written: %v", err)
+		}
+		verdict := strings.Fields(summary[strings.Index(summary, "| latch verify | pass (")+len("| latch verify | pass ("):])[0]
+		verdict = strings.TrimSuffix(verdict, ")")
+		if n := strings.Split(verdict, "/"); len(n) != 2 || n[0] != n[1] || n[0] == "0" {
+			t.Errorf("latch verify's verdict in the summary = %q, want N/N", verdict)
+		}
+		if !strings.Contains(string(svg), `aria-label="latch verify: `+verdict+`"`) || !strings.Contains(string(svg), "#2e7d32") {
+			t.Errorf("the badge does not say latch verify: %s in green:\n%s", verdict, svg)
+		}
+	})
+
+	t.Run("widened action fails", func(t *testing.T) {
+		code, out, summary := gate("widened", "--policy", wide, "--base", base, "--chain", chain, "--badge", filepath.Join(dir, "wide.svg"))
+		if code != 1 {
+			t.Fatalf("the gate on a widened policy = exit %d, want 1\n%s", code, out)
+		}
+		for _, want := range []string{
+			"| latch policy replay | **FAIL**: 1 of 3 recorded calls decided less strictly |",
+			"| 3 | refund.issue | refunder | refund:o2 | approve | allow | rule[1] |",
+			"**The gate fails.**",
+		} {
+			if !strings.Contains(summary, want) {
+				t.Errorf("summary lacks %q:\n%s", want, summary)
+			}
+		}
+		if !strings.Contains(out, "ci-gate: weakened: seq 3 refund.issue: approve -> allow") {
+			t.Errorf("the gate's output does not name the weakened call:\n%s", out)
+		}
+	})
+
+	t.Run("no base compares with the recorded decisions", func(t *testing.T) {
+		code, out, _ := gate("recorded", "--policy", wide, "--chain", chain)
+		if code != 1 || !strings.Contains(out, "weakened: seq 3 refund.issue: approve -> allow") {
+			t.Errorf("the gate on a widened policy without --base = exit %d, want 1 naming seq 3\n%s", code, out)
+		}
+	})
+
+	t.Run("scan", func(t *testing.T) {
+		hasScan := exec.Command(bin, "scan", "--help").Run() == nil
+		code, out, summary := gate("scan", "--policy", base, "--scan", "on", "--scan-dir", dir)
+		if hasScan {
+			// This build has the scan command: the gate ran it (its own tests grade it).
+			if !strings.Contains(summary, "| latch scan | pass |") && !strings.Contains(summary, "| latch scan | **FAIL** |") {
+				t.Errorf("the scan did not run:\n%s", summary)
+			}
+			return
+		}
+		if code != 0 || !strings.Contains(summary, "| latch scan | skipped: this latch has no scan command |") {
+			t.Errorf("the gate with --scan on and no scan command = exit %d, want 0 and the scan skipped, saying so\n%s\n%s", code, out, summary)
+		}
+	})
+
+	t.Run("usage", func(t *testing.T) {
+		cmd := exec.Command("bash", script, "--latch", bin, "--policy", base, "--scan", "maybe")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--scan maybe: want on or off") {
+			t.Errorf("--scan maybe = %v, want exit 2 naming it\n%s", err, out)
+		}
+	})
+}
