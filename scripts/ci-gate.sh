@@ -22,7 +22,7 @@
 set -uo pipefail
 
 usage() {
-	sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -204,10 +204,11 @@ if [ -n "$chain" ]; then
 				echo
 				echo "| Seq | Action | Agent | Effect key | Was | Now | Reason |"
 				echo "| --- | --- | --- | --- | --- | --- | --- |"
-				# Markdown table cells: a pipe or a line break would break the row, and the
-				# values come from recorded calls.
-				jq -r '.[] | [.seq, .action, .agent, .effect_key, .from, .to, .reason]
-					| map(tostring | gsub("[|\r\n<>`]"; "_")) | "| " + join(" | ") + " |"' "$work/weakened.json"
+				# The names come from recorded calls: each is shown as code, with what would end
+				# the code span or the row (a backtick, a pipe, a line break) and angle brackets
+				# replaced, so that none of it renders as Markdown or HTML.
+				jq -r 'def cell: tostring | gsub("[|\r\n<>`]"; "_") | if . == "" then "-" else "`" + . + "`" end;
+					.[] | "| \(.seq) | \(.action | cell) | \(.agent | cell) | \(.effect_key | cell) | \(.from) | \(.to) | \(.reason | cell) |"' "$work/weakened.json"
 			} >>"$summary"
 			jq -r '.[] | "ci-gate: weakened: seq \(.seq) \(.action): \(.from) -> \(.to) (\(.reason))"' "$work/weakened.json"
 		fi

@@ -163,7 +163,7 @@ func TestCIGate(t *testing.T) {
 		}
 		for _, want := range []string{
 			"| latch policy replay | **FAIL**: 1 of 3 recorded calls decided less strictly |",
-			"| 3 | refund.issue | refunder | refund:o2 | approve | allow | rule[1] |",
+			"| 3 | `refund.issue` | `refunder` | `refund:o2` | approve | allow | `rule[1]` |",
 			"**The gate fails.**",
 		} {
 			if !strings.Contains(summary, want) {
