@@ -16,7 +16,9 @@
 #                                   store URL) are re-decided under --base (default: as they
 #                                   were recorded) and under --policy; a call the new policy
 #                                   decides less strictly (deny→approve, deny→allow,
-#                                   approve→allow) is a weakening, and fails the gate.
+#                                   approve→allow) is a weakening, and fails the gate. With
+#                                   --base, latch coverage says which of its rules the chain
+#                                   never exercised (where a weakening cannot show).
 #
 # Exit status: 0 every step that ran passed; 1 a step failed; 2 bad usage.
 set -uo pipefail
@@ -211,6 +213,24 @@ if [ -n "$chain" ]; then
 					.[] | "| \(.seq) | \(.action | cell) | \(.agent | cell) | \(.effect_key | cell) | \(.from) | \(.to) | \(.reason | cell) |"' "$work/weakened.json"
 			} >>"$summary"
 			jq -r '.[] | "ci-gate: weakened: seq \(.seq) \(.action): \(.from) -> \(.to) (\(.reason))"' "$work/weakened.json"
+		fi
+	fi
+	# What the chain exercised of the base policy: a weakening of a rule no recorded call reached
+	# cannot show in a replay. Said in the summary; it does not fail the gate.
+	if [ -n "$base" ]; then
+		if "$latch" coverage --policy "$base" --store "$store" --json >"$work/coverage.json" 2>"$work/coverage.err"; then
+			unexercised=$(jq -r '[.never_fired[] | "`\(.action)` \(.rule) (line \(.line))"] | join(", ")' "$work/coverage.json")
+			others=$(jq -r '.other_policies' "$work/coverage.json")
+			note=""
+			[ "$others" = 0 ] || note=" ($others recorded calls were decided under another policy than the base)"
+			if [ -z "$unexercised" ]; then
+				row "recorded chain coverage" "every rule of the base policy decided a recorded call$note"
+			else
+				row "recorded chain coverage" "never exercised, so a weakening there cannot show: $unexercised$note"
+			fi
+		else
+			row "recorded chain coverage" "unknown: latch coverage could not read the chain"
+			cat "$work/coverage.err" >&2
 		fi
 	fi
 else

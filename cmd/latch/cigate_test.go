@@ -30,10 +30,16 @@ actions:
     arguments:
       name: { type: string }
     decision: deny
+  report.export:
+    effect: "export:{name}"
+    arguments:
+      name: { type: string }
+    decision: allow
 `
 
 // recordChain records, under the base policy, a chain with a call of each decision: an
-// allowed refund, an approved one made again with its approval, and a denied delete.
+// allowed refund, an approved one made again with its approval, and a denied delete; nothing
+// calls report.export.
 func recordChain(t *testing.T, dir, policyPath string) string {
 	t.Helper()
 	db := filepath.Join(dir, "recorded.db")
@@ -68,10 +74,11 @@ func recordChain(t *testing.T, dir, policyPath string) string {
 }
 
 // TestCIGate runs scripts/ci-gate.sh — the script the GitHub Action in action.yml runs — for
-// real, with a latch binary built from this module: on the base policy it passes and writes the
-// verify badge and the Markdown summary; on a policy that widens refund.issue (approve becomes
-// allow) it fails, naming the recorded call decided less strictly; and a scan asked for is
-// skipped, saying so, when the binary has no scan command.
+// real, with a latch binary built from this module: on the base policy it passes, writes the
+// verify badge and the Markdown summary, and names the rule the recorded chain never exercised;
+// on a policy that widens refund.issue (approve becomes allow) it fails, naming the recorded
+// call decided less strictly; and a scan asked for is skipped, saying so, when the binary has
+// no scan command.
 func TestCIGate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds latch and runs latch verify twice")
@@ -136,6 +143,7 @@ func TestCIGate(t *testing.T) {
 			"| latch check --strict | pass |",
 			"| latch policy replay | pass: 3 recorded calls, none decided less strictly |",
 			"| latch scan | off |",
+			"| recorded chain coverage | never exercised, so a weakening there cannot show: `report.export` decision (line 17) |",
 			"**The gate passes.**",
 		} {
 			if !strings.Contains(summary, want) {
