@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/latchkit/latch"
 )
 
@@ -90,9 +92,22 @@ func TestCIGate(t *testing.T) {
 		t.Fatalf("the gate script's replay comparison needs jq: %v", err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "latch")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	steps := actionSteps(t)
+	// The action's own install step builds latch (from this checkout, as the action does
+	// without latch-version) and puts it on the job's PATH.
+	githubPath := filepath.Join(dir, "github_path")
+	install := exec.Command("bash", "-c", steps["Install latch"])
+	install.Env = append(os.Environ(), "LATCH_VERSION=", "ACTION_PATH="+repoRoot(t), "RUNNER_TEMP="+dir, "GITHUB_PATH="+githubPath)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("action.yml's install step: %v\n%s", err, out)
+	}
+	binDir, err := os.ReadFile(githubPath)
+	if err != nil {
+		t.Fatalf("the install step added nothing to $GITHUB_PATH: %v", err)
+	}
+	bin := filepath.Join(strings.TrimSpace(string(binDir)), "latch")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the install step put no latch in %s: %v", binDir, err)
 	}
 	base := filepath.Join(dir, "base.yaml")
 	if err := os.WriteFile(base, []byte(gatePolicy), 0o600); err != nil {
@@ -107,10 +122,7 @@ func TestCIGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	chain := recordChain(t, dir, base)
-	script, err := filepath.Abs("../../scripts/ci-gate.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := filepath.Join(repoRoot(t), "scripts", "ci-gate.sh")
 
 	gate := func(name string, args ...string) (int, string, string) {
 		t.Helper()
@@ -205,6 +217,36 @@ func TestCIGate(t *testing.T) {
 		}
 	})
 
+	t.Run("action step", func(t *testing.T) {
+		// The action's gate step, its inputs in the environment as the runner passes them.
+		for _, c := range []struct {
+			policy string
+			want   int
+		}{{base, 0}, {wide, 1}} {
+			summary := filepath.Join(dir, "action-"+filepath.Base(c.policy)+".md")
+			cmd := exec.Command("bash", "-c", steps["Run the gate"])
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"GATE_POLICY="+c.policy, "GATE_BASE="+base, "GATE_CHAIN="+chain, "GATE_SCAN=off", "GATE_SCAN_DIR=.",
+				"GATE_BADGE=action-badge.svg", "ACTION_PATH="+repoRoot(t), "GITHUB_STEP_SUMMARY="+summary)
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			if code != c.want {
+				t.Errorf("action.yml's gate step on %s = exit %d (%v), want %d\n%s", filepath.Base(c.policy), code, err, c.want, out)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "action-badge.svg")); err != nil {
+				t.Errorf("action.yml's gate step wrote no badge: %v", err)
+			}
+			if b, _ := os.ReadFile(summary); !strings.Contains(string(b), "## latch CI gate") {
+				t.Errorf("action.yml's gate step wrote no summary to $GITHUB_STEP_SUMMARY")
+			}
+		}
+	})
+
 	t.Run("usage", func(t *testing.T) {
 		cmd := exec.Command("bash", script, "--latch", bin, "--policy", base, "--scan", "maybe")
 		out, err := cmd.CombinedOutput()
@@ -213,4 +255,50 @@ func TestCIGate(t *testing.T) {
 			t.Errorf("--scan maybe = %v, want exit 2 naming it\n%s", err, out)
 		}
 	})
+}
+
+// repoRoot is the repository's root: action.yml and scripts/ are there.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// actionSteps reads action.yml: the shell of each of its steps, by name.
+func actionSteps(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs struct {
+			Using string `yaml:"using"`
+			Steps []struct {
+				Name  string `yaml:"name"`
+				Shell string `yaml:"shell"`
+				Run   string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"runs"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("action.yml: %v", err)
+	}
+	if doc.Runs.Using != "composite" {
+		t.Fatalf("action.yml runs using %q, want composite", doc.Runs.Using)
+	}
+	out := map[string]string{}
+	for _, s := range doc.Runs.Steps {
+		if s.Shell != "bash" {
+			t.Fatalf("action.yml step %q runs in %q, want bash", s.Name, s.Shell)
+		}
+		out[s.Name] = s.Run
+	}
+	if out["Install latch"] == "" || out["Run the gate"] == "" {
+		t.Fatalf("action.yml has no Install latch and Run the gate steps: %v", out)
+	}
+	return out
 }
