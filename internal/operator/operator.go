@@ -1,14 +1,15 @@
 // Package operator is the one place that answers an operator's questions about a latch store:
 // the approval requests by status, the effect records by state (among them the ones that need
 // a person, by one definition), the receipts, the events, the counts of receipts, the chain's
-// verification, a resolution, everything about one id, and the budgets in force with what each
-// has consumed and holds. It returns the shapes of package internal/jsonview.
+// verification, a resolution, everything about one id, the budgets in force with what each
+// has consumed and holds, and how much of the policy the recorded calls exercised (Coverage). It
+// returns the shapes of package internal/jsonview.
 //
 // Every surface that shows these is an adapter over it: the CLI (latch effects, approvals,
-// receipts, stats, inspect, resolve, budgets), latch serve's routes, event stream, budget gauge
-// and budget alerts, the web console's Needs attention, Receipts and Budgets pages, and the
-// operator MCP server's tools. A question answered
-// here is answered the same way on each of them, and a test holds them to it.
+// receipts, stats, inspect, resolve, budgets, coverage), latch serve's routes, event stream,
+// budget gauge and budget alerts, the web console's Needs attention, Receipts, Budgets and
+// Coverage pages, and the operator MCP server's tools. A question answered here is answered the
+// same way on each of them, and a test holds them to it.
 package operator
 
 import (
