@@ -159,6 +159,8 @@ func (o *Operator) Server() *mcp.Server {
 		Description: "List receipts in chain order, each with its hash and its document as stored: after a seq, at most limit (default 100)."}, o.listReceipts)
 	mcp.AddTool(s, &mcp.Tool{Name: "stats", Annotations: read, OutputSchema: schemaFor[jsonview.Stats](),
 		Description: "Count receipts by action and result over a window (since: 90m, 24h, 7d; default every receipt); in observe mode, what enforcement would have blocked."}, o.stats)
+	mcp.AddTool(s, &mcp.Tool{Name: "coverage", Annotations: read, OutputSchema: schemaFor[jsonview.Coverage](),
+		Description: "For each action of the policy and each of its rules, how many recorded calls it decided (since: an RFC 3339 time or 90m, 24h, 7d back; default every call); the rules that never fired, the actions never called and the effect templates that never produced a key."}, o.coverage)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_budgets", Annotations: read, OutputSchema: schemaFor[Budgets](),
 		Description: "List the budgets in force (of policy grants, live delegations, and actions per principal): consumed and remaining within each rolling window, and every held charge with why it is held (an ambiguous effect holds its charge until a person resolves it)."}, o.listBudgets)
 	mcp.AddTool(s, &mcp.Tool{Name: "inspect_grant", Annotations: read, OutputSchema: schemaFor[jsonview.GrantInspection](),
@@ -449,6 +451,27 @@ func (o *Operator) stats(ctx context.Context, _ *mcp.CallToolRequest, in StatsAr
 	out, err := o.op.Stats(ctx, window)
 	if err != nil {
 		return nil, jsonview.Stats{}, toolError(err)
+	}
+	return nil, out, nil
+}
+
+// CoverageArgs are the arguments of coverage.
+type CoverageArgs struct {
+	Since string `json:"since,omitempty" jsonschema:"only calls decided at or after this RFC 3339 time, or in this window back from now: 90m, 24h, 7d (default: every call)"`
+}
+
+func (o *Operator) coverage(ctx context.Context, _ *mcp.CallToolRequest, in CoverageArgs) (*mcp.CallToolResult, jsonview.Coverage, error) {
+	var from time.Time
+	if in.Since != "" {
+		t, err := operator.ParseSince(in.Since, o.op.Now())
+		if err != nil {
+			return nil, jsonview.Coverage{}, fmt.Errorf("invalid_argument: %w", err)
+		}
+		from = t
+	}
+	out, err := o.op.Coverage(ctx, from)
+	if err != nil {
+		return nil, jsonview.Coverage{}, toolError(err)
 	}
 	return nil, out, nil
 }

@@ -93,7 +93,7 @@ func TestReadOnlyAnnotations(t *testing.T) {
 	t.Parallel()
 	_, cs, _ := setup(t, "")
 	want := map[string]bool{"list_approvals": true, "show_approval": true, "list_effects": true, "inspect": true,
-		"verify_receipts": true, "list_receipts": true, "stats": true, "list_budgets": true, "inspect_grant": true, "inspect_hop": true,
+		"verify_receipts": true, "list_receipts": true, "stats": true, "coverage": true, "list_budgets": true, "inspect_grant": true, "inspect_hop": true,
 		"approve": false, "deny": false, "resolve": false,
 		"list_standing": true, "show_standing": true, "revoke_standing": false}
 	seen := 0

@@ -1,7 +1,5 @@
 package policy
 
-import "strconv"
-
 // compiledAction is what Evaluate needs of an action with rules, prepared once at parse time so
 // that evaluation does no work that does not depend on the call: operand renderings, type
 // sets, membership sets, reason strings.
@@ -21,7 +19,7 @@ func compileAction(a *Action) *compiledAction {
 	ca := &compiledAction{action: a, rules: make([]compiledRule, len(a.Rules)), schema: compileSchema(a)}
 	for i := range a.Rules {
 		r := &a.Rules[i]
-		cr := compiledRule{reason: "rule[" + strconv.Itoa(i) + "]", conds: make([]precond, len(r.When))}
+		cr := compiledRule{reason: RuleReason(i), conds: make([]precond, len(r.When))}
 		for j := range r.When {
 			cr.conds[j] = compileCondition(&r.When[j])
 		}

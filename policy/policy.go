@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -155,6 +156,10 @@ const (
 	ReasonDecision       = "decision"
 	ReasonNoMatchingRule = "no_matching_rule"
 )
+
+// RuleReason is the reason an evaluation records when the action's rule i (zero-based) decided
+// it: rule[i].
+func RuleReason(i int) string { return "rule[" + strconv.Itoa(i) + "]" }
 
 // Evaluate decides one call to action with the given arguments. args holds values of canon's
 // value model (nil, bool, string, int64, []any, map[string]any); any other Go type is an

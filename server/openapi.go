@@ -65,6 +65,7 @@ var ops = map[string]op{
 	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
 	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
 	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
+	"GET /v1/coverage":                {"For each policy action and rule, the recorded calls it decided; the rules never fired, actions never called, effect templates that never produced a key (approver)", "", "Coverage", []int{200, 400, 401, 403}, nil},
 	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
 	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil},
 	"POST /v1/revocations":            {"Push revoked credentials to the JWT revocation feed (its own bearer secret, not a token)", "Revocations", "RevocationsAccepted", []int{200, 400, 401, 404, 413}, nil},
@@ -344,6 +345,22 @@ var schemas = map[string]any{
 			"action": str, "result": str, "count": integer})},
 		"would_have_blocked": map[string]any{"type": "array", "items": obj([]string{"action", "would_have", "reason", "count"}, map[string]any{
 			"action": str, "would_have": str, "reason": str, "count": integer})}}),
+	// How much of the policy the recorded calls exercised (docs/coverage.md).
+	"Coverage": obj([]string{"policy_hash", "policy_version", "since", "until", "calls", "other_policies", "actions", "never_fired",
+		"never_called", "templates_without_key", "unlisted"}, map[string]any{
+		"policy_hash": str, "policy_version": nstr, "since": stamp, "until": stamp, "calls": integer, "other_policies": integer,
+		"actions":               map[string]any{"type": "array", "items": ref("CoverageAction")},
+		"never_fired":           map[string]any{"type": "array", "items": ref("CoverageRule")},
+		"never_called":          map[string]any{"type": "array", "items": str},
+		"templates_without_key": map[string]any{"type": "array", "items": str},
+		"unlisted":              map[string]any{"type": "array", "items": ref("CoverageCount")}}),
+	"CoverageAction": obj([]string{"action", "calls", "rules", "no_matching_rule", "other_reasons", "effect", "effect_keys"}, map[string]any{
+		"action": str, "calls": integer, "rules": map[string]any{"type": "array", "items": ref("CoverageRule")},
+		"no_matching_rule": integer, "other_reasons": map[string]any{"type": "array", "items": ref("CoverageCount")},
+		"effect": nstr, "effect_keys": integer}),
+	"CoverageRule": obj([]string{"action", "rule", "line", "decision", "calls"}, map[string]any{
+		"action": str, "rule": str, "line": integer, "decision": map[string]any{"enum": []string{"allow", "approve", "deny"}}, "calls": integer}),
+	"CoverageCount": obj([]string{"name", "count"}, map[string]any{"name": str, "count": integer}),
 	// A budget in force and what it holds (docs/budgets.md); remaining is for operators only.
 	"Budget": obj([]string{"budget", "kind", "grant", "action", "per", "who", "metric", "limit", "window", "window_seconds",
 		"consumed", "remaining", "ratio", "held"}, map[string]any{

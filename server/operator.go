@@ -323,6 +323,30 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, c *caller) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// coverage is GET /v1/coverage[?since=T]: for each action and rule of the server's policy, the
+// recorded calls it decided, and what never fired, as `latch coverage --json` prints it.
+func (s *Server) coverage(w http.ResponseWriter, r *http.Request, c *caller) {
+	if p := c.approverOnly(); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var from time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := operator.ParseSince(v, s.cfg.Now())
+		if err != nil {
+			writeProblem(w, badQuery("since", err.Error()))
+			return
+		}
+		from = t
+	}
+	out, err := s.op.Coverage(r.Context(), from)
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // listBudgets is GET /v1/budgets: every budget in force, with what it has consumed, what
 // remains and each charge it holds, as `latch budgets --json` lists them (operator.Budgets).
 // What remains is for operators: a refused caller is never told it.

@@ -48,6 +48,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
 		{"GET", "/v1/events", true, s.events},
 		{"GET", "/v1/stats", true, s.stats},
+		{"GET", "/v1/coverage", true, s.coverage},
 		{"GET", "/v1/budgets", true, s.listBudgets},
 		{"POST", "/v1/revocations", false, open(s.pushRevocations)},
 		{"POST", "/v1/slack/interactions", false, open(s.slackInteraction)},

@@ -221,6 +221,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr says why); 2 usage e
 		a.inspectCommand(),
 		a.budgetsCommand(),
 		a.statsCommand(),
+		a.coverageCommand(),
 		a.delegateCommand(),
 		a.hopCommand(),
 		a.revokeCommand(),

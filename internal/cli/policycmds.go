@@ -471,14 +471,11 @@ invalid FILE, a store that cannot be read); 2 on a usage error.`,
 
 // sinceTime reads --since: an RFC 3339 time, or a window back from now.
 func (a *app) sinceTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	d, err := operator.ParseWindow(s)
+	t, err := operator.ParseSince(s, a.now())
 	if err != nil {
-		return time.Time{}, usagef("--since %q: want an RFC 3339 time (2026-03-01T00:00:00Z) or a duration such as 90m, 24h or 7d", s)
+		return time.Time{}, usagef("--%s", err)
 	}
-	return a.now().Add(-d), nil
+	return t, nil
 }
 
 func (a *app) printReplay(p *policy.Policy, r *policyreplay.Report) error {

@@ -208,6 +208,24 @@ func TestOperatorJSONShapesAgree(t *testing.T) {
 	}
 	keys["Stats"] = append(sortedKeys(stats), "until")
 	slices.Sort(keys["Stats"])
+	coverage := cliLines("coverage", "--json")[0]
+	var httpCoverage map[string]any
+	get("/v1/coverage", &httpCoverage)
+	delete(coverage, "until") // now, read twice
+	delete(httpCoverage, "until")
+	if d := cmp.Diff(coverage, httpCoverage); d != "" {
+		t.Errorf("latch coverage --json (-) vs GET /v1/coverage (+):\n%s", d)
+	}
+	keys["Coverage"] = append(sortedKeys(coverage), "until")
+	slices.Sort(keys["Coverage"])
+	if c, _ := coverage["calls"].(float64); c < 5 {
+		t.Errorf("latch coverage --json counted %v calls, want the calls made above", coverage["calls"])
+	}
+	covActions, _ := coverage["actions"].([]any)
+	covAction, _ := covActions[0].(map[string]any)
+	keys["CoverageAction"] = sortedKeys(covAction)
+	covRules, _ := covAction["rules"].([]any)
+	keys["CoverageRule"] = sortedKeys(covRules[0].(map[string]any))
 
 	// The OpenAPI document names the same fields.
 	var doc struct {
@@ -269,6 +287,7 @@ func TestOperatorJSONShapesAgree(t *testing.T) {
 		{"list_effects", "Effect", []string{"effects"}}, {"resolve", "Effect", nil},
 		{"list_approvals", "Approval", []string{"approvals"}}, {"show_approval", "Approval", nil}, {"approve", "Approval", nil},
 		{"list_receipts", "Receipt", []string{"receipts"}}, {"verify_receipts", "Report", nil}, {"stats", "Stats", nil},
+		{"coverage", "Coverage", nil}, {"coverage", "CoverageRule", []string{"never_fired"}},
 		{"inspect", "Effect", []string{"effect"}}, {"inspect", "Approval", []string{"approval"}}, {"inspect", "Receipt", []string{"receipts"}},
 	} {
 		want := sortedKeys(doc.Components.Schemas[c.schema].Properties)

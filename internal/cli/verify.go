@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -22,7 +23,7 @@ func (e *exitCoder) Unwrap() error { return e.err }
 
 func (a *app) verifyCommand() *cobra.Command {
 	var asJSON, list, withHTTP bool
-	var junit, only string
+	var junit, badge, only string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Run the guarantee catalogue (G1–G32, L1–L6) against this policy in a scratch store",
@@ -34,10 +35,14 @@ policy cannot exercise is N/A with the reason, and N/A is never counted as a pas
 Exit codes: 0 every applicable guarantee passes; 1 one fails; 2 nothing applicable or bad
 usage (an observe-mode policy is refused: verify grades enforcement); 3 internal error.
 
+--junit FILE also writes a JUnit XML report; --badge FILE an SVG badge, "latch verify:
+N/M" (the guarantees that pass of those applicable), green when every one passes and red
+when any fails, written whether the run passes or fails.
+
 --list prints the catalogue instead, with whether this policy can exercise each guarantee and,
 when it cannot, why; it runs nothing and exits 0.
 See docs/verify.md.`,
-		Example: "  latch verify\n  latch verify --list\n  latch verify --only G1,L3 --json\n  latch verify --junit verify.xml",
+		Example: "  latch verify\n  latch verify --list\n  latch verify --only G1,L3 --json\n  latch verify --junit verify.xml\n  latch verify --badge latch-verify.svg",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := a.loadPolicy()
@@ -53,8 +58,8 @@ See docs/verify.md.`,
 				cfg.Only = strings.Split(only, ",")
 			}
 			if list {
-				if junit != "" {
-					return usagef("--list runs nothing: give it without --junit")
+				if junit != "" || badge != "" {
+					return usagef("--list runs nothing: give it without --junit or --badge")
 				}
 				return a.verifyList(cfg, asJSON)
 			}
@@ -76,16 +81,13 @@ See docs/verify.md.`,
 				return &exitCoder{code: verify.ExitInternal, err: err}
 			}
 			if junit != "" {
-				f, err := os.Create(junit)
-				if err != nil {
-					return &exitCoder{code: verify.ExitInternal, err: fmt.Errorf("write %s: %w", junit, unwrapPath(err))}
+				if err := writeFile(junit, rep.WriteJUnit); err != nil {
+					return &exitCoder{code: verify.ExitInternal, err: err}
 				}
-				werr := rep.WriteJUnit(f)
-				if cerr := f.Close(); werr == nil {
-					werr = cerr
-				}
-				if werr != nil {
-					return &exitCoder{code: verify.ExitInternal, err: fmt.Errorf("write %s: %w", junit, werr)}
+			}
+			if badge != "" {
+				if err := writeFile(badge, rep.WriteBadge); err != nil {
+					return &exitCoder{code: verify.ExitInternal, err: err}
 				}
 			}
 			switch code {
@@ -99,10 +101,27 @@ See docs/verify.md.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON report")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write a JUnit XML report to `FILE`")
+	cmd.Flags().StringVar(&badge, "badge", "", "also write an SVG badge, \"latch verify: N/M\" (red when any guarantee fails), to `FILE`")
 	cmd.Flags().StringVar(&only, "only", "", "run only these guarantees, e.g. `G1,L3`")
 	cmd.Flags().BoolVar(&withHTTP, "latchhttp", false, "your executors call their remotes through latchhttp: exercise its classification (G12)")
 	cmd.Flags().BoolVar(&list, "list", false, "print the catalogue with each guarantee's applicability to this policy; run nothing")
 	return cmd
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, unwrapPath(err))
+	}
+	werr := write(f)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
 }
 
 // verifyList serves latch verify --list.

@@ -1,5 +1,5 @@
 // Package jsonview is the one JSON shape of the records an operator reads — approval requests,
-// effects, receipts, events, stats, the chain's verification and budgets — wherever latch shows them:
+// effects, receipts, events, stats, the chain's verification, budgets and coverage — wherever latch shows them:
 // the CLI's --json output, latch serve's routes and event stream, and the operator MCP
 // server's tools all write these types (package internal/operator reads them), so that a field
 // has the same name, the same meaning and the same null everywhere (docs/cli.md#json-shapes,

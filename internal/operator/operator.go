@@ -1,14 +1,15 @@
 // Package operator is the one place that answers an operator's questions about a latch store:
 // the approval requests by status, the effect records by state (among them the ones that need
 // a person, by one definition), the receipts, the events, the counts of receipts, the chain's
-// verification, a resolution, everything about one id, and the budgets in force with what each
-// has consumed and holds. It returns the shapes of package internal/jsonview.
+// verification, a resolution, everything about one id, the budgets in force with what each
+// has consumed and holds, and how much of the policy the recorded calls exercised (Coverage). It
+// returns the shapes of package internal/jsonview.
 //
 // Every surface that shows these is an adapter over it: the CLI (latch effects, approvals,
-// receipts, stats, inspect, resolve, budgets), latch serve's routes, event stream, budget gauge
-// and budget alerts, the web console's Needs attention, Receipts and Budgets pages, and the
-// operator MCP server's tools. A question answered
-// here is answered the same way on each of them, and a test holds them to it.
+// receipts, stats, inspect, resolve, budgets, coverage), latch serve's routes, event stream,
+// budget gauge and budget alerts, the web console's Needs attention, Receipts, Budgets and
+// Coverage pages, and the operator MCP server's tools. A question answered here is answered the
+// same way on each of them, and a test holds them to it.
 package operator
 
 import (
@@ -304,6 +305,22 @@ func ParseWindow(s string) (time.Duration, error) {
 		return d, nil
 	}
 	return 0, fmt.Errorf("since %q: want a positive duration such as 90m, 24h or 7d", s)
+}
+
+// ParseSince reads where a window starts: an RFC 3339 time, or a window back from now
+// (ParseWindow).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if t.Year() < 1678 || t.Year() > 2261 {
+			// Stores keep times as nanoseconds since 1970 in 64 bits.
+			return time.Time{}, fmt.Errorf("since %q: want a time between the years 1678 and 2261", s)
+		}
+		return t, nil
+	}
+	if d, err := ParseWindow(s); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time (2026-03-01T00:00:00Z) or a duration such as 90m, 24h or 7d", s)
 }
 
 // Stats counts the receipts finished in the last window (0: every receipt) by action and

@@ -147,7 +147,7 @@ func New(g *latch.Guard, cfg *Config) (*Console, error) {
 // own routes.
 func (cs *Console) Routes() []string {
 	return []string{"/{$}", "/login", "/logout", "/approvals", "/approvals/{id}", "/approvals/{id}/answer",
-		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/budgets", "/break-glass", "/break-glass/{id}/open", "/standing", "/standing/{id}/revoke", "/static/"}
+		"/attention", "/effects/{ref}/resolve", "/receipts", "/receipts/{seq}", "/budgets", "/coverage", "/break-glass", "/break-glass/{id}/open", "/standing", "/standing/{id}/revoke", "/static/"}
 }
 
 // ServeHTTP serves the console's pages.
@@ -188,6 +188,7 @@ func (cs *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /receipts", cs.signedIn(cs.receiptsPage))
 	mux.HandleFunc("GET /receipts/{seq}", cs.signedIn(cs.receiptPage))
 	mux.HandleFunc("GET /budgets", cs.signedIn(cs.budgetsPage))
+	mux.HandleFunc("GET /coverage", cs.signedIn(cs.coveragePage))
 	mux.HandleFunc("GET /break-glass", cs.signedIn(cs.breakGlassPage))
 	mux.HandleFunc("POST /break-glass/{id}/open", cs.signedIn(cs.openBreakGlass))
 	mux.HandleFunc("GET /standing", cs.signedIn(cs.standingPage))

@@ -90,7 +90,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	out := map[string]*template.Template{}
-	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets", "breakglass", "standing"} {
+	for _, p := range []string{"login", "message", "approvals", "approval", "attention", "receipts", "receipt", "budgets", "coverage", "breakglass", "standing"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -1176,6 +1176,40 @@ func (cs *Console) budgetsPage(w http.ResponseWriter, r *http.Request, v *viewer
 		data.Budgets = append(data.Budgets, bv)
 	}
 	cs.render(w, http.StatusOK, "budgets", data)
+}
+
+type coverageData struct {
+	base
+	Coverage  jsonview.Coverage
+	Since     string                    // as the person typed it
+	Templates []jsonview.CoverageAction // the actions whose effect template never produced a key
+}
+
+// coveragePage is GET /coverage[?since=T]: which rules of the policy decided the recorded calls,
+// and what never fired (operator.Coverage).
+func (cs *Console) coveragePage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	since := r.URL.Query().Get("since")
+	var from time.Time
+	if since != "" {
+		t, err := operator.ParseSince(since, cs.cfg.Now())
+		if err != nil {
+			cs.fail(w, r, v, http.StatusBadRequest, "The window could not be read: "+err.Error())
+			return
+		}
+		from = t
+	}
+	c, err := cs.op.Coverage(r.Context(), from)
+	if err != nil {
+		cs.fail(w, r, v, http.StatusServiceUnavailable, "The coverage could not be read: "+err.Error())
+		return
+	}
+	data := &coverageData{base: cs.pageBase(w, r, v, "Coverage", "coverage", nil), Coverage: c, Since: since}
+	for _, a := range c.Actions {
+		if a.Effect != nil && a.EffectKeys == 0 {
+			data.Templates = append(data.Templates, a)
+		}
+	}
+	cs.render(w, http.StatusOK, "coverage", data)
 }
 
 func deref(s *string) string {
