@@ -33,11 +33,12 @@ trap 'redis_stop; postgres_cleanup' EXIT
 redis_start test.sh
 start=$(date +%s)
 
-# The Python and curl examples of docs/http.md are run by the server tests.
-if ! command -v python3 >/dev/null || ! command -v curl >/dev/null; then
+# The Python and curl examples of docs/http.md are run by the server tests; scripts/ci-gate.sh
+# (run by cmd/latch's TestCIGate) compares policy replays with jq.
+if ! command -v python3 >/dev/null || ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
 	if [[ $(id -u) == 0 ]]; then
-		echo "test.sh: installing python3 and curl (for the examples of docs/http.md)" >&2
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq python3 curl >/dev/null
+		echo "test.sh: installing python3, curl and jq (for the examples of docs/http.md and the CI gate)" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq python3 curl jq >/dev/null
 	fi
 fi
 export LATCH_REQUIRE_HTTP_EXAMPLES=1
