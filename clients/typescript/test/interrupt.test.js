@@ -170,3 +170,17 @@ test('interruptible is false for refusals to report, and check refuses them', as
   assert.equal(interruptible({ kind: 'approval_required' }), false);
   await assert.rejects(check(agent, { kind: 'denied', reason: 'denied' }), TypeError);
 });
+
+test('an adapter\'s program reads the request it kept with check, to answer the framework\'s pause', async () => {
+  const { latchTool } = await import('../src/ai-sdk.js');
+  const tool = latchTool(agent, 'payments.refund', {
+    description: 'refund', inputSchema: {}, execute: () => assert.fail('ran without approval'),
+  });
+  const input = { refund_id: 'r-adapter', amount: 9000 };
+  assert.equal(await tool.needsApproval(input, { toolCallId: 'call-1' }), true);
+  const approvalId = tool.latchApprovals.get('call-1');
+  const pause = { kind: 'approval_required', approvalId };
+  assert.equal((await check(agent, pause)).status, 'waiting');
+  await srv.latch('approve', approvalId, '--as', 'alice');
+  assert.equal((await check(agent, pause)).status, 'resume');
+});
