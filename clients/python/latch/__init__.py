@@ -20,6 +20,7 @@ from .errors import (KIND_CLASSES, REASON_KINDS, Ambiguous, ApprovalRefused, App
                      InProgress, Internal, InvalidArgument, KeyConflict, LatchError,
                      NotExecutedRefusal, OutcomeRefused, OutcomeUnknown, ProblemError, Refusal,
                      RequestKeyMismatch, error_of, refusal_class)
+from .interrupt import Answer, Interrupter, Poller, check, interruptible
 from .protect import NotExecuted, current, protect
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "NotExecutedRefusal", "OutcomeRefused", "OutcomeUnknown", "ProblemError", "Refusal",
     "RequestKeyMismatch", "error_of", "refusal_class",
     "NotExecuted", "current", "protect",
+    "Answer", "Interrupter", "Poller", "check", "interruptible",
 ]

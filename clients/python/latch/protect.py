@@ -16,7 +16,8 @@ import inspect
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from .client import COMMITTED, NOT_EXECUTED, UNKNOWN, Client, Reservation, new_request_key
-from .errors import Committed, LatchError, OutcomeUnknown, ProblemError
+from .errors import Committed, LatchError, OutcomeUnknown, ProblemError, Refusal
+from .interrupt import RESUME, Answer, Interrupter, interruptible
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +39,8 @@ def current() -> Optional[Reservation]:
 
 def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "raise",
             arguments: Optional[Callable[..., Dict[str, Any]]] = None,
-            approval_id: Optional[Callable[..., Optional[str]]] = None) -> Callable[[F], F]:
+            approval_id: Optional[Callable[..., Optional[str]]] = None,
+            interrupter: Optional[Interrupter] = None) -> Callable[[F], F]:
     """protect wraps a function so each call runs through latch serve as ``action``.
 
     The call's arguments, bound to the function's parameters by name, are the action's
@@ -52,6 +54,14 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
     the request's ``approval_id``. ``duplicate="return"`` returns a committed duplicate's stored
     result instead of raising Committed. ``approval_id``, when given, is asked for an approval
     to present for the call (a callable of the call's arguments).
+
+    ``interrupter`` (an Interrupter, such as ``latch.interrupt.Poller``) routes a refusal a
+    framework can wait out (approval_required, an unknown outcome: ``interruptible``) through
+    it: on ``resume`` the call runs again, unchanged and presenting nothing — the server finds
+    the granted request for the exact action and spends it once — and on ``denied`` or
+    ``expired`` the call raises the ApprovalRefused (approval_denied, approval_expired) the
+    answer builds, the function never having run. An exception of the interrupter itself (the
+    wait failed) propagates as it is.
 
     An ``async def`` function is wrapped as one: the requests to latch serve run in a thread
     (asyncio.to_thread), the function on the event loop.
@@ -120,7 +130,20 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
                 _CURRENT.reset(token)
                 return await asyncio.to_thread(_report_result, client, r, out)
 
-            return aprotected  # type: ignore[return-value]
+            if interrupter is None:
+                return aprotected  # type: ignore[return-value]
+
+            @functools.wraps(fn)
+            async def ainterrupted(*args: Any, **kwargs: Any) -> Any:
+                while True:
+                    try:
+                        return await aprotected(*args, **kwargs)
+                    except Refusal as err:
+                        if not interruptible(err):
+                            raise
+                        _stop_unless_resume(await asyncio.to_thread(interrupter.interrupt, err), err)
+
+            return ainterrupted  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def protected(*args: Any, **kwargs: Any) -> Any:
@@ -138,9 +161,34 @@ def protect(action: str, *, client: Client, wait: float = 0, duplicate: str = "r
             _CURRENT.reset(token)
             return _report_result(client, r, out)
 
-        return protected  # type: ignore[return-value]
+        if interrupter is None:
+            return protected  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            while True:  # each round waits on a person or a resolution
+                try:
+                    return protected(*args, **kwargs)
+                except Refusal as err:
+                    if not interruptible(err):
+                        raise
+                    _stop_unless_resume(interrupter.interrupt(err), err)
+
+        return interrupted  # type: ignore[return-value]
 
     return wrap
+
+
+def _stop_unless_resume(ans: Answer, err: Refusal) -> None:
+    """_stop_unless_resume returns on a resume answer and raises what the call stops with on
+    any other: the answer's ApprovalRefused, or a TypeError for an answer no Interrupter ends
+    with."""
+    if getattr(ans, "status", None) == RESUME:
+        return
+    refused = ans.refusal() if isinstance(ans, Answer) else None
+    if refused is None:
+        raise TypeError("latch.protect: the interrupter answered %r; want resume, denied or expired" % (ans,)) from err
+    raise refused from err
 
 
 # The longest error text sent with an outcome: it is kept on the receipt.

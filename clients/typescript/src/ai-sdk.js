@@ -9,6 +9,15 @@
 // tool-approval-response, and execute begins the call again presenting the granted request.
 // A refusal becomes a tool error the model reads: the reason word, what to do, and for a
 // committed duplicate the stored result.
+//
+// The interrupt contract (./interrupt.js): the SDK's tool-approval-request IS this adapter's
+// pause, and the tool-approval-response its resume — approved, execute runs the call again
+// presenting the request; not approved, the call stops. The SDK pauses by unwinding: generateText
+// returns with the request pending and the program answers it in a later call, so there is no
+// promise inside the tool to await an Answer on, and this module exports no Interrupter. The
+// program decides the response with check(client, { kind: 'approval_required', approvalId })
+// on the request `latchApprovals` names: resume → approved, denied or expired → not approved,
+// waiting → not yet.
 
 import { protect } from './client.js';
 import { ApprovalRequiredError, CommittedError, RefusalError } from './errors.js';

@@ -1,3 +1,5 @@
+import type { Interrupter } from './interrupt.js';
+
 /** JSON in latch's value model: integers only (no floats), no integer beyond ±2^53. */
 export type JSONValue = null | boolean | number | string | JSONValue[] | { [k: string]: JSONValue };
 
@@ -183,8 +185,13 @@ export interface Reservation {
 export declare function protect<A extends Record<string, JSONValue>, R extends JSONValue | void>(
   client: Client, action: string, args: A,
   fn: (args: A, reservation: Reservation) => R | Promise<R>,
-  opts?: BeginOptions,
+  opts?: ProtectOptions,
 ): Promise<R>;
+
+/** The options of protect: a begin's, and an Interrupter to wait out approvals and unknown outcomes with. */
+export interface ProtectOptions extends BeginOptions {
+  interrupter?: Interrupter;
+}
 
 /** newRequestKey returns a fresh random request key: 32 hex digits. */
 export declare function newRequestKey(): string;

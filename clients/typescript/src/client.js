@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import {
   ApprovalRequiredError, LostAnswerError, NotExecuted, OutcomeUnknownError, ProblemError, errorOf,
 } from './errors.js';
+import { RESUME, interruptible, refusalOfAnswer } from './interrupt.js';
 
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
@@ -403,8 +404,33 @@ function retryable(err) {
  * call's stored result; `fn` throwing NotExecuted is reported not_executed and rethrown;
  * anything else `fn` throws is reported unknown and thrown as an OutcomeUnknownError whose
  * cause is what `fn` threw.
+ *
+ * With `interrupter` (an Interrupter, such as a Poller), a refusal a framework can wait out
+ * (approval_required, an unknown outcome: see interruptible) is routed through it: on `resume`
+ * the call runs again, unchanged and presenting nothing — the server finds the granted request
+ * for the exact action and spends it once — and on `denied` or `expired` protect throws the
+ * ApprovalRefusedError (approval_denied, approval_expired) built from the answer; `fn` never
+ * ran. An error of the interrupter itself (the wait failed) is thrown as it is.
  */
 export async function protect(client, action, args, fn, opts = {}) {
+  const { interrupter, ...rest } = opts;
+  if (!interrupter) return protectOnce(client, action, args, fn, rest);
+  if (typeof interrupter.interrupt !== 'function') throw new TypeError('latch: protect: interrupter has no interrupt method');
+  for (;;) {
+    try {
+      return await protectOnce(client, action, args, fn, rest);
+    } catch (err) {
+      if (!interruptible(err)) throw err;
+      const ans = await interrupter.interrupt(err);
+      if (ans?.status === RESUME) continue; // each round waits on a person or a resolution
+      const refused = refusalOfAnswer(ans);
+      if (refused) throw refused;
+      throw new TypeError(`latch: protect: the interrupter answered ${JSON.stringify(ans?.status)}; want resume, denied or expired`);
+    }
+  }
+}
+
+async function protectOnce(client, action, args, fn, opts) {
   const begun = await client.begin(action, args, { ...opts, requestKey: opts.requestKey ?? newRequestKey() });
   const reservation = {
     actionId: begun.action_id, effectKey: begun.effect_key, attempt: begun.attempt,

@@ -1,2 +1,3 @@
 export * from './client.js';
 export * from './errors.js';
+export * from './interrupt.js';

@@ -2,3 +2,6 @@
 // runtime dependencies. See README.md.
 export { Client, ROUTES, protect, newRequestKey } from './client.js';
 export * from './errors.js';
+export {
+  Poller, check, interruptible, refusalOfAnswer, WAITING, RESUME, DENIED, EXPIRED, DEFAULT_POLL_MS,
+} from './interrupt.js';

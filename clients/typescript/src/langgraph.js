@@ -10,6 +10,15 @@
 // node: the step finds the request it asked, interrupt() now returns the answer, and the call
 // presents the granted request and runs once. A refusal is thrown as a LatchToolError; a
 // ToolNode hands its message to the model.
+//
+// The interrupt contract (./interrupt.js): LangGraph's interrupt() IS this adapter's pause, and
+// Command({ resume }) its resume. interrupt() pauses by unwinding — it throws, the graph
+// checkpoints, and the node runs again from its start on resume — so there is no promise inside
+// the step to await an Answer on, and this module exports no Interrupter. The program decides
+// the resume value with check(client, { kind: 'approval_required', approvalId }) on the
+// interrupt's approval_id: resume → { approved: true }, denied or expired → { approved: false },
+// waiting → not yet. Awaiting a Poller inside a node instead would block the graph in-process
+// and lose the wait with the process, which the checkpointer exists to avoid.
 
 import { protect } from './client.js';
 import { ApprovalRequiredError, RefusalError } from './errors.js';

@@ -8,6 +8,14 @@
 // latch request; the program approves the interruption (`result.state.approve(item)`) and runs
 // the state again, and execute begins the call presenting the granted request. A refusal
 // becomes the tool's error output the model reads.
+//
+// The interrupt contract (./interrupt.js): the run's interruption IS this adapter's pause, and
+// `result.state.approve(item)` / `reject(item)` with the state run again its resume. The SDK
+// pauses by unwinding: run() returns with the interruption and the program resumes it in a
+// later call, so there is no promise inside the tool to await an Answer on, and this module
+// exports no Interrupter. The program decides approve or reject with check(client, { kind:
+// 'approval_required', approvalId }) on the request `latchApprovals` names: resume → approve,
+// denied or expired → reject, waiting → not yet.
 
 import { protect } from './client.js';
 import { ApprovalRequiredError, RefusalError } from './errors.js';

@@ -50,3 +50,29 @@ import { latchStep } from '@latchkit/latch/langgraph';
 
 export const refundStep = latchStep<{ refund_id: string }, { refund: string }>(c, 'payments.refund',
   (args) => ({ refund: `re_${args.refund_id}` }), { interrupt: (v) => v.approval_id });
+
+import { Poller, check, interruptible, refusalOfAnswer, type Answer, type Interrupter, type InterruptStatus } from '@latchkit/latch/interrupt';
+
+// A framework's own pause implements Interrupter; protect takes it.
+const approvedAtOnce: Interrupter = { interrupt: async (r) => ({ status: 'resume', approval_id: r.approvalId }) };
+
+export async function waited(): Promise<InterruptStatus> {
+  await protect(c, 'payments.refund', { refund_id: 'r', amount: 9000 }, () => ({ ok: true }),
+    { interrupter: new Poller(c, { everyMs: 500, timeoutMs: 60_000 }) });
+  await protect(c, 'payments.refund', { refund_id: 'r', amount: 9000 }, () => ({ ok: true }), { interrupter: approvedAtOnce });
+  try {
+    await c.begin('payments.refund', { refund_id: 'r', amount: 9000 });
+  } catch (err) {
+    if (err instanceof RefusalError && interruptible(err)) {
+      const a: Answer = await check(c, err);
+      const refused = refusalOfAnswer(a);
+      if (refused) throw refused;
+      return a.status;
+    }
+  }
+  // @ts-expect-error an interrupter resolves to an Answer
+  await protect(c, 'payments.refund', { refund_id: 'r', amount: 1 }, () => null, { interrupter: { interrupt: async () => 'resume' } });
+  // @ts-expect-error not a status of a wait
+  const s: InterruptStatus = 'granted';
+  return s;
+}
