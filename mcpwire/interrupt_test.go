@@ -88,8 +88,8 @@ func TestRunThroughInterrupter(t *testing.T) {
 				deny := &answering{g: g, deny: true}
 				_, err = call(fmt.Sprintf("d%d", i), deny)
 				var we *mcpwire.Error
-				if !errors.As(err, &we) || we.Code != mcpwire.CodeApprovalRefused || we.Data.Reason != "approval_denied" || we.Data.ApprovalID == "" {
-					t.Errorf("key %q: denied call = %v (%+v), want %d approval_denied naming the request", key, err, we, mcpwire.CodeApprovalRefused)
+				if !errors.As(err, &we) || we.Code != mcpwire.CodeApprovalRefused || we.Data.Reason != "approval_denied" || we.Data.ApprovalID == "" || (key == "" && we.Data.ReceiptID == "") {
+					t.Errorf("key %q: denied call = %v (%+v), want %d approval_denied naming the request (unkeyed: with a receipt)", key, err, we, mcpwire.CodeApprovalRefused)
 				}
 				if n := runs.Load(); n != 0 {
 					t.Errorf("key %q: tool ran %d times after a denial, want 0", key, n)

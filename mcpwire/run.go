@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,9 +47,9 @@ type ToolCall struct {
 	ApprovalWait time.Duration
 	// Interrupter, when set, is the wait of a call answered approval_required: Run hands it the
 	// refusal and, when it answers interrupt.Resume, runs the call again, unchanged (the guard
-	// finds the grant by the call's exact action and spends it once); interrupt.Denied and
-	// interrupt.Expired answer the refusal of Answer.Refusal (approval_denied,
-	// approval_expired). A positive ApprovalWait bounds its wait (its context's deadline); past
+	// finds the grant by the call's exact action and spends it once); on interrupt.Denied and
+	// interrupt.Expired the call presents the answered request (Answer.ApprovalID), which the
+	// guard refuses approval_denied or approval_expired with a receipt. A positive ApprovalWait bounds its wait (its context's deadline); past
 	// it, or when it returns an error matching its context's, the call is answered
 	// approval_required as without a wait. Nil holds the call, when ApprovalWait is positive, by
 	// polling the store (as interrupt.Poller does, more often at first, calling Held).
@@ -137,7 +138,9 @@ func Run(ctx context.Context, g *latch.Guard, c *ToolCall, tool Tool) (any, erro
 		// exact action and spends it once.
 		return attempt(ctx, g, c, args, tool)
 	case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
-		return nil, NewError(Map(c.Action, nil, ans.Refusal().Err()))
+		// The call presents the answered request, and the guard refuses it by the request's
+		// own status (approval_denied, approval_expired), writing the refusal's receipt.
+		return attempt(latch.WithApproval(ctx, cmp.Or(ans.ApprovalID, id)), g, c, args, tool)
 	}
 	return nil, err // still waiting: the client re-sends later
 }

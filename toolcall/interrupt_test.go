@@ -106,8 +106,8 @@ func TestDispatchThroughInterrupter(t *testing.T) {
 			deny := &answering{g: g, deny: true}
 			r = registry(deny).Dispatch(ctx, call("c2", "o-d", 5000))
 			if r.Status != toolcall.StatusRefused || r.Refusal == nil || r.Refusal.Reason != latch.ReasonApprovalDenied ||
-				!strings.HasPrefix(r.Content, "approval_denied: ") || !r.IsError || r.CallID != "c2" {
-				t.Errorf("denied call = %s %q %+v, want refused approval_denied", r.Status, r.Content, r.Refusal)
+				!strings.HasPrefix(r.Content, "approval_denied: ") || !r.IsError || r.CallID != "c2" || r.Receipt == nil {
+				t.Errorf("denied call = %s %q %+v (receipt %v), want refused approval_denied with a receipt", r.Status, r.Content, r.Refusal, r.Receipt)
 			}
 			if runs["o-d"] != 0 {
 				t.Errorf("denied call ran %d times, want 0", runs["o-d"])

@@ -30,6 +30,7 @@
 package toolcall
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,9 +90,10 @@ type Config struct {
 	// effect's outcome is unknown (named by its effect key): Dispatch hands it the refusal and,
 	// when it answers interrupt.Resume, dispatches the call once more, unchanged (the guard finds
 	// the grant for its exact action and spends it; a resolved effect runs again or is a
-	// duplicate). interrupt.Denied and interrupt.Expired give the refusal's result
-	// (approval_denied, approval_expired). An error of the wait leaves the first result. Nil
-	// answers such a call at once (StatusPending, StatusUnknown).
+	// duplicate). On interrupt.Denied and interrupt.Expired the call presents the answered
+	// request, which the guard refuses (approval_denied, approval_expired) with a receipt. An
+	// error of the wait leaves the first result. Nil answers such a call at once
+	// (StatusPending, StatusUnknown).
 	Interrupter interrupt.Interrupter[context.Context]
 }
 
@@ -195,9 +197,15 @@ func (r *Registry) Dispatch(ctx context.Context, c Call) *Result {
 		// Once: the call run again meets the answer; what it answers now is its result.
 		return r.dispatch(ctx, t, c)
 	case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
-		out := Classify(ans.Refusal().Err())
-		out.CallID, out.Name = c.ID, c.Name
-		return out
+		id := cmp.Or(ans.ApprovalID, res.Refusal.ApprovalID)
+		if id == "" {
+			out := Classify(ans.Refusal().Err())
+			out.CallID, out.Name = c.ID, c.Name
+			return out
+		}
+		// The call presents the answered request (and no other), and the guard refuses it by
+		// the request's own status (approval_denied, approval_expired), with a receipt.
+		return r.dispatch(latch.WithApproval(WithApprovals(ctx, nil), id), t, c)
 	}
 	return res
 }

@@ -40,6 +40,7 @@
 package latchgenkit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -232,7 +233,9 @@ func Wrap[In, Out any](g *latch.Guard, action string, fn ai.ToolFunc[In, Out], c
 				// Run again, unchanged: the guard finds the grant for the exact arguments.
 				out, err = run(context.WithValue(latch.WithApproval(ctx, ""), toolContextKey{}, tc), in)
 			case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
-				err = ans.Refusal().Err()
+				// The call presents the answered request, and the guard refuses it by the
+				// request's own status (approval_denied, approval_expired), with a receipt.
+				out, err = run(context.WithValue(latch.WithApproval(ctx, cmp.Or(ans.ApprovalID, lr.ApprovalID)), toolContextKey{}, tc), in)
 			}
 		}
 		if err == nil {

@@ -71,8 +71,8 @@ func TestApprovalThroughInterrupter(t *testing.T) {
 				return deny
 			})
 			_, err = refund(ctx, e.cs, "ord_j", 4000, nil)
-			if code, r := refusalOf(t, err); code != mcpwire.CodeApprovalRefused || r.Reason != "approval_denied" || r.ApprovalID == "" {
-				t.Errorf("refund through a denying interrupter = %d %+v, want %d approval_denied naming the request", code, r, mcpwire.CodeApprovalRefused)
+			if code, r := refusalOf(t, err); code != mcpwire.CodeApprovalRefused || r.Reason != "approval_denied" || r.ApprovalID == "" || r.ReceiptID == "" {
+				t.Errorf("refund through a denying interrupter = %d %+v, want %d approval_denied naming the request, with a receipt", code, r, mcpwire.CodeApprovalRefused)
 			}
 			if n, c := e.pay.refunds.Load(), deny.calls.Load(); n != 0 || c != 1 {
 				t.Errorf("refund ran %d times after the denial, interrupted %d times; want 0 and 1", n, c)
