@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/policy"
+	"github.com/latchkit/latch/store"
 )
 
 // Error is a refusal as an MCP server answers it: the JSON-RPC code and the data object. Its
@@ -39,14 +42,23 @@ type ToolCall struct {
 	ErrorsMean string
 	// ApprovalWait, when positive, holds a call the policy sends to a person open for at most
 	// that long, until an approver answers or the request expires: granted, the call runs then
-	// and its result is the answer. Zero or negative answers approval_required at once, and the
-	// client re-sends the call once the request is granted.
+	// and its result is the answer. Zero or negative answers approval_required at once (unless
+	// Interrupter is set), and the client re-sends the call once the request is granted.
 	ApprovalWait time.Duration
+	// Interrupter, when set, is the wait of a call answered approval_required: Run hands it the
+	// refusal and, when it answers interrupt.Resume, runs the call again, unchanged (the guard
+	// finds the grant by the call's exact action and spends it once); on interrupt.Denied and
+	// interrupt.Expired the call presents the answered request (Answer.ApprovalID), which the
+	// guard refuses approval_denied or approval_expired with a receipt. A positive ApprovalWait bounds its wait (its context's deadline); past
+	// it, or when it returns an error matching its context's, the call is answered
+	// approval_required as without a wait. Nil holds the call, when ApprovalWait is positive, by
+	// polling the store (as interrupt.Poller does, more often at first, calling Held).
+	Interrupter interrupt.Interrupter[context.Context]
 	// Now is the clock a grant's expiry and the wait are read by; nil is time.Now. Give it the
 	// guard's clock.
 	Now func() time.Time
 	// Held, when set, is called about once a second while the call is held for its approval
-	// request, with the request's id and the latest the call waits (to send the client a
+	// request by the default wait (not by an Interrupter of the caller's), with the request's id and the latest the call waits (to send the client a
 	// progress notification).
 	Held func(approvalID string, until time.Time)
 }
@@ -65,7 +77,8 @@ type Tool func(ctx context.Context, args json.RawMessage) (result any, isError b
 // request's id, a committed duplicate with the stored result, an ambiguous outcome, ….
 //
 // A call the policy sends to a person is answered approval_required with the request's id, or
-// held open (ToolCall.ApprovalWait). The same call re-sent after the request was granted runs
+// held open (ToolCall.ApprovalWait), or waits on the caller's interrupt.Interrupter
+// (ToolCall.Interrupter) and runs again when it answers resume. The same call re-sent after the request was granted runs
 // once: the guard finds the grant bound to its exact action hash and spends it. A call carrying
 // a request key is begun under it (latch.WithRequestKey): a retry under the same key while the
 // first still holds its effect waits for the first's outcome, and is then decided as any
@@ -83,7 +96,7 @@ func Run(ctx context.Context, g *latch.Guard, c *ToolCall, tool Tool) (any, erro
 		ctx = latch.WithRequestKey(ctx, c.RequestKey)
 	}
 	res, err := attempt(ctx, g, c, args, tool)
-	if c.ApprovalWait <= 0 {
+	if c.ApprovalWait <= 0 && c.Interrupter == nil {
 		return res, err
 	}
 	var we *Error
@@ -91,33 +104,83 @@ func Run(ctx context.Context, g *latch.Guard, c *ToolCall, tool Tool) (any, erro
 		return res, err
 	}
 	id := we.Data.ApprovalID
-	a, rerr := g.Store().Approval(ctx, id)
-	if rerr != nil {
-		return nil, err // the refusal is the answer: the request stays stored
+	r := &latch.Refusal{Kind: latch.KindApprovalRequired, Reason: latch.Reason(we.Data.Reason), ApprovalID: id,
+		EffectKey: we.Data.EffectKey, ActionHash: we.Data.ActionHash, Detail: we.Data.Detail}
+	if we.Data.ExpiresAt != nil {
+		r.ExpiresAt = *we.Data.ExpiresAt
 	}
-	until := c.Now().Add(c.ApprovalWait)
-	if a.ExpiresAt.Before(until) {
-		until = a.ExpiresAt
+	wctx, itr := ctx, c.Interrupter
+	if c.ApprovalWait > 0 {
+		a, rerr := g.Store().Approval(ctx, id)
+		if rerr != nil {
+			return nil, err // the refusal is the answer: the request stays stored
+		}
+		until := c.Now().Add(c.ApprovalWait)
+		if a.ExpiresAt.Before(until) {
+			until = a.ExpiresAt
+		}
+		if itr == nil {
+			itr = &hold{g: g, c: c, until: until}
+		} else {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithDeadline(ctx, until)
+			defer cancel()
+		}
 	}
+	ans, werr := itr.Interrupt(wctx, r)
+	switch {
+	case werr != nil && (errors.Is(werr, ErrWaitEnded) || wctx.Err() != nil):
+		return nil, err // waited as long as allowed: the client re-sends later
+	case werr != nil:
+		return nil, NewError(CodeInternal, Refusal{Reason: "internal", Action: c.Action, ApprovalID: id, Detail: werr.Error()})
+	case ans.Status == interrupt.Resume:
+		// The call run again, unchanged, meets the answer: the guard finds the grant for its
+		// exact action and spends it once.
+		return attempt(ctx, g, c, args, tool)
+	case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
+		// The call presents the answered request, and the guard refuses it by the request's
+		// own status (approval_denied, approval_expired), writing the refusal's receipt.
+		return attempt(latch.WithApproval(ctx, cmp.Or(ans.ApprovalID, id)), g, c, args, tool)
+	}
+	return nil, err // still waiting: the client re-sends later
+}
+
+// hold is the default wait of a held call: AwaitAnswer until the request is answered, expires or
+// until passes (calling c.Held about once a second), then where the wait stands (interrupt.Check).
+type hold struct {
+	g     *latch.Guard
+	c     *ToolCall
+	until time.Time
+}
+
+func (h *hold) Interrupt(ctx context.Context, r *latch.Refusal) (interrupt.Answer, error) {
 	var tick func()
-	if c.Held != nil {
+	if h.c.Held != nil {
 		next := time.Now()
 		tick = func() {
 			if !time.Now().Before(next) {
-				c.Held(id, until)
+				h.c.Held(r.ApprovalID, h.until)
 				next = time.Now().Add(time.Second)
 			}
 		}
 		tick()
 	}
-	switch werr := AwaitAnswer(ctx, g.Store(), id, until, c.Now, tick); {
-	case errors.Is(werr, ErrWaitEnded):
-		return nil, err // waited as long as allowed: the client re-sends later
-	case werr != nil:
-		return nil, NewError(CodeInternal, Refusal{Reason: "internal", Action: c.Action, ApprovalID: id, Detail: werr.Error()})
+	if err := AwaitAnswer(ctx, h.g.Store(), r.ApprovalID, h.until, h.c.Now, tick); err != nil {
+		return interrupt.Answer{}, err
 	}
-	// Answered or expired: the call presents the request, and the reservation decides.
-	return attempt(latch.WithApproval(ctx, id), g, c, args, tool)
+	ans, err := interrupt.Check(ctx, h.g, r)
+	if err != nil {
+		return ans, err
+	}
+	if ans.Status == interrupt.Waiting {
+		// AwaitAnswer ended on a request pending past its expiry by the guard's clock, which
+		// Check does not read.
+		a, rerr := h.g.Store().Approval(ctx, r.ApprovalID)
+		if rerr == nil && a.Status == store.Pending && !h.c.Now().Before(a.ExpiresAt) {
+			ans.Status = interrupt.Expired
+		}
+	}
+	return ans, nil
 }
 
 // attempt decides and runs the call once, keyed or not.

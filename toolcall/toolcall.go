@@ -30,6 +30,7 @@
 package toolcall
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 )
 
 // Handler does the work of one tool call. args are the canonical arguments latch decided on —
@@ -84,6 +86,15 @@ type Config struct {
 	// the context passed to Dispatch, or the guard's identity provider; with neither, every
 	// call is refused no_principal.
 	Principal latch.Principal
+	// Interrupter, when set, is the wait of a call latch answers approval_required, or whose
+	// effect's outcome is unknown (named by its effect key): Dispatch hands it the refusal and,
+	// when it answers interrupt.Resume, dispatches the call once more, unchanged (the guard finds
+	// the grant for its exact action and spends it; a resolved effect runs again or is a
+	// duplicate). On interrupt.Denied and interrupt.Expired the call presents the answered
+	// request, which the guard refuses (approval_denied, approval_expired) with a receipt. An
+	// error of the wait leaves the first result. Nil answers such a call at once
+	// (StatusPending, StatusUnknown).
+	Interrupter interrupt.Interrupter[context.Context]
 }
 
 // Registry holds the protected tools of one agent and runs their calls through one guard. It
@@ -166,11 +177,41 @@ type Call struct {
 // To run a call whose approval was granted, pass ctx carrying it: WithApprovals (by the call's
 // id), or latch.WithApproval for a single call. The approval is spent on this call only if it
 // binds the same action and arguments.
+//
+// With Config.Interrupter, a call answered approval_required (or unknown, with its effect key)
+// waits on it first, and its result is that of the call dispatched again on resume.
 func (r *Registry) Dispatch(ctx context.Context, c Call) *Result {
 	t, ok := r.Tool(c.Name)
 	if !ok {
 		return unlisted(c)
 	}
+	res := r.dispatch(ctx, t, c)
+	if r.cfg.Interrupter == nil || !interrupt.Interruptible(res.Refusal) {
+		return res
+	}
+	ans, err := r.cfg.Interrupter.Interrupt(ctx, res.Refusal)
+	switch {
+	case err != nil:
+		return res
+	case ans.Status == interrupt.Resume:
+		// Once: the call run again meets the answer; what it answers now is its result.
+		return r.dispatch(ctx, t, c)
+	case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
+		id := cmp.Or(ans.ApprovalID, res.Refusal.ApprovalID)
+		if id == "" {
+			out := Classify(ans.Refusal().Err())
+			out.CallID, out.Name = c.ID, c.Name
+			return out
+		}
+		// The call presents the answered request (and no other), and the guard refuses it by
+		// the request's own status (approval_denied, approval_expired), with a receipt.
+		return r.dispatch(latch.WithApproval(WithApprovals(ctx, nil), id), t, c)
+	}
+	return res
+}
+
+// dispatch runs c, a call of t, through the guard once.
+func (r *Registry) dispatch(ctx context.Context, t Tool, c Call) *Result {
 	if id := approvalsFrom(ctx)[c.ID]; id != "" {
 		ctx = latch.WithApproval(ctx, id)
 	}

@@ -31,10 +31,16 @@
 // and approval_pending (Genkit does not let a restarted call interrupt again), and the
 // interrupted response stays resumable.
 //
+// A program that pauses for a person in its own way sets Config.Interrupter
+// (interrupt.Interrupter, interrupt.Poller for one that blocks): an approval-required call then
+// waits on it inside the tool instead of interrupting the generation, and runs once the
+// Interrupter answers resume.
+//
 // The few lines an agent adds are in docs/integrations/genkit.md of the latch repository.
 package latchgenkit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +49,7 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 )
 
 // Config configures Wrap and DefineTool. A nil *Config means all defaults.
@@ -55,6 +62,14 @@ type Config struct {
 	// the lease, a reconcile hook. Options.Wait blocks the tool until a person answers instead
 	// of interrupting the generation.
 	Options *latch.Options
+	// Interrupter, when set, is the wait of a call the policy sends to a person, instead of
+	// Genkit's tool interrupt: the tool hands it the approval_required refusal and blocks until
+	// it answers; on interrupt.Resume it runs the call again, once, unchanged (the guard finds
+	// the grant for its exact arguments and spends it), and the model reads its output; on
+	// interrupt.Denied or interrupt.Expired the model reads the refusal (approval_denied,
+	// approval_expired). An error of the wait ends the generation with it. Nil interrupts the
+	// generation with Genkit's tool interrupt.
+	Interrupter interrupt.Interrupter[context.Context]
 }
 
 // Result is what a protected tool answers the model: the tool's output, or why it did not run.
@@ -208,6 +223,20 @@ func Wrap[In, Out any](g *latch.Guard, action string, fn ai.ToolFunc[In, Out], c
 			// than by the spent approval; an effect that did not happen needs a new approval,
 			// which the restart cannot interrupt for (restartError names it).
 			out, err = run(context.WithValue(latch.WithApproval(ctx, ""), toolContextKey{}, tc), in)
+		}
+		if lr := latch.RefusalOf(err); c.Interrupter != nil && lr != nil && lr.Kind == latch.KindApprovalRequired && interrupt.Interruptible(lr) {
+			ans, werr := c.Interrupter.Interrupt(ctx, lr)
+			switch {
+			case werr != nil:
+				return Result[Out]{}, fmt.Errorf("latchgenkit: %s: wait for approval %s: %w", action, lr.ApprovalID, werr)
+			case ans.Status == interrupt.Resume:
+				// Run again, unchanged: the guard finds the grant for the exact arguments.
+				out, err = run(context.WithValue(latch.WithApproval(ctx, ""), toolContextKey{}, tc), in)
+			case ans.Status == interrupt.Denied || ans.Status == interrupt.Expired:
+				// The call presents the answered request, and the guard refuses it by the
+				// request's own status (approval_denied, approval_expired), with a receipt.
+				out, err = run(context.WithValue(latch.WithApproval(ctx, cmp.Or(ans.ApprovalID, lr.ApprovalID)), toolContextKey{}, tc), in)
+			}
 		}
 		if err == nil {
 			return Result[Out]{Output: &out}, nil

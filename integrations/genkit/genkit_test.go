@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latch"
 	latchgenkit "github.com/latchkit/latch/integrations/genkit"
 	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
 )
@@ -147,6 +148,12 @@ var backends = []string{"sqlite", "postgres"}
 // and the protected refund and void tools.
 func setup(t *testing.T, backend string) *fixture {
 	t.Helper()
+	return setupWith(t, backend, nil)
+}
+
+// setupWith is setup with Config.Interrupter, when itr is set, itr of the guard.
+func setupWith(t *testing.T, backend string, itr func(*latch.Guard) interrupt.Interrupter[context.Context]) *fixture {
+	t.Helper()
 	p, err := policy.Parse("latch.yaml", []byte(testPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +167,9 @@ func setup(t *testing.T, backend string) *fixture {
 	f.script = &scriptedModel{tool: "refund"}
 	f.model = genkit.DefineModel(f.gk, "test/scripted", &ai.ModelOptions{Supports: &ai.ModelSupports{Tools: true, Multiturn: true}}, f.script.generate)
 	cfg := &latchgenkit.Config{Principal: latch.Principal{Agent: "refund-agent"}}
+	if itr != nil {
+		cfg.Interrupter = itr(g)
+	}
 	f.refund = latchgenkit.DefineTool(f.gk, g, "payments.refund", "refund", "Refund a payment", f.payments.refund, cfg)
 	f.void = latchgenkit.DefineTool(f.gk, g, "payments.void", "void", "Void a refund", f.payments.refund, cfg)
 	return f

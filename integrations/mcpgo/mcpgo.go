@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -74,6 +75,12 @@ type Config struct {
 	// refuses such a call approval_required with the request's id at once, and the client
 	// re-sends it once the request is granted.
 	ApprovalWait time.Duration
+	// Interrupter, when set, is the wait of a call the policy sends to a person (a framework's
+	// own pause: interrupt.Interrupter): the call is handed to it, and runs again when it
+	// answers interrupt.Resume; denied or expired, it is refused approval_denied or
+	// approval_expired. ApprovalWait, when positive, bounds its wait. Nil holds the call only
+	// when ApprovalWait is positive, polling the store.
+	Interrupter interrupt.Interrupter[context.Context]
 	// Now is the clock a grant's expiry and the wait are read by; nil is time.Now. Give it the
 	// guard's clock.
 	Now func() time.Time
@@ -187,7 +194,7 @@ func (m *Middleware) call(ctx context.Context, t Tool, req mcp.CallToolRequest, 
 			&latch.InvalidArgumentError{Reason: "invalid_argument", Err: err})))
 	}
 	tc := &mcpwire.ToolCall{Action: t.Action, Arguments: args, RequestKey: key, ErrorsMean: t.ErrorsMean,
-		ApprovalWait: m.cfg.ApprovalWait, Now: m.cfg.Now}
+		ApprovalWait: m.cfg.ApprovalWait, Interrupter: m.cfg.Interrupter, Now: m.cfg.Now}
 	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 		if srv := server.ServerFromContext(ctx); srv != nil {
 			tok, sent := req.Params.Meta.ProgressToken, 0

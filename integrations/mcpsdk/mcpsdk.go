@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -68,6 +69,12 @@ type Config struct {
 	// refuses such a call approval_required with the request's id at once, and the client
 	// re-sends it once the request is granted.
 	ApprovalWait time.Duration
+	// Interrupter, when set, is the wait of a call the policy sends to a person (a framework's
+	// own pause: interrupt.Interrupter): the call is handed to it, and runs again when it
+	// answers interrupt.Resume; denied or expired, it is refused approval_denied or
+	// approval_expired. ApprovalWait, when positive, bounds its wait. Nil holds the call only
+	// when ApprovalWait is positive, polling the store.
+	Interrupter interrupt.Interrupter[context.Context]
 	// Now is the clock a grant's expiry and the wait are read by; nil is time.Now. Give it the
 	// guard's clock.
 	Now func() time.Time
@@ -186,7 +193,7 @@ func (m *Middleware) call(ctx context.Context, t Tool, req *mcp.CallToolRequest,
 		return nil, wire(mcpwire.NewError(mcpwire.Map(t.Action, nil, err)))
 	}
 	tc := &mcpwire.ToolCall{Action: t.Action, Arguments: req.Params.Arguments, RequestKey: key, ErrorsMean: t.ErrorsMean,
-		ApprovalWait: m.cfg.ApprovalWait, Now: m.cfg.Now}
+		ApprovalWait: m.cfg.ApprovalWait, Interrupter: m.cfg.Interrupter, Now: m.cfg.Now}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		sent := 0
 		tc.Held = func(id string, until time.Time) {

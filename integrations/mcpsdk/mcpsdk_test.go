@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/integrations/mcpsdk"
 	"github.com/latchkit/latch/internal/testdb"
+	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/mcpwire"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -111,10 +112,16 @@ func setup(t *testing.T, wait time.Duration) *env {
 // setupOn is setup on a store of backend.
 func setupOn(t *testing.T, backend string, wait time.Duration) *env {
 	t.Helper()
+	return setupWith(t, backend, wait, nil)
+}
+
+// setupWith is setupOn with Config.Interrupter, when itr is set, itr of the guard.
+func setupWith(t *testing.T, backend string, wait time.Duration, itr func(*latch.Guard) interrupt.Interrupter[context.Context]) *env {
+	t.Helper()
 	ctx := t.Context()
 	g := openGuardOn(t, backend, testPolicy)
 	mw, err := mcpsdk.New(&mcpsdk.Config{Guard: g, Principal: latch.Principal{Agent: "support-bot"}, All: true, Prefix: "mcp.pay.",
-		ApprovalWait: wait})
+		ApprovalWait: wait, Interrupter: interrupterOf(g, itr)})
 	if err != nil {
 		t.Fatal(err)
 	}
