@@ -44,7 +44,6 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/interrupt"
 	"github.com/latchkit/latch/mcpwire"
-	"github.com/latchkit/latch/policy"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -86,15 +85,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Tool is how one protected tool's calls are decided.
-type Tool struct {
-	// Action is the policy action of the tool's calls; "" is Config.Prefix + the tool's name.
-	Action string
-	// ErrorsMean is what a result with isError means: policy.ErrorsMeanUnknown ("" too: the
-	// tool may have acted, the call is ambiguous) or policy.ErrorsMeanNotExecuted (it reports
-	// errors only before it acts: the call failed).
-	ErrorsMean string
-}
+// Tool is how one protected tool's calls are decided: its action, and what an isError result
+// means (mcpwire.ToolSpec).
+type Tool = mcpwire.ToolSpec
 
 // Middleware protects the tools of one MCP server. It is safe for concurrent use.
 type Middleware struct {
@@ -108,19 +101,11 @@ func New(cfg *Config) (*Middleware, error) {
 		return nil, errors.New("mcpgo: new: Config.Guard is required")
 	}
 	m := &Middleware{cfg: *cfg}
-	if m.cfg.Prefix == "" {
-		m.cfg.Prefix = "mcp."
-	}
 	if m.cfg.Now == nil {
 		m.cfg.Now = time.Now
 	}
-	for name, t := range m.cfg.Tools {
-		switch t.ErrorsMean {
-		case "", policy.ErrorsMeanUnknown, policy.ErrorsMeanNotExecuted:
-		default:
-			return nil, fmt.Errorf("mcpgo: new: Config.Tools[%q].ErrorsMean %q is not %q or %q",
-				name, t.ErrorsMean, policy.ErrorsMeanUnknown, policy.ErrorsMeanNotExecuted)
-		}
+	if err := mcpwire.CheckTools("mcpgo", m.cfg.Tools); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -142,14 +127,7 @@ func (m *Middleware) Middleware() server.ToolHandlerMiddleware {
 
 // tool is how calls of the tool named name are decided; false when it is not protected.
 func (m *Middleware) tool(name string) (Tool, bool) {
-	t, ok := m.cfg.Tools[name]
-	if !ok && !m.cfg.All {
-		return Tool{}, false
-	}
-	if t.Action == "" {
-		t.Action = m.cfg.Prefix + name
-	}
-	return t, true
+	return mcpwire.SelectTool(m.cfg.Tools, m.cfg.All, m.cfg.Prefix, name)
 }
 
 func (m *Middleware) principal(ctx context.Context, req mcp.CallToolRequest) (latch.Principal, bool) {
