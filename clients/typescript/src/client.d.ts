@@ -146,6 +146,7 @@ export declare class Client {
   receipts(after?: number, limit?: number, opts?: RequestOptions): Promise<{ receipts: { seq: number; hash: string; receipt: Record<string, unknown> | null; unreadable: string | null }[]; next_after: number }>;
   verifyReceipts(opts?: RequestOptions): Promise<{ ok: boolean; verified: number; breaks: Record<string, unknown>[]; [k: string]: unknown }>;
   stats(since?: string, opts?: RequestOptions): Promise<Record<string, unknown>>;
+  coverage(since?: string, opts?: RequestOptions): Promise<{ calls: number; actions: Record<string, unknown>[]; never_fired: { action: string; rule: string }[]; never_called: string[]; [k: string]: unknown }>;
   budgets(opts?: RequestOptions): Promise<Record<string, unknown>[]>;
   openapi(opts?: RequestOptions): Promise<Record<string, unknown>>;
   ready(opts?: RequestOptions): Promise<boolean>;

@@ -252,6 +252,15 @@ export class Client {
     return (await this.request('GET', `/v1/stats${query({ since })}`, undefined, opts)).body;
   }
 
+  /**
+   * coverage reads which rules of the policy the recorded calls exercised (since a time or a
+   * window like `24h`, when given): per action and rule the calls it decided, the rules that
+   * never fired, the actions never called.
+   */
+  async coverage(since, opts = {}) {
+    return (await this.request('GET', `/v1/coverage${query({ since })}`, undefined, opts)).body;
+  }
+
   /** budgets lists the budgets in force. */
   async budgets(opts = {}) {
     return (await this.request('GET', '/v1/budgets', undefined, opts)).body.budgets;
@@ -385,6 +394,7 @@ export const ROUTES = Object.freeze({
   'GET /v1/stats': 'stats',
   'GET /v1/receipts/verify': 'verifyReceipts',
   'GET /v1/budgets': 'budgets',
+  'GET /v1/coverage': 'coverage',
   'POST /v1/revocations': null,
   'POST /v1/slack/interactions': null,
 });

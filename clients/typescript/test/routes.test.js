@@ -96,6 +96,9 @@ test('the reading routes answer', async () => {
   const s = await approver.stats('24h');
   assert.ok(s.receipts > 0);
   assert.ok(Array.isArray(await approver.budgets()));
+  const cov = await approver.coverage('24h');
+  assert.ok(cov.calls > 0);
+  assert.ok(cov.actions.some((a) => a.action === 'payments.refund' && a.calls > 0), JSON.stringify(cov.actions));
   assert.ok(Array.isArray(await approver.listStanding('all')));
   assert.deepEqual(await agent.health(), { status: 'ok' });
   assert.equal(await agent.ready(), true);
