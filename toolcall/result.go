@@ -119,6 +119,19 @@ var adviceByReason = map[latch.Reason]string{
 	latch.ReasonUnknownAction:   "the policy does not list this tool's action; it did not run. Calling it again will be refused again.",
 }
 
+// Advice is what a refusal tells a model: what happened to the call and what it can do — the one
+// wording every Go adapter that answers a model uses (this package's tool results, the Genkit
+// adapter's refusals). "" for nil.
+func Advice(r *latch.Refusal) string {
+	if r == nil {
+		return ""
+	}
+	if say, ok := adviceByReason[r.Reason]; ok {
+		return say
+	}
+	return advice[r.Kind]
+}
+
 // RefusalText is the tool result's text for a refusal: the reason word, what happened and what
 // the model can do, then the facts that apply (the rule, the argument at fault, the effect key,
 // the approval, the budget, the stored result), one per line. "" for nil.
@@ -127,11 +140,7 @@ func RefusalText(r *latch.Refusal) string {
 		return ""
 	}
 	var b strings.Builder
-	say, ok := adviceByReason[r.Reason]
-	if !ok {
-		say = advice[r.Kind]
-	}
-	b.WriteString(string(r.Reason) + ": " + say)
+	b.WriteString(string(r.Reason) + ": " + Advice(r))
 	line := func(name, value string) {
 		if value != "" {
 			b.WriteString("\n" + name + ": " + quote(value))

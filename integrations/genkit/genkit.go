@@ -50,6 +50,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/interrupt"
+	"github.com/latchkit/latch/toolcall"
 )
 
 // Config configures Wrap and DefineTool. A nil *Config means all defaults.
@@ -141,27 +142,6 @@ const metadataKey = "latch"
 // the granted approval's id back to the tool.
 const resumedApprovalKey = "latch_approval_id"
 
-// advice is what a model should do about each kind of refusal, in the order of
-// latch.RefusalKinds; a test holds it complete.
-var advice = map[latch.RefusalKind]string{
-	latch.KindDenied:           "the policy does not allow this call; do not retry it",
-	latch.KindInvalidArgument:  "the arguments do not fit the action; fix them before calling again",
-	latch.KindApprovalRequired: "a person must approve this call first",
-	latch.KindApprovalRefused:  "the approval cannot be spent on this call",
-	latch.KindCommitted:        "this effect already happened; do not do it again",
-	latch.KindInProgress:       "another attempt of this effect is running; try again later",
-	latch.KindAmbiguous:        "an earlier attempt may have run; a person must resolve it before any retry",
-	latch.KindOutcomeUnknown:   "this call may have run; do not retry it: a person must resolve it",
-	latch.KindNotExecuted:      "the call did not run; it may be retried",
-	latch.KindExhausted:        "this effect failed as often as allowed; do not retry it",
-	latch.KindKeyConflict:      "this effect was attempted with other arguments",
-	latch.KindAuthority:        "no grant allows this call",
-	latch.KindIdentity:         "the caller has no usable identity",
-	latch.KindOutcomeRefused:   "the outcome could not be recorded",
-	latch.KindRequestKey:       "the request key names another request",
-	latch.KindInternal:         "latch could not decide; nothing ran; try again later",
-}
-
 // RefusalFor returns the Refusal a model reads for err, an error of a protected call of action
 // (nil for a nil error). Kind and Reason are latch.RefusalOf's.
 func RefusalFor(action string, err error) *Refusal {
@@ -174,7 +154,7 @@ func RefusalFor(action string, err error) *Refusal {
 	if lr.Kind == latch.KindCommitted {
 		r.Result = lr.Result
 	}
-	r.Message = fmt.Sprintf("latch refused %s: %s (%s): %s", action, lr.Reason, lr.Kind, advice[lr.Kind])
+	r.Message = fmt.Sprintf("latch refused %s: %s (%s): %s", action, lr.Reason, lr.Kind, toolcall.Advice(lr))
 	if r.ApprovalID != "" {
 		r.Message += "; approval " + r.ApprovalID
 	}
