@@ -231,6 +231,10 @@ func (g *Guard) Close() error {
 	return g.store.Close()
 }
 
+// Now is the guard's clock (Config.Now): the time expiries and leases are read by. Code that
+// reads the guard's store beside it (package interrupt) reads time by it too.
+func (g *Guard) Now() time.Time { return g.cfg.Now() }
+
 // Policy returns the guard's policy in force.
 func (g *Guard) Policy() *policy.Policy { return g.current() }
 

@@ -151,7 +151,7 @@ func Check(ctx context.Context, g *latch.Guard, r *latch.Refusal) (Answer, error
 		switch {
 		case a.PreviousDenied != "":
 			ans.Status, ans.ApprovalID, ans.By, ans.Pending = Denied, a.PreviousDenied, a.PreviousDeniedBy, a.ID
-		case !time.Now().Before(a.ExpiresAt):
+		case !g.Now().Before(a.ExpiresAt):
 			ans.Status = Expired
 		default:
 			ans.Status = Waiting
