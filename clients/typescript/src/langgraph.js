@@ -36,11 +36,14 @@ export function latchStep(client, action, fn, { interrupt }) {
   const step = async (args) => {
     const asked = canonical(args);
     let approvalId = approvals.get(asked);
+    let granted = false;
     if (approvalId) {
       // The node runs again on resume: the request is asked already. Beginning again without
-      // its id would ask a second one rather than spend the granted first.
+      // its id would ask a second one rather than spend the granted first. A granted request
+      // needs no pause: the call presents it and runs.
       const { status } = await client.getApproval(approvalId);
-      if (status !== 'pending' && status !== 'granted') {
+      granted = status === 'granted';
+      if (status !== 'pending' && !granted) {
         approvals.delete(asked);
         approvalId = undefined;
       }
@@ -54,7 +57,7 @@ export function latchStep(client, action, fn, { interrupt }) {
         approvals.set(asked, approvalId);
       }
     }
-    const answer = interrupt({ latch: 'approval_required', action, arguments: args, approval_id: approvalId });
+    const answer = granted ? undefined : interrupt({ latch: 'approval_required', action, arguments: args, approval_id: approvalId });
     if (answer && answer.approved === false) {
       approvals.delete(asked);
       throw new Error(`${action} was not approved (${approvalId})`);

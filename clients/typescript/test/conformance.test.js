@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client, NotExecuted, RefusalError, protect } from '../src/index.js';
 import { LatchToolError, latchTool } from '../src/ai-sdk.js';
 import { latchToolOptions } from '../src/openai-agents.js';
+import { latchStep } from '../src/langgraph.js';
 import { repo, startServe } from './support/serve.js';
 
 const table = JSON.parse(await readFile(join(repo, 'latchtest/refusals.json'), 'utf8'));
@@ -159,6 +160,29 @@ const viaOpenAIAgents = (k, agent) => {
   };
 };
 
+/**
+ * viaLangGraph makes each call as a LangGraph node does with latchStep: the step runs, and a call
+ * whose approval latch required pauses the graph with interrupt (which, outside a resume, throws
+ * what it is given, as LangGraph's does); a refusal is the LatchToolError the node throws.
+ */
+const viaLangGraph = (k, agent) => {
+  const steps = new Map();
+  class Paused { constructor(value) { this.value = value; } }
+  const interrupt = (value) => { throw new Paused(value); };
+  return async (call) => {
+    if (!steps.has(call.action)) steps.set(call.action, latchStep(agent, call.action, k.handler(call.action), { interrupt }));
+    try {
+      return { result: await steps.get(call.action)(argsOf(call)) };
+    } catch (err) {
+      if (err instanceof Paused) {
+        return { refusal: { kind: 'approval_required', reason: 'approval_required', approvalId: err.value.approval_id, noEffectKey: true } };
+      }
+      if (!(err instanceof LatchToolError)) return { err };
+      return { refusal: { ...readToolMessage(call.action, err.message), noEffectKey: true } };
+    }
+  };
+};
+
 // check compares one step's outcome with its expectation, as latchtest does in Go.
 function check(e, out, outs, ran, errs) {
   assert.ok(ran === 0 || ran === 1, `the handler ran ${ran} times in one attempt`);
@@ -252,3 +276,4 @@ function replay(name, makeInvoke) {
 replay('through protect()', viaProtect);
 replay('through the AI SDK tool, as the model reads it', viaAISDK);
 replay('through the OpenAI Agents SDK tool, as the model reads it', viaOpenAIAgents);
+replay('through a LangGraph.js step, as the graph reads it', viaLangGraph);
