@@ -333,9 +333,17 @@ func TestPruneKeepsWhatAResolutionNeeds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before, err := e.g.Store().Events(ctx, store.EventFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			res, err := rs.Prune(ctx, &store.PruneRequest{Now: e.clock.Now(), By: "cli:ops", BeforeSeq: cp.Seq})
 			if err != nil || res.Events == 0 {
 				t.Fatalf("Prune = %+v, %v; want events removed", res, err)
+			}
+			// The count is of events, not of the rows that hold them.
+			if after, err := e.g.Store().Events(ctx, store.EventFilter{}); err != nil || res.Events != int64(len(before)-len(after)) {
+				t.Errorf("Prune counted %d events removed; %d events before, %d after (%v)", res.Events, len(before), len(after), err)
 			}
 			if evs, err := e.g.Store().Events(ctx, store.EventFilter{EffectKey: "charge:inv_settled"}); err != nil || len(evs) != 0 {
 				t.Errorf("events of the settled charge after the prune = %d, %v; want none", len(evs), err)

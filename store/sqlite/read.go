@@ -225,7 +225,11 @@ func (s *Store) ReadChain(ctx context.Context, fn func(head *receipt.Head, rows 
 // LastEventID returns the greatest event id, 0 for an empty log: one index lookup.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 	var id int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM events`).Scan(&id); err != nil {
+	q := `SELECT COALESCE(MAX(id), 0) FROM events`
+	if s.eventRows() {
+		q = `SELECT COALESCE((SELECT id + COALESCE(n, 1) - 1 FROM events ORDER BY id DESC LIMIT 1), 0)`
+	}
+	if err := s.r.QueryRowContext(ctx, q).Scan(&id); err != nil {
 		return 0, fmt.Errorf("last event id: %w", err)
 	}
 	return id, nil
@@ -250,14 +254,17 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 			args = append(args, c.val)
 		}
 	}
-	q := `SELECT id, kind, at, action_id, effect_key, approval_id, payload FROM events`
+	// A row holds up to maxEventsPerRow events from its id on: the event after AfterID may be in
+	// a row that starts up to maxEventsPerRow-1 ids lower, and as many rows may hold none past
+	// AfterID, so the query reads that many more rows than Limit and the events are cut here.
+	q := `SELECT ` + eventRowColumns(s.eventRows()) + ` FROM events`
 	var where []string
 	if len(or) > 0 {
 		where = append(where, `(`+strings.Join(or, " OR ")+`)`)
 	}
 	if f.AfterID > 0 {
 		where = append(where, `id > ?`)
-		args = append(args, f.AfterID)
+		args = append(args, f.AfterID-(maxEventsPerRow-1))
 	}
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
@@ -265,23 +272,43 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 	q += ` ORDER BY id`
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
-		args = append(args, f.Limit)
+		args = append(args, f.Limit+maxEventsPerRow-1)
 	}
-	out, err := collect(ctx, s.r, q, args, func(sc scanner) (*store.Event, error) {
-		var e store.Event
-		var at sql.NullInt64
-		var payload sql.NullString
-		if err := sc.Scan(&e.ID, &e.Kind, &at, &e.ActionID, &e.EffectKey, &e.ApprovalID, &payload); err != nil {
-			return nil, err
-		}
-		e.Time = fromNanos(at)
-		e.Payload = fromText(payload)
-		return &e, nil
-	})
+	rows, err := collect(ctx, s.r, q, args, scanEventRow)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
+	var out []*store.Event
+	for _, row := range rows {
+		for i := range *row {
+			e := &(*row)[i]
+			if e.ID <= f.AfterID {
+				continue
+			}
+			if f.Limit > 0 && len(out) == f.Limit {
+				return out, nil
+			}
+			out = append(out, e)
+		}
+	}
 	return out, nil
+}
+
+// scanEventRow scans a row of the events table (eventRowColumns) into the events it holds.
+func scanEventRow(sc scanner) (*[]store.Event, error) {
+	var e store.Event
+	var at, n sql.NullInt64
+	var payload, more sql.NullString
+	if err := sc.Scan(&e.ID, &e.Kind, &at, &e.ActionID, &e.EffectKey, &e.ApprovalID, &payload, &n, &more); err != nil {
+		return nil, err
+	}
+	e.Time = fromNanos(at)
+	e.Payload = fromText(payload)
+	evs, err := expandEventRow(e, n, more)
+	if err != nil {
+		return nil, err
+	}
+	return &evs, nil
 }
 
 // rowsQuerier is the reader pool or a read transaction on it.

@@ -2,10 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/latchkit/latch/store"
 )
@@ -35,15 +33,9 @@ func (s *Store) NudgeApproval(ctx context.Context, req *store.NudgeRequest) (*st
 			}
 			withAnswers(a, answers)
 		}
-		var kinds sql.NullString
-		if _, err := t.c.queryRow(`SELECT group_concat(kind) FROM events WHERE approval_id = ? AND kind IN (?, ?)`,
-			[]any{req.ID, store.EventApprovalReminded, store.EventApprovalEscalated},
-			func(sc scanner) error { return sc.Scan(&kinds) }); err != nil {
+		recorded, err := t.nudges(req.ID)
+		if err != nil {
 			return fmt.Errorf("read nudges: %w", err)
-		}
-		var recorded []string
-		if kinds.Valid && kinds.String != "" {
-			recorded = strings.Split(kinds.String, ",")
 		}
 		evs, err := store.PlanNudge(req, a, recorded)
 		if err != nil {
@@ -63,4 +55,23 @@ func (s *Store) NudgeApproval(ctx context.Context, req *store.NudgeRequest) (*st
 		return nil, nil, fmt.Errorf("nudge approval %s: %w", req.ID, err)
 	}
 	return out, events, nil
+}
+
+// nudges returns the kinds of the reminder and escalation events of request id, in id order.
+func (t *txn) nudges(id string) ([]string, error) {
+	var recorded []string
+	err := t.c.query(`SELECT `+eventRowColumns(t.eventRows())+` FROM events WHERE approval_id = ? AND approval_id <> '' ORDER BY id`,
+		[]any{id}, func(sc scanner) error {
+			row, err := scanEventRow(sc)
+			if err != nil {
+				return err
+			}
+			for _, e := range *row {
+				if e.Kind == store.EventApprovalReminded || e.Kind == store.EventApprovalEscalated {
+					recorded = append(recorded, e.Kind)
+				}
+			}
+			return nil
+		})
+	return recorded, err
 }

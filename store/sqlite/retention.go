@@ -158,9 +158,22 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	// The newest event always stays: event ids are rowids, which restart from an empty table.
 	// So do the events of an effect a person may still resolve (executing, ambiguous, or
 	// settled with an outcome conflict): the resolution reads who made the attempt from them.
-	if res.Events, err = t.c.exec(`DELETE FROM events WHERE at < ? AND id < (SELECT MAX(id) FROM events)
+	// A row of several events (schema 21) goes only when its last event is before the cut too.
+	prunable := `at < ? AND id < (SELECT MAX(id) FROM events)
 		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE state IN ('executing', 'ambiguous') OR conflict <> '')
-		AND approval_id NOT IN (SELECT approval_id FROM approvals WHERE status IN ('pending', 'granted'))`, cutAt); err != nil {
+		AND approval_id NOT IN (SELECT approval_id FROM approvals WHERE status IN ('pending', 'granted'))`
+	count := `COUNT(*)`
+	args := []any{cutAt}
+	if t.eventRows() {
+		prunable += ` AND (more IS NULL OR (SELECT MAX(json_extract(value, '$.at')) FROM json_each(more)) < ?)`
+		count = `COALESCE(SUM(COALESCE(n, 1)), 0)`
+		args = append(args, cutAt)
+	}
+	if _, err := t.c.queryRow(`SELECT `+count+` FROM events WHERE `+prunable, args,
+		func(sc scanner) error { return sc.Scan(&res.Events) }); err != nil {
+		return nil, fmt.Errorf("prune: events: %w", err)
+	}
+	if _, err = t.c.exec(`DELETE FROM events WHERE `+prunable, args...); err != nil {
 		return nil, fmt.Errorf("prune: events: %w", err)
 	}
 	if res.Receipts, err = t.c.exec(`DELETE FROM receipts WHERE seq < ?`, cp.Seq); err != nil {

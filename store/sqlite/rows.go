@@ -389,6 +389,9 @@ const eventsPerInsert = 8
 // write lock, and the largest id is that of the last event written, because events are never
 // deleted. (SQLite would pick a random unused rowid only once the largest reached 2^63-1.)
 func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, error) {
+	if t.eventRows() {
+		return t.insertEventRows(events, now)
+	}
 	written := make([]store.Event, 0, len(events))
 	var args [eventsPerInsert * 6]arg
 	for len(events) > 0 {
@@ -405,7 +408,7 @@ func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, 
 				return nil, fmt.Errorf("event %s: %w", e.Kind, b.err)
 			}
 			if e.Kind == "" {
-				return nil, errors.New("event without a kind")
+				return nil, errEventKind
 			}
 			args[i*6], args[i*6+1], args[i*6+2] = text(e.Kind), at, text(e.ActionID)
 			args[i*6+3], args[i*6+4], args[i*6+5] = text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload)

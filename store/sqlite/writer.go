@@ -279,8 +279,9 @@ func (w *writer) close() error {
 // It is used by the leader only (the writer's lock), or by Open and Close when no leader runs.
 type wconn struct {
 	c    *zsqlite.Conn
-	row  zrow  // the row a scanner reads; reused for every row
-	args []arg // the arguments of exec, insert and the queries as arg; reused
+	row  zrow   // the row a scanner reads; reused for every row
+	args []arg  // the arguments of exec, insert and the queries as arg; reused
+	more []byte // the more array of an event row being written (eventrows.go); reused
 }
 
 // argKind is the SQLite type an arg binds as.
