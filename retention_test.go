@@ -345,6 +345,36 @@ func TestPruneKeepsWhatAResolutionNeeds(t *testing.T) {
 			if after, err := e.g.Store().Events(ctx, store.EventFilter{}); err != nil || res.Events != int64(len(before)-len(after)) {
 				t.Errorf("Prune counted %d events removed; %d events before, %d after (%v)", res.Events, len(before), len(after), err)
 			}
+			// Every receipt kept is still found by its action and its effect.
+			kept := 0
+			for r, err := range e.g.Store().Receipts(ctx, store.ReceiptFilter{}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				var doc receipt.Receipt
+				if err := json.Unmarshal(r.Doc, &doc); err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range []store.ReceiptFilter{{ActionID: doc.ActionID}, {EffectKey: doc.EffectKey}} {
+					if f.ActionID == "" && f.EffectKey == "" {
+						continue
+					}
+					found := false
+					for g, err := range e.g.Store().Receipts(ctx, f) {
+						if err != nil {
+							t.Fatal(err)
+						}
+						found = found || g.Seq == r.Seq
+					}
+					if !found {
+						t.Errorf("receipt %d kept by the prune is not found by %+v", r.Seq, f)
+					}
+				}
+				kept++
+			}
+			if kept == 0 {
+				t.Error("the prune kept no receipt: nothing was checked")
+			}
 			if evs, err := e.g.Store().Events(ctx, store.EventFilter{EffectKey: "charge:inv_settled"}); err != nil || len(evs) != 0 {
 				t.Errorf("events of the settled charge after the prune = %d, %v; want none", len(evs), err)
 			}

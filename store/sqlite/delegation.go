@@ -31,7 +31,7 @@ func (s *Store) CreateDelegation(ctx context.Context, d *store.Delegation, event
 			d.ID, d.Parent, string(d.Grant), d.CreatedBy, at, d.Via, d.Reason); err != nil {
 			return err
 		}
-		w, err := t.insertEvents(events, d.CreatedAt)
+		w, err := t.insertEvents(events, d.CreatedAt, nil)
 		if err != nil {
 			return err
 		}
@@ -72,7 +72,7 @@ func (s *Store) RevokeDelegation(ctx context.Context, req *store.RevokeRequest) 
 		}
 		d.RevokedAt, d.RevokedBy = req.Now, req.By
 		out = d
-		w, err := t.insertEvents(req.Events, req.Now)
+		w, err := t.insertEvents(req.Events, req.Now, nil)
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (s *Store) LogEvents(ctx context.Context, events []store.Event) error {
 		return nil
 	}
 	if err := s.write(ctx, func(t *txn) error {
-		w, err := t.insertEvents(events, events[0].Time)
+		w, err := t.insertEvents(events, events[0].Time, nil)
 		copy(events, w)
 		return err
 	}); err != nil {

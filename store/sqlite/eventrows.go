@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latch/canon"
+	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
 )
 
@@ -24,6 +25,44 @@ const eventRowsVersion = 21
 // maxEventsPerRow bounds a row (the CHECK on n): a reader resuming after an event id finds the
 // row holding it among the rows whose first id is at most maxEventsPerRow-1 lower.
 const maxEventsPerRow = 8
+
+// receiptLinksVersion is the schema version from which receipts are found by action and effect
+// through the event indexes (migrations/0022_receipt_links.sql): the event row a write appends
+// for a receipt's action and effect carries the receipt's seq, and a write whose receipt has no
+// such row appends a row that only links it, with id -seq and kind ”.
+const receiptLinksVersion = 22
+
+// receiptLink is a receipt an event row links: its seq, action and effect.
+type receiptLink struct {
+	seq       int64
+	actionID  string
+	effectKey string
+}
+
+// linkFor returns the link rc needs, sealed at seq: nil before schema 22, and for a receipt
+// that names neither an action nor an effect (nothing looks it up by them).
+func (t *txn) linkFor(rc *receipt.Receipt, seq int64) *receiptLink {
+	if !t.receiptLinks() || rc.ActionID == "" && rc.EffectKey == "" {
+		return nil
+	}
+	return &receiptLink{seq: seq, actionID: rc.ActionID, effectKey: rc.EffectKey}
+}
+
+// receiptLinks reports whether the transaction's schema finds receipts through event rows.
+func (t *txn) receiptLinks() bool { return t.version == 0 || t.version >= receiptLinksVersion }
+
+// receiptLinks reports whether the store's schema finds receipts through event rows.
+func (s *Store) receiptLinks() bool { return s.version == 0 || s.version >= receiptLinksVersion }
+
+// insertLinkRow appends the row that links a receipt no event row of its write links.
+func (t *txn) insertLinkRow(l *receiptLink) error {
+	_, err := t.c.execArgs(`INSERT INTO events (id, kind, at, action_id, effect_key, approval_id, seq) VALUES (?, '', 0, ?, ?, '', ?)`,
+		integer(-l.seq), text(l.actionID), text(l.effectKey), integer(l.seq))
+	if err != nil {
+		return fmt.Errorf("receipt %d: link: %w", l.seq, err)
+	}
+	return nil
+}
 
 // eventRows reports whether the transaction's schema stores several events in a row.
 func (t *txn) eventRows() bool { return t.version == 0 || t.version >= eventRowsVersion }
@@ -43,8 +82,13 @@ func eventRowColumns(rows bool) string {
 // insertEventRowSQL appends one row; its id follows the last event of the row with the greatest
 // id (1 in an empty table). That row is the last written: this transaction holds the only write
 // lock, and pruning keeps the newest row.
-const insertEventRowSQL = `INSERT INTO events (id, kind, at, action_id, effect_key, approval_id, payload, n, more)
-	VALUES (COALESCE((SELECT id + COALESCE(n, 1) FROM events ORDER BY id DESC LIMIT 1), 1), ?, ?, ?, ?, ?, ?, ?, ?)`
+// From schema 22 a row may also carry the seq of the receipt its write appended.
+const (
+	insertEventRowSQL = `INSERT INTO events (id, kind, at, action_id, effect_key, approval_id, payload, n, more)
+	VALUES (COALESCE((SELECT id + COALESCE(n, 1) FROM events WHERE id > 0 ORDER BY id DESC LIMIT 1), 1), ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertLinkedEventRowSQL = `INSERT INTO events (id, kind, at, action_id, effect_key, approval_id, payload, n, more, seq)
+	VALUES (COALESCE((SELECT id + COALESCE(n, 1) FROM events WHERE id > 0 ORDER BY id DESC LIMIT 1), 1), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 // sameRow reports whether b may share a row with a: a row's events share their action, effect
 // and request, which the indexes hold once for the row. An event whose payload is not valid
@@ -55,8 +99,23 @@ func sameRow(a, b *store.Event) bool {
 }
 
 // insertEventRows appends events as rows of up to maxEventsPerRow events that share an action,
-// effect and request; written holds them with their ids and times.
-func (t *txn) insertEventRows(events []store.Event, now time.Time) ([]store.Event, error) {
+// effect and request; written holds them with their ids and times. The last row of link's
+// action and effect carries its seq; when none has them, a row of its own links it.
+func (t *txn) insertEventRows(events []store.Event, now time.Time, link *receiptLink) ([]store.Event, error) {
+	linkAt := -1 // the index in events of the last event of link's action and effect: its row carries link
+	if link != nil {
+		for i := len(events) - 1; i >= 0; i-- {
+			if events[i].ActionID == link.actionID && events[i].EffectKey == link.effectKey {
+				linkAt = i
+				break
+			}
+		}
+		if linkAt < 0 {
+			if err := t.insertLinkRow(link); err != nil {
+				return nil, err
+			}
+		}
+	}
 	written := make([]store.Event, 0, len(events))
 	more := t.c.more
 	defer func() { t.c.more = more[:0] }()
@@ -97,8 +156,15 @@ func (t *txn) insertEventRows(events []store.Event, now time.Time) ([]store.Even
 		if n > 1 {
 			count, moreArg = integer(int64(n)), jsonArg(more)
 		}
-		id, err := t.c.insertArgs(insertEventRowSQL, text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
-			text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg)
+		var id int64
+		var err error
+		if linkAt >= first && linkAt < first+n {
+			id, err = t.c.insertArgs(insertLinkedEventRowSQL, text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
+				text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg, integer(link.seq))
+		} else {
+			id, err = t.c.insertArgs(insertEventRowSQL, text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
+				text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}

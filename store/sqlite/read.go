@@ -152,6 +152,20 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			where = append(where, "effect_key = ?")
 			args = append(args, f.EffectKey)
 		}
+		if s.receiptLinks() && (f.ActionID != "" || f.EffectKey != "") {
+			// From schema 22 receipts have no index of their own on these columns: the event
+			// rows that link them do (eventrows.go).
+			var link []string
+			if f.ActionID != "" {
+				link = append(link, "action_id = ?")
+				args = append(args, f.ActionID)
+			}
+			if f.EffectKey != "" {
+				link = append(link, "effect_key = ?")
+				args = append(args, f.EffectKey)
+			}
+			where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(link, " AND ")+" AND seq IS NOT NULL)")
+		}
 		if f.ApprovalID != "" {
 			// The index holds only non-empty approval ids (migration 3); the repeated condition
 			// lets SQLite use it.
@@ -227,7 +241,7 @@ func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 	var id int64
 	q := `SELECT COALESCE(MAX(id), 0) FROM events`
 	if s.eventRows() {
-		q = `SELECT COALESCE((SELECT id + COALESCE(n, 1) - 1 FROM events ORDER BY id DESC LIMIT 1), 0)`
+		q = `SELECT COALESCE((SELECT id + COALESCE(n, 1) - 1 FROM events WHERE id > 0 ORDER BY id DESC LIMIT 1), 0)`
 	}
 	if err := s.r.QueryRowContext(ctx, q).Scan(&id); err != nil {
 		return 0, fmt.Errorf("last event id: %w", err)
@@ -258,7 +272,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]*store.Event
 	// a row that starts up to maxEventsPerRow-1 ids lower, and as many rows may hold none past
 	// AfterID, so the query reads that many more rows than Limit and the events are cut here.
 	q := `SELECT ` + eventRowColumns(s.eventRows()) + ` FROM events`
-	var where []string
+	where := []string{`id > 0`} // rows with negative ids only link receipts (schema 22)
 	if len(or) > 0 {
 		where = append(where, `(`+strings.Join(or, " OR ")+`)`)
 	}

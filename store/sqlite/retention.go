@@ -123,6 +123,11 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		// charge must go on counting until its window has passed.
 		settled := `state IN ('committed', 'failed') AND conflict = '' AND updated_at < ?
 			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.effect_key = effects.effect_key AND r.seq >= ?)`
+		if t.receiptLinks() {
+			// The receipts of an effect are found through the event rows that link them.
+			settled = `state IN ('committed', 'failed') AND conflict = '' AND updated_at < ?
+			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.effect_key = effects.effect_key AND v.seq >= ?)`
+		}
 		args := []any{before, cp.Seq}
 		if t.keepsLedger() {
 			settled += ` AND NOT EXISTS (SELECT 1 FROM budget_charges c WHERE c.effect_key = effects.effect_key
@@ -168,6 +173,15 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 		prunable += ` AND (more IS NULL OR (SELECT MAX(json_extract(value, '$.at')) FROM json_each(more)) < ?)`
 		count = `COALESCE(SUM(COALESCE(n, 1)), 0)`
 		args = append(args, cutAt)
+	}
+	if t.receiptLinks() {
+		// A row that links a receipt the prune keeps stays with it; rows that only link a
+		// receipt (negative ids) go with their receipt, below.
+		prunable += ` AND id > 0 AND (seq IS NULL OR seq < ?)`
+		args = append(args, cp.Seq)
+		if _, err := t.c.exec(`DELETE FROM events WHERE id < 0 AND seq < ?`, cp.Seq); err != nil {
+			return nil, fmt.Errorf("prune: receipt links: %w", err)
+		}
 	}
 	if _, err := t.c.queryRow(`SELECT `+count+` FROM events WHERE `+prunable, args,
 		func(sc scanner) error { return sc.Scan(&res.Events) }); err != nil {

@@ -162,6 +162,7 @@ func (s *Store) readEffect(ctx context.Context, key string) (*store.Effect, erro
 const (
 	selectEffect            = `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`
 	selectRecorded          = `SELECT 1 FROM receipts WHERE action_id = ? LIMIT 1`
+	selectRecordedLinked    = `SELECT 1 FROM events WHERE action_id = ? AND seq IS NOT NULL LIMIT 1` // schema 22 on
 	selectEffectBeforeNotes = `SELECT ` + effectColumnsBeforeNotes + ` FROM effects WHERE effect_key = ?`
 )
 
@@ -388,9 +389,13 @@ const eventsPerInsert = 8
 // VALUES order. Nothing else can insert in between, because this transaction holds the only
 // write lock, and the largest id is that of the last event written, because events are never
 // deleted. (SQLite would pick a random unused rowid only once the largest reached 2^63-1.)
-func (t *txn) insertEvents(events []store.Event, now time.Time) ([]store.Event, error) {
+//
+// link (schema 22 on; nil before, and when the write appends no receipt) is the receipt the same
+// write appends: the last row of its action and effect carries its seq, or a row of its own
+// links it when no row has them.
+func (t *txn) insertEvents(events []store.Event, now time.Time, link *receiptLink) ([]store.Event, error) {
 	if t.eventRows() {
-		return t.insertEventRows(events, now)
+		return t.insertEventRows(events, now, link)
 	}
 	written := make([]store.Event, 0, len(events))
 	var args [eventsPerInsert * 6]arg
@@ -435,8 +440,25 @@ var insertEventsSQL = func() (q [eventsPerInsert + 1]string) {
 }()
 
 // appendReceipt seals rc as the successor of the chain head, stores it and moves the head (in
-// the transaction's memory: the head row is written once, at commit).
+// the transaction's memory: the head row is written once, at commit). From schema 22 on a row
+// of the events table links it (eventrows.go): appendReceipt writes one of its own; apply,
+// which writes the events of the same write first, puts the link in their row instead.
 func (t *txn) appendReceipt(rc *receipt.Receipt) (receipt.Sealed, error) {
+	sealed, err := t.sealReceipt(rc)
+	if err != nil {
+		return receipt.Sealed{}, err
+	}
+	if l := t.linkFor(rc, sealed.Seq); l != nil {
+		if err := t.insertLinkRow(l); err != nil {
+			return receipt.Sealed{}, err
+		}
+	}
+	return sealed, t.storeReceipt(rc, sealed)
+}
+
+// sealReceipt seals rc as the successor of the chain head (or of the receipt this transaction
+// appended last); storeReceipt stores it.
+func (t *txn) sealReceipt(rc *receipt.Receipt) (receipt.Sealed, error) {
 	if rc.ReceiptID == "" {
 		return receipt.Sealed{}, errors.New("receipt has no receipt_id")
 	}
@@ -444,25 +466,27 @@ func (t *txn) appendReceipt(rc *receipt.Receipt) (receipt.Sealed, error) {
 		return receipt.Sealed{}, err
 	}
 	seq, prev := receipt.Next(t.head)
-	sealed, err := receipt.Seal(rc, seq, prev)
-	if err != nil {
-		return receipt.Sealed{}, err
-	}
+	return receipt.Seal(rc, seq, prev)
+}
+
+// storeReceipt stores the receipt sealReceipt sealed and moves the head to it.
+func (t *txn) storeReceipt(rc *receipt.Receipt, sealed receipt.Sealed) error {
+	seq := sealed.Seq
 	var b binder
 	finished := b.timeArg(rc.FinishedAt)
 	if b.err != nil {
-		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, b.err)
+		return fmt.Errorf("receipt %d: %w", seq, b.err)
 	}
 	if finished.kind == argNull {
 		finished = integer(0)
 	}
-	_, err = t.c.execArgs(`INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
+	_, err := t.c.execArgs(`INSERT INTO receipts (seq, hash, receipt_id, action_id, action, effect_key, approval_id, result, finished_at, doc)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		integer(seq), text(sealed.Hash), text(rc.ReceiptID), text(rc.ActionID), text(rc.Action), text(rc.EffectKey),
 		text(rc.ApprovalID), text(rc.Result), finished, jsonArg(sealed.Doc))
 	if err != nil {
-		return receipt.Sealed{}, fmt.Errorf("receipt %d: %w", seq, err)
+		return fmt.Errorf("receipt %d: %w", seq, err)
 	}
 	t.head = receipt.Head{Seq: seq, Hash: sealed.Hash}
-	return sealed, nil
+	return nil
 }

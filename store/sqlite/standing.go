@@ -139,7 +139,7 @@ func (s *Store) RevokeStanding(ctx context.Context, req *store.RevokeStandingReq
 		if err := t.applyStanding(w); err != nil {
 			return err
 		}
-		if _, err := t.insertEvents(events, req.Now); err != nil {
+		if _, err := t.insertEvents(events, req.Now, nil); err != nil {
 			return err
 		}
 		out = &w.Next

@@ -108,7 +108,11 @@ func (s *Store) Record(ctx context.Context, req *store.RecordRequest) (*store.Re
 	var res *store.RecordResult
 	err := s.write(ctx, func(t *txn) error {
 		if req.Once {
-			found, err := t.c.queryRowArgs(selectRecorded, []arg{text(req.Receipt.ActionID)}, func(scanner) error { return nil })
+			q := selectRecorded
+			if t.receiptLinks() {
+				q = selectRecordedLinked
+			}
+			found, err := t.c.queryRowArgs(q, []arg{text(req.Receipt.ActionID)}, func(scanner) error { return nil })
 			switch {
 			case err != nil:
 				return err
@@ -367,12 +371,20 @@ func (t *txn) apply(effect *store.EffectWrite, approval *store.ApprovalWrite, ev
 			return nil, nil, err
 		}
 	}
-	written, err := t.insertEvents(events, now)
-	if err != nil || rc == nil {
+	if rc == nil {
+		written, err := t.insertEvents(events, now, nil)
 		return written, nil, err
 	}
-	sealed, err := t.appendReceipt(rc)
+	// The receipt is sealed first, so that the events' row can carry its seq (schema 22).
+	sealed, err := t.sealReceipt(rc)
 	if err != nil {
+		return nil, nil, err
+	}
+	written, err := t.insertEvents(events, now, t.linkFor(rc, sealed.Seq))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.storeReceipt(rc, sealed); err != nil {
 		return nil, nil, err
 	}
 	return written, &sealed, nil

@@ -190,7 +190,7 @@ func TestBatchFailureIsolated(t *testing.T) {
 				if _, err := t.appendReceipt(&receipt.Receipt{ReceiptID: "rcp_doomed", ActionID: "act_doomed", Result: receipt.Denied}); err != nil {
 					return err
 				}
-				if _, err := t.insertEvents([]store.Event{{Kind: "doomed", ActionID: "act_doomed"}}, batchNow); err != nil {
+				if _, err := t.insertEvents([]store.Event{{Kind: "doomed", ActionID: "act_doomed"}}, batchNow, nil); err != nil {
 					return err
 				}
 				return boom
