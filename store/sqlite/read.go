@@ -142,29 +142,22 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
 			return
 		}
-		var where []string
-		var args []any
-		if f.ActionID != "" {
-			where = append(where, "action_id = ?")
-			args = append(args, f.ActionID)
-		}
-		if f.EffectKey != "" {
-			where = append(where, "effect_key = ?")
-			args = append(args, f.EffectKey)
-		}
-		if s.receiptLinks() && (f.ActionID != "" || f.EffectKey != "") {
-			// From schema 22 receipts have no index of their own on these columns: the event
-			// rows that link them do (eventrows.go).
-			var link []string
-			if f.ActionID != "" {
-				link = append(link, "action_id = ?")
-				args = append(args, f.ActionID)
+		var where, keys []string
+		var args, keyArgs []any
+		for _, k := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}} {
+			if k.val != "" {
+				keys = append(keys, k.col+" = ?")
+				keyArgs = append(keyArgs, k.val)
 			}
-			if f.EffectKey != "" {
-				link = append(link, "effect_key = ?")
-				args = append(args, f.EffectKey)
+		}
+		if len(keys) > 0 {
+			where, args = append(where, keys...), append(args, keyArgs...)
+			if s.receiptLinks() {
+				// From schema 22 receipts have no index of their own on these columns: the
+				// event rows that link them do (eventrows.go).
+				where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(keys, " AND ")+" AND seq IS NOT NULL)")
+				args = append(args, keyArgs...)
 			}
-			where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(link, " AND ")+" AND seq IS NOT NULL)")
 		}
 		if f.ApprovalID != "" {
 			// The index holds only non-empty approval ids (migration 3); the repeated condition
