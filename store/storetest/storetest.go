@@ -87,6 +87,7 @@ func Run(t *testing.T, b Backend) {
 		{"Budgets", testBudgets},
 		{"Suspensions", testSuspensions},
 		{"Standing", testStanding},
+		{"Fill", testFill},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
