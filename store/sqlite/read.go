@@ -34,9 +34,13 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
 	q := `SELECT ` + s.effectSelect() + ` FROM effects`
 	var args []any
-	switch f.State {
-	case "":
-	case store.Failed, store.Ambiguous:
+	switch {
+	case f.Unsettled && s.beforeNotes():
+		q += ` WHERE state IN ('ambiguous', 'executing')` // no outcome conflicts before that schema
+	case f.Unsettled:
+		q += ` WHERE state IN ('ambiguous', 'executing') OR conflict <> ''`
+	case f.State == "":
+	case f.State == store.Failed, f.State == store.Ambiguous:
 		// The index holds these two states only (migration 4); the repeated condition lets
 		// SQLite use it. Committed and executing effects are listed from the table.
 		q += ` WHERE state = ? AND state IN ('failed', 'ambiguous')`

@@ -88,6 +88,7 @@ func Run(t *testing.T, b Backend) {
 		{"Suspensions", testSuspensions},
 		{"Standing", testStanding},
 		{"Fill", testFill},
+		{"Unsettled", testUnsettled},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}
