@@ -164,6 +164,12 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
+// FillSpan is the time the filled calls are spread over, ending when the fill starts.
+const FillSpan = 30 * 24 * time.Hour
+
+// receiptsPerRound is about how many receipts a round of the mix appends (internal/prefill).
+const receiptsPerRound = 1.045
+
 // fill fills rounds of the mix into st until its chain holds c.Receipts, c.PerFill rounds to a
 // transaction, the next batch made while the store writes the last. It returns the receipts
 // appended.
@@ -185,12 +191,15 @@ func fill(ctx context.Context, st store.Store, c PrefillConfig) (int64, error) {
 	defer cancel()
 	go func() {
 		defer close(batches)
+		// The calls are spread evenly over the last FillSpan, oldest first, as a store's calls
+		// are: a read of a recent window (latch stats --since) reads only that window.
+		rounds := float64(c.Receipts-head.Seq) / receiptsPerRound
+		begin, step := time.Now().Add(-FillSpan), time.Duration(float64(FillSpan)/rounds)
 		var i int64
 		for head.Seq+gen.Tally.Receipts < c.Receipts {
-			now := time.Now()
 			calls := make([]store.FillCall, 0, c.PerFill+c.PerFill/20)
 			for n := 0; n < c.PerFill && head.Seq+gen.Tally.Receipts < c.Receipts; n++ {
-				calls = gen.Next(calls, i, now)
+				calls = gen.Next(calls, i, begin.Add(time.Duration(i)*step))
 				i++
 			}
 			select {
