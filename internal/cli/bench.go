@@ -96,7 +96,7 @@ reference commits that way).
 written by the store's own write methods, so the store holds what real calls leave: mostly
 committed calls under new effect keys, and denials, duplicates refused, approvals granted and
 spent, failures (retried or left failed) and ambiguous outcomes (resolved by a person, or left
-for one) — then measures there, against an empty store of the same kind in the same run: calls/s
+for one), spread over the last 30 days — then measures there, against an empty store of the same kind in the same run: calls/s
 and CPU a call at 1 worker and at --workers (default 8 here), each --runs times (default 3) for
 --duration, alternately on a fresh empty store and on the filled one, with the ratio of the
 medians; 'latch receipts --verify' over the whole chain (receipts/s); and the latency (p50, p99)
