@@ -146,50 +146,63 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
 			return
 		}
-		var where []string
-		var args []any
-		if f.ActionID != "" {
-			where = append(where, "action_id = ?")
-			args = append(args, f.ActionID)
-		}
-		if f.EffectKey != "" {
-			where = append(where, "effect_key = ?")
-			args = append(args, f.EffectKey)
-		}
-		if f.ApprovalID != "" {
-			// The index holds only non-empty approval ids (migration 3); the repeated condition
-			// lets SQLite use it.
-			where = append(where, "approval_id = ? AND approval_id <> ''")
-			args = append(args, f.ApprovalID)
-		}
-		if !f.Since.IsZero() {
-			var b binder
-			since := b.time(f.Since)
-			if b.err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: since: %w", b.err))
-				return
-			}
-			where = append(where, "finished_at >= ?")
-			args = append(args, since)
-		}
-		if f.AfterSeq > 0 {
-			where = append(where, "seq > ?")
-			args = append(args, f.AfterSeq)
-		}
-		q := `SELECT seq, hash, doc FROM receipts`
-		if len(where) > 0 {
-			q += ` WHERE ` + strings.Join(where, " AND ")
-		}
-		if f.Last > 0 {
-			q = `SELECT seq, hash, doc FROM (` + q + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
-			args = append(args, f.Last)
-		} else {
-			q += ` ORDER BY seq`
+		q, args, err := receiptsQuery(f)
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+			return
 		}
 		if err := s.receiptRows(ctx, q, args, yield); err != nil {
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
 		}
 	}
+}
+
+// receiptsQuery is the query of Receipts(f) and its arguments.
+func receiptsQuery(f store.ReceiptFilter) (string, []any, error) {
+	var where []string
+	var args []any
+	if f.ActionID != "" {
+		where = append(where, "action_id = ?")
+		args = append(args, f.ActionID)
+	}
+	if f.EffectKey != "" {
+		where = append(where, "effect_key = ?")
+		args = append(args, f.EffectKey)
+	}
+	if f.ApprovalID != "" {
+		// The index holds only non-empty approval ids (migration 3); the repeated condition
+		// lets SQLite use it.
+		where = append(where, "approval_id = ? AND approval_id <> ''")
+		args = append(args, f.ApprovalID)
+	}
+	if !f.Since.IsZero() {
+		var b binder
+		since := b.time(f.Since)
+		if b.err != nil {
+			return "", nil, fmt.Errorf("since: %w", b.err)
+		}
+		// The seqs of the window through the finished_at index, then their rows by seq: the
+		// plain "finished_at >= ?" beside ORDER BY seq was answered by scanning the whole
+		// table in seq order (SQLite prefers the scan that needs no sort), in proportion to
+		// the store rather than to the window.
+		where = append(where, "seq IN (SELECT seq FROM receipts WHERE finished_at >= ?)")
+		args = append(args, since)
+	}
+	if f.AfterSeq > 0 {
+		where = append(where, "seq > ?")
+		args = append(args, f.AfterSeq)
+	}
+	q := `SELECT seq, hash, doc FROM receipts`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Last > 0 {
+		q = `SELECT seq, hash, doc FROM (` + q + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+		args = append(args, f.Last)
+	} else {
+		q += ` ORDER BY seq`
+	}
+	return q, args, nil
 }
 
 // Head returns the chain head: seq 0 and an empty hash before the first receipt.
