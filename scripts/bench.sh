@@ -10,6 +10,10 @@
 #   SECTIONS="targets scaling" scripts/bench.sh   # go, targets, scaling, race, chain, serve, postgres
 #   LATCH_BENCH_POSTGRES='postgres://user@host:5432/db?sslmode=disable' scripts/bench.sh
 #                                    # adds the postgres section (scratch schema latch_bench)
+#   SECTIONS=prefill PREFILL=1000000 scripts/bench.sh
+#                                    # the store grown to PREFILL receipts (default 1M; about 4 GB
+#                                    # a million in $TMPDIR) by its bulk path: calls and reads there
+#                                    # against an empty store. Not in the default sections.
 #   LATCH_BENCH_REFERENCE='./other-tool bench' scripts/bench.sh
 #                                    # adds the reference section: that command (which prints its
 #                                    # calls/s) run alternately with latch, one worker, and the ratio
@@ -228,6 +232,20 @@ if has postgres; then
 		done
 	done
 	echo
+fi
+
+if has prefill; then
+	# The store grown to PREFILL receipts through its bulk path, then calls at 1 and 8 workers
+	# on it and on an empty store alternately, its chain verified, and the operator's reads
+	# timed: whether the costs stay flat as the store grows.
+	echo "## Flat as the store grows: latch bench --prefill ${PREFILL:-1000000} (SQLite, normal; $RUNS runs each)"
+	echo
+	echo '```'
+	"$latch" bench --prefill "${PREFILL:-1000000}" --runs "$RUNS" --duration "$DURATION" \
+		--store "sqlite:$tmp/prefill.db?synchronous=normal" 2>/dev/null
+	echo '```'
+	echo
+	rm -f "$tmp"/prefill.db*
 fi
 
 if has reference; then

@@ -424,6 +424,12 @@ type ExtendRequest struct {
 // EffectFilter selects effect records. Zero value selects all.
 type EffectFilter struct {
 	State State
+	// Unsettled selects, whatever State says, the effects a person may have to settle:
+	// ambiguous ones, executing ones (whose lease may have lapsed), and committed or failed ones
+	// whose holder reported otherwise after a resolution (an outcome conflict). What needs a
+	// person is read from these, never from the settled rest of the store, which grows with
+	// every call.
+	Unsettled bool
 }
 
 // ApprovalFilter selects approval requests. Zero value selects all.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ type benchOptions struct {
 	reference string        // a command whose printed calls/s latch is compared with
 	runs      int           // with reference: the runs of each, interleaved
 	refLimit  time.Duration // with reference: the most one of its runs may take
+	prefill   int64         // grow the store to this many receipts by its bulk path, then measure there
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -88,13 +90,28 @@ the last one counts), or a number alone on its last line. --runs N (default 3) r
 latch's calls benchmark alternately, reference first, each bounded by --reference-timeout, and
 prints every run, the medians and latch/reference. Give CMD the same workers and durability
 as latch's run for a fair figure (--workers, and a --store with synchronous=normal if the
-reference commits that way).`,
+reference commits that way).
+
+--prefill N grows the store to N receipts through its bulk path — many calls to a transaction,
+written by the store's own write methods, so the store holds what real calls leave: mostly
+committed calls under new effect keys, and denials, duplicates refused, approvals granted and
+spent, failures (retried or left failed) and ambiguous outcomes (resolved by a person, or left
+for one), spread over the last 30 days — then measures there, against an empty store of the same kind in the same run: calls/s
+and CPU a call at 1 worker and at --workers (default 8 here), each --runs times (default 3) for
+--duration, alternately on a fresh empty store and on the filled one, with the ratio of the
+medians; 'latch receipts --verify' over the whole chain (receipts/s); and the latency (p50, p99)
+of the operator's reads, made in process through the operator layer the surfaces call: latch
+stats (all receipts, and --since 1h), the console's attention page, and GET
+/v1/effects?state=ambiguous and ?state=failed. A store that holds N receipts already is measured
+as it is, so one store can be grown from 1M to 5M. Name a store of its own (it is kept): a
+sqlite: URL with no path is a scratch file, removed afterwards.`,
 		Example: "  latch bench --workers 8 --duration 10s\n" +
 			"  latch bench --store 'sqlite:?synchronous=normal' --json\n" +
 			"  latch bench --race-keys 1000 --processes 8 --workers 8\n" +
 			"  latch bench --store sqlite:/tmp/chain.db --receipts 1000000\n" +
 			"  latch bench --store sqlite:/tmp/evidence.db --receipts 1000000 --with-state\n" +
-			"  latch bench --reference './other-tool bench --workers 1' --runs 5",
+			"  latch bench --reference './other-tool bench --workers 1' --runs 5\n" +
+			"  latch bench --store 'sqlite:/tmp/big.db?synchronous=normal' --prefill 1000000",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f := a.flags.Lookup("store"); f != nil && f.Changed {
@@ -114,6 +131,20 @@ reference commits that way).`,
 				return usagef("--receipts %d: want a positive number", o.receipts)
 			case o.withState && o.receipts == 0:
 				return usagef("--with-state grows a chain: give it with --receipts N")
+			case cmd.Flags().Changed("prefill"):
+				if o.prefill < 1 {
+					return usagef("--prefill %d: want a number of receipts, at least 1", o.prefill)
+				}
+				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 || o.reference != "" {
+					return usagef("--prefill is a benchmark of its own: give it without --gateway, --serve, --race-keys, --receipts or --reference")
+				}
+				if o.runs < 1 || o.duration <= 0 {
+					return usagef("--runs %d, --duration %v: want each above 0", o.runs, o.duration)
+				}
+				if !cmd.Flags().Changed("workers") {
+					o.workers = 8
+				}
+				return a.benchPrefill(o)
 			case o.reference != "":
 				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
 					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --race-keys or --receipts")
@@ -175,7 +206,8 @@ reference commits that way).`,
 	f.BoolVar(&o.gateway, "gateway", false, "gateway mode: MCP tool calls direct to an upstream vs through latch gateway (docs/gateway.md)")
 	f.BoolVar(&o.serve, "serve", false, "serve mode: actions + outcomes over HTTP to a latch serve process vs the same calls in process (docs/performance.md)")
 	f.StringVar(&o.reference, "reference", "", "compare mode: a `command` printing its calls/s, run alternately with latch's calls benchmark")
-	f.IntVar(&o.runs, "runs", 3, "with --reference: runs of each")
+	f.IntVar(&o.runs, "runs", 3, "with --reference or --prefill: runs of each")
+	f.Int64Var(&o.prefill, "prefill", 0, "store-size mode: grow the store to `N` receipts by its bulk path, then measure calls and reads there against an empty store")
 	f.DurationVar(&o.refLimit, "reference-timeout", 5*time.Minute, "with --reference: the most one run of the command may take")
 	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
 	f.DurationVar(&o.tokenTTL, "token-cache", 0, "with --serve: the server's --token-cache (default 0: a token read on every request)")
@@ -359,4 +391,73 @@ func (a *app) benchReceipts(o benchOptions) error {
 	fmt.Fprintf(a.stdout, "with state  %s in %.3fs (%.0f receipts/s, %d effects, %d approvals checked)\npeak heap   %.1f MiB\n",
 		a.mark(rep.StateOK), rep.StateVerifySeconds, rep.StatePerSec, rep.Effects, rep.Approvals, rep.StatePeakHeapMiB)
 	return err
+}
+
+func (a *app) benchPrefill(o benchOptions) error {
+	workers := []int{1}
+	if o.workers != 1 {
+		workers = append(workers, o.workers)
+	}
+	cfg := &bench.PrefillConfig{Store: o.store, Receipts: o.prefill, Workers: workers, Duration: o.duration, Runs: o.runs}
+	if !o.asJSON {
+		cfg.Progress = func(n int64, d time.Duration) {
+			fmt.Fprintf(a.stderr, "prefill: %d receipts after %.0fs\n", n, d.Seconds())
+		}
+	}
+	rep, err := bench.Prefill(a.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rep.Store = redact(rep.Store)
+	if o.asJSON {
+		return jsonLine(a.stdout, rep)
+	}
+	fmt.Fprintf(a.stdout, "store     %s\nreceipts  %d", rep.Store, rep.Receipts)
+	if rep.Filled > 0 {
+		fmt.Fprintf(a.stdout, " (%d filled in %.1fs, %.0f receipts/s)", rep.Filled, rep.FillSeconds, rep.FillPerSec)
+	}
+	fmt.Fprintf(a.stdout, "\neffects   %s\napprovals %s\n\n", countsLine(rep.Effects), countsLine(rep.Approvals))
+	t := newTable(a.stdout, "WORKERS", "RUN", "EMPTY CALLS/S", "FILLED CALLS/S", "EMPTY CPU/CALL", "FILLED CPU/CALL")
+	for _, c := range rep.Calls {
+		for i := range c.Empty {
+			t.row(strconv.Itoa(c.Workers), strconv.Itoa(i+1), fmt.Sprintf("%.0f", c.Empty[i].CallsPerSec),
+				fmt.Sprintf("%.0f", c.Filled[i].CallsPerSec), fmtMicros(c.Empty[i].CPUMicrosPerCall), fmtMicros(c.Filled[i].CPUMicrosPerCall))
+		}
+		t.row(strconv.Itoa(c.Workers), "median", fmt.Sprintf("%.0f", c.EmptyPerSec), fmt.Sprintf("%.0f", c.FilledPerSec),
+			fmtMicros(c.EmptyCPU), fmtMicros(c.FilledCPU))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	for _, c := range rep.Calls {
+		fmt.Fprintf(a.stdout, "filled/empty, %d %s  %.2f\n", c.Workers, plural(c.Workers, "worker", "workers"), c.Ratio)
+	}
+	fmt.Fprintf(a.stdout, "\nreceipts --verify  %d receipts %s in %.1fs (%.0f receipts/s)\n\n", rep.Verify.Receipts,
+		a.mark(rep.Verify.OK), rep.Verify.Seconds, rep.Verify.PerSec)
+	t = newTable(a.stdout, "READ", "ROWS", "RUNS", "P50", "P99", "MAX")
+	for _, r := range rep.Reads {
+		t.row(r.Name, strconv.Itoa(r.Rows), strconv.Itoa(r.Runs), fmtMicros(r.P50Micros), fmtMicros(r.P99Micros), fmtMicros(r.MaxMicros))
+	}
+	return t.flush()
+}
+
+// countsLine is a count per state, in the order of the keys, as "committed 12, failed 3".
+func countsLine[K ~string](m map[K]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, string(k))
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[K(k)])
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
 }

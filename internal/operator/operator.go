@@ -130,8 +130,13 @@ func (o *Operator) EffectRecords(ctx context.Context, state string) ([]*store.Ef
 		return nil, &FilterError{Name: "state", Value: state, Allowed: EffectStates}
 	}
 	f := store.EffectFilter{State: store.State(state)}
-	if state == All || state == StateNeedsPerson {
+	switch state {
+	case All:
 		f = store.EffectFilter{}
+	case StateNeedsPerson:
+		// Read from the effects that can need a person, never from the whole table: the
+		// settled ones are nearly every effect the store ever held.
+		f = store.EffectFilter{Unsettled: true}
 	}
 	list, err := o.cfg.Store.Effects(ctx, f)
 	if err != nil {
@@ -370,4 +375,35 @@ func (o *Operator) VerifyChain(ctx context.Context, anchors []*receipt.Checkpoin
 		}
 	}
 	return jsonview.NewChainReport(rep, breaks, cps), nil
+}
+
+// Attention is what the console's attention page shows: the effects that need a person
+// (NeedsPerson), ordered by key, and how long until the next live lease of an executing effect
+// lapses (0: none). An effect whose lease lapses without any write (its holder died and no
+// sweeper runs) needs a person from that moment, and no event says so: the page redraws then.
+type Attention struct {
+	NeedsPerson []*store.Effect
+	NextLapse   time.Duration
+}
+
+// Attention reads what the console's attention page shows, in one read of the unsettled effects
+// (store.EffectFilter Unsettled): both what needs a person and the executing effects whose
+// leases are live now, which join the list when their leases lapse (no event announces that).
+func (o *Operator) Attention(ctx context.Context) (*Attention, error) {
+	unsettled, err := o.cfg.Store.Effects(ctx, store.EffectFilter{Unsettled: true})
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	slices.SortFunc(unsettled, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
+	now := o.cfg.Now()
+	a := &Attention{NeedsPerson: slices.DeleteFunc(slices.Clone(unsettled), func(e *store.Effect) bool { return !NeedsPerson(e, now) })}
+	for _, e := range unsettled {
+		if e.State != store.Executing || !e.LeaseExpiresAt.After(now) {
+			continue
+		}
+		if d := e.LeaseExpiresAt.Sub(now); a.NextLapse == 0 || d < a.NextLapse {
+			a.NextLapse = d
+		}
+	}
+	return a, nil
 }

@@ -57,20 +57,3 @@ func live(page, url string, after int64, lapse ...time.Duration) liveView {
 	}
 	return v
 }
-
-// nextLapse is how long until the earliest lease among effects lapses, of those executing under
-// a lease that has not lapsed at now; 0 when none will. An effect whose lease lapses without any
-// write (its holder died and no sweeper runs) needs a person from that moment, and no event says
-// so: the page redraws then.
-func nextLapse(effects []*store.Effect, now time.Time) time.Duration {
-	var next time.Duration
-	for _, e := range effects {
-		if e.State != store.Executing || !e.LeaseExpiresAt.After(now) {
-			continue
-		}
-		if d := e.LeaseExpiresAt.Sub(now); next == 0 || d < next {
-			next = d
-		}
-	}
-	return next
-}

@@ -852,21 +852,20 @@ type attentionData struct {
 	base
 	Effects []*effectView
 	LastID  int64
-	Lapse   time.Duration // until the next lease of an executing effect lapses (nextLapse)
+	Lapse   time.Duration // until the next lease of an executing effect lapses (operator.Attention)
 }
 
 // attentionPage is GET /attention.
 func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	// One read of the effects gives both what needs a person, by the definition every surface
-	// lists (operator.NeedsPerson, as cs.attention), and the executing ones whose leases are
-	// live now: they enter the list when their leases lapse, which no event announces.
-	all, err := cs.op.EffectRecords(r.Context(), operator.All)
-	now := cs.cfg.Now()
-	list := slices.DeleteFunc(slices.Clone(all), func(e *store.Effect) bool { return !operator.NeedsPerson(e, now) })
+	// One read of the unsettled effects gives both what needs a person, by the definition every
+	// surface lists (operator.NeedsPerson, as cs.attention), and the executing ones whose leases
+	// are live now: they enter the list when their leases lapse, which no event announces.
+	att, err := cs.op.Attention(r.Context())
 	if err != nil {
 		cs.fail(w, r, v, http.StatusServiceUnavailable, "The store does not answer: "+err.Error())
 		return
 	}
+	list := att.NeedsPerson
 	if list == nil {
 		list = []*store.Effect{} // read: the layout need not read it again
 	}
@@ -874,7 +873,7 @@ func (cs *Console) attentionPage(w http.ResponseWriter, r *http.Request, v *view
 	for _, e := range list {
 		data.Effects = append(data.Effects, cs.newEffectView(r, v, e))
 	}
-	data.Lapse = nextLapse(all, now)
+	data.Lapse = att.NextLapse
 	cs.render(w, http.StatusOK, "attention", data)
 }
 

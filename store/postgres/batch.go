@@ -189,6 +189,9 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", pw.op, err)
 	}
+	if t := s.fillTxnOf(ctx); t != nil {
+		return t.fill(ctx, pw.op, pw.run) // a write method called by Fill: in Fill's transaction (fill.go)
+	}
 	q := &queuedWrite{pw: pw, done: make(chan struct{})}
 	b := s.batch
 	b.mu.Lock()

@@ -131,6 +131,10 @@ type Store struct {
 	writes   atomic.Int64
 	skew     *skewWatch // clock skew detection (skew.go)
 	batch    *batcher   // Reserve and Record in flight together share a transaction (batch.go)
+
+	// filling counts the fills running (fill.go): only then may a write's context carry a
+	// transaction.
+	filling atomic.Int32
 }
 
 var (

@@ -35,6 +35,15 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 
 // Effects lists effect records, oldest first.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
+	if f.Unsettled {
+		where := `state IN ('ambiguous', 'executing') OR conflict <> ''`
+		if s.q.legacy {
+			where = `state IN ('ambiguous', 'executing')` // no outcome conflicts before that schema
+		}
+		effects := strings.TrimSuffix(s.q.receipts, "receipts") + "effects" // the qualified table
+		return list(ctx, s, "effects", `SELECT `+s.q.effectRead+` FROM `+effects+` WHERE `+where+
+			` ORDER BY created_at, effect_key`, nil, scanEffect)
+	}
 	return list(ctx, s, "effects", s.q.listEffects, []any{string(f.State)}, scanEffect)
 }
 

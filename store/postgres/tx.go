@@ -96,6 +96,9 @@ func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn 
 	if s.readOnly {
 		return nil, fmt.Errorf("%s: %w", op, store.ErrReadOnly)
 	}
+	if t := s.fillTxnOf(ctx); t != nil {
+		return t.fill(ctx, op, fn) // a write method called by Fill: in Fill's transaction (fill.go)
+	}
 	var last error
 	for try := 0; try < maxTries; try++ {
 		tx, err := s.pool.BeginTx(ctx, begin)

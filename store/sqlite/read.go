@@ -34,9 +34,13 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
 	q := `SELECT ` + s.effectSelect() + ` FROM effects`
 	var args []any
-	switch f.State {
-	case "":
-	case store.Failed, store.Ambiguous:
+	switch {
+	case f.Unsettled && s.beforeNotes():
+		q += ` WHERE state IN ('ambiguous', 'executing')` // no outcome conflicts before that schema
+	case f.Unsettled:
+		q += ` WHERE state IN ('ambiguous', 'executing') OR conflict <> ''`
+	case f.State == "":
+	case f.State == store.Failed, f.State == store.Ambiguous:
 		// The index holds these two states only (migration 4); the repeated condition lets
 		// SQLite use it. Committed and executing effects are listed from the table.
 		q += ` WHERE state = ? AND state IN ('failed', 'ambiguous')`
@@ -142,57 +146,71 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
 			return
 		}
-		var where, keys []string
-		var args, keyArgs []any
-		for _, k := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}} {
-			if k.val != "" {
-				keys = append(keys, k.col+" = ?")
-				keyArgs = append(keyArgs, k.val)
-			}
-		}
-		if len(keys) > 0 {
-			where, args = append(where, keys...), append(args, keyArgs...)
-			if s.receiptLinks() {
-				// From schema 22 receipts have no index of their own on these columns: the
-				// event rows that link them do (eventrows.go).
-				where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(keys, " AND ")+" AND seq IS NOT NULL)")
-				args = append(args, keyArgs...)
-			}
-		}
-		if f.ApprovalID != "" {
-			// The index holds only non-empty approval ids (migration 3); the repeated condition
-			// lets SQLite use it.
-			where = append(where, "approval_id = ? AND approval_id <> ''")
-			args = append(args, f.ApprovalID)
-		}
-		if !f.Since.IsZero() {
-			var b binder
-			since := b.time(f.Since)
-			if b.err != nil {
-				yield(receipt.Sealed{}, fmt.Errorf("receipts: since: %w", b.err))
-				return
-			}
-			where = append(where, "finished_at >= ?")
-			args = append(args, since)
-		}
-		if f.AfterSeq > 0 {
-			where = append(where, "seq > ?")
-			args = append(args, f.AfterSeq)
-		}
-		q := `SELECT seq, hash, doc FROM receipts`
-		if len(where) > 0 {
-			q += ` WHERE ` + strings.Join(where, " AND ")
-		}
-		if f.Last > 0 {
-			q = `SELECT seq, hash, doc FROM (` + q + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
-			args = append(args, f.Last)
-		} else {
-			q += ` ORDER BY seq`
+		q, args, err := receiptsQuery(f, s.receiptLinks())
+		if err != nil {
+			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
+			return
 		}
 		if err := s.receiptRows(ctx, q, args, yield); err != nil {
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
 		}
 	}
+}
+
+// receiptsQuery is the query of Receipts(f) and its arguments; links: the schema finds receipts
+// by action and effect through the event rows that link them (schema 22 on).
+func receiptsQuery(f store.ReceiptFilter, links bool) (string, []any, error) {
+	var where, keys []string
+	var args, keyArgs []any
+	for _, k := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}} {
+		if k.val != "" {
+			keys = append(keys, k.col+" = ?")
+			keyArgs = append(keyArgs, k.val)
+		}
+	}
+	if len(keys) > 0 {
+		where, args = append(where, keys...), append(args, keyArgs...)
+		if links {
+			// From schema 22 receipts have no index of their own on these columns: the event
+			// rows that link them do (eventrows.go).
+			where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(keys, " AND ")+" AND seq IS NOT NULL)")
+			args = append(args, keyArgs...)
+		}
+	}
+	if f.ApprovalID != "" {
+		// The index holds only non-empty approval ids (migration 3); the repeated condition
+		// lets SQLite use it.
+		where = append(where, "approval_id = ? AND approval_id <> ''")
+		args = append(args, f.ApprovalID)
+	}
+	if !f.Since.IsZero() {
+		var b binder
+		since := b.time(f.Since)
+		if b.err != nil {
+			return "", nil, fmt.Errorf("since: %w", b.err)
+		}
+		// The seqs of the window through the finished_at index, then their rows by seq: the
+		// plain "finished_at >= ?" beside ORDER BY seq was answered by scanning the whole
+		// table in seq order (SQLite prefers the scan that needs no sort), in proportion to
+		// the store rather than to the window.
+		where = append(where, "seq IN (SELECT seq FROM receipts WHERE finished_at >= ?)")
+		args = append(args, since)
+	}
+	if f.AfterSeq > 0 {
+		where = append(where, "seq > ?")
+		args = append(args, f.AfterSeq)
+	}
+	q := `SELECT seq, hash, doc FROM receipts`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Last > 0 {
+		q = `SELECT seq, hash, doc FROM (` + q + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+		args = append(args, f.Last)
+	} else {
+		q += ` ORDER BY seq`
+	}
+	return q, args, nil
 }
 
 // Head returns the chain head: seq 0 and an empty hash before the first receipt.

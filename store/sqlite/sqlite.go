@@ -100,6 +100,10 @@ type Store struct {
 
 	lookups lookupPool // direct read connections: TokenByHash, Receipts (direct.go)
 
+	// filling counts the fills running (fill.go): only then may a write's context carry a
+	// transaction.
+	filling atomic.Int32
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -367,6 +371,11 @@ func notLatch(err error) error {
 func (s *Store) write(ctx context.Context, fn func(t *txn) error) error {
 	if s.readOnly {
 		return store.ErrReadOnly
+	}
+	if s.filling.Load() > 0 {
+		if t, ok := ctx.Value(fillTxn{}).(*txn); ok {
+			return fn(t) // a write method called by Fill: in Fill's transaction (fill.go)
+		}
 	}
 	return s.readOnlyError(s.wr.do(ctx, fn))
 }

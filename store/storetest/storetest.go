@@ -87,6 +87,8 @@ func Run(t *testing.T, b Backend) {
 		{"Budgets", testBudgets},
 		{"Suspensions", testSuspensions},
 		{"Standing", testStanding},
+		{"Fill", testFill},
+		{"Unsettled", testUnsettled},
 		{"Races", testRaces},
 		{"ProcessRaces", testProcessRaces},
 	}

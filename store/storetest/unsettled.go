@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latch/store"
+)
+
+// testUnsettled checks EffectFilter.Unsettled, the read that what needs a person is taken from:
+// it selects the ambiguous and executing effects and those with an outcome conflict (committed
+// or failed), and none of the settled rest.
+func testUnsettled(t *testing.T, b Backend) {
+	f := newFixture(t, b)
+	f.run(newCall("charge:settled_committed"), t0, store.Committed)
+	f.run(newCall("charge:settled_failed"), t0, store.Failed)
+	f.run(newCall("charge:ambiguous"), t0, store.Ambiguous)
+	f.reserved(newCall("charge:executing"), t0)
+	for to, key := range map[store.State]string{store.Failed: "charge:conflict_failed", store.Committed: "charge:conflict_committed"} {
+		c := newCall(key)
+		at := f.lapsed(c)
+		f.resolve(&store.ResolveRequest{Now: at, Key: c.Key, To: to, By: "cli:ana"})
+		opposite := store.Committed
+		if to == store.Committed {
+			opposite = store.Failed
+		}
+		if res := f.record(c.record(at.Add(time.Second), 1, opposite)); res.Conflict == "" {
+			t.Fatalf("Record(%s) contradicting the resolution: no conflict", key)
+		}
+	}
+	got, err := f.st.Effects(t.Context(), store.EffectFilter{Unsettled: true})
+	if err != nil {
+		t.Fatalf("Effects(Unsettled) = %v", err)
+	}
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	want := []string{"charge:ambiguous", "charge:conflict_committed", "charge:conflict_failed", "charge:executing"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("Effects(Unsettled) = %q, want %q", keys, want)
+	}
+	// Unsettled wins over State.
+	if got, err := f.st.Effects(t.Context(), store.EffectFilter{Unsettled: true, State: store.Committed}); err != nil || len(got) != len(want) {
+		t.Errorf("Effects(Unsettled, State committed) = %d effects, %v; want the %d unsettled", len(got), err, len(want))
+	}
+}
