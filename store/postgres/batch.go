@@ -599,14 +599,27 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil, batchAlone, nil
 		}
 	}
-	// The COMMIT goes with the writes when the receipts can settle a lost reply, and statements
-	// are prepared: SendBatch has then sent every write when it returns (it prepares new
-	// statements first, waiting for that), and the COMMIT, a simple query, follows them. (With
-	// other exec modes a batch is sent differently: those wait for the writes' replies.)
+	// The COMMIT goes with the writes when what they write can settle a lost reply — receipts,
+	// sealed here, or else events, matched whole (the ids the server gives them come with the
+	// replies) — and statements are prepared: SendBatch has then sent every write when it
+	// returns (it prepares new statements first, waiting for that), and the COMMIT, a simple
+	// query, follows them. (Other exec modes send a batch differently: those wait for the
+	// writes' replies.)
 	all := &witness{}
-	pipelined := receipts > 0 && s.conn.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	pipelined := (receipts > 0 || len(ev.kind) > 0) && s.conn.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	if pipelined {
 		all.seq, all.hash = appended.Seq, appended.Hash
+		for _, q := range batch {
+			if len(q.events) > 0 {
+				p := s.eventPresence(q.events[0])
+				if q.sealed == nil {
+					q.w.inserted = append(q.w.inserted, p) // its own witness, if it runs alone
+				}
+				if all.seq == 0 && len(all.inserted) == 0 {
+					all.inserted = []presence{p}
+				}
+			}
+		}
 	}
 	br = tx.SendBatch(ctx, writes)
 	var sendErr error
@@ -673,7 +686,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 		return all, batchWritten, nil
 	}
-	all.events = nil // the witness is the receipts
+	all.events = nil // the witness is the receipts, or an event matched whole
 	switch {
 	case sendErr != nil:
 		return all, batchUnknown, sendErr
@@ -695,6 +708,14 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		return all, batchRolledBack, nil
 	}
 	return all, batchUnknown, err
+}
+
+// eventPresence counts the events equal to e in every column but the id: a witness of the
+// commit of an event whose id is not known (an event carries its call's action id and the time
+// of its request to the nanosecond: no other write writes one equal to it).
+func (s *Store) eventPresence(e store.Event) presence {
+	at, _ := nanos(e.Time) // checked when it was queued
+	return presence{s.q.eventPresent, []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}}
 }
 
 // receiveCommit reads the answer to a COMMIT sent as a simple query behind a batch (after the

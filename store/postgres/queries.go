@@ -50,7 +50,7 @@ type queries struct {
 	// The batch's forms of the statements a batch checks (mustOne), and the read-back of the
 	// ids of a batch's events whose reply was lost.
 	mustInsertEffect, mustCASEffect, mustCASApproval string
-	eventIDs                                         string
+	eventIDs, eventPresent                           string
 }
 
 // notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
@@ -211,6 +211,8 @@ func newQueries(schema string, version int) queries {
 				AND v.payload IS NOT DISTINCT FROM e.payload
 			ORDER BY e.n, v.id`),
 	}
+	q.eventPresent = r.Replace(`SELECT count(*) FROM {s}.events WHERE action_id = $3 AND kind = $1 AND at = $2
+		AND effect_key = $4 AND approval_id = $5 AND payload IS NOT DISTINCT FROM $6`)
 	q.mustInsertEffect, q.mustCASEffect, q.mustCASApproval = mustOne(q.insertEffect), mustOne(q.casEffect), mustOne(q.casApproval)
 	return q
 }
