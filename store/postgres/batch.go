@@ -336,6 +336,9 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 	}
 	// batchUnknown, or the COMMIT of batchWritten lost: the outcome is unknown.
 	broken = true
+	if out == batchUnknown {
+		eventWitnesses(s, batch, all)
+	}
 	landed, err := s.settle(ctx, all)
 	switch {
 	case err != nil:
@@ -608,18 +611,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	all := &witness{}
 	pipelined := (receipts > 0 || len(ev.kind) > 0) && s.conn.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	if pipelined {
-		all.seq, all.hash = appended.Seq, appended.Hash
-		for _, q := range batch {
-			if len(q.events) > 0 {
-				p := s.eventPresence(q.events[0])
-				if q.sealed == nil {
-					q.w.inserted = append(q.w.inserted, p) // its own witness, if it runs alone
-				}
-				if all.seq == 0 && len(all.inserted) == 0 {
-					all.inserted = []presence{p}
-				}
-			}
-		}
+		all.seq, all.hash = appended.Seq, appended.Hash // without receipts: eventWitnesses
 	}
 	br = tx.SendBatch(ctx, writes)
 	var sendErr error
@@ -708,6 +700,26 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		return all, batchRolledBack, nil
 	}
 	return all, batchUnknown, err
+}
+
+// eventWitnesses adds to the witnesses of a batch whose COMMIT went with its writes and whose
+// outcome is unknown what settles it when the receipts cannot: an event matched whole, the
+// batch's first if it appended no receipt, and each write's first for a write that appended
+// none (its witness if it is re-issued). They are built only then: a batch that is answered
+// needs none.
+func eventWitnesses(s *Store, batch []*queuedWrite, all *witness) {
+	for _, q := range batch {
+		if len(q.events) == 0 || q.p == nil {
+			continue
+		}
+		p := s.eventPresence(q.events[0])
+		if q.sealed == nil {
+			q.w.inserted = append(q.w.inserted, p)
+		}
+		if all.seq == 0 && len(all.inserted) == 0 {
+			all.inserted = []presence{p}
+		}
+	}
 }
 
 // eventPresence counts the events equal to e in every column but the id: a witness of the
