@@ -28,16 +28,19 @@ import (
 //
 // So the planned writes of one Store queue, and whichever caller finds no batch running leads
 // the next: it takes the queued writes (up to maxBatch) and runs them in one transaction of
-// three pipelined round trips whatever their number — begin, lock the chain head and read every
+// two pipelined round trips whatever their number — begin, lock the chain head and read every
 // row the deciders need; write every effect and approval (compare-and-set, as alone), every
-// event, and the receipts, sealed in order, with the head; commit. Meanwhile the next writes
+// event, and the receipts, sealed in order, with the head, and COMMIT behind them without
+// waiting for their replies (batchWrites says how a failed write still stops that COMMIT, and
+// how a lost reply is settled). Meanwhile the next writes
 // queue for the next leader: nobody waits on a timer, and a lone write (one worker) is a batch of
 // one, which takes fewer round trips than the write's own transaction (seven for a Record, whose
 // statements are sent one by one, each waiting for the one before).
 // The batch is only a faster way to reach the outcome each write would reach alone, and anything
 // unusual sends every write of the batch back to its own transaction (write, in tx.go, with its
 // retries and its settling of lost commits): a compare-and-set that matches no row (another
-// transaction wrote first), any error before the commit, a commit the server refused. Two writes
+// transaction wrote first), any error of a write (the server then answers the COMMIT behind it
+// with ROLLBACK), a commit the server refused. Two writes
 // of one batch never touch the same effect or approval row (a second one waits for the next
 // batch), so each decision is taken from rows no other write of the batch has changed.
 //
