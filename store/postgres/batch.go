@@ -607,12 +607,13 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	}
 	// The COMMIT goes with the writes when what they write can settle a lost reply — receipts,
 	// sealed here, or else events, matched whole (the ids the server gives them come with the
-	// replies) — and statements are prepared: SendBatch has then sent every write when it
-	// returns (it prepares new statements first, waiting for that), and the COMMIT, a simple
-	// query, follows them. (Other exec modes send a batch differently: those wait for the
-	// writes' replies.)
+	// replies) — and the exec mode is one whose SendBatch has sent every write when it returns:
+	// cache_statement (it prepares new statements first, waiting for that) and exec (one write
+	// of the whole batch). The COMMIT, a simple query, follows them. (The other exec modes wait
+	// for the writes' replies.)
 	all := &witness{}
-	pipelined := (receipts > 0 || len(ev.kind) > 0) && s.conn.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	mode := s.conn.DefaultQueryExecMode
+	pipelined := (receipts > 0 || len(ev.kind) > 0) && (mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeExec)
 	if pipelined {
 		all.seq, all.hash = appended.Seq, appended.Hash // without receipts: eventWitnesses
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -15,8 +16,29 @@ import (
 // receipt: the commit is settled from an event matched whole) and records (from the receipts).
 func TestBatchLostRepliesAnswered(t *testing.T) {
 	t.Parallel()
+	// Both exec modes that send the COMMIT with the writes: prepared statements (the default)
+	// and the pooler mode.
+	for name, mode := range map[string]string{"prepared": "", "exec": "default_query_exec_mode=exec"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lostRepliesAnswered(t, mode)
+		})
+	}
+}
+
+func lostRepliesAnswered(t *testing.T, mode string) {
 	ctx := t.Context()
-	direct, proxy, proxied, settled := cutStores(t, 4)
+	u := newSchemaURL(t)
+	if mode != "" {
+		u += "&" + mode
+	}
+	direct, err := Open(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	settled := &countHandler{n: map[string]int{}}
+	proxy, proxied := openProxied(t, u, &Config{MaxConns: 4, Logger: slog.New(settled)})
 	const iterations, n = 18, 3
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	answered := 0
