@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/latchkit/latch/receipt"
 	"github.com/latchkit/latch/store"
@@ -26,16 +28,19 @@ import (
 //
 // So the planned writes of one Store queue, and whichever caller finds no batch running leads
 // the next: it takes the queued writes (up to maxBatch) and runs them in one transaction of
-// three pipelined round trips whatever their number — begin, lock the chain head and read every
+// two pipelined round trips whatever their number — begin, lock the chain head and read every
 // row the deciders need; write every effect and approval (compare-and-set, as alone), every
-// event, and the receipts, sealed in order, with the head; commit. Meanwhile the next writes
+// event, and the receipts, sealed in order, with the head, and COMMIT behind them without
+// waiting for their replies (batchWrites says how a failed write still stops that COMMIT, and
+// how a lost reply is settled). Meanwhile the next writes
 // queue for the next leader: nobody waits on a timer, and a lone write (one worker) is a batch of
 // one, which takes fewer round trips than the write's own transaction (seven for a Record, whose
 // statements are sent one by one, each waiting for the one before).
 // The batch is only a faster way to reach the outcome each write would reach alone, and anything
 // unusual sends every write of the batch back to its own transaction (write, in tx.go, with its
 // retries and its settling of lost commits): a compare-and-set that matches no row (another
-// transaction wrote first), any error before the commit, a commit the server refused. Two writes
+// transaction wrote first), any error of a write (the server then answers the COMMIT behind it
+// with ROLLBACK), a commit the server refused. Two writes
 // of one batch never touch the same effect or approval row (a second one waits for the next
 // batch), so each decision is taken from rows no other write of the batch has changed.
 //
@@ -64,9 +69,15 @@ const leaders = 1
 // cancellation ends it; a caller whose write was taken waits for the batch's answer.
 const batchTimeout = 30 * time.Second
 
-// beginStatements begin a batch's transaction as begin does a write method's.
+// beginStatements begin a batch's transaction as begin does a write method's, and set generic
+// plans for it. Every statement of a batch finds its rows by key (a primary key, = ANY of an
+// array of keys), so a plan made once per connection serves every batch; left to choose, the
+// server re-plans the array reads of effects and approvals at every execution (a custom plan
+// for a one-element array looks cheaper than the generic one), which measured 32 µs of the
+// server's time per read, two reads a call. Both settings are transaction-local (set_config's
+// is_local), in one statement: nothing is left on the session for a pooler to carry.
 var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
-	"SET LOCAL idle_in_transaction_session_timeout = '30s'"}
+	"SELECT set_config('idle_in_transaction_session_timeout', '30s', true), set_config('plan_cache_mode', 'force_generic_plan', true)"}
 
 // plannedWrite is a write method that reads at most one effect and one approval and decides
 // with a pure planner: Reserve and Record.
@@ -202,7 +213,14 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 		return nil, fmt.Errorf("%s: %w", pw.op, err)
 	}
 	if q.alone {
-		return s.writeAfter(ctx, pw.op, q.lost, pw.run)
+		w, err := s.writeAfter(ctx, pw.op, q.lost, pw.run)
+		if err == nil && w == q.lost && w.result == nil {
+			// The batch landed late, and the replies of its writes were lost with it.
+			if err := s.answerLanded(ctx, q); err != nil {
+				return nil, fmt.Errorf("%s: the batch landed: %w", pw.op, err)
+			}
+		}
+		return w, err
 	}
 	if q.err != nil {
 		return nil, q.err
@@ -256,6 +274,12 @@ func (s *Store) lead() {
 	for _, q := range batch {
 		switch {
 		case committed:
+			if q.err == nil && q.w.result == nil {
+				// Landed, and the replies of its writes were lost with the connection.
+				if err := s.answerLanded(ctx, q); err != nil {
+					q.err = fmt.Errorf("%s: the batch landed: %w", q.pw.op, err)
+				}
+			}
 		case err != nil:
 			q.err = fmt.Errorf("%s: %w", q.pw.op, err)
 		default:
@@ -289,25 +313,38 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 		pc.Release()
 	}()
 	// The transaction is begun by hand, in the round trip of its first reads.
-	all, ok := s.batchWrites(ctx, conn, batch)
-	if !ok {
+	all, out, cerr := s.batchWrites(ctx, conn, batch)
+	switch out {
+	case batchAlone:
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 			broken = true
 		}
 		return false, false, nil
-	}
-	tag, cerr := conn.Exec(ctx, "COMMIT")
-	switch {
-	case cerr == nil && tag.String() == "COMMIT":
+	case batchRolledBack:
+		return false, false, nil
+	case batchCommitted:
 		s.writes.Add(1)
 		s.skewAfterBatch(ctx, batch)
 		return true, false, nil
-	case cerr == nil:
-		return false, false, nil // the server answered ROLLBACK: a statement had failed
-	case notCommitted(cerr):
-		return false, false, nil
+	case batchWritten:
+		var tag pgconn.CommandTag
+		tag, cerr = conn.Exec(ctx, "COMMIT")
+		switch {
+		case cerr == nil && tag.String() == "COMMIT":
+			s.writes.Add(1)
+			s.skewAfterBatch(ctx, batch)
+			return true, false, nil
+		case cerr == nil:
+			return false, false, nil // the server answered ROLLBACK: a statement had failed
+		case notCommitted(cerr):
+			return false, false, nil
+		}
 	}
+	// batchUnknown, or the COMMIT of batchWritten lost: the outcome is unknown.
 	broken = true
+	if out == batchUnknown {
+		eventWitnesses(s, batch, all)
+	}
 	landed, err := s.settle(ctx, all)
 	switch {
 	case err != nil:
@@ -323,6 +360,68 @@ func (s *Store) runBatch(ctx context.Context, batch []*queuedWrite) (committed, 
 	return false, true, nil
 }
 
+// batchOutcome is where batchWrites left the batch's transaction.
+type batchOutcome int
+
+const (
+	// batchAlone: nothing is committed; the transaction is to be rolled back and each write run
+	// alone.
+	batchAlone batchOutcome = iota
+	// batchWritten: every write succeeded; the transaction is to be committed.
+	batchWritten
+	// batchCommitted: the COMMIT went with the writes, and the server answered it COMMIT.
+	batchCommitted
+	// batchRolledBack: the COMMIT went with the writes, and the server refused it (a statement
+	// had failed, the transaction was aborted): nothing landed, and the transaction is over.
+	batchRolledBack
+	// batchUnknown: the COMMIT went with the writes, and the connection failed before its
+	// answer was read: the outcome is settled from the rows.
+	batchUnknown
+)
+
+// answerLanded builds the answer of a write whose batch committed although the replies of its
+// writes were never read (its COMMIT went with them, and the connection failed): the ids of its
+// events are read back.
+func (s *Store) answerLanded(ctx context.Context, q *queuedWrite) error {
+	if len(q.events) > 0 {
+		var c eventColumnsOf
+		for _, e := range q.events {
+			if _, err := c.add(e, e.Time); err != nil {
+				return err
+			}
+		}
+		rows, err := s.pool.Query(ctx, s.q.eventIDs, c.kind, c.at, c.actionID, c.effectKey, c.approvalID, c.payload)
+		if err != nil {
+			return fmt.Errorf("read back the events written: %w", err)
+		}
+		ids := make([]int64, 0, len(q.events))
+		for rows.Next() {
+			var n, id int64
+			if err := rows.Scan(&n, &id); err != nil {
+				rows.Close()
+				return fmt.Errorf("read back the events written: %w", err)
+			}
+			if n != int64(len(ids)+1) {
+				rows.Close()
+				return fmt.Errorf("read back the events written: an event before the %d-th of %d found other than once", n, len(q.events))
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read back the events written: %w", err)
+		}
+		if len(ids) != len(q.events) {
+			return fmt.Errorf("read back the events written: %d of %d found", len(ids), len(q.events))
+		}
+		for i := range q.events {
+			q.events[i].ID = ids[i]
+		}
+		q.w.events = ids
+	}
+	q.w.result = q.p.result(q.events, q.sealed)
+	return nil
+}
+
 // skewAfterBatch checks the clocks once a committed batch wrote a lapsed lease ambiguous
 // (skew.go).
 func (s *Store) skewAfterBatch(ctx context.Context, batch []*queuedWrite) {
@@ -334,13 +433,18 @@ func (s *Store) skewAfterBatch(ctx context.Context, batch []*queuedWrite) {
 	}
 }
 
-// batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote.
-// Not ok: something needs each write's own transaction; tx is then to be rolled back.
+// batchWrites reads, plans and writes the batch in tx, and returns the witness of all it wrote
+// and where it left the transaction (batchOutcome); err is what made the outcome unknown.
 //
 // The batch locks the chain head with its reads, first (the lock order), so that it can seal its
 // receipts before it writes and send every write in one more round trip: begin, lock and read;
-// write; commit.
-func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (all *witness, ok bool) {
+// write; commit. A batch that appends receipts sends its COMMIT in the round trip of its writes,
+// without waiting for their replies: two round trips in all. Each write that must change a row
+// fails on the server when it changes none (mustOne), so a COMMIT behind a failed write finds
+// the transaction aborted and answers ROLLBACK; and the receipts, sealed before they are sent,
+// are a witness to settle a reply that is lost. A batch without receipts waits for the replies of
+// its writes before it commits, because the witness of its commit is the ids of its events.
+func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (*witness, batchOutcome, error) {
 	// Begin, lock the head and read every row the deciders need.
 	reads := &pgx.Batch{}
 	for _, q := range beginStatements {
@@ -413,7 +517,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		})
 	}
 	if cerr := br.Close(); err != nil || cerr != nil {
-		return nil, false
+		return nil, batchAlone, nil
 	}
 	receipts := 0
 	for _, q := range batch {
@@ -438,9 +542,13 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		if q.p.effect == nil {
 			continue
 		}
-		sql, args, row, err := s.effectStmt(q.p.effect)
+		_, args, row, err := s.effectStmt(q.p.effect)
 		if err != nil {
-			return nil, false
+			return nil, batchAlone, nil
+		}
+		sql := s.q.mustCASEffect
+		if q.p.effect.Prev == nil {
+			sql = s.q.mustInsertEffect
 		}
 		writes.Queue(sql, args...)
 		q.w.effect = &row
@@ -452,11 +560,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		if q.p.approval == nil {
 			continue
 		}
-		sql, args, row, err := s.approvalStmt(q.p.approval)
+		_, args, row, err := s.approvalStmt(q.p.approval)
 		if err != nil {
-			return nil, false
+			return nil, batchAlone, nil
 		}
-		writes.Queue(sql, args...)
+		writes.Queue(s.q.mustCASApproval, args...)
 		q.w.approval = &row
 		checks++
 	}
@@ -469,7 +577,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 		sql, args, err := s.chargeStmt(q.p.effect)
 		if err != nil {
-			return nil, false
+			return nil, batchAlone, nil
 		}
 		if sql != "" {
 			writes.Queue(sql, args...)
@@ -482,7 +590,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		for i, e := range q.p.events {
 			e, err := ev.add(e, q.p.now)
 			if err != nil {
-				return nil, false
+				return nil, batchAlone, nil
 			}
 			q.events[i] = e
 		}
@@ -497,14 +605,32 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	if receipts > 0 {
 		var err error
 		if appended, err = s.queueReceipts(writes, batch, head); err != nil {
-			return nil, false
+			return nil, batchAlone, nil
 		}
 	}
+	// The COMMIT goes with the writes when what they write can settle a lost reply — receipts,
+	// sealed here, or else events, matched whole (the ids the server gives them come with the
+	// replies) — and the exec mode is one whose SendBatch has sent every write when it returns:
+	// cache_statement (it prepares new statements first, waiting for that) and exec (one write
+	// of the whole batch). The COMMIT, a simple query, follows them. (The other exec modes wait
+	// for the writes' replies.)
+	all := &witness{}
+	mode := s.conn.DefaultQueryExecMode
+	pipelined := (receipts > 0 || len(ev.kind) > 0) && (mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeExec)
+	if pipelined {
+		all.seq, all.hash = appended.Seq, appended.Hash // without receipts: eventWitnesses
+	}
 	br = tx.SendBatch(ctx, writes)
+	var sendErr error
+	if pipelined {
+		fe := tx.PgConn().Frontend()
+		fe.Send(&pgproto3.Query{String: "COMMIT"})
+		sendErr = fe.Flush()
+	}
 	failed := false
 	for range checks {
-		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
-			failed = true // another transaction wrote first, or the statement failed
+		if _, err := br.Exec(); err != nil {
+			failed = true // another transaction wrote first (mustOne), or the statement failed
 		}
 	}
 	for range charges {
@@ -512,7 +638,6 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			failed = true
 		}
 	}
-	all = &witness{}
 	if len(ev.kind) > 0 {
 		rows, err := br.Query()
 		var ids []int64
@@ -535,23 +660,103 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		}
 	}
 	if receipts > 0 {
-		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+		if _, err := br.Exec(); err != nil {
 			failed = true
 		}
 	}
-	if br.Close() != nil || failed {
-		return nil, false
+	closeErr := br.Close()
+	if closeErr != nil {
+		failed = true
 	}
-	if receipts == 0 && len(all.events) == 0 {
-		return nil, false // nothing would settle a lost commit: each write alone
+	if !failed {
+		all.seq, all.hash = appended.Seq, appended.Hash
+		for _, q := range batch {
+			// Before the commit is answered: a write re-issued after a lost commit returns this
+			// if it finds the batch landed late.
+			q.w.result = q.p.result(q.events, q.sealed)
+		}
 	}
-	all.seq, all.hash = appended.Seq, appended.Hash
+	if !pipelined {
+		switch {
+		case failed:
+			return nil, batchAlone, nil
+		case receipts == 0 && len(all.events) == 0:
+			return nil, batchAlone, nil // nothing would settle a lost commit: each write alone
+		}
+		return all, batchWritten, nil
+	}
+	all.events = nil // the witness is the receipts, or an event matched whole
+	switch {
+	case sendErr != nil:
+		return all, batchUnknown, sendErr
+	case tx.PgConn().IsClosed():
+		return all, batchUnknown, closeErr
+	}
+	tag, err := receiveCommit(ctx, tx.PgConn())
+	switch {
+	case err == nil && tag == "COMMIT" && !failed:
+		return all, batchCommitted, nil
+	case err == nil && tag == "COMMIT":
+		// Committed, and yet a write's reply was not read as it should be (the writes were not
+		// sent: the transaction committed nothing, or some other failure of the client's): the
+		// rows decide, and the transaction is over, so what they say is final.
+		return all, batchUnknown, fmt.Errorf("the batch's COMMIT succeeded but its writes' replies were not read: %w", closeErr)
+	case err == nil:
+		return all, batchRolledBack, nil // ROLLBACK: a statement had failed
+	case notCommitted(err):
+		return all, batchRolledBack, nil
+	}
+	return all, batchUnknown, err
+}
+
+// eventWitnesses adds to the witnesses of a batch whose COMMIT went with its writes and whose
+// outcome is unknown what settles it when the receipts cannot: an event matched whole, the
+// batch's first if it appended no receipt, and each write's first for a write that appended
+// none (its witness if it is re-issued). They are built only then: a batch that is answered
+// needs none.
+func eventWitnesses(s *Store, batch []*queuedWrite, all *witness) {
 	for _, q := range batch {
-		// Before the commit: a write re-issued after a lost commit returns this if it finds
-		// the batch landed late.
-		q.w.result = q.p.result(q.events, q.sealed)
+		if len(q.events) == 0 || q.p == nil {
+			continue
+		}
+		p := s.eventPresence(q.events[0])
+		if q.sealed == nil {
+			q.w.inserted = append(q.w.inserted, p)
+		}
+		if all.seq == 0 && len(all.inserted) == 0 {
+			all.inserted = []presence{p}
+		}
 	}
-	return all, true
+}
+
+// eventPresence counts the events equal to e in every column but the id: a witness of the
+// commit of an event whose id is not known (an event carries its call's action id and the time
+// of its request to the nanosecond: no other write writes one equal to it).
+func (s *Store) eventPresence(e store.Event) presence {
+	at, _ := nanos(e.Time) // checked when it was queued
+	return presence{s.q.eventPresent, []any{e.Kind, at, e.ActionID, e.EffectKey, e.ApprovalID, rawJSON(e.Payload)}}
+}
+
+// receiveCommit reads the answer to a COMMIT sent as a simple query behind a batch (after the
+// batch's own replies were read): its command tag, or the server's error, and the ready-for-query
+// that ends it.
+func receiveCommit(ctx context.Context, pc *pgconn.PgConn) (string, error) {
+	var tag string
+	var failed error
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			return "", err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CommandComplete:
+			tag = string(m.CommandTag)
+		case *pgproto3.ErrorResponse:
+			failed = pgconn.ErrorResponseToPgError(m)
+		case *pgproto3.ReadyForQuery:
+			return tag, failed
+		}
+	}
 }
 
 // queueReceipts seals the batch's receipts in order after head, queues the statement that

@@ -47,6 +47,10 @@ type queries struct {
 	legacy                                                  bool          // the schema is older than notesVersion
 	answers                                                 answerQueries // zero before answersVersion
 	effectRead, approvalRead                                string        // the column lists the scanners read, at this schema
+	// The batch's forms of the statements a batch checks (mustOne), and the read-back of the
+	// ids of a batch's events whose reply was lost.
+	mustInsertEffect, mustCASEffect, mustCASApproval string
+	eventIDs, eventPresent                           string
 }
 
 // notesVersion is the schema that added effects.arguments, note and conflict and approvals.note
@@ -96,7 +100,7 @@ func newQueries(schema string, version int) queries {
 	if version >= answersVersion {
 		answers = newAnswerQueries(schema, approvalRead, version)
 	}
-	return queries{
+	q := queries{
 		answers:               answers,
 		effectRead:            effectRead,
 		approvalRead:          approvalRead,
@@ -147,16 +151,6 @@ func newQueries(schema string, version int) queries {
 			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[])
 				WITH ORDINALITY AS e (kind, at, action_id, effect_key, approval_id, payload, n)
 			ORDER BY n RETURNING id`),
-		// A batch's receipts, column by column, and the head moved to the last of them: one row
-		// updated proves that every receipt was stored and that the head was where the batch
-		// found it ($13).
-		appendReceipts: r.Replace(`WITH r AS (
-				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
-				SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
-					$8::text[], $9::text[], $10::bigint[])
-				RETURNING seq)
-			UPDATE {s}.chain_head SET seq = $11, hash = $12
-			WHERE id = 1 AND seq = $13 AND (SELECT count(*) FROM r) = $14`),
 		// Every planned write (batch.go) locks the head first, before any effect or approval row:
 		// the lock order of the package documentation.
 		lockHead: r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1 FOR UPDATE`),
@@ -194,5 +188,40 @@ func newQueries(schema string, version int) queries {
 			VALUES ($1, $2, $3) ON CONFLICT (delegation_id) DO NOTHING`),
 		revocationPresent: r.Replace(`SELECT count(*) FROM {s}.revocations
 			WHERE delegation_id = $1 AND revoked_by = $2 AND revoked_at = $3`),
+		// A batch's receipts, column by column, and the head moved to the last of them: one row
+		// updated proves that every receipt was stored and that the head was where the batch
+		// found it ($13); none is an error (mustOne).
+		appendReceipts: r.Replace(`WITH r AS (
+				INSERT INTO {s}.receipts (seq, hash, doc, receipt_id, action_id, action, effect_key, approval_id, result, finished_at)
+				SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
+					$8::text[], $9::text[], $10::bigint[])
+				RETURNING seq),
+			h AS (UPDATE {s}.chain_head SET seq = $11, hash = $12
+				WHERE id = 1 AND seq = $13 AND (SELECT count(*) FROM r) = $14 RETURNING 1)
+			SELECT 1 / count(*)::int FROM h`),
+		// The ids of events given whole, in the order given, each matched on every column but its
+		// id: the events of a batch that committed while its reply was lost (batch.go). An event
+		// carries its call's action id and the time of its request to the nanosecond, so no other
+		// write has written one equal to it.
+		eventIDs: r.Replace(`SELECT e.n, v.id
+			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[])
+				WITH ORDINALITY AS e (kind, at, action_id, effect_key, approval_id, payload, n)
+			JOIN {s}.events v ON v.action_id = e.action_id AND v.kind = e.kind AND v.at = e.at
+				AND v.effect_key = e.effect_key AND v.approval_id = e.approval_id
+				AND v.payload IS NOT DISTINCT FROM e.payload
+			ORDER BY e.n, v.id`),
 	}
+	q.eventPresent = r.Replace(`SELECT count(*) FROM {s}.events WHERE action_id = $3 AND kind = $1 AND at = $2
+		AND effect_key = $4 AND approval_id = $5 AND payload IS NOT DISTINCT FROM $6`)
+	q.mustInsertEffect, q.mustCASEffect, q.mustCASApproval = mustOne(q.insertEffect), mustOne(q.casEffect), mustOne(q.casApproval)
+	return q
+}
+
+// mustOne wraps a statement that must change exactly one row (an INSERT … ON CONFLICT DO
+// NOTHING, a compare-and-set) into one that fails when it changes none: 1 / 0 is a
+// division_by_zero error. A batch sends its COMMIT behind its writes without waiting for their
+// replies (batch.go), so a write that finds its row changed must abort the transaction on the
+// server, not merely report no row to the client.
+func mustOne(stmt string) string {
+	return `WITH w AS (` + stmt + ` RETURNING 1) SELECT 1 / count(*)::int FROM w`
 }

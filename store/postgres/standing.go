@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,16 @@ func (t *txn) lockStanding(ctx context.Context, id string) (*store.Standing, err
 }
 
 func decodeStanding(doc []byte) (*store.Standing, error) {
+	if hexed, ok := bytes.CutPrefix(doc, []byte(`\x`)); ok {
+		// Written by an earlier version through a pooler (default_query_exec_mode=exec), which
+		// sent the document as bytea to this text column: the text of its hex form. A JSON
+		// document never starts with a backslash.
+		raw := make([]byte, hex.DecodedLen(len(hexed)))
+		if _, err := hex.Decode(raw, hexed); err != nil {
+			return nil, fmt.Errorf("read standing approval: %w", err)
+		}
+		doc = raw
+	}
 	var s store.Standing
 	if err := json.Unmarshal(doc, &s); err != nil {
 		return nil, fmt.Errorf("read standing approval: %w", err)
@@ -54,10 +66,13 @@ func (t *txn) writeStanding(ctx context.Context, w *store.StandingWrite) error {
 	if t.s.version < standingVersion {
 		return errNoStanding
 	}
-	doc, err := json.Marshal(&w.Next)
+	raw, err := json.Marshal(&w.Next)
 	if err != nil {
 		return fmt.Errorf("standing approval %s: %w", w.Next.ID, err)
 	}
+	// The column is text: a string is sent as text in every exec mode, where []byte would be
+	// sent as bytea (and stored as the text of its hex form) when the statement is not prepared.
+	doc := string(raw)
 	q := t.s.quoted()
 	if w.Prev == nil {
 		created, err := nanos(w.Next.CreatedAt)

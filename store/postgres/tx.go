@@ -49,7 +49,7 @@ type witness struct {
 	seq      int64        // the receipt appended, and its hash
 	hash     string
 	events   []int64    // the ids of the events inserted
-	inserted []presence // rows inserted under a unique id, never changed by anyone after
+	inserted []presence // rows inserted under a unique id (or an event matched whole), never changed by anyone after
 
 	result  any   // what the method returns
 	refusal error // an error the method returns although it committed (an expired approval answered)
