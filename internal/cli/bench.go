@@ -123,8 +123,8 @@ reference commits that way).`,
 			case o.withState && o.receipts == 0:
 				return usagef("--with-state grows a chain: give it with --receipts N")
 			case o.reference != "":
-				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
-					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --race-keys or --receipts")
+				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 || o.pin || o.serveProf != "" {
+					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --pin, --race-keys or --receipts")
 				}
 				if o.runs < 1 || o.duration <= 0 || o.refLimit <= 0 {
 					return usagef("--runs %d, --duration %v, --reference-timeout %v: want each above 0", o.runs, o.duration, o.refLimit)
