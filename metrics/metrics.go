@@ -316,8 +316,13 @@ func (s *Sink) Event(ctx context.Context, e store.Event) error {
 		Reason string `json:"reason"`
 		To     string `json:"to"`
 	}
-	if len(e.Payload) > 0 {
-		_ = json.Unmarshal(e.Payload, &p) // a payload that does not decode counts without its labels
+	switch e.Kind {
+	case store.EventApprovalInvalidated, store.EventExecutionAmbiguous, store.EventEffectResolved:
+		// Only these kinds are counted by their payload: the others (several a call) are not
+		// decoded at all.
+		if len(e.Payload) > 0 {
+			_ = json.Unmarshal(e.Payload, &p) // a payload that does not decode counts without its labels
+		}
 	}
 	switch e.Kind {
 	case store.EventApprovalRequested:

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // decode reads the request body into v strictly: JSON only, at most limit bytes, no member v
@@ -33,24 +34,39 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK 
 		}
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return bodyProblem(err, emptyOK)
+	}
+	if h, ok := v.(hotDecoder); ok && h.decodeHot(raw) {
+		return nil // read as decodeRaw would read it (hotjson.go)
+	}
+	return decodeRaw(raw, v, emptyOK)
+}
+
+// decodeRaw decodes a whole body strictly into v, as decode describes.
+func decodeRaw(raw []byte, v any, emptyOK bool) *Problem {
+	if p := checkMembers(raw, reflect.TypeOf(v)); p != nil {
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
 	if err == nil {
-		if p := checkMembers(raw, reflect.TypeOf(v)); p != nil {
-			return p
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-		if err == nil {
-			// One JSON value only: trailing data is a malformed request, not something to ignore.
-			var extra json.RawMessage
-			if err2 := dec.Decode(&extra); !errors.Is(err2, io.EOF) {
-				err = err2
-				if err == nil {
-					err = errors.New("the body holds more than one JSON value")
-				}
+		// One JSON value only: trailing data is a malformed request, not something to ignore.
+		var extra json.RawMessage
+		if err2 := dec.Decode(&extra); !errors.Is(err2, io.EOF) {
+			err = err2
+			if err == nil {
+				err = errors.New("the body holds more than one JSON value")
 			}
 		}
 	}
+	return bodyProblem(err, emptyOK)
+}
+
+// bodyProblem is the problem of reading or decoding a body with err; nil for no error, and
+// for an empty body when empty is allowed.
+func bodyProblem(err error, emptyOK bool) *Problem {
 	if errors.Is(err, io.EOF) && emptyOK {
 		return nil
 	}
@@ -308,6 +324,22 @@ func missing(field string) *Problem {
 
 // writeJSON writes v as a JSON answer with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if h, ok := v.(hotEncoder); ok {
+		bp := answerBufs.Get().(*[]byte)
+		defer func() {
+			if cap(*bp) <= maxPooledAnswer {
+				answerBufs.Put(bp)
+			}
+		}()
+		if b, ok := h.appendJSON((*bp)[:0]); ok {
+			*bp = b
+			hd := w.Header()
+			hd["Content-Type"], hd["Cache-Control"] = jsonContentType, noStore
+			w.WriteHeader(status)
+			_, _ = w.Write(b)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -315,3 +347,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 }
+
+// hotEncoder is an answer that writes itself as encoding/json would (hotjson.go), or reports
+// false and is written by encoding/json.
+type hotEncoder interface {
+	appendJSON(b []byte) ([]byte, bool)
+}
+
+// The header values of every JSON answer, set without canonicalizing their names again.
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
+// maxPooledAnswer is the largest buffer kept for the next answer: a rare large one is left to
+// the collector.
+const maxPooledAnswer = 64 << 10
+
+// answerBufs keeps the buffers answers are written into.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

@@ -24,12 +24,16 @@ const (
 type inFlight struct {
 	mu       sync.Mutex
 	total    int64
-	byCaller map[string]int64
+	byCaller map[callerKey]int64
 }
 
+// callerKey is one caller of the in-flight bounds: a principal.
+type callerKey struct{ agent, user string }
+
 // acquire counts r's body (its Content-Length, or the most it may be when it does not say) for
-// who and returns the release to call when the request is answered, or the problem refusing it.
-func (s *Server) acquire(r *http.Request, who string) (release func(), p *Problem) {
+// who and returns the bytes counted, to give back to release when the request is answered, or
+// the problem refusing it.
+func (s *Server) acquire(r *http.Request, who callerKey) (int64, *Problem) {
 	n := r.ContentLength
 	if n < 0 || n > s.cfg.MaxBody {
 		n = s.cfg.MaxBody // unknown (chunked), or larger: it may be read up to MaxBody
@@ -39,25 +43,29 @@ func (s *Server) acquire(r *http.Request, who string) (release func(), p *Proble
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.byCaller == nil {
-		f.byCaller = make(map[string]int64)
+		f.byCaller = make(map[callerKey]int64)
 	}
 	mine := f.byCaller[who]
 	switch {
 	case mine > 0 && mine+n > s.cfg.MaxCallerInFlight:
-		return nil, tooMany(fmt.Sprintf("this caller has %d bytes of requests in flight on the begin and outcome routes; one caller may have at most %d (max_caller_in_flight): retry once an earlier request is answered", mine, s.cfg.MaxCallerInFlight))
+		return 0, tooMany(fmt.Sprintf("this caller has %d bytes of requests in flight on the begin and outcome routes; one caller may have at most %d (max_caller_in_flight): retry once an earlier request is answered", mine, s.cfg.MaxCallerInFlight))
 	case f.total > 0 && f.total+n > s.cfg.MaxInFlight:
-		return nil, tooMany(fmt.Sprintf("the server has %d bytes of requests in flight on the begin and outcome routes, at most %d (max_in_flight): retry shortly", f.total, s.cfg.MaxInFlight))
+		return 0, tooMany(fmt.Sprintf("the server has %d bytes of requests in flight on the begin and outcome routes, at most %d (max_in_flight): retry shortly", f.total, s.cfg.MaxInFlight))
 	}
 	f.byCaller[who] = mine + n
 	f.total += n
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.total -= n
-		if f.byCaller[who] -= n; f.byCaller[who] <= 0 {
-			delete(f.byCaller, who)
-		}
-	}, nil
+	return n, nil
+}
+
+// release gives back the n bytes acquire counted for who.
+func (s *Server) release(who callerKey, n int64) {
+	f := &s.inflight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.total -= n
+	if f.byCaller[who] -= n; f.byCaller[who] <= 0 {
+		delete(f.byCaller, who)
+	}
 }
 
 // tooMany is the 429 of a request past an in-flight bound.
@@ -67,12 +75,13 @@ func tooMany(detail string) *Problem {
 
 // limited runs h counting r's body against the in-flight bounds of c's principal.
 func (s *Server) limited(w http.ResponseWriter, r *http.Request, c *caller, h func()) {
-	release, p := s.acquire(r, c.principal.Agent+"\x00"+c.principal.User)
+	who := callerKey{c.principal.Agent, c.principal.User}
+	n, p := s.acquire(r, who)
 	if p != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 		writeProblem(w, p)
 		return
 	}
-	defer release()
+	defer s.release(who, n)
 	h()
 }

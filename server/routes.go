@@ -63,8 +63,11 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range s.table() {
 		rt := rt
 		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) {
-			// A caller's W3C traceparent makes the pipeline's spans children of its own.
-			r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			// A caller's W3C traceparent makes the pipeline's spans children of its own. Without
+			// one there is nothing to extract, and the request is not copied for it.
+			if _, ok := r.Header["Traceparent"]; ok {
+				r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			}
 			var c *caller
 			if rt.auth {
 				var p *Problem

@@ -34,8 +34,14 @@ func TestSuspendResumeOverHTTP(t *testing.T) {
 			wantProblem(t, "suspend again", s.do("POST", "/v1/actions/"+id+"/suspend", s.alice, nil), 409, "suspension_open")
 			wantProblem(t, "a duplicate while suspended", s.do("POST", "/v1/actions", s.alice, charge("inv_s1", 300)), 409, "in_progress")
 			args := map[string]any{"amount": 300, "invoice_id": "inv_s1"}
+			// The wrong token differs in its last character (which is "A" for one token in 16:
+			// then it is made "B").
+			wrong := token[:len(token)-1] + "A"
+			if wrong == token {
+				wrong = token[:len(token)-1] + "B"
+			}
 			wantProblem(t, "resume with a wrong token", s.do("POST", "/v1/actions/"+id+"/resume", s.alice,
-				map[string]any{"token": token[:len(token)-1] + "A", "arguments": args}), 409, "suspension_token")
+				map[string]any{"token": wrong, "arguments": args}), 409, "suspension_token")
 			wantProblem(t, "resume with other arguments", s.do("POST", "/v1/actions/"+id+"/resume", s.alice,
 				map[string]any{"token": token, "arguments": map[string]any{"amount": 3000, "invoice_id": "inv_s1"}}), 409, "suspension_arguments")
 			wantProblem(t, "resume by another agent", s.do("POST", "/v1/actions/"+id+"/resume", s.bob,

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +315,47 @@ func TestServe(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && (rep.ServeRSS <= 0 || rep.ServePeakRSS < rep.ServeRSS) {
 		t.Errorf("server RSS %d, peak %d", rep.ServeRSS, rep.ServePeakRSS)
+	}
+	if runtime.GOOS == "linux" && (rep.ServeCPUPerCall <= 0 || rep.CPURatio <= 0 || rep.HTTP.CPUMicrosPerCall <= 0) {
+		t.Errorf("CPU a call: server %v µs, clients %v µs, ratio %v; want each above 0", rep.ServeCPUPerCall, rep.HTTP.CPUMicrosPerCall, rep.CPURatio)
+	}
+}
+
+// TestServePinned: with Pin the in-process phase and the server run on the last CPU alone and
+// the clients on the others, the server writes its CPU profile, and the process may run on
+// every CPU again afterwards.
+func TestServePinned(t *testing.T) {
+	if runtime.GOOS != "linux" || len(allCPUs()) < 2 {
+		t.Skip("pinning needs Linux and 2 CPUs")
+	}
+	before := allCPUs()
+	prof := filepath.Join(t.TempDir(), "serve.prof")
+	var serverCPUs string
+	rep, err := Serve(t.Context(), &ServeConfig{Workers: 2, Duration: 300 * time.Millisecond, Pin: true, CPUProfile: prof,
+		Command: func(ctx context.Context, spec string) *exec.Cmd {
+			if got := allCPUs(); len(got) != len(before)-1 {
+				t.Errorf("the clients run on CPUs %v, want all but the last of %v", got, before)
+			}
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), serverEnv+"="+spec)
+			var s serveSpec
+			if err := json.Unmarshal([]byte(spec), &s); err != nil {
+				t.Error(err)
+			}
+			serverCPUs = strconv.Itoa(s.CPU)
+			return cmd
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Pinned || rep.Committed != rep.HTTP.Calls || serverCPUs != strconv.Itoa(before[len(before)-1]) {
+		t.Errorf("Serve(pinned) = %+v, server on CPU %s; want pinned, every call committed, the server on CPU %d", rep, serverCPUs, before[len(before)-1])
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("the server's CPU profile: %v", err)
+	}
+	if got := allCPUs(); len(got) != len(before) {
+		t.Errorf("after the run the process may run on %v, want %v again", got, before)
 	}
 }
 

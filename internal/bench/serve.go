@@ -7,19 +7,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latch/auth"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/server"
@@ -36,6 +37,14 @@ type ServeConfig struct {
 	// TokenCache is the server's server.Config.TokenCache (0: read the token on every request,
 	// the default of latch serve).
 	TokenCache time.Duration
+	// Pin gives the server its own CPU budget (Linux, at least 2 CPUs): the in-process phase
+	// and the server process run on the last CPU alone, the HTTP clients on the others, so
+	// that the ratio compares the server with the pipeline on the same single CPU and the
+	// clients' CPU is not taken from the server.
+	Pin bool
+	// CPUProfile, when set, is a file the server process writes a CPU profile of its whole
+	// run to (runtime/pprof): what a server spends its CPU on under this load.
+	CPUProfile string
 	// Command returns the command that runs the server: a process that calls RunServer with
 	// spec (the latch binary runs `latch bench --serve-child <spec>`).
 	Command func(ctx context.Context, spec string) *exec.Cmd
@@ -56,14 +65,23 @@ type ServeReport struct {
 	ServeRSS     int64 `json:"serve_rss_bytes"`
 	ServePeakRSS int64 `json:"serve_peak_rss_bytes"`
 	// ServeCPUPerCall is the server process's CPU time per HTTP call, in microseconds (Linux).
+	// HTTP.CPUMicrosPerCall is the clients' (this process's) and InProcess.CPUMicrosPerCall
+	// a call's in process.
 	ServeCPUPerCall float64 `json:"serve_cpu_us_per_call"`
-	Committed       int64   `json:"committed"` // committed effects of the HTTP phase, checked against its calls
+	// CPURatio is InProcess.CPUMicrosPerCall ÷ ServeCPUPerCall: the ratio the server reaches
+	// when the CPU bounds both sides and its clients run on CPUs of their own (Linux).
+	CPURatio float64 `json:"cpu_ratio,omitempty"`
+	// Pinned is set when the phases ran pinned as ServeConfig.Pin asks.
+	Pinned    bool  `json:"pinned,omitempty"`
+	Committed int64 `json:"committed"` // committed effects of the HTTP phase, checked against its calls
 }
 
 // serveSpec is what the server process is told.
 type serveSpec struct {
 	Store      string        `json:"store"`
 	TokenCache time.Duration `json:"token_cache,omitempty"`
+	CPU        int           `json:"cpu,omitempty"` // pin the server to this CPU, when positive
+	CPUProfile string        `json:"cpu_profile,omitempty"`
 }
 
 // Serve measures the HTTP API against the pipeline in process on the same store: first
@@ -94,6 +112,15 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	defer cleanup()
 	rep := &ServeReport{Store: storeURL, Workers: c.Workers, Duration: c.Duration.String()}
 
+	var serverCPU int
+	cpus := allCPUs()
+	if c.Pin {
+		if serverCPU, err = pinPhases(); err != nil {
+			return nil, fmt.Errorf("bench serve: %w", err)
+		}
+		rep.Pinned = true
+		defer func() { _ = pinSelf(cpus) }()
+	}
 	g, err := openGuard(ctx, storeURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench serve: %w", err)
@@ -110,7 +137,13 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 		return nil, fmt.Errorf("bench serve: in process: %w", err)
 	}
 
-	spec, err := json.Marshal(serveSpec{Store: storeURL, TokenCache: c.TokenCache})
+	if c.Pin {
+		// The in-process phase is over: the clients take the other CPUs.
+		if err := pinSelf(cpus[:len(cpus)-1]); err != nil {
+			return nil, fmt.Errorf("bench serve: %w", err)
+		}
+	}
+	spec, err := json.Marshal(serveSpec{Store: storeURL, TokenCache: c.TokenCache, CPU: serverCPU, CPUProfile: c.CPUProfile})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +159,13 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench serve: start the server: %w", err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		return nil, fmt.Errorf("bench serve: the server did not start: %v\n%s", err, &stderr)
@@ -175,6 +214,13 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	}
 	rep.ServeRSS, rep.ServePeakRSS = processRSS(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if c.CPUProfile != "" {
+		// The profile is written as the server stops: wait for it (a while, at most).
+		t := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+		_ = cmd.Wait()
+		t.Stop()
+		waited = true
+	}
 
 	st, err := latch.OpenStore(ctx, storeURL, &latch.StoreOptions{ReadOnly: true})
 	if err != nil {
@@ -194,6 +240,9 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 		return rep, fmt.Errorf("bench serve: %d committed effects for %d HTTP calls", rep.Committed, rep.HTTP.Calls)
 	}
 	rep.Ratio = rep.HTTP.CallsPerSec / rep.InProcess.CallsPerSec
+	if rep.ServeCPUPerCall > 0 {
+		rep.CPURatio = rep.InProcess.CPUMicrosPerCall / rep.ServeCPUPerCall
+	}
 	return rep, nil
 }
 
@@ -236,6 +285,22 @@ func RunServer(ctx context.Context, spec string) error {
 	var s serveSpec
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		return fmt.Errorf("bench server: spec: %w", err)
+	}
+	if s.CPU > 0 {
+		if err := pinSelf([]int{s.CPU}); err != nil {
+			return fmt.Errorf("bench server: %w", err)
+		}
+	}
+	if s.CPUProfile != "" {
+		f, err := os.Create(s.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("bench server: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("bench server: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	p, err := policy.Parse("bench.yaml", []byte(Policy))
 	if err != nil {

@@ -31,6 +31,8 @@ type benchOptions struct {
 	serve     bool   // measure calls over HTTP through latch serve against in-process ones
 	serveSpec string // the spec of the server process (hidden)
 	tokenTTL  time.Duration
+	pin       bool          // with serve: the server and the in-process phase on one CPU, the clients on the others
+	serveProf string        // with serve: the server's CPU profile, written to this file
 	reference string        // a command whose printed calls/s latch is compared with
 	runs      int           // with reference: the runs of each, interleaved
 	refLimit  time.Duration // with reference: the most one of its runs may take
@@ -73,7 +75,13 @@ gateway; it prints calls/s, p50 and p99 of each and the gateway/direct ratio.
 --serve runs --workers goroutines calling the pipeline in process for --duration, then
 --workers HTTP clients each doing POST /v1/actions and POST /v1/actions/{id}/outcome
 against a latch serve process (this binary, re-executed) on loopback, on the same store;
-it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU per call.
+it prints calls/s, p50 and p99 of both, the ratio, and the server's RSS and CPU per call,
+with the CPU a call costs in process and the clients' own, and the CPU ratio (in-process CPU
+a call ÷ the server's: the ratio where the CPU bounds both sides and the clients have CPUs of
+their own). --pin (Linux, 2 CPUs or more) runs the in-process phase and the server on the
+last CPU alone and the clients on the others, so that the server's own ratio is measured
+with the clients on their own CPU budget. --serve-cpuprofile FILE writes the server
+process's CPU profile (go tool pprof) to FILE.
 
 --receipts N appends receipts of committed calls to the store until its chain holds N
 (so a store can be grown from 10k to 100k to 1M), then verifies the whole chain, first the
@@ -146,8 +154,8 @@ sqlite: URL with no path is a scratch file, removed afterwards.`,
 				}
 				return a.benchPrefill(o)
 			case o.reference != "":
-				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
-					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --race-keys or --receipts")
+				if o.gateway || o.serve || o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 || o.pin || o.serveProf != "" {
+					return usagef("--reference compares the calls benchmark: give it without --gateway, --serve, --pin, --race-keys or --receipts")
 				}
 				if o.runs < 1 || o.duration <= 0 || o.refLimit <= 0 {
 					return usagef("--runs %d, --duration %v, --reference-timeout %v: want each above 0", o.runs, o.duration, o.refLimit)
@@ -164,6 +172,8 @@ sqlite: URL with no path is a scratch file, removed afterwards.`,
 					return usagef("--token-cache %v: want a duration, or 0", o.tokenTTL)
 				}
 				return a.benchServe(o)
+			case o.pin || o.serveProf != "":
+				return usagef("--pin and --serve-cpuprofile go with --serve")
 			case o.gateway:
 				if o.raceKeys > 0 || o.processes > 0 || o.receipts > 0 {
 					return usagef("--gateway is a benchmark of its own: give it without --race-keys or --receipts")
@@ -211,6 +221,8 @@ sqlite: URL with no path is a scratch file, removed afterwards.`,
 	f.DurationVar(&o.refLimit, "reference-timeout", 5*time.Minute, "with --reference: the most one run of the command may take")
 	f.StringVar(&o.serveSpec, "serve-child", "", "internal: run as the server of --serve")
 	f.DurationVar(&o.tokenTTL, "token-cache", 0, "with --serve: the server's --token-cache (default 0: a token read on every request)")
+	f.BoolVar(&o.pin, "pin", false, "with --serve: the in-process phase and the server on the last CPU, the clients on the others (Linux)")
+	f.StringVar(&o.serveProf, "serve-cpuprofile", "", "with --serve: write the server's CPU profile to `file`")
 	_ = f.MarkHidden("serve-child")
 	f.StringVar(&o.child, "race-child", "", "internal: run as one racer of a race")
 	_ = f.MarkHidden("race-child")
@@ -299,6 +311,7 @@ func (a *app) benchServe(o benchOptions) error {
 		return err
 	}
 	rep, err := bench.Serve(a.ctx, &bench.ServeConfig{Store: o.store, Workers: o.workers, Duration: o.duration, TokenCache: o.tokenTTL,
+		Pin: o.pin, CPUProfile: o.serveProf,
 		Command: func(ctx context.Context, spec string) *exec.Cmd {
 			return exec.CommandContext(ctx, exe, "bench", "--serve-child", spec)
 		}})
@@ -309,19 +322,24 @@ func (a *app) benchServe(o benchOptions) error {
 	if o.asJSON {
 		return jsonLine(a.stdout, rep)
 	}
-	fmt.Fprintf(a.stdout, "store     %s\nworkers   %d\nduration  %s each\n\n", rep.Store, rep.Workers, rep.Duration)
-	t := newTable(a.stdout, "", "CALLS", "CALLS/S", "P50", "P99")
+	pinned := ""
+	if rep.Pinned {
+		pinned = " (pinned: in process and server on one CPU, clients on the others)"
+	}
+	fmt.Fprintf(a.stdout, "store     %s\nworkers   %d%s\nduration  %s each\n\n", rep.Store, rep.Workers, pinned, rep.Duration)
+	t := newTable(a.stdout, "", "CALLS", "CALLS/S", "P50", "P99", "CPU/CALL")
 	for _, r := range []struct {
 		name string
 		p    bench.Phase
 	}{{"in process", rep.InProcess}, {"http", rep.HTTP}} {
-		t.row(r.name, strconv.FormatInt(r.p.Calls, 10), fmt.Sprintf("%.0f", r.p.CallsPerSec), fmtMicros(r.p.P50Micros), fmtMicros(r.p.P99Micros))
+		t.row(r.name, strconv.FormatInt(r.p.Calls, 10), fmt.Sprintf("%.0f", r.p.CallsPerSec), fmtMicros(r.p.P50Micros), fmtMicros(r.p.P99Micros),
+			fmtMicros(r.p.CPUMicrosPerCall))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\nhttp/in process  %.2f\nserve RSS        %.1f MiB (peak %.1f MiB)\nserve CPU/call   %s\n",
-		rep.Ratio, float64(rep.ServeRSS)/(1<<20), float64(rep.ServePeakRSS)/(1<<20), fmtMicros(rep.ServeCPUPerCall))
+	fmt.Fprintf(a.stdout, "\nhttp/in process  %.2f\nserve RSS        %.1f MiB (peak %.1f MiB)\nserve CPU/call   %s (the http row's CPU/CALL is the clients')\nCPU ratio        %.2f (in-process CPU/call ÷ serve CPU/call)\n",
+		rep.Ratio, float64(rep.ServeRSS)/(1<<20), float64(rep.ServePeakRSS)/(1<<20), fmtMicros(rep.ServeCPUPerCall), rep.CPURatio)
 	return nil
 }
 

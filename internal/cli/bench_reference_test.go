@@ -55,3 +55,21 @@ func TestBenchReference(t *testing.T) {
 		t.Errorf("--reference with --serve = %d, want a usage error; stderr %q", code, &stderr)
 	}
 }
+
+// TestBenchPinUsage: --pin and --serve-cpuprofile measure the serve benchmark; given to another
+// benchmark they are a usage error, not silently ignored.
+func TestBenchPinUsage(t *testing.T) {
+	t.Parallel()
+	env := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"bench", "--pin"},
+		{"bench", "--serve-cpuprofile", "p.prof"},
+		{"bench", "--pin", "--reference", "echo 5 calls/s"},
+		{"bench", "--pin", "--gateway"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := cli.Main(t.Context(), args, &stdout, &stderr, env); code != cli.ExitUsage || !strings.Contains(stderr.String(), "--pin") {
+			t.Errorf("%v = %d, stderr %q; want a usage error naming --pin", args, code, &stderr)
+		}
+	}
+}
