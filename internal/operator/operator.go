@@ -142,11 +142,10 @@ func (o *Operator) EffectRecords(ctx context.Context, state string) ([]*store.Ef
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
-	if state == StateNeedsPerson {
-		now := o.cfg.Now()
-		list = slices.DeleteFunc(list, func(e *store.Effect) bool { return !NeedsPerson(e, now) })
-	}
 	slices.SortFunc(list, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
+	if state == StateNeedsPerson {
+		list = needingPerson(list, o.cfg.Now())
+	}
 	return list, nil
 }
 
@@ -377,6 +376,11 @@ func (o *Operator) VerifyChain(ctx context.Context, anchors []*receipt.Checkpoin
 	return jsonview.NewChainReport(rep, breaks, cps), nil
 }
 
+// needingPerson keeps, in place, the effects of list that need a person now (NeedsPerson).
+func needingPerson(list []*store.Effect, now time.Time) []*store.Effect {
+	return slices.DeleteFunc(list, func(e *store.Effect) bool { return !NeedsPerson(e, now) })
+}
+
 // Attention is what the console's attention page shows: the effects that need a person
 // (NeedsPerson), ordered by key, and how long until the next live lease of an executing effect
 // lapses (0: none). An effect whose lease lapses without any write (its holder died and no
@@ -396,7 +400,7 @@ func (o *Operator) Attention(ctx context.Context) (*Attention, error) {
 	}
 	slices.SortFunc(unsettled, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
 	now := o.cfg.Now()
-	a := &Attention{NeedsPerson: slices.DeleteFunc(slices.Clone(unsettled), func(e *store.Effect) bool { return !NeedsPerson(e, now) })}
+	a := &Attention{NeedsPerson: needingPerson(slices.Clone(unsettled), now)}
 	for _, e := range unsettled {
 		if e.State != store.Executing || !e.LeaseExpiresAt.After(now) {
 			continue

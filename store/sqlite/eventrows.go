@@ -156,15 +156,13 @@ func (t *txn) insertEventRows(events []store.Event, now time.Time, link *receipt
 		if n > 1 {
 			count, moreArg = integer(int64(n)), jsonArg(more)
 		}
-		var id int64
-		var err error
+		q, args := insertEventRowSQL, [...]arg{text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
+			text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg, {}}
+		bound := len(args) - 1 // the seq only for the row that links the write's receipt
 		if linkAt >= first && linkAt < first+n {
-			id, err = t.c.insertArgs(insertLinkedEventRowSQL, text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
-				text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg, integer(link.seq))
-		} else {
-			id, err = t.c.insertArgs(insertEventRowSQL, text(e.Kind), integer(e.Time.UnixNano()), text(e.ActionID),
-				text(e.EffectKey), text(e.ApprovalID), jsonArg(e.Payload), count, moreArg)
+			q, args[8], bound = insertLinkedEventRowSQL, integer(link.seq), len(args)
 		}
+		id, err := t.c.insertArgs(q, args[:bound]...)
 		if err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
