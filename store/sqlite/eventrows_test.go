@@ -360,3 +360,39 @@ func TestReceiptLinksFewerFrames(t *testing.T) {
 		t.Errorf("a protected call commits %.2f frames at schema %d and %.2f at schema %d: want at least 1.5 fewer", old, receiptLinksVersion-1, cur, latestVersion())
 	}
 }
+
+// TestReaderOfSchema20And21: a reader of this version opens a store a writer left at schema 20
+// (one event a row, receipt indexes) or 21 (event rows, receipt indexes, no links) without
+// migrating it, and reads its events, last event id and receipts by action and effect.
+func TestReaderOfSchema20And21(t *testing.T) {
+	t.Parallel()
+	for _, version := range []int{eventRowsVersion - 1, receiptLinksVersion - 1} {
+		url := backend.New(t)
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		w := openAtVersion(t, url, version)
+		for i := range 2 {
+			protectedCall(t, w, i, now)
+		}
+		want, err := w.Events(t.Context(), store.EventFilter{})
+		if err != nil || len(want) != 10 {
+			t.Fatalf("schema %d: Events() = %d, %v; want 10", version, len(want), err)
+		}
+		w.Close()
+		r, err := Open(t.Context(), url, &Config{ReadOnly: true})
+		if err != nil {
+			t.Fatalf("read-only Open of schema %d: %v", version, err)
+		}
+		if v, err := schemaVersion(t.Context(), r.r); err != nil || v != version {
+			t.Fatalf("read-only Open migrated schema %d to %d (%v)", version, v, err)
+		}
+		got, err := r.Events(t.Context(), store.EventFilter{AfterID: 2, Limit: 4})
+		if err != nil || len(got) != 4 || got[0].ID != 3 || got[0].Kind != want[2].Kind {
+			t.Errorf("schema %d: Events(after 2, limit 4) = %v, %v", version, got, err)
+		}
+		if last, err := r.LastEventID(t.Context()); err != nil || last != want[len(want)-1].ID {
+			t.Errorf("schema %d: LastEventID() = %d, %v; want %d", version, last, err, want[len(want)-1].ID)
+		}
+		checkReceiptLinks(t, r)
+		r.Close()
+	}
+}
