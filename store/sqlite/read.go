@@ -173,7 +173,8 @@ func receiptsQuery(f store.ReceiptFilter, links bool) (string, []any, error) {
 		if links {
 			// From schema 22 receipts have no index of their own on these columns: the event
 			// rows that link them do (eventrows.go).
-			where = append(where, "seq IN (SELECT seq FROM events WHERE "+strings.Join(keys, " AND ")+" AND seq IS NOT NULL)")
+			// Qualified: an unqualified seq would name the receipt's own when events has none.
+			where = append(where, "seq IN (SELECT v.seq FROM events v WHERE v."+strings.Join(keys, " AND v.")+" AND v.seq IS NOT NULL)")
 			args = append(args, keyArgs...)
 		}
 	}
