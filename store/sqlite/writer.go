@@ -341,7 +341,10 @@ func (c *wconn) anyArgs(q string, args []any) ([]arg, error) {
 // (TestPragmas): WAL, the URL's synchronous, foreign keys, busy_timeout and the backstop
 // checkpoint interval. The file exists already (openWriter created it with its mode).
 func openWConn(loc location) (*wconn, error) {
-	c, err := zsqlite.OpenConn(uri(loc.path), zsqlite.OpenReadWrite|zsqlite.OpenURI)
+	if err := registerWALVFS(); err != nil {
+		return nil, err
+	}
+	c, err := zsqlite.OpenConn(dsn(loc.path, "vfs="+walVFSName), zsqlite.OpenReadWrite|zsqlite.OpenURI)
 	if err != nil {
 		return nil, err
 	}
