@@ -94,7 +94,7 @@ type walFile struct {
 	buf     uintptr // the bytes gathered, in SQLite's memory
 	n, size int     // bytes gathered; bytes buf can hold
 	off     int64   // the file offset of the first byte gathered
-	commit  bool    // the last write was the header of a commit frame
+	commit  bool    // the last frame header written was a commit frame's
 	pending bool    // n > 0: bytes not yet written
 }
 
@@ -242,7 +242,7 @@ func (f *walFile) flush(tls *libc.TLS) int32 {
 		return sqlite3.SQLITE_OK
 	}
 	b, n, off := f.buf, f.n, f.off
-	f.pending, f.commit, f.n = false, false, 0
+	f.pending, f.n = false, 0
 	for n > 0 {
 		m := min(n, walWriteMax)
 		if rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&struct{ uintptr }{f.base.FxWrite})))(tls, f.pFile, b, int32(m), off); rc != sqlite3.SQLITE_OK {
@@ -278,12 +278,14 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 	copy(unsafe.Slice((*byte)(cptr(f.buf+uintptr(f.n))), iAmt), data)
 	f.n += int(iAmt)
 	switch {
-	case f.commit:
-		// The page of a commit frame: the transaction is complete.
-		return f.flush(tls)
 	case iAmt == walFrameHeader:
 		walCounts.frames.Add(1)
 		f.commit = binary.BigEndian.Uint32(data[4:8]) != 0
+	case f.commit:
+		// The page of a commit frame (or a part of it, where SQLite syncs inside a frame): the
+		// transaction is complete. Until the next frame's header, each write is written as it
+		// comes, as SQLite's own VFS would.
+		return f.flush(tls)
 	case f.n >= walBufferMax:
 		return f.flush(tls)
 	}

@@ -229,3 +229,52 @@ func fileSize(t *testing.T, path string) int64 {
 	}
 	return fi.Size()
 }
+
+// TestWALWriterCommitFrameWrittenWhole: every byte written after a commit frame's header is
+// written at once, also when SQLite writes the frame's page in two parts (it syncs inside a
+// frame when it pads a commit to a sector boundary), so no part of a commit waits for a later
+// write.
+func TestWALWriterCommitFrameWrittenWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	a := walConn(t, path, true)
+	walSchema(t, a)
+	walExec(t, a, `BEGIN IMMEDIATE`) // the write lock, so that nobody else appends meanwhile
+	f := walFileNamed(t, path+"-wal")
+	off := fileSize(t, path+"-wal")
+	tls := libc.NewTLS()
+	defer tls.Close()
+	write := func(b []byte) {
+		t.Helper()
+		if rc := walWrite(tls, f.pFile, uintptr(unsafe.Pointer(&b[0])), int32(len(b)), off); rc != sqlite3.SQLITE_OK {
+			t.Fatalf("walWrite: %d", rc)
+		}
+		off += int64(len(b))
+	}
+	// Frames beyond the end of the log, which SQLite never reads: a frame, then a commit
+	// frame whose page comes in two parts.
+	header := func(commit bool) []byte {
+		h := make([]byte, walFrameHeader)
+		h[3] = 1 // page 1
+		if commit {
+			h[7] = 9 // the database's size after the commit
+		}
+		return h
+	}
+	page := make([]byte, 4096)
+	write(header(false))
+	write(page)
+	if !f.pending {
+		t.Fatal("a frame that is not a commit frame was written at once; want it gathered")
+	}
+	write(header(true))
+	write(page[:1000])
+	if f.pending || fileSize(t, path+"-wal") != off {
+		t.Fatalf("after the first part of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending, fileSize(t, path+"-wal"), off)
+	}
+	write(page[1000:])
+	if f.pending || fileSize(t, path+"-wal") != off {
+		t.Fatalf("after the rest of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending, fileSize(t, path+"-wal"), off)
+	}
+	walExec(t, a, `ROLLBACK`)
+	walIntegrity(t, path)
+}
