@@ -250,6 +250,12 @@ func (w *writer) commit(t *txn, abort func(error)) {
 	}
 	w.commits.Add(1)
 	w.ckpt.committed()
+	if w.ckpt.restartDue() {
+		// Copies what was committed since the checkpointer's last pass, so that the next
+		// commit starts the log over; a failure (a reader still holds the log) leaves that to
+		// a later pass, and to SQLite's own checkpoint at wal_autocheckpoint.
+		_ = t.c.pragma(`PRAGMA wal_checkpoint(PASSIVE)`)
+	}
 }
 
 // close refuses new requests, fails the queued ones, waits for a running batch, closes the writer

@@ -352,3 +352,73 @@ func TestCheckpointPages(t *testing.T) {
 		t.Errorf("OpenDB: wal_autocheckpoint = %d, %v; want %d", n, err, walCheckpointPages)
 	}
 }
+
+// TestWriterStartsTheLogOver: the checkpointer, once the log is long, copies it pass after pass
+// and then asks the writer to start it over; the writer's next commit copies what is left and
+// the commit after it starts the log from its beginning. Without this the log grows to
+// wal_autocheckpoint pages and the commit that crosses it copies everything since the
+// checkpointer's last pass while callers wait.
+func TestWriterStartsTheLogOver(t *testing.T) {
+	t.Parallel()
+	url := backend.New(t) + "?synchronous=normal"
+	s := open(t, url, nil)
+	// The checkpointer's passes run when this test says, not 20 ms after a commit.
+	if err := s.wr.ckpt.close(); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := parseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := startCheckpointer(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ck.stop) // its goroutine ends; its connection stays open for the passes below
+	<-ck.done
+	ck.stop, ck.done = make(chan struct{}), make(chan struct{})
+	close(ck.done)
+	s.wr.ckpt = ck
+	logged := func() int {
+		t.Helper()
+		var busy, logged, copied int
+		writerQuery(t, s, `PRAGMA wal_checkpoint(PASSIVE)`, &busy, &logged, &copied)
+		return logged
+	}
+
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	i := 0
+	for ; i < 20; i++ {
+		protectedCall(t, s, i, now)
+	}
+	ck.pass(t.Context())
+	if ck.restartDue() {
+		t.Fatalf("a log of 20 calls asked for a restart; want none below %d frames", restartFrames)
+	}
+	// Grow the log past restartFrames (and short of wal_autocheckpoint): nothing has started it
+	// over yet, so the WAL file's size counts its frames.
+	for (fileSize(t, loc.path+"-wal")-32)/(24+4096) < restartFrames+100 {
+		protectedCall(t, s, i, now)
+		i++
+	}
+	ck.pass(t.Context())
+	if !ck.restart.Load() {
+		t.Fatalf("a log copied whole after %d calls did not ask the writer to start it over", i)
+	}
+	// Commits go on while the checkpointer's request waits for the writer: what they append is
+	// not copied.
+	ck.restart.Store(false)
+	for range 30 {
+		protectedCall(t, s, i, now)
+		i++
+	}
+	ck.restart.Store(true)
+	protectedCall(t, s, i, now) // its commit copies the rest
+	if ck.restart.Load() {
+		t.Fatal("the writer's commit did not take the request to start the log over")
+	}
+	protectedCall(t, s, i+1, now) // its commit starts the log over
+	if n := logged(); n > 40 {
+		t.Fatalf("after the writer's checkpoint and one more call the log holds %d frames; want it started over (one call's frames)", n)
+	}
+}
