@@ -74,10 +74,18 @@ const batchTimeout = 30 * time.Second
 // array of keys), so a plan made once per connection serves every batch; left to choose, the
 // server re-plans the array reads of effects and approvals at every execution (a custom plan
 // for a one-element array looks cheaper than the generic one), which measured 32 µs of the
-// server's time per read, two reads a call. Both settings are transaction-local (set_config's
-// is_local), in one statement: nothing is left on the session for a pooler to carry.
+// server's time per read, two reads a call.
+//
+// A plan made once must stay right as the tables grow, and the generic plan of an = ANY read is
+// costed for ten keys: made while the table is small (a new store, or a connection opened early)
+// a sequential scan looks cheaper than the index, and it stays the plan — scanning the whole
+// table at every read — until the table's statistics change (an autovacuum analyze). So the
+// batch turns sequential scans off: its reads take their key's index whatever the table's size
+// when they were planned. Every setting is transaction-local (set_config's is_local), in one
+// statement: nothing is left on the session for a pooler to carry.
 var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
-	"SELECT set_config('idle_in_transaction_session_timeout', '30s', true), set_config('plan_cache_mode', 'force_generic_plan', true)"}
+	"SELECT set_config('idle_in_transaction_session_timeout', '30s', true), set_config('plan_cache_mode', 'force_generic_plan', true), " +
+		"set_config('enable_seqscan', 'off', true)"}
 
 // plannedWrite is a write method that reads at most one effect and one approval and decides
 // with a pure planner: Reserve and Record.
