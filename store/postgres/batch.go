@@ -69,15 +69,24 @@ const leaders = 1
 // cancellation ends it; a caller whose write was taken waits for the batch's answer.
 const batchTimeout = 30 * time.Second
 
-// beginStatements begin a batch's transaction as begin does a write method's, and set generic
-// plans for it. Every statement of a batch finds its rows by key (a primary key, = ANY of an
-// array of keys), so a plan made once per connection serves every batch; left to choose, the
-// server re-plans the array reads of effects and approvals at every execution (a custom plan
-// for a one-element array looks cheaper than the generic one), which measured 32 µs of the
-// server's time per read, two reads a call. Both settings are transaction-local (set_config's
-// is_local), in one statement: nothing is left on the session for a pooler to carry.
-var beginStatements = []string{"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
-	"SELECT set_config('idle_in_transaction_session_timeout', '30s', true), set_config('plan_cache_mode', 'force_generic_plan', true)"}
+// beginBatch begins a batch's transaction as begin does a write method's. The statement after it,
+// the lock of the chain head (queries.lockHeadBatch), also sets the transaction's settings, so
+// that they cost no statement of their own: two a call, each a round of the server's executor.
+//
+// The settings give the batch generic plans. Every statement of a batch finds its rows by key (a
+// primary key, = ANY of an array of keys), so a plan made once per connection serves every
+// batch; left to choose, the server re-plans the array reads of effects and approvals at every
+// execution (a custom plan for a one-element array looks cheaper than the generic one), which
+// measured 32 µs of the server's time per read, two reads a call.
+//
+// A plan made once must stay right as the tables grow, and the generic plan of an = ANY read is
+// costed for ten keys: made while the table is small (a new store, or a connection opened early)
+// a sequential scan looks cheaper than the index, and it stays the plan — scanning the whole
+// table at every read — until the table's statistics change (an autovacuum analyze). So the
+// batch turns sequential scans off: its reads take their key's index whatever the table's size
+// when they were planned. Every setting is transaction-local (set_config's is_local): nothing
+// is left on the session for a pooler to carry.
+const beginBatch = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 
 // plannedWrite is a write method that reads at most one effect and one approval and decides
 // with a pure planner: Reserve and Record.
@@ -447,9 +456,7 @@ func (s *Store) skewAfterBatch(ctx context.Context, batch []*queuedWrite) {
 func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWrite) (*witness, batchOutcome, error) {
 	// Begin, lock the head and read every row the deciders need.
 	reads := &pgx.Batch{}
-	for _, q := range beginStatements {
-		reads.Queue(q)
-	}
+	reads.Queue(beginBatch)
 	var keys, ids, actions []string
 	for _, q := range batch {
 		if q.pw.effectKey != "" {
@@ -462,7 +469,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			actions = append(actions, q.pw.once)
 		}
 	}
-	reads.Queue(s.q.lockHead)
+	reads.Queue(s.q.lockHeadBatch)
 	if len(keys) > 0 {
 		reads.Queue(s.q.readEffects, keys)
 	}
@@ -473,15 +480,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		reads.Queue(s.q.recorded, actions)
 	}
 	br := tx.SendBatch(ctx, reads)
-	var err error
-	for range beginStatements {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
-	}
+	_, err := br.Exec()
 	var head receipt.Head // the chain head before this batch's receipts
 	if err == nil {
-		err = br.QueryRow().Scan(&head.Seq, &head.Hash)
+		var settings [3]string
+		err = br.QueryRow().Scan(&head.Seq, &head.Hash, &settings[0], &settings[1], &settings[2])
 	}
 	effects := make(map[string]*store.Effect, len(keys))
 	approvals := make(map[string]*store.Approval, len(ids))

@@ -374,3 +374,104 @@ func TestGroupCommitCut(t *testing.T) {
 		t.Errorf("every cut batch must be settled one way or the other, and both ways must occur")
 	}
 }
+
+// An effect row that another transaction inserts while a batch of reservations inserts the same
+// key fails the batch's insert (a unique violation: the batch inserts with no ON CONFLICT), and
+// so the whole batch: nothing of it is committed, and each reservation is decided again alone,
+// from the rows as they now are. Here the batch waits on the other transaction's uncommitted row,
+// which then commits: that key's reservation finds it held, the two others are reserved.
+func TestGroupCommitInsertConflict(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := openFresh(t)
+	now := time.Now()
+	const n = 3
+	calls := make([]cutCall, n)
+	for i := range calls {
+		calls[i] = newCutCall(fmt.Sprintf("insert-conflict:%d", i))
+	}
+	conn, err := pgx.ConnectConfig(ctx, st.conn.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO `+st.quoted()+`.effects
+		(effect_key, state, attempt, action_id, action, action_hash, lease_expires_at, created_at, updated_at)
+		VALUES ($1, 'executing', 1, 'elsewhere', 'billing.charge', 'other', $2, $3, $3)`,
+		calls[1].key, now.Add(time.Hour).UnixNano(), now.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	var pid uint32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	before := st.WriteTransactions()
+	reserved := make([]*store.ReserveResult, n)
+	errs := make([]error, n)
+	wait := gate(t, st, n, func(i int) {
+		reserved[i], errs[i] = st.Reserve(ctx, calls[i].reserveReq(now))
+	})
+	// Commit the other row only once the batch waits for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never waited for the other transaction's row")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	for i, r := range reserved {
+		if errs[i] != nil {
+			t.Fatalf("Reserve #%d: %v", i, errs[i])
+		}
+		row, err := st.Effect(ctx, calls[i].key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i == 1 && (r.Reserved || row.ActionID != "elsewhere"):
+			t.Errorf("Reserve #1 = %+v, effect %+v: want not reserved, the other transaction's row kept", r, row)
+		case i != 1 && (!r.Reserved || row.ActionID != calls[i].actionID || row.State != store.Executing):
+			t.Errorf("Reserve #%d = %+v, effect %+v: want reserved", i, r, row)
+		}
+	}
+	if got := st.WriteTransactions() - before; got != n {
+		t.Errorf("%d commits for the reservations, want %d: the batch must roll back and each reservation commit alone", got, n)
+	}
+	// The events of the rolled-back batch are gone: each action has the events of its own
+	// transaction only.
+	for i, c := range calls {
+		evs, err := st.Events(ctx, store.EventFilter{ActionID: c.actionID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]int{}
+		for _, e := range evs {
+			kinds[e.Kind]++
+		}
+		for kind, k := range kinds {
+			if k != 1 {
+				t.Errorf("action #%d has %d %s events, want those of one reservation: %v", i, k, kind, kinds)
+			}
+		}
+		if len(evs) == 0 {
+			t.Errorf("action #%d has no events", i)
+		}
+	}
+}

@@ -36,6 +36,7 @@ type queries struct {
 	insertEvent, insertEventWithID, bumpHead, insertReceipt string
 	insertEvents                                            string
 	readEffects, readApprovals, appendReceipts, lockHead    string
+	lockHeadBatch                                           string
 	recorded                                                string
 	witness, head, listEffects, listApprovals               string
 	listApprovalsOfHash                                     string
@@ -96,6 +97,8 @@ func newQueries(schema string, version int) queries {
 		approvalValues = `, $15, $16, $17`
 		insertColumns = 17
 	}
+	effectInsert := `INSERT INTO {s}.effects (` + effectWrite + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12` + effectValues + `)`
 	var answers answerQueries
 	if version >= answersVersion {
 		answers = newAnswerQueries(schema, approvalRead, version)
@@ -110,9 +113,14 @@ func newQueries(schema string, version int) queries {
 		pendingByHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE action_hash = $1 AND status = 'pending'`),
 		answeredByHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals
 			WHERE action_hash = $1 AND status IN ('granted', 'denied', 'consumed') ORDER BY created_at DESC, approval_id DESC LIMIT 1`),
-		readEffect: r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = $1`),
-		insertEffect: r.Replace(`INSERT INTO {s}.effects (` + effectWrite + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12` + effectValues + `) ON CONFLICT (effect_key) DO NOTHING`),
+		readEffect:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE effect_key = $1`),
+		insertEffect: r.Replace(effectInsert + ` ON CONFLICT (effect_key) DO NOTHING`),
+		// A batch's insert of an effect: a row there already is a unique_violation, which aborts
+		// the batch's transaction as mustOne's error does. ON CONFLICT would make it a speculative
+		// insertion: a probe of the primary key before the row is written and one more WAL record
+		// to confirm it, for a conflict that is rare (the batch read the key's row after locking
+		// the chain head) and that must fail the batch's transaction either way.
+		mustInsertEffect: r.Replace(effectInsert),
 		// The compare-and-set of docs/guarantees.md#atomicity: the row must still be exactly the holder, state,
 		// attempt and lease that the decider saw. The lease is compared too, so a lapse decided
 		// from an old lease cannot overwrite a lease the holder has just extended.
@@ -154,6 +162,12 @@ func newQueries(schema string, version int) queries {
 		// Every planned write (batch.go) locks the head first, before any effect or approval row:
 		// the lock order of the package documentation.
 		lockHead: r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1 FOR UPDATE`),
+		// The batch's lock of the head sets its transaction's settings too (batch.go, beginBatch):
+		// the idle timeout begin sets, generic plans, and no sequential scans. They apply from the
+		// next statement on, and every read of a batch comes after this one.
+		lockHeadBatch: r.Replace(`SELECT seq, hash, set_config('idle_in_transaction_session_timeout', '30s', true),
+			set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)
+			FROM {s}.chain_head WHERE id = 1 FOR UPDATE`),
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
@@ -213,15 +227,14 @@ func newQueries(schema string, version int) queries {
 	}
 	q.eventPresent = r.Replace(`SELECT count(*) FROM {s}.events WHERE action_id = $3 AND kind = $1 AND at = $2
 		AND effect_key = $4 AND approval_id = $5 AND payload IS NOT DISTINCT FROM $6`)
-	q.mustInsertEffect, q.mustCASEffect, q.mustCASApproval = mustOne(q.insertEffect), mustOne(q.casEffect), mustOne(q.casApproval)
+	q.mustCASEffect, q.mustCASApproval = mustOne(q.casEffect), mustOne(q.casApproval)
 	return q
 }
 
-// mustOne wraps a statement that must change exactly one row (an INSERT … ON CONFLICT DO
-// NOTHING, a compare-and-set) into one that fails when it changes none: 1 / 0 is a
-// division_by_zero error. A batch sends its COMMIT behind its writes without waiting for their
-// replies (batch.go), so a write that finds its row changed must abort the transaction on the
-// server, not merely report no row to the client.
+// mustOne wraps a statement that must change exactly one row (a compare-and-set) into one that
+// fails when it changes none: 1 / 0 is a division_by_zero error. A batch sends its COMMIT behind
+// its writes without waiting for their replies (batch.go), so a write that finds its row changed
+// must abort the transaction on the server, not merely report no row to the client.
 func mustOne(stmt string) string {
 	return `WITH w AS (` + stmt + ` RETURNING 1) SELECT 1 / count(*)::int FROM w`
 }
