@@ -159,6 +159,10 @@ type queuedWrite struct {
 	state atomic.Int32 // groupcommit.Queued, Taken or Abandoned
 	done  chan struct{}
 
+	// token is the TokenCheck of the write's context, or nil: decided in the batch's
+	// transaction, from the token rows its reads include.
+	token *store.TokenCheck
+
 	// The answer, set before done is closed: the batch's witness of this write, or alone set
 	// when the write is to run in its own transaction (after lost, when not nil: the part of a
 	// batch whose commit was lost and did not land).
@@ -203,7 +207,7 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 	if t := s.fillTxnOf(ctx); t != nil {
 		return t.fill(ctx, pw.op, pw.run) // a write method called by Fill: in Fill's transaction (fill.go)
 	}
-	q := &queuedWrite{pw: pw, done: make(chan struct{})}
+	q := &queuedWrite{pw: pw, token: store.TokenCheckOf(ctx), done: make(chan struct{})}
 	b := s.batch
 	b.mu.Lock()
 	b.queue = append(b.queue, q)
@@ -450,8 +454,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	for _, q := range beginStatements {
 		reads.Queue(q)
 	}
-	var keys, ids, actions []string
+	var keys, ids, actions, hashes []string
 	for _, q := range batch {
+		if q.token != nil && !slices.Contains(hashes, q.token.Hash) {
+			hashes = append(hashes, q.token.Hash)
+		}
 		if q.pw.effectKey != "" {
 			keys = append(keys, q.pw.effectKey)
 		}
@@ -471,6 +478,9 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	}
 	if len(actions) > 0 {
 		reads.Queue(s.q.recorded, actions)
+	}
+	if len(hashes) > 0 {
+		reads.Queue(s.q.tokensByHash, hashes)
 	}
 	br := tx.SendBatch(ctx, reads)
 	var err error
@@ -516,11 +526,31 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil
 		})
 	}
+	tokens := make(map[string]*store.Token, len(hashes))
+	if err == nil && len(hashes) > 0 {
+		err = readRows(br, func(rows pgx.Rows) error {
+			tk, err := scanToken(rows)
+			if err != nil {
+				return err
+			}
+			tokens[tk.Hash] = tk
+			return nil
+		})
+	}
 	if cerr := br.Close(); err != nil || cerr != nil {
 		return nil, batchAlone, nil
 	}
 	receipts := 0
 	for _, q := range batch {
+		if q.token != nil {
+			if err := q.token.Decide(tokens[q.token.Hash]); err != nil {
+				// Refused: it writes nothing, and is answered with the refusal if the batch
+				// commits (store.TokenCheck).
+				q.err = fmt.Errorf("%s: %w", q.pw.op, err)
+				q.p = &plan{result: func([]store.Event, *receipt.Sealed) any { return nil }}
+				continue
+			}
+		}
 		if recorded[q.pw.once] {
 			// Refused: it writes nothing, and is answered with the refusal if the batch commits.
 			q.err = q.pw.refusedOnce()

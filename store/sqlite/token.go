@@ -69,6 +69,19 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, err
 
 const selectToken = `SELECT ` + tokenColumns + ` FROM tokens WHERE hash = ?`
 
+// checkToken reads the token of tc in the write transaction t and decides it (store.TokenCheck).
+func (t *txn) checkToken(tc *store.TokenCheck) error {
+	var tk *store.Token
+	_, err := t.c.queryRowArgs(selectToken, []arg{text(tc.Hash)}, func(sc scanner) (err error) {
+		tk, err = scanToken(sc)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read the call's token: %w", err)
+	}
+	return tc.Decide(tk)
+}
+
 // Tokens returns every token in creation order.
 func (s *Store) Tokens(ctx context.Context) ([]*store.Token, error) {
 	if s.readOnly && s.version < tokensVersion {
