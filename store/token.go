@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -89,32 +88,26 @@ func TokenCheckOf(ctx context.Context) *TokenCheck {
 // caller's request was then checked against the store as it was after the request arrived.
 func (c *TokenCheck) Confirmed() bool { return c.confirmed.Load() }
 
-// Decide is the stores' decision on the token row a write's transaction read by c.Hash (nil
-// when no row has it): a *TokenRefusedError for an unknown or revoked token, which refuses the
-// write before it writes anything; otherwise nil, and c is confirmed.
-func (c *TokenCheck) Decide(tk *Token) error {
-	if tk == nil || !tk.RevokedAt.IsZero() {
-		return &TokenRefusedError{Token: tk}
+// Decide is the stores' decision on what a write's transaction read of the token of c.Hash:
+// valid when a row has the hash and is not revoked. Otherwise it returns a *TokenRefusedError,
+// which refuses the write before it writes anything; when valid, c is confirmed.
+func (c *TokenCheck) Decide(valid bool) error {
+	if !valid {
+		return &TokenRefusedError{}
 	}
 	c.confirmed.Store(true)
 	return nil
 }
 
 // ErrTokenRefused is matched (errors.Is) by a *TokenRefusedError.
-var ErrTokenRefused = errors.New("the API token is no longer valid")
+var ErrTokenRefused = errors.New("the API token is unknown to the store or revoked")
 
-// TokenRefusedError is a write refused by the TokenCheck of its context: Token is the token as
-// the write's transaction read it, revoked, or nil when the store knows no token of the hash.
-type TokenRefusedError struct {
-	Token *Token
-}
+// TokenRefusedError is a write refused by the TokenCheck of its context. It says no more than
+// that the token is no longer valid: the server that made the check reads the token again
+// (TokenStore.TokenByHash) to say why.
+type TokenRefusedError struct{}
 
-func (e *TokenRefusedError) Error() string {
-	if e.Token == nil {
-		return ErrTokenRefused.Error() + ": unknown token"
-	}
-	return fmt.Sprintf("%s: token %s was revoked at %s", ErrTokenRefused, e.Token.ID, e.Token.RevokedAt.UTC().Format(time.RFC3339))
-}
+func (e *TokenRefusedError) Error() string { return ErrTokenRefused.Error() }
 
 // Is matches ErrTokenRefused.
 func (e *TokenRefusedError) Is(target error) bool { return target == ErrTokenRefused }

@@ -480,7 +480,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 		reads.Queue(s.q.recorded, actions)
 	}
 	if len(hashes) > 0 {
-		reads.Queue(s.q.tokensByHash, hashes)
+		reads.Queue(s.q.validTokens, hashes)
 	}
 	br := tx.SendBatch(ctx, reads)
 	var err error
@@ -526,14 +526,14 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil
 		})
 	}
-	tokens := make(map[string]*store.Token, len(hashes))
+	valid := make(map[string]bool, len(hashes))
 	if err == nil && len(hashes) > 0 {
 		err = readRows(br, func(rows pgx.Rows) error {
-			tk, err := scanToken(rows)
-			if err != nil {
+			var hash string
+			if err := rows.Scan(&hash); err != nil {
 				return err
 			}
-			tokens[tk.Hash] = tk
+			valid[hash] = true
 			return nil
 		})
 	}
@@ -543,7 +543,7 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	receipts := 0
 	for _, q := range batch {
 		if q.token != nil {
-			if err := q.token.Decide(tokens[q.token.Hash]); err != nil {
+			if err := q.token.Decide(valid[q.token.Hash]); err != nil {
 				// Refused: it writes nothing, and is answered with the refusal if the batch
 				// commits (store.TokenCheck).
 				q.err = fmt.Errorf("%s: %w", q.pw.op, err)
