@@ -276,3 +276,38 @@ func TestRevokedTokenRefusedInBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiredTokenRefusedFromMemory: a token the server holds as verified is refused
+// token_expired on both routes of a call from the moment it expires, with nothing written —
+// its expiry is checked on every request, never trusted from memory. On both stores.
+func TestExpiredTokenRefusedFromMemory(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			s, reads := startCounting(t, backend)
+			secret, _, err := auth.CreateToken(t.Context(), s.g.Store().(store.TokenStore), &auth.NewToken{Kind: store.TokenAgent, Agent: "billing-worker", TTL: time.Minute}, s.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var held string
+			for i := range 2 {
+				r := s.do("POST", "/v1/actions", secret, charge(fmt.Sprintf("inv_exp_%d", i), 100))
+				if r.status != 200 {
+					t.Fatalf("POST /v1/actions = %d %s", r.status, r.raw)
+				}
+				held = r.body["action_id"].(string)
+			}
+			if n := reads.n.Load(); n != 1 {
+				t.Fatalf("two begins read the token %d times, want once", n)
+			}
+			s.clock.Add(2 * time.Minute)
+			before := s.footprint()
+			wantProblem(t, "begin after expiry", s.do("POST", "/v1/actions", secret, charge("inv_exp_new", 100)), 401, "token_expired")
+			wantProblem(t, "outcome after expiry", s.do("POST", "/v1/actions/"+held+"/outcome", secret, map[string]any{"outcome": "committed"}), 401, "token_expired")
+			if after := s.footprint(); after != before {
+				t.Errorf("the refused requests wrote: store %+v, was %+v", after, before)
+			}
+		})
+	}
+}
