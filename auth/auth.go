@@ -117,6 +117,9 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedToken // by HashToken of the secret: the secret itself is never kept
+	// known are the valid tokens last read from Tokens, by hash, for AuthenticateDeferred: a
+	// token found revoked or unknown by any read is forgotten.
+	known map[string]*store.Token
 }
 
 // tokenCacheMax bounds the tokens an Authenticator keeps in memory; past it the cache starts
@@ -203,6 +206,49 @@ func (a *Authenticator) Recheck(ctx context.Context, cred string) (*Caller, erro
 	return a.authenticate(ctx, cred, false)
 }
 
+// AuthenticateDeferred is Authenticate for a request whose writes confirm its API token in their
+// own transactions (store.TokenCheck): an API token this Authenticator read valid from the
+// store before is taken from memory, without a store read, and returned with the TokenCheck
+// that the request's writes must confirm (store.WithTokenCheck) — and that the caller must
+// confirm with Recheck before answering if no write did. A token read from the store now (the
+// first time, or after a refusal) returns a nil check: it was checked already. Its expiry is
+// checked on every request, as Authenticate checks it. With CacheTTL set, and for credentials
+// that are not API tokens, it is Authenticate, with a nil check.
+func (a *Authenticator) AuthenticateDeferred(ctx context.Context, cred string) (*Caller, *store.TokenCheck, error) {
+	if a.CacheTTL > 0 || !strings.HasPrefix(cred, TokenPrefix) {
+		c, err := a.authenticate(ctx, cred, true)
+		return c, nil, err
+	}
+	hash := HashToken(cred)
+	a.mu.Lock()
+	tk := a.known[hash]
+	a.mu.Unlock()
+	if tk == nil {
+		c, err := a.authenticate(ctx, cred, false)
+		return c, nil, err
+	}
+	c, err := a.callerOf(tk, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, &store.TokenCheck{Hash: hash}, nil
+}
+
+// remember keeps a token read valid from the store for AuthenticateDeferred (tk nil: forgets the
+// token of hash).
+func (a *Authenticator) remember(hash string, tk *store.Token) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if tk == nil {
+		delete(a.known, hash)
+		return
+	}
+	if a.known == nil || len(a.known) >= tokenCacheMax {
+		a.known = make(map[string]*store.Token)
+	}
+	a.known[hash] = tk
+}
+
 func (a *Authenticator) authenticate(ctx context.Context, cred string, cached bool) (*Caller, error) {
 	if cred == "" {
 		return nil, authError(http.StatusUnauthorized, "unauthenticated", "no credential: send Authorization: Bearer TOKEN")
@@ -210,7 +256,21 @@ func (a *Authenticator) authenticate(ctx context.Context, cred string, cached bo
 	if !strings.HasPrefix(cred, TokenPrefix) {
 		return a.verified(ctx, cred)
 	}
-	tk, err := a.token(ctx, HashToken(cred), cached)
+	hash := HashToken(cred)
+	tk, err := a.token(ctx, hash, cached)
+	c, cerr := a.callerOf(tk, err)
+	switch {
+	case a.CacheTTL > 0:
+	case cerr == nil:
+		a.remember(hash, tk)
+	case err == nil || errors.Is(err, store.ErrNotFound):
+		a.remember(hash, nil) // revoked, expired or unknown now: never taken from memory again
+	}
+	return c, cerr
+}
+
+// callerOf is the caller of the API token tk, read with err, or the refusal of it.
+func (a *Authenticator) callerOf(tk *store.Token, err error) (*Caller, error) {
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now

@@ -110,7 +110,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
-	ctx := latch.WithPrincipal(r.Context(), c.principal)
+	ctx := latch.WithPrincipal(c.withCheck(r.Context()), c.principal)
 	if key != "" {
 		ctx = latch.WithRequestKey(ctx, key)
 	}
@@ -267,7 +267,7 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	id := r.PathValue("id")
-	rc, err := s.g.Finish(latch.WithPrincipal(r.Context(), c.principal), id, o, result, req.Error)
+	rc, err := s.g.Finish(latch.WithPrincipal(c.withCheck(r.Context()), c.principal), id, o, result, req.Error)
 	if rc == nil {
 		writeProblem(w, problemOf(err))
 		return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,11 +23,21 @@ type caller struct {
 	cred      string
 	console   bool
 	expiresAt time.Time
+	// check, when not nil, is the API token taken from the server's memory of tokens it
+	// verified: the request's writes confirm it in their transactions, and its answer is held
+	// until one did or the store was read (confirmWriter).
+	check *store.TokenCheck
 }
 
 // authenticate reads the bearer credential of r. Each way it can be wrong is its own problem,
 // and none of them writes anything.
 func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
+	return s.authenticateAs(r, false)
+}
+
+// authenticateAs is authenticate; deferred takes an API token verified before from memory, with
+// the check the request's writes confirm (auth.Authenticator.AuthenticateDeferred).
+func (s *Server) authenticateAs(r *http.Request, deferred bool) (*caller, *Problem) {
 	h := r.Header.Get("Authorization")
 	if h == "" && r.Method == http.MethodGet && r.URL.Path == "/v1/events" && s.con != nil {
 		// The console's pages follow the event stream with the browser's session cookie:
@@ -43,16 +54,83 @@ func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
 		return nil, problem(http.StatusUnauthorized, "unauthenticated", "the Authorization header must be Bearer TOKEN")
 	}
-	c, err := s.auth.Authenticate(r.Context(), cred)
-	if err != nil {
-		var ae *auth.AuthError
-		if !errors.As(err, &ae) {
-			ae = &auth.AuthError{Status: http.StatusServiceUnavailable, Reason: "store_unavailable", Detail: err.Error()}
-		}
-		return nil, problem(ae.Status, ae.Reason, ae.Detail)
+	var c *auth.Caller
+	var check *store.TokenCheck
+	var err error
+	if deferred {
+		c, check, err = s.auth.AuthenticateDeferred(r.Context(), cred)
+	} else {
+		c, err = s.auth.Authenticate(r.Context(), cred)
 	}
-	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method, cred: cred, expiresAt: c.ExpiresAt}, nil
+	if err != nil {
+		return nil, authProblem(err)
+	}
+	return &caller{kind: c.Kind, principal: c.Principal, approver: c.Approver, method: c.Method, cred: cred, expiresAt: c.ExpiresAt, check: check}, nil
 }
+
+// authProblem is the answer to a refused credential.
+func authProblem(err error) *Problem {
+	var ae *auth.AuthError
+	if !errors.As(err, &ae) {
+		ae = &auth.AuthError{Status: http.StatusServiceUnavailable, Reason: "store_unavailable", Detail: err.Error()}
+	}
+	return problem(ae.Status, ae.Reason, ae.Detail)
+}
+
+// withCheck returns ctx carrying the caller's token check, if any: the request's writes confirm
+// its token in their own transactions.
+func (c *caller) withCheck(ctx context.Context) context.Context {
+	if c.check == nil {
+		return ctx
+	}
+	return store.WithTokenCheck(ctx, c.check)
+}
+
+// confirmWriter holds the answer of a request whose API token was taken from memory
+// (caller.check) until the token is confirmed: by a write of the request, inside its
+// transaction, or else by reading the store when the answer begins. A token revoked meanwhile
+// — by any process sharing the store — gets the 401 that authenticate gives, instead of the
+// answer; its writes were refused in their transactions and wrote nothing.
+type confirmWriter struct {
+	http.ResponseWriter
+	s       *Server
+	r       *http.Request
+	c       *caller
+	decided bool
+	refused bool
+}
+
+// confirm decides, once, whether the answer may be written.
+func (w *confirmWriter) confirm() {
+	if w.decided {
+		return
+	}
+	w.decided = true
+	if w.c.check.Confirmed() {
+		return
+	}
+	if _, err := w.s.auth.Recheck(w.r.Context(), w.c.cred); err != nil {
+		w.refused = true
+		clear(w.ResponseWriter.Header())
+		writeProblem(w.ResponseWriter, authProblem(err))
+	}
+}
+
+func (w *confirmWriter) WriteHeader(status int) {
+	if w.confirm(); !w.refused {
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *confirmWriter) Write(b []byte) (int, error) {
+	if w.confirm(); w.refused {
+		return len(b), nil // the refusal is the answer
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is for http.ResponseController.
+func (w *confirmWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // agentOnly refuses a person's credential where a principal proposes.
 func (c *caller) agentOnly() *Problem {

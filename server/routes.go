@@ -62,6 +62,9 @@ func (s *Server) routes() http.Handler {
 	methods := map[string][]string{}
 	for _, rt := range s.table() {
 		rt := rt
+		// The two requests of every call take an API token verified before from memory, and
+		// confirm it in the transactions that reserve and record (confirmWriter).
+		hot := rt.method == http.MethodPost && (rt.pattern == "/v1/actions" || rt.pattern == "/v1/actions/{id}/outcome")
 		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 			// A caller's W3C traceparent makes the pipeline's spans children of its own. Without
 			// one there is nothing to extract, and the request is not copied for it.
@@ -71,9 +74,12 @@ func (s *Server) routes() http.Handler {
 			var c *caller
 			if rt.auth {
 				var p *Problem
-				if c, p = s.authenticate(r); p != nil {
+				if c, p = s.authenticateAs(r, hot); p != nil {
 					writeProblem(w, p)
 					return
+				}
+				if c.check != nil {
+					w = &confirmWriter{ResponseWriter: w, s: s, r: r, c: c}
 				}
 			}
 			rt.h(w, r, c)

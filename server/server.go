@@ -85,8 +85,10 @@ type Config struct {
 	Now       func() time.Time // token expiry clock; default time.Now
 	// TokenCache, when positive, is how long a verified API token is trusted before the store
 	// is read again (auth.Authenticator.CacheTTL): a revoked token is then refused from at most this
-	// long after its revocation. Zero (the default) or negative reads the store on every
-	// request, so a revoked token is refused from the next one. An open event stream reads
+	// long after its revocation. Zero (the default) or negative refuses a revoked token from the
+	// next request: the store is read on every request, except that the two requests of a call
+	// (POST /v1/actions and its outcome) with a token verified before have it read by the
+	// transaction that writes for them (store.TokenCheck). An open event stream reads
 	// past the cache: it checks its token again every second.
 	TokenCache time.Duration
 	// CheckpointKey is the public key of the store's signed checkpoints (latch checkpoint):

@@ -168,6 +168,10 @@ type queuedWrite struct {
 	state atomic.Int32 // groupcommit.Queued, Taken or Abandoned
 	done  chan struct{}
 
+	// token is the TokenCheck of the write's context, or nil: decided in the batch's
+	// transaction, from the token rows its reads include.
+	token *store.TokenCheck
+
 	// The answer, set before done is closed: the batch's witness of this write, or alone set
 	// when the write is to run in its own transaction (after lost, when not nil: the part of a
 	// batch whose commit was lost and did not land).
@@ -212,7 +216,7 @@ func (s *Store) planned(ctx context.Context, pw *plannedWrite) (*witness, error)
 	if t := s.fillTxnOf(ctx); t != nil {
 		return t.fill(ctx, pw.op, pw.run) // a write method called by Fill: in Fill's transaction (fill.go)
 	}
-	q := &queuedWrite{pw: pw, done: make(chan struct{})}
+	q := &queuedWrite{pw: pw, token: store.TokenCheckOf(ctx), done: make(chan struct{})}
 	b := s.batch
 	b.mu.Lock()
 	b.queue = append(b.queue, q)
@@ -457,8 +461,11 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	// Begin, lock the head and read every row the deciders need.
 	reads := &pgx.Batch{}
 	reads.Queue(beginBatch)
-	var keys, ids, actions []string
+	var keys, ids, actions, hashes []string
 	for _, q := range batch {
+		if q.token != nil && !slices.Contains(hashes, q.token.Hash) {
+			hashes = append(hashes, q.token.Hash)
+		}
 		if q.pw.effectKey != "" {
 			keys = append(keys, q.pw.effectKey)
 		}
@@ -478,6 +485,9 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 	}
 	if len(actions) > 0 {
 		reads.Queue(s.q.recorded, actions)
+	}
+	if len(hashes) > 0 {
+		reads.Queue(s.q.validTokens, hashes)
 	}
 	br := tx.SendBatch(ctx, reads)
 	_, err := br.Exec()
@@ -519,11 +529,31 @@ func (s *Store) batchWrites(ctx context.Context, tx *pgx.Conn, batch []*queuedWr
 			return nil
 		})
 	}
+	valid := make(map[string]bool, len(hashes))
+	if err == nil && len(hashes) > 0 {
+		err = readRows(br, func(rows pgx.Rows) error {
+			var hash string
+			if err := rows.Scan(&hash); err != nil {
+				return err
+			}
+			valid[hash] = true
+			return nil
+		})
+	}
 	if cerr := br.Close(); err != nil || cerr != nil {
 		return nil, batchAlone, nil
 	}
 	receipts := 0
 	for _, q := range batch {
+		if q.token != nil {
+			if err := q.token.Decide(valid[q.token.Hash]); err != nil {
+				// Refused: it writes nothing, and is answered with the refusal if the batch
+				// commits (store.TokenCheck).
+				q.err = fmt.Errorf("%s: %w", q.pw.op, err)
+				q.p = &plan{result: func([]store.Event, *receipt.Sealed) any { return nil }}
+				continue
+			}
+		}
 		if recorded[q.pw.once] {
 			// Refused: it writes nothing, and is answered with the refusal if the batch commits.
 			q.err = q.pw.refusedOnce()

@@ -38,6 +38,7 @@ type queries struct {
 	readEffects, readApprovals, appendReceipts, lockHead    string
 	lockHeadBatch                                           string
 	recorded                                                string
+	validTokens                                             string
 	witness, head, listEffects, listApprovals               string
 	listApprovalsOfHash                                     string
 	listEvents, listEventsAfter, approvalPresent            string
@@ -153,6 +154,8 @@ func newQueries(schema string, version int) queries {
 		readApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE approval_id = ANY($1)`),
 		// The action ids among $1 that have a receipt (RecordRequest.Once).
 		recorded: r.Replace(`SELECT DISTINCT action_id FROM {s}.receipts WHERE action_id = ANY($1)`),
+		// The hashes among $1 of valid tokens (store.TokenCheck), read in a write's transaction.
+		validTokens: r.Replace(`SELECT hash FROM {s}.tokens WHERE hash = ANY($1) AND revoked_at IS NULL`),
 		// A batch's events, column by column, inserted (and so numbered) in array order.
 		insertEvents: r.Replace(`INSERT INTO {s}.events (kind, at, action_id, effect_key, approval_id, payload)
 			SELECT kind, at, action_id, effect_key, approval_id, payload

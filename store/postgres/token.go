@@ -112,3 +112,20 @@ func scanToken(row pgx.Row) (*store.Token, error) {
 	tk.ExpiresAt, tk.RevokedAt = fromNanos(expires), fromNanos(revoked)
 	return &tk, nil
 }
+
+// checkToken reads the token of tc in the write transaction t and decides it (store.TokenCheck);
+// a refusal is returned as the write's answer, with nothing written.
+func (t *txn) checkToken(ctx context.Context, op string, tc *store.TokenCheck) error {
+	rows, err := t.Query(ctx, t.s.q.validTokens, []string{tc.Hash})
+	var valid []string
+	if err == nil {
+		valid, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return fmt.Errorf("read the call's token: %w", err)
+	}
+	if err := tc.Decide(len(valid) > 0); err != nil {
+		return refused{fmt.Errorf("%s: %w", op, err)}
+	}
+	return nil
+}

@@ -117,6 +117,11 @@ func (s *Store) writeAfter(ctx context.Context, op string, pending *witness, fn 
 		t := &txn{Tx: tx, s: s, pending: pending}
 		// A re-issue first looks for the lost attempt: it may have landed after the re-read.
 		err = t.checkPending(ctx)
+		if tc := store.TokenCheckOf(ctx); tc != nil && err == nil {
+			// The caller's API token is read in the write's own transaction, before the
+			// write: a revoked one refuses it with nothing written (store.TokenCheck).
+			err = t.checkToken(ctx, op, tc)
+		}
 		if err == nil {
 			err = fn(ctx, t)
 		}

@@ -372,6 +372,17 @@ func (s *Store) write(ctx context.Context, fn func(t *txn) error) error {
 	if s.readOnly {
 		return store.ErrReadOnly
 	}
+	if tc := store.TokenCheckOf(ctx); tc != nil {
+		// The caller's API token is read in the write's own transaction, before the write:
+		// a revoked one refuses it with nothing written (store.TokenCheck).
+		write := fn
+		fn = func(t *txn) error {
+			if err := t.checkToken(tc); err != nil {
+				return err
+			}
+			return write(t)
+		}
+	}
 	if s.filling.Load() > 0 {
 		if t, ok := ctx.Value(fillTxn{}).(*txn); ok {
 			return fn(t) // a write method called by Fill: in Fill's transaction (fill.go)

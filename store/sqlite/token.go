@@ -69,6 +69,17 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, err
 
 const selectToken = `SELECT ` + tokenColumns + ` FROM tokens WHERE hash = ?`
 
+// checkToken reads the token of tc in the write transaction t and decides it (store.TokenCheck).
+func (t *txn) checkToken(tc *store.TokenCheck) error {
+	valid, err := t.c.queryRowArgs(selectValidToken, []arg{text(tc.Hash)}, func(scanner) error { return nil })
+	if err != nil {
+		return fmt.Errorf("read the call's token: %w", err)
+	}
+	return tc.Decide(valid)
+}
+
+const selectValidToken = `SELECT 1 FROM tokens WHERE hash = ? AND revoked_at IS NULL`
+
 // Tokens returns every token in creation order.
 func (s *Store) Tokens(ctx context.Context) ([]*store.Token, error) {
 	if s.readOnly && s.version < tokensVersion {
