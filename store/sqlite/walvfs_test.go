@@ -43,19 +43,7 @@ func walExec(t *testing.T, c *zsqlite.Conn, q string) {
 	}
 }
 
-func walTry(c *zsqlite.Conn, q string) error {
-	st, _, err := c.PrepareTransient(q)
-	if err != nil {
-		return err
-	}
-	defer st.Finalize()
-	for {
-		row, err := st.Step()
-		if err != nil || !row {
-			return err
-		}
-	}
-}
+func walTry(c *zsqlite.Conn, q string) error { return (&wconn{c: c}).pragma(q) }
 
 // walInt is the integer q answers on c.
 func walInt(t *testing.T, c *zsqlite.Conn, q string) int64 {
