@@ -29,14 +29,9 @@ type caller struct {
 	check *store.TokenCheck
 }
 
-// authenticate reads the bearer credential of r. Each way it can be wrong is its own problem,
-// and none of them writes anything.
-func (s *Server) authenticate(r *http.Request) (*caller, *Problem) {
-	return s.authenticateAs(r, false)
-}
-
-// authenticateAs is authenticate; deferred takes an API token verified before from memory, with
-// the check the request's writes confirm (auth.Authenticator.AuthenticateDeferred).
+// authenticateAs reads the bearer credential of r. Each way it can be wrong is its own problem,
+// and none of them writes anything. deferred takes an API token verified before from memory,
+// with the check the request's writes confirm (auth.Authenticator.AuthenticateDeferred).
 func (s *Server) authenticateAs(r *http.Request, deferred bool) (*caller, *Problem) {
 	h := r.Header.Get("Authorization")
 	if h == "" && r.Method == http.MethodGet && r.URL.Path == "/v1/events" && s.con != nil {
