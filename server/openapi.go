@@ -84,7 +84,7 @@ func (s *Server) openAPI() []byte {
 			"operationId": operationID(rt.method, rt.pattern),
 			"responses":   responses(o),
 		}
-		if rt.auth {
+		if rt.auth != open {
 			operation["security"] = []any{map[string]any{"bearer": []any{}}}
 		} else {
 			operation["security"] = []any{}

@@ -12,46 +12,55 @@ import (
 // the mux is built from it, and the OpenAPI document is tested against it.
 type route struct {
 	method, pattern string
-	auth            bool // needs a bearer credential
+	auth            authMode
 	h               func(http.ResponseWriter, *http.Request, *caller)
 }
 
+// authMode is how a route authenticates its caller.
+type authMode int
+
+const (
+	open      authMode = iota // no credential
+	bearer                    // a bearer credential, read from the store on every request
+	confirmed                 // a bearer credential; an API token verified before is taken from memory and confirmed by the request's writes (confirmWriter)
+)
+
 func (s *Server) table() []route {
-	open := func(h http.HandlerFunc) func(http.ResponseWriter, *http.Request, *caller) {
+	anon := func(h http.HandlerFunc) func(http.ResponseWriter, *http.Request, *caller) {
 		return func(w http.ResponseWriter, r *http.Request, _ *caller) { h(w, r) }
 	}
 	return []route{
-		{"GET", "/healthz", false, open(s.healthz)},
-		{"GET", "/readyz", false, open(s.readyz)},
-		{"GET", "/v1/openapi.json", false, open(s.openAPIDoc)},
-		{"GET", "/metrics", false, open(s.cfg.Metrics.Handler().ServeHTTP)},
-		{"POST", "/v1/actions", true, s.postAction},
-		{"GET", "/v1/actions/{id}", true, s.getAction},
-		{"POST", "/v1/actions/{id}/outcome", true, s.postOutcome},
-		{"POST", "/v1/actions/{id}/lease", true, s.postLease},
-		{"POST", "/v1/actions/{id}/suspend", true, s.postSuspend},
-		{"POST", "/v1/actions/{id}/resume", true, s.postResume},
-		{"GET", "/v1/approvals", true, s.listApprovals},
-		{"GET", "/v1/approvals/{id}", true, s.getApproval},
-		{"POST", "/v1/approvals/{id}/approve", true, s.answer(true)},
-		{"POST", "/v1/approvals/{id}/deny", true, s.answer(false)},
-		{"GET", "/v1/standing", true, s.listStanding},
-		{"GET", "/v1/standing/{id}", true, s.getStanding},
-		{"POST", "/v1/standing/{id}/revoke", true, s.revokeStanding},
-		{"GET", "/v1/effects", true, s.listEffects},
-		{"GET", "/v1/effects/{key}", true, s.getEffect},
-		{"POST", "/v1/effects/{key}/resolve", true, s.resolve},
-		{"POST", "/v1/break-glass", true, s.breakGlass},
-		{"POST", "/v1/hops", true, s.postHop},
-		{"GET", "/v1/hops/{id}", true, s.getHop},
-		{"GET", "/v1/receipts", true, s.listReceipts},
-		{"GET", "/v1/receipts/verify", true, s.verifyReceipts},
-		{"GET", "/v1/events", true, s.events},
-		{"GET", "/v1/stats", true, s.stats},
-		{"GET", "/v1/coverage", true, s.coverage},
-		{"GET", "/v1/budgets", true, s.listBudgets},
-		{"POST", "/v1/revocations", false, open(s.pushRevocations)},
-		{"POST", "/v1/slack/interactions", false, open(s.slackInteraction)},
+		{"GET", "/healthz", open, anon(s.healthz)},
+		{"GET", "/readyz", open, anon(s.readyz)},
+		{"GET", "/v1/openapi.json", open, anon(s.openAPIDoc)},
+		{"GET", "/metrics", open, anon(s.cfg.Metrics.Handler().ServeHTTP)},
+		{"POST", "/v1/actions", confirmed, s.postAction},
+		{"GET", "/v1/actions/{id}", bearer, s.getAction},
+		{"POST", "/v1/actions/{id}/outcome", confirmed, s.postOutcome},
+		{"POST", "/v1/actions/{id}/lease", bearer, s.postLease},
+		{"POST", "/v1/actions/{id}/suspend", bearer, s.postSuspend},
+		{"POST", "/v1/actions/{id}/resume", bearer, s.postResume},
+		{"GET", "/v1/approvals", bearer, s.listApprovals},
+		{"GET", "/v1/approvals/{id}", bearer, s.getApproval},
+		{"POST", "/v1/approvals/{id}/approve", bearer, s.answer(true)},
+		{"POST", "/v1/approvals/{id}/deny", bearer, s.answer(false)},
+		{"GET", "/v1/standing", bearer, s.listStanding},
+		{"GET", "/v1/standing/{id}", bearer, s.getStanding},
+		{"POST", "/v1/standing/{id}/revoke", bearer, s.revokeStanding},
+		{"GET", "/v1/effects", bearer, s.listEffects},
+		{"GET", "/v1/effects/{key}", bearer, s.getEffect},
+		{"POST", "/v1/effects/{key}/resolve", bearer, s.resolve},
+		{"POST", "/v1/break-glass", bearer, s.breakGlass},
+		{"POST", "/v1/hops", bearer, s.postHop},
+		{"GET", "/v1/hops/{id}", bearer, s.getHop},
+		{"GET", "/v1/receipts", bearer, s.listReceipts},
+		{"GET", "/v1/receipts/verify", bearer, s.verifyReceipts},
+		{"GET", "/v1/events", bearer, s.events},
+		{"GET", "/v1/stats", bearer, s.stats},
+		{"GET", "/v1/coverage", bearer, s.coverage},
+		{"GET", "/v1/budgets", bearer, s.listBudgets},
+		{"POST", "/v1/revocations", open, anon(s.pushRevocations)},
+		{"POST", "/v1/slack/interactions", open, anon(s.slackInteraction)},
 	}
 }
 
@@ -62,9 +71,6 @@ func (s *Server) routes() http.Handler {
 	methods := map[string][]string{}
 	for _, rt := range s.table() {
 		rt := rt
-		// The two requests of every call take an API token verified before from memory, and
-		// confirm it in the transactions that reserve and record (confirmWriter).
-		hot := rt.method == http.MethodPost && (rt.pattern == "/v1/actions" || rt.pattern == "/v1/actions/{id}/outcome")
 		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 			// A caller's W3C traceparent makes the pipeline's spans children of its own. Without
 			// one there is nothing to extract, and the request is not copied for it.
@@ -72,9 +78,9 @@ func (s *Server) routes() http.Handler {
 				r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 			}
 			var c *caller
-			if rt.auth {
+			if rt.auth != open {
 				var p *Problem
-				if c, p = s.authenticateAs(r, hot); p != nil {
+				if c, p = s.authenticateAs(r, rt.auth == confirmed); p != nil {
 					writeProblem(w, p)
 					return
 				}

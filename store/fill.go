@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 )
 
@@ -86,6 +87,27 @@ func (c *FillCall) Write(ctx context.Context, st Store) error {
 	if c.Resolve != nil {
 		if _, err := st.Resolve(ctx, c.Resolve); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// CheckFills checks every call of a fill (CheckFill) before any is written.
+func CheckFills(calls []FillCall) error {
+	for i := range calls {
+		if err := calls[i].CheckFill(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteFills makes the writes of calls in order (Write), naming the call that fails. A
+// backend's Fill runs it with a context that puts every write into its one transaction.
+func WriteFills(ctx context.Context, st Store, calls []FillCall) error {
+	for i := range calls {
+		if err := calls[i].Write(ctx, st); err != nil {
+			return fmt.Errorf("call %d: %w", i, err)
 		}
 	}
 	return nil

@@ -19,21 +19,13 @@ var _ store.Filler = (*Store)(nil)
 // chain head locked first, the same reads, deciders and statements — so what is written is
 // exactly what the methods write one call at a time.
 func (s *Store) Fill(ctx context.Context, calls []store.FillCall) error {
-	for i := range calls {
-		if err := calls[i].CheckFill(i); err != nil {
-			return err
-		}
+	if err := store.CheckFills(calls); err != nil {
+		return err
 	}
 	s.filling.Add(1)
 	defer s.filling.Add(-1)
 	_, err := s.write(ctx, "fill", func(ctx context.Context, t *txn) error {
-		fctx := context.WithValue(ctx, fillTxn{}, t)
-		for i := range calls {
-			if err := calls[i].Write(fctx, s); err != nil {
-				return fmt.Errorf("call %d: %w", i, err)
-			}
-		}
-		return nil
+		return store.WriteFills(context.WithValue(ctx, fillTxn{}, t), s, calls)
 	})
 	return err
 }

@@ -64,7 +64,7 @@ func startCheckpointer(loc location) (*checkpointer, error) {
 // commits: a checkpoint on the writer's connection now copies those, and the next commit starts
 // the log over.
 func (c *checkpointer) restartDue() bool {
-	return c != nil && c.restart.Load() && c.restart.CompareAndSwap(true, false)
+	return c != nil && c.restart.CompareAndSwap(true, false)
 }
 
 // committed tells the checkpointer that a commit appended to the log. It never blocks.

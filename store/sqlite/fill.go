@@ -18,19 +18,14 @@ var _ store.Filler = (*Store)(nil)
 // its own, so what is written — effects, approvals, events, receipts and the chain head — is
 // exactly what the methods write one call at a time.
 func (s *Store) Fill(ctx context.Context, calls []store.FillCall) error {
-	for i := range calls {
-		if err := calls[i].CheckFill(i); err != nil {
-			return err
-		}
+	if err := store.CheckFills(calls); err != nil {
+		return err
 	}
 	s.filling.Add(1)
 	defer s.filling.Add(-1)
 	return s.write(ctx, func(t *txn) error {
-		fctx := context.WithValue(ctx, fillTxn{}, t)
-		for i := range calls {
-			if err := calls[i].Write(fctx, s); err != nil {
-				return fmt.Errorf("fill: call %d: %w", i, err)
-			}
+		if err := store.WriteFills(context.WithValue(ctx, fillTxn{}, t), s, calls); err != nil {
+			return fmt.Errorf("fill: %w", err)
 		}
 		return nil
 	})

@@ -95,7 +95,6 @@ type walFile struct {
 	n, size int     // bytes gathered; bytes buf can hold
 	off     int64   // the file offset of the first byte gathered
 	commit  bool    // the last frame header written was a commit frame's
-	pending bool    // n > 0: bytes not yet written
 }
 
 // registerWALVFS registers the WAL writer once per process.
@@ -238,14 +237,14 @@ func walDBClose(tls *libc.TLS, pFile uintptr) int32 {
 
 // flush writes what f has gathered.
 func (f *walFile) flush(tls *libc.TLS) int32 {
-	if !f.pending {
+	if f.n == 0 {
 		return sqlite3.SQLITE_OK
 	}
 	b, n, off := f.buf, f.n, f.off
-	f.pending, f.n = false, 0
+	f.n = 0
 	for n > 0 {
 		m := min(n, walWriteMax)
-		if rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&struct{ uintptr }{f.base.FxWrite})))(tls, f.pFile, b, int32(m), off); rc != sqlite3.SQLITE_OK {
+		if rc := f.write(tls, b, int32(m), off); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
 		walCounts.writes.Add(1)
@@ -256,7 +255,7 @@ func (f *walFile) flush(tls *libc.TLS) int32 {
 
 func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
 	f := walFileOf(pFile)
-	if f.pending && iOfst != f.off+int64(f.n) {
+	if f.n > 0 && iOfst != f.off+int64(f.n) {
 		if rc := f.flush(tls); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
@@ -267,12 +266,11 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 			if rc := f.flush(tls); rc != sqlite3.SQLITE_OK {
 				return rc
 			}
-			return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&struct{ uintptr }{f.base.FxWrite})))(tls, pFile, zBuf, iAmt, iOfst)
+			return f.write(tls, zBuf, iAmt, iOfst)
 		}
 	}
-	if !f.pending {
+	if f.n == 0 {
 		f.off = iOfst
-		f.pending = true
 	}
 	data := unsafe.Slice((*byte)(cptr(zBuf)), iAmt)
 	copy(unsafe.Slice((*byte)(cptr(f.buf+uintptr(f.n))), iAmt), data)
@@ -290,6 +288,11 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 		return f.flush(tls)
 	}
 	return sqlite3.SQLITE_OK
+}
+
+// write writes n bytes at p to the file at off through the base VFS.
+func (f *walFile) write(tls *libc.TLS, p uintptr, n int32, off int64) int32 {
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&struct{ uintptr }{f.base.FxWrite})))(tls, f.pFile, p, n, off)
 }
 
 // grow makes room for n bytes in f.buf, keeping what it holds.

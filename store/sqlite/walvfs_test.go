@@ -182,11 +182,11 @@ func TestWALWriterUnlockWritesPending(t *testing.T) {
 	if rc := walWrite(tls, f.pFile, uintptr(unsafe.Pointer(&frame[0])), int32(len(frame)), before); rc != sqlite3.SQLITE_OK {
 		t.Fatalf("walWrite: %d", rc)
 	}
-	if !f.pending || fileSize(t, path+"-wal") != before {
-		t.Fatalf("the frame header was written at once (pending %v); want it gathered", f.pending)
+	if !f.pending() || fileSize(t, path+"-wal") != before {
+		t.Fatalf("the frame header was written at once (pending %v); want it gathered", f.pending())
 	}
 	walExec(t, a, `ROLLBACK`)
-	if f.pending {
+	if f.pending() {
 		t.Fatal("the connection released its locks with bytes still gathered")
 	}
 	if got := fileSize(t, path+"-wal"); got < before+walFrameHeader {
@@ -251,18 +251,21 @@ func TestWALWriterCommitFrameWrittenWhole(t *testing.T) {
 	page := make([]byte, 4096)
 	write(header(false))
 	write(page)
-	if !f.pending {
+	if !f.pending() {
 		t.Fatal("a frame that is not a commit frame was written at once; want it gathered")
 	}
 	write(header(true))
 	write(page[:1000])
-	if f.pending || fileSize(t, path+"-wal") != off {
-		t.Fatalf("after the first part of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending, fileSize(t, path+"-wal"), off)
+	if f.pending() || fileSize(t, path+"-wal") != off {
+		t.Fatalf("after the first part of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending(), fileSize(t, path+"-wal"), off)
 	}
 	write(page[1000:])
-	if f.pending || fileSize(t, path+"-wal") != off {
-		t.Fatalf("after the rest of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending, fileSize(t, path+"-wal"), off)
+	if f.pending() || fileSize(t, path+"-wal") != off {
+		t.Fatalf("after the rest of a commit frame's page, pending %v, file %d bytes, want all %d written", f.pending(), fileSize(t, path+"-wal"), off)
 	}
 	walExec(t, a, `ROLLBACK`)
 	walIntegrity(t, path)
 }
+
+// pending reports whether f holds bytes not yet written.
+func (f *walFile) pending() bool { return f.n > 0 }
