@@ -339,12 +339,15 @@ func (o *Operator) answer(grant bool) mcp.ToolHandlerFor[AnswerArgs, jsonview.Ap
 // ListEffectsArgs are the arguments of list_effects.
 type ListEffectsArgs struct {
 	State string `json:"state,omitempty" jsonschema:"needs_person (default: ambiguous, executing with a lapsed lease, or resolved with an outcome conflict), executing, committed, failed, ambiguous, or all"`
+	After string `json:"after,omitempty" jsonschema:"list the effects whose keys come after this one (next_after of the page before)"`
+	Limit int    `json:"limit,omitempty" jsonschema:"at most this many effects, 1 to 1000 (default 100)"`
 }
 
 // Effects is the result of list_effects: effect records as `latch effects --json` prints them
 // and GET /v1/effects lists them.
 type Effects struct {
-	Effects []jsonview.Effect `json:"effects"`
+	Effects   []jsonview.Effect `json:"effects"`
+	NextAfter string            `json:"next_after" jsonschema:"the key the next page starts after; empty on the last page"`
 }
 
 func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in ListEffectsArgs) (*mcp.CallToolResult, Effects, error) {
@@ -352,11 +355,21 @@ func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in L
 	if state == "" {
 		state = operator.StateNeedsPerson
 	}
-	list, err := o.op.Effects(ctx, state)
+	limit := in.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 1 || limit > 1000:
+		return nil, Effects{}, fmt.Errorf("invalid_argument: limit %d: want 1 to 1000", in.Limit)
+	}
+	if err := store.CheckText("after", in.After); err != nil {
+		return nil, Effects{}, fmt.Errorf("invalid_argument: %v", err)
+	}
+	list, next, err := o.op.EffectPage(ctx, state, in.After, limit)
 	if err != nil {
 		return nil, Effects{}, toolError(err)
 	}
-	return nil, Effects{Effects: list}, nil
+	return nil, Effects{Effects: list, NextAfter: next}, nil
 }
 
 // ResolveArgs are the arguments of resolve: the effect's key, and the resolution every surface

@@ -34,46 +34,87 @@ type WouldHaveBlocked struct {
 	Count     int    `json:"count"`
 }
 
-// Tally counts the calls' receipts seq yields (records of other kinds are skipped). A stored document that no longer parses is counted as
-// action "(unreadable receipt)", result "unreadable", rather than dropped.
+// Tally counts the calls' receipts seq yields (records of other kinds are skipped). A stored
+// document that no longer parses is counted as action "(unreadable receipt)", result
+// "unreadable", rather than dropped.
 func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
-	out := Stats{Counts: []Count{}, WouldHaveBlocked: []WouldHaveBlocked{}}
-	counts := map[[2]string]int{}
-	blocked := map[[3]string]int{}
+	t := newTally()
 	for r, err := range seq {
 		if err != nil {
-			return out, fmt.Errorf("read receipts: %w", err)
+			return t.stats(), fmt.Errorf("read receipts: %w", err)
 		}
-		f, err := Parse(r.Doc)
-		if err != nil {
-			f = &Receipt{Action: "(unreadable receipt)", Result: "unreadable"}
-		}
-		if !IsCall(f.Kind) {
-			continue // a state change no call made: stats count calls
-		}
-		out.Receipts++
-		counts[[2]string{f.Action, f.Result}]++
-		if f.Result != Observed {
-			continue
-		}
-		out.Observed++
-		if f.WouldHave == nil {
-			continue
-		}
-		w := f.WouldHave
-		switch {
-		case w.Decision == "deny":
-			blocked[[3]string{f.Action, "denied", w.Reason}]++
-		case w.Decision == "approve":
-			blocked[[3]string{f.Action, "approval_required", w.Reason}]++
-		case w.Decision != "allow":
-			// Not a decision this binary knows: enforcement fails closed, so it would have denied.
-			blocked[[3]string{f.Action, "denied", w.Decision}]++
-		case w.Effect != "" && w.Effect != "reserved":
-			blocked[[3]string{f.Action, "refused", w.Effect}]++
-		}
+		t.add(r.Doc)
 	}
-	for k, n := range counts {
+	return t.stats(), nil
+}
+
+// Add is the sum of s and o: the stats of the receipts of both.
+func (s Stats) Add(o Stats) Stats {
+	t := newTally()
+	t.addStats(s)
+	t.addStats(o)
+	return t.stats()
+}
+
+// tally is Stats being counted: the counts by key, sorted into Stats at the end.
+type tally struct {
+	receipts, observed int
+	counts             map[[2]string]int
+	blocked            map[[3]string]int
+}
+
+func newTally() *tally {
+	return &tally{counts: map[[2]string]int{}, blocked: map[[3]string]int{}}
+}
+
+// add counts one stored receipt document.
+func (t *tally) add(doc []byte) {
+	f, err := Parse(doc)
+	if err != nil {
+		f = &Receipt{Action: "(unreadable receipt)", Result: "unreadable"}
+	}
+	if !IsCall(f.Kind) {
+		return // a state change no call made: stats count calls
+	}
+	t.receipts++
+	t.counts[[2]string{f.Action, f.Result}]++
+	if f.Result != Observed {
+		return
+	}
+	t.observed++
+	if f.WouldHave == nil {
+		return
+	}
+	w := f.WouldHave
+	switch {
+	case w.Decision == "deny":
+		t.blocked[[3]string{f.Action, "denied", w.Reason}]++
+	case w.Decision == "approve":
+		t.blocked[[3]string{f.Action, "approval_required", w.Reason}]++
+	case w.Decision != "allow":
+		// Not a decision this binary knows: enforcement fails closed, so it would have denied.
+		t.blocked[[3]string{f.Action, "denied", w.Decision}]++
+	case w.Effect != "" && w.Effect != "reserved":
+		t.blocked[[3]string{f.Action, "refused", w.Effect}]++
+	}
+}
+
+// addStats counts what s counted.
+func (t *tally) addStats(s Stats) {
+	t.receipts += s.Receipts
+	t.observed += s.Observed
+	for _, c := range s.Counts {
+		t.counts[[2]string{c.Action, c.Result}] += c.Count
+	}
+	for _, b := range s.WouldHaveBlocked {
+		t.blocked[[3]string{b.Action, b.WouldHave, b.Reason}] += b.Count
+	}
+}
+
+// stats is what t counted, each list in order.
+func (t *tally) stats() Stats {
+	out := Stats{Receipts: t.receipts, Observed: t.observed, Counts: []Count{}, WouldHaveBlocked: []WouldHaveBlocked{}}
+	for k, n := range t.counts {
 		out.Counts = append(out.Counts, Count{Action: k[0], Result: k[1], Count: n})
 	}
 	sort.Slice(out.Counts, func(i, j int) bool {
@@ -83,7 +124,7 @@ func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
 		}
 		return x.Result < y.Result
 	})
-	for k, n := range blocked {
+	for k, n := range t.blocked {
 		out.WouldHaveBlocked = append(out.WouldHaveBlocked, WouldHaveBlocked{Action: k[0], WouldHave: k[1], Reason: k[2], Count: n})
 	}
 	sort.Slice(out.WouldHaveBlocked, func(i, j int) bool {
@@ -96,5 +137,5 @@ func Tally(seq iter.Seq2[Sealed, error]) (Stats, error) {
 		}
 		return x.Reason < y.Reason
 	})
-	return out, nil
+	return out
 }

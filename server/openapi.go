@@ -56,7 +56,7 @@ var ops = map[string]op{
 	"GET /v1/standing":                {"Standing approvals by state: active, exhausted, expired, revoked or all (approver)", "", "StandingList", []int{200, 400, 401, 403}, nil},
 	"GET /v1/standing/{id}":           {"One standing approval (approver, or the principal it admits)", "", "Standing", []int{200, 401, 404}, nil},
 	"POST /v1/standing/{id}/revoke":   {"Revoke a standing approval (approver)", "RevokeStandingRequest", "Standing", []int{200, 400, 401, 403, 404, 409}, nil},
-	"GET /v1/effects":                 {"Effect records by state: executing, committed, failed, ambiguous, needs_person or all (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
+	"GET /v1/effects":                 {"Effect records by state (executing, committed, failed, ambiguous, needs_person or all), ordered by key, a page at a time: limit (1 to 1000, 100 by default) after the key after; next_after is where the next page starts, empty on the last (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
 	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
 	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
 	"POST /v1/hops":                   {"Hand part of a grant the calling agent holds to one receiving agent (a hop)", "HopRequest", "Delegation", []int{200, 400, 401, 403}, nil},
@@ -298,7 +298,9 @@ var schemas = map[string]any{
 		"effect_key": str, "state": map[string]any{"enum": []string{"executing", "committed", "failed", "ambiguous"}}, "attempt": integer,
 		"action": str, "action_id": str, "action_hash": str, "lease_expires_at": stamp, "lease_lapsed": map[string]any{"type": "boolean"},
 		"result": anyJSON, "error": nstr, "conflict": nstr, "resolved_by": nstr, "note": nstr, "created_at": stamp, "updated_at": stamp}),
-	"Effects": obj([]string{"effects"}, map[string]any{"effects": map[string]any{"type": "array", "items": ref("Effect")}}),
+	"Effects": obj([]string{"effects", "next_after"}, map[string]any{
+		"effects":    map[string]any{"type": "array", "items": ref("Effect")},
+		"next_after": str}),
 	"BreakGlassRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"envelope", "reason"}, "properties": map[string]any{
 		"envelope": str, "reason": str, "grant": str,
 		"ttl_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": int64(policy.MaxBreakGlassTTL / time.Second)},

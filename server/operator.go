@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -146,12 +147,36 @@ func (s *Server) listEffects(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeProblem(w, p)
 		return
 	}
-	out, err := s.op.Effects(r.Context(), r.URL.Query().Get("state"))
+	q := r.URL.Query()
+	limit, p := pageLimit(q)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	after := q.Get("after")
+	if err := store.CheckText("after", after); err != nil {
+		writeProblem(w, badQuery("after", "after must be an effect key: "+err.Error()))
+		return
+	}
+	out, next, err := s.op.EffectPage(r.Context(), q.Get("state"), after, limit)
 	if err != nil {
 		writeProblem(w, filterProblem(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"effects": out})
+	writeJSON(w, http.StatusOK, map[string]any{"effects": out, "next_after": next})
+}
+
+// pageLimit reads a list's limit: 1 to 1000, 100 when the query names none.
+func pageLimit(q url.Values) (int, *Problem) {
+	v := q.Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, badQuery("limit", "limit must be 1 to 1000")
+	}
+	return n, nil
 }
 
 // getEffect is GET /v1/effects/{key}.
@@ -229,7 +254,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, c *caller)
 		return
 	}
 	q := r.URL.Query()
-	after, limit := int64(0), 100
+	after := int64(0)
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -238,13 +263,10 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, c *caller)
 		}
 		after = n
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeProblem(w, badQuery("limit", "limit must be 1 to 1000"))
-			return
-		}
-		limit = n
+	limit, p := pageLimit(q)
+	if p != nil {
+		writeProblem(w, p)
+		return
 	}
 	out, next, err := s.op.ReceiptPage(r.Context(), after, limit)
 	if err != nil {

@@ -430,6 +430,10 @@ type EffectFilter struct {
 	// person is read from these, never from the settled rest of the store, which grows with
 	// every call.
 	Unsettled bool
+	// After and Limit page the selection by effect key: only keys greater than After, and at
+	// most Limit records (0: all of them). Records are ordered by key either way.
+	After string
+	Limit int
 }
 
 // ApprovalFilter selects approval requests. Zero value selects all.

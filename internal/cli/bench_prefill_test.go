@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latch/internal/cli"
+	"github.com/latchkit/latch/internal/testdb"
 )
 
 // TestBenchPrefill: `latch bench --prefill N` grows the named store to N receipts, measures
@@ -51,8 +52,39 @@ func TestBenchPrefill(t *testing.T) {
 	if len(rep.Calls) != 2 || rep.Calls[0].Workers != 1 || rep.Calls[1].Workers != 2 || rep.Calls[0].Ratio <= 0 || rep.Calls[1].Ratio <= 0 {
 		t.Errorf("calls = %+v; want 1 and 2 workers, each with a ratio", rep.Calls)
 	}
-	if len(rep.Reads) != 5 {
-		t.Errorf("reads = %+v; want 5", rep.Reads)
+	if len(rep.Reads) != 7 {
+		t.Errorf("reads = %+v; want 7", rep.Reads)
+	}
+
+	// latch stats opens the store read-only and keeps the tally of the chain through a writable
+	// open of its own when it counted enough receipts beyond the tally kept: the next count
+	// reads only what was appended since, and counts the same.
+	u := "sqlite:" + dir + "/p.db"
+	raw := testdb.OpenRaw(t, u)
+	raw.Exec(`DELETE FROM receipt_tally`)
+	stats := func() string {
+		t.Helper()
+		stdout.Reset()
+		stderr.Reset()
+		if code := cli.Main(t.Context(), []string{"stats", "--store", u, "--json"}, &stdout, &stderr, env); code != cli.ExitOK {
+			t.Fatalf("latch stats = %d\n%s", code, &stderr)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		delete(out, "until")
+		b, _ := json.Marshal(out)
+		return string(b)
+	}
+	first := stats()
+	var through, last int64
+	raw.Query(`SELECT (SELECT through_seq FROM receipt_tally WHERE id = 1), (SELECT max(seq) FROM receipts)`, []any{&through, &last})
+	if through != last {
+		t.Errorf("after latch stats the tally kept counts through seq %d, want the chain's last, %d", through, last)
+	}
+	if again := stats(); again != first {
+		t.Errorf("latch stats from the tally kept = %s, want what it counted first, %s", again, first)
 	}
 
 	for _, tc := range []struct {

@@ -48,7 +48,11 @@ observed, would_have_blocked [{action, would_have, reason, count}].`,
 				return err
 			}
 			defer st.Close()
-			out, err := a.operatorOf(st, nil, nil).Stats(a.ctx, window)
+			o, err := operator.New(&operator.Config{Store: st, Now: a.now, Keeper: &readKeeper{a: a, st: st}})
+			if err != nil {
+				return err
+			}
+			out, err := o.Stats(a.ctx, window)
 			if err != nil {
 				return err
 			}

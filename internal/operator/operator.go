@@ -39,6 +39,9 @@ type Config struct {
 	// CheckpointKey is the public key of the signed checkpoints: with it, VerifyChain checks
 	// every stored checkpoint against the chain; nil leaves them unchecked (and says so).
 	CheckpointKey ed25519.PublicKey
+	// Keeper keeps the tally Stats counts of the whole chain, so that the next count reads only
+	// the receipts appended since; nil is the Store, when it keeps one (store.TallyKeeper).
+	Keeper store.TallyKeeper
 }
 
 // Operator answers the operator's questions about one store. It is safe for concurrent use.
@@ -126,27 +129,75 @@ func NeedsPerson(e *store.Effect, now time.Time) bool {
 // EffectRecords are the effect records in state (a word of EffectStates; "" is all), ordered by
 // key.
 func (o *Operator) EffectRecords(ctx context.Context, state string) ([]*store.Effect, error) {
+	list, _, err := o.effectPage(ctx, state, "", 0)
+	return list, err
+}
+
+// effectFilter is the store's selection of the effects in state.
+func effectFilter(state string) (store.EffectFilter, error) {
 	if state != "" && !slices.Contains(EffectStates, state) {
-		return nil, &FilterError{Name: "state", Value: state, Allowed: EffectStates}
+		return store.EffectFilter{}, &FilterError{Name: "state", Value: state, Allowed: EffectStates}
 	}
-	f := store.EffectFilter{State: store.State(state)}
 	switch state {
 	case All:
-		f = store.EffectFilter{}
+		return store.EffectFilter{}, nil
 	case StateNeedsPerson:
 		// Read from the effects that can need a person, never from the whole table: the
 		// settled ones are nearly every effect the store ever held.
-		f = store.EffectFilter{Unsettled: true}
+		return store.EffectFilter{Unsettled: true}, nil
 	}
-	list, err := o.cfg.Store.Effects(ctx, f)
+	return store.EffectFilter{State: store.State(state)}, nil
+}
+
+// effectPage reads the effect records in state with keys after after, ordered by key: at most
+// limit of them (0: all) and, when there are more, the key the next page starts after.
+func (o *Operator) effectPage(ctx context.Context, state, after string, limit int) ([]*store.Effect, string, error) {
+	f, err := effectFilter(state)
 	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
+		return nil, "", err
 	}
-	slices.SortFunc(list, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
-	if state == StateNeedsPerson {
-		list = needingPerson(list, o.cfg.Now())
+	var out []*store.Effect
+	for {
+		f.After = after
+		if limit > 0 {
+			f.Limit = limit + 1 // one more says whether there is a next page
+		}
+		list, err := o.cfg.Store.Effects(ctx, f)
+		if err != nil {
+			return nil, "", fmt.Errorf("list effects: %w", err)
+		}
+		slices.SortFunc(list, func(x, y *store.Effect) int { return strings.Compare(x.Key, y.Key) })
+		full := limit > 0 && len(list) == f.Limit
+		if len(list) > 0 {
+			after = list[len(list)-1].Key
+		}
+		if state == StateNeedsPerson {
+			// The unsettled effects the store selects include executing ones under a live
+			// lease, which are dropped here; a page short of its limit reads on.
+			list = needingPerson(list, o.cfg.Now())
+		}
+		out = append(out, list...)
+		if !full || len(out) > limit {
+			break
+		}
 	}
-	return list, nil
+	if limit > 0 && len(out) > limit {
+		return out[:limit], out[limit-1].Key, nil
+	}
+	return out, "", nil
+}
+
+// EffectPage is a page of Effects: at most limit effects in state with keys after after, and the
+// key the next page starts after ("" when this page is the last).
+func (o *Operator) EffectPage(ctx context.Context, state, after string, limit int) ([]jsonview.Effect, string, error) {
+	if limit < 1 {
+		return nil, "", errors.New("list effects: a page holds at least one effect")
+	}
+	list, next, err := o.effectPage(ctx, state, after, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	return o.effectViews(list), next, nil
 }
 
 // Effects are EffectRecords as an operator reads them.
@@ -155,12 +206,17 @@ func (o *Operator) Effects(ctx context.Context, state string) ([]jsonview.Effect
 	if err != nil {
 		return nil, err
 	}
+	return o.effectViews(list), nil
+}
+
+// effectViews are the records of list as an operator reads them.
+func (o *Operator) effectViews(list []*store.Effect) []jsonview.Effect {
 	now := o.cfg.Now()
 	out := make([]jsonview.Effect, len(list))
 	for i, e := range list {
 		out[i] = jsonview.NewEffect(e, now)
 	}
-	return out, nil
+	return out
 }
 
 // Effect is the effect record of key; an error wrapping store.ErrNotFound when there is none.
@@ -328,18 +384,39 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 }
 
 // Stats counts the receipts finished in the last window (0: every receipt) by action and
-// result, and in observe mode what enforcement would have blocked.
+// result, and in observe mode what enforcement would have blocked. The count of every receipt
+// starts from the tally kept of the chain (Config.Keeper) and reads only the receipts appended
+// since, then keeps the new tally; a tally that cannot be kept (a read-only store) costs the
+// next count time, never its answer.
 func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.Stats, error) {
 	now := o.cfg.Now()
-	var from time.Time
-	if window > 0 {
-		from = now.Add(-window)
+	if window <= 0 {
+		t, read, err := store.CountChain(ctx, o.cfg.Store)
+		if err != nil {
+			return jsonview.Stats{}, err
+		}
+		if read > 0 {
+			if k := o.keeper(); k != nil {
+				_ = k.KeepTally(ctx, t) // a cache: not keeping it changes no answer
+			}
+		}
+		return jsonview.NewStats(t.Stats, time.Time{}, now), nil
 	}
+	from := now.Add(-window)
 	tally, err := receipt.Tally(o.cfg.Store.Receipts(ctx, store.ReceiptFilter{Since: from}))
 	if err != nil {
 		return jsonview.Stats{}, fmt.Errorf("count receipts: %w", err)
 	}
 	return jsonview.NewStats(tally, from, now), nil
+}
+
+// keeper is where Stats keeps its tally: Config.Keeper, or the store when it keeps one.
+func (o *Operator) keeper() store.TallyKeeper {
+	if o.cfg.Keeper != nil {
+		return o.cfg.Keeper
+	}
+	k, _ := o.cfg.Store.(store.TallyKeeper)
+	return k
 }
 
 // VerifyChain verifies the receipt chain against its head and the stored state against the

@@ -6,10 +6,15 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latchkit/latch/store"
 )
 
 // A batch's statements run on generic plans, made once per connection: the array reads of
@@ -316,5 +321,57 @@ func TestBatchEffectLookups(t *testing.T) {
 				t.Errorf("%.2f lookups of effects_pkey a call, want 3 (two reads and the compare-and-set)", got)
 			}
 		})
+	}
+}
+
+// TestEffectReadPlans: the effect lists an operator and the sweeper read go through an index
+// that holds only what they select — what may need a person, the executing and the ambiguous
+// effects through effects_unsettled, a page of failed ones through effects_state — or, a page of
+// all effects, through the primary key from where the page starts; none is a sequential scan of
+// the effects table (every effect the store ever held) and none sorts. The planner is told
+// sequential scans cost more than any other path, as they would on a table of millions, so that
+// the plan shows whether an index can serve the read at all.
+func TestEffectReadPlans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := Open(ctx, newSchemaURL(t), &Config{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, tc := range []struct {
+		name  string
+		f     store.EffectFilter
+		index string
+	}{
+		{"unsettled", store.EffectFilter{Unsettled: true}, "effects_unsettled"},
+		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "effects_unsettled"},
+		{"executing", store.EffectFilter{State: store.Executing}, "effects_unsettled"},
+		{"ambiguous", store.EffectFilter{State: store.Ambiguous}, "effects_"},
+		{"failed, a page", store.EffectFilter{State: store.Failed, After: "k", Limit: 10}, "effects_state"},
+		{"all, a page", store.EffectFilter{After: "k", Limit: 10}, "effects_pkey"},
+		{"committed, a page", store.EffectFilter{State: store.Committed, After: "k", Limit: 10}, "effects_pkey"},
+	} {
+		q, args := st.effectsQuery(tc.f)
+		tx, err := st.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		if _, err = tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off`); err == nil {
+			var rows pgx.Rows
+			if rows, err = tx.Query(ctx, "EXPLAIN "+q, args...); err == nil {
+				var line string
+				_, err = pgx.ForEachRow(rows, []any{&line}, func() error { plan = append(plan, line); return nil })
+			}
+		}
+		tx.Rollback(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := strings.Join(plan, "\n")
+		if strings.Contains(got, "Seq Scan") || strings.Contains(got, "Sort") || !strings.Contains(got, tc.index) {
+			t.Errorf("Effects(%s) plan:\n%s\nwant it through %s, with no sequential scan and no sort", tc.name, got, tc.index)
+		}
 	}
 }

@@ -39,7 +39,7 @@ type queries struct {
 	lockHeadBatch                                           string
 	recorded                                                string
 	validTokens                                             string
-	witness, head, listEffects, listApprovals               string
+	witness, head, listApprovals                            string
 	listApprovalsOfHash                                     string
 	listEvents, listEventsAfter, approvalPresent            string
 	lastEventID                                             string
@@ -174,7 +174,6 @@ func newQueries(schema string, version int) queries {
 		witness: r.Replace(`SELECT (SELECT hash FROM {s}.receipts WHERE seq = $1),
 			(SELECT count(*) FROM {s}.events WHERE id = ANY($2))`),
 		head:          r.Replace(`SELECT seq, hash FROM {s}.chain_head WHERE id = 1`),
-		listEffects:   r.Replace(`SELECT ` + effectRead + ` FROM {s}.effects WHERE ($1 = '' OR state = $1) ORDER BY created_at, effect_key`),
 		listApprovals: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) ORDER BY created_at, approval_id`),
 		// Its own statement, so that even a generic plan reads approvals_action_hash.
 		listApprovalsOfHash: r.Replace(`SELECT ` + approvalRead + ` FROM {s}.approvals WHERE ($1 = '' OR status = $1) AND action_hash = $2

@@ -33,18 +33,53 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 	return r.effect(), nil
 }
 
-// Effects lists effect records, oldest first.
+// Effects lists the effect records f selects, ordered by key.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
-	if f.Unsettled {
-		where := `state IN ('ambiguous', 'executing') OR conflict <> ''`
-		if s.q.legacy {
-			where = `state IN ('ambiguous', 'executing')` // no outcome conflicts before that schema
-		}
-		effects := strings.TrimSuffix(s.q.receipts, "receipts") + "effects" // the qualified table
-		return list(ctx, s, "effects", `SELECT `+s.q.effectRead+` FROM `+effects+` WHERE `+where+
-			` ORDER BY created_at, effect_key`, nil, scanEffect)
+	q, args := s.effectsQuery(f)
+	return list(ctx, s, "effects", q, args, scanEffect)
+}
+
+// unsettledWhere is the condition of the index effects_unsettled (migration 20).
+const unsettledWhere = `(state IN ('ambiguous', 'executing') OR conflict <> '')`
+
+// effectsQuery is the read of Effects: each selection through the index that holds it, where
+// one does (TestEffectReadPlans).
+func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
 	}
-	return list(ctx, s, "effects", s.q.listEffects, []any{string(f.State)}, scanEffect)
+	switch {
+	case f.Unsettled && s.q.legacy:
+		where = append(where, `state IN ('ambiguous', 'executing')`) // no outcome conflicts before that schema
+	case f.Unsettled:
+		where = append(where, unsettledWhere)
+	case f.State == "":
+	case f.State == store.Failed:
+		where = append(where, `state = 'failed'`)
+	case f.State == store.Ambiguous, f.State == store.Executing:
+		where = append(where, `state = `+arg(string(f.State)))
+		if !s.q.legacy {
+			where = append(where, unsettledWhere)
+		}
+	default:
+		where = append(where, `state = `+arg(string(f.State)))
+	}
+	if f.After != "" {
+		where = append(where, `effect_key > `+arg(f.After))
+	}
+	effects := strings.TrimSuffix(s.q.receipts, "receipts") + "effects" // the qualified table
+	q := `SELECT ` + s.q.effectRead + ` FROM ` + effects
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY effect_key`
+	if f.Limit > 0 {
+		q += ` LIMIT ` + arg(f.Limit)
+	}
+	return q, args
 }
 
 // Approval returns the approval request id; store.ErrNotFound when there is none.

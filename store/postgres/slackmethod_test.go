@@ -70,8 +70,8 @@ VALUES ('apr_slack', 1, 'alice', 'alice', 'slack', true, true, 0, 1)`)
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if v := schemaVersionOf(t, s); v != slackVersion {
-		t.Fatalf("schema version after migrating = %d, want %d", v, slackVersion)
+	if v := schemaVersionOf(t, s); v != latestVersion() {
+		t.Fatalf("schema version after migrating = %d, want %d", v, latestVersion())
 	}
 	if err := answer(s, "apr_slack", store.MethodSlack); err != nil {
 		t.Fatalf("slack answer after migrating: %v", err)

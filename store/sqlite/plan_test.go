@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,25 +34,64 @@ func TestReceiptReadPlans(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "; ")
+		got := queryPlan(t, db, q, args)
 		if strings.Contains(got, "SCAN receipts") || !strings.Contains(got, tc.index) {
 			t.Errorf("Receipts(%s) plan = %q; want it through %s, with no scan of receipts", tc.name, got, tc.index)
+		}
+	}
+}
+
+// queryPlan is SQLite's plan of q with args (EXPLAIN QUERY PLAN), its steps joined by "; ".
+func queryPlan(t *testing.T, db *sql.DB, q string, args []any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("plan of %s: %v", q, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
+
+// TestEffectReadPlans: the effect lists an operator and the sweeper read on a store of any size
+// go through an index that holds only what they select — what may need a person, the executing
+// and the ambiguous effects through effects_unsettled, the failed ones through effects_state — or,
+// a page of all effects, through the primary key from where the page starts; none scans the
+// effects table, whose size is every effect the store ever held, and none sorts.
+func TestEffectReadPlans(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, "sqlite:"+path, nil) // migrated to the latest schema
+	db := rawDB(t, path)
+	for _, tc := range []struct {
+		name  string
+		f     store.EffectFilter
+		index string
+	}{
+		{"unsettled", store.EffectFilter{Unsettled: true}, "USING INDEX effects_unsettled"},
+		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "USING INDEX effects_unsettled"},
+		{"executing", store.EffectFilter{State: store.Executing}, "USING INDEX effects_unsettled"},
+		{"ambiguous", store.EffectFilter{State: store.Ambiguous}, "USING INDEX effects_"},
+		{"failed", store.EffectFilter{State: store.Failed, After: "k", Limit: 10}, "USING INDEX effects_state"},
+		{"all, a page", store.EffectFilter{After: "k", Limit: 10}, "USING PRIMARY KEY (effect_key>?)"},
+		{"committed, a page", store.EffectFilter{State: store.Committed, After: "k", Limit: 10}, "USING PRIMARY KEY (effect_key>?)"},
+	} {
+		q, args := s.effectsQuery(tc.f)
+		got := queryPlan(t, db, q, args)
+		t.Logf("%s: %s", tc.name, got)
+		if strings.Contains(got, "SCAN effects") && !strings.Contains(got, "USING") || strings.Contains(got, "TEMP B-TREE") || !strings.Contains(got, tc.index) {
+			t.Errorf("Effects(%s) plan = %q; want it %s, with no scan of the table and no sort", tc.name, got, tc.index)
 		}
 	}
 }

@@ -32,28 +32,55 @@ func (s *Store) Effect(ctx context.Context, key string) (*store.Effect, error) {
 
 // Effects returns the effect records f selects, ordered by key.
 func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Effect, error) {
-	q := `SELECT ` + s.effectSelect() + ` FROM effects`
-	var args []any
-	switch {
-	case f.Unsettled && s.beforeNotes():
-		q += ` WHERE state IN ('ambiguous', 'executing')` // no outcome conflicts before that schema
-	case f.Unsettled:
-		q += ` WHERE state IN ('ambiguous', 'executing') OR conflict <> ''`
-	case f.State == "":
-	case f.State == store.Failed, f.State == store.Ambiguous:
-		// The index holds these two states only (migration 4); the repeated condition lets
-		// SQLite use it. Committed and executing effects are listed from the table.
-		q += ` WHERE state = ? AND state IN ('failed', 'ambiguous')`
-		args = append(args, string(f.State))
-	default:
-		q += ` WHERE state = ?`
-		args = append(args, string(f.State))
-	}
-	out, err := collect(ctx, s.r, q+` ORDER BY effect_key`, args, scanEffect)
+	q, args := s.effectsQuery(f)
+	out, err := collect(ctx, s.r, q, args, scanEffect)
 	if err != nil {
 		return nil, fmt.Errorf("effects: %w", err)
 	}
 	return out, nil
+}
+
+// unsettledWhere is the condition of the index effects_unsettled (migrations/0023), written as
+// the index writes it: a read that names it in its WHERE is one SQLite serves from the index.
+const unsettledWhere = `(state IN ('ambiguous', 'executing') OR conflict <> '')`
+
+// effectsQuery is the read of Effects: each selection through the index that holds it, where
+// one does.
+func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
+	var where []string
+	var args []any
+	switch {
+	case f.Unsettled && s.beforeNotes():
+		where = append(where, `state IN ('ambiguous', 'executing')`) // no outcome conflicts before that schema
+	case f.Unsettled:
+		where = append(where, unsettledWhere)
+	case f.State == "":
+	case f.State == store.Failed:
+		// The index effects_state holds failed and ambiguous effects only (migration 4); the
+		// repeated condition lets SQLite use it.
+		where = append(where, `state = 'failed' AND state IN ('failed', 'ambiguous')`)
+	case f.State == store.Ambiguous:
+		where = append(where, `state = 'ambiguous' AND `+unsettledWhere)
+	case f.State == store.Executing:
+		where = append(where, `state = 'executing' AND `+unsettledWhere)
+	default:
+		where = append(where, `state = ?`)
+		args = append(args, string(f.State))
+	}
+	if f.After != "" {
+		where = append(where, `effect_key > ?`)
+		args = append(args, f.After)
+	}
+	q := `SELECT ` + s.effectSelect() + ` FROM effects`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY effect_key`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return q, args
 }
 
 // Approval returns the approval request id; store.ErrNotFound when there is none. The request

@@ -120,7 +120,8 @@ var contents = []string{
 // effect_key alone (WITHOUT ROWID), events and receipts plain rowid tables, no AUTOINCREMENT
 // and no use of sqlite_sequence, no index on receipt_id, every other index as before — but for
 // receipts_action_id and receipts_effect_key, which schema 22 drops (receipts are found by
-// action and effect through the event indexes since: TestReceiptLinks).
+// action and effect through the event indexes since: TestReceiptLinks), and effects_unsettled,
+// which schema 23 adds (TestEffectReadPlans).
 func checkSchema4(t *testing.T, db *sql.DB) {
 	t.Helper()
 	for _, c := range []struct {
@@ -128,7 +129,7 @@ func checkSchema4(t *testing.T, db *sql.DB) {
 		withoutRow int
 		indexes    []string // name unique origin partial, as pragma index_list says
 	}{
-		{"effects", 1, []string{"effects_state 0 c 1", "sqlite_autoindex_effects_1 1 pk 0"}},
+		{"effects", 1, []string{"effects_state 0 c 1", "effects_unsettled 0 c 1", "sqlite_autoindex_effects_1 1 pk 0"}},
 		{"events", 0, []string{"events_action_id 0 c 0", "events_approval_id 0 c 1", "events_effect_key 0 c 0"}},
 		{"receipts", 0, []string{"receipts_approval_id 0 c 1", "receipts_finished_at 0 c 0"}},
 	} {

@@ -83,6 +83,7 @@ func Run(t *testing.T, b Backend) {
 		{"Accounts", testAccounts},
 		{"Sessions", testSessions},
 		{"Retention", testRetention},
+		{"Tally", testTally},
 		{"PruneWhileWriting", testPruneWhileWriting},
 		{"Budgets", testBudgets},
 		{"Suspensions", testSuspensions},

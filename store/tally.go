@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/latchkit/latch/receipt"
+)
+
+// KeptTally is a count of the chain's call receipts (receipt.Tally) that a store keeps so that
+// the next count of the whole chain reads only the receipts appended since: Stats counts the
+// receipts from seq From through seq Through. It is a cache of a count, never evidence: it is
+// not part of the chain, and a count that finds the chain no longer starts at From (it was
+// pruned since) counts the chain again from its start.
+type KeptTally struct {
+	From, Through int64
+	Stats         receipt.Stats
+}
+
+// TallyKeeper is a store that keeps a KeptTally (both stores, from the schema that added it).
+type TallyKeeper interface {
+	// KeptTally returns the tally kept, nil when there is none or the chain no longer starts
+	// at its From, both read in one snapshot.
+	KeptTally(ctx context.Context) (*KeptTally, error)
+	// KeepTally keeps t in place of the tally kept, unless that one counts further (a count
+	// that raced this one ended later). A read-only store returns ErrReadOnly.
+	KeepTally(ctx context.Context, t *KeptTally) error
+}
+
+// CountChain counts every call receipt of st's chain: the tally st keeps (TallyKeeper) and the
+// receipts appended after it, or every receipt when none is kept. It returns the count as a
+// tally to keep and how many receipts it read; it does not keep it (the caller decides, and a
+// read-only store cannot).
+func CountChain(ctx context.Context, st Store) (*KeptTally, int, error) {
+	var kept *KeptTally
+	if k, ok := st.(TallyKeeper); ok {
+		var err error
+		if kept, err = k.KeptTally(ctx); err != nil {
+			return nil, 0, fmt.Errorf("count receipts: kept tally: %w", err)
+		}
+	}
+	out := &KeptTally{}
+	if kept != nil {
+		*out = *kept
+	}
+	read := 0
+	tail := func(yield func(receipt.Sealed, error) bool) {
+		for r, err := range st.Receipts(ctx, ReceiptFilter{AfterSeq: out.Through}) {
+			if err == nil {
+				read++
+				if out.From == 0 {
+					out.From = r.Seq
+				}
+				out.Through = r.Seq
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
+	more, err := receipt.Tally(iter.Seq2[receipt.Sealed, error](tail))
+	if err != nil {
+		return nil, 0, fmt.Errorf("count receipts: %w", err)
+	}
+	if kept != nil {
+		more = kept.Stats.Add(more)
+	}
+	out.Stats = more
+	return out, read, nil
+}
+
+// SchemaReporter is a store that says which schema it was opened at: At, and Latest, the one
+// this binary writes. A read-only store may be older; opening it for writing would migrate it.
+type SchemaReporter interface {
+	Schema() (at, latest int)
+}
