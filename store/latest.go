@@ -30,7 +30,13 @@ type latestRuns[S any] struct {
 	what  string // what their errors say they are for
 	cur   map[string]*latest[S]
 	runs  []*os.File
-	buf   []byte
+	// levels[i] is the level of runs[i]: 0 for a run of held keys, L+1 for a run merged from
+	// maxRuns runs of level L. Levels never grow along runs, so the runs of the last level are
+	// the tail of runs.
+	levels []int
+	// written counts the entries written to runs at every level: what the runs cost.
+	written int64
+	buf     []byte
 }
 
 // latest is what the records of one key said: the last state asserted (nil when none did) and
@@ -85,13 +91,17 @@ func (e *latest[S]) merge(seq int64, state *S, v1 bool, v1seq int64) {
 	}
 }
 
-// spill writes the keys held, sorted, to a new run; past maxRuns runs, it merges them into one,
-// so that the files open at once stay few however long the chain.
+// spill writes the keys held, sorted, to a new run of level 0; whenever maxRuns runs share a
+// level, it merges them into one run of the next level. The files open at once stay few however
+// long the chain (maxRuns a level, a level per factor of maxRuns), and each key is written once a
+// level — some log(keys) times in all — where merging every run into the one before would write
+// the keys of the first runs again at every merge, a cost that grows with the square of the
+// chain.
 func (l *latestRuns[S]) spill() error {
 	if len(l.cur) == 0 {
 		return nil
 	}
-	err := l.writeRun(func(yield func(*latest[S], error) bool) {
+	err := l.writeRun(0, func(yield func(*latest[S], error) bool) {
 		for _, k := range slices.Sorted(maps.Keys(l.cur)) {
 			if !yield(l.cur[k], nil) {
 				return
@@ -102,29 +112,35 @@ func (l *latestRuns[S]) spill() error {
 		return err
 	}
 	clear(l.cur)
-	if len(l.runs) < maxRuns {
-		return nil
+	for {
+		n := len(l.runs)
+		if n < maxRuns || l.levels[n-1] != l.levels[n-maxRuns] {
+			return nil
+		}
+		level := l.levels[n-1]
+		old := slices.Clone(l.runs[n-maxRuns:])
+		l.runs, l.levels = l.runs[:n-maxRuns], l.levels[:n-maxRuns]
+		err = l.writeRun(level+1, mergeRuns(old, l.codec, l.what))
+		for _, f := range old {
+			f.Close()
+			os.Remove(f.Name())
+		}
+		if err != nil {
+			return err
+		}
 	}
-	old := l.runs
-	l.runs = nil
-	err = l.writeRun(mergeRuns(old, l.codec, l.what))
-	for _, f := range old {
-		f.Close()
-		os.Remove(f.Name())
-	}
-	return err
 }
 
-// maxRuns is how many runs latestRuns keeps before merging them into one.
+// maxRuns is how many runs of one level latestRuns keeps before merging them into one.
 const maxRuns = 64
 
-// writeRun writes entries, in key order, to a new run, rewound for reading.
-func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
+// writeRun writes entries, in key order, to a new run of level, rewound for reading.
+func (l *latestRuns[S]) writeRun(level int, entries iter.Seq2[*latest[S], error]) error {
 	f, err := os.CreateTemp("", "latch-"+l.file+"-*")
 	if err != nil {
 		return fmt.Errorf("%s: a temporary run: %w", l.what, err)
 	}
-	l.runs = append(l.runs, f)
+	l.runs, l.levels = append(l.runs, f), append(l.levels, level)
 	w := bufio.NewWriterSize(f, 64<<10)
 	for e, err := range entries {
 		if err != nil {
@@ -148,6 +164,7 @@ func (l *latestRuns[S]) writeRun(entries iter.Seq2[*latest[S], error]) error {
 			b = l.codec.put(b, e.state)
 		}
 		l.buf = b
+		l.written++
 		if _, err := w.Write(b); err != nil {
 			return fmt.Errorf("%s: write a temporary run: %w", l.what, err)
 		}
@@ -167,7 +184,7 @@ func (l *latestRuns[S]) close() {
 		f.Close()
 		os.Remove(f.Name())
 	}
-	l.runs = nil
+	l.runs, l.levels = nil, nil
 }
 
 // sorted yields what add gathered, one entry a key, in byte order of key. It is called once.

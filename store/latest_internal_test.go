@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,8 +16,8 @@ import (
 
 // TestLatestRuns: whatever the limit (every key in its own run, a few runs, all in memory),
 // sorted yields each key once, in byte order, with the state of the highest seq that asserted
-// one and whether a v1 record named it — what a map of every key would say —, runs past maxRuns
-// are merged into one, and close leaves no temporary file behind.
+// one and whether a v1 record named it — what a map of every key would say —, maxRuns runs of a
+// level are merged into one of the next, and close leaves no temporary file behind.
 func TestLatestRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type add struct {
@@ -61,8 +62,14 @@ func TestLatestRuns(t *testing.T) {
 			if held, _ := filepath.Glob(filepath.Join(dir, "latch-statecheck-*")); len(held) != len(l.runs) {
 				t.Errorf("limit %d: %d runs, %d latch-statecheck-* files in TMPDIR", limit, len(l.runs), len(held))
 			}
-			if len(l.runs) >= maxRuns {
-				t.Errorf("limit %d: %d runs kept, want them merged below %d", limit, len(l.runs), maxRuns)
+			perLevel := map[int]int{}
+			for _, lv := range l.levels {
+				perLevel[lv]++
+			}
+			for lv, n := range perLevel {
+				if n >= maxRuns {
+					t.Errorf("limit %d: %d runs kept at level %d, want them merged below %d", limit, n, lv, maxRuns)
+				}
 			}
 			n, prev := 0, ""
 			for e, err := range l.sorted() {
@@ -89,6 +96,38 @@ func TestLatestRuns(t *testing.T) {
 				t.Errorf("close left %v", left)
 			}
 		})
+	}
+}
+
+// TestLatestRunsWriteEachKeyOnceALevel: a key is written to runs once a level, so the runs of a
+// chain cost some log(keys) writes a key, not a number that grows with the chain: 3 * 64 * 64
+// keys, one a run, are written at levels 0, 1 and 2 and nowhere else. Merging every run into the
+// one before (the runs' first design) wrote them some 100 times each.
+func TestLatestRunsWriteEachKeyOnceALevel(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	const keys = 3 * maxRuns * maxRuns
+	l := newLatestRuns(effectCodec, 1, "statecheck", "check state")
+	defer l.close()
+	for i := range keys {
+		if err := l.add(fmt.Sprintf("charge:inv_%06d", (i*7919)%keys), int64(i+1), &receipt.EffectState{State: "committed", Attempt: 1}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := int64(3 * keys); l.written != want {
+		t.Errorf("%d keys were written %d times to runs, want %d (once at each of 3 levels)", keys, l.written, want)
+	}
+	if !slices.Equal(l.levels, []int{2, 2, 2}) {
+		t.Errorf("runs at levels %v, want three of level 2", l.levels)
+	}
+	n := 0
+	for _, err := range l.sorted() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != keys {
+		t.Errorf("%d keys yielded, want %d", n, keys)
 	}
 }
 
