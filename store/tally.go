@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -74,4 +76,30 @@ func CountChain(ctx context.Context, st Store) (*KeptTally, int, error) {
 // this binary writes. A read-only store may be older; opening it for writing would migrate it.
 type SchemaReporter interface {
 	Schema() (at, latest int)
+}
+
+// EncodeTally is how a store keeps t's counts: a JSON document, once t is checked to count
+// receipts (From at least 1, Through not below it).
+func EncodeTally(t *KeptTally) (string, error) {
+	if t == nil || t.From < 1 || t.Through < t.From {
+		return "", errors.New("keep tally: no tally of receipts")
+	}
+	doc, err := json.Marshal(t.Stats)
+	if err != nil {
+		return "", fmt.Errorf("keep tally: %w", err)
+	}
+	return string(doc), nil
+}
+
+// DecodeTally reads the counts a store kept (EncodeTally) into t, when the chain still starts
+// at t.From (first is the chain's first seq, nil for an empty chain); it returns nil when it
+// does not — a prune removed receipts the tally counted — so that the count starts over.
+func DecodeTally(t *KeptTally, doc string, first *int64) (*KeptTally, error) {
+	if first == nil || *first != t.From {
+		return nil, nil
+	}
+	if err := json.Unmarshal([]byte(doc), &t.Stats); err != nil {
+		return nil, fmt.Errorf("kept tally: %w", err)
+	}
+	return t, nil
 }

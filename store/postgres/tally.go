@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -33,30 +32,22 @@ func (s *Store) KeptTally(ctx context.Context) (*store.KeptTally, error) {
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("kept tally: %w", err)
-	case first == nil || *first != t.From:
-		return nil, nil // pruned since: counted again from the start
 	}
-	if err := json.Unmarshal([]byte(doc), &t.Stats); err != nil {
-		return nil, fmt.Errorf("kept tally: %w", err)
-	}
-	return &t, nil
+	return store.DecodeTally(&t, doc, first)
 }
 
 // KeepTally keeps t in place of the tally kept, unless that one starts at the same seq and
 // counts further. Keeping the same tally twice changes nothing.
 func (s *Store) KeepTally(ctx context.Context, t *store.KeptTally) error {
-	if t == nil || t.From < 1 || t.Through < t.From {
-		return errors.New("keep tally: no tally of receipts")
-	}
-	doc, err := json.Marshal(t.Stats)
+	doc, err := store.EncodeTally(t)
 	if err != nil {
-		return fmt.Errorf("keep tally: %w", err)
+		return err
 	}
 	_, err = s.write(ctx, "keep tally", func(ctx context.Context, x *txn) error {
 		_, err := x.Exec(ctx, `INSERT INTO `+s.quoted()+`.receipt_tally AS k (id, from_seq, through_seq, doc) VALUES (1, $1, $2, $3)
 			ON CONFLICT (id) DO UPDATE SET from_seq = excluded.from_seq, through_seq = excluded.through_seq, doc = excluded.doc
 			WHERE k.from_seq <> excluded.from_seq OR k.through_seq < excluded.through_seq`,
-			t.From, t.Through, string(doc))
+			t.From, t.Through, doc)
 		return err
 	})
 	return err

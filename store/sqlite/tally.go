@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -24,7 +23,7 @@ func (s *Store) KeptTally(ctx context.Context) (*store.KeptTally, error) {
 	}
 	var t store.KeptTally
 	var doc string
-	var first sql.NullInt64
+	var first *int64
 	err := s.r.QueryRowContext(ctx, `SELECT from_seq, through_seq, doc, (SELECT min(seq) FROM receipts)
 		FROM receipt_tally WHERE id = 1`).Scan(&t.From, &t.Through, &doc, &first)
 	switch {
@@ -32,30 +31,22 @@ func (s *Store) KeptTally(ctx context.Context) (*store.KeptTally, error) {
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("kept tally: %w", err)
-	case !first.Valid || first.Int64 != t.From:
-		return nil, nil // pruned since: counted again from the start
 	}
-	if err := json.Unmarshal([]byte(doc), &t.Stats); err != nil {
-		return nil, fmt.Errorf("kept tally: %w", err)
-	}
-	return &t, nil
+	return store.DecodeTally(&t, doc, first)
 }
 
 // KeepTally keeps t in place of the tally kept, unless that one starts at the same seq and
 // counts further.
 func (s *Store) KeepTally(ctx context.Context, t *store.KeptTally) error {
-	if t == nil || t.From < 1 || t.Through < t.From {
-		return errors.New("keep tally: no tally of receipts")
-	}
-	doc, err := json.Marshal(t.Stats)
+	doc, err := store.EncodeTally(t)
 	if err != nil {
-		return fmt.Errorf("keep tally: %w", err)
+		return err
 	}
 	err = s.write(ctx, func(x *txn) error {
 		_, err := x.c.exec(`INSERT INTO receipt_tally (id, from_seq, through_seq, doc) VALUES (1, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET from_seq = excluded.from_seq, through_seq = excluded.through_seq, doc = excluded.doc
 			WHERE receipt_tally.from_seq <> excluded.from_seq OR receipt_tally.through_seq < excluded.through_seq`,
-			t.From, t.Through, string(doc))
+			t.From, t.Through, doc)
 		return err
 	})
 	if err != nil {
