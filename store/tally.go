@@ -30,13 +30,13 @@ type TallyKeeper interface {
 	KeepTally(ctx context.Context, t *KeptTally) error
 }
 
-// CountChain counts every call receipt of st's chain: the tally st keeps (TallyKeeper) and the
-// receipts appended after it, or every receipt when none is kept. It returns the count as a
+// CountChain counts every call receipt of st's chain: the tally k keeps of it and the receipts
+// appended after that, or every receipt when k keeps none (or is nil). It returns the count as a
 // tally to keep and how many receipts it read; it does not keep it (the caller decides, and a
 // read-only store cannot).
-func CountChain(ctx context.Context, st Store) (*KeptTally, int, error) {
+func CountChain(ctx context.Context, st Store, k TallyKeeper) (*KeptTally, int, error) {
 	var kept *KeptTally
-	if k, ok := st.(TallyKeeper); ok {
+	if k != nil {
 		var err error
 		if kept, err = k.KeptTally(ctx); err != nil {
 			return nil, 0, fmt.Errorf("count receipts: kept tally: %w", err)

@@ -47,6 +47,11 @@ type Config struct {
 // Operator answers the operator's questions about one store. It is safe for concurrent use.
 type Operator struct {
 	cfg Config
+	// counting admits one count of the whole chain at a time: requests that arrive while a
+	// count reads the chain wait for it, then start from the tally it kept, where each would
+	// otherwise read every receipt the tally does not cover (the first count of a store: all of
+	// them).
+	counting chan struct{}
 }
 
 // New returns an Operator.
@@ -54,7 +59,7 @@ func New(cfg *Config) (*Operator, error) {
 	if cfg == nil || cfg.Store == nil {
 		return nil, errors.New("operator: new: Config.Store is required")
 	}
-	o := &Operator{cfg: *cfg}
+	o := &Operator{cfg: *cfg, counting: make(chan struct{}, 1)}
 	if o.cfg.Now == nil {
 		o.cfg.Now = time.Now
 	}
@@ -391,14 +396,19 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.Stats, error) {
 	now := o.cfg.Now()
 	if window <= 0 {
-		t, read, err := store.CountChain(ctx, o.cfg.Store)
+		select {
+		case o.counting <- struct{}{}:
+			defer func() { <-o.counting }()
+		case <-ctx.Done():
+			return jsonview.Stats{}, fmt.Errorf("count receipts: %w", ctx.Err())
+		}
+		k := o.keeper()
+		t, read, err := store.CountChain(ctx, o.cfg.Store, k)
 		if err != nil {
 			return jsonview.Stats{}, err
 		}
-		if read > 0 {
-			if k := o.keeper(); k != nil {
-				_ = k.KeepTally(ctx, t) // a cache: not keeping it changes no answer
-			}
+		if read > 0 && k != nil {
+			_ = k.KeepTally(ctx, t) // a cache: not keeping it changes no answer
 		}
 		return jsonview.NewStats(t.Stats, time.Time{}, now), nil
 	}

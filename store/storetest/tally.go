@@ -30,7 +30,7 @@ func testTally(t *testing.T, b Backend) {
 	}
 	count := func(what string, wantRead int) *store.KeptTally {
 		t.Helper()
-		got, read, err := store.CountChain(ctx, f.st)
+		got, read, err := store.CountChain(ctx, f.st, k)
 		if err != nil {
 			t.Fatalf("%s: CountChain: %v", what, err)
 		}
@@ -43,7 +43,7 @@ func testTally(t *testing.T, b Backend) {
 		return got
 	}
 
-	if got, read, err := store.CountChain(ctx, f.st); err != nil || read != 0 || got.Stats.Receipts != 0 {
+	if got, read, err := store.CountChain(ctx, f.st, k); err != nil || read != 0 || got.Stats.Receipts != 0 {
 		t.Fatalf("CountChain of an empty store = %+v, %d, %v; want nothing read", got, read, err)
 	}
 	if kept, err := k.KeptTally(ctx); err != nil || kept != nil {
