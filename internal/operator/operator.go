@@ -394,7 +394,6 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 // since, then keeps the new tally; a tally that cannot be kept (a read-only store) costs the
 // next count time, never its answer.
 func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.Stats, error) {
-	now := o.cfg.Now()
 	if window <= 0 {
 		select {
 		case o.counting <- struct{}{}:
@@ -410,8 +409,9 @@ func (o *Operator) Stats(ctx context.Context, window time.Duration) (jsonview.St
 		if read > 0 && k != nil {
 			_ = k.KeepTally(ctx, t) // a cache: not keeping it changes no answer
 		}
-		return jsonview.NewStats(t.Stats, time.Time{}, now), nil
+		return jsonview.NewStats(t.Stats, time.Time{}, o.cfg.Now()), nil // until: after the count read the chain
 	}
+	now := o.cfg.Now()
 	from := now.Add(-window)
 	tally, err := receipt.Tally(o.cfg.Store.Receipts(ctx, store.ReceiptFilter{Since: from}))
 	if err != nil {
