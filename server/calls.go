@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -60,7 +61,9 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	defer m.done()
-	br := bufio.NewReaderSize(r.Body, inFlightFloor)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(r.Body)
+	defer func() { br.Reset(nil); lineReaders.Put(br) }()
 
 	line, err := readLine(br, s.cfg.MaxBody, m)
 	var req actionRequest
@@ -106,48 +109,68 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request, c *caller) {
 	deadline := time.Now().Add(wait)
 	_ = rc.SetReadDeadline(deadline)
 	_ = rc.SetWriteDeadline(deadline.Add(callAnswerGrace))
-	rec, pr := s.callOutcome(r, br, m, p.ActionID, deadline)
+	rec, ended, pr := s.callOutcome(r, br, m, p.ActionID, deadline)
 	var answer2 any = rec
 	if pr != nil {
 		pr.ActionID = p.ActionID
 		answer2 = pr
 	}
-	if err := writeLine(w, answer2); err == nil {
-		err = rc.Flush()
-	} else {
+	if err := writeLine(w, answer2); err != nil {
 		// Recorded or not, the caller that lost this answer reads the action back with
 		// GET /v1/actions/{id}.
 		s.log.Debug("latch serve: the answer to a call's outcome could not be written", "action_id", p.ActionID, "err", err)
 		return
 	}
-	// The caller ends the body after its outcome: read it to its end here, while the handler
-	// runs, so that the connection can take the next request (and net/http does not reach the
-	// body's end after the handler: golang/go#68560). A read error or the deadline ends it too.
-	_, _ = io.Copy(io.Discard, br)
+	if !ended {
+		// A refused outcome, the body still open: the line goes now, and the body is read to
+		// its end here, while the handler runs, so that the connection can take the next
+		// request and net/http does not reach the body's end after the handler
+		// (golang/go#68560). A read error or the deadline ends it too.
+		if rc.Flush() == nil {
+			_, _ = io.Copy(io.Discard, br)
+		}
+	}
+	// Else the body has ended: the line goes out with the answer's end, in one write.
 }
 
-// callOutcome reads the outcome line of the call id and records it, authenticating the request
-// again first as POST /v1/actions/{id}/outcome would: a credential revoked or expired since
-// the begin records nothing. It returns the answer, or the problem refusing the outcome when
-// nothing was recorded.
-func (s *Server) callOutcome(r *http.Request, br *bufio.Reader, m *meter, id string, deadline time.Time) (*recorded, *Problem) {
+// lineReaders are the readers of the calls' bodies.
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, inFlightFloor) }}
+
+// callOutcome reads the outcome line of the call id and the body's end after it, and records
+// the outcome, authenticating the request again first as POST /v1/actions/{id}/outcome would:
+// a credential revoked or expired since the begin records nothing. It returns the answer, or
+// the problem refusing the outcome when nothing was recorded, and whether the body was read to
+// its end.
+func (s *Server) callOutcome(r *http.Request, br *bufio.Reader, m *meter, id string, deadline time.Time) (_ *recorded, ended bool, _ *Problem) {
 	defer m.shrink()
 	line, err := readLine(br, s.cfg.MaxBody, m)
 	switch {
 	case errors.Is(err, io.EOF):
-		return nil, problem(http.StatusBadRequest, "outcome_missing",
+		return nil, true, problem(http.StatusBadRequest, "outcome_missing",
 			"the request body ended without an outcome: nothing is recorded, the effect stays executing under its lease: report it with POST /v1/actions/"+id+"/outcome")
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, problem(http.StatusRequestTimeout, "outcome_timeout",
+		return nil, false, problem(http.StatusRequestTimeout, "outcome_timeout",
 			fmt.Sprintf("no outcome arrived by %s (the lease's end or the server's read timeout): nothing is recorded, the effect stays executing under its lease: report it with POST /v1/actions/%s/outcome", deadline.UTC().Format(time.RFC3339Nano), id))
 	case err == nil:
 	default:
-		return nil, lineProblem(err, "the outcome (the second line)")
+		return nil, false, lineProblem(err, "the outcome (the second line)")
 	}
 	var req outcomeRequest
 	if err := decodeLine(line, &req, "the outcome (the second line)"); err != nil {
-		return nil, lineProblem(err, "the outcome (the second line)")
+		return nil, false, lineProblem(err, "the outcome (the second line)")
 	}
+	// The outcome is the last line. The body's end is read before anything is recorded: a
+	// body with more after its outcome is refused as a body with data after its value is.
+	if p := bodyEnd(br, s.cfg.MaxBody, m, id, deadline); p != nil {
+		return nil, false, p
+	}
+	rec, p := s.recordAgain(r, id, &req)
+	return rec, true, p
+}
+
+// recordAgain records the outcome req of the call id for the request's credential,
+// authenticated again.
+func (s *Server) recordAgain(r *http.Request, id string, req *outcomeRequest) (*recorded, *Problem) {
 	c, p := s.authenticateAs(r, true)
 	if p != nil {
 		return nil, p
@@ -155,7 +178,7 @@ func (s *Server) callOutcome(r *http.Request, br *bufio.Reader, m *meter, id str
 	if p := c.agentOnly(); p != nil {
 		return nil, p
 	}
-	rec, p := s.record(r.Context(), c, id, &req)
+	rec, p := s.record(r.Context(), c, id, req)
 	if c.check != nil && !c.check.Confirmed() {
 		// As confirmWriter does for the outcome route: a token taken from memory is answered
 		// for only once a write confirmed it or the store says it still holds.
@@ -164,6 +187,31 @@ func (s *Server) callOutcome(r *http.Request, br *bufio.Reader, m *meter, id str
 		}
 	}
 	return rec, p
+}
+
+// bodyEnd reads the rest of a call's body after its outcome line: nothing but whitespace (at
+// most limit bytes of it), then its end. It returns the problem when there is more, or when the
+// end does not come by the deadline.
+func bodyEnd(br *bufio.Reader, limit int64, m *meter, id string, deadline time.Time) *Problem {
+	var blank int64
+	for {
+		line, err := readLine(br, limit, m)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return problem(http.StatusRequestTimeout, "outcome_timeout",
+				fmt.Sprintf("the request body did not end after the outcome by %s (the lease's end or the server's read timeout): the outcome is the last line, end the body after it; nothing is recorded, the effect stays executing under its lease: report it with POST /v1/actions/%s/outcome", deadline.UTC().Format(time.RFC3339Nano), id))
+		case err != nil:
+			return lineProblem(err, "the end of the body")
+		case len(bytes.TrimSpace(line)) > 0:
+			return problem(http.StatusBadRequest, "invalid_json",
+				"the request body goes on after the outcome (the second line): the outcome is the last line; nothing is recorded, the effect stays executing under its lease")
+		}
+		if blank += int64(len(line)) + 1; blank > limit {
+			return problem(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the blank lines after the outcome exceed %d bytes", limit))
+		}
+	}
 }
 
 // lineError is a line of a call's body that is wrong: the problem saying how.

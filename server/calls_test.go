@@ -258,6 +258,7 @@ func TestCallBrokenStream(t *testing.T) {
 				}},
 				{"not an outcome", func(t *testing.T, c *callConn, id string) {
 					c.send(map[string]any{"outcome": "done"})
+					c.end()
 					l := c.line()
 					wantLineProblem(t, "not an outcome", l, 400, "invalid_field", id)
 					if l["field"] != "outcome" {
@@ -271,6 +272,16 @@ func TestCallBrokenStream(t *testing.T) {
 				{"unknown member", func(t *testing.T, c *callConn, id string) {
 					c.send(`{"outcome":"committed","resullt":1}`)
 					wantLineProblem(t, "unknown member", c.line(), 400, "unknown_field", id)
+				}},
+				{"a line after the outcome", func(t *testing.T, c *callConn, id string) {
+					c.send(map[string]any{"outcome": "committed"})
+					c.send(map[string]any{"outcome": "unknown"})
+					c.end()
+					wantLineProblem(t, "a line after the outcome", c.line(), 400, "invalid_json", id)
+				}},
+				{"body not ended after the outcome", func(t *testing.T, c *callConn, id string) {
+					c.send(map[string]any{"outcome": "committed"})
+					wantLineProblem(t, "body not ended", c.line(), 408, "outcome_timeout", id)
 				}},
 			} {
 				inv := "inv_" + strings.ReplaceAll(tc.name, " ", "_")
@@ -489,8 +500,9 @@ func (b *syncBuffer) String() string {
 }
 
 // TestCallConnectionReused: calls made one after another by net/http's client share one
-// connection: the server reads each body to its end before the next request, and nothing
-// panics in net/http doing so (the answer's end is sent before, the body's end read after).
+// connection, those whose outcome is recorded and those whose outcome is refused (its line sent
+// before the body's end is read, the server then reads the body to its end), and nothing
+// panics in net/http doing so.
 func TestCallConnectionReused(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
@@ -523,13 +535,23 @@ func TestCallConnectionReused(t *testing.T) {
 		if l, err := lines.ReadBytes('\n'); err != nil || !strings.Contains(string(l), `"reserved"`) {
 			t.Fatalf("call %d: first line %q (%v)", i, l, err)
 		}
-		_, _ = io.WriteString(pw, `{"outcome":"committed"}`+"\n")
-		// The second line is read before the body ends: the server has it sent, then reads
-		// the body's end.
-		if l, err := lines.ReadBytes('\n'); err != nil || !strings.Contains(string(l), `"committed"`) {
-			t.Fatalf("call %d: second line %q (%v)", i, l, err)
+		outcome, want := `{"outcome":"committed"}`, `"result":"committed"`
+		if i%2 == 1 {
+			outcome, want = `{"outcome":"committed","x":1}`, `urn:latch:problem:unknown_field`
 		}
-		pw.Close()
+		ended := make(chan struct{})
+		go func() {
+			_, _ = io.WriteString(pw, outcome+"\n")
+			if i%2 == 1 {
+				<-ended // a refused outcome is answered at once: the body ends after its answer
+			}
+			pw.Close()
+		}()
+		l, err := lines.ReadBytes('\n')
+		close(ended)
+		if err != nil || !strings.Contains(string(l), want) {
+			t.Fatalf("call %d: second line %q (%v), want %s", i, l, err, want)
+		}
 		if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) > 0 {
 			t.Fatalf("call %d: after the second line %q (%v)", i, rest, err)
 		}

@@ -246,7 +246,7 @@ var schemas = map[string]any{
 		"receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
 	// POST /v1/calls: the lines of the body and of its 200 answer, in order.
 	"CallLines": map[string]any{"type": "array", "items": false, "minItems": 1, "prefixItems": []any{ref("ActionRequest"), ref("OutcomeRequest")},
-		"description": "One JSON document a line: the action (as POST /v1/actions takes it), then, once the begun action's line has arrived and the effect ran, its outcome (as POST /v1/actions/{id}/outcome takes it). Each line at most the server's largest body."},
+		"description": "One JSON document a line: the action (as POST /v1/actions takes it), then, once the begun action's line has arrived and the effect ran, its outcome (as POST /v1/actions/{id}/outcome takes it), the last line: the body ends after it. Each line at most the server's largest body."},
 	"CallAnswerLines": map[string]any{"type": "array", "items": false, "minItems": 1, "prefixItems": []any{ref("Action"),
 		map[string]any{"oneOf": []any{ref("Recorded"), ref("Problem")}}},
 		"description": "One JSON document a line: the begun action (as POST /v1/actions answers it), then the recorded outcome (as POST /v1/actions/{id}/outcome answers it) or the problem refusing the outcome, which then recorded nothing: the effect stays executing under its lease (outcome_missing, outcome_timeout, or the outcome route's own problems). A refused begin (a problem) and an approval required (202) are answered as POST /v1/actions answers them, and end the exchange."},
