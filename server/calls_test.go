@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -178,6 +179,17 @@ func TestCallOneRequest(t *testing.T) {
 			b, _ = io.ReadAll(big.resp.Body)
 			if big.resp.StatusCode != 202 || !strings.Contains(string(b), `"status":"approval_required"`) {
 				t.Errorf("a call needing approval = %d %s, want 202 approval_required", big.resp.StatusCode, b)
+			}
+			// An action without an effect key is allowed, not reserved, and its outcome is
+			// recorded all the same.
+			un := dialCall(t, s, s.alice, "", map[string]any{"action": "report.read"})
+			if l := un.line(); un.resp.StatusCode != 200 || l["status"] != "allowed" || l["effect_key"] != nil {
+				t.Fatalf("an unkeyed call's first line = %d %v, want allowed", un.resp.StatusCode, l)
+			}
+			un.send(map[string]any{"outcome": "committed"})
+			un.end()
+			if l := un.line(); l["status"] != "recorded" || l["result"] != "committed" {
+				t.Errorf("an unkeyed call's second line = %v, want recorded committed", l)
 			}
 			// A person's credential proposes nothing here either.
 			bad := dialCall(t, s, s.approver, "", charge("inv_3", 100))
@@ -562,5 +574,52 @@ func TestCallConnectionReused(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, "panic") {
 		t.Errorf("the server logged a panic:\n%s", l)
+	}
+}
+
+// TestCallHTTP2: over HTTP/2 (TLS, net/http's client) the exchange is the same: the first line
+// arrives while the body is open, the outcome is recorded on the same stream.
+func TestCallHTTP2(t *testing.T) {
+	t.Parallel()
+	s := start(t, "sqlite", nil)
+	h, err := server.New(s.g, &server.Config{Now: s.clock.Now, NoConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h.Handler())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	defer ts.Close()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/calls", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.alice)
+	req.Header.Set("Content-Type", server.CallContentType)
+	go func() {
+		_, _ = io.WriteString(pw, `{"action":"billing.charge","arguments":{"invoice_id":"inv_h2","amount":100}}`+"\n")
+	}()
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("answered over %s, want HTTP/2", resp.Proto)
+	}
+	lines := bufio.NewReader(resp.Body)
+	if l, err := lines.ReadBytes('\n'); err != nil || resp.StatusCode != 200 || !strings.Contains(string(l), `"status":"reserved"`) {
+		t.Fatalf("first line %d %q (%v), want the reservation", resp.StatusCode, l, err)
+	}
+	go func() {
+		_, _ = io.WriteString(pw, `{"outcome":"committed"}`+"\n")
+		pw.Close()
+	}()
+	if l, err := lines.ReadBytes('\n'); err != nil || !strings.Contains(string(l), `"result":"committed"`) {
+		t.Fatalf("second line %q (%v), want the recorded outcome", l, err)
+	}
+	if e, err := s.g.Store().Effect(t.Context(), "charge:inv_h2"); err != nil || e.State != store.Committed {
+		t.Errorf("effect = %+v (%v), want committed", e, err)
 	}
 }
