@@ -100,15 +100,32 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
+	_, status, answer := s.beginCall(r, c, &req, key)
+	writeAnswer(w, status, answer)
+}
+
+// writeAnswer writes answer with status: a problem as a problem document, anything else as JSON.
+func writeAnswer(w http.ResponseWriter, status int, answer any) {
+	if p, ok := answer.(*Problem); ok {
+		writeProblem(w, p)
+		return
+	}
+	writeJSON(w, status, answer)
+}
+
+// beginCall begins the call req asks for, under the request key key ("" for none), as
+// POST /v1/actions does, and returns the pending call when it was begun (reserved, or allowed
+// without an effect key), with the status and the answer to give: the begun action, the
+// approval required (202), or the problem refusing it.
+func (s *Server) beginCall(r *http.Request, c *caller, req *actionRequest, key string) (*latch.Pending, int, any) {
 	switch {
 	case req.Action == "":
-		writeProblem(w, missing("action"))
-		return
+		p := missing("action")
+		return nil, p.Status, p
 	case req.WaitSeconds < 0 || req.WaitSeconds > int(s.cfg.MaxWait/time.Second): // compared in seconds: a large count overflows a Duration
 		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("wait_seconds must be 0 to %d", int(s.cfg.MaxWait/time.Second)))
 		p.Field = "wait_seconds"
-		writeProblem(w, p)
-		return
+		return nil, p.Status, p
 	}
 	ctx := latch.WithPrincipal(c.withCheck(r.Context()), c.principal)
 	if key != "" {
@@ -134,12 +151,12 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, c *caller) {
 				out.Approval = &aj
 			}
 		}
-		writeJSON(w, http.StatusAccepted, out)
+		return nil, http.StatusAccepted, out
 	case err != nil:
-		writeProblem(w, beginProblem(err))
-	default:
-		writeJSON(w, http.StatusOK, newActionJSON(p))
+		pr := beginProblem(err)
+		return nil, pr.Status, pr
 	}
+	return p, http.StatusOK, newActionJSON(p)
 }
 
 // idempotencyKey reads the Idempotency-Key header: "" when absent, or the problem naming what
@@ -244,36 +261,41 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeProblem(w, p)
 		return
 	}
-	o, ok := outcomes[req.Outcome]
-	switch {
-	case req.Outcome == "":
-		writeProblem(w, missing("outcome"))
-		return
-	case !ok:
-		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("outcome %q is not one of committed, not_executed, unknown", req.Outcome))
-		p.Field = "outcome"
-		writeProblem(w, p)
-		return
-	case len(req.Result) > 0 && o != latch.OutcomeCommitted && string(req.Result) != "null":
-		p := problem(http.StatusBadRequest, "invalid_field", "a result is stored only with the outcome committed")
-		p.Field = "result"
-		writeProblem(w, p)
-		return
-	}
-	// The result is stored and handed to later duplicates: it is held to what a resolution's is.
-	result, p := checkResult(req.Result)
+	rec, p := s.record(r.Context(), c, r.PathValue("id"), &req)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
-	id := r.PathValue("id")
-	rc, err := s.g.Finish(latch.WithPrincipal(c.withCheck(r.Context()), c.principal), id, o, result, req.Error)
-	if rc == nil {
-		writeProblem(w, problemOf(err))
-		return
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// record checks the outcome req and records it for the action id begun by c's principal, as
+// POST /v1/actions/{id}/outcome does: the answer, or the problem refusing it (a malformed
+// outcome, another principal's action, one recorded already), when nothing was recorded.
+func (s *Server) record(ctx context.Context, c *caller, id string, req *outcomeRequest) (*recorded, *Problem) {
+	o, ok := outcomes[req.Outcome]
+	switch {
+	case req.Outcome == "":
+		return nil, missing("outcome")
+	case !ok:
+		p := problem(http.StatusBadRequest, "invalid_field", fmt.Sprintf("outcome %q is not one of committed, not_executed, unknown", req.Outcome))
+		p.Field = "outcome"
+		return nil, p
+	case len(req.Result) > 0 && o != latch.OutcomeCommitted && string(req.Result) != "null":
+		p := problem(http.StatusBadRequest, "invalid_field", "a result is stored only with the outcome committed")
+		p.Field = "result"
+		return nil, p
 	}
-	writeJSON(w, http.StatusOK, &recorded{Status: "recorded", ActionID: id, Result: rc.Result, Error: jstr(rc.Error),
-		Receipt: rc.Doc, ReceiptHash: rc.Hash})
+	// The result is stored and handed to later duplicates: it is held to what a resolution's is.
+	result, p := checkResult(req.Result)
+	if p != nil {
+		return nil, p
+	}
+	rc, err := s.g.Finish(latch.WithPrincipal(c.withCheck(ctx), c.principal), id, o, result, req.Error)
+	if rc == nil {
+		return nil, problemOf(err)
+	}
+	return &recorded{Status: "recorded", ActionID: id, Result: rc.Result, Error: jstr(rc.Error), Receipt: rc.Doc, ReceiptHash: rc.Hash}, nil
 }
 
 // maxLeaseSeconds is the longest extension: policy.MaxLease.

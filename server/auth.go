@@ -106,7 +106,12 @@ func (w *confirmWriter) confirm() {
 	}
 	if _, err := w.s.auth.Recheck(w.r.Context(), w.c.cred); err != nil {
 		w.refused = true
-		clear(w.ResponseWriter.Header())
+		h := w.ResponseWriter.Header()
+		conn := h["Connection"] // how the connection ends is not the answer's to drop
+		clear(h)
+		if conn != nil {
+			h["Connection"] = conn
+		}
 		writeProblem(w.ResponseWriter, authProblem(err))
 	}
 }

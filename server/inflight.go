@@ -17,7 +17,7 @@ const (
 )
 
 // inFlight counts the request bodies being answered on the routes that carry a call's arguments
-// or result (POST /v1/actions and its outcome): a request costs the server several times its
+// or result (POST /v1/actions, its outcome, and POST /v1/calls, counted as it reads each line): a request costs the server several times its
 // body while it is decided, reserved and recorded, so what is in flight at once is bounded, in
 // all and per caller. A request past a bound is refused at once, before its body is read, with
 // a 429 problem naming the bound; one caller's burst leaves the others their share.
@@ -39,6 +39,14 @@ func (s *Server) acquire(r *http.Request, who callerKey) (int64, *Problem) {
 		n = s.cfg.MaxBody // unknown (chunked), or larger: it may be read up to MaxBody
 	}
 	n = max(n, inFlightFloor)
+	return n, s.take(who, n, 0)
+}
+
+// take counts n more bytes for who, of a request that has own bytes counted already, or
+// returns the problem refusing them (and counts nothing). A request that is its caller's only
+// one (or the server's) is let in whatever n is: the bounds stop a burst, not a request that
+// MaxBody admits.
+func (s *Server) take(who callerKey, n, own int64) *Problem {
 	f := &s.inflight
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -47,14 +55,14 @@ func (s *Server) acquire(r *http.Request, who callerKey) (int64, *Problem) {
 	}
 	mine := f.byCaller[who]
 	switch {
-	case mine > 0 && mine+n > s.cfg.MaxCallerInFlight:
-		return 0, tooMany(fmt.Sprintf("this caller has %d bytes of requests in flight on the begin and outcome routes; one caller may have at most %d (max_caller_in_flight): retry once an earlier request is answered", mine, s.cfg.MaxCallerInFlight))
-	case f.total > 0 && f.total+n > s.cfg.MaxInFlight:
-		return 0, tooMany(fmt.Sprintf("the server has %d bytes of requests in flight on the begin and outcome routes, at most %d (max_in_flight): retry shortly", f.total, s.cfg.MaxInFlight))
+	case mine > own && mine+n > s.cfg.MaxCallerInFlight:
+		return tooMany(fmt.Sprintf("this caller has %d bytes of requests in flight on the begin, outcome and call routes; one caller may have at most %d (max_caller_in_flight): retry once an earlier request is answered", mine, s.cfg.MaxCallerInFlight))
+	case f.total > own && f.total+n > s.cfg.MaxInFlight:
+		return tooMany(fmt.Sprintf("the server has %d bytes of requests in flight on the begin, outcome and call routes, at most %d (max_in_flight): retry shortly", f.total, s.cfg.MaxInFlight))
 	}
 	f.byCaller[who] = mine + n
 	f.total += n
-	return n, nil
+	return nil
 }
 
 // release gives back the n bytes acquire counted for who.

@@ -23,6 +23,9 @@ type op struct {
 	response string // the component schema of the 2xx answer
 	statuses []int
 	headers  []header // request headers the operation reads
+	// lines: the body and the 200 answer are CallContentType, one JSON document a line; request
+	// and response name an array schema whose items are the lines in order.
+	lines bool
 }
 
 // header is a request header parameter of an operation.
@@ -39,37 +42,38 @@ var idempotencyKeyParam = header{IdempotencyKeyHeader,
 
 // ops describes each route of the table, by "METHOD PATTERN".
 var ops = map[string]op{
-	"GET /healthz":                    {"The process is up", "", "Status", []int{200}, nil},
-	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}, nil},
-	"GET /v1/openapi.json":            {"This document", "", "", []int{200}, nil},
-	"GET /metrics":                    {"Metrics in the Prometheus text format (no token)", "", "", []int{200}, nil},
-	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422, 429}, []header{idempotencyKeyParam}},
-	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}, nil},
-	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409, 429}, nil},
-	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}, nil},
-	"POST /v1/actions/{id}/suspend":   {"Suspend a begun action mid-execution, waiting for input; the token that resumes it is told once", "SuspendRequest", "Suspension", []int{200, 400, 401, 403, 404, 409}, nil},
-	"POST /v1/actions/{id}/resume":    {"Resume a suspended action, once, with its exact token and the same arguments", "ResumeRequest", "Resumption", []int{200, 400, 401, 403, 404, 409, 422}, nil},
-	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}, nil},
-	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil},
-	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver), optionally with edits", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409, 422}, nil},
-	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil},
-	"GET /v1/standing":                {"Standing approvals by state: active, exhausted, expired, revoked or all (approver)", "", "StandingList", []int{200, 400, 401, 403}, nil},
-	"GET /v1/standing/{id}":           {"One standing approval (approver, or the principal it admits)", "", "Standing", []int{200, 401, 404}, nil},
-	"POST /v1/standing/{id}/revoke":   {"Revoke a standing approval (approver)", "RevokeStandingRequest", "Standing", []int{200, 400, 401, 403, 404, 409}, nil},
-	"GET /v1/effects":                 {"Effect records by state (executing, committed, failed, ambiguous, needs_person or all), ordered by key, a page at a time: limit (1 to 1000, 100 by default) after the key after; next_after is where the next page starts, empty on the last (approver)", "", "Effects", []int{200, 400, 401, 403}, nil},
-	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil},
-	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil},
-	"POST /v1/hops":                   {"Hand part of a grant the calling agent holds to one receiving agent (a hop)", "HopRequest", "Delegation", []int{200, 400, 401, 403}, nil},
-	"GET /v1/hops/{id}":               {"What ran under one hop: the hop, its records and each call decided under it (approver)", "", "HopTree", []int{200, 401, 403, 404}, nil},
-	"POST /v1/break-glass":            {"Open a break-glass grant inside one of the policy's envelopes (a person)", "BreakGlassRequest", "Delegation", []int{200, 400, 401, 403, 404}, nil},
-	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil},
-	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil},
-	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil},
-	"GET /v1/coverage":                {"For each policy action and rule, the recorded calls it decided; the rules never fired, actions never called, effect templates that never produced a key (approver)", "", "Coverage", []int{200, 400, 401, 403}, nil},
-	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil},
-	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil},
-	"POST /v1/revocations":            {"Push revoked credentials to the JWT revocation feed (its own bearer secret, not a token)", "Revocations", "RevocationsAccepted", []int{200, 400, 401, 404, 413}, nil},
-	"POST /v1/slack/interactions":     {"A click on a Slack approval message's Approve or Deny button, form-encoded and signed by Slack (its signing secret, not a token)", "", "", []int{200, 400, 401, 404, 413, 503}, nil},
+	"GET /healthz":                    {"The process is up", "", "Status", []int{200}, nil, false},
+	"GET /readyz":                     {"The store answers", "", "Status", []int{200, 503}, nil, false},
+	"GET /v1/openapi.json":            {"This document", "", "", []int{200}, nil, false},
+	"GET /metrics":                    {"Metrics in the Prometheus text format (no token)", "", "", []int{200}, nil, false},
+	"POST /v1/actions":                {"Begin an action: normalize, decide, approve, reserve", "ActionRequest", "Action", []int{200, 202, 400, 401, 403, 409, 413, 415, 422, 429}, []header{idempotencyKeyParam}, false},
+	"GET /v1/actions/{id}":            {"A begun action as it stands", "", "Action", []int{200, 401, 403, 404}, nil, false},
+	"POST /v1/actions/{id}/outcome":   {"Record the outcome of a begun action, once", "OutcomeRequest", "Recorded", []int{200, 400, 401, 403, 404, 409, 429}, nil, false},
+	"POST /v1/calls":                  {"Begin an action and report its outcome on one request: the action is the body's first line, the begun action the answer's first line, the outcome the body's second line, the recorded outcome (or the problem refusing it) the answer's second line", "CallLines", "CallAnswerLines", []int{200, 202, 400, 401, 403, 409, 413, 415, 422, 429}, []header{idempotencyKeyParam}, true},
+	"POST /v1/actions/{id}/lease":     {"Extend the live lease of a begun action", "LeaseRequest", "Lease", []int{200, 400, 401, 403, 404, 409}, nil, false},
+	"POST /v1/actions/{id}/suspend":   {"Suspend a begun action mid-execution, waiting for input; the token that resumes it is told once", "SuspendRequest", "Suspension", []int{200, 400, 401, 403, 404, 409}, nil, false},
+	"POST /v1/actions/{id}/resume":    {"Resume a suspended action, once, with its exact token and the same arguments", "ResumeRequest", "Resumption", []int{200, 400, 401, 403, 404, 409, 422}, nil, false},
+	"GET /v1/approvals":               {"Approval requests (approver)", "", "Approvals", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/approvals/{id}":          {"One approval request", "", "Approval", []int{200, 401, 404}, nil, false},
+	"POST /v1/approvals/{id}/approve": {"Grant an approval request (approver), optionally with edits", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409, 422}, nil, false},
+	"POST /v1/approvals/{id}/deny":    {"Deny an approval request (approver)", "AnswerRequest", "Approval", []int{200, 400, 401, 403, 404, 409}, nil, false},
+	"GET /v1/standing":                {"Standing approvals by state: active, exhausted, expired, revoked or all (approver)", "", "StandingList", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/standing/{id}":           {"One standing approval (approver, or the principal it admits)", "", "Standing", []int{200, 401, 404}, nil, false},
+	"POST /v1/standing/{id}/revoke":   {"Revoke a standing approval (approver)", "RevokeStandingRequest", "Standing", []int{200, 400, 401, 403, 404, 409}, nil, false},
+	"GET /v1/effects":                 {"Effect records by state (executing, committed, failed, ambiguous, needs_person or all), ordered by key, a page at a time: limit (1 to 1000, 100 by default) after the key after; next_after is where the next page starts, empty on the last (approver)", "", "Effects", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/effects/{key}":           {"One effect record (approver)", "", "Effect", []int{200, 401, 403, 404}, nil, false},
+	"POST /v1/effects/{key}/resolve":  {"Resolve an effect that needs a person (approver)", "ResolveRequest", "Effect", []int{200, 400, 401, 403, 404, 409}, nil, false},
+	"POST /v1/hops":                   {"Hand part of a grant the calling agent holds to one receiving agent (a hop)", "HopRequest", "Delegation", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/hops/{id}":               {"What ran under one hop: the hop, its records and each call decided under it (approver)", "", "HopTree", []int{200, 401, 403, 404}, nil, false},
+	"POST /v1/break-glass":            {"Open a break-glass grant inside one of the policy's envelopes (a person)", "BreakGlassRequest", "Delegation", []int{200, 400, 401, 403, 404}, nil, false},
+	"GET /v1/receipts":                {"Receipts in chain order (approver)", "", "Receipts", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/events":                  {"Committed events as Server-Sent Events, resumable with Last-Event-ID (approver)", "", "", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/stats":                   {"Receipts counted by action and result (approver)", "", "Stats", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/coverage":                {"For each policy action and rule, the recorded calls it decided; the rules never fired, actions never called, effect templates that never produced a key (approver)", "", "Coverage", []int{200, 400, 401, 403}, nil, false},
+	"GET /v1/receipts/verify":         {"Verify the receipt chain (approver)", "", "Report", []int{200, 401, 403}, nil, false},
+	"GET /v1/budgets":                 {"The budgets in force: consumed, remaining, and each held charge with why (approver)", "", "Budgets", []int{200, 401, 403}, nil, false},
+	"POST /v1/revocations":            {"Push revoked credentials to the JWT revocation feed (its own bearer secret, not a token)", "Revocations", "RevocationsAccepted", []int{200, 400, 401, 404, 413}, nil, false},
+	"POST /v1/slack/interactions":     {"A click on a Slack approval message's Approve or Deny button, form-encoded and signed by Slack (its signing secret, not a token)", "", "", []int{200, 400, 401, 404, 413, 503}, nil, false},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
@@ -101,8 +105,12 @@ func (s *Server) openAPI() []byte {
 			operation["parameters"] = params
 		}
 		if o.request != "" {
+			ct := "application/json"
+			if o.lines {
+				ct = CallContentType
+			}
 			operation["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": ref(o.request)}}}
+				ct: map[string]any{"schema": ref(o.request)}}}
 		}
 		if paths[rt.pattern] == nil {
 			paths[rt.pattern] = map[string]any{}
@@ -143,6 +151,9 @@ func responses(o op) map[string]any {
 			out[code] = jsonResponse("Approval required: a request is stored for a human", "ApprovalRequired")
 		case st < 300 && o.response == "":
 			out[code] = map[string]any{"description": http.StatusText(st)}
+		case st < 300 && o.lines:
+			out[code] = map[string]any{"description": "The begun action, then the recorded outcome, one a line",
+				"content": map[string]any{CallContentType: map[string]any{"schema": ref(o.response)}}}
 		case st < 300:
 			out[code] = jsonResponse(http.StatusText(st), o.response)
 		default:
@@ -233,6 +244,12 @@ var schemas = map[string]any{
 		"status": map[string]any{"const": "recorded"}, "action_id": str,
 		"result": map[string]any{"enum": []string{"committed", "failed", "ambiguous", "observed"}}, "error": nstr,
 		"receipt": map[string]any{"type": "object"}, "receipt_hash": str}),
+	// POST /v1/calls: the lines of the body and of its 200 answer, in order.
+	"CallLines": map[string]any{"type": "array", "items": false, "minItems": 1, "prefixItems": []any{ref("ActionRequest"), ref("OutcomeRequest")},
+		"description": "One JSON document a line: the action (as POST /v1/actions takes it), then, once the begun action's line has arrived and the effect ran, its outcome (as POST /v1/actions/{id}/outcome takes it), the last line: the body ends after it. Each line at most the server's largest body."},
+	"CallAnswerLines": map[string]any{"type": "array", "items": false, "minItems": 1, "prefixItems": []any{ref("Action"),
+		map[string]any{"oneOf": []any{ref("Recorded"), ref("Problem")}}},
+		"description": "One JSON document a line: the begun action (as POST /v1/actions answers it), then the recorded outcome (as POST /v1/actions/{id}/outcome answers it) or the problem refusing the outcome, which then recorded nothing: the effect stays executing under its lease (outcome_missing, outcome_timeout, or the outcome route's own problems). A refused begin (a problem) and an approval required (202) are answered as POST /v1/actions answers them, and end the exchange."},
 	"LeaseRequest": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"seconds"}, "properties": map[string]any{
 		"seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": maxLeaseSeconds}}},
 	// A revocation document: CAEP events as JSON (a plain text list is accepted too).

@@ -47,6 +47,9 @@ type statusRecorder struct {
 
 func (s *statusRecorder) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
 
+// Unwrap is for http.ResponseController: POST /v1/calls answers with its body still open.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // docRoutes are the routes docs/http.md documents, from its headings: ### `GET /v1/x`, `POST …`.
 func docRoutes(t *testing.T) map[string]bool {
 	t.Helper()
@@ -310,6 +313,49 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/v1/standing/" + sta + "/revoke", ssv.approver, nil},
 	} {
 		ssv.do(q.method, q.path, q.token, q.body)
+	}
+	// POST /v1/calls, each line of its body sent at once (as curl sends a body).
+	line := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	for _, q := range []struct{ token, contentType, body string }{
+		{s.alice, server.CallContentType, line(charge("inv_c1", 100)) + line(map[string]any{"outcome": "committed"})},
+		{s.alice, server.CallContentType, line(charge("inv_c2", 90000))},
+		{s.alice, server.CallContentType, "{\"action\":\n"},
+		{"", server.CallContentType, line(charge("inv_c3", 100))},
+		{s.alice, server.CallContentType, line(map[string]any{"action": "payout.send"})},
+		{s.alice, server.CallContentType, line(charge("inv_c1", 100))},
+		{s.alice, server.CallContentType, `{"action":"billing.charge","arguments":{"invoice_id":"` + strings.Repeat("x", 5000) + "\"}}\n"},
+		{s.alice, "application/json", line(charge("inv_c4", 100))},
+		{s.alice, server.CallContentType, `{"action":"billing.charge","arguments":{"invoice_id":"x","amount":1.5}}` + "\n"},
+	} {
+		req, _ := http.NewRequest("POST", s.url+"/v1/calls", strings.NewReader(q.body))
+		req.Header.Set("Content-Type", q.contentType)
+		if q.token != "" {
+			req.Header.Set("Authorization", "Bearer "+q.token)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	// Two calls waiting for their outcomes hold an agent's most: a third is 429.
+	c1, c2 := dialCall(t, s, s.alice, "", charge("inv_c5", 100)), dialCall(t, s, s.alice, "", charge("inv_c6", 100))
+	c1.begun()
+	c2.begun()
+	if third := dialCall(t, s, s.alice, "", charge("inv_c7", 100)); third.resp.StatusCode != 429 {
+		t.Errorf("a third call waiting = %d, want 429", third.resp.StatusCode)
+	}
+	c1.conn.Close()
+	c2.conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if r := s.do("POST", "/v1/actions", s.alice, `{}`); r.status != 429 {
+			break // the cut calls' bytes are given back
+		}
 	}
 	// Past an agent's bodies in flight: two held, the third refused (429) on either route.
 	for _, path := range []string{"/v1/actions", "/v1/actions/" + id + "/outcome"} {

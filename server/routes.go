@@ -14,6 +14,11 @@ type route struct {
 	method, pattern string
 	auth            authMode
 	h               func(http.ResponseWriter, *http.Request, *caller)
+	// duplex: the route answers while its body is still open (POST /v1/calls). Its answers,
+	// a refusal of its credential too, go out without waiting for the body's end: an HTTP/1
+	// server would otherwise read the body to its end first, and the caller is waiting for
+	// the answer before it ends the body.
+	duplex bool
 }
 
 // authMode is how a route authenticates its caller.
@@ -30,37 +35,38 @@ func (s *Server) table() []route {
 		return func(w http.ResponseWriter, r *http.Request, _ *caller) { h(w, r) }
 	}
 	return []route{
-		{"GET", "/healthz", open, anon(s.healthz)},
-		{"GET", "/readyz", open, anon(s.readyz)},
-		{"GET", "/v1/openapi.json", open, anon(s.openAPIDoc)},
-		{"GET", "/metrics", open, anon(s.cfg.Metrics.Handler().ServeHTTP)},
-		{"POST", "/v1/actions", confirmed, s.postAction},
-		{"GET", "/v1/actions/{id}", bearer, s.getAction},
-		{"POST", "/v1/actions/{id}/outcome", confirmed, s.postOutcome},
-		{"POST", "/v1/actions/{id}/lease", bearer, s.postLease},
-		{"POST", "/v1/actions/{id}/suspend", bearer, s.postSuspend},
-		{"POST", "/v1/actions/{id}/resume", bearer, s.postResume},
-		{"GET", "/v1/approvals", bearer, s.listApprovals},
-		{"GET", "/v1/approvals/{id}", bearer, s.getApproval},
-		{"POST", "/v1/approvals/{id}/approve", bearer, s.answer(true)},
-		{"POST", "/v1/approvals/{id}/deny", bearer, s.answer(false)},
-		{"GET", "/v1/standing", bearer, s.listStanding},
-		{"GET", "/v1/standing/{id}", bearer, s.getStanding},
-		{"POST", "/v1/standing/{id}/revoke", bearer, s.revokeStanding},
-		{"GET", "/v1/effects", bearer, s.listEffects},
-		{"GET", "/v1/effects/{key}", bearer, s.getEffect},
-		{"POST", "/v1/effects/{key}/resolve", bearer, s.resolve},
-		{"POST", "/v1/break-glass", bearer, s.breakGlass},
-		{"POST", "/v1/hops", bearer, s.postHop},
-		{"GET", "/v1/hops/{id}", bearer, s.getHop},
-		{"GET", "/v1/receipts", bearer, s.listReceipts},
-		{"GET", "/v1/receipts/verify", bearer, s.verifyReceipts},
-		{"GET", "/v1/events", bearer, s.events},
-		{"GET", "/v1/stats", bearer, s.stats},
-		{"GET", "/v1/coverage", bearer, s.coverage},
-		{"GET", "/v1/budgets", bearer, s.listBudgets},
-		{"POST", "/v1/revocations", open, anon(s.pushRevocations)},
-		{"POST", "/v1/slack/interactions", open, anon(s.slackInteraction)},
+		{"GET", "/healthz", open, anon(s.healthz), false},
+		{"GET", "/readyz", open, anon(s.readyz), false},
+		{"GET", "/v1/openapi.json", open, anon(s.openAPIDoc), false},
+		{"GET", "/metrics", open, anon(s.cfg.Metrics.Handler().ServeHTTP), false},
+		{"POST", "/v1/actions", confirmed, s.postAction, false},
+		{"GET", "/v1/actions/{id}", bearer, s.getAction, false},
+		{"POST", "/v1/actions/{id}/outcome", confirmed, s.postOutcome, false},
+		{"POST", "/v1/calls", confirmed, s.postCall, true},
+		{"POST", "/v1/actions/{id}/lease", bearer, s.postLease, false},
+		{"POST", "/v1/actions/{id}/suspend", bearer, s.postSuspend, false},
+		{"POST", "/v1/actions/{id}/resume", bearer, s.postResume, false},
+		{"GET", "/v1/approvals", bearer, s.listApprovals, false},
+		{"GET", "/v1/approvals/{id}", bearer, s.getApproval, false},
+		{"POST", "/v1/approvals/{id}/approve", bearer, s.answer(true), false},
+		{"POST", "/v1/approvals/{id}/deny", bearer, s.answer(false), false},
+		{"GET", "/v1/standing", bearer, s.listStanding, false},
+		{"GET", "/v1/standing/{id}", bearer, s.getStanding, false},
+		{"POST", "/v1/standing/{id}/revoke", bearer, s.revokeStanding, false},
+		{"GET", "/v1/effects", bearer, s.listEffects, false},
+		{"GET", "/v1/effects/{key}", bearer, s.getEffect, false},
+		{"POST", "/v1/effects/{key}/resolve", bearer, s.resolve, false},
+		{"POST", "/v1/break-glass", bearer, s.breakGlass, false},
+		{"POST", "/v1/hops", bearer, s.postHop, false},
+		{"GET", "/v1/hops/{id}", bearer, s.getHop, false},
+		{"GET", "/v1/receipts", bearer, s.listReceipts, false},
+		{"GET", "/v1/receipts/verify", bearer, s.verifyReceipts, false},
+		{"GET", "/v1/events", bearer, s.events, false},
+		{"GET", "/v1/stats", bearer, s.stats, false},
+		{"GET", "/v1/coverage", bearer, s.coverage, false},
+		{"GET", "/v1/budgets", bearer, s.listBudgets, false},
+		{"POST", "/v1/revocations", open, anon(s.pushRevocations), false},
+		{"POST", "/v1/slack/interactions", open, anon(s.slackInteraction), false},
 	}
 }
 
@@ -76,6 +82,19 @@ func (s *Server) routes() http.Handler {
 			// one there is nothing to extract, and the request is not copied for it.
 			if _, ok := r.Header["Traceparent"]; ok {
 				r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			}
+			if rt.duplex {
+				if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+					writeProblem(w, problem(http.StatusInternalServerError, "internal", "this server cannot answer while the request body is still open: use POST /v1/actions and its outcome"))
+					return
+				}
+				if r.ProtoMajor == 1 {
+					// An answer that ends the exchange early leaves the body open: the
+					// connection is not reused (net/http would read the rest of the body
+					// after the handler, and a read reaching its end there races the next
+					// request's: golang/go#68560). The streamed answer takes this back.
+					w.Header().Set("Connection", "close")
+				}
 			}
 			var c *caller
 			if rt.auth != open {

@@ -297,8 +297,8 @@ func execOn(t *testing.T, raw, sql string) {
 	}
 }
 
-// TestServe: HTTP clients against a server process commit every call they make, and the
-// report carries both phases and the server's memory.
+// TestServe: HTTP clients against a server process commit every call they make, on two
+// requests a call and on one, and the report carries the phases and the server's memory.
 func TestServe(t *testing.T) {
 	t.Parallel()
 	rep, err := Serve(t.Context(), &ServeConfig{Workers: 2, Duration: 300 * time.Millisecond,
@@ -312,6 +312,13 @@ func TestServe(t *testing.T) {
 	}
 	if rep.InProcess.Calls == 0 || rep.HTTP.Calls == 0 || rep.Committed != rep.HTTP.Calls || rep.Ratio <= 0 {
 		t.Errorf("Serve = %+v", rep)
+	}
+	if rep.OneRequest.Calls == 0 || rep.CommittedOneRequest != rep.OneRequest.Calls || rep.OneRequestRatio <= 0 {
+		t.Errorf("Serve, one request a call: %d calls, %d committed, ratio %v", rep.OneRequest.Calls, rep.CommittedOneRequest, rep.OneRequestRatio)
+	}
+	if runtime.GOOS == "linux" && (rep.OneRequestServeCPUPerCall <= 0 || rep.OneRequestCPURatio <= 0 || rep.OneRequest.CPUMicrosPerCall <= 0) {
+		t.Errorf("CPU a call on one request: server %v µs, clients %v µs, ratio %v; want each above 0",
+			rep.OneRequestServeCPUPerCall, rep.OneRequest.CPUMicrosPerCall, rep.OneRequestCPURatio)
 	}
 	if runtime.GOOS == "linux" && (rep.ServeRSS <= 0 || rep.ServePeakRSS < rep.ServeRSS) {
 		t.Errorf("server RSS %d, peak %d", rep.ServeRSS, rep.ServePeakRSS)
@@ -348,7 +355,7 @@ func TestServePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Pinned || rep.Committed != rep.HTTP.Calls || serverCPUs != strconv.Itoa(before[len(before)-1]) {
+	if !rep.Pinned || rep.Committed != rep.HTTP.Calls || rep.CommittedOneRequest != rep.OneRequest.Calls || serverCPUs != strconv.Itoa(before[len(before)-1]) {
 		t.Errorf("Serve(pinned) = %+v, server on CPU %s; want pinned, every call committed, the server on CPU %d", rep, serverCPUs, before[len(before)-1])
 	}
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {

@@ -16,6 +16,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,6 +61,13 @@ type ServeReport struct {
 	// /v1/actions/{id}/outcome, over loopback; latency is the two requests together.
 	HTTP  Phase   `json:"http"`
 	Ratio float64 `json:"ratio"` // HTTP calls/s ÷ in-process calls/s
+	// OneRequest is the same call on one request, POST /v1/calls: the action line, the
+	// begun action's line, the outcome line and the recorded outcome's line on one exchange.
+	// Its ratio, server CPU a call and CPU ratio are those of HTTP, for this phase.
+	OneRequest                Phase   `json:"http_one_request"`
+	OneRequestRatio           float64 `json:"ratio_one_request"`
+	OneRequestServeCPUPerCall float64 `json:"serve_cpu_us_per_call_one_request"`
+	OneRequestCPURatio        float64 `json:"cpu_ratio_one_request,omitempty"`
 	// ServeRSS and ServePeakRSS are the server process's resident set after the run and at its
 	// peak, in bytes (Linux; 0 elsewhere).
 	ServeRSS     int64 `json:"serve_rss_bytes"`
@@ -74,6 +82,8 @@ type ServeReport struct {
 	// Pinned is set when the phases ran pinned as ServeConfig.Pin asks.
 	Pinned    bool  `json:"pinned,omitempty"`
 	Committed int64 `json:"committed"` // committed effects of the HTTP phase, checked against its calls
+	// CommittedOneRequest is the committed effects of the OneRequest phase, checked likewise.
+	CommittedOneRequest int64 `json:"committed_one_request"`
 }
 
 // serveSpec is what the server process is told.
@@ -86,8 +96,9 @@ type serveSpec struct {
 
 // Serve measures the HTTP API against the pipeline in process on the same store: first
 // Workers goroutines calling Guard.Execute (as Calls does), then Workers HTTP clients each
-// beginning an action and posting its outcome to a `latch serve` process on loopback, with a
-// distinct effect key per call. Every HTTP call must commit.
+// beginning an action and posting its outcome to a `latch serve` process on loopback (two
+// requests a call), then Workers HTTP clients making each call on one request (POST
+// /v1/calls), with a distinct effect key per call. Every HTTP call must commit.
 func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	var c ServeConfig
 	if cfg != nil {
@@ -172,19 +183,26 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 	}
 	base := "http://" + strings.TrimSpace(strings.TrimPrefix(addr, "listening "))
 
-	run := runID()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: c.Workers, MaxIdleConnsPerHost: c.Workers}}
 	defer client.CloseIdleConnections()
 	bufs := make([][]byte, c.Workers)
-	call := func(w, n int) error {
+	// action is worker w's n-th action under run, as a body (a line with a newline at its end).
+	action := func(run string, w, n int, line bool) []byte {
 		bufs[w] = append(bufs[w][:0], `{"action":"bench.charge","arguments":`...)
 		bufs[w] = Args(bufs[w], run, n*c.Workers+w)
 		bufs[w] = append(bufs[w], '}')
+		if line {
+			bufs[w] = append(bufs[w], '\n')
+		}
+		return bufs[w]
+	}
+	twoRun, oneRun := runID(), runID()+"o"
+	two := func(w, n int) error {
 		var begun struct {
 			Status   string `json:"status"`
 			ActionID string `json:"action_id"`
 		}
-		if err := post(ctx, client, base+"/v1/actions", token, bufs[w], &begun); err != nil {
+		if err := post(ctx, client, base+"/v1/actions", token, action(twoRun, w, n, false), &begun); err != nil {
 			return err
 		}
 		if begun.Status != "reserved" {
@@ -199,18 +217,31 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 		}
 		return nil
 	}
-	for n := range warmup {
-		if err := call(0, -1-n); err != nil {
-			return nil, fmt.Errorf("bench serve: warm-up: %w\n%s", err, &stderr)
-		}
+	one := func(w, n int) error {
+		return callOnce(ctx, client, base, token, action(oneRun, w, n, true), committedLine)
 	}
-	cpu0 := processCPU(cmd.Process.Pid)
-	rep.HTTP, err = measure(ctx, c.Workers, c.Duration, call)
-	if err != nil {
+	phase := func(call func(w, n int) error) (Phase, float64, error) {
+		for n := range warmup {
+			if err := call(0, -1-n); err != nil {
+				return Phase{}, 0, fmt.Errorf("warm-up: %w", err)
+			}
+		}
+		cpu0 := processCPU(cmd.Process.Pid)
+		p, err := measure(ctx, c.Workers, c.Duration, call)
+		if err != nil || p.Calls == 0 {
+			return p, 0, err
+		}
+		var perCall float64
+		if cpu := processCPU(cmd.Process.Pid); cpu > 0 {
+			perCall = micros(cpu-cpu0) / float64(p.Calls)
+		}
+		return p, perCall, nil
+	}
+	if rep.HTTP, rep.ServeCPUPerCall, err = phase(two); err != nil {
 		return nil, fmt.Errorf("bench serve: http: %w\n%s", err, &stderr)
 	}
-	if cpu := processCPU(cmd.Process.Pid); cpu > 0 {
-		rep.ServeCPUPerCall = micros(cpu-cpu0) / float64(rep.HTTP.Calls)
+	if rep.OneRequest, rep.OneRequestServeCPUPerCall, err = phase(one); err != nil {
+		return nil, fmt.Errorf("bench serve: http, one request a call: %w\n%s", err, &stderr)
 	}
 	rep.ServeRSS, rep.ServePeakRSS = processRSS(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -232,18 +263,102 @@ func Serve(ctx context.Context, cfg *ServeConfig) (*ServeReport, error) {
 		return nil, fmt.Errorf("bench serve: %w", err)
 	}
 	for _, e := range effects {
-		if strings.HasPrefix(e.Key, "charge:"+run+"_") && !strings.HasPrefix(e.Key, "charge:"+run+"_-") {
+		switch {
+		case strings.HasPrefix(e.Key, "charge:"+twoRun+"_") && !strings.HasPrefix(e.Key, "charge:"+twoRun+"_-"):
 			rep.Committed++
+		case strings.HasPrefix(e.Key, "charge:"+oneRun+"_") && !strings.HasPrefix(e.Key, "charge:"+oneRun+"_-"):
+			rep.CommittedOneRequest++
 		}
 	}
-	if rep.Committed != rep.HTTP.Calls {
-		return rep, fmt.Errorf("bench serve: %d committed effects for %d HTTP calls", rep.Committed, rep.HTTP.Calls)
+	if rep.Committed != rep.HTTP.Calls || rep.CommittedOneRequest != rep.OneRequest.Calls {
+		return rep, fmt.Errorf("bench serve: %d committed effects for %d HTTP calls, %d for %d calls on one request",
+			rep.Committed, rep.HTTP.Calls, rep.CommittedOneRequest, rep.OneRequest.Calls)
 	}
 	rep.Ratio = rep.HTTP.CallsPerSec / rep.InProcess.CallsPerSec
+	rep.OneRequestRatio = rep.OneRequest.CallsPerSec / rep.InProcess.CallsPerSec
 	if rep.ServeCPUPerCall > 0 {
 		rep.CPURatio = rep.InProcess.CPUMicrosPerCall / rep.ServeCPUPerCall
 	}
+	if rep.OneRequestServeCPUPerCall > 0 {
+		rep.OneRequestCPURatio = rep.InProcess.CPUMicrosPerCall / rep.OneRequestServeCPUPerCall
+	}
 	return rep, nil
+}
+
+// committedLine is the outcome line of a bench call.
+var committedLine = []byte(`{"outcome":"committed"}` + "\n")
+
+// callBody is the request body of a call on one request: the action line, then the outcome
+// line once the caller has it (sent on next), then the body's end (next closed). The server
+// answers the action before the body ends.
+type callBody struct {
+	cur  []byte
+	next chan []byte
+	once sync.Once
+}
+
+func (b *callBody) Read(p []byte) (int, error) {
+	for len(b.cur) == 0 {
+		line, ok := <-b.next
+		if !ok {
+			return 0, io.EOF
+		}
+		b.cur = line
+	}
+	n := copy(p, b.cur)
+	b.cur = b.cur[n:]
+	return n, nil
+}
+
+// end ends the body: once, after the outcome line or instead of it.
+func (b *callBody) end() { b.once.Do(func() { close(b.next) }) }
+
+// callOnce makes one call on one request (POST /v1/calls): it sends the action line, reads
+// the begun action (it must be reserved), sends outcome, and reads the recorded outcome (it
+// must be committed). The answer is read to its end, so the connection is reused.
+func callOnce(ctx context.Context, c *http.Client, base, token string, action, outcome []byte) error {
+	body := &callBody{cur: action, next: make(chan []byte, 1)}
+	defer body.end() // whatever happens, the transport's read of the body ends
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/calls", body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", server.CallContentType)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body.end()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST /v1/calls: %s %s", resp.Status, b)
+	}
+	lines := bufio.NewReader(resp.Body)
+	line, err := lines.ReadSlice('\n')
+	if err != nil {
+		return fmt.Errorf("POST /v1/calls: the begun action: %w", err)
+	}
+	var begun struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(line, &begun); err != nil || begun.Status != "reserved" {
+		return fmt.Errorf("POST /v1/calls: first line %s (%v), want the reservation", line, err)
+	}
+	body.next <- outcome
+	body.end()
+	if line, err = lines.ReadSlice('\n'); err != nil {
+		return fmt.Errorf("POST /v1/calls: the recorded outcome: %w", err)
+	}
+	var rec struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil || rec.Result != "committed" {
+		return fmt.Errorf("POST /v1/calls: second line %s (%v), want committed", line, err)
+	}
+	_, err = io.Copy(io.Discard, lines)
+	return err
 }
 
 // agentToken creates an agent token for the bench principal.
