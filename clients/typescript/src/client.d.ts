@@ -137,7 +137,7 @@ export declare class Client {
   listStanding(state?: 'active' | 'exhausted' | 'expired' | 'revoked' | 'all', opts?: RequestOptions): Promise<Record<string, unknown>[]>;
   getStanding(id: string, opts?: RequestOptions): Promise<Record<string, unknown>>;
   revokeStanding(id: string, note?: string, opts?: RequestOptions): Promise<Record<string, unknown>>;
-  listEffects(state?: 'executing' | 'committed' | 'failed' | 'ambiguous' | 'needs_person' | 'all', opts?: RequestOptions): Promise<Effect[]>;
+  listEffects(state?: 'executing' | 'committed' | 'failed' | 'ambiguous' | 'needs_person' | 'all', opts?: RequestOptions & { limit?: number; after?: string; pageSize?: number }): Promise<Effect[]>;
   getEffect(key: string, opts?: RequestOptions): Promise<Effect>;
   resolve(key: string, to: 'committed' | 'failed', opts?: RequestOptions & { result?: JSONValue; note?: string }): Promise<Effect>;
   createHop(hop: { parent: string; to: { agent: string; user?: string }; grant: string }, opts?: RequestOptions): Promise<Record<string, unknown>>;

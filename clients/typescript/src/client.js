@@ -204,9 +204,25 @@ export class Client {
     return (await this.request('POST', `/v1/standing/${enc(id)}/revoke`, note ? { note } : {}, opts)).body;
   }
 
-  /** listEffects lists effect records by state (executing, committed, failed, ambiguous, needs_person, all). */
+  /**
+   * listEffects lists effect records by state (executing, committed, failed, ambiguous,
+   * needs_person, all), ordered by key: every page the server answers (opts.pageSize records a
+   * request, 1,000 unless given, following next_after), or with opts.limit one page of at most
+   * that many after opts.after.
+   */
   async listEffects(state, opts = {}) {
-    return (await this.request('GET', `/v1/effects${query({ state })}`, undefined, opts)).body.effects;
+    const { limit, after, pageSize = 1000, ...rest } = opts;
+    if (limit !== undefined) {
+      return (await this.request('GET', `/v1/effects${query({ state, limit, after })}`, undefined, rest)).body.effects;
+    }
+    const out = [];
+    let from = after;
+    for (;;) {
+      const page = (await this.request('GET', `/v1/effects${query({ state, limit: pageSize, after: from })}`, undefined, rest)).body;
+      out.push(...page.effects);
+      if (!page.next_after) return out;
+      from = page.next_after;
+    }
   }
 
   /** getEffect reads one effect record. */
@@ -362,8 +378,9 @@ export class Client {
 
 /**
  * ROUTES names the Client method that calls each route of the /v1 API, as the server's OpenAPI
- * document lists them ("METHOD /pattern"); null for the two routes no API token calls (their
- * bearer is a push secret, or Slack's signature).
+ * document lists them ("METHOD /pattern"); null for the routes this client does not call: the two
+ * no API token calls (their bearer is a push secret, or Slack's signature), and POST /v1/calls,
+ * whose one full-duplex request the client makes as two (begin, then finish).
  */
 export const ROUTES = Object.freeze({
   'GET /healthz': 'health',
@@ -395,6 +412,7 @@ export const ROUTES = Object.freeze({
   'GET /v1/receipts/verify': 'verifyReceipts',
   'GET /v1/budgets': 'budgets',
   'GET /v1/coverage': 'coverage',
+  'POST /v1/calls': null,
   'POST /v1/revocations': null,
   'POST /v1/slack/interactions': null,
 });

@@ -44,6 +44,22 @@ test('an ambiguous effect resolved committed by a person: later calls get the re
   await assert.rejects(agent.resolve('refund:r_res', 'failed'), (err) => err.reason === 'forbidden');
 });
 
+test('listEffects walks the pages of GET /v1/effects in key order; with a limit it reads one page', async () => {
+  for (const id of ['r_p1', 'r_p2', 'r_p3']) {
+    await protect(agent, 'payments.refund', { refund_id: id, amount: 10 }, () => ({ ok: true }));
+  }
+  const all = await approver.listEffects('all');
+  const keys = all.map((e) => e.effect_key);
+  assert.deepEqual(keys, [...keys].sort());
+  for (const k of ['refund:r_p1', 'refund:r_p2', 'refund:r_p3']) assert.ok(keys.includes(k), k);
+  const walked = await approver.listEffects('all', { pageSize: 1 });
+  assert.deepEqual(walked.map((e) => e.effect_key), keys);
+  const first = await approver.listEffects('all', { limit: 1 });
+  assert.deepEqual(first.map((e) => e.effect_key), keys.slice(0, 1));
+  const second = await approver.listEffects('all', { limit: 1, after: keys[0] });
+  assert.deepEqual(second.map((e) => e.effect_key), keys.slice(1, 2));
+});
+
 test('approve and deny through the API; a denied request presented is refused approval_denied', async () => {
   const ask = async (id, amount) => {
     try {
