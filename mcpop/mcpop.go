@@ -358,9 +358,9 @@ func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in L
 	limit := in.Limit
 	switch {
 	case limit == 0:
-		limit = 100
-	case limit < 1 || limit > 1000:
-		return nil, Effects{}, fmt.Errorf("invalid_argument: limit %d: want 1 to 1000", in.Limit)
+		limit = operator.DefaultPage
+	case limit < 1 || limit > operator.MaxPage:
+		return nil, Effects{}, fmt.Errorf("invalid_argument: limit %d: want 1 to %d", in.Limit, operator.MaxPage)
 	}
 	if err := store.CheckText("after", in.After); err != nil {
 		return nil, Effects{}, fmt.Errorf("invalid_argument: %v", err)

@@ -95,16 +95,24 @@ type confirmWriter struct {
 	refused bool
 }
 
+// stillHolds reports whether c's credential may be answered for: a token taken from memory
+// only once a write of the request confirmed it in its transaction, or the store says it still
+// holds; any other credential was checked when the request was authenticated.
+func (s *Server) stillHolds(ctx context.Context, c *caller) error {
+	if c.check == nil || c.check.Confirmed() {
+		return nil
+	}
+	_, err := s.auth.Recheck(ctx, c.cred)
+	return err
+}
+
 // confirm decides, once, whether the answer may be written.
 func (w *confirmWriter) confirm() {
 	if w.decided {
 		return
 	}
 	w.decided = true
-	if w.c.check.Confirmed() {
-		return
-	}
-	if _, err := w.s.auth.Recheck(w.r.Context(), w.c.cred); err != nil {
+	if err := w.s.stillHolds(w.r.Context(), w.c); err != nil {
 		w.refused = true
 		h := w.ResponseWriter.Header()
 		conn := h["Connection"] // how the connection ends is not the answer's to drop

@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +88,7 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request, c *caller) {
 	w.Header().Set("Content-Type", CallContentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if err := writeLine(w, answer); err != nil {
+	if err := writeValue(w, answer); err != nil {
 		s.log.Debug("latch serve: the begun call's answer could not be written; it stays executing under its lease", "action_id", p.ActionID, "err", err)
 		return
 	}
@@ -115,7 +114,7 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request, c *caller) {
 		pr.ActionID = p.ActionID
 		answer2 = pr
 	}
-	if err := writeLine(w, answer2); err != nil {
+	if err := writeValue(w, answer2); err != nil {
 		// Recorded or not, the caller that lost this answer reads the action back with
 		// GET /v1/actions/{id}.
 		s.log.Debug("latch serve: the answer to a call's outcome could not be written", "action_id", p.ActionID, "err", err)
@@ -179,12 +178,8 @@ func (s *Server) recordAgain(r *http.Request, id string, req *outcomeRequest) (*
 		return nil, p
 	}
 	rec, p := s.record(r.Context(), c, id, req)
-	if c.check != nil && !c.check.Confirmed() {
-		// As confirmWriter does for the outcome route: a token taken from memory is answered
-		// for only once a write confirmed it or the store says it still holds.
-		if _, err := s.auth.Recheck(r.Context(), c.cred); err != nil {
-			return nil, authProblem(err)
-		}
+	if err := s.stillHolds(r.Context(), c); err != nil {
+		return nil, authProblem(err)
 	}
 	return rec, p
 }
@@ -283,32 +278,6 @@ func readLine(br *bufio.Reader, limit int64, m *meter) ([]byte, error) {
 		}
 		return nil, err
 	}
-}
-
-// writeLine writes v as one line of JSON.
-func writeLine(w http.ResponseWriter, v any) error {
-	bp := answerBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledAnswer {
-			answerBufs.Put(bp)
-		}
-	}()
-	b, ok := (*bp)[:0], false
-	if h, isHot := v.(hotEncoder); isHot {
-		b, ok = h.appendJSON(b) // ends with its newline
-	}
-	if !ok {
-		buf := bytes.NewBuffer(b[:0])
-		enc := json.NewEncoder(buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		b = buf.Bytes()
-	}
-	*bp = b
-	_, err := w.Write(b)
-	return err
 }
 
 // meter counts the bytes one exchange of POST /v1/calls holds against the in-flight bounds

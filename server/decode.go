@@ -324,28 +324,37 @@ func missing(field string) *Problem {
 
 // writeJSON writes v as a JSON answer with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	if h, ok := v.(hotEncoder); ok {
-		bp := answerBufs.Get().(*[]byte)
-		defer func() {
-			if cap(*bp) <= maxPooledAnswer {
-				answerBufs.Put(bp)
-			}
-		}()
-		if b, ok := h.appendJSON((*bp)[:0]); ok {
-			*bp = b
-			hd := w.Header()
-			hd["Content-Type"], hd["Cache-Control"] = jsonContentType, noStore
-			w.WriteHeader(status)
-			_, _ = w.Write(b)
-			return
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	hd := w.Header()
+	hd["Content-Type"], hd["Cache-Control"] = jsonContentType, noStore
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_ = writeValue(w, v)
+}
+
+// writeValue writes v as one line of JSON, ending in a newline: by v itself when it is a
+// hotEncoder that can, else by encoding/json (HTML not escaped), from a pooled buffer.
+func writeValue(w io.Writer, v any) error {
+	bp := answerBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledAnswer {
+			answerBufs.Put(bp)
+		}
+	}()
+	b, ok := (*bp)[:0], false
+	if h, isHot := v.(hotEncoder); isHot {
+		b, ok = h.appendJSON(b) // ends with its newline
+	}
+	if !ok {
+		buf := bytes.NewBuffer(b[:0])
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		b = buf.Bytes()
+	}
+	*bp = b
+	_, err := w.Write(b)
+	return err
 }
 
 // hotEncoder is an answer that writes itself as encoding/json would (hotjson.go), or reports

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -166,15 +167,16 @@ func (s *Server) listEffects(w http.ResponseWriter, r *http.Request, c *caller) 
 	writeJSON(w, http.StatusOK, map[string]any{"effects": out, "next_after": next})
 }
 
-// pageLimit reads a list's limit: 1 to 1000, 100 when the query names none.
+// pageLimit reads a list's limit: 1 to operator.MaxPage, operator.DefaultPage when the query
+// names none.
 func pageLimit(q url.Values) (int, *Problem) {
 	v := q.Get("limit")
 	if v == "" {
-		return 100, nil
+		return operator.DefaultPage, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, badQuery("limit", "limit must be 1 to 1000")
+	if err != nil || n < 1 || n > operator.MaxPage {
+		return 0, badQuery("limit", fmt.Sprintf("limit must be 1 to %d", operator.MaxPage))
 	}
 	return n, nil
 }

@@ -192,6 +192,13 @@ func (o *Operator) effectPage(ctx context.Context, state, after string, limit in
 	return out, "", nil
 }
 
+// The size of a page of a list (GET /v1/effects, GET /v1/receipts, list_effects): DefaultPage
+// when the request names none, at most MaxPage.
+const (
+	DefaultPage = 100
+	MaxPage     = 1000
+)
+
 // EffectPage is a page of Effects: at most limit effects in state with keys after after, and the
 // key the next page starts after ("" when this page is the last).
 func (o *Operator) EffectPage(ctx context.Context, state, after string, limit int) ([]jsonview.Effect, string, error) {

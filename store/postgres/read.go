@@ -70,8 +70,7 @@ func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
 	if f.After != "" {
 		where = append(where, `effect_key > `+arg(f.After))
 	}
-	effects := strings.TrimSuffix(s.q.receipts, "receipts") + "effects" // the qualified table
-	q := `SELECT ` + s.q.effectRead + ` FROM ` + effects
+	q := `SELECT ` + s.q.effectRead + ` FROM ` + s.quoted() + `.effects`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
