@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/internal/httpstop"
 	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/metrics"
 	"github.com/latchkit/latch/server/console"
@@ -276,6 +277,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.TLSCert != "" {
 		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
+	httpstop.Install(hs) // a client's unused connection does not hold the shutdown
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCert != "" {

@@ -550,7 +550,8 @@ func TestWaitSeconds(t *testing.T) {
 }
 
 // TestGracefulShutdown: ending the server's context lets a request in flight finish and answer;
-// then Serve returns and the port no longer accepts.
+// then Serve returns and the port no longer accepts. A connection that never sent a request (an
+// HTTP client's spare) does not hold the shutdown: net/http alone waits five seconds on one.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	s := start(t, "sqlite", nil)
@@ -564,15 +565,24 @@ func TestGracefulShutdown(t *testing.T) {
 			break
 		}
 	}
+	spare, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
 	s.cancel()
 	r := <-got
 	if r.status != 202 || r.body["status"] != "approval_required" {
 		t.Errorf("request in flight at shutdown = %d %s, want its 202 answer", r.status, r.raw)
 	}
+	answered := time.Now()
 	select {
 	case err := <-s.done:
 		if err != nil {
 			t.Errorf("Serve after shutdown: %v", err)
+		}
+		if d := time.Since(answered); d > 2*time.Second {
+			t.Errorf("Serve returned %v after the last request was answered, want under 2s: the spare connection held it", d)
 		}
 		s.done <- nil // for the cleanup
 	case <-time.After(10 * time.Second):

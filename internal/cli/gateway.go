@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latch/auth"
 	"io"
 	"log/slog"
 	"net"
@@ -24,8 +23,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/latchkit/latch"
+	"github.com/latchkit/latch/auth"
 	"github.com/latchkit/latch/gateway"
 	"github.com/latchkit/latch/identity"
+	"github.com/latchkit/latch/internal/httpstop"
 	"github.com/latchkit/latch/notify"
 	"github.com/latchkit/latch/server"
 	"github.com/latchkit/latch/store"
@@ -323,6 +324,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, name string, hf *httpFlags
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	hs.RegisterOnShutdown(endIdle)
+	httpstop.Install(hs) // a client's unused connection does not hold the shutdown
 	scheme := "http"
 	if hf.tlsCert != "" {
 		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}

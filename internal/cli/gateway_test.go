@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -687,7 +688,8 @@ func TestOperatorHTTPResolvesAmbiguous(t *testing.T) {
 
 // TestMCPCommandsStopOnSIGTERM: `latch gateway` and `latch mcp-operator` (real processes), each
 // with one MCP client connected over streamable HTTP and idle, exit 0 promptly on SIGTERM: the
-// idle session's stream does not hold the shutdown.
+// idle session's stream does not hold the shutdown, nor does a connection that never sent a
+// request (an HTTP client's spare; net/http alone waits five seconds on one).
 func TestMCPCommandsStopOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	bin := payments(t)
@@ -712,6 +714,11 @@ func TestMCPCommandsStopOnSIGTERM(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			spare, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer spare.Close()
 			time.Sleep(200 * time.Millisecond) // idle, its server stream open
 			start := time.Now()
 			if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -725,7 +732,7 @@ func TestMCPCommandsStopOnSIGTERM(t *testing.T) {
 					t.Errorf("latch %s after SIGTERM: %v, want exit 0\n%s", tt.command, err, proc.stderr())
 				}
 				if d := time.Since(start); d > 5*time.Second {
-					t.Errorf("latch %s took %v to stop, want under 5s", tt.command, d)
+					t.Errorf("latch %s took %v to stop, want under 5s\n%s", tt.command, d, proc.stderr())
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatalf("latch %s still running 20s after SIGTERM\n%s", tt.command, proc.stderr())
