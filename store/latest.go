@@ -56,10 +56,9 @@ type stateCodec[S any] struct {
 	get func(r *runReader) (*S, error)
 }
 
-// runLimit is how many keys latestRuns holds before it writes a run: some 10 MiB of keys and
-// states, whatever the length of the chain. With maxRuns, one level of runs holds 8M keys: a
-// chain of that many effects and approvals writes each key to a run once.
-var runLimit = 1 << 15
+// runLimit is how many keys latestRuns holds before it writes a run: a few MiB of keys and
+// states, whatever the length of the chain.
+var runLimit = 1 << 13
 
 // newLatestRuns returns runs of codec's states holding limit keys in memory, for the state check
 // (file "statecheck", what "check state") or a prune ("prune").
@@ -132,11 +131,8 @@ func (l *latestRuns[S]) spill() error {
 	}
 }
 
-// maxRuns is how many runs of one level latestRuns keeps before merging them into one. A merge
-// reads its runs through runBuffer bytes each.
-var maxRuns = 256
-
-const runBuffer = 32 << 10
+// maxRuns is how many runs of one level latestRuns keeps before merging them into one.
+const maxRuns = 64
 
 // writeRun writes entries, in key order, to a new run of level, rewound for reading.
 func (l *latestRuns[S]) writeRun(level int, entries iter.Seq2[*latest[S], error]) error {
@@ -220,7 +216,7 @@ func mergeRuns[S any](runs []*os.File, codec stateCodec[S], what string) iter.Se
 	return func(yield func(*latest[S], error) bool) {
 		h := make(runHeap[S], 0, len(runs))
 		for _, f := range runs {
-			r := &runReader{r: bufio.NewReaderSize(f, runBuffer)}
+			r := &runReader{r: bufio.NewReaderSize(f, 64<<10)}
 			switch e, err := readLatest(r, codec, what); {
 			case err == io.EOF:
 			case err != nil:

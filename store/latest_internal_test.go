@@ -100,14 +100,12 @@ func TestLatestRuns(t *testing.T) {
 }
 
 // TestLatestRunsWriteEachKeyOnceALevel: a key is written to runs once a level, so the runs of a
-// chain cost some log(keys) writes a key, not a number that grows with the chain: with 64 runs a
-// level, 3 * 64 * 64 keys, one a run, are written at levels 0, 1 and 2 and nowhere else. Merging
-// every run into the one before (the runs' first design) wrote them some 100 times each.
+// chain cost some log(keys) writes a key, not a number that grows with the chain: 3 * 64 * 64
+// keys, one a run, are written at levels 0, 1 and 2 and nowhere else. Merging every run into the
+// one before (the runs' first design) wrote them some 100 times each.
 func TestLatestRunsWriteEachKeyOnceALevel(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
-	defer func(n int) { maxRuns = n }(maxRuns)
-	maxRuns = 64
-	keys := 3 * maxRuns * maxRuns
+	const keys = 3 * maxRuns * maxRuns
 	l := newLatestRuns(effectCodec, 1, "statecheck", "check state")
 	defer l.close()
 	for i := range keys {
