@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -210,22 +211,49 @@ func TestOutcomeResultValidated(t *testing.T) {
 
 // held is a request whose headers and part of whose body were sent: the server is answering it
 // (it reads the rest of the body) until release.
-type held struct{ conn net.Conn }
+type held struct {
+	conn              net.Conn
+	base, path, token string
+	n                 int
+}
 
 // hold sends POST path with a body of n bytes announced, and only its first byte.
 func hold(t *testing.T, base, path, token string, n int) *held {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", path, token, n)
-	h := &held{conn: c}
+	h := &held{base: base, path: path, token: token, n: n}
+	h.send(t)
 	t.Cleanup(h.release)
 	return h
 }
 
+func (h *held) send(t *testing.T) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", h.path, h.token, h.n)
+	h.conn = c
+}
+
 func (h *held) release() { h.conn.Close() }
+
+// answeredEarly reports whether the server answered the held request before its body was
+// sent: refused 429, because a request sent after it was counted first.
+func (h *held) answeredEarly() bool {
+	_ = h.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	defer h.conn.SetReadDeadline(time.Time{})
+	_, err := h.conn.Read(make([]byte, 1))
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// again sends the held request anew on a new connection.
+func (h *held) again(t *testing.T) {
+	t.Helper()
+	h.release()
+	h.send(t)
+}
 
 // answered sends the rest of a held request's body of n bytes (a begin of report.read, its
 // arguments padded) and returns the status.
@@ -257,9 +285,10 @@ func TestInFlightPerCaller(t *testing.T) {
 	t.Parallel()
 	const body = 600 << 10
 	s := start(t, "sqlite", &server.Config{MaxBody: 1 << 20, MaxCallerInFlight: 1 << 20, MaxInFlight: 2*body + 2<<10})
-	// refused sends body to path as token until it is refused 429 (the held requests are
-	// counted once the server has read their headers) and returns the problem.
-	refused := func(what, token, path, body string) map[string]any {
+	// refused sends body to path as token until it is refused 429 (the held requests hs are
+	// counted once the server has read their headers) and returns the problem. A request it
+	// sent may be counted before a held one is, which is then refused itself: it is held anew.
+	refused := func(what, token, path, body string, hs ...*held) map[string]any {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -273,16 +302,21 @@ func TestInFlightPerCaller(t *testing.T) {
 			if r.status != 400 || time.Now().After(deadline) {
 				t.Fatalf("%s: %d %s, want 429 once the held request is counted", what, r.status, r.raw)
 			}
+			for _, h := range hs {
+				if h.answeredEarly() {
+					h.again(t)
+				}
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	a := hold(t, s.url, "/v1/actions", s.alice, body)
 	// 600 KiB held, and 500 KiB more would pass alice's 1 MiB.
-	p := refused("alice's begin past her bound", s.alice, "/v1/actions", padded(500<<10))
+	p := refused("alice's begin past her bound", s.alice, "/v1/actions", padded(500<<10), a)
 	if d := p["detail"].(string); !strings.Contains(d, "max_caller_in_flight") || !strings.Contains(d, fmt.Sprint(1<<20)) {
 		t.Errorf("the 429 does not name the bound: %v", d)
 	}
-	refused("alice's outcome past her bound", s.alice, "/v1/actions/act_x/outcome", padded(500<<10))
+	refused("alice's outcome past her bound", s.alice, "/v1/actions/act_x/outcome", padded(500<<10), a)
 	// A small request of hers still fits (counted at 4 KiB).
 	if r := s.do("POST", "/v1/actions", s.alice, `{}`); r.status != 400 {
 		t.Errorf("a small begin beside her held body = %d %s, want 400 (answered)", r.status, r.raw)
@@ -294,7 +328,7 @@ func TestInFlightPerCaller(t *testing.T) {
 	// Bob holds 600 KiB too: the server's bound (1202 KiB) is then all but taken, and his next
 	// request, though well within his own bound, is refused by it.
 	b := hold(t, s.url, "/v1/actions", s.bob, body)
-	p = refused("bob's begin past the server's bound", s.bob, "/v1/actions", `{}`)
+	p = refused("bob's begin past the server's bound", s.bob, "/v1/actions", `{}`, a, b)
 	if d := p["detail"].(string); !strings.Contains(d, "max_in_flight") || !strings.Contains(d, fmt.Sprint(2*body+2<<10)) {
 		t.Errorf("the 429 does not name the server's bound: %v", d)
 	}
