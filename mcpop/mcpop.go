@@ -355,12 +355,9 @@ func (o *Operator) listEffects(ctx context.Context, _ *mcp.CallToolRequest, in L
 	if state == "" {
 		state = operator.StateNeedsPerson
 	}
-	limit := in.Limit
-	switch {
-	case limit == 0:
-		limit = operator.DefaultPage
-	case limit < 1 || limit > operator.MaxPage:
-		return nil, Effects{}, fmt.Errorf("invalid_argument: limit %d: want 1 to %d", in.Limit, operator.MaxPage)
+	limit, err := operator.PageSize(in.Limit, in.Limit != 0)
+	if err != nil {
+		return nil, Effects{}, fmt.Errorf("invalid_argument: %v", err)
 	}
 	if err := store.CheckText("after", in.After); err != nil {
 		return nil, Effects{}, fmt.Errorf("invalid_argument: %v", err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"github.com/latchkit/latch/auth"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/latchkit/latch"
 	"github.com/latchkit/latch/identity"
 	"github.com/latchkit/latch/internal/jsonview"
+	"github.com/latchkit/latch/internal/operator"
 	"github.com/latchkit/latch/mcpop"
 	"github.com/latchkit/latch/policy"
 	"github.com/latchkit/latch/store"
@@ -496,5 +498,25 @@ func TestApproveWithEdits(t *testing.T) {
 	ap, err := g.Approved(ctx, id)
 	if err != nil || string(ap.Arguments) != `{"amount":200000,"order_id":"o1"}` {
 		t.Errorf("Approved = %+v, %v", ap, err)
+	}
+}
+
+// TestListEffectsLimit: list_effects takes the page size the HTTP list takes (operator.PageSize):
+// a limit past the bound is refused naming it, and nothing is listed.
+func TestListEffectsLimit(t *testing.T) {
+	t.Parallel()
+	_, cs, _ := setup(t, "alice")
+	for _, limit := range []int{-1, operator.MaxPage + 1} {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_effects", Arguments: map[string]any{"state": "all", "limit": limit}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError || !strings.Contains(errText(res), "invalid_argument") || !strings.Contains(errText(res), fmt.Sprintf("limit %d", limit)) {
+			t.Errorf("list_effects limit %d = %v %q, want invalid_argument naming the limit", limit, res.IsError, errText(res))
+		}
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_effects", Arguments: map[string]any{"state": "all", "limit": 1}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_effects limit 1 = %v, %q", err, errText(res))
 	}
 }

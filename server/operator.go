@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -167,16 +166,19 @@ func (s *Server) listEffects(w http.ResponseWriter, r *http.Request, c *caller) 
 	writeJSON(w, http.StatusOK, map[string]any{"effects": out, "next_after": next})
 }
 
-// pageLimit reads a list's limit: 1 to operator.MaxPage, operator.DefaultPage when the query
-// names none.
+// pageLimit reads a list's limit (operator.PageSize).
 func pageLimit(q url.Values) (int, *Problem) {
 	v := q.Get("limit")
-	if v == "" {
-		return operator.DefaultPage, nil
+	n := 0
+	if v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			return 0, badQuery("limit", "limit must be an integer")
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > operator.MaxPage {
-		return 0, badQuery("limit", fmt.Sprintf("limit must be 1 to %d", operator.MaxPage))
+	n, err := operator.PageSize(n, v != "")
+	if err != nil {
+		return 0, badQuery("limit", err.Error())
 	}
 	return n, nil
 }

@@ -64,10 +64,3 @@ func (f *Fresh) closeAll() {
 		delete(f.conns, c)
 	}
 }
-
-// Len is how many connections are fresh now.
-func (f *Fresh) Len() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.conns)
-}

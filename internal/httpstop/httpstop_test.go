@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -122,4 +123,50 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met in 2s")
+}
+
+// TestHTTP2RequestInFlightFinishes: over TLS, where net/http hands a connection to its HTTP/2
+// server without reporting it active, a request in flight at the shutdown is still answered
+// whole: the connection is known busy once HTTP/2 serves it, and is not closed as fresh.
+func TestHTTP2RequestInFlightFinishes(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		_, _ = io.WriteString(w, "done")
+	}))
+	srv.EnableHTTP2 = true
+	fresh := httpstop.Install(srv.Config)
+	srv.StartTLS()
+	defer srv.Close()
+	type answer struct {
+		body, proto string
+		err         error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		got <- answer{string(b), res.Proto, err}
+	}()
+	<-entered
+	if n := fresh.Len(); n != 0 {
+		t.Errorf("%d connections counted fresh while one serves a request over HTTP/2, want 0", n)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Config.Shutdown(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the shutdown has begun, the request still runs
+	close(release)
+	a := <-got
+	if a.err != nil || a.body != "done" || a.proto != "HTTP/2.0" {
+		t.Errorf("the HTTP/2 request in flight at the shutdown got %q over %s, %v; want \"done\" over HTTP/2.0", a.body, a.proto, a.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
 }

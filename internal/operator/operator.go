@@ -199,6 +199,18 @@ const (
 	MaxPage     = 1000
 )
 
+// PageSize is the size of a page a request asks for: DefaultPage when it names none (given
+// false), else n, which must be 1 to MaxPage.
+func PageSize(n int, given bool) (int, error) {
+	switch {
+	case !given:
+		return DefaultPage, nil
+	case n < 1 || n > MaxPage:
+		return 0, fmt.Errorf("limit %d: want 1 to %d", n, MaxPage)
+	}
+	return n, nil
+}
+
 // EffectPage is a page of Effects: at most limit effects in state with keys after after, and the
 // key the next page starts after ("" when this page is the last).
 func (o *Operator) EffectPage(ctx context.Context, state, after string, limit int) ([]jsonview.Effect, string, error) {

@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +77,30 @@ func TestResolutionCheck(t *testing.T) {
 	}
 	if req, err := (&operator.Resolution{To: "failed", Result: []byte(" null ")}).Check("k", "cli:alice"); err != nil || req.Result != nil {
 		t.Errorf("a null result with failed = %+v, %v; want none", req, err)
+	}
+}
+
+// TestPageSize: the one rule for a list's page size on every surface — the default when none is
+// named, 1 to MaxPage when one is, anything else refused naming the limit.
+func TestPageSize(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		given bool
+		want  int
+	}{
+		{0, false, operator.DefaultPage},
+		{1, true, 1},
+		{operator.MaxPage, true, operator.MaxPage},
+		{0, true, 0},
+		{-1, true, 0},
+		{operator.MaxPage + 1, true, 0},
+	} {
+		got, err := operator.PageSize(tc.n, tc.given)
+		if got != tc.want || (err == nil) != (tc.want != 0) {
+			t.Errorf("PageSize(%d, %v) = %d, %v; want %d", tc.n, tc.given, got, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("limit %d", tc.n)) {
+			t.Errorf("PageSize(%d, %v) refused with %q, want it to name the limit", tc.n, tc.given, err)
+		}
 	}
 }
