@@ -195,7 +195,7 @@ type batcher struct {
 }
 
 func newBatcher() *batcher {
-	return &batcher{lock: make(chan struct{}, leaders), gather: groupcommit.New(groupcommit.Window)}
+	return &batcher{lock: make(chan struct{}, leaders), gather: groupcommit.New(groupcommit.Window, groupcommit.Gap)}
 }
 
 // queued is the length of the queue.

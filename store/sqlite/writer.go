@@ -23,7 +23,7 @@ import (
 // BEGIN IMMEDIATE transaction on the one writer connection and commits them with one COMMIT, so
 // that N calls in flight cost one durable commit instead of N. Meanwhile the next requests queue
 // for the next leader, which is how batches form. A leader waits only when the last batch held
-// several requests and fewer are queued yet, and then at most groupcommit.Window (see groupcommit.Gatherer).
+// several requests and fewer are queued yet, and then only while they keep arriving (see groupcommit.Gatherer).
 //
 // Each request still reads, plans and writes under the write lock, and sees the writes of the
 // requests before it in its batch (they are in the same transaction): the outcome is exactly
@@ -74,7 +74,7 @@ type writer struct {
 
 func newWriter(conn *wconn, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
 	return &writer{conn: conn, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1),
-		gather: groupcommit.New(groupcommit.Window)}
+		gather: groupcommit.New(groupcommit.Window, groupcommit.Gap)}
 }
 
 // do queues fn and returns its reply once its batch committed (or failed). A context that ends

@@ -27,9 +27,9 @@ func (q *queue) len() int {
 }
 
 // A leader after a batch of one, or with as many writes queued as the last batch held, does not
-// wait at all: with an hour's window, any wait shows.
+// wait at all: with an hour's window and gap, any wait shows.
 func TestWaitReturnsAtOnce(t *testing.T) {
-	g := New(time.Hour)
+	g := New(time.Hour, time.Hour)
 	q := &queue{}
 	waits := func(what string) {
 		t.Helper()
@@ -53,7 +53,7 @@ func TestWaitReturnsAtOnce(t *testing.T) {
 
 // A leader that expects more writes returns when they have arrived, not at the window's end.
 func TestWaitReturnsWhenTheWritesArrive(t *testing.T) {
-	g := New(time.Hour)
+	g := New(time.Hour, time.Hour)
 	g.Took(4)
 	q := &queue{}
 	q.push(g)
@@ -80,15 +80,64 @@ func TestWaitReturnsWhenTheWritesArrive(t *testing.T) {
 	}
 }
 
-// Writes that do not come cost one window.
+// Writes that keep arriving but never reach the count cost one window.
 func TestWaitEndsWithTheWindow(t *testing.T) {
-	g := New(20 * time.Millisecond)
-	g.Took(8)
+	g := New(100*time.Millisecond, time.Hour)
+	g.Took(1000)
+	q := &queue{}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				q.push(g)
+			}
+		}
+	}()
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { g.Wait(q.len); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait still waiting 10s into a 100ms window")
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("Wait returned after %v with fewer than 1000 writes queued, before the 100ms window", d)
+	}
+}
+
+// Writes that stop arriving cost one gap after the last of them, not the window.
+func TestWaitEndsAGapAfterTheLastArrival(t *testing.T) {
+	const gap = 200 * time.Millisecond
+	g := New(time.Hour, gap)
+	g.Took(100)
 	q := &queue{}
 	q.push(g)
 	start := time.Now()
-	g.Wait(q.len)
-	if d := time.Since(start); d < 20*time.Millisecond {
-		t.Errorf("Wait returned after %v with 1 of 8 writes queued, before the 20ms window", d)
+	done := make(chan time.Time)
+	go func() { g.Wait(q.len); done <- time.Now() }()
+	// Arrivals 20ms apart for 300ms keep the leader waiting well past one gap.
+	var last time.Time
+	for range 15 {
+		time.Sleep(20 * time.Millisecond)
+		q.push(g)
+		last = time.Now()
+	}
+	select {
+	case <-done:
+		t.Fatalf("Wait had returned %v in, while writes were still arriving 20ms apart (gap %v)", time.Since(start), gap)
+	default:
+	}
+	select {
+	case end := <-done:
+		if d := end.Sub(last); d < gap {
+			t.Errorf("Wait returned %v after the last arrival, before the %v gap", d, gap)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait still waiting 10s after the last arrival (gap 200ms, window an hour)")
 	}
 }
