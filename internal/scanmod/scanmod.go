@@ -59,9 +59,12 @@ func Write(t testing.TB) string {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Complete go.mod from the module cache, so that the go command needs nothing else.
+	// Complete go.mod, so that the go command needs nothing else afterwards. The module cache
+	// holds what a build of latch needs, but tidy also reads the go.mod files of versions the
+	// build never selects (those an older dependency requires); on a new machine the cache may
+	// lack them, so tidy alone may fetch from the module proxy the environment names.
 	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir, tidy.Env = dir, Env()
+	tidy.Dir, tidy.Env = dir, env(false)
 	if out, err := tidy.CombinedOutput(); err != nil {
 		t.Fatalf("go mod tidy in the example module: %v\n%s", err, out)
 	}
@@ -69,14 +72,21 @@ func Write(t testing.TB) string {
 }
 
 // Env is the environment for the go command in the module: no network, no workspace.
-func Env() []string {
-	var env []string
+func Env() []string { return env(true) }
+
+// env is the go command's environment in the module: no workspace, and no network when offline.
+func env(offline bool) []string {
+	var kept []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "GOPROXY=") && !strings.HasPrefix(kv, "GOWORK=") {
-			env = append(env, kv)
+		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "GOWORK=") && (!offline || !strings.HasPrefix(kv, "GOPROXY=")) {
+			kept = append(kept, kv)
 		}
 	}
-	return append(env, "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	kept = append(kept, "GOFLAGS=-mod=mod", "GOWORK=off")
+	if offline {
+		kept = append(kept, "GOPROXY=off")
+	}
+	return kept
 }
 
 // repoRoot is this checkout's root, found from this file's path.
