@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,12 +278,37 @@ func newID(prefix string) string {
 }
 
 // idempotencyToken derives the token of docs/guarantees.md#the-idempotency-tokens from the effect key and attempt.
+// It hashes the canonical form of {"schema": "latch.idempotency/v1", "effect_key": key,
+// "attempt": attempt}, written here in its keys' sorted order rather than through a map: it runs
+// on every call (tokenDocument).
 func idempotencyToken(key string, attempt int) string {
-	b, err := canon.Marshal(map[string]any{"schema": "latch.idempotency/v1", "effect_key": key, "attempt": int64(attempt)})
-	if err != nil {
-		return "" // unreachable: a string and an int always encode
+	if int64(attempt) > canon.MaxSafeInt || int64(attempt) < -canon.MaxSafeInt {
+		return "" // unreachable: attempts count from 1
+	}
+	var buf [128]byte
+	b := append(buf[:0], `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b, ok := tokenDocument(b, key, "latch.idempotency/v1")
+	if !ok {
+		return "" // unreachable: effect keys are valid UTF-8
 	}
 	return uuidOf(b)
+}
+
+// tokenDocument appends the rest of a token's canonical document to b: a comma when b holds a
+// member already, the effect key, the schema, and the closing brace.
+func tokenDocument(b []byte, key, schema string) ([]byte, bool) {
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, `"effect_key":`...)
+	b, err := canon.AppendString(b, key)
+	if err != nil {
+		return nil, false
+	}
+	b = append(b, `,"schema":"`...)
+	b = append(b, schema...) // a constant that needs no escaping
+	return append(b, `"}`...), true
 }
 
 // uuidOf shapes the SHA-256 of b as a version 8 (custom, name-derived) UUID.
@@ -300,11 +326,13 @@ func uuidOf(b []byte) string {
 	return string(u[:])
 }
 
-// effectToken derives the token of EffectToken from the effect key alone.
+// effectToken derives the token of EffectToken from the effect key alone: the canonical form of
+// {"schema": "latch.effect-token/v1", "effect_key": key}, written as idempotencyToken's is.
 func effectToken(key string) string {
-	b, err := canon.Marshal(map[string]any{"schema": "latch.effect-token/v1", "effect_key": key})
-	if err != nil {
-		return "" // unreachable: a string always encodes
+	var buf [128]byte
+	b, ok := tokenDocument(append(buf[:0], '{'), key, "latch.effect-token/v1")
+	if !ok {
+		return "" // unreachable: effect keys are valid UTF-8
 	}
 	return uuidOf(b)
 }
