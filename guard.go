@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,38 +276,29 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// idempotencyToken derives the token of docs/guarantees.md#the-idempotency-tokens from the effect key and attempt.
-// It hashes the canonical form of {"schema": "latch.idempotency/v1", "effect_key": key,
-// "attempt": attempt}, written here in its keys' sorted order rather than through a map: it runs
-// on every call (tokenDocument).
+// idempotencyToken derives the token of docs/guarantees.md#the-idempotency-tokens from the effect key and attempt:
+// the canonical form of {"attempt": attempt, "effect_key": key, "schema": "latch.idempotency/v1"},
+// written member by member in key order rather than through a map, since it runs on every call.
 func idempotencyToken(key string, attempt int) string {
-	if int64(attempt) > canon.MaxSafeInt || int64(attempt) < -canon.MaxSafeInt {
+	var buf [128]byte
+	b, err := canon.AppendInt(append(buf[:0], `{"attempt":`...), int64(attempt))
+	if err != nil {
 		return "" // unreachable: attempts count from 1
 	}
-	var buf [128]byte
-	b := append(buf[:0], `{"attempt":`...)
-	b = strconv.AppendInt(b, int64(attempt), 10)
-	b, ok := tokenDocument(b, key, "latch.idempotency/v1")
-	if !ok {
-		return "" // unreachable: effect keys are valid UTF-8
-	}
-	return uuidOf(b)
+	return tokenOf(append(b, ','), key, "latch.idempotency/v1")
 }
 
-// tokenDocument appends the rest of a token's canonical document to b: a comma when b holds a
-// member already, the effect key, the schema, and the closing brace.
-func tokenDocument(b []byte, key, schema string) ([]byte, bool) {
-	if len(b) > 1 {
-		b = append(b, ',')
-	}
-	b = append(b, `"effect_key":`...)
-	b, err := canon.AppendString(b, key)
+// tokenOf ends a token's canonical document begun in b with its last two members, the effect key
+// and the schema (a constant that needs no escaping), and shapes its hash as a UUID. It returns
+// "" for a key that is not valid UTF-8, which an effect key always is.
+func tokenOf(b []byte, key, schema string) string {
+	b, err := canon.AppendString(append(b, `"effect_key":`...), key)
 	if err != nil {
-		return nil, false
+		return ""
 	}
 	b = append(b, `,"schema":"`...)
-	b = append(b, schema...) // a constant that needs no escaping
-	return append(b, `"}`...), true
+	b = append(b, schema...)
+	return uuidOf(append(b, `"}`...))
 }
 
 // uuidOf shapes the SHA-256 of b as a version 8 (custom, name-derived) UUID.
@@ -327,12 +317,8 @@ func uuidOf(b []byte) string {
 }
 
 // effectToken derives the token of EffectToken from the effect key alone: the canonical form of
-// {"schema": "latch.effect-token/v1", "effect_key": key}, written as idempotencyToken's is.
+// {"effect_key": key, "schema": "latch.effect-token/v1"}, written as idempotencyToken's is.
 func effectToken(key string) string {
 	var buf [128]byte
-	b, ok := tokenDocument(append(buf[:0], '{'), key, "latch.effect-token/v1")
-	if !ok {
-		return "" // unreachable: effect keys are valid UTF-8
-	}
-	return uuidOf(b)
+	return tokenOf(append(buf[:0], '{'), key, "latch.effect-token/v1")
 }

@@ -183,10 +183,11 @@ func (p *state) sortNames(base int) bool {
 }
 
 func (p *state) marshalInt(n int64) bool {
-	if n > MaxSafeInt || n < -MaxSafeInt {
-		return p.fail("integer out of safe range " + strconv.FormatInt(n, 10))
+	out, err := AppendInt(p.out, n)
+	if err != nil {
+		return p.fail(err.(*Error).Reason)
 	}
-	p.out = strconv.AppendInt(p.out, n, 10)
+	p.out = out
 	return true
 }
 
@@ -216,6 +217,15 @@ func appendQuoted(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[last:]...)
 	return append(dst, '"')
+}
+
+// AppendInt appends n to dst as a canonical JSON number, for the same writers as AppendString.
+// An integer beyond ±MaxSafeInt is refused, as Marshal refuses it.
+func AppendInt(dst []byte, n int64) ([]byte, error) {
+	if n > MaxSafeInt || n < -MaxSafeInt {
+		return dst, &Error{Reason: "integer out of safe range " + strconv.FormatInt(n, 10)}
+	}
+	return strconv.AppendInt(dst, n, 10), nil
 }
 
 // AppendString appends s to dst as a canonical JSON string, for writers that emit a document's

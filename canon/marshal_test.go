@@ -135,3 +135,25 @@ func TestMarshalRefused(t *testing.T) {
 		})
 	}
 }
+
+// AppendInt writes what Marshal writes for an integer, and refuses what Marshal refuses with the
+// same reason.
+func TestAppendInt(t *testing.T) {
+	for _, n := range []int64{0, 1, -1, 42, -9000, MaxSafeInt, -MaxSafeInt, MaxSafeInt + 1, -MaxSafeInt - 1} {
+		got, err := AppendInt([]byte("x"), n)
+		want, werr := Marshal(n)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("AppendInt(%d) error %v, Marshal error %v", n, err, werr)
+		}
+		if err != nil {
+			var ce, we *Error
+			if !errors.As(err, &ce) || !errors.As(werr, &we) || ce.Reason != we.Reason || string(got) != "x" {
+				t.Errorf("AppendInt(%d) = %q, %v; want \"x\" and Marshal's reason %v", n, got, err, werr)
+			}
+			continue
+		}
+		if string(got) != "x"+string(want) {
+			t.Errorf("AppendInt(%d) = %q, want %q", n, got, "x"+string(want))
+		}
+	}
+}

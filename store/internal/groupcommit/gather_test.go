@@ -98,15 +98,16 @@ func TestWaitEndsWithTheWindow(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	done := make(chan struct{})
-	go func() { g.Wait(q.len); close(done) }()
+	queued := make(chan int, 1)
+	go func() { g.Wait(q.len); queued <- q.len() }()
 	select {
-	case <-done:
+	case n := <-queued:
+		// A write every 2ms or more takes 2s or more to reach 1000: only the window ends the wait.
+		if d := time.Since(start); d < 100*time.Millisecond || n >= 1000 {
+			t.Errorf("Wait returned after %v with %d writes queued, want at the 100ms window with fewer than 1000", d, n)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait still waiting 10s into a 100ms window")
-	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Errorf("Wait returned after %v with fewer than 1000 writes queued, before the 100ms window", d)
 	}
 }
 
