@@ -166,6 +166,7 @@ func (t *txn) insertEventRows(events []store.Event, now time.Time, link *receipt
 		if err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
+		t.rowIDs = append(t.rowIDs, idRange{id, id + int64(n)})
 		for i := range written[first:] {
 			written[first+i].ID = id + int64(i)
 		}

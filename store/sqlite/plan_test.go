@@ -65,10 +65,12 @@ func queryPlan(t *testing.T, db *sql.DB, q string, args []any) string {
 }
 
 // TestEffectReadPlans: the effect lists an operator and the sweeper read on a store of any size
-// go through an index that holds only what they select — what may need a person, the executing
-// and the ambiguous effects through effects_unsettled, the failed ones through effects_state — or,
-// a page of all effects, through the primary key from where the page starts; none scans the
-// effects table, whose size is every effect the store ever held, and none sorts.
+// go through what holds only what they select — the ambiguous effects and the outcome conflicts
+// through effects_attention, the executing ones through executing_parked and the event rows
+// since the executing mark (a range of the events table's rowids), what may need a person
+// through all three, the failed ones through effects_state — or, a page of all effects, through
+// the primary key from where the page starts; none scans the effects or the events table, whose
+// sizes are every effect and event the store ever held, and none sorts.
 func TestEffectReadPlans(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -79,9 +81,10 @@ func TestEffectReadPlans(t *testing.T) {
 		f     store.EffectFilter
 		index string
 	}{
-		{"unsettled", store.EffectFilter{Unsettled: true}, "USING INDEX effects_unsettled"},
-		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "USING INDEX effects_unsettled"},
-		{"executing", store.EffectFilter{State: store.Executing}, "USING INDEX effects_unsettled"},
+		{"unsettled", store.EffectFilter{Unsettled: true}, "USING INDEX effects_attention"},
+		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "USING INDEX effects_attention"},
+		{"unsettled, executing", store.EffectFilter{Unsettled: true}, "SCAN executing_parked; UNION ALL; SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"executing", store.EffectFilter{State: store.Executing}, "SCAN executing_parked; UNION ALL; SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
 		{"ambiguous", store.EffectFilter{State: store.Ambiguous}, "USING INDEX effects_"},
 		{"failed", store.EffectFilter{State: store.Failed, After: "k", Limit: 10}, "USING INDEX effects_state"},
 		{"all, a page", store.EffectFilter{After: "k", Limit: 10}, "USING PRIMARY KEY (effect_key>?)"},
@@ -90,7 +93,8 @@ func TestEffectReadPlans(t *testing.T) {
 		q, args := s.effectsQuery(tc.f)
 		got := queryPlan(t, db, q, args)
 		t.Logf("%s: %s", tc.name, got)
-		if strings.Contains(got, "SCAN effects") && !strings.Contains(got, "USING") || strings.Contains(got, "TEMP B-TREE") || !strings.Contains(got, tc.index) {
+		if strings.Contains(got, "SCAN effects") && !strings.Contains(got, "USING") || strings.Contains(got, "SCAN events") ||
+			strings.Contains(got, "TEMP B-TREE") || !strings.Contains(got, tc.index) {
 			t.Errorf("Effects(%s) plan = %q; want it %s, with no scan of the table and no sort", tc.name, got, tc.index)
 		}
 	}

@@ -40,8 +40,10 @@ func (s *Store) Effects(ctx context.Context, f store.EffectFilter) ([]*store.Eff
 	return out, nil
 }
 
-// unsettledWhere is the condition of the index effects_unsettled (migrations/0023), written as
-// the index writes it: a read that names it in its WHERE is one SQLite serves from the index.
+// unsettledWhere selects the effects a person may have to settle or that are executing. It is
+// the condition of the index effects_unsettled of schema 23 (migrations/0023), written as the
+// index writes it: a read that names it in its WHERE is one SQLite serves from that index. From
+// schema 24 these effects are found through unsettledKeys (executing.go).
 const unsettledWhere = `(state IN ('ambiguous', 'executing') OR conflict <> '')`
 
 // effectsQuery is the read of Effects: each selection through the index that holds it, where
@@ -52,6 +54,8 @@ func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
 	switch {
 	case f.Unsettled && s.beforeNotes():
 		where = append(where, `state IN ('ambiguous', 'executing')`) // no outcome conflicts before that schema
+	case f.Unsettled && s.executingWindow():
+		where = append(where, `effect_key IN (`+unsettledKeys(true)+`) AND `+unsettledWhere)
 	case f.Unsettled:
 		where = append(where, unsettledWhere)
 	case f.State == "":
@@ -59,6 +63,10 @@ func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
 		// The index effects_state holds failed and ambiguous effects only (migration 4); the
 		// repeated condition lets SQLite use it.
 		where = append(where, `state = 'failed' AND state IN ('failed', 'ambiguous')`)
+	case f.State == store.Ambiguous && s.executingWindow():
+		where = append(where, `state = 'ambiguous' AND `+attentionWhere)
+	case f.State == store.Executing && s.executingWindow():
+		where = append(where, `state = 'executing' AND effect_key IN (`+executingKeys+`)`)
 	case f.State == store.Ambiguous:
 		where = append(where, `state = 'ambiguous' AND `+unsettledWhere)
 	case f.State == store.Executing:

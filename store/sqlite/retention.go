@@ -165,7 +165,7 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	// settled with an outcome conflict): the resolution reads who made the attempt from them.
 	// A row of several events (schema 21) goes only when its last event is before the cut too.
 	prunable := `at < ? AND id < (SELECT MAX(id) FROM events)
-		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE state IN ('executing', 'ambiguous') OR conflict <> '')
+		AND effect_key NOT IN (SELECT effect_key FROM effects WHERE effect_key IN (` + unsettledKeys(t.executingWindow()) + `) AND ` + unsettledWhere + `)
 		AND approval_id NOT IN (SELECT approval_id FROM approvals WHERE status IN ('pending', 'granted'))`
 	count := `COUNT(*)`
 	args := []any{cutAt}

@@ -292,6 +292,7 @@ func (t *txn) applyEffect(w *store.EffectWrite) error {
 	if err := t.writeEffect(w); err != nil {
 		return err
 	}
+	t.noteExecuting(w)
 	return t.applyCharges(w)
 }
 

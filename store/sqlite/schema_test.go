@@ -120,8 +120,8 @@ var contents = []string{
 // effect_key alone (WITHOUT ROWID), events and receipts plain rowid tables, no AUTOINCREMENT
 // and no use of sqlite_sequence, no index on receipt_id, every other index as before — but for
 // receipts_action_id and receipts_effect_key, which schema 22 drops (receipts are found by
-// action and effect through the event indexes since: TestReceiptLinks), and effects_unsettled,
-// which schema 23 adds (TestEffectReadPlans).
+// action and effect through the event indexes since: TestReceiptLinks), and effects_attention,
+// which schema 24 adds in place of schema 23's effects_unsettled (TestEffectReadPlans).
 func checkSchema4(t *testing.T, db *sql.DB) {
 	t.Helper()
 	for _, c := range []struct {
@@ -129,7 +129,7 @@ func checkSchema4(t *testing.T, db *sql.DB) {
 		withoutRow int
 		indexes    []string // name unique origin partial, as pragma index_list says
 	}{
-		{"effects", 1, []string{"effects_state 0 c 1", "effects_unsettled 0 c 1", "sqlite_autoindex_effects_1 1 pk 0"}},
+		{"effects", 1, []string{"effects_attention 0 c 1", "effects_state 0 c 1", "sqlite_autoindex_effects_1 1 pk 0"}},
 		{"events", 0, []string{"events_action_id 0 c 0", "events_approval_id 0 c 1", "events_effect_key 0 c 0"}},
 		{"receipts", 0, []string{"receipts_approval_id 0 c 1", "receipts_finished_at 0 c 0"}},
 	} {
@@ -379,33 +379,51 @@ func TestMigrateFromSchema3(t *testing.T) {
 // own commit) appends to the write-ahead log of a store at schema version. Checkpoints would
 // let the log start over while it is measured, so the store's background checkpointer is
 // stopped, and the writer's own one (wal_autocheckpoint) does not come due within the calls.
-func walFramesPerCall(t *testing.T, version int) float64 {
+// warmStore opens a store at version (synchronous=normal) without its checkpointer, so that
+// only SQLite's own checkpoint at wal_autocheckpoint ever empties the log; set, when not nil,
+// changes it before any write; then warm protected calls give its tables some hundreds of rows
+// (B-trees two levels deep, as in any store in use), and the log is copied into the database
+// and emptied: the next commit writes from its start.
+func warmStore(t *testing.T, version, warm int, set func(*Store)) *Store {
 	t.Helper()
-	const warm, calls = 200, 200
-	if calls*40 >= walCheckpointPages {
-		t.Fatal("the calls would reach wal_autocheckpoint")
-	}
 	s := openAtVersion(t, backend.New(t)+"?synchronous=normal", version)
 	t.Cleanup(func() { s.Close() })
 	if err := s.wr.ckpt.close(); err != nil {
 		t.Fatal(err)
 	}
 	s.wr.ckpt = nil
+	if set != nil {
+		set(s)
+	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	// Tables with some hundreds of rows: B-trees two levels deep, as in any store in use.
 	for i := range warm {
 		protectedCall(t, s, i, now)
 	}
-	// Copy the log into the database and empty it: the next commit writes from its start.
 	var busy, logged, copied int
 	if writerQuery(t, s, `PRAGMA wal_checkpoint(TRUNCATE)`, &busy, &logged, &copied); busy != 0 {
 		t.Fatalf("wal_checkpoint(TRUNCATE) = %d", busy)
 	}
+	return s
+}
+
+func walFramesPerCall(t *testing.T, version int) float64 {
+	t.Helper()
+	const warm, calls = 200, 200
+	if calls*40 >= walCheckpointPages {
+		t.Fatal("the calls would reach wal_autocheckpoint")
+	}
+	s := warmStore(t, version, warm, func(s *Store) {
+		// The calls' own frames and commits only: the executing mark's moves (schema 24, one in
+		// some 256 calls) are counted by TestFramesByBTree.
+		s.wr.markDue = nil
+	})
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := warm; i < warm+calls; i++ {
 		protectedCall(t, s, i, now)
 	}
 	// A PASSIVE checkpoint reports the frames in the log (and copies them, which no longer
 	// matters).
+	var busy, logged, copied int
 	if writerQuery(t, s, `PRAGMA wal_checkpoint(PASSIVE)`, &busy, &logged, &copied); busy != 0 {
 		t.Fatalf("wal_checkpoint(PASSIVE) = %d", busy)
 	}
@@ -437,7 +455,9 @@ func walFramesPerCall(t *testing.T, version int) float64 {
 // must stay within its floor (a measure below it is a broken measure) and 19.5 (schema 4's
 // floor, schema 3's split overhead of 4.5 frames over its 19 B-trees, one frame for the effect's
 // splits, one of slack). Since schema 22 the record no longer writes receipts_action_id and
-// receipts_effect_key: the floor is 11 B-trees (TestReceiptLinksFewerFrames).
+// receipts_effect_key: the floor is 11 B-trees (TestReceiptLinksFewerFrames). Schema 23 added
+// effects_unsettled to both commits (12) and schema 24 took it off again (TestFramesByBTree
+// names each B-tree a call writes).
 func TestFewerFramesPerCall(t *testing.T) {
 	t.Parallel()
 	old, cur := walFramesPerCall(t, schema3), walFramesPerCall(t, latestVersion())

@@ -104,6 +104,11 @@ type Store struct {
 	// transaction.
 	filling atomic.Int32
 
+	// The move of the executing mark running in the background, if any (executing.go).
+	markMu           sync.Mutex
+	marking, closing bool
+	markWG           sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -282,6 +287,7 @@ func openAt(ctx context.Context, url string, cfg *Config, version int) (*Store, 
 		return nil, fmt.Errorf("%s: writer connection: %w", op, s.readOnlyError(err))
 	}
 	s.wr = newWriter(wc, plock, ckpt, &s.writes)
+	s.wr.markDue = s.markDue
 	s.version = min(version, latestVersion())
 	s.wr.legacy, s.wr.version = s.version < notesVersion, s.version
 	s.wr.noAnswers = s.version < answersVersion
@@ -336,6 +342,10 @@ func openDB(url string) (*sql.DB, error) {
 // Close closes the store's connections.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.markMu.Lock()
+		s.closing = true
+		s.markMu.Unlock()
+		s.markWG.Wait()
 		var errs []error
 		if s.wr != nil {
 			errs = append(errs, s.wr.close())

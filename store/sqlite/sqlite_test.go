@@ -519,7 +519,9 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP TABLE standing_approvals`)
 	exec(t, db, `DROP TABLE receipt_tally`)
 	exec(t, db, `DROP INDEX approvals_action_hash`)
-	exec(t, db, `DROP INDEX effects_unsettled`)
+	exec(t, db, `DROP INDEX effects_attention`)
+	exec(t, db, `DROP TABLE executing_window`)
+	exec(t, db, `DROP TABLE executing_parked`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by",
 		"approvals DROP COLUMN precondition_hash", "approvals DROP COLUMN precondition_at"} {

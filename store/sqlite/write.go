@@ -362,6 +362,9 @@ func (s *Store) AnswerApproval(ctx context.Context, req *store.AnswerRequest) (*
 func (t *txn) apply(effect *store.EffectWrite, approval *store.ApprovalWrite, events []store.Event, now time.Time,
 	rc *receipt.Receipt) ([]store.Event, *receipt.Sealed, error) {
 	if effect != nil {
+		if err := t.checkExecutingNamed(effect, events); err != nil {
+			return nil, nil, err
+		}
 		if err := t.applyEffect(effect); err != nil {
 			return nil, nil, err
 		}

@@ -70,10 +70,20 @@ type writer struct {
 	version int
 	// noAnswers is set for a store kept at a schema before answersVersion.
 	noAnswers bool
+
+	// The executing mark (executing.go): the event rows this writer committed since it last
+	// moved the mark, their ids, the effects it made executing and has not moved out since, and
+	// the move to ask for when rows of other writers lie past the mark (nil: never).
+	sinceMark int
+	own       []idRange
+	inflight  map[string]struct{}
+	markDue   func()
+	rowIDs    []idRange         // a transaction's txn.rowIDs, kept for the next
+	changes   []executingChange // a transaction's txn.changes, kept for the next
 }
 
 func newWriter(conn *wconn, plock *procLock, ckpt *checkpointer, commits *atomic.Int64) *writer {
-	return &writer{conn: conn, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1),
+	return &writer{conn: conn, plock: plock, ckpt: ckpt, commits: commits, lock: make(chan struct{}, 1), inflight: map[string]struct{}{},
 		gather: groupcommit.New(groupcommit.Window, groupcommit.Gap)}
 }
 
@@ -133,6 +143,7 @@ func (w *writer) lead() {
 	for _, r := range batch {
 		close(r.done)
 	}
+	w.moveMarkIfDue()
 }
 
 // onConn runs fn on the writer connection while no batch runs (tests read its settings and
@@ -182,7 +193,9 @@ func (w *writer) attempt(c *wconn, batch []*request, guarded bool) bool {
 		}
 		return true
 	}
-	t := &txn{c: c, legacy: w.legacy, version: w.version, noAnswers: w.noAnswers}
+	t := &txn{c: c, legacy: w.legacy, version: w.version, noAnswers: w.noAnswers,
+		rowIDs: w.rowIDs[:0], changes: w.changes[:0]}
+	defer func() { w.rowIDs, w.changes = t.rowIDs[:0], t.changes[:0] }() // reused by the next batch
 	// abort ends the transaction without committing anything and fails every request that has
 	// no error of its own yet.
 	abort := func(err error) {
@@ -249,6 +262,7 @@ func (w *writer) commit(t *txn, abort func(error)) {
 		return
 	}
 	w.commits.Add(1)
+	w.committed(t)
 	w.ckpt.committed()
 	if w.ckpt.restartDue() {
 		// Copies what was committed since the checkpointer's last pass, so that the next
@@ -610,16 +624,24 @@ type txn struct {
 	headRead  bool
 	base      receipt.Head // the head as the table holds it
 	head      receipt.Head // the head after this transaction's appends
+	// What the writer learns from the transaction once it commits (executing.go): the ids of
+	// the event rows it appended and the effects it made executing or moved out of executing.
+	rowIDs  []idRange
+	changes []executingChange
 }
 
 // headMark is what a request's savepoint must restore of the transaction's memory.
 type headMark struct {
-	read bool
-	head receipt.Head
+	read          bool
+	head          receipt.Head
+	rows, changes int // lengths of t.rowIDs and t.changes
 }
 
-func (t *txn) mark() headMark   { return headMark{t.headRead, t.head} }
-func (t *txn) reset(m headMark) { t.headRead, t.head = m.read, m.head }
+func (t *txn) mark() headMark { return headMark{t.headRead, t.head, len(t.rowIDs), len(t.changes)} }
+func (t *txn) reset(m headMark) {
+	t.headRead, t.head = m.read, m.head
+	t.rowIDs, t.changes = t.rowIDs[:m.rows], t.changes[:m.changes]
+}
 func (t *txn) readHead() error {
 	if t.headRead {
 		return nil
