@@ -260,7 +260,11 @@ func (w *writer) moveMarkIfDue() {
 	if err != nil || !own {
 		_, _ = c.exec(`ROLLBACK`)
 		if err == nil {
+			// The move reads every row since the mark from a snapshot, this writer's among
+			// them; what this writer knows starts again from its next commit, so that an
+			// effect of its own that another writer settled does not stay in w.inflight.
 			w.own = w.own[:0]
+			clear(w.inflight)
 			w.markDue()
 		}
 		return
