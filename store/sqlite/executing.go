@@ -276,9 +276,13 @@ func (w *writer) moveMarkIfDue() {
 // w.own; it reports false, having written nothing, when one is not.
 func (w *writer) moveOwnMark(t *txn) (bool, error) {
 	var from, end int64
-	if _, err := t.c.queryRow(`SELECT from_event, `+nextEventID+` FROM executing_window WHERE id = 1`, nil,
-		func(sc scanner) error { return sc.Scan(&from, &end) }); err != nil {
+	found, err := t.c.queryRow(`SELECT from_event, `+nextEventID+` FROM executing_window WHERE id = 1`, nil,
+		func(sc scanner) error { return sc.Scan(&from, &end) })
+	if err != nil {
 		return false, err
+	}
+	if !found {
+		return false, errors.New("executing mark: executing_window has no row")
 	}
 	if !covers(w.own, from, end) {
 		return false, nil
