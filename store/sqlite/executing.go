@@ -201,6 +201,9 @@ func (w *writer) committed(t *txn) {
 	if w.markDue == nil || w.version != 0 && w.version < executingWindowVersion {
 		return
 	}
+	if t.marked != nil { // the batch began by moving the mark (markInBatch)
+		w.inflight, w.own, w.sinceMark = t.marked, w.own[:0], 0
+	}
 	for _, r := range t.rowIDs {
 		if n := len(w.own); n > 0 && w.own[n-1].to == r.from {
 			w.own[n-1].to = r.to
@@ -239,65 +242,73 @@ func covers(ranges []idRange, from, end int64) bool {
 // nextEventID is the id the next event row gets (eventrows.go).
 const nextEventID = `COALESCE((SELECT id + COALESCE(n, 1) FROM events WHERE id > 0 ORDER BY id DESC LIMIT 1), 1)`
 
-// moveMarkIfDue moves the executing mark once this writer has committed executingMarkRows event
-// rows since it last did. When every row past the mark is one this writer appended — one writer
-// on the file, the usual case — the writer knows which effects those rows made executing and
-// are still (w.inflight), so the move is a small transaction of its own made here, with the
-// state of only the parked effects looked up. When other writers' rows lie past the mark, the
-// move is left to Store.moveMark, which looks up the state of every effect those rows reserved,
-// on a reader connection, while this writer goes on. The caller holds the writer's lock.
-func (w *writer) moveMarkIfDue() {
+// markInBatch moves the executing mark at the start of a batch's transaction, before its
+// requests, once this writer has committed executingMarkRows event rows since it last did: the
+// move never costs a transaction of its own. When every row past the mark is one this writer
+// appended — one writer on the file, the usual case — the writer knows which effects those rows
+// made executing and are still (w.inflight), so the move is made here, with the state of only the
+// parked effects looked up, under a savepoint of its own (a move that fails is rolled back
+// alone, and tried again by a later batch); what the writer knows is replaced when the batch
+// commits (committed). When other writers' rows lie past the mark, the move is left to
+// Store.moveMark, which looks up the state of every effect those rows reserved, on a reader
+// connection, while this writer goes on. The caller holds the writer's lock.
+func (w *writer) markInBatch(t *txn) {
 	if w.sinceMark < executingMarkRows || w.markDue == nil || w.version != 0 && w.version < executingWindowVersion {
 		return
 	}
-	w.sinceMark = 0
-	c := w.conn
-	if _, err := c.exec(`BEGIN IMMEDIATE`); err != nil {
+	if _, err := t.c.exec(`SAVEPOINT mark`); err != nil {
 		return
 	}
-	t := &txn{c: c, version: w.version}
-	own, err := w.moveOwnMark(t)
+	still, own, err := w.moveOwnMark(t)
 	if err != nil || !own {
-		_, _ = c.exec(`ROLLBACK`)
-		if err == nil {
-			// The move reads every row since the mark from a snapshot, this writer's among
-			// them; what this writer knows starts again from its next commit, so that an
-			// effect of its own that another writer settled does not stay in w.inflight.
-			w.own = w.own[:0]
-			clear(w.inflight)
-			w.markDue()
+		_, _ = t.c.exec(`ROLLBACK TO mark`)
+		_, _ = t.c.exec(`RELEASE mark`)
+		if err != nil {
+			w.sinceMark = executingMarkRows / 2 // tried again some rows later
+			return
 		}
+		// The move reads every row since the mark from a snapshot, this writer's among them;
+		// what this writer knows starts again from its next commit, so that an effect of its
+		// own that another writer settled does not stay in w.inflight.
+		w.sinceMark = 0
+		w.own = w.own[:0]
+		clear(w.inflight)
+		w.markDue()
 		return
 	}
-	w.commit(t, func(error) { _, _ = c.exec(`ROLLBACK`) })
+	if _, err := t.c.exec(`RELEASE mark`); err != nil {
+		return
+	}
+	t.marked = still
 }
 
-// moveOwnMark makes the move of moveMarkIfDue in t when every event row past the mark is one of
-// w.own; it reports false, having written nothing, when one is not.
-func (w *writer) moveOwnMark(t *txn) (bool, error) {
+// moveOwnMark makes the move of markInBatch in t when every event row past the mark is one of
+// w.own, and returns the effects of w.inflight that stay executing; it reports false, having
+// written nothing, when a row past the mark is not one of w.own.
+func (w *writer) moveOwnMark(t *txn) (map[string]struct{}, bool, error) {
 	var from, end int64
 	found, err := t.c.queryRow(`SELECT from_event, `+nextEventID+` FROM executing_window WHERE id = 1`, nil,
 		func(sc scanner) error { return sc.Scan(&from, &end) })
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if !found {
-		return false, errors.New("executing mark: executing_window has no row")
+		return nil, false, errors.New("executing mark: executing_window has no row")
 	}
 	if !covers(w.own, from, end) {
-		return false, nil
+		return nil, false, nil
 	}
 	for k := range w.inflight {
 		if _, err := t.c.exec(`INSERT OR IGNORE INTO executing_parked (effect_key) VALUES (?)`, k); err != nil {
-			return false, err
+			return nil, false, err
 		}
 	}
 	if _, err := t.c.exec(`DELETE FROM executing_parked WHERE NOT EXISTS
 		(SELECT 1 FROM effects f WHERE f.effect_key = executing_parked.effect_key AND f.state = 'executing')`); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if _, err := t.c.exec(`UPDATE executing_window SET from_event = ? WHERE id = 1`, end); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	// What stays parked is exactly what is executing among them: an effect of this writer's that
 	// another writer settled leaves w.inflight here.
@@ -312,8 +323,7 @@ func (w *writer) moveOwnMark(t *txn) (bool, error) {
 		}
 		return nil
 	}); err != nil {
-		return false, err
+		return nil, false, err
 	}
-	w.inflight, w.own = still, w.own[:0]
-	return true, nil
+	return still, true, nil
 }

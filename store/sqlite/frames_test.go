@@ -50,7 +50,7 @@ func TestFramesByBTree(t *testing.T) {
 	if executingMarkRows <= 2*warm || executingMarkRows > 2*(warm+calls) || calls*20 >= walCheckpointPages {
 		t.Fatal("the calls would not move the mark once, or would reach wal_autocheckpoint")
 	}
-	s := warmStore(t, latestVersion(), warm, nil)
+	s := warmStore(t, latestVersion(), warm)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	from := markFrom(t, s)
 	for i := warm; i < warm+calls; i++ {

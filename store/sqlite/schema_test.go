@@ -375,16 +375,11 @@ func TestMigrateFromSchema3(t *testing.T) {
 	}
 }
 
-// walFramesPerCall measures how many pages one protected call (a reserve and a record, each its
-// own commit) appends to the write-ahead log of a store at schema version. Checkpoints would
-// let the log start over while it is measured, so the store's background checkpointer is
-// stopped, and the writer's own one (wal_autocheckpoint) does not come due within the calls.
 // warmStore opens a store at version (synchronous=normal) without its checkpointer, so that
-// only SQLite's own checkpoint at wal_autocheckpoint ever empties the log; set, when not nil,
-// changes it before any write; then warm protected calls give its tables some hundreds of rows
-// (B-trees two levels deep, as in any store in use), and the log is copied into the database
-// and emptied: the next commit writes from its start.
-func warmStore(t *testing.T, version, warm int, set func(*Store)) *Store {
+// only SQLite's own checkpoint at wal_autocheckpoint ever empties the log; then warm protected
+// calls give its tables some hundreds of rows (B-trees two levels deep, as in any store in use),
+// and the log is copied into the database and emptied: the next commit writes from its start.
+func warmStore(t *testing.T, version, warm int) *Store {
 	t.Helper()
 	s := openAtVersion(t, backend.New(t)+"?synchronous=normal", version)
 	t.Cleanup(func() { s.Close() })
@@ -392,9 +387,6 @@ func warmStore(t *testing.T, version, warm int, set func(*Store)) *Store {
 		t.Fatal(err)
 	}
 	s.wr.ckpt = nil
-	if set != nil {
-		set(s)
-	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := range warm {
 		protectedCall(t, s, i, now)
@@ -406,17 +398,19 @@ func warmStore(t *testing.T, version, warm int, set func(*Store)) *Store {
 	return s
 }
 
+// walFramesPerCall measures how many pages one protected call (a reserve and a record, each its
+// own commit) appends to the write-ahead log of a store at schema version. Checkpoints would
+// let the log start over while it is measured, so the store's background checkpointer is
+// stopped, and the writer's own one (wal_autocheckpoint) does not come due within the calls.
 func walFramesPerCall(t *testing.T, version int) float64 {
 	t.Helper()
 	const warm, calls = 200, 200
 	if calls*40 >= walCheckpointPages {
 		t.Fatal("the calls would reach wal_autocheckpoint")
 	}
-	s := warmStore(t, version, warm, func(s *Store) {
-		// The calls' own frames and commits only: the executing mark's moves (schema 24, one in
-		// some 256 calls) are counted by TestFramesByBTree.
-		s.wr.markDue = nil
-	})
+	// The executing mark's moves (schema 24, one in some 256 calls) are made inside the calls'
+	// own transactions: two commits a call still.
+	s := warmStore(t, version, warm)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := warm; i < warm+calls; i++ {
 		protectedCall(t, s, i, now)

@@ -143,7 +143,6 @@ func (w *writer) lead() {
 	for _, r := range batch {
 		close(r.done)
 	}
-	w.moveMarkIfDue()
 }
 
 // onConn runs fn on the writer connection while no batch runs (tests read its settings and
@@ -196,6 +195,7 @@ func (w *writer) attempt(c *wconn, batch []*request, guarded bool) bool {
 	t := &txn{c: c, legacy: w.legacy, version: w.version, noAnswers: w.noAnswers,
 		rowIDs: w.rowIDs[:0], changes: w.changes[:0]}
 	defer func() { w.rowIDs, w.changes = t.rowIDs[:0], t.changes[:0] }() // reused by the next batch
+	w.markInBatch(t)
 	// abort ends the transaction without committing anything and fails every request that has
 	// no error of its own yet.
 	abort := func(err error) {
@@ -628,6 +628,7 @@ type txn struct {
 	// the event rows it appended and the effects it made executing or moved out of executing.
 	rowIDs  []idRange
 	changes []executingChange
+	marked  map[string]struct{} // the batch began by moving the executing mark: w.inflight after it
 }
 
 // headMark is what a request's savepoint must restore of the transaction's memory.

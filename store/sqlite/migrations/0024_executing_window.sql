@@ -12,8 +12,8 @@
 --     from_event or higher.
 --   - executing_parked holds the keys of effects that were executing when the mark last moved.
 --
--- A writer moves the mark forward once some thousands of event rows lie past it, in a
--- transaction of its own: it parks the effects those rows reserve that are still executing, drops
+-- A writer moves the mark forward once it has appended some hundreds of event rows, at the start
+-- of a batch's transaction: it parks the effects those rows reserve that are still executing, drops
 -- from executing_parked the keys of effects no longer executing, and sets from_event after the
 -- last row. A read therefore looks at a bounded number of rows, whatever the store's size, and a
 -- call writes nothing for it. Both places may name effects that settled since; every read checks
