@@ -66,10 +66,11 @@ func queryPlan(t *testing.T, db *sql.DB, q string, args []any) string {
 
 // TestEffectReadPlans: the effect lists an operator and the sweeper read on a store of any size
 // go through what holds only what they select — the ambiguous effects and the outcome conflicts
-// through effects_attention, the executing ones through executing_parked and the event rows
-// since the executing mark (a range of the events table's rowids), what may need a person
-// through all three, the failed ones through effects_state — or, a page of all effects, through
-// the primary key from where the page starts; none scans the effects or the events table, whose
+// from effects_attention alone (it carries every column: no lookup in the table), the executing
+// ones through executing_parked and the event rows since the executing mark (a range of the
+// events table's rowids), what may need a person through all three (two parts in key order,
+// merged), the failed ones through effects_state — or, a page of all effects, through the
+// primary key from where the page starts; none scans the effects or the events table, whose
 // sizes are every effect and event the store ever held, and none sorts.
 func TestEffectReadPlans(t *testing.T) {
 	t.Parallel()
@@ -81,11 +82,11 @@ func TestEffectReadPlans(t *testing.T) {
 		f     store.EffectFilter
 		index string
 	}{
-		{"unsettled", store.EffectFilter{Unsettled: true}, "USING INDEX effects_attention"},
-		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "USING INDEX effects_attention"},
+		{"unsettled", store.EffectFilter{Unsettled: true}, "MERGE (UNION ALL); LEFT; SCAN effects USING COVERING INDEX effects_attention; RIGHT"},
+		{"unsettled page", store.EffectFilter{Unsettled: true, After: "k", Limit: 10}, "SEARCH effects USING COVERING INDEX effects_attention (effect_key>?)"},
 		{"unsettled, executing", store.EffectFilter{Unsettled: true}, "SCAN executing_parked; UNION ALL; SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
 		{"executing", store.EffectFilter{State: store.Executing}, "SCAN executing_parked; UNION ALL; SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
-		{"ambiguous", store.EffectFilter{State: store.Ambiguous}, "USING INDEX effects_"},
+		{"ambiguous", store.EffectFilter{State: store.Ambiguous}, "SCAN effects USING COVERING INDEX effects_attention"},
 		{"failed", store.EffectFilter{State: store.Failed, After: "k", Limit: 10}, "USING INDEX effects_state"},
 		{"all, a page", store.EffectFilter{After: "k", Limit: 10}, "USING PRIMARY KEY (effect_key>?)"},
 		{"committed, a page", store.EffectFilter{State: store.Committed, After: "k", Limit: 10}, "USING PRIMARY KEY (effect_key>?)"},

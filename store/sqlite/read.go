@@ -55,7 +55,7 @@ func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
 	case f.Unsettled && s.beforeNotes():
 		where = append(where, `state IN ('ambiguous', 'executing')`) // no outcome conflicts before that schema
 	case f.Unsettled && s.executingWindow():
-		where = append(where, `effect_key IN (`+unsettledKeys(true)+`) AND `+unsettledWhere)
+		return s.unsettledQuery(f)
 	case f.Unsettled:
 		where = append(where, unsettledWhere)
 	case f.State == "":
@@ -84,6 +84,30 @@ func (s *Store) effectsQuery(f store.EffectFilter) (string, []any) {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY effect_key`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return q, args
+}
+
+// unsettledQuery is the read of the effects a person may have to settle, from schema 24: those
+// that need a person, read from effects_attention (which carries every column from schema 25),
+// and the executing ones, looked up by the keys the mark and the parked keys give. The two parts
+// select apart (an executing effect with an outcome conflict is in the first) and each comes in
+// key order, so SQLite merges them without a sort.
+func (s *Store) unsettledQuery(f store.EffectFilter) (string, []any) {
+	var after string
+	var args []any
+	if f.After != "" {
+		after = ` AND effect_key > ?`
+		args = append(args, f.After)
+	}
+	cols := s.effectSelect()
+	q := `SELECT ` + cols + ` FROM effects WHERE ` + attentionWhere + after +
+		` UNION ALL SELECT ` + cols + ` FROM effects WHERE state = 'executing' AND conflict = '' AND effect_key IN (` + executingKeys + `)` + after +
+		` ORDER BY effect_key`
+	args = append(args, args...)
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
