@@ -47,8 +47,8 @@ func TestFramesByBTree(t *testing.T) {
 	// among the calls measured, and what that move writes is counted with them. The calls'
 	// frames stay below wal_autocheckpoint, which would start the log over.
 	const warm, calls = 240, 400
-	if executingMarkRows <= 2*warm || executingMarkRows > 2*(warm+calls) || calls*20 >= walCheckpointPages {
-		t.Fatal("the calls would not move the mark once, or would reach wal_autocheckpoint")
+	if executingMarkRows <= 2*warm || executingMarkRows > 2*(warm+calls) || calls*20 >= walCheckpointPages || spanReceipts <= warm || spanReceipts > warm+calls {
+		t.Fatal("the calls would not move the mark once or complete a span of receipts, or would reach wal_autocheckpoint")
 	}
 	s := warmStore(t, latestVersion(), warm)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -99,17 +99,19 @@ func TestFramesByBTree(t *testing.T) {
 	// B-tree both commits write (two), one for one the record alone writes, and what page splits
 	// add on these calls (docs/performance.md).
 	want := map[string]float64{
-		"effects":              3.3, // the reservation inserts it, the record settles it; random keys split leaves
-		"events":               2.5, // one row each commit, appended
-		"events_action_id":     2.6,
-		"events_effect_key":    2.6,
-		"receipts":             1.7, // the record's receipt, appended; a page holds two or three
-		"receipts_finished_at": 1.2,
-		"chain_head":           1.0,
-		"page 1":               1.0,
+		"effects":           3.3, // the reservation inserts it, the record settles it; random keys split leaves
+		"events":            2.5, // one row each commit, appended
+		"events_action_id":  2.6,
+		"events_effect_key": 2.6,
+		"receipts":          1.7, // the record's receipt, appended; a page holds two or three
+		"chain_head":        1.0,
+		"page 1":            1.0,
 		// The executing mark's move, once in some 1,000 calls (executing.go): no call writes them.
 		"executing_window": 0.02,
 		"executing_parked": 0.02,
+		// The span of 512 receipts the calls complete (spans.go): written by one call in 512.
+		"receipt_spans":              0.02,
+		"receipt_spans_max_finished": 0.02,
 	}
 	for name := range frames {
 		max, ok := want[name]
@@ -123,7 +125,10 @@ func TestFramesByBTree(t *testing.T) {
 	if frames["executing_window"] == 0 {
 		t.Errorf("the executing mark did not move in %d calls: want one move every %d event rows", calls, executingMarkRows)
 	}
-	for _, name := range []string{"effects", "events", "events_action_id", "events_effect_key", "receipts", "receipts_finished_at", "chain_head"} {
+	if frames["receipt_spans"] == 0 {
+		t.Errorf("no span of receipts written in %d calls past %d: want one every %d receipts", calls, warm, spanReceipts)
+	}
+	for _, name := range []string{"effects", "events", "events_action_id", "events_effect_key", "receipts", "chain_head"} {
 		if frames[name] < calls {
 			t.Errorf("%s: %d frames for %d calls, want at least one a call: the measure is broken", name, frames[name], calls)
 		}

@@ -205,7 +205,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: last %d is negative", f.Last))
 			return
 		}
-		q, args, err := receiptsQuery(f, s.receiptLinks())
+		q, args, err := receiptsQuery(f, s.receiptLinks(), s.receiptSpans())
 		if err != nil {
 			yield(receipt.Sealed{}, fmt.Errorf("receipts: %w", err))
 			return
@@ -217,8 +217,9 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) iter.Seq2[r
 }
 
 // receiptsQuery is the query of Receipts(f) and its arguments; links: the schema finds receipts
-// by action and effect through the event rows that link them (schema 22 on).
-func receiptsQuery(f store.ReceiptFilter, links bool) (string, []any, error) {
+// by action and effect through the event rows that link them (schema 22 on); spans: it finds a
+// window's receipts through the spans of the chain (schema 26 on).
+func receiptsQuery(f store.ReceiptFilter, links, spans bool) (string, []any, error) {
 	var where, keys []string
 	var args, keyArgs []any
 	for _, k := range []struct{ col, val string }{{"action_id", f.ActionID}, {"effect_key", f.EffectKey}} {
@@ -249,12 +250,18 @@ func receiptsQuery(f store.ReceiptFilter, links bool) (string, []any, error) {
 		if b.err != nil {
 			return "", nil, fmt.Errorf("since: %w", b.err)
 		}
-		// The seqs of the window through the finished_at index, then their rows by seq: the
-		// plain "finished_at >= ?" beside ORDER BY seq was answered by scanning the whole
-		// table in seq order (SQLite prefers the scan that needs no sort), in proportion to
-		// the store rather than to the window.
-		where = append(where, "seq IN (SELECT seq FROM receipts WHERE finished_at >= ?)")
-		args = append(args, since)
+		// The seqs of the window — through the spans of the chain from schema 26 (spans.go),
+		// through the finished_at index before — then their rows by seq: the plain
+		// "finished_at >= ?" beside ORDER BY seq was answered by scanning the whole table in
+		// seq order (SQLite prefers the scan that needs no sort), in proportion to the store
+		// rather than to the window.
+		if spans {
+			where = append(where, "seq IN ("+windowSeqs+")")
+			args = append(args, since, since, since)
+		} else {
+			where = append(where, "seq IN (SELECT seq FROM receipts WHERE finished_at >= ?)")
+			args = append(args, since)
+		}
 	}
 	if f.AfterSeq > 0 {
 		where = append(where, "seq > ?")

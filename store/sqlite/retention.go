@@ -193,6 +193,12 @@ func (t *txn) prune(req *store.PruneRequest) (*store.PruneResult, error) {
 	if res.Receipts, err = t.c.exec(`DELETE FROM receipts WHERE seq < ?`, cp.Seq); err != nil {
 		return nil, fmt.Errorf("prune: receipts: %w", err)
 	}
+	if t.receiptSpans() {
+		// The spans whose receipts are all gone; one that keeps some still summarizes them.
+		if _, err := t.c.exec(`DELETE FROM receipt_spans WHERE last_seq < ?`, cp.Seq); err != nil {
+			return nil, fmt.Errorf("prune: receipt spans: %w", err)
+		}
+	}
 	// Carry what the removed records said of the rows that are kept.
 	if _, err := t.c.exec(`DELETE FROM carried`); err != nil {
 		return nil, fmt.Errorf("prune: carried: %w", err)

@@ -488,6 +488,11 @@ func (t *txn) storeReceipt(rc *receipt.Receipt, sealed receipt.Sealed) error {
 	if err != nil {
 		return fmt.Errorf("receipt %d: %w", seq, err)
 	}
+	if seq%spanReceipts == 0 && t.receiptSpans() {
+		if err := t.writeSpan(seq); err != nil {
+			return fmt.Errorf("receipt %d: %w", seq, err)
+		}
+	}
 	t.head = receipt.Head{Seq: seq, Hash: sealed.Hash}
 	return nil
 }

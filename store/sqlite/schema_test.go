@@ -121,7 +121,8 @@ var contents = []string{
 // and no use of sqlite_sequence, no index on receipt_id, every other index as before — but for
 // receipts_action_id and receipts_effect_key, which schema 22 drops (receipts are found by
 // action and effect through the event indexes since: TestReceiptLinks), and effects_attention,
-// which schema 24 adds in place of schema 23's effects_unsettled (TestEffectReadPlans).
+// which schema 24 adds in place of schema 23's effects_unsettled (TestEffectReadPlans), and
+// receipts_finished_at, which schema 26 replaces with receipt_spans (TestReceiptWindows).
 func checkSchema4(t *testing.T, db *sql.DB) {
 	t.Helper()
 	for _, c := range []struct {
@@ -131,7 +132,7 @@ func checkSchema4(t *testing.T, db *sql.DB) {
 	}{
 		{"effects", 1, []string{"effects_attention 0 c 1", "effects_state 0 c 1", "sqlite_autoindex_effects_1 1 pk 0"}},
 		{"events", 0, []string{"events_action_id 0 c 0", "events_approval_id 0 c 1", "events_effect_key 0 c 0"}},
-		{"receipts", 0, []string{"receipts_approval_id 0 c 1", "receipts_finished_at 0 c 0"}},
+		{"receipts", 0, []string{"receipts_approval_id 0 c 1"}},
 	} {
 		var wr, strict int
 		var def string

@@ -522,6 +522,7 @@ func TestReaderOfOlderSchema(t *testing.T) {
 	exec(t, db, `DROP INDEX effects_attention`)
 	exec(t, db, `DROP TABLE executing_window`)
 	exec(t, db, `DROP TABLE executing_parked`)
+	exec(t, db, `DROP TABLE receipt_spans`)
 	for _, col := range []string{"effects DROP COLUMN arguments", "effects DROP COLUMN note", "effects DROP COLUMN conflict",
 		"approvals DROP COLUMN note", "approvals DROP COLUMN previous_denied", "approvals DROP COLUMN previous_denied_by",
 		"approvals DROP COLUMN precondition_hash", "approvals DROP COLUMN precondition_at"} {
