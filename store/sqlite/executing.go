@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 
 	"github.com/latchkit/latch/store"
 )
@@ -88,10 +91,9 @@ func (t *txn) checkExecutingNamed(w *store.EffectWrite, events []store.Event) er
 // moveMark moves the executing mark past the event rows appended since it last moved. What is
 // costly — looking up the state of each effect those rows reserved — is read in one snapshot on
 // a reader connection, while the writer goes on writing; what the move writes is then one small
-// write request, committed in a batch with the calls: the keys still executing at the snapshot
-// parked, the parked keys no longer executing dropped, the mark moved to the snapshot's end. A
-// key parked that has settled since is only a key a read looks up for nothing (and the next move
-// drops it); an effect reserved after the snapshot has its row past the new mark.
+// write request, committed in a batch with the calls (moveMarkTo): the keys executing at the
+// snapshot parked, the parked keys no longer executing dropped, the mark moved to the snapshot's
+// end. An effect reserved after the snapshot has its row past the new mark.
 func (s *Store) moveMark(ctx context.Context) error {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -99,56 +101,27 @@ func (s *Store) moveMark(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	var from, end int64
-	if err := tx.QueryRowContext(ctx, `SELECT from_event, `+nextEventID+` FROM executing_window WHERE id = 1`).Scan(&from, &end); err != nil {
+	if err := tx.QueryRowContext(ctx, markRange).Scan(&from, &end); err != nil {
 		return fmt.Errorf("executing mark: %w", err)
 	}
-	keys := func(q string, args ...any) ([]string, error) {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return nil, err
-			}
-			out = append(out, k)
-		}
-		return out, rows.Err()
-	}
-	park, err := keys(`SELECT DISTINCT effect_key FROM events e WHERE e.id >= ? AND e.id < ? AND `+reservedRow+`
-		AND EXISTS (SELECT 1 FROM effects f WHERE f.effect_key = e.effect_key AND f.state = 'executing')`, from, end)
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT effect_key FROM events e WHERE e.id >= ? AND e.id < ? AND `+reservedRow+`
+		AND `+executingNow("e.effect_key"), from, end)
 	if err != nil {
 		return fmt.Errorf("executing mark: park: %w", err)
 	}
-	unpark, err := keys(`SELECT effect_key FROM executing_parked p
-		WHERE NOT EXISTS (SELECT 1 FROM effects f WHERE f.effect_key = p.effect_key AND f.state = 'executing')`)
-	if err != nil {
-		return fmt.Errorf("executing mark: unpark: %w", err)
-	}
-	if err := tx.Rollback(); err != nil {
-		return fmt.Errorf("executing mark: %w", err)
-	}
-	err = s.write(ctx, func(t *txn) error {
-		for _, k := range park {
-			if _, err := t.c.exec(`INSERT OR IGNORE INTO executing_parked (effect_key) VALUES (?)`, k); err != nil {
-				return err
-			}
+	var park []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return fmt.Errorf("executing mark: park: %w", err)
 		}
-		for _, k := range unpark {
-			// Not executing at the snapshot, and so reserved again since only by a row past
-			// the new mark; the state is checked again all the same.
-			if _, err := t.c.exec(`DELETE FROM executing_parked WHERE effect_key = ?
-				AND NOT EXISTS (SELECT 1 FROM effects f WHERE f.effect_key = ? AND f.state = 'executing')`, k, k); err != nil {
-				return err
-			}
-		}
-		_, err := t.c.exec(`UPDATE executing_window SET from_event = MAX(from_event, ?) WHERE id = 1`, end)
-		return err
-	})
-	if err != nil {
+		park = append(park, k)
+	}
+	if err := errors.Join(rows.Err(), rows.Close(), tx.Rollback()); err != nil {
+		return fmt.Errorf("executing mark: park: %w", err)
+	}
+	if err := s.write(ctx, func(t *txn) error { return t.moveMarkTo(slices.Values(park), end) }); err != nil {
 		return fmt.Errorf("executing mark: %w", err)
 	}
 	return nil
@@ -242,6 +215,33 @@ func covers(ranges []idRange, from, end int64) bool {
 // nextEventID is the id the next event row gets (eventrows.go).
 const nextEventID = `COALESCE((SELECT id + COALESCE(n, 1) FROM events WHERE id > 0 ORDER BY id DESC LIMIT 1), 1)`
 
+// markRange reads the executing mark and the id the next event row gets: a move parks what the
+// rows between them reserved and moves the mark to the second.
+const markRange = `SELECT from_event, ` + nextEventID + ` FROM executing_window WHERE id = 1`
+
+// executingNow is the condition that the effect keyed by col is executing now.
+func executingNow(col string) string {
+	return `EXISTS (SELECT 1 FROM effects f WHERE f.effect_key = ` + col + ` AND f.state = 'executing')`
+}
+
+// moveMarkTo is what a move of the executing mark writes, made by the writer itself
+// (moveOwnMark) or from a reader's snapshot (Store.moveMark): park the keys of park, drop every
+// parked key whose effect is no longer executing (its state checked in this transaction), and
+// move the mark to end — never back. A key of park settled since it was read is dropped again
+// here; an effect reserved after end has its row past the new mark.
+func (t *txn) moveMarkTo(park iter.Seq[string], end int64) error {
+	for k := range park {
+		if _, err := t.c.exec(`INSERT OR IGNORE INTO executing_parked (effect_key) VALUES (?)`, k); err != nil {
+			return err
+		}
+	}
+	if _, err := t.c.exec(`DELETE FROM executing_parked WHERE NOT ` + executingNow("executing_parked.effect_key")); err != nil {
+		return err
+	}
+	_, err := t.c.exec(`UPDATE executing_window SET from_event = MAX(from_event, ?) WHERE id = 1`, end)
+	return err
+}
+
 // markInBatch moves the executing mark at the start of a batch's transaction, before its
 // requests, once this writer has committed executingMarkRows event rows since it last did: the
 // move never costs a transaction of its own. When every row past the mark is one this writer
@@ -287,8 +287,7 @@ func (w *writer) markInBatch(t *txn) {
 // written nothing, when a row past the mark is not one of w.own.
 func (w *writer) moveOwnMark(t *txn) (map[string]struct{}, bool, error) {
 	var from, end int64
-	found, err := t.c.queryRow(`SELECT from_event, `+nextEventID+` FROM executing_window WHERE id = 1`, nil,
-		func(sc scanner) error { return sc.Scan(&from, &end) })
+	found, err := t.c.queryRow(markRange, nil, func(sc scanner) error { return sc.Scan(&from, &end) })
 	if err != nil {
 		return nil, false, err
 	}
@@ -298,16 +297,7 @@ func (w *writer) moveOwnMark(t *txn) (map[string]struct{}, bool, error) {
 	if !covers(w.own, from, end) {
 		return nil, false, nil
 	}
-	for k := range w.inflight {
-		if _, err := t.c.exec(`INSERT OR IGNORE INTO executing_parked (effect_key) VALUES (?)`, k); err != nil {
-			return nil, false, err
-		}
-	}
-	if _, err := t.c.exec(`DELETE FROM executing_parked WHERE NOT EXISTS
-		(SELECT 1 FROM effects f WHERE f.effect_key = executing_parked.effect_key AND f.state = 'executing')`); err != nil {
-		return nil, false, err
-	}
-	if _, err := t.c.exec(`UPDATE executing_window SET from_event = ? WHERE id = 1`, end); err != nil {
+	if err := t.moveMarkTo(maps.Keys(w.inflight), end); err != nil {
 		return nil, false, err
 	}
 	// What stays parked is exactly what is executing among them: an effect of this writer's that

@@ -107,7 +107,7 @@ func (s *Store) unsettledQuery(f store.EffectFilter) (string, []any) {
 	q := `SELECT ` + cols + ` FROM effects WHERE ` + attentionWhere + after +
 		` UNION ALL SELECT ` + cols + ` FROM effects WHERE state = 'executing' AND conflict = '' AND effect_key IN (` + executingKeys + `)` + after +
 		` ORDER BY effect_key`
-	args = append(args, args...)
+	args = append(args, args...) // the After bound, for each part
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)

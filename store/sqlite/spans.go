@@ -6,8 +6,9 @@ import "fmt"
 //
 // `latch stats --since` and the windows of GET /v1/stats read the receipts that finished at or
 // after a time. An index on finished_at cost every call a page; since schema 26 the chain is
-// summarized instead in spans of spanReceipts receipts, each with the earliest and latest
-// finished_at among its receipts. The receipt whose seq ends a span writes the span in its own
+// summarized instead in spans of spanReceipts receipts, each with the latest finished_at among
+// its receipts (and its first seq, so that a span is read as written whatever the size of
+// later ones). The receipt whose seq ends a span writes the span in its own
 // transaction, so every span the chain has completed is in receipt_spans; a window reads the
 // receipts of the spans whose latest finished_at is in it and those after the last span, and
 // keeps the receipts whose finished_at is in it. A receipt's finished_at follows the chain's
@@ -19,8 +20,9 @@ import "fmt"
 // receipts_finished_at is gone.
 const receiptSpansVersion = 26
 
-// spanReceipts is how many receipts a span holds: a window reads at most this many receipts
-// outside it at each of its ends, and receipt_spans holds a row for this many receipts.
+// spanReceipts is how many receipts a span holds: besides its own receipts, a window reads the
+// rest of the span it begins in (and the whole of a span one of whose receipts finished far out
+// of the chain's order), and receipt_spans holds a row for this many receipts.
 const spanReceipts = 512
 
 // receiptSpans reports whether the transaction's schema summarizes the chain in spans.
@@ -32,8 +34,8 @@ func (s *Store) receiptSpans() bool { return s.version == 0 || s.version >= rece
 // writeSpan writes the span that the receipt at seq, which this transaction appended, ends.
 func (t *txn) writeSpan(seq int64) error {
 	first := seq - spanReceipts + 1
-	if _, err := t.c.exec(`INSERT INTO receipt_spans (last_seq, first_seq, min_finished, max_finished)
-		SELECT ?, ?, MIN(finished_at), MAX(finished_at) FROM receipts WHERE seq BETWEEN ? AND ?`, seq, first, first, seq); err != nil {
+	if _, err := t.c.exec(`INSERT INTO receipt_spans (last_seq, first_seq, max_finished)
+		SELECT ?, ?, MAX(finished_at) FROM receipts WHERE seq BETWEEN ? AND ?`, seq, first, first, seq); err != nil {
 		return fmt.Errorf("receipt span %d–%d: %w", first, seq, err)
 	}
 	return nil

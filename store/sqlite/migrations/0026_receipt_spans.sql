@@ -6,8 +6,8 @@
 -- a page of that index (1.05 of the 14.45 pages a call commits). A receipt's finished_at is
 -- close to the order of the chain but not bound to it (calls finish out of order, hosts'
 -- clocks differ), so the chain is summarized instead in spans of 512 receipts: receipt_spans
--- holds, for each, its first and last seq and the earliest and latest finished_at among its
--- receipts. The receipt whose seq ends a span writes the span, in its own transaction; a window
+-- holds, for each, its first and last seq and the latest finished_at among its receipts. The
+-- receipt whose seq ends a span writes the span, in its own transaction; a window
 -- reads the receipts of every span whose latest finished_at is in it, and every receipt after
 -- the last span, and keeps those whose finished_at is — exactly the receipts the index found,
 -- at a page written once in 512 calls.
@@ -15,7 +15,6 @@
 CREATE TABLE receipt_spans (
 	last_seq     INTEGER PRIMARY KEY,
 	first_seq    INTEGER NOT NULL,
-	min_finished INTEGER NOT NULL,
 	max_finished INTEGER NOT NULL
 ) STRICT;
 
@@ -23,9 +22,9 @@ CREATE TABLE receipt_spans (
 CREATE INDEX receipt_spans_max_finished ON receipt_spans (max_finished);
 
 -- Every span the chain has completed: those whose last seq is the chain's head or before it.
-INSERT INTO receipt_spans (last_seq, first_seq, min_finished, max_finished)
-SELECT span * 512 + 512, span * 512 + 1, lo, hi
-FROM (SELECT (seq - 1) / 512 AS span, MIN(finished_at) AS lo, MAX(finished_at) AS hi FROM receipts GROUP BY span)
+INSERT INTO receipt_spans (last_seq, first_seq, max_finished)
+SELECT span * 512 + 512, span * 512 + 1, latest
+FROM (SELECT (seq - 1) / 512 AS span, MAX(finished_at) AS latest FROM receipts GROUP BY span)
 WHERE span * 512 + 512 <= (SELECT MAX(seq) FROM receipts)
 ORDER BY span;
 
